@@ -1,0 +1,1 @@
+//! Pool-tree configuration (filled in by the config work).

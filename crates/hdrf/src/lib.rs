@@ -1,0 +1,23 @@
+//! Vector HDRF: YTsaurus' hierarchical, multi-resource fair-share computation.
+//!
+//! A pure, deterministic library: give it a [`Tree`] of pools and operations (with demands,
+//! usages, guarantees, limits and weights) and an [`UpdateInput`] (cluster total, time,
+//! options), and [`update`] computes every element's fair share and the attributes YTsaurus
+//! exposes. It reads no clock (phase timings use a [`PhaseClock`] the caller lends), spawns no
+//! threads, and does not depend on hash order.
+//!
+//! The algorithm follows `shared/spec/vector_hdrf.md`:
+//! * [`plf`]: monotone piecewise-linear functions (scalar and 5-vector) and the operations the
+//!   algorithm needs (transpose, narrow, sum, pointwise min, compose, compress);
+//! * [`update`]: the update in its thirteen steps — guarantees, integral volumes, FIFO
+//!   reordering, burst and relaxed shares, the bottom-up F/M/S functions and the top-down
+//!   distribution.
+
+pub mod model;
+pub mod output;
+pub mod plf;
+mod update;
+
+pub use model::*;
+pub use output::*;
+pub use update::update;

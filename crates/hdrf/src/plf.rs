@@ -1,0 +1,1 @@
+//! Monotone piecewise-linear functions.
