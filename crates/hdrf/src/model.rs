@@ -3,7 +3,9 @@
 //! The tree is an arena: element 0 is the root, every other element has a parent, and a
 //! composite's children are kept in attachment order (which matters for tie-breaks).
 
-use fairsched_resources::{PartialResources, RESOURCE_COUNT, ResourceKind, ResourceVector, Resources};
+use fairsched_resources::{
+    PartialResources, RESOURCE_COUNT, ResourceKind, ResourceVector, Resources,
+};
 
 /// Index of an element in its [`Tree`].
 pub type ElementIndex = usize;
@@ -142,33 +144,121 @@ pub enum ElementKind {
     Operation(OperationSpec),
 }
 
-/// Resource × seconds (`TResourceVolume`); cpu is fixed point with two decimals.
+/// Resource × seconds (`TResourceVolume`).
+///
+/// The cpu component is fixed point with two decimals, as in YTsaurus: it is stored as a whole
+/// number of hundredths (exact in an `f64`), and every operation rounds it half away from zero.
+/// The other components are plain doubles.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct ResourceVolume(pub [f64; RESOURCE_COUNT]);
+pub struct ResourceVolume {
+    raw: [f64; RESOURCE_COUNT],
+}
+
+const CPU: usize = ResourceKind::Cpu.index();
 
 impl ResourceVolume {
-    pub const ZERO: ResourceVolume = ResourceVolume([0.0; RESOURCE_COUNT]);
+    pub const ZERO: ResourceVolume = ResourceVolume {
+        raw: [0.0; RESOURCE_COUNT],
+    };
 
-    /// `resources × seconds`, cpu rounded to hundredths.
-    pub fn from_resources(r: &Resources, seconds: f64) -> ResourceVolume {
-        let mut v = ResourceVolume(std::array::from_fn(|i| {
-            r.get(ResourceKind::ALL[i]) * seconds
-        }));
-        v.round_cpu();
+    /// From natural-unit values (cpu·s as a decimal, rounded to hundredths).
+    pub fn from_values(values: [f64; RESOURCE_COUNT]) -> ResourceVolume {
+        let mut raw = values;
+        raw[CPU] = (values[CPU] * 100.0).round();
+        ResourceVolume { raw }
+    }
+
+    /// Natural-unit values (cpu·s as a decimal).
+    pub fn values(&self) -> [f64; RESOURCE_COUNT] {
+        let mut v = self.raw;
+        v[CPU] = self.raw[CPU] / 100.0;
         v
     }
 
-    /// Rounds the cpu component to hundredths (half away from zero).
-    pub fn round_cpu(&mut self) {
-        let c = ResourceKind::Cpu.index();
-        self.0[c] = (self.0[c] * 100.0).round() / 100.0;
+    /// `resources × seconds`.
+    pub fn from_resources(r: &Resources, seconds: f64) -> ResourceVolume {
+        let raw = r.raw();
+        ResourceVolume {
+            raw: std::array::from_fn(|i| {
+                if i == CPU {
+                    (raw[i] as f64 * seconds).round()
+                } else {
+                    raw[i] as f64 * seconds
+                }
+            }),
+        }
+    }
+
+    /// Every component times `k` (cpu rounded to hundredths).
+    #[must_use]
+    pub fn scale(&self, k: f64) -> ResourceVolume {
+        self.map(|i, x| if i == CPU { (x * k).round() } else { x * k })
+    }
+
+    fn map(&self, f: impl Fn(usize, f64) -> f64) -> ResourceVolume {
+        ResourceVolume {
+            raw: std::array::from_fn(|i| f(i, self.raw[i])),
+        }
+    }
+
+    fn zip(&self, o: &ResourceVolume, f: impl Fn(f64, f64) -> f64) -> ResourceVolume {
+        ResourceVolume {
+            raw: std::array::from_fn(|i| f(self.raw[i], o.raw[i])),
+        }
     }
 
     #[must_use]
-    pub fn scale(&self, k: f64) -> ResourceVolume {
-        let mut v = ResourceVolume(self.0.map(|x| x * k));
-        v.round_cpu();
-        v
+    pub fn add(&self, o: &ResourceVolume) -> ResourceVolume {
+        self.zip(o, |a, b| a + b)
+    }
+
+    #[must_use]
+    pub fn sub(&self, o: &ResourceVolume) -> ResourceVolume {
+        self.zip(o, |a, b| a - b)
+    }
+
+    #[must_use]
+    pub fn max(&self, o: &ResourceVolume) -> ResourceVolume {
+        self.zip(o, f64::max)
+    }
+
+    #[must_use]
+    pub fn min(&self, o: &ResourceVolume) -> ResourceVolume {
+        self.zip(o, f64::min)
+    }
+
+    pub fn is_zero(&self) -> bool {
+        self.raw.iter().all(|&x| x == 0.0)
+    }
+
+    /// Natural value of one component.
+    pub fn get(&self, kind: ResourceKind) -> f64 {
+        self.values()[kind.index()]
+    }
+
+    /// Raw component `i` (cpu in hundredths).
+    pub(crate) fn raw(&self, i: usize) -> f64 {
+        self.raw[i]
+    }
+
+    /// Sets raw component `i` (cpu in hundredths, rounded).
+    pub(crate) fn set_raw(&mut self, i: usize, v: f64) {
+        self.raw[i] = if i == CPU { v.round() } else { v };
+    }
+
+    /// `min over resources with total_r > 0 of volume_r / total_r`, or 0 when the total is empty.
+    pub fn min_resource_ratio(&self, total: &Resources) -> f64 {
+        let v = self.values();
+        let t = total.values();
+        let mut result = f64::MAX;
+        let mut updated = false;
+        for i in 0..RESOURCE_COUNT {
+            if t[i] > 0.0 {
+                result = result.min(v[i] / t[i]);
+                updated = true;
+            }
+        }
+        if updated { result } else { 0.0 }
     }
 }
 
@@ -245,7 +335,10 @@ impl std::fmt::Display for TreeError {
         match self {
             TreeError::UnknownParent(p) => write!(f, "parent element {p} does not exist"),
             TreeError::ParentIsOperation(p) => {
-                write!(f, "parent element {p} is an operation and cannot have children")
+                write!(
+                    f,
+                    "parent element {p} is an operation and cannot have children"
+                )
             }
         }
     }

@@ -91,10 +91,16 @@ impl Default for ElementAttributes {
 #[derive(Clone, Debug, PartialEq)]
 pub enum UpdateError {
     /// Strong guarantees plus resource flows exceed the cluster (YTsaurus alert 29000).
-    PoolTreeGuaranteesOvercommitFlows { total: Resources, strong_plus_flow: Resources },
+    PoolTreeGuaranteesOvercommitFlows {
+        total: Resources,
+        strong_plus_flow: Resources,
+    },
     /// Strong guarantees plus burst guarantees exceed the cluster (alert 29000); guarantees
     /// were scaled down.
-    PoolTreeGuaranteesOvercommitBurst { total: Resources, strong_plus_burst: Resources },
+    PoolTreeGuaranteesOvercommitBurst {
+        total: Resources,
+        strong_plus_burst: Resources,
+    },
     /// A promised-guarantee pool has a promised-guarantee ancestor.
     NestedPromisedGuaranteeFairSharePools { pools: Vec<String> },
     /// Priority strong-guarantee pools without a donor ancestor.
@@ -206,6 +212,11 @@ pub struct UpdateOutput {
 pub trait PhaseClock {
     /// Nanoseconds since an arbitrary fixed origin.
     fn now_ns(&self) -> u64;
+
+    /// Whether phases should be timed at all (reading a clock per element costs time).
+    fn enabled(&self) -> bool {
+        true
+    }
 }
 
 /// A clock that always reads 0: no timings.
@@ -215,5 +226,9 @@ pub struct NoClock;
 impl PhaseClock for NoClock {
     fn now_ns(&self) -> u64 {
         0
+    }
+
+    fn enabled(&self) -> bool {
+        false
     }
 }

@@ -9,7 +9,9 @@ pub enum AmountError {
     Empty,
     #[error("{0:?} is not a number (expected e.g. \"4GiB\", \"1.5\", \"200\")")]
     NotANumber(String),
-    #[error("unknown unit {unit:?} in {input:?} (memory units: B, KiB, MiB, GiB, TiB, PiB, K, M, G, T, P)")]
+    #[error(
+        "unknown unit {unit:?} in {input:?} (memory units: B, KiB, MiB, GiB, TiB, PiB, K, M, G, T, P)"
+    )]
     UnknownUnit { input: String, unit: String },
     #[error("{0} is negative; amounts must be >= 0")]
     Negative(String),
@@ -61,7 +63,9 @@ pub fn parse_amount(kind: ResourceKind, input: &str) -> Result<i64, AmountError>
         return Err(AmountError::Empty);
     }
     let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E'))
+        .find(|c: char| {
+            !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E')
+        })
         .unwrap_or(s.len());
     // "1e3" is a number; "1E" alone is not, and "1EiB" is not supported.
     let (num, unit) = s.split_at(split);
@@ -87,7 +91,11 @@ pub fn parse_amount(kind: ResourceKind, input: &str) -> Result<i64, AmountError>
 
 /// Converts a natural-unit double into raw units, rejecting negative, non-finite and
 /// out-of-range values (used for numbers given directly in JSON/TOML, too).
-pub(crate) fn value_to_raw(kind: ResourceKind, value: f64, shown: &str) -> Result<i64, AmountError> {
+pub(crate) fn value_to_raw(
+    kind: ResourceKind,
+    value: f64,
+    shown: &str,
+) -> Result<i64, AmountError> {
     if !value.is_finite() {
         return Err(AmountError::NotFinite(shown.to_string()));
     }

@@ -91,7 +91,7 @@ impl fmt::Display for ResourceKind {
 /// counts. Conversions from `f64` follow YTsaurus: cpu rounds half away from zero (on the
 /// hundredths), integer resources truncate toward zero, and everything saturates at the
 /// type's range (gpu is a 32-bit integer).
-#[derive(Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Resources {
     raw: [i64; RESOURCE_COUNT],
 }

@@ -108,7 +108,9 @@ fn deserialize_raw<'de, D: Deserializer<'de>>(
 /// Missing resources are 0.
 impl<'de> Deserialize<'de> for Resources {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(Resources::from_raw(deserialize_raw(d)?.map(|v| v.unwrap_or(0))))
+        Ok(Resources::from_raw(
+            deserialize_raw(d)?.map(|v| v.unwrap_or(0)),
+        ))
     }
 }
 
@@ -152,7 +154,9 @@ mod tests {
             (r#"[1]"#, "a map of resources"),
         ];
         for (input, needle) in cases {
-            let err = serde_json::from_str::<Resources>(input).unwrap_err().to_string();
+            let err = serde_json::from_str::<Resources>(input)
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(needle), "{input}: {err}");
         }
     }

@@ -22,15 +22,11 @@ impl ResourceVector {
 
     /// `amount_r / total_r`, and 0 where `total_r == 0`.
     pub fn from_resources(amount: &Resources, total: &Resources) -> ResourceVector {
-        let a = amount.raw();
-        let t = total.raw();
+        // Natural units on both sides (cpu as a decimal), as YTsaurus divides doubles.
+        let a = amount.values();
+        let t = total.values();
         ResourceVector(std::array::from_fn(|i| {
-            if t[i] == 0 {
-                0.0
-            } else {
-                // Both are raw units, so cpu's scale cancels out.
-                a[i] as f64 / t[i] as f64
-            }
+            if t[i] == 0.0 { 0.0 } else { a[i] / t[i] }
         }))
     }
 
