@@ -1,0 +1,228 @@
+//! Worked examples from `shared/spec/vector_hdrf.md` (§7 and §13): small trees whose fair
+//! shares are known in closed form.
+
+use fairsched_hdrf::{
+    IntegralGuaranteeType, IntegralGuarantees, NoClock, OperationSpec, PoolMode, PoolSpec, ROOT,
+    Tree, UpdateInput, UpdateOptions, update,
+};
+use fairsched_resources::{PartialResources, ResourceKind, ResourceVector, Resources};
+
+const MB: f64 = 1048576.0;
+
+fn res(slots: f64, cpu: f64, memory: f64) -> Resources {
+    Resources::from_values([slots, cpu, 0.0, memory, 0.0])
+}
+
+fn cluster() -> Resources {
+    res(100.0, 100.0, 1000.0 * MB)
+}
+
+fn op(demand: Resources) -> OperationSpec {
+    OperationSpec {
+        demand,
+        ..OperationSpec::default()
+    }
+}
+
+fn run(
+    tree: &mut Tree,
+    total: Resources,
+    improved: bool,
+    previous: Option<f64>,
+) -> fairsched_hdrf::UpdateOutput {
+    let input = UpdateInput {
+        total_resources: total,
+        now_seconds: 0.0,
+        previous_update_seconds: previous,
+        options: UpdateOptions {
+            enable_improved_fair_share_by_fit_factor_computation: improved,
+            ..UpdateOptions::default()
+        },
+    };
+    let out = update(tree, &input, &NoClock);
+    assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+    out
+}
+
+fn assert_near(actual: ResourceVector, expected: [f64; 5], what: &str) {
+    assert!(
+        actual.near(&ResourceVector(expected), 1e-7),
+        "{what}: expected {expected:?}, got {actual:?}"
+    );
+}
+
+/// §7.1: DRF inside a pool — each operation gets dominant share 2/3.
+#[test]
+fn drf_inside_a_pool() {
+    for improved in [false, true] {
+        let mut t = Tree::new();
+        let a = t.add_pool(ROOT, "A", 1.0, PoolSpec::default()).unwrap();
+        let x = t
+            .add_operation(a, "X", 1.0, op(res(100.0, 100.0, 2000.0 * MB)))
+            .unwrap();
+        let y = t
+            .add_operation(a, "Y", 1.0, op(res(100.0, 200.0, 1000.0 * MB)))
+            .unwrap();
+        let out = run(&mut t, cluster(), improved, None);
+        let third = 1.0 / 3.0;
+        assert_near(
+            out.attributes[x].fair_share.total,
+            [third, third, 0.0, 2.0 * third, 0.0],
+            "X",
+        );
+        assert_near(
+            out.attributes[y].fair_share.total,
+            [third, 2.0 * third, 0.0, third, 0.0],
+            "Y",
+        );
+    }
+}
+
+/// §13.1: guarantees are added, not maxed: A (50% strong) and B share 75/25.
+#[test]
+fn guarantees_are_additive() {
+    for improved in [false, true] {
+        let mut t = Tree::new();
+        let a = t
+            .add_pool(
+                ROOT,
+                "A",
+                1.0,
+                PoolSpec {
+                    strong_guarantee_resources: PartialResources::EMPTY
+                        .with(ResourceKind::Cpu, 50.0),
+                    ..PoolSpec::default()
+                },
+            )
+            .unwrap();
+        let b = t.add_pool(ROOT, "B", 1.0, PoolSpec::default()).unwrap();
+        t.add_operation(a, "opA", 1.0, op(cluster())).unwrap();
+        t.add_operation(b, "opB", 1.0, op(cluster())).unwrap();
+        let out = run(&mut t, cluster(), improved, None);
+        assert_near(
+            out.attributes[a].fair_share.total,
+            [0.75, 0.75, 0.0, 0.75, 0.0],
+            "A",
+        );
+        assert_near(
+            out.attributes[b].fair_share.total,
+            [0.25, 0.25, 0.0, 0.25, 0.0],
+            "B",
+        );
+        assert_near(
+            out.attributes[a].fair_share.strong_guarantee,
+            [0.5, 0.5, 0.0, 0.5, 0.0],
+            "A strong",
+        );
+    }
+}
+
+/// §13.4: an operation's fair share first keeps the shape of its usage.
+#[test]
+fn usage_shape_is_reproduced_first() {
+    let mut t = Tree::new();
+    let p = t.add_pool(ROOT, "P", 1.0, PoolSpec::default()).unwrap();
+    let x = t
+        .add_operation(
+            p,
+            "x",
+            1.0,
+            OperationSpec {
+                demand: cluster(),
+                usage: res(50.0, 50.0, 0.0),
+                ..OperationSpec::default()
+            },
+        )
+        .unwrap();
+    let y = t.add_operation(p, "y", 1.0, op(cluster())).unwrap();
+    let out = run(&mut t, cluster(), false, None);
+    assert_near(
+        out.attributes[x].fair_share.total,
+        [0.5, 0.5, 0.0, 0.0, 0.0],
+        "x",
+    );
+    assert_near(
+        out.attributes[y].fair_share.total,
+        [0.5, 0.5, 0.0, 0.5, 0.0],
+        "y",
+    );
+}
+
+/// §7.2: strong, burst, relaxed and plain pools each get guarantee + weight·f, f = 0.1.
+#[test]
+fn all_kinds_of_pools_share_the_weighted_remainder() {
+    for improved in [false, true] {
+        let mut t = Tree::new();
+        let cpu10 = Resources::ZERO.with(ResourceKind::Cpu, 10.0);
+        let zero_sg = PartialResources::EMPTY.with(ResourceKind::Cpu, 0.0);
+        let strong = t
+            .add_pool(
+                ROOT,
+                "strong",
+                1.0,
+                PoolSpec {
+                    strong_guarantee_resources: PartialResources::EMPTY
+                        .with(ResourceKind::Cpu, 10.0),
+                    ..PoolSpec::default()
+                },
+            )
+            .unwrap();
+        let integral = |kind| PoolSpec {
+            strong_guarantee_resources: zero_sg,
+            integral_guarantees: IntegralGuarantees {
+                guarantee_type: kind,
+                resource_flow: cpu10,
+                burst_guarantee_resources: if kind == IntegralGuaranteeType::Burst {
+                    cpu10
+                } else {
+                    Resources::ZERO
+                },
+                ..IntegralGuarantees::default()
+            },
+            ..PoolSpec::default()
+        };
+        let burst = t
+            .add_pool(ROOT, "burst", 1.0, integral(IntegralGuaranteeType::Burst))
+            .unwrap();
+        let relaxed = t
+            .add_pool(
+                ROOT,
+                "relaxed",
+                2.0,
+                integral(IntegralGuaranteeType::Relaxed),
+            )
+            .unwrap();
+        let plain = t
+            .add_pool(
+                ROOT,
+                "plain",
+                3.0,
+                PoolSpec {
+                    strong_guarantee_resources: zero_sg,
+                    mode: PoolMode::FairShare,
+                    ..PoolSpec::default()
+                },
+            )
+            .unwrap();
+        for p in [strong, burst, relaxed, plain] {
+            t.add_operation(p, format!("op-{p}"), 1.0, op(cluster()))
+                .unwrap();
+        }
+        let out = run(&mut t, cluster(), improved, Some(-60.0));
+        let u = |x: f64| [x, x, 0.0, x, 0.0];
+        assert_near(out.attributes[strong].fair_share.total, u(0.2), "strong");
+        assert_near(out.attributes[burst].fair_share.total, u(0.2), "burst");
+        assert_near(out.attributes[relaxed].fair_share.total, u(0.3), "relaxed");
+        assert_near(out.attributes[plain].fair_share.total, u(0.3), "plain");
+        assert_near(
+            out.attributes[burst].fair_share.integral_guarantee,
+            u(0.1),
+            "burst integral",
+        );
+        assert_near(
+            out.attributes[relaxed].fair_share.integral_guarantee,
+            u(0.1),
+            "relaxed integral",
+        );
+    }
+}
