@@ -1,0 +1,360 @@
+//! The tree's own options: the `config` object of a pool tree.
+
+use crate::common::{
+    FifoPoolSchedulingOrder, PreemptionPriorityScope, ROOT_POOL_NAME, resource_kind_serde,
+};
+use crate::pool::PoolPresetConfig;
+use fairsched_resources::{PartialResources, ResourceKind};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Options of one pool tree (YTsaurus `//sys/pool_trees/<tree>/@config`,
+/// `TFairShareStrategyTreeConfig`).
+///
+/// Names are the YTsaurus names; durations are the YTsaurus name plus `_ms`, in milliseconds.
+/// Every field has a default, so `{}` is a valid tree config. Defaults are those of the
+/// YTsaurus code unless the field's documentation says otherwise.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TreeConfig {
+    // ----- Nodes, structure and operation limits -----
+    /// Boolean expression over node tags selecting the nodes of this tree (alias
+    /// `nodes_filter`). Absent: every node. Trees must not share nodes. Default: absent.
+    #[serde(alias = "nodes_filter", skip_serializing_if = "Option::is_none")]
+    pub node_tag_filter: Option<String>,
+
+    /// The tree's main resource. A pool that configures any strong guarantee must include it
+    /// (an explicit 0 is fine); unset guarantee components are inferred proportionally to it.
+    /// Default: `cpu`.
+    #[serde(with = "resource_kind_serde")]
+    pub main_resource: ResourceKind,
+
+    /// Pool under which ephemeral pools (operations naming a pool that does not exist) are
+    /// created. `"<Root>"` means directly under the root. A missing or FIFO default parent is
+    /// reported as a warning and the root is used instead, as in YTsaurus. Default: `"<Root>"`.
+    pub default_parent_pool: String,
+
+    /// Whether the user → default-parent-pool map of the server is consulted before
+    /// `default_parent_pool`. Default: false.
+    pub use_user_default_parent_pool_map: bool,
+
+    /// Most operations (running + pending) in the whole tree; more are rejected with error 202.
+    /// Must be > 0. Default: 50000.
+    pub max_operation_count: u32,
+
+    /// Most running operations in the whole tree; further operations stay pending. Must be > 0
+    /// and at most `max_operation_count`. Default: 2000.
+    pub max_running_operation_count: u32,
+
+    /// `max_operation_count` of a pool that does not set it. Must be > 0. Default: 50.
+    pub max_operation_count_per_pool: u32,
+
+    /// `max_running_operation_count` of a pool that does not set it. Must be > 0 and at most
+    /// `max_operation_count_per_pool`. Default: 8, the value the YTsaurus documentation gives
+    /// for a pool (seed 001); the YTsaurus code default is 50.
+    pub max_running_operation_count_per_pool: u32,
+
+    /// Most ephemeral pools one user may own under the default parent pool. Must be >= 1.
+    /// Default: 1. (`max_ephemeral_pool_per_user`, the spelling in the YTsaurus docs, is
+    /// accepted as an alias.)
+    #[serde(alias = "max_ephemeral_pool_per_user")]
+    pub max_ephemeral_pools_per_user: u32,
+
+    /// Forbids starting operations directly in the root pool. Default: true.
+    pub forbid_immediate_operations_in_root: bool,
+
+    /// When set to m (>= 1), a pool without an explicit weight gets a weight proportional to its
+    /// guarantee: `m × (strong guarantee share + resource flow ratio)` relative to its parent's.
+    /// Aliases: `infer_weight_from_strong_guarantee_share_multiplier`,
+    /// `infer_weight_from_min_share_ratio_multiplier`. Default: unset (weights default to 1).
+    #[serde(
+        alias = "infer_weight_from_strong_guarantee_share_multiplier",
+        alias = "infer_weight_from_min_share_ratio_multiplier",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub infer_weight_from_guarantees_share_multiplier: Option<f64>,
+
+    /// Tree-wide integral-guarantee settings.
+    pub integral_guarantees: TreeIntegralGuaranteesConfig,
+
+    /// Default of the pool option `integral_guarantees.should_distribute_free_volume_among_children`
+    /// for pools that do not set it. Default: false.
+    pub should_distribute_free_volume_among_children: bool,
+
+    /// Named partial pool configs that pools pull in with `config_presets`.
+    /// Default: none.
+    pub pool_config_presets: BTreeMap<String, PoolPresetConfig>,
+
+    // ----- Starvation -----
+    /// An element is `below_fair_share` when its usage share is below `fair share × tolerance`
+    /// (on its non-blocked resources). Range [0, 1]. Default: 0.8.
+    pub fair_share_starvation_tolerance: f64,
+
+    /// How long an element must stay below its fair share before it starves and may preempt
+    /// (alias `fair_share_preemption_timeout_ms`). Default: 30000 ms.
+    #[serde(alias = "fair_share_preemption_timeout_ms")]
+    pub fair_share_starvation_timeout_ms: u64,
+
+    /// How long before a starving element becomes aggressively starving (only if aggressive
+    /// starvation is enabled for it). Must be >= `fair_share_starvation_timeout_ms`.
+    /// Default: 120000 ms.
+    pub fair_share_aggressive_starvation_timeout_ms: u64,
+
+    /// Tree-wide default of the pool option `enable_aggressive_starvation`. Default: false.
+    pub enable_aggressive_starvation: bool,
+
+    /// Whether pools (not only operations) can starve. Default: true.
+    pub enable_pool_starvation: bool,
+
+    /// Timeouts of operations with few pending allocations are scaled by
+    /// `pending allocations / coefficient` when that is below 1 (alias
+    /// `job_count_preemption_timeout_coefficient`). Must be >= 1. Default: 1.0.
+    #[serde(alias = "job_count_preemption_timeout_coefficient")]
+    pub allocation_count_preemption_timeout_coefficient: f64,
+
+    // ----- Preemption -----
+    /// Allocations whose prefix usage exceeds `fair share × threshold` are preemptible. Must be
+    /// > 0. Default: 1.0.
+    pub preemption_satisfaction_threshold: f64,
+
+    /// Allocations whose prefix usage exceeds `fair share × threshold` (but not the regular
+    /// threshold) are aggressively preemptible. Must be >= 0 and at most
+    /// `preemption_satisfaction_threshold`. Default: 0.2.
+    pub aggressive_preemption_satisfaction_threshold: f64,
+
+    /// An operation's allocations are never preempted while its usage is below this (per
+    /// resource; unset resources do not protect). Default: `{}` (disabled).
+    pub non_preemptible_resource_usage_threshold: PartialResources,
+
+    /// Legacy form of `non_preemptible_resource_usage_threshold.user_slots`: used for it when
+    /// the threshold does not set `user_slots` (aliases `max_unpreemptible_running_job_count`,
+    /// `max_unpreemptable_running_job_count`). Default: unset.
+    #[serde(
+        alias = "max_unpreemptible_running_job_count",
+        alias = "max_unpreemptable_running_job_count",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_unpreemptible_running_allocation_count: Option<u32>,
+
+    /// Minimum interval between preemptive scheduling passes on one node. Default: 5000 ms.
+    pub preemptive_scheduling_backoff_ms: u64,
+
+    /// Interruption window given to a preempted allocation's job before it is aborted (alias
+    /// `job_interrupt_timeout_ms`). Default: 10000 ms.
+    #[serde(alias = "job_interrupt_timeout_ms")]
+    pub allocation_preemption_timeout_ms: u64,
+
+    /// Interruption window for allocations of `graceful` operations shrunk to their fair share
+    /// (alias `job_graceful_interrupt_timeout_ms`). Default: 60000 ms.
+    #[serde(alias = "job_graceful_interrupt_timeout_ms")]
+    pub allocation_graceful_preemption_timeout_ms: u64,
+
+    /// Longest a new job may wait on its node for the resources of the jobs it preempted before
+    /// the new job is aborted (alias `waiting_job_timeout_ms`). Default: unset (no limit).
+    #[serde(
+        alias = "waiting_job_timeout_ms",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub waiting_for_resources_on_node_timeout_ms: Option<u64>,
+
+    /// Which starvation (the operation's own, or also its ancestors') qualifies an operation for
+    /// preemptive scheduling. Default: `operation_and_ancestors`.
+    pub scheduling_preemption_priority_scope: PreemptionPriorityScope,
+
+    /// Whether aggressive preemption may take allocations of gang operations. Default: true.
+    pub allow_aggressive_preemption_for_gang_operations: bool,
+
+    /// Whether allocations of an operation that is itself starving may be preempted. Default:
+    /// false (a starving operation is protected, the behaviour of YTsaurus releases up to 2024;
+    /// the newest YTsaurus code has the option without a confirmed default).
+    pub allow_preemption_from_starving_operations: bool,
+
+    /// Most allocations started through preemption per node heartbeat, over all preemptive
+    /// stages. YTsaurus hard-codes 1; fairsched makes it a knob. Must be >= 1. Default: 1.
+    pub max_preemptive_allocations_per_heartbeat: u32,
+
+    /// SSD priority preemption settings.
+    pub ssd_priority_preemption: SsdPriorityPreemptionConfig,
+
+    // ----- Heartbeat scheduling -----
+    /// If a pool's effective value is true, its satisfaction for scheduling is at least its own
+    /// local satisfaction (pools overridable). Default: false.
+    pub use_pool_satisfaction_for_scheduling: bool,
+
+    /// Serve operations below their promised guarantee in a first, high-priority regular
+    /// stage. Default: false.
+    pub enable_guarantee_priority_scheduling: bool,
+
+    /// Fail operations whose ancestor's limits are too small for their smallest job. Default:
+    /// true.
+    pub enable_limiting_ancestor_check: bool,
+
+    /// Whether scheduling tag filters of pools and operations are honoured. Default: true.
+    pub enable_scheduling_tags: bool,
+
+    /// A heartbeat refreshes an operation's usage from the live resource tree if its cached
+    /// usage is older than this. Default: 100 ms.
+    pub allowed_resource_usage_staleness_ms: u64,
+
+    /// A heartbeat keeps scheduling while the node has at least these resources free.
+    /// Default: `{user_slots: 1, cpu: 1, memory: 256MiB}`.
+    pub min_spare_allocation_resources_on_node: PartialResources,
+
+    /// Most allocations started in one heartbeat. Default: unset (no limit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_started_allocations_per_heartbeat: Option<u32>,
+
+    /// Pools with at least this many schedulable children keep them in a heap. Default: 16.
+    pub min_child_heap_size: u32,
+
+    /// Default order in which FIFO pools offer heartbeats to their operations (pools
+    /// overridable). Default: `satisfaction`.
+    pub fifo_pool_scheduling_order: FifoPoolSchedulingOrder,
+
+    /// Default of the pool option: an operation of a FIFO pool that cannot be fully satisfied
+    /// gets its fair share truncated (alias `truncate_fifo_pool_unsatisfied_child_fair_share`).
+    /// Default: false.
+    #[serde(alias = "truncate_fifo_pool_unsatisfied_child_fair_share")]
+    pub enable_fair_share_truncation_in_fifo_pool: bool,
+
+    /// Only the first N schedulable operations of a FIFO pool are schedulable. Must be > 0.
+    /// Default: unset (all).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_schedulable_element_count_in_fifo_pool: Option<u32>,
+
+    // ----- Vector HDRF switches -----
+    /// Gang operations become a step function (all or nothing) in the fair-share computation.
+    /// Default: false.
+    pub enable_step_function_for_gang_operations: bool,
+
+    /// "Improved" pool fair-share-by-fit-factor functions and the vector top-down pass.
+    /// Default: false.
+    pub enable_improved_fair_share_by_fit_factor_computation: bool,
+
+    /// Distribution-gap fix of the improved computation. Default: false.
+    pub enable_improved_fair_share_by_fit_factor_computation_distribution_gap: bool,
+
+    /// FIFO functions are concatenated instead of summed (same result, linear time).
+    /// Default: false.
+    pub enable_fast_fifo_fair_share_by_fit_factor_computation: bool,
+
+    /// FIFO pools that enable it too may reorder their children so that gangs that do not fit
+    /// do not leave the pool's guarantee unused (needs the gang step function). Default: false.
+    pub enable_fifo_children_reordering_for_guarantee_utilization: bool,
+}
+
+impl Default for TreeConfig {
+    fn default() -> Self {
+        TreeConfig {
+            node_tag_filter: None,
+            main_resource: ResourceKind::Cpu,
+            default_parent_pool: ROOT_POOL_NAME.to_string(),
+            use_user_default_parent_pool_map: false,
+            max_operation_count: 50_000,
+            max_running_operation_count: 2_000,
+            max_operation_count_per_pool: 50,
+            max_running_operation_count_per_pool: 8,
+            max_ephemeral_pools_per_user: 1,
+            forbid_immediate_operations_in_root: true,
+            infer_weight_from_guarantees_share_multiplier: None,
+            integral_guarantees: TreeIntegralGuaranteesConfig::default(),
+            should_distribute_free_volume_among_children: false,
+            pool_config_presets: BTreeMap::new(),
+            fair_share_starvation_tolerance: 0.8,
+            fair_share_starvation_timeout_ms: 30_000,
+            fair_share_aggressive_starvation_timeout_ms: 120_000,
+            enable_aggressive_starvation: false,
+            enable_pool_starvation: true,
+            allocation_count_preemption_timeout_coefficient: 1.0,
+            preemption_satisfaction_threshold: 1.0,
+            aggressive_preemption_satisfaction_threshold: 0.2,
+            non_preemptible_resource_usage_threshold: PartialResources::EMPTY,
+            max_unpreemptible_running_allocation_count: None,
+            preemptive_scheduling_backoff_ms: 5_000,
+            allocation_preemption_timeout_ms: 10_000,
+            allocation_graceful_preemption_timeout_ms: 60_000,
+            waiting_for_resources_on_node_timeout_ms: None,
+            scheduling_preemption_priority_scope: PreemptionPriorityScope::OperationAndAncestors,
+            allow_aggressive_preemption_for_gang_operations: true,
+            allow_preemption_from_starving_operations: false,
+            max_preemptive_allocations_per_heartbeat: 1,
+            ssd_priority_preemption: SsdPriorityPreemptionConfig::default(),
+            use_pool_satisfaction_for_scheduling: false,
+            enable_guarantee_priority_scheduling: false,
+            enable_limiting_ancestor_check: true,
+            enable_scheduling_tags: true,
+            allowed_resource_usage_staleness_ms: 100,
+            min_spare_allocation_resources_on_node: PartialResources::EMPTY
+                .with(ResourceKind::UserSlots, 1.0)
+                .with(ResourceKind::Cpu, 1.0)
+                .with(ResourceKind::Memory, 256.0 * 1024.0 * 1024.0),
+            max_started_allocations_per_heartbeat: None,
+            min_child_heap_size: 16,
+            fifo_pool_scheduling_order: FifoPoolSchedulingOrder::Satisfaction,
+            enable_fair_share_truncation_in_fifo_pool: false,
+            max_schedulable_element_count_in_fifo_pool: None,
+            enable_step_function_for_gang_operations: false,
+            enable_improved_fair_share_by_fit_factor_computation: false,
+            enable_improved_fair_share_by_fit_factor_computation_distribution_gap: false,
+            enable_fast_fifo_fair_share_by_fit_factor_computation: false,
+            enable_fifo_children_reordering_for_guarantee_utilization: false,
+        }
+    }
+}
+
+impl TreeConfig {
+    /// The tree-level non-preemptible threshold with `max_unpreemptible_running_allocation_count`
+    /// folded into `user_slots` when the threshold does not set it (as YTsaurus does).
+    pub fn effective_non_preemptible_resource_usage_threshold(&self) -> PartialResources {
+        let mut threshold = self.non_preemptible_resource_usage_threshold;
+        if !threshold.is_set(ResourceKind::UserSlots)
+            && let Some(count) = self.max_unpreemptible_running_allocation_count
+        {
+            threshold.set_raw(ResourceKind::UserSlots, Some(i64::from(count)));
+        }
+        threshold
+    }
+}
+
+/// Tree-wide integral-guarantee settings (the tree's `integral_guarantees`, YTsaurus
+/// `TSchedulerIntegralGuaranteesConfig`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TreeIntegralGuaranteesConfig {
+    /// Divisor turning accumulated volume into a share ratio: a pool can spend its whole
+    /// volume within this period. Must be > 0. Default: 60000 ms (1 minute).
+    pub smooth_period_ms: u64,
+
+    /// Cap on a pool's accumulated volume: `resource_flow × this period`. Must be > 0.
+    /// Default: 86400000 ms (1 day).
+    pub pool_capacity_saturation_period_ms: u64,
+
+    /// Default cap of a relaxed pool's integral share as a multiple of its resource-flow ratio,
+    /// for pools that do not set it. Range [1, 10]. Default: 3.
+    pub relaxed_share_multiplier_limit: f64,
+}
+
+impl Default for TreeIntegralGuaranteesConfig {
+    fn default() -> Self {
+        TreeIntegralGuaranteesConfig {
+            smooth_period_ms: 60_000,
+            pool_capacity_saturation_period_ms: 86_400_000,
+            relaxed_share_multiplier_limit: 3.0,
+        }
+    }
+}
+
+/// SSD priority preemption (YTsaurus `TFairShareStrategySsdPriorityPreemptionConfig`):
+/// allocations using an SSD medium on matching nodes are protected from non-SSD preemption.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SsdPriorityPreemptionConfig {
+    /// Turns the feature on. Default: false.
+    pub enable: bool,
+    /// Nodes where SSD priority applies. Required (non-empty) when `enable` is true. Default:
+    /// unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_tag_filter: Option<String>,
+    /// Disk media that count as SSD. Default: empty.
+    pub medium_names: Vec<String>,
+}
