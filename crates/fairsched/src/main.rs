@@ -1,12 +1,66 @@
 //! The `fairsched` binary.
 
-use clap::Parser;
+mod hdrf_check;
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
 
 /// fairsched: a cluster scheduler for shared batch compute with hierarchical quotas.
 #[derive(Debug, Parser)]
 #[command(name = "fairsched", version)]
-struct Cli {}
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-fn main() {
-    let _cli = Cli::parse();
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// The fair-share computation (vector HDRF).
+    Hdrf {
+        #[command(subcommand)]
+        command: HdrfCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum HdrfCommand {
+    /// Run fair-share conformance files (the format of shared/conformance/vector_hdrf_cases.json).
+    ///
+    /// Prints one line per case (`ok ID` / `FAIL ID` with the failing assertions below it), then
+    /// `N passed, N failed`. Exit status: 0 all passed, 1 a case failed, 2 a file is malformed.
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+struct CheckArgs {
+    /// Conformance files to run.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Report the time of every update call (`update_ms`).
+    #[arg(long)]
+    time: bool,
+    /// Also compare with each step's `derived_not_asserted` values (tolerance 1e-9) and show the
+    /// implementation-specific upstream assertions; differences are notes, never failures.
+    #[arg(long)]
+    derived: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Hdrf {
+            command: HdrfCommand::Check(args),
+        } => hdrf_check::check(
+            &args.files,
+            args.json,
+            hdrf_check::Flags {
+                time: args.time,
+                derived: args.derived,
+            },
+        ),
+    }
 }
