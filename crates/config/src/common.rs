@@ -20,6 +20,10 @@ pub const MAX_WEIGHT: f64 = 67_108_864.0;
 /// server without a documented default; 100 is our choice.
 pub const MAX_NAME_LENGTH: usize = 100;
 
+/// Deepest accepted pool, counting children of the root as depth 1. YTsaurus' master limits the
+/// depth too (its tests use about 30 levels); deeper pools are rejected.
+pub const MAX_POOL_DEPTH: usize = 30;
+
 /// Accepted range of `relaxed_share_multiplier_limit` (tree and pool).
 pub const RELAXED_SHARE_MULTIPLIER_RANGE: (f64, f64) = (1.0, 10.0);
 

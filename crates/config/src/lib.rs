@@ -64,7 +64,7 @@ mod validate;
 pub use alert::{Alert, OvercommitAttributes, guarantee_overcommit_alert};
 pub use common::{
     AccessControlEntry, AceAction, FifoPoolSchedulingOrder, FifoSortParameter,
-    IntegralGuaranteeType, MAX_NAME_LENGTH, MAX_WEIGHT, MIN_WEIGHT,
+    IntegralGuaranteeType, MAX_NAME_LENGTH, MAX_POOL_DEPTH, MAX_WEIGHT, MIN_WEIGHT,
     NESTED_PROMISED_GUARANTEE_FAIR_SHARE_POOLS, POOL_TREE_GUARANTEES_OVERCOMMIT, Permission,
     PreemptionPriorityScope, RELAXED_SHARE_MULTIPLIER_RANGE, ROOT_POOL_NAME, SchedulingMode,
     default_fifo_sort_parameters,

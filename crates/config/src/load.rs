@@ -194,3 +194,41 @@ fn edit_distance(a: &str, b: &str) -> usize {
     }
     prev[b.len()]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_field_messages_are_shortened_with_a_suggestion() {
+        let cases = [
+            (
+                "unknown field `wieght`, expected one of `weight`, `mode`",
+                "unknown option `wieght` (did you mean `weight`?)",
+            ),
+            (
+                "unknown field `colour`, expected one of `weight`, `mode`",
+                "unknown option `colour`",
+            ),
+            (
+                "unknown field `x`, there are no fields",
+                "unknown option `x` (no options allowed here)",
+            ),
+            ("invalid type: string", "invalid type: string"),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(tidy_message(input), expected);
+        }
+    }
+
+    #[test]
+    fn edit_distance_and_positions() {
+        assert_eq!(edit_distance("weight", "weight"), 0);
+        assert_eq!(edit_distance("wieght", "weight"), 2);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(line_column("ab\ncd", 0), (1, 1));
+        assert_eq!(line_column("ab\ncd", 4), (2, 2));
+        assert_eq!(line_column("ab\ncd", 99), (2, 3));
+        assert_eq!(line_column("é\nx", 1), (1, 1));
+    }
+}

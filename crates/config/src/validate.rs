@@ -5,9 +5,9 @@
 //! the caller keeps using its previous validated value.
 
 use crate::common::{
-    FifoPoolSchedulingOrder, IntegralGuaranteeType, MAX_NAME_LENGTH, MAX_WEIGHT, MIN_WEIGHT,
-    NESTED_PROMISED_GUARANTEE_FAIR_SHARE_POOLS, RELAXED_SHARE_MULTIPLIER_RANGE, ROOT_POOL_NAME,
-    SchedulingMode,
+    FifoPoolSchedulingOrder, IntegralGuaranteeType, MAX_NAME_LENGTH, MAX_POOL_DEPTH, MAX_WEIGHT,
+    MIN_WEIGHT, NESTED_PROMISED_GUARANTEE_FAIR_SHARE_POOLS, RELAXED_SHARE_MULTIPLIER_RANGE,
+    ROOT_POOL_NAME, SchedulingMode,
 };
 use crate::error::{ConfigError, ConfigErrors};
 use crate::pool::{PoolConfig, PoolNode, PoolPresetConfig};
@@ -909,6 +909,18 @@ impl Validator<'_> {
         self.pools.push(effective);
 
         self.check_children(Some(&path), Some(&config_for_children), &node.pools);
+        if depth >= MAX_POOL_DEPTH && !node.pools.is_empty() {
+            // Do not descend further: the subtree is rejected anyway.
+            self.errors.push(ConfigError::pool(
+                path.clone(),
+                "pools",
+                format!(
+                    "pools may be nested at most {MAX_POOL_DEPTH} levels deep; this pool is at \
+                     depth {depth} and has child pools"
+                ),
+            ));
+            return;
+        }
         for (child_name, child) in &node.pools {
             self.visit(child_name, child, Some(&path), &child_inherited, depth + 1);
         }
