@@ -1,11 +1,18 @@
 //! The fair-share update, in the order of `shared/spec/vector_hdrf.md` §3:
 //!
-//! 1. validate pool configs; 2. infer strong-guarantee resources (top-down); 3. collect burst
-//! and relaxed pools; 4. cumulative attributes (bottom-up, FIFO order); 5. consume and refill
-//! integral volumes; 6. validate and adjust guarantees at the root, tiers, estimated guarantee;
-//! 7. FIFO reordering for guarantee utilisation; 8. burst integral shares; 9. relaxed integral
-//! shares; 10. bottom-up functions F, M, S; 11. top-down distribution; 12. promised-guarantee
-//! pass; 13. root fix-up.
+//! 1. validate pool configs;
+//! 2. infer strong-guarantee resources (top-down);
+//! 3. collect burst and relaxed pools;
+//! 4. cumulative attributes (bottom-up, FIFO order);
+//! 5. consume and refill integral volumes;
+//! 6. validate and adjust guarantees at the root, tiers, estimated guarantee;
+//! 7. FIFO reordering for guarantee utilisation;
+//! 8. burst integral shares;
+//! 9. relaxed integral shares;
+//! 10. bottom-up functions F, M, S;
+//! 11. top-down distribution;
+//! 12. promised-guarantee pass;
+//! 13. root fix-up.
 //!
 //! Internal invariant checks that the reference implementation verifies (and aborts on) are
 //! reported as [`UpdateWarning`]s instead: the update always completes.
@@ -1203,7 +1210,7 @@ impl Update<'_> {
             let c = f.component(r);
             let lo = c.left_value();
             let hi = c.right_value();
-            if !(lo < limits[r] + EPSILON) {
+            if lo >= limits[r] + EPSILON || lo.is_nan() {
                 self.warn(
                     i,
                     format!(
