@@ -791,3 +791,105 @@ fn pools_may_be_nested_30_levels_deep_but_not_31() {
     // Very deep trees are rejected without exhausting the stack.
     assert!(validate_tree(&chain(2_000)).is_err());
 }
+
+/// Tree setups of the upstream integration scenarios (shared/conformance/yt_scenarios.json),
+/// written in the scenario format: every one must load and validate.
+#[test]
+fn integration_scenario_setups_are_valid() {
+    let setups: &[(&str, &str)] = &[
+        (
+            "YT-S1",
+            r#"{"config": {"preemption_satisfaction_threshold": 0.99, "fair_share_starvation_tolerance": 0.8,
+                "fair_share_starvation_timeout_ms": 1000, "max_unpreemptible_running_allocation_count": 0,
+                "preemptive_scheduling_backoff_ms": 0, "allocation_graceful_preemption_timeout_ms": 10000,
+                "max_ephemeral_pools_per_user": 2},
+               "pools": {"test_pool": {"strong_guarantee_resources": {"cpu": 3}}}}"#,
+        ),
+        (
+            "YT-S5",
+            r#"{"pools": {"p1": {"fair_share_starvation_tolerance": 0.6, "pools": {
+                  "p2": {}, "p3": {"fair_share_starvation_tolerance": 0.5},
+                  "p4": {"fair_share_starvation_tolerance": 0.9}}},
+                "p5": {"fair_share_starvation_tolerance": 0.8, "pools": {"p6": {}}}}}"#,
+        ),
+        (
+            "YT-S14",
+            r#"{"config": {"aggressive_preemption_satisfaction_threshold": 0.4, "preemption_satisfaction_threshold": 0.9,
+                "fair_share_starvation_tolerance": 1.0, "non_preemptible_resource_usage_threshold": {},
+                "max_unpreemptible_running_allocation_count": null}}"#,
+        ),
+        (
+            "YT-S23",
+            r#"{"config": {"aggressive_preemption_satisfaction_threshold": 0.2, "preemption_satisfaction_threshold": 1.0,
+                "fair_share_starvation_tolerance": 0.8, "max_unpreemptible_running_allocation_count": 0,
+                "fair_share_starvation_timeout_ms": 100, "fair_share_aggressive_starvation_timeout_ms": 200,
+                "preemptive_scheduling_backoff_ms": 0},
+               "pools": {"regular_pool": {"strong_guarantee_resources": {"cpu": 1}},
+                         "starving_pool": {"strong_guarantee_resources": {"cpu": 9}}}}"#,
+        ),
+        (
+            "YT-S25",
+            r#"{"config": {"fair_share_starvation_tolerance": 0.9, "max_ephemeral_pools_per_user": 5,
+                "ssd_priority_preemption": {"enable": false, "node_tag_filter": "ssd_tag", "medium_names": ["ssd_slots"]}},
+               "pools": {"protected": {"allow_regular_jobs_on_ssd_nodes": false}, "regular": {}}}"#,
+        ),
+        (
+            "YT-S31",
+            r#"{"pools": {"root": {"max_operation_count": 5, "max_running_operation_count": 2, "pools": {
+                  "pool": {}, "lightweight_pool": {"mode": "fifo", "enable_lightweight_operations": true}}}}}"#,
+        ),
+        (
+            "YT-S32",
+            r#"{"config": {"default_parent_pool": "default_pool", "max_ephemeral_pools_per_user": 3},
+               "pools": {"default_pool": {}}}"#,
+        ),
+        (
+            "YT-S34",
+            r#"{"config": {"enable_limiting_ancestor_check": true},
+               "pools": {"limiting_pool": {"resource_limits": {"cpu": 1.0}, "pools": {"subpool": {}}}}}"#,
+        ),
+        (
+            "YT-S36 explicit",
+            r#"{"config": {"main_resource": "cpu"},
+               "pools": {"pool": {"strong_guarantee_resources": {"cpu": 30, "user_slots": 30}, "pools": {
+                  "subpool1": {"strong_guarantee_resources": {"cpu": 10, "user_slots": 20}},
+                  "subpool2": {"strong_guarantee_resources": {"cpu": 20, "user_slots": 10}}}}}}"#,
+        ),
+        (
+            "YT-S36 partially explicit, with scaling",
+            r#"{"pools": {"pool": {"strong_guarantee_resources": {"cpu": 30, "user_slots": 30}, "pools": {
+                  "subpool1": {"strong_guarantee_resources": {"cpu": 10, "user_slots": 25}},
+                  "subpool2": {"strong_guarantee_resources": {"cpu": 5}},
+                  "subpool3": {"strong_guarantee_resources": {"cpu": 10}}}}}}"#,
+        ),
+        (
+            "YT-S36 overcommit (an alert, not an error)",
+            r#"{"pools": {"pool1": {"strong_guarantee_resources": {"cpu": 15, "user_slots": 20}},
+                         "pool2": {"strong_guarantee_resources": {"cpu": 20}}}}"#,
+        ),
+        (
+            "YT-S37 resource flow",
+            r#"{"config": {"infer_weight_from_min_share_ratio_multiplier": 10},
+               "pools": {
+                 "test_pool1": {"integral_guarantees": {"resource_flow": {"cpu": 30}, "guarantee_type": "relaxed"}},
+                 "test_pool2": {"integral_guarantees": {"resource_flow": {"cpu": 40}, "guarantee_type": "none"}, "pools": {
+                   "subpool1": {"integral_guarantees": {"resource_flow": {"cpu": 16}, "guarantee_type": "burst"}},
+                   "subpool2": {"integral_guarantees": {"resource_flow": {"cpu": 24}, "guarantee_type": "relaxed"}}}},
+                 "test_pool3": {}}}"#,
+        ),
+        (
+            "YT-S40",
+            r#"{"config": {"enable_limiting_ancestor_check": false, "enable_guarantee_priority_scheduling": true},
+               "pools": {"root": {"resource_limits": {"user_slots": 0}, "strong_guarantee_resources": {"cpu": 4.0},
+                                  "allow_regular_preemption": false, "pools": {
+                 "prod": {"resource_limits": {"user_slots": 1}, "strong_guarantee_resources": {"cpu": 3.0},
+                          "compute_promised_guarantee_fair_share": true},
+                 "research": {}}}}}"#,
+        ),
+    ];
+    for (id, text) in setups {
+        let tree = load_pool_tree_str(text, Format::Json).unwrap_or_else(|e| panic!("{id}: {e}"));
+        let v = validate_tree(&tree).unwrap_or_else(|e| panic!("{id}: {e}"));
+        assert!(v.warnings.is_empty(), "{id}: {:?}", v.warnings);
+    }
+}
