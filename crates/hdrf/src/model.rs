@@ -86,6 +86,9 @@ pub struct PoolSpec {
     pub enable_promised_guarantee_fair_share: bool,
     /// FIFO reordering for guarantee utilisation (needs the tree option and step functions).
     pub enable_fifo_children_reordering_for_guarantee_utilization: bool,
+    /// The weight was not configured: with `infer_weight_from_guarantees_share_multiplier` set,
+    /// the update infers it from the pool's guarantee share.
+    pub infer_weight: bool,
     /// Priority strong-guarantee adjustment: this pool's guarantee is served first.
     pub priority_strong_guarantee_adjustment: bool,
     /// This pool donates guarantee to priority pools below it.
@@ -100,6 +103,7 @@ impl Default for PoolSpec {
             integral_guarantees: IntegralGuarantees::default(),
             fifo_sort_parameters: vec![FifoSortParameter::StartTime],
             allow_gang_step_function: true,
+            infer_weight: false,
             enable_promised_guarantee_fair_share: false,
             enable_fifo_children_reordering_for_guarantee_utilization: false,
             priority_strong_guarantee_adjustment: false,
@@ -473,6 +477,9 @@ pub struct UpdateOptions {
     pub integral_smooth_period_seconds: f64,
     /// Tree default of a relaxed pool's `relaxed_share_multiplier_limit`.
     pub relaxed_share_multiplier_limit: f64,
+    /// Pools with `infer_weight` get weight `m × (guarantee dominant share + flow ratio) /
+    /// (the parent's same quantity)`, or 1 when either is ~0.
+    pub infer_weight_from_guarantees_share_multiplier: Option<f64>,
     pub enable_step_function_for_gang_operations: bool,
     pub enable_fifo_children_reordering_for_guarantee_utilization: bool,
     pub enable_improved_fair_share_by_fit_factor_computation: bool,
@@ -487,6 +494,7 @@ impl Default for UpdateOptions {
             integral_pool_capacity_saturation_period_seconds: 86400.0,
             integral_smooth_period_seconds: 60.0,
             relaxed_share_multiplier_limit: 3.0,
+            infer_weight_from_guarantees_share_multiplier: None,
             enable_step_function_for_gang_operations: false,
             enable_fifo_children_reordering_for_guarantee_utilization: false,
             enable_improved_fair_share_by_fit_factor_computation: false,

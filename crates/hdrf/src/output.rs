@@ -28,6 +28,8 @@ pub const TIER_REGULAR_POOLS: usize = 1;
 /// Everything the update computes for one element (names follow YTsaurus).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ElementAttributes {
+    /// The weight used (the configured one, or the inferred one).
+    pub weight: f64,
     pub fair_share: DetailedFairShare,
     pub promised_guarantee_fair_share: DetailedFairShare,
     pub usage_share: ResourceVector,
@@ -60,6 +62,7 @@ pub struct ElementAttributes {
 impl Default for ElementAttributes {
     fn default() -> Self {
         ElementAttributes {
+            weight: 1.0,
             fair_share: DetailedFairShare::default(),
             promised_guarantee_fair_share: DetailedFairShare::default(),
             usage_share: ResourceVector::ZERO,

@@ -178,7 +178,7 @@ impl Update<'_> {
     }
 
     fn weight(&self, i: ElementIndex) -> f64 {
-        self.tree.element(i).weight
+        self.attrs[i].weight
     }
 
     fn integral_type(&self, i: ElementIndex) -> IntegralGuaranteeType {
@@ -207,6 +207,7 @@ impl Update<'_> {
         self.infer_strong_guarantees();
         self.collect_integral_pools();
         self.update_cumulative_attributes(ROOT);
+        self.infer_weights();
         self.consume_and_refill_integral_pools();
         self.validate_and_adjust_guarantees();
         for k in 0..self.fifo_pools.len() {
@@ -487,6 +488,36 @@ impl Update<'_> {
             self.attrs[c].effective_fifo_index = None;
         }
         self.order[i] = sorted;
+    }
+
+    /// Weights: configured, or inferred from the guarantee share relative to the parent's
+    /// (`infer_weight_from_guarantees_share_multiplier`).
+    fn infer_weights(&mut self) {
+        for i in 0..self.tree.len() {
+            self.attrs[i].weight = self.tree.element(i).weight;
+        }
+        let Some(multiplier) = self.opts.infer_weight_from_guarantees_share_multiplier else {
+            return;
+        };
+        let quantity = |a: &ElementAttributes| {
+            a.strong_guarantee_share.max_component() + a.total_resource_flow_ratio
+        };
+        for i in 0..self.tree.len() {
+            let infer = self.tree.element(i).pool().is_some_and(|p| p.infer_weight);
+            let Some(parent) = self.tree.element(i).parent else {
+                continue;
+            };
+            if !infer {
+                continue;
+            }
+            let own = quantity(&self.attrs[i]);
+            let of_parent = quantity(&self.attrs[parent]);
+            self.attrs[i].weight = if own < EPSILON || of_parent < EPSILON {
+                1.0
+            } else {
+                multiplier * own / of_parent
+            };
+        }
     }
 
     // ---- 5. integral volumes -----------------------------------------------------------------

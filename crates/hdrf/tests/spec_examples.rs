@@ -226,3 +226,38 @@ fn all_kinds_of_pools_share_the_weighted_remainder() {
         );
     }
 }
+
+/// Weight inference (scheduler spec §3, YT-S37): guarantee shares 0.3 / 0.4 / none with
+/// multiplier 10 give weights 30/7, 40/7 and 1 (the root's share is the sum of its children's).
+#[test]
+fn weights_are_inferred_from_guarantee_shares() {
+    let mut t = Tree::new();
+    let pool = |cpu: Option<f64>| PoolSpec {
+        strong_guarantee_resources: cpu.map_or(PartialResources::EMPTY, |c| {
+            PartialResources::EMPTY.with(ResourceKind::Cpu, c)
+        }),
+        infer_weight: true,
+        ..PoolSpec::default()
+    };
+    let a = t.add_pool(ROOT, "a", 1.0, pool(Some(30.0))).unwrap();
+    let b = t.add_pool(ROOT, "b", 1.0, pool(Some(40.0))).unwrap();
+    let c = t.add_pool(ROOT, "c", 1.0, pool(None)).unwrap();
+    let explicit = t
+        .add_pool(ROOT, "explicit", 2.5, PoolSpec::default())
+        .unwrap();
+    let input = UpdateInput {
+        total_resources: cluster(),
+        now_seconds: 0.0,
+        previous_update_seconds: None,
+        options: UpdateOptions {
+            infer_weight_from_guarantees_share_multiplier: Some(10.0),
+            ..UpdateOptions::default()
+        },
+    };
+    let out = update(&mut t, &input, &NoClock);
+    let w = |i: usize| out.attributes[i].weight;
+    assert!((w(a) - 30.0 / 7.0).abs() < 1e-12, "{}", w(a));
+    assert!((w(b) - 40.0 / 7.0).abs() < 1e-12, "{}", w(b));
+    assert_eq!(w(c), 1.0);
+    assert_eq!(w(explicit), 2.5);
+}
