@@ -809,31 +809,32 @@ impl Validator<'_> {
         let max_operation_count = config
             .max_operation_count
             .unwrap_or(t.max_operation_count_per_pool);
-        let max_running_operation_count = config
-            .max_running_operation_count
-            .unwrap_or(t.max_running_operation_count_per_pool);
-        if (config.max_operation_count.is_some() || config.max_running_operation_count.is_some())
-            && max_running_operation_count > max_operation_count
-        {
-            self.errors.push(ConfigError::pool(
-                path.clone(),
-                "max_running_operation_count",
-                format!(
-                    "must not exceed max_operation_count ({max_running_operation_count}{} > \
-                     {max_operation_count}{})",
-                    if config.max_running_operation_count.is_none() {
-                        " from the tree's max_running_operation_count_per_pool"
-                    } else {
-                        ""
-                    },
-                    if config.max_operation_count.is_none() {
-                        " from the tree's max_operation_count_per_pool"
-                    } else {
-                        ""
-                    },
-                ),
-            ));
-        }
+        // An explicit running limit above the operation limit is a contradiction and is rejected
+        // (as YTsaurus does). The tree's default running limit is not: a pool that only lowers
+        // its operation limit below it simply runs at most that many operations.
+        let max_running_operation_count = match config.max_running_operation_count {
+            Some(explicit) => {
+                if explicit > max_operation_count {
+                    self.errors.push(ConfigError::pool(
+                        path.clone(),
+                        "max_running_operation_count",
+                        format!(
+                            "must not exceed max_operation_count ({explicit} > \
+                             {max_operation_count}{})",
+                            if config.max_operation_count.is_none() {
+                                " from the tree's max_operation_count_per_pool"
+                            } else {
+                                ""
+                            },
+                        ),
+                    ));
+                }
+                explicit
+            }
+            None => t
+                .max_running_operation_count_per_pool
+                .min(max_operation_count),
+        };
         let effective = EffectivePool {
             name: name.to_string(),
             path: path.clone(),

@@ -367,17 +367,6 @@ integral_guarantees = { guarantee_type = "relaxed", resource_flow = { cpu = 5 } 
         ),
     },
     Case {
-        name: "operation limit below the default running limit",
-        doc: Tree,
-        format: Json,
-        input: r#"{"pools": {"a": {"pools": {"b": {"max_operation_count": 5}}}}}"#,
-        expect: pool_err(
-            "a/b",
-            "max_running_operation_count",
-            "(8 from the tree's max_running_operation_count_per_pool > 5)",
-        ),
-    },
-    Case {
         name: "ephemeral subpool running limit above its operation limit",
         doc: Tree,
         format: Toml,

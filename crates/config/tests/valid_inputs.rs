@@ -111,6 +111,18 @@ fn an_empty_pool_gets_default_and_inherited_settings() {
     assert_eq!(a.depth, 1);
 }
 
+/// Lowering only `max_operation_count` below the default running limit (8) is accepted: the pool
+/// then runs at most that many operations. An explicit contradiction is rejected (invalid inputs).
+#[test]
+fn a_low_operation_limit_caps_the_default_running_limit() {
+    let tree =
+        tree_toml("[pools.a]\nmax_operation_count = 5\n[pools.b]\nmax_operation_count = 20\n");
+    let v = valid(&tree);
+    assert_eq!(v.pool("a").unwrap().max_operation_count, 5);
+    assert_eq!(v.pool("a").unwrap().max_running_operation_count, 5);
+    assert_eq!(v.pool("b").unwrap().max_running_operation_count, 8);
+}
+
 #[test]
 fn seed_001_example_loads_from_toml_and_json_identically() {
     let toml = load_pool_tree_file(example("seed001_project_root.toml")).unwrap();
