@@ -18,6 +18,11 @@ pub mod output;
 pub mod plf;
 mod update;
 
+#[cfg(test)]
+mod perf_equivalence;
+#[cfg(test)]
+mod reference;
+
 pub use model::*;
 pub use output::*;
 pub use update::update;

@@ -10,6 +10,10 @@
 use fairsched_resources::{RESOURCE_COUNT, ResourceVector};
 use std::fmt::Debug;
 
+/// Default bound on (critical points × functions) up to which [`Plf::sum`] adds the functions
+/// exactly, left to right, at every critical point.
+pub const EXACT_SUM_LIMIT: usize = usize::MAX;
+
 /// A value a function can take: a scalar or a resource vector.
 pub trait Value: Copy + PartialEq + Debug {
     fn zero() -> Self;

@@ -74,11 +74,39 @@ struct Update<'a> {
     clock: &'a dyn PhaseClock,
     timing: bool,
     timings: PhaseTimings,
+    tuning: Tuning,
+}
+
+/// Knobs of the implementation that only tests change.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Tuning {
+    /// Sums of child functions with (critical points × children) at most this are computed by
+    /// exact left-to-right summation at every point; larger ones by balanced pairwise summation
+    /// (see `crate::plf::Plf::sum`).
+    pub exact_sum_limit: usize,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            exact_sum_limit: crate::plf::EXACT_SUM_LIMIT,
+        }
+    }
 }
 
 /// Runs one fair-share update over `tree` (advancing its persistent integral state) and returns
 /// every element's attributes, indexed like the tree.
 pub fn update(tree: &mut Tree, input: &UpdateInput, clock: &dyn PhaseClock) -> UpdateOutput {
+    update_with(tree, input, clock, Tuning::default())
+}
+
+/// [`update`] with explicit tuning.
+pub(crate) fn update_with(
+    tree: &mut Tree,
+    input: &UpdateInput,
+    clock: &dyn PhaseClock,
+    tuning: Tuning,
+) -> UpdateOutput {
     let n = tree.len();
     let start = clock.now_ns();
     let timing = clock.enabled();
@@ -102,6 +130,7 @@ pub fn update(tree: &mut Tree, input: &UpdateInput, clock: &dyn PhaseClock) -> U
         clock,
         timing,
         timings: PhaseTimings::default(),
+        tuning,
     };
     u.run();
     let mut timings = u.timings;

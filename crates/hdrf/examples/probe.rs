@@ -1,0 +1,127 @@
+use fairsched_hdrf::*;
+use fairsched_resources::*;
+use std::time::Instant;
+struct C(Instant);
+impl PhaseClock for C {
+    fn now_ns(&self) -> u64 {
+        self.0.elapsed().as_nanos() as u64
+    }
+}
+fn main() {
+    let improved = std::env::args().nth(1).is_some();
+    let mut t = Tree::new();
+    let mut x: u64 = 12345;
+    let mut rnd = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut ops = 0;
+    for a in 0..100 {
+        let pa = t
+            .add_pool(
+                ROOT,
+                format!("a{a}"),
+                1.0 + (rnd() % 5) as f64,
+                PoolSpec::default(),
+            )
+            .unwrap();
+        for b in 0..100 {
+            let fifo = rnd() % 4 == 0;
+            let pb = t
+                .add_pool(
+                    pa,
+                    format!("b{a}_{b}"),
+                    1.0 + (rnd() % 5) as f64,
+                    PoolSpec {
+                        mode: if fifo {
+                            PoolMode::Fifo
+                        } else {
+                            PoolMode::FairShare
+                        },
+                        fifo_sort_parameters: vec![FifoSortParameter::Weight],
+                        ..PoolSpec::default()
+                    },
+                )
+                .unwrap();
+            for _ in 0..10 {
+                let d = Resources::from_values([
+                    (1 + rnd() % 50) as f64,
+                    (1 + rnd() % 100) as f64,
+                    0.0,
+                    ((1 + rnd() % 100) << 30) as f64,
+                    0.0,
+                ]);
+                let u = if rnd() % 2 == 0 {
+                    d.scale(0.5)
+                } else {
+                    Resources::ZERO
+                };
+                t.add_operation(
+                    pb,
+                    format!("op{ops}"),
+                    1.0 + (rnd() % 3) as f64,
+                    OperationSpec {
+                        demand: d,
+                        usage: u,
+                        ..OperationSpec::default()
+                    },
+                )
+                .unwrap();
+                ops += 1;
+            }
+        }
+    }
+    let total = Resources::from_values([100000.0, 100000.0, 0.0, (100000u64 << 32) as f64, 0.0]);
+    let input = UpdateInput {
+        total_resources: total,
+        now_seconds: 0.0,
+        previous_update_seconds: None,
+        options: UpdateOptions {
+            enable_improved_fair_share_by_fit_factor_computation: improved,
+            ..UpdateOptions::default()
+        },
+    };
+    for _ in 0..3 {
+        let start = Instant::now();
+        let out = update(&mut t, &input, &NoClock);
+        println!(
+            "{} elements: {:?} warnings={}",
+            t.len(),
+            start.elapsed(),
+            out.warnings.len()
+        );
+    }
+    let out = update(&mut t, &input, &C(Instant::now()));
+    println!("{:#?}", out.timings);
+    let sizes: usize = out
+        .attributes
+        .iter()
+        .map(|a| a.function_sizes.fair_share_by_suggestion)
+        .max()
+        .unwrap();
+    let mut depth = vec![0usize; t.len()];
+    let mut agg = [[0usize; 4]; 4];
+    for i in 1..t.len() {
+        depth[i] = depth[t.element(i).parent.unwrap()] + 1;
+    }
+    for i in 0..t.len() {
+        let fs = out.attributes[i].function_sizes;
+        let a = &mut agg[depth[i]];
+        a[0] += 1;
+        a[1] += fs.fair_share_by_fit_factor;
+        a[2] += fs.max_fit_factor_by_suggestion;
+        a[3] += fs.fair_share_by_suggestion;
+    }
+    for (d, a) in agg.iter().enumerate() {
+        println!(
+            "depth {d}: {} elements, F {} M {} S {}",
+            a[0], a[1], a[2], a[3]
+        );
+    }
+    println!(
+        "max S size {sizes} root fs {:?}",
+        out.attributes[0].fair_share.total
+    );
+}
