@@ -1,3 +1,47 @@
+//! A full fair-share `update` on seeded random trees (`fairsched-hdrf-testkit`):
+//! 1k pools / 10k operations and 10k pools / 100k operations, depth 3–5, mixed features (FIFO
+//! pools, strong and integral guarantees, limits, gangs with the step function, usage), in
+//! classic and improved mode (fast FIFO path on).
+//!
+//! The tree is built once per benchmark; every iteration updates a fresh clone (cloned outside
+//! the timed section), because `update` advances integral state.
+//!
+//! `CARGO_TARGET_DIR=... cargo bench -p fairsched-hdrf`. Per-phase timings:
+//! `cargo run --release -p fairsched-hdrf-testkit --example hdrf_phases`.
+
+use divan::Bencher;
+use fairsched_hdrf::{NoClock, UpdateOptions, update};
+use fairsched_hdrf_testkit::{TreeParams, options, random_tree};
+
 fn main() {
     divan::main();
+}
+
+const SEED: u64 = 1;
+const MODES: [&str; 2] = ["classic", "improved"];
+
+fn mode_options(mode: &str) -> UpdateOptions {
+    UpdateOptions {
+        enable_fast_fifo_fair_share_by_fit_factor_computation: true,
+        ..options(mode == "improved", true)
+    }
+}
+
+fn bench(bencher: Bencher, pools: usize, operations: usize, mode: &str) {
+    let params = TreeParams::benchmark(pools, operations, mode_options(mode));
+    let (tree, input) = random_tree(SEED, &params);
+    bencher
+        .with_inputs(|| tree.clone())
+        .bench_local_refs(|t| update(t, &input, &NoClock));
+}
+
+#[divan::bench(args = MODES, sample_count = 20, sample_size = 1)]
+fn update_1k_pools_10k_ops(bencher: Bencher, mode: &str) {
+    bench(bencher, 1_000, 10_000, mode);
+}
+
+/// About 2 s per iteration: few samples.
+#[divan::bench(args = MODES, sample_count = 5, sample_size = 1)]
+fn update_10k_pools_100k_ops(bencher: Bencher, mode: &str) {
+    bench(bencher, 10_000, 100_000, mode);
 }
