@@ -1,0 +1,78 @@
+//! The event log: every start, finish, interruption, preemption, state change and error, in
+//! order, as data. Serialized as flat JSON objects (`{"t_ms":..,"event":"allocation_started",..}`).
+
+use crate::model::{AllocationId, Millis, NodeId, OperationId};
+use serde::Serialize;
+
+/// Which heartbeat stage started an allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    Regular,
+    Preemptive,
+    Aggressive,
+}
+
+/// Who an allocation was preempted for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Preemptor {
+    pub operation: OperationId,
+    pub allocation: AllocationId,
+}
+
+/// One entry of the event log.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Event {
+    pub t_ms: Millis,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// What happened.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum EventKind {
+    AllocationStarted {
+        operation: OperationId,
+        allocation: AllocationId,
+        node: NodeId,
+        stage: Stage,
+    },
+    AllocationFinished {
+        operation: OperationId,
+        allocation: AllocationId,
+        node: NodeId,
+        /// completed | failed | aborted
+        outcome: &'static str,
+    },
+    /// The node was told to interrupt the job (it has `timeout_ms` to exit).
+    AllocationInterrupted {
+        operation: OperationId,
+        allocation: AllocationId,
+        node: NodeId,
+        reason: &'static str,
+        timeout_ms: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        preemptor: Option<Preemptor>,
+    },
+    /// The allocation was taken away: its job is aborted (or was interrupted and did not exit
+    /// in time) and goes back to pending.
+    AllocationPreempted {
+        operation: OperationId,
+        allocation: AllocationId,
+        node: NodeId,
+        reason: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        preemptor: Option<Preemptor>,
+    },
+    OperationState {
+        operation: OperationId,
+        state: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    Error {
+        code: u32,
+        message: String,
+    },
+}

@@ -1,0 +1,316 @@
+//! Heartbeat processing (scheduler spec §1): the node reports finished jobs; the core answers
+//! with jobs to start, interrupt or abort.
+//!
+//! The regular stage walks the tree from the root to the "best leaf": at every pool the active
+//! child with the smallest satisfaction (FIFO pools with `fifo` order: the first active child in
+//! FIFO order), until an operation is reached; one job of it is started if it fits the node and
+//! every limit on its path, else the operation is deactivated for this heartbeat.
+
+use crate::event::Stage;
+use crate::model::{AllocationState, Millis, NodeId, OperationState, PreemptionMode};
+use crate::scheduler::{CoreError, EndKind, HeartbeatResponse, NodeHeartbeat, Scheduler};
+use crate::status::strictly_dominates_on_non_blocked;
+use crate::tree::{ElementRef, SchedulingStatus};
+use fairsched_config::FifoPoolSchedulingOrder;
+use fairsched_hdrf::ElementIndex;
+use fairsched_resources::{RESOURCE_COUNT, ResourceVector, Resources};
+
+/// "Infinite" satisfaction (fair share ≈ 0).
+const INFINITE_SATISFACTION: f64 = 1e9;
+const EPSILON: f64 = 1e-9;
+
+/// YTsaurus `ComputeLocalSatisfactionRatio`: how well an element's usage covers its fair share
+/// (below 1: under-served).
+pub fn local_satisfaction(
+    usage: &ResourceVector,
+    fair: &ResourceVector,
+    demand: &ResourceVector,
+) -> f64 {
+    if ResourceVector::splat(EPSILON).dominates(fair) {
+        return INFINITE_SATISFACTION;
+    }
+    let mut over = false;
+    let mut max_over = 0.0f64;
+    for r in 0..RESOURCE_COUNT {
+        if usage[r] > fair[r] {
+            over = true;
+            max_over = max_over.max(if fair[r] > 0.0 {
+                usage[r] / fair[r]
+            } else {
+                INFINITE_SATISFACTION
+            });
+        }
+    }
+    if over {
+        return max_over.min(INFINITE_SATISFACTION);
+    }
+    let all_blocked = (0..RESOURCE_COUNT).all(|r| fair[r] >= demand[r]);
+    if all_blocked {
+        let mut min = f64::INFINITY;
+        for r in 0..RESOURCE_COUNT {
+            let ratio = if fair[r] == 0.0 {
+                1.0
+            } else {
+                usage[r] / fair[r]
+            };
+            min = min.min(ratio);
+        }
+        return min;
+    }
+    let mut max = 0.0f64;
+    for r in 0..RESOURCE_COUNT {
+        if fair[r] < demand[r] && fair[r] > 0.0 {
+            max = max.max(usage[r] / fair[r]);
+        }
+    }
+    max
+}
+
+/// Per-heartbeat dynamic state of the tree.
+struct Walk {
+    usage: Vec<Resources>,
+    active: Vec<bool>,
+}
+
+impl Scheduler {
+    /// Processes one heartbeat of `node` at `now`.
+    pub fn process_heartbeat(
+        &mut self,
+        now: Millis,
+        node: &NodeId,
+        report: NodeHeartbeat,
+    ) -> Result<HeartbeatResponse, CoreError> {
+        if !self.nodes.contains_key(node) {
+            return Err(CoreError::new(format!(
+                "node {:?} is not registered",
+                node.0
+            )));
+        }
+        self.stats.heartbeats += 1;
+        let mut response = HeartbeatResponse::default();
+        for f in report.finished {
+            let on_this_node = self
+                .allocations
+                .get(&f.allocation)
+                .is_some_and(|a| &a.node == node);
+            if on_this_node {
+                self.end_allocation(now, f.allocation, EndKind::Finished(f.outcome));
+            }
+        }
+        self.abort_overdue_interruptions(now, node, &mut response);
+        let enabled = self.nodes[node].scheduler_jobs_enabled;
+        if enabled {
+            self.schedule_regular(now, node, &mut response);
+        }
+        Ok(response)
+    }
+
+    /// Interrupted jobs that did not exit before their deadline are aborted.
+    fn abort_overdue_interruptions(
+        &mut self,
+        now: Millis,
+        node: &NodeId,
+        response: &mut HeartbeatResponse,
+    ) {
+        let overdue: Vec<_> = self.nodes[node]
+            .allocations
+            .iter()
+            .filter_map(|id| self.allocations.get(id))
+            .filter_map(|a| match a.state {
+                AllocationState::Interrupting { reason, deadline } if now >= deadline => {
+                    Some((a.id, reason))
+                }
+                _ => None,
+            })
+            .collect();
+        for (id, reason) in overdue {
+            response.abort.push(id);
+            self.end_allocation(now, id, EndKind::Preempted(reason, None));
+        }
+    }
+
+    /// The regular (non-preemptive) stage.
+    fn schedule_regular(
+        &mut self,
+        now: Millis,
+        node_id: &NodeId,
+        response: &mut HeartbeatResponse,
+    ) {
+        let arena = &self.tree.arena;
+        let n = arena.elements.len();
+        if n == 0 {
+            return;
+        }
+        let mut walk = Walk {
+            usage: vec![Resources::ZERO; n],
+            active: vec![true; n],
+        };
+        let node = &self.nodes[node_id];
+        for (op_id, &i) in &arena.by_operation {
+            let active = match self.operations.get(op_id) {
+                Some(op) => {
+                    walk.usage[i] = op.usage;
+                    op.state == OperationState::Running
+                        && op.pending_job_count() > 0
+                        && op
+                            .spec
+                            .scheduling_tag_filter
+                            .as_ref()
+                            .is_none_or(|tag| node.tags.contains(tag))
+                        && (op.spec.preemption_mode == PreemptionMode::Normal
+                            || arena.elements[i].scheduling_status
+                                == SchedulingStatus::BelowFairShare)
+                }
+                None => false,
+            };
+            walk.active[i] = active;
+        }
+        for i in (1..n).rev() {
+            if let Some(p) = arena.elements[i].parent {
+                walk.usage[p] = walk.usage[p].add(&walk.usage[i]);
+            }
+        }
+        // Pools without operations are inactive.
+        for i in (0..n).rev() {
+            if !matches!(arena.elements[i].kind, ElementRef::Operation(_)) {
+                walk.active[i] = arena.elements[i].children.iter().any(|&c| walk.active[c]);
+            }
+        }
+
+        while let Some(leaf) = self.best_leaf(&walk) {
+            match self.try_start(now, node_id, leaf, &mut walk, Stage::Regular) {
+                Some(order) => response.start.push(order),
+                None => self.deactivate(&mut walk, leaf),
+            }
+        }
+    }
+
+    /// Marks `i` inactive and propagates to ancestors without active children.
+    fn deactivate(&self, walk: &mut Walk, i: ElementIndex) {
+        let arena = &self.tree.arena;
+        walk.active[i] = false;
+        let mut cur = arena.elements[i].parent;
+        while let Some(p) = cur {
+            if arena.elements[p].children.iter().any(|&c| walk.active[c]) {
+                break;
+            }
+            walk.active[p] = false;
+            cur = arena.elements[p].parent;
+        }
+    }
+
+    fn satisfaction(&self, walk: &Walk, i: ElementIndex) -> f64 {
+        let arena = &self.tree.arena;
+        let e = &arena.elements[i];
+        let usage = ResourceVector::from_resources(&walk.usage[i], &arena.total_resources);
+        local_satisfaction(&usage, &e.attrs.fair_share.total, &e.attrs.demand_share)
+    }
+
+    /// Descends from the root to the active operation that should get the next job.
+    fn best_leaf(&self, walk: &Walk) -> Option<ElementIndex> {
+        let arena = &self.tree.arena;
+        if !walk.active[0] {
+            return None;
+        }
+        let mut cur = 0;
+        loop {
+            let e = &arena.elements[cur];
+            if matches!(e.kind, ElementRef::Operation(_)) {
+                return Some(cur);
+            }
+            let fifo_order = e.fifo
+                && match &e.kind {
+                    ElementRef::Pool(name) => self.tree.explicit(name).is_some_and(|p| {
+                        p.fifo_pool_scheduling_order == FifoPoolSchedulingOrder::Fifo
+                    }),
+                    _ => false,
+                };
+            let next = if fifo_order {
+                e.children.iter().copied().find(|&c| walk.active[c])
+            } else {
+                let mut best: Option<(f64, ElementIndex)> = None;
+                for &c in &e.children {
+                    if !walk.active[c] {
+                        continue;
+                    }
+                    let s = self.subtree_satisfaction(walk, c);
+                    if best.is_none_or(|(b, _)| s < b) {
+                        best = Some((s, c));
+                    }
+                }
+                best.map(|(_, c)| c)
+            };
+            cur = next?;
+        }
+    }
+
+    /// Satisfaction of an element for the descent: operations their own; pools the minimum of
+    /// their active children (and their own with `use_pool_satisfaction_for_scheduling`).
+    fn subtree_satisfaction(&self, walk: &Walk, i: ElementIndex) -> f64 {
+        let arena = &self.tree.arena;
+        let e = &arena.elements[i];
+        if matches!(e.kind, ElementRef::Operation(_)) {
+            return self.satisfaction(walk, i);
+        }
+        let mut best = f64::INFINITY;
+        for &c in &e.children {
+            if walk.active[c] {
+                best = best.min(self.subtree_satisfaction(walk, c));
+            }
+        }
+        // A pool far above its own fair share stops attracting jobs through one starved child.
+        if e.use_pool_satisfaction_for_scheduling {
+            best = best.max(self.satisfaction(walk, i));
+        }
+        best
+    }
+
+    /// Starts one job of the operation at `leaf` if one fits the node and every limit on its
+    /// path.
+    fn try_start(
+        &mut self,
+        now: Millis,
+        node_id: &NodeId,
+        leaf: ElementIndex,
+        walk: &mut Walk,
+        stage: Stage,
+    ) -> Option<crate::scheduler::StartOrder> {
+        let arena = &self.tree.arena;
+        let ElementRef::Operation(op_id) = &arena.elements[leaf].kind else {
+            return None;
+        };
+        let op = self.operations.get(op_id)?;
+        let node = &self.nodes[node_id];
+        let free = node.free();
+        let path: Vec<ElementIndex> = std::iter::once(leaf).chain(arena.ancestors(leaf)).collect();
+        let task = op.spec.tasks.iter().enumerate().position(|(t, spec)| {
+            op.tasks[t].pending > 0
+                && free.dominates(&spec.resources)
+                && path.iter().all(|&e| {
+                    arena.elements[e]
+                        .resource_limits
+                        .dominates(&walk.usage[e].add(&spec.resources))
+                })
+        })?;
+        let op_id = op_id.clone();
+        let order = self.place(now, &op_id, task, node_id, stage);
+        for &e in &path {
+            walk.usage[e] = walk.usage[e].add(&order.resources);
+        }
+        let still_pending = self.operations[&op_id].pending_job_count() > 0;
+        if !still_pending {
+            self.deactivate(walk, leaf);
+        }
+        Some(order)
+    }
+}
+
+/// Whether an element's usage is below its fair share bound (used by preemption).
+pub fn is_below(
+    bound: &ResourceVector,
+    usage: &ResourceVector,
+    fair: &ResourceVector,
+    demand: &ResourceVector,
+) -> bool {
+    strictly_dominates_on_non_blocked(bound, usage, fair, demand)
+}

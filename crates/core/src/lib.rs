@@ -1,0 +1,27 @@
+//! The scheduling core: a sans-IO, deterministic state machine that the server, the simulator and
+//! the scenario runner all drive.
+//!
+//! * [`Scheduler`]: nodes, operations, allocations and the pool tree, changed by commands
+//!   (`start_operation`, `abort_operation`, `add_node`, ...), [`Scheduler::tick`] (the periodic
+//!   fair-share update) and [`Scheduler::process_heartbeat`] (which jobs start, are interrupted
+//!   or aborted on a node).
+//! * Time is always passed in ([`Millis`]); the core reads no clock, spawns no thread, uses no
+//!   randomness and iterates only ordered collections.
+//! * Everything that happens is logged as an [`Event`]; [`Scheduler::snapshot`] gives the
+//!   orchid-like view with YTsaurus field names.
+
+pub mod event;
+pub mod heartbeat;
+pub mod model;
+pub mod scheduler;
+pub mod snapshot;
+pub mod status;
+pub mod tree;
+
+pub use event::{Event, EventKind, Preemptor, Stage};
+pub use model::*;
+pub use scheduler::{
+    CoreError, FinishedAllocation, HeartbeatResponse, InterruptOrder, NodeHeartbeat, Scheduler,
+    SchedulerConfig, StartOrder, Stats,
+};
+pub use snapshot::Snapshot;

@@ -1,0 +1,316 @@
+//! The scheduler's state: identifiers, operation and node specs, and the live records of
+//! operations, nodes and allocations.
+
+use fairsched_resources::{PartialResources, Resources};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+/// Time in milliseconds, on whatever fixed origin the driver uses. The core never reads a clock.
+pub type Millis = u64;
+
+/// An operation's id (chosen by whoever submits it).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct OperationId(pub String);
+
+/// A node's id (its name).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct NodeId(pub String);
+
+/// An allocation's id, assigned by the core in start order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct AllocationId(pub u64);
+
+impl fmt::Display for OperationId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Display for AllocationId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// How an operation's allocations are preempted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PreemptionMode {
+    /// Preempted by starving operations (with interruption) like any other.
+    #[default]
+    Normal,
+    /// Never chosen as a victim; instead its allocations above its fair share are interrupted
+    /// proactively with the graceful timeout.
+    Graceful,
+}
+
+/// One group of identical jobs of an operation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskSpec {
+    pub job_count: u32,
+    /// Per-job resources; a resource left out is 0.
+    #[serde(default)]
+    pub resources: Resources,
+    /// Simulated drivers: how long a job runs (`None`: until ended). The core never reads it.
+    #[serde(default)]
+    pub duration_ms: Option<u64>,
+    /// Simulated drivers: the job handles the interruption signal.
+    #[serde(default)]
+    pub interruptible: bool,
+    /// Simulated drivers: how long an interrupted job takes to exit.
+    #[serde(default)]
+    pub exit_after_interrupt_ms: Option<u64>,
+    /// All-or-nothing: the fair share treats the operation as a gang.
+    #[serde(default)]
+    pub gang: bool,
+    /// Real jobs: the command line (agents run it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// Real jobs: extra environment.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+}
+
+/// What a user submits.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OperationSpec {
+    pub id: OperationId,
+    #[serde(default)]
+    pub user: Option<String>,
+    /// Pool name in the default tree; missing: an ephemeral pool named after the user.
+    #[serde(default)]
+    pub pool: Option<String>,
+    #[serde(default)]
+    pub weight: Option<f64>,
+    /// A resource left out is unlimited.
+    #[serde(default)]
+    pub resource_limits: PartialResources,
+    #[serde(default)]
+    pub preemption_mode: PreemptionMode,
+    /// Signal sent on interruption (e.g. "SIGINT"); none: jobs are not interruptible.
+    #[serde(default)]
+    pub interruption_signal: Option<String>,
+    /// How long an interrupted job may take to exit before it is aborted (default 15 s).
+    #[serde(default)]
+    pub interruption_timeout_ms: Option<u64>,
+    /// Only nodes with this tag are used.
+    #[serde(default)]
+    pub scheduling_tag_filter: Option<String>,
+    pub tasks: Vec<TaskSpec>,
+}
+
+/// Default `interruption_timeout` of an operation (seed 004).
+pub const DEFAULT_INTERRUPTION_TIMEOUT_MS: u64 = 15_000;
+
+/// Operation lifecycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OperationState {
+    /// Accepted, waiting for a running slot in its pools.
+    Pending,
+    Running,
+    Completed,
+    Failed,
+    Aborted,
+}
+
+impl OperationState {
+    pub fn is_finished(self) -> bool {
+        matches!(
+            self,
+            OperationState::Completed | OperationState::Failed | OperationState::Aborted
+        )
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            OperationState::Pending => "pending",
+            OperationState::Running => "running",
+            OperationState::Completed => "completed",
+            OperationState::Failed => "failed",
+            OperationState::Aborted => "aborted",
+        }
+    }
+}
+
+/// Per-task job counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TaskProgress {
+    pub pending: u32,
+    pub running: u32,
+    pub completed: u32,
+}
+
+/// A live operation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Operation {
+    pub spec: OperationSpec,
+    pub state: OperationState,
+    /// Pool the operation runs in (resolved; may be ephemeral).
+    pub pool: String,
+    pub user: String,
+    pub start_time: Millis,
+    pub tasks: Vec<TaskProgress>,
+    /// Running allocations, oldest first.
+    pub allocations: Vec<AllocationId>,
+    /// Sum of its running allocations.
+    pub usage: Resources,
+    /// Pending jobs' resources.
+    pub pending_demand: Resources,
+    /// When the operation last got an allocation.
+    pub last_scheduled_at: Option<Millis>,
+}
+
+impl Operation {
+    /// Demand = usage + pending jobs (while the operation can run).
+    pub fn demand(&self) -> Resources {
+        if self.state == OperationState::Running {
+            self.usage.add(&self.pending_demand)
+        } else {
+            self.usage
+        }
+    }
+
+    pub fn is_gang(&self) -> bool {
+        self.spec.tasks.iter().any(|t| t.gang)
+    }
+
+    pub fn pending_job_count(&self) -> u32 {
+        self.tasks.iter().map(|t| t.pending).sum()
+    }
+
+    pub fn running_job_count(&self) -> u32 {
+        self.tasks.iter().map(|t| t.running).sum()
+    }
+
+    pub fn interruption_timeout_ms(&self) -> u64 {
+        self.spec
+            .interruption_timeout_ms
+            .unwrap_or(DEFAULT_INTERRUPTION_TIMEOUT_MS)
+    }
+}
+
+/// What a node offers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    pub id: NodeId,
+    pub resources: Resources,
+    #[serde(default)]
+    pub tags: BTreeSet<String>,
+}
+
+/// A live node.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    pub id: NodeId,
+    pub resources: Resources,
+    pub tags: BTreeSet<String>,
+    /// `scheduler_jobs_enabled`: false stops scheduling and aborts its allocations.
+    pub scheduler_jobs_enabled: bool,
+    /// Allocations on the node (including ones being interrupted).
+    pub allocations: BTreeSet<AllocationId>,
+    /// Sum of its allocations' resources.
+    pub usage: Resources,
+    /// Last heartbeat with a preemptive stage.
+    pub last_preemptive_scheduling: Option<Millis>,
+    /// Since when usage has exceeded the node's resources.
+    pub overcommit_since: Option<Millis>,
+}
+
+impl Node {
+    pub fn free(&self) -> Resources {
+        self.resources.sub(&self.usage)
+    }
+}
+
+/// Why an allocation was preempted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PreemptionReason {
+    /// A starving operation needed the resources.
+    Preemption,
+    /// An aggressively starving operation needed the resources.
+    AggressivePreemption,
+    /// Graceful mode: the operation is above its fair share.
+    GracefulPreemption,
+    /// The node's usage exceeded its resources for too long.
+    ResourceOvercommit,
+    /// The operation's or a pool's resource limits were lowered below its usage.
+    ResourceLimitsViolated,
+    /// The node stopped accepting jobs or left.
+    NodeDisabled,
+    /// The operation was aborted.
+    OperationAborted,
+}
+
+impl PreemptionReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            PreemptionReason::Preemption => "preemption",
+            PreemptionReason::AggressivePreemption => "aggressive_preemption",
+            PreemptionReason::GracefulPreemption => "graceful_preemption",
+            PreemptionReason::ResourceOvercommit => "resource_overcommit",
+            PreemptionReason::ResourceLimitsViolated => "resource_limits_violated",
+            PreemptionReason::NodeDisabled => "node_disabled",
+            PreemptionReason::OperationAborted => "operation_aborted",
+        }
+    }
+}
+
+/// The allocation's lifecycle on the scheduler's side.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AllocationState {
+    Running,
+    /// Told to stop; its resources stay on the node until it exits or the deadline passes.
+    Interrupting {
+        reason: PreemptionReason,
+        deadline: Millis,
+    },
+}
+
+/// One job placed on one node.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Allocation {
+    pub id: AllocationId,
+    pub operation: OperationId,
+    pub task: usize,
+    pub node: NodeId,
+    pub resources: Resources,
+    pub start_time: Millis,
+    pub state: AllocationState,
+}
+
+/// How a job ended, as the node reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobOutcome {
+    /// Exited successfully (also after an interruption it handled in time).
+    Completed,
+    /// Exited with an error.
+    Failed,
+    /// Killed (preemption without interruption, timeout, node loss).
+    Aborted,
+}
+
+impl JobOutcome {
+    pub fn name(self) -> &'static str {
+        match self {
+            JobOutcome::Completed => "completed",
+            JobOutcome::Failed => "failed",
+            JobOutcome::Aborted => "aborted",
+        }
+    }
+}

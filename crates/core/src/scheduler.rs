@@ -1,0 +1,727 @@
+//! The scheduler: state plus the commands that change it. Every method takes the current time
+//! as an argument; nothing here reads a clock, spawns a thread or depends on hash order.
+
+use crate::event::{Event, EventKind, Preemptor, Stage};
+use crate::model::{
+    Allocation, AllocationId, AllocationState, JobOutcome, Millis, Node, NodeId, NodeSpec,
+    Operation, OperationId, OperationSpec, OperationState, PreemptionReason, TaskProgress,
+};
+use crate::tree::{EphemeralPool, PoolTree, ROOT_NAME};
+use fairsched_config::{PoolConfig, ValidatedPoolTrees};
+use fairsched_resources::{PartialResources, Resources};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// YTsaurus error code: too many operations in a pool.
+pub const ERROR_TOO_MANY_OPERATIONS: u32 = 202;
+
+/// Scheduler-wide settings (the scenario's `scheduler` block).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SchedulerConfig {
+    /// Period of the fair-share update (YTsaurus default in the newest config: 200 ms).
+    pub fair_share_update_period_ms: u64,
+    /// How often nodes heartbeat (drivers use it; the core reacts to heartbeats whenever they
+    /// come). Default 100 ms.
+    pub node_heartbeat_period_ms: u64,
+    /// How long a node may stay over its resources before allocations are preempted with
+    /// reason `resource_overcommit` (15 s).
+    pub allowed_node_resources_overcommit_duration_ms: u64,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            fair_share_update_period_ms: 200,
+            node_heartbeat_period_ms: 100,
+            allowed_node_resources_overcommit_duration_ms: 15_000,
+        }
+    }
+}
+
+/// A command was rejected; nothing changed.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct CoreError {
+    /// YTsaurus error code where one exists (202 too many operations, 29000 guarantees).
+    pub code: Option<u32>,
+    pub message: String,
+}
+
+impl CoreError {
+    pub fn new(message: impl Into<String>) -> CoreError {
+        CoreError {
+            code: None,
+            message: message.into(),
+        }
+    }
+
+    pub fn with_code(code: u32, message: impl Into<String>) -> CoreError {
+        CoreError {
+            code: Some(code),
+            message: message.into(),
+        }
+    }
+}
+
+/// A job the node reports as ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FinishedAllocation {
+    pub allocation: AllocationId,
+    pub outcome: JobOutcome,
+}
+
+/// What a node sends.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeHeartbeat {
+    pub finished: Vec<FinishedAllocation>,
+}
+
+/// Start a job.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StartOrder {
+    pub allocation: AllocationId,
+    pub operation: OperationId,
+    pub task: usize,
+    pub resources: Resources,
+}
+
+/// Interrupt a job: send the signal (if any) and abort it after the timeout.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct InterruptOrder {
+    pub allocation: AllocationId,
+    pub signal: Option<String>,
+    pub timeout_ms: u64,
+    pub reason: PreemptionReason,
+}
+
+/// What the core answers to a heartbeat.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct HeartbeatResponse {
+    pub start: Vec<StartOrder>,
+    pub interrupt: Vec<InterruptOrder>,
+    /// Kill these jobs now.
+    pub abort: Vec<AllocationId>,
+}
+
+/// The scheduling core.
+#[derive(Clone, Debug)]
+pub struct Scheduler {
+    pub config: SchedulerConfig,
+    pub(crate) tree: PoolTree,
+    pub(crate) nodes: BTreeMap<NodeId, Node>,
+    pub(crate) operations: BTreeMap<OperationId, Operation>,
+    /// Operations in start order (ids), for deterministic iteration.
+    pub(crate) start_order: Vec<OperationId>,
+    pub(crate) allocations: BTreeMap<AllocationId, Allocation>,
+    next_allocation: u64,
+    events: Vec<Event>,
+    last_fair_share_update: Option<Millis>,
+    /// Counters for `--stats`.
+    pub stats: Stats,
+}
+
+/// Counters of the core's work.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Stats {
+    pub placements: u64,
+    pub preemptions: u64,
+    pub heartbeats: u64,
+    pub fair_share_updates: u64,
+}
+
+impl Scheduler {
+    /// A scheduler over the default tree of `trees` (multiple trees: a later issue).
+    pub fn new(config: SchedulerConfig, trees: ValidatedPoolTrees) -> Result<Scheduler, CoreError> {
+        let name = trees
+            .default_tree
+            .clone()
+            .or_else(|| trees.trees.keys().next().cloned())
+            .ok_or_else(|| CoreError::new("no pool tree is configured"))?;
+        let validated =
+            trees.trees.get(&name).cloned().ok_or_else(|| {
+                CoreError::new(format!("default tree {name:?} is not configured"))
+            })?;
+        Ok(Scheduler {
+            config,
+            tree: PoolTree::new(name, validated),
+            nodes: BTreeMap::new(),
+            operations: BTreeMap::new(),
+            start_order: Vec::new(),
+            allocations: BTreeMap::new(),
+            next_allocation: 1,
+            events: Vec::new(),
+            last_fair_share_update: None,
+            stats: Stats::default(),
+        })
+    }
+
+    /// Takes the events logged since the last call.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    pub(crate) fn log(&mut self, t_ms: Millis, kind: EventKind) {
+        self.events.push(Event { t_ms, kind });
+    }
+
+    pub fn tree(&self) -> &PoolTree {
+        &self.tree
+    }
+
+    pub fn operation(&self, id: &OperationId) -> Option<&Operation> {
+        self.operations.get(id)
+    }
+
+    pub fn operations(&self) -> impl Iterator<Item = &Operation> {
+        self.start_order
+            .iter()
+            .filter_map(|id| self.operations.get(id))
+    }
+
+    pub fn node(&self, id: &NodeId) -> Option<&Node> {
+        self.nodes.get(id)
+    }
+
+    pub fn nodes(&self) -> impl Iterator<Item = &Node> {
+        self.nodes.values()
+    }
+
+    pub fn allocation(&self, id: AllocationId) -> Option<&Allocation> {
+        self.allocations.get(&id)
+    }
+
+    pub fn allocations(&self) -> impl Iterator<Item = &Allocation> {
+        self.allocations.values()
+    }
+
+    /// Runs periodic work that is due at `now` (the fair-share update).
+    pub fn tick(&mut self, now: Millis) {
+        let due = self
+            .last_fair_share_update
+            .is_none_or(|last| now >= last + self.config.fair_share_update_period_ms);
+        if due {
+            self.update_fair_share(now);
+        }
+    }
+
+    /// Total resources of the nodes the tree schedules on.
+    fn tree_total(&self) -> Resources {
+        self.nodes
+            .values()
+            .filter(|n| n.scheduler_jobs_enabled)
+            .fold(Resources::ZERO, |acc, n| acc.add(&n.resources))
+    }
+
+    /// Recomputes fair shares and statuses now.
+    pub fn update_fair_share(&mut self, now: Millis) {
+        let total = self.tree_total();
+        let ops: Vec<&Operation> = self
+            .start_order
+            .iter()
+            .filter_map(|id| self.operations.get(id))
+            .filter(|op| op.state == OperationState::Running)
+            .collect();
+        self.tree.update_fair_share(now, total, &ops);
+        crate::status::update_statuses(&mut self.tree, now);
+        self.last_fair_share_update = Some(now);
+        self.stats.fair_share_updates += 1;
+    }
+
+    // ---- nodes ------------------------------------------------------------------------------
+
+    /// Registers a node. Rejected if a node with that id exists.
+    pub fn add_node(&mut self, _now: Millis, spec: NodeSpec) -> Result<(), CoreError> {
+        if self.nodes.contains_key(&spec.id) {
+            return Err(CoreError::new(format!(
+                "node {:?} already exists",
+                spec.id.0
+            )));
+        }
+        if spec.resources.any_negative() {
+            return Err(CoreError::new(format!(
+                "node {:?}: resources must not be negative",
+                spec.id.0
+            )));
+        }
+        self.nodes.insert(
+            spec.id.clone(),
+            Node {
+                id: spec.id,
+                resources: spec.resources,
+                tags: spec.tags,
+                scheduler_jobs_enabled: true,
+                allocations: BTreeSet::new(),
+                usage: Resources::ZERO,
+                last_preemptive_scheduling: None,
+                overcommit_since: None,
+            },
+        );
+        Ok(())
+    }
+
+    /// Changes a node's resources, tags or `scheduler_jobs_enabled`. Disabling aborts its
+    /// allocations (their jobs go back to pending and run elsewhere).
+    pub fn set_node(
+        &mut self,
+        now: Millis,
+        id: &NodeId,
+        resources: Option<Resources>,
+        tags: Option<BTreeSet<String>>,
+        scheduler_jobs_enabled: Option<bool>,
+    ) -> Result<(), CoreError> {
+        let node = self
+            .nodes
+            .get_mut(id)
+            .ok_or_else(|| CoreError::new(format!("node {:?} does not exist", id.0)))?;
+        if let Some(r) = resources {
+            if r.any_negative() {
+                return Err(CoreError::new(format!(
+                    "node {:?}: resources must not be negative",
+                    id.0
+                )));
+            }
+            node.resources = r;
+        }
+        if let Some(t) = tags {
+            node.tags = t;
+        }
+        if let Some(enabled) = scheduler_jobs_enabled {
+            node.scheduler_jobs_enabled = enabled;
+            if !enabled {
+                let ids: Vec<AllocationId> = node.allocations.iter().copied().collect();
+                for a in ids {
+                    self.end_allocation(
+                        now,
+                        a,
+                        EndKind::Preempted(PreemptionReason::NodeDisabled, None),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes a node; its allocations are lost and their jobs go back to pending.
+    pub fn remove_node(&mut self, now: Millis, id: &NodeId) -> Result<(), CoreError> {
+        let node = self
+            .nodes
+            .get(id)
+            .ok_or_else(|| CoreError::new(format!("node {:?} does not exist", id.0)))?;
+        let ids: Vec<AllocationId> = node.allocations.iter().copied().collect();
+        for a in ids {
+            self.end_allocation(
+                now,
+                a,
+                EndKind::Preempted(PreemptionReason::NodeDisabled, None),
+            );
+        }
+        self.nodes.remove(id);
+        Ok(())
+    }
+
+    // ---- operations ---------------------------------------------------------------------
+
+    /// Accepts an operation, or rejects it whole with a reason.
+    pub fn start_operation(&mut self, now: Millis, spec: OperationSpec) -> Result<(), CoreError> {
+        validate_operation_spec(&spec)?;
+        if self.operations.contains_key(&spec.id) {
+            return Err(CoreError::new(format!(
+                "operation {:?} already exists",
+                spec.id.0
+            )));
+        }
+        let user = spec.user.clone().unwrap_or_else(|| "root".to_string());
+        let pool = self.resolve_pool(&spec, &user)?;
+        let tasks: Vec<TaskProgress> = spec
+            .tasks
+            .iter()
+            .map(|t| TaskProgress {
+                pending: t.job_count,
+                running: 0,
+                completed: 0,
+            })
+            .collect();
+        let pending_demand = spec.tasks.iter().fold(Resources::ZERO, |acc, t| {
+            acc.add(&t.resources.scale(f64::from(t.job_count)))
+        });
+        let id = spec.id.clone();
+        self.operations.insert(
+            id.clone(),
+            Operation {
+                spec,
+                state: OperationState::Running,
+                pool,
+                user,
+                start_time: now,
+                tasks,
+                allocations: Vec::new(),
+                usage: Resources::ZERO,
+                pending_demand,
+                last_scheduled_at: None,
+            },
+        );
+        self.start_order.push(id.clone());
+        self.log(
+            now,
+            EventKind::OperationState {
+                operation: id.clone(),
+                state: OperationState::Running.name(),
+                reason: None,
+            },
+        );
+        self.maybe_complete(now, &id);
+        Ok(())
+    }
+
+    /// Picks (or creates) the operation's pool.
+    fn resolve_pool(&mut self, spec: &OperationSpec, user: &str) -> Result<String, CoreError> {
+        let requested = spec.pool.clone().unwrap_or_else(|| user.to_string());
+        if let Some(config) = self.tree.pool_config(&requested) {
+            if config.create_ephemeral_subpools {
+                let name = format!("{requested}${user}");
+                if !self.tree.has_pool(&name) {
+                    let sub = config.ephemeral_subpool_config.clone().unwrap_or_default();
+                    let pool_config = PoolConfig {
+                        mode: sub.mode,
+                        max_operation_count: sub.max_operation_count,
+                        max_running_operation_count: sub.max_running_operation_count,
+                        resource_limits: sub.resource_limits,
+                        ..PoolConfig::default()
+                    };
+                    self.tree.ephemeral.insert(
+                        name.clone(),
+                        EphemeralPool {
+                            parent: requested.clone(),
+                            user: user.to_string(),
+                            config: pool_config,
+                        },
+                    );
+                }
+                return Ok(name);
+            }
+            return Ok(requested);
+        }
+        fairsched_config::check_name(&requested, "pool")
+            .map_err(|e| CoreError::new(format!("pool {requested:?}: {e}")))?;
+        let parent = self
+            .tree
+            .validated
+            .default_parent_pool()
+            .map(str::to_string)
+            .unwrap_or_else(|| ROOT_NAME.to_string());
+        let limit = self.tree.config().max_ephemeral_pools_per_user as usize;
+        let owned: Vec<String> = self
+            .tree
+            .ephemeral
+            .iter()
+            .filter(|(_, e)| e.user == user && e.parent == parent)
+            .map(|(n, _)| n.clone())
+            .collect();
+        if owned.len() >= limit {
+            return Err(CoreError::new(format!(
+                "cannot create new ephemeral pool {requested:?} for user {user:?}: limit of {limit} \
+                 ephemeral pools per user in {parent:?} has been reached; previously created pools are {owned:?}"
+            )));
+        }
+        let sub = self
+            .tree
+            .pool_config(&parent)
+            .and_then(|c| c.ephemeral_subpool_config.clone());
+        let config = match sub {
+            Some(sub) => PoolConfig {
+                mode: sub.mode,
+                max_operation_count: sub.max_operation_count,
+                max_running_operation_count: sub.max_running_operation_count,
+                resource_limits: sub.resource_limits,
+                ..PoolConfig::default()
+            },
+            None => PoolConfig::default(),
+        };
+        self.tree.ephemeral.insert(
+            requested.clone(),
+            EphemeralPool {
+                parent,
+                user: user.to_string(),
+                config,
+            },
+        );
+        Ok(requested)
+    }
+
+    /// Aborts an operation: its jobs are killed.
+    pub fn abort_operation(&mut self, now: Millis, id: &OperationId) -> Result<(), CoreError> {
+        let op = self
+            .operations
+            .get(id)
+            .ok_or_else(|| CoreError::new(format!("operation {:?} does not exist", id.0)))?;
+        if op.state.is_finished() {
+            return Err(CoreError::new(format!(
+                "operation {:?} is already {}",
+                id.0,
+                op.state.name()
+            )));
+        }
+        let allocations = op.allocations.clone();
+        for a in allocations {
+            self.end_allocation(
+                now,
+                a,
+                EndKind::Preempted(PreemptionReason::OperationAborted, None),
+            );
+        }
+        self.finish_operation(now, id, OperationState::Aborted, None);
+        Ok(())
+    }
+
+    /// Changes an operation's weight, resource limits or pool.
+    pub fn update_operation(
+        &mut self,
+        _now: Millis,
+        id: &OperationId,
+        weight: Option<f64>,
+        resource_limits: Option<PartialResources>,
+        pool: Option<String>,
+    ) -> Result<(), CoreError> {
+        let op = self
+            .operations
+            .get(id)
+            .ok_or_else(|| CoreError::new(format!("operation {:?} does not exist", id.0)))?;
+        if let Some(w) = weight
+            && !(w.is_finite() && w > 0.0)
+        {
+            return Err(CoreError::new(format!(
+                "operation {:?}: weight must be a positive number (got {w})",
+                id.0
+            )));
+        }
+        let user = op.user.clone();
+        let new_pool = match pool {
+            Some(p) => {
+                let spec = OperationSpec {
+                    pool: Some(p),
+                    ..op.spec.clone()
+                };
+                Some(self.resolve_pool(&spec, &user)?)
+            }
+            None => None,
+        };
+        let op = self.operations.get_mut(id).expect("checked above");
+        if let Some(w) = weight {
+            op.spec.weight = Some(w);
+        }
+        if let Some(l) = resource_limits {
+            op.spec.resource_limits = l;
+        }
+        if let Some(p) = new_pool {
+            op.pool = p;
+            op.spec.pool = Some(op.pool.clone());
+        }
+        self.remove_empty_ephemeral_pools();
+        Ok(())
+    }
+
+    fn finish_operation(
+        &mut self,
+        now: Millis,
+        id: &OperationId,
+        state: OperationState,
+        reason: Option<String>,
+    ) {
+        if let Some(op) = self.operations.get_mut(id) {
+            op.state = state;
+            op.pending_demand = Resources::ZERO;
+        }
+        self.log(
+            now,
+            EventKind::OperationState {
+                operation: id.clone(),
+                state: state.name(),
+                reason,
+            },
+        );
+        self.remove_empty_ephemeral_pools();
+    }
+
+    /// Ephemeral pools disappear when no unfinished operation uses them.
+    fn remove_empty_ephemeral_pools(&mut self) {
+        let used: BTreeSet<&str> = self
+            .operations
+            .values()
+            .filter(|op| !op.state.is_finished())
+            .map(|op| op.pool.as_str())
+            .collect();
+        let keep: BTreeSet<String> = self
+            .tree
+            .ephemeral
+            .keys()
+            .filter(|name| used.contains(name.as_str()))
+            .cloned()
+            .collect();
+        self.tree.ephemeral.retain(|name, _| keep.contains(name));
+    }
+
+    /// Completes an operation whose jobs are all done.
+    pub(crate) fn maybe_complete(&mut self, now: Millis, id: &OperationId) {
+        let done = self.operations.get(id).is_some_and(|op| {
+            op.state == OperationState::Running
+                && op.tasks.iter().all(|t| t.pending == 0 && t.running == 0)
+        });
+        if done {
+            self.finish_operation(now, id, OperationState::Completed, None);
+        }
+    }
+
+    // ---- allocations --------------------------------------------------------------------
+
+    /// Creates an allocation for one pending job of `task`.
+    pub(crate) fn place(
+        &mut self,
+        now: Millis,
+        op_id: &OperationId,
+        task: usize,
+        node_id: &NodeId,
+        stage: Stage,
+    ) -> StartOrder {
+        let id = AllocationId(self.next_allocation);
+        self.next_allocation += 1;
+        let op = self
+            .operations
+            .get_mut(op_id)
+            .expect("placed operation exists");
+        let resources = op.spec.tasks[task].resources;
+        op.tasks[task].pending -= 1;
+        op.tasks[task].running += 1;
+        op.allocations.push(id);
+        op.usage = op.usage.add(&resources);
+        op.pending_demand = op.pending_demand.sub(&resources);
+        op.last_scheduled_at = Some(now);
+        let node = self
+            .nodes
+            .get_mut(node_id)
+            .expect("heartbeating node exists");
+        node.allocations.insert(id);
+        node.usage = node.usage.add(&resources);
+        self.allocations.insert(
+            id,
+            Allocation {
+                id,
+                operation: op_id.clone(),
+                task,
+                node: node_id.clone(),
+                resources,
+                start_time: now,
+                state: AllocationState::Running,
+            },
+        );
+        self.stats.placements += 1;
+        self.log(
+            now,
+            EventKind::AllocationStarted {
+                operation: op_id.clone(),
+                allocation: id,
+                node: node_id.clone(),
+                stage,
+            },
+        );
+        StartOrder {
+            allocation: id,
+            operation: op_id.clone(),
+            task,
+            resources,
+        }
+    }
+
+    /// Removes an allocation from the books and logs how it ended. A job that did not
+    /// complete goes back to pending (unless the operation is finishing).
+    pub(crate) fn end_allocation(&mut self, now: Millis, id: AllocationId, how: EndKind) {
+        let Some(alloc) = self.allocations.remove(&id) else {
+            return;
+        };
+        if let Some(node) = self.nodes.get_mut(&alloc.node) {
+            node.allocations.remove(&id);
+            node.usage = node.usage.sub(&alloc.resources);
+        }
+        let mut completed = false;
+        if let Some(op) = self.operations.get_mut(&alloc.operation) {
+            op.allocations.retain(|&a| a != id);
+            op.usage = op.usage.sub(&alloc.resources);
+            let t = &mut op.tasks[alloc.task];
+            t.running -= 1;
+            match how {
+                EndKind::Finished(JobOutcome::Completed) => {
+                    t.completed += 1;
+                    completed = true;
+                }
+                _ => {
+                    if op.state == OperationState::Running {
+                        t.pending += 1;
+                        op.pending_demand = op.pending_demand.add(&alloc.resources);
+                    }
+                }
+            }
+        }
+        let kind = match how {
+            EndKind::Finished(outcome) => EventKind::AllocationFinished {
+                operation: alloc.operation.clone(),
+                allocation: id,
+                node: alloc.node.clone(),
+                outcome: outcome.name(),
+            },
+            EndKind::Preempted(reason, preemptor) => {
+                self.stats.preemptions += 1;
+                EventKind::AllocationPreempted {
+                    operation: alloc.operation.clone(),
+                    allocation: id,
+                    node: alloc.node.clone(),
+                    reason: reason.name(),
+                    preemptor,
+                }
+            }
+        };
+        self.log(now, kind);
+        if completed {
+            self.maybe_complete(now, &alloc.operation);
+        }
+    }
+}
+
+/// How an allocation ended.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum EndKind {
+    Finished(JobOutcome),
+    Preempted(PreemptionReason, Option<Preemptor>),
+}
+
+/// Rejects specs that cannot run, naming the field.
+fn validate_operation_spec(spec: &OperationSpec) -> Result<(), CoreError> {
+    let id = &spec.id.0;
+    if id.is_empty() {
+        return Err(CoreError::new("operation id must not be empty"));
+    }
+    if spec.tasks.is_empty() {
+        return Err(CoreError::new(format!(
+            "operation {id:?}: tasks must not be empty"
+        )));
+    }
+    if let Some(w) = spec.weight
+        && !(w.is_finite() && w > 0.0)
+    {
+        return Err(CoreError::new(format!(
+            "operation {id:?}: weight must be a positive number (got {w})"
+        )));
+    }
+    for (i, t) in spec.tasks.iter().enumerate() {
+        if t.resources.any_negative() {
+            return Err(CoreError::new(format!(
+                "operation {id:?}: tasks[{i}].resources must not be negative"
+            )));
+        }
+        if t.resources.is_zero() {
+            return Err(CoreError::new(format!(
+                "operation {id:?}: tasks[{i}].resources must request something"
+            )));
+        }
+    }
+    Ok(())
+}

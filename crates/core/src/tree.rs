@@ -1,0 +1,450 @@
+//! A pool tree as the core runs it: its validated configuration, its ephemeral pools, and the
+//! element arena (root, pools, operations) built at each fair-share update, with the update's
+//! results and the statuses derived from them.
+
+use crate::model::{Millis, Operation, OperationId};
+use fairsched_config::{
+    EffectivePool, FifoSortParameter as CfgFifoSort, IntegralGuaranteeType as CfgIntegral,
+    PoolConfig, PoolNode, SchedulingMode, TreeConfig, ValidatedTree,
+};
+use fairsched_hdrf::{
+    ElementAttributes, ElementIndex, FifoSortParameter, IntegralGuaranteeType, IntegralGuarantees,
+    IntegralState, OperationSpec as HdrfOperation, PoolMode, PoolSpec, ROOT, Tree, UpdateError,
+    UpdateInput, UpdateOptions,
+};
+use fairsched_resources::{ResourceVector, Resources};
+use std::collections::BTreeMap;
+
+/// Name of the root element, as YTsaurus writes it.
+pub const ROOT_NAME: &str = "<Root>";
+
+/// An ephemeral pool: created on the fly for an operation, removed when empty.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EphemeralPool {
+    pub parent: String,
+    pub user: String,
+    pub config: PoolConfig,
+}
+
+/// Scheduling status of an element (YTsaurus `scheduling_status`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchedulingStatus {
+    Normal,
+    BelowFairShare,
+}
+
+impl SchedulingStatus {
+    pub fn name(self) -> &'static str {
+        match self {
+            SchedulingStatus::Normal => "normal",
+            SchedulingStatus::BelowFairShare => "below_fair_share",
+        }
+    }
+}
+
+/// Starvation status of an element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum StarvationStatus {
+    NonStarving,
+    Starving,
+    AggressivelyStarving,
+}
+
+impl StarvationStatus {
+    pub fn name(self) -> &'static str {
+        match self {
+            StarvationStatus::NonStarving => "non_starving",
+            StarvationStatus::Starving => "starving",
+            StarvationStatus::AggressivelyStarving => "aggressively_starving",
+        }
+    }
+}
+
+/// What an element of the arena is.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ElementRef {
+    Root,
+    Pool(String),
+    Operation(OperationId),
+}
+
+/// One element of the arena with everything the heartbeat and the snapshot need.
+#[derive(Clone, Debug)]
+pub struct Element {
+    pub kind: ElementRef,
+    pub parent: Option<ElementIndex>,
+    pub children: Vec<ElementIndex>,
+    /// FIFO pools: children in FIFO order.
+    pub fifo: bool,
+    /// Specified resource limits (absolute; unset components infinite).
+    pub resource_limits: Resources,
+    pub attrs: ElementAttributes,
+    pub scheduling_status: SchedulingStatus,
+    pub starvation_status: StarvationStatus,
+    /// Effective starvation settings.
+    pub tolerance: f64,
+    pub starvation_timeout_ms: u64,
+    pub aggressive_starvation_enabled: bool,
+    pub use_pool_satisfaction_for_scheduling: bool,
+}
+
+/// The result of the last fair-share update of a tree.
+#[derive(Clone, Debug, Default)]
+pub struct Arena {
+    pub elements: Vec<Element>,
+    pub by_pool: BTreeMap<String, ElementIndex>,
+    pub by_operation: BTreeMap<OperationId, ElementIndex>,
+    pub total_resources: Resources,
+    pub errors: Vec<UpdateError>,
+    pub computed_at: Option<Millis>,
+}
+
+impl Arena {
+    /// Ancestors of `i` (parent first), the root included.
+    pub fn ancestors(&self, i: ElementIndex) -> impl Iterator<Item = ElementIndex> + '_ {
+        std::iter::successors(self.elements[i].parent, move |&p| self.elements[p].parent)
+    }
+
+    /// Path of a pool from the root (`parent/child`), or the operation id.
+    pub fn path(&self, i: ElementIndex) -> String {
+        let mut names: Vec<&str> = Vec::new();
+        let mut cur = Some(i);
+        while let Some(c) = cur {
+            match &self.elements[c].kind {
+                ElementRef::Root => break,
+                ElementRef::Pool(p) => names.push(p),
+                ElementRef::Operation(o) => names.push(&o.0),
+            }
+            cur = self.elements[c].parent;
+        }
+        names.reverse();
+        names.join("/")
+    }
+}
+
+/// A pool tree.
+#[derive(Clone, Debug)]
+pub struct PoolTree {
+    pub name: String,
+    pub validated: ValidatedTree,
+    pub ephemeral: BTreeMap<String, EphemeralPool>,
+    pub integral_states: BTreeMap<String, IntegralState>,
+    /// Since when each element (pool name or operation id) has been below its fair share.
+    pub below_fair_share_since: BTreeMap<String, Millis>,
+    pub arena: Arena,
+    pub last_update_ms: Option<Millis>,
+}
+
+impl PoolTree {
+    pub fn new(name: String, validated: ValidatedTree) -> PoolTree {
+        PoolTree {
+            name,
+            validated,
+            ephemeral: BTreeMap::new(),
+            integral_states: BTreeMap::new(),
+            below_fair_share_since: BTreeMap::new(),
+            arena: Arena::default(),
+            last_update_ms: None,
+        }
+    }
+
+    pub fn config(&self) -> &TreeConfig {
+        self.validated.config()
+    }
+
+    /// Whether a pool (explicit or ephemeral) exists.
+    pub fn has_pool(&self, name: &str) -> bool {
+        self.validated.pool(name).is_some() || self.ephemeral.contains_key(name)
+    }
+
+    /// Explicit pool's effective settings.
+    pub fn explicit(&self, name: &str) -> Option<&EffectivePool> {
+        self.validated.pool(name)
+    }
+
+    /// A pool's configuration (explicit or ephemeral).
+    pub fn pool_config(&self, name: &str) -> Option<&PoolConfig> {
+        self.validated
+            .pool(name)
+            .map(|p| &p.config)
+            .or_else(|| self.ephemeral.get(name).map(|e| &e.config))
+    }
+
+    /// A pool's parent name (`None` for top-level pools).
+    pub fn parent_of(&self, name: &str) -> Option<String> {
+        if let Some(p) = self.validated.pool(name) {
+            return p.parent.clone();
+        }
+        self.ephemeral
+            .get(name)
+            .and_then(|e| (e.parent != ROOT_NAME).then(|| e.parent.clone()))
+    }
+
+    /// Options of the fair-share computation from the tree config.
+    fn update_options(&self) -> UpdateOptions {
+        let c = self.config();
+        UpdateOptions {
+            main_resource: c.main_resource,
+            integral_pool_capacity_saturation_period_seconds: c
+                .integral_guarantees
+                .pool_capacity_saturation_period_ms
+                as f64
+                / 1000.0,
+            integral_smooth_period_seconds: c.integral_guarantees.smooth_period_ms as f64 / 1000.0,
+            relaxed_share_multiplier_limit: c.integral_guarantees.relaxed_share_multiplier_limit,
+            infer_weight_from_guarantees_share_multiplier: c
+                .infer_weight_from_guarantees_share_multiplier,
+            enable_step_function_for_gang_operations: c.enable_step_function_for_gang_operations,
+            enable_fifo_children_reordering_for_guarantee_utilization: c
+                .enable_fifo_children_reordering_for_guarantee_utilization,
+            enable_improved_fair_share_by_fit_factor_computation: c
+                .enable_improved_fair_share_by_fit_factor_computation,
+            enable_improved_fair_share_by_fit_factor_computation_distribution_gap: c
+                .enable_improved_fair_share_by_fit_factor_computation_distribution_gap,
+            enable_fast_fifo_fair_share_by_fit_factor_computation: c
+                .enable_fast_fifo_fair_share_by_fit_factor_computation,
+        }
+    }
+
+    /// Runs a fair-share update over the pools and the given operations (in start order) and
+    /// rebuilds the arena. `total` is the tree's share of the cluster.
+    pub fn update_fair_share(&mut self, now: Millis, total: Resources, operations: &[&Operation]) {
+        let mut tree = Tree::new();
+        let mut kinds = vec![ElementRef::Root];
+        let mut by_pool = BTreeMap::new();
+        let mut limits = vec![Resources::infinite()];
+
+        // Explicit pools in configuration order (parents before children), then ephemeral ones.
+        fn add_explicit(
+            this: &PoolTree,
+            tree: &mut Tree,
+            parent: ElementIndex,
+            pools: &BTreeMap<String, PoolNode>,
+            kinds: &mut Vec<ElementRef>,
+            limits: &mut Vec<Resources>,
+            by_pool: &mut BTreeMap<String, ElementIndex>,
+        ) {
+            for (name, node) in pools {
+                let Some(effective) = this.validated.pool(name) else {
+                    continue;
+                };
+                let index = add_pool(tree, parent, name, &effective.config, this, kinds, limits);
+                by_pool.insert(name.clone(), index);
+                add_explicit(this, tree, index, &node.pools, kinds, limits, by_pool);
+            }
+        }
+        fn add_pool(
+            tree: &mut Tree,
+            parent: ElementIndex,
+            name: &str,
+            config: &PoolConfig,
+            this: &PoolTree,
+            kinds: &mut Vec<ElementRef>,
+            limits: &mut Vec<Resources>,
+        ) -> ElementIndex {
+            let index = tree
+                .add_pool(
+                    parent,
+                    name,
+                    config.weight.unwrap_or(1.0),
+                    pool_spec(
+                        config,
+                        this.config()
+                            .infer_weight_from_guarantees_share_multiplier
+                            .is_some(),
+                    ),
+                )
+                .expect("parent is a pool or the root");
+            tree.element_mut(index).resource_limits = config.resource_limits;
+            if let Some(state) = this.integral_states.get(name) {
+                tree.element_mut(index).integral_state = *state;
+            }
+            kinds.push(ElementRef::Pool(name.to_string()));
+            limits.push(config.resource_limits.or_infinite());
+            index
+        }
+        add_explicit(
+            self,
+            &mut tree,
+            ROOT,
+            &self.validated.tree.pools,
+            &mut kinds,
+            &mut limits,
+            &mut by_pool,
+        );
+        // Ephemeral pools: parents are explicit pools or the root.
+        for (name, e) in &self.ephemeral {
+            let parent = by_pool.get(&e.parent).copied().unwrap_or(ROOT);
+            let index = add_pool(
+                &mut tree,
+                parent,
+                name,
+                &e.config,
+                self,
+                &mut kinds,
+                &mut limits,
+            );
+            by_pool.insert(name.clone(), index);
+        }
+        let mut by_operation = BTreeMap::new();
+        for op in operations {
+            let Some(&parent) = by_pool.get(&op.pool) else {
+                continue;
+            };
+            let spec = HdrfOperation {
+                demand: op.demand(),
+                usage: op.usage,
+                gang: op.is_gang(),
+                best_allocation_share: ResourceVector::ONES,
+                start_time: op.start_time as f64,
+                pending_job_count: u64::from(op.pending_job_count()),
+            };
+            let index = tree
+                .add_operation(
+                    parent,
+                    op.spec.id.0.clone(),
+                    op.spec.weight.unwrap_or(1.0),
+                    spec,
+                )
+                .expect("pools accept operations");
+            tree.element_mut(index).resource_limits = op.spec.resource_limits;
+            kinds.push(ElementRef::Operation(op.spec.id.clone()));
+            limits.push(op.spec.resource_limits.or_infinite());
+            by_operation.insert(op.spec.id.clone(), index);
+        }
+
+        let input = UpdateInput {
+            total_resources: total,
+            now_seconds: now as f64 / 1000.0,
+            previous_update_seconds: self.last_update_ms.map(|t| t as f64 / 1000.0),
+            options: self.update_options(),
+        };
+        let output = fairsched_hdrf::update(&mut tree, &input, &fairsched_hdrf::NoClock);
+        self.last_update_ms = Some(now);
+        for (name, &index) in &by_pool {
+            self.integral_states
+                .insert(name.clone(), tree.element(index).integral_state);
+        }
+
+        let config = self.config().clone();
+        let mut elements: Vec<Element> = Vec::with_capacity(tree.len());
+        for (i, attrs) in output.attributes.into_iter().enumerate() {
+            let e = tree.element(i);
+            let fifo = e.pool().is_some_and(|p| p.mode == PoolMode::Fifo);
+            let children = e.children.clone();
+            elements.push(Element {
+                kind: kinds[i].clone(),
+                parent: e.parent,
+                children,
+                fifo,
+                resource_limits: limits[i],
+                attrs,
+                scheduling_status: SchedulingStatus::Normal,
+                starvation_status: StarvationStatus::NonStarving,
+                tolerance: config.fair_share_starvation_tolerance,
+                starvation_timeout_ms: config.fair_share_starvation_timeout_ms,
+                aggressive_starvation_enabled: config.enable_aggressive_starvation,
+                use_pool_satisfaction_for_scheduling: config.use_pool_satisfaction_for_scheduling,
+            });
+        }
+        // FIFO pools schedule in FIFO order.
+        for i in 0..elements.len() {
+            if elements[i].fifo {
+                let mut children = elements[i].children.clone();
+                children.sort_by_key(|&c| elements[c].attrs.fifo_index.unwrap_or(usize::MAX));
+                elements[i].children = children;
+            }
+        }
+        self.arena = Arena {
+            elements,
+            by_pool,
+            by_operation,
+            total_resources: total,
+            errors: output.errors,
+            computed_at: Some(now),
+        };
+        self.inherit_settings();
+    }
+
+    /// Effective starvation and scheduling settings, inherited down the tree.
+    fn inherit_settings(&mut self) {
+        for i in 1..self.arena.elements.len() {
+            let parent = self.arena.elements[i].parent.unwrap_or(ROOT);
+            let (tol, timeout, aggressive, use_sat) = {
+                let p = &self.arena.elements[parent];
+                (
+                    p.tolerance,
+                    p.starvation_timeout_ms,
+                    p.aggressive_starvation_enabled,
+                    p.use_pool_satisfaction_for_scheduling,
+                )
+            };
+            let pool_config = match &self.arena.elements[i].kind {
+                ElementRef::Pool(name) => self.pool_config(name).cloned(),
+                _ => None,
+            };
+            let e = &mut self.arena.elements[i];
+            e.tolerance = tol;
+            e.starvation_timeout_ms = timeout;
+            e.aggressive_starvation_enabled = aggressive;
+            e.use_pool_satisfaction_for_scheduling = use_sat;
+            if let Some(c) = pool_config {
+                if let Some(v) = c.fair_share_starvation_tolerance {
+                    e.tolerance = v;
+                }
+                if let Some(v) = c.fair_share_starvation_timeout_ms {
+                    e.starvation_timeout_ms = v;
+                }
+                if let Some(v) = c.enable_aggressive_starvation {
+                    e.aggressive_starvation_enabled = v;
+                }
+                if let Some(v) = c.use_pool_satisfaction_for_scheduling {
+                    e.use_pool_satisfaction_for_scheduling = v;
+                }
+            }
+        }
+    }
+}
+
+/// The fair-share view of a pool's configuration.
+pub fn pool_spec(config: &PoolConfig, infer_weights: bool) -> PoolSpec {
+    let integral = &config.integral_guarantees;
+    PoolSpec {
+        mode: match config.mode {
+            SchedulingMode::Fifo => PoolMode::Fifo,
+            SchedulingMode::FairShare => PoolMode::FairShare,
+        },
+        strong_guarantee_resources: config.strong_guarantee_resources,
+        integral_guarantees: IntegralGuarantees {
+            guarantee_type: match integral.guarantee_type {
+                CfgIntegral::None => IntegralGuaranteeType::None,
+                CfgIntegral::Burst => IntegralGuaranteeType::Burst,
+                CfgIntegral::Relaxed => IntegralGuaranteeType::Relaxed,
+            },
+            resource_flow: integral.resource_flow.or_zero(),
+            burst_guarantee_resources: integral.burst_guarantee_resources.or_zero(),
+            relaxed_share_multiplier_limit: integral.relaxed_share_multiplier_limit,
+            can_accept_free_volume: integral.can_accept_free_volume,
+            should_distribute_free_volume_among_children: integral
+                .should_distribute_free_volume_among_children
+                .unwrap_or(false),
+        },
+        fifo_sort_parameters: config
+            .fifo_sort_parameters
+            .iter()
+            .map(|p| match p {
+                CfgFifoSort::Weight => FifoSortParameter::Weight,
+                CfgFifoSort::StartTime => FifoSortParameter::StartTime,
+                CfgFifoSort::PendingJobCount => FifoSortParameter::PendingJobCount,
+            })
+            .collect(),
+        allow_gang_step_function: true,
+        infer_weight: infer_weights && config.weight.is_none(),
+        enable_promised_guarantee_fair_share: config.compute_promised_guarantee_fair_share,
+        enable_fifo_children_reordering_for_guarantee_utilization: config
+            .enable_fifo_children_reordering_for_guarantee_utilization,
+        priority_strong_guarantee_adjustment: config.enable_priority_strong_guarantee_adjustment,
+        priority_strong_guarantee_adjustment_donorship: config
+            .enable_priority_strong_guarantee_adjustment_donorship,
+    }
+}
