@@ -11,7 +11,9 @@
 //! pool with X (weight 3.4; 18 cpu, 118 GiB) and Y (weight 1; 88 cpu, 30 network). X is capped at
 //! 100% memory. Classic mode gives Y 0.847 cpu (cpu saturates, work-conserving); improved mode
 //! gives Y 0.294 cpu (frozen where X's memory hits 1; cpu 55% idle). The spec (§10) expects both
-//! modes to agree. In improved mode, Y can get 0.733 cpu instead of 0.294 by claiming 120
+//! modes to agree. The direction is arbitrary: with X at weight 5 instead of 3.4, classic gives
+//! Y 0.20 and improved 0.847. (Over 65 combinations of X's memory demand, 101–300 GiB, and
+//! weight, 1–5, the modes disagreed on these two.) In improved mode, Y can get 0.733 cpu instead of 0.294 by claiming 120
 //! network instead of 30 (a DRF strategy-proofness violation); in classic mode a similar lie
 //! pays on other inputs (e.g. X: 69 cpu, weight 1.1 → 75.9 cpu claimed; Y: 60 cpu + 118 GiB,
 //! weight 6.6: X's share goes from 0.167 to 0.49).
