@@ -74,11 +74,13 @@ struct Update<'a> {
     clock: &'a dyn PhaseClock,
     timing: bool,
     timings: PhaseTimings,
+    #[allow(dead_code)] // Read once the pairwise-sum path of `Plf::sum` lands.
     tuning: Tuning,
 }
 
 /// Knobs of the implementation that only tests change.
 #[derive(Clone, Copy, Debug)]
+#[allow(dead_code)] // Read once the pairwise-sum path of `Plf::sum` lands.
 pub(crate) struct Tuning {
     /// Sums of child functions with (critical points × children) at most this are computed by
     /// exact left-to-right summation at every point; larger ones by balanced pairwise summation
