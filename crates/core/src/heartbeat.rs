@@ -9,7 +9,6 @@
 use crate::event::Stage;
 use crate::model::{AllocationState, Millis, NodeId, OperationState, PreemptionMode};
 use crate::scheduler::{CoreError, EndKind, HeartbeatResponse, NodeHeartbeat, Scheduler};
-use crate::status::strictly_dominates_on_non_blocked;
 use crate::tree::{ElementRef, SchedulingStatus};
 use fairsched_config::FifoPoolSchedulingOrder;
 use fairsched_hdrf::ElementIndex;
@@ -67,9 +66,9 @@ pub fn local_satisfaction(
 }
 
 /// Per-heartbeat dynamic state of the tree.
-struct Walk {
-    usage: Vec<Resources>,
-    active: Vec<bool>,
+pub(crate) struct Walk {
+    pub(crate) usage: Vec<Resources>,
+    pub(crate) active: Vec<bool>,
 }
 
 impl Scheduler {
@@ -99,8 +98,11 @@ impl Scheduler {
         }
         self.abort_overdue_interruptions(now, node, &mut response);
         let enabled = self.nodes[node].scheduler_jobs_enabled;
-        if enabled {
+        if enabled && !self.tree.arena.elements.is_empty() {
+            self.preempt_gracefully(now, node, &mut response);
             self.schedule_regular(now, node, &mut response);
+            self.schedule_preemptive(now, node, &mut response);
+            self.preempt_overcommit(now, node, &mut response);
         }
         Ok(response)
     }
@@ -136,11 +138,25 @@ impl Scheduler {
         node_id: &NodeId,
         response: &mut HeartbeatResponse,
     ) {
+        let mut walk = self.walk_for(node_id, |_| true);
+        while let Some(leaf) = self.best_leaf(&walk) {
+            let available = self.nodes[node_id].free();
+            match self.try_start(now, node_id, leaf, &mut walk, Stage::Regular, available) {
+                Some(order) => response.start.push(order),
+                None => self.deactivate(&mut walk, leaf),
+            }
+        }
+    }
+
+    /// Usage and activity of every element for a heartbeat of `node_id`; `eligible` restricts
+    /// which operations (by arena index) may be active.
+    pub(crate) fn walk_for(
+        &self,
+        node_id: &NodeId,
+        eligible: impl Fn(ElementIndex) -> bool,
+    ) -> Walk {
         let arena = &self.tree.arena;
         let n = arena.elements.len();
-        if n == 0 {
-            return;
-        }
         let mut walk = Walk {
             usage: vec![Resources::ZERO; n],
             active: vec![true; n],
@@ -150,7 +166,8 @@ impl Scheduler {
             let active = match self.operations.get(op_id) {
                 Some(op) => {
                     walk.usage[i] = op.usage;
-                    op.state == OperationState::Running
+                    eligible(i)
+                        && op.state == OperationState::Running
                         && op.pending_job_count() > 0
                         && op
                             .spec
@@ -170,23 +187,17 @@ impl Scheduler {
                 walk.usage[p] = walk.usage[p].add(&walk.usage[i]);
             }
         }
-        // Pools without operations are inactive.
+        // Pools without active operations are inactive.
         for i in (0..n).rev() {
             if !matches!(arena.elements[i].kind, ElementRef::Operation(_)) {
                 walk.active[i] = arena.elements[i].children.iter().any(|&c| walk.active[c]);
             }
         }
-
-        while let Some(leaf) = self.best_leaf(&walk) {
-            match self.try_start(now, node_id, leaf, &mut walk, Stage::Regular) {
-                Some(order) => response.start.push(order),
-                None => self.deactivate(&mut walk, leaf),
-            }
-        }
+        walk
     }
 
     /// Marks `i` inactive and propagates to ancestors without active children.
-    fn deactivate(&self, walk: &mut Walk, i: ElementIndex) {
+    pub(crate) fn deactivate(&self, walk: &mut Walk, i: ElementIndex) {
         let arena = &self.tree.arena;
         walk.active[i] = false;
         let mut cur = arena.elements[i].parent;
@@ -207,7 +218,7 @@ impl Scheduler {
     }
 
     /// Descends from the root to the active operation that should get the next job.
-    fn best_leaf(&self, walk: &Walk) -> Option<ElementIndex> {
+    pub(crate) fn best_leaf(&self, walk: &Walk) -> Option<ElementIndex> {
         let arena = &self.tree.arena;
         if !walk.active[0] {
             return None;
@@ -267,21 +278,21 @@ impl Scheduler {
 
     /// Starts one job of the operation at `leaf` if one fits the node and every limit on its
     /// path.
-    fn try_start(
+    pub(crate) fn try_start(
         &mut self,
         now: Millis,
         node_id: &NodeId,
         leaf: ElementIndex,
         walk: &mut Walk,
         stage: Stage,
+        available: Resources,
     ) -> Option<crate::scheduler::StartOrder> {
         let arena = &self.tree.arena;
         let ElementRef::Operation(op_id) = &arena.elements[leaf].kind else {
             return None;
         };
         let op = self.operations.get(op_id)?;
-        let node = &self.nodes[node_id];
-        let free = node.free();
+        let free = available;
         let path: Vec<ElementIndex> = std::iter::once(leaf).chain(arena.ancestors(leaf)).collect();
         let task = op.spec.tasks.iter().enumerate().position(|(t, spec)| {
             op.tasks[t].pending > 0
@@ -303,14 +314,4 @@ impl Scheduler {
         }
         Some(order)
     }
-}
-
-/// Whether an element's usage is below its fair share bound (used by preemption).
-pub fn is_below(
-    bound: &ResourceVector,
-    usage: &ResourceVector,
-    fair: &ResourceVector,
-    demand: &ResourceVector,
-) -> bool {
-    strictly_dominates_on_non_blocked(bound, usage, fair, demand)
 }

@@ -228,6 +228,63 @@ impl Scheduler {
         self.stats.fair_share_updates += 1;
     }
 
+    /// Replaces the tree's configuration (a validated new version: pools created, changed,
+    /// moved or removed). Operations keep their pools; an operation whose pool disappeared
+    /// continues in an ephemeral pool of that name; an ephemeral pool that is now configured
+    /// becomes explicit. Takes effect at the next fair-share update.
+    pub fn replace_tree_config(
+        &mut self,
+        _now: Millis,
+        trees: ValidatedPoolTrees,
+    ) -> Result<(), CoreError> {
+        let validated = trees.trees.get(&self.tree.name).cloned().ok_or_else(|| {
+            CoreError::new(format!(
+                "the new configuration has no tree {:?}",
+                self.tree.name
+            ))
+        })?;
+        self.tree.validated = validated;
+        let explicit: BTreeSet<String> = self
+            .tree
+            .validated
+            .pools
+            .iter()
+            .map(|p| p.name.clone())
+            .collect();
+        self.tree
+            .ephemeral
+            .retain(|name, _| !explicit.contains(name));
+        // Operations whose pool is gone continue in an ephemeral pool of that name.
+        let orphans: Vec<(String, String)> = self
+            .operations
+            .values()
+            .filter(|op| !op.state.is_finished() && !self.tree.has_pool(&op.pool))
+            .map(|op| (op.pool.clone(), op.user.clone()))
+            .collect();
+        let parent = self
+            .tree
+            .validated
+            .default_parent_pool()
+            .map(str::to_string)
+            .unwrap_or_else(|| ROOT_NAME.to_string());
+        for (pool, user) in orphans {
+            self.tree
+                .ephemeral
+                .entry(pool)
+                .or_insert_with(|| EphemeralPool {
+                    parent: parent.clone(),
+                    user,
+                    config: PoolConfig::default(),
+                });
+        }
+        Ok(())
+    }
+
+    /// The current configuration of the scheduler's tree.
+    pub fn tree_config(&self) -> &fairsched_config::PoolTreeConfig {
+        &self.tree.validated.tree
+    }
+
     // ---- nodes ------------------------------------------------------------------------------
 
     /// Registers a node. Rejected if a node with that id exists.
@@ -638,14 +695,20 @@ impl Scheduler {
         let Some(alloc) = self.allocations.remove(&id) else {
             return;
         };
+        // An interrupted allocation already left the node's and the operation's usage.
+        let counted = alloc.state == AllocationState::Running;
         if let Some(node) = self.nodes.get_mut(&alloc.node) {
             node.allocations.remove(&id);
-            node.usage = node.usage.sub(&alloc.resources);
+            if counted {
+                node.usage = node.usage.sub(&alloc.resources);
+            }
         }
         let mut completed = false;
         if let Some(op) = self.operations.get_mut(&alloc.operation) {
             op.allocations.retain(|&a| a != id);
-            op.usage = op.usage.sub(&alloc.resources);
+            if counted {
+                op.usage = op.usage.sub(&alloc.resources);
+            }
             let t = &mut op.tasks[alloc.task];
             t.running -= 1;
             match how {

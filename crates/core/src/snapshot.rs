@@ -165,6 +165,7 @@ impl Scheduler {
         let mut operations = BTreeMap::new();
         for op in self.operations() {
             let index = arena.by_operation.get(&op.spec.id).copied();
+            let (preemptible, aggressively_preemptible) = self.preemptible_counts(op);
             operations.insert(
                 op.spec.id.0.clone(),
                 OperationSnapshot {
@@ -174,8 +175,8 @@ impl Scheduler {
                     running_job_count: op.running_job_count(),
                     pending_job_count: op.pending_job_count(),
                     completed_job_count: op.tasks.iter().map(|t| t.completed).sum(),
-                    preemptible_allocation_count: 0,
-                    aggressively_preemptible_allocation_count: 0,
+                    preemptible_allocation_count: preemptible,
+                    aggressively_preemptible_allocation_count: aggressively_preemptible,
                 },
             );
         }

@@ -1,0 +1,582 @@
+//! Preemption (scheduler spec §2.3–§2.8): which allocations may be taken away, the preemptive
+//! heartbeat stages, graceful preemption, limit violations and node overcommit.
+
+use crate::event::{EventKind, Preemptor, Stage};
+use crate::model::{
+    AllocationId, AllocationState, Millis, NodeId, Operation, OperationState, PreemptionMode,
+    PreemptionReason,
+};
+use crate::scheduler::{EndKind, HeartbeatResponse, InterruptOrder, Scheduler};
+use crate::status::strictly_dominates_on_non_blocked;
+use crate::tree::StarvationStatus;
+use fairsched_config::PreemptionPriorityScope;
+use fairsched_hdrf::ElementIndex;
+use fairsched_resources::{PartialResources, ResourceKind, ResourceVector, Resources};
+use std::collections::BTreeMap;
+
+/// An allocation's class by the start-order prefix rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PreemptionStatus {
+    NonPreemptible,
+    AggressivelyPreemptible,
+    Preemptible,
+}
+
+/// How hard an operation may preempt (its own or an ancestor's starvation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PreemptionPriority {
+    None,
+    Normal,
+    Aggressive,
+}
+
+/// Level of an allocation in a preemptive stage (ordered).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Level {
+    NonPreemptible,
+    AggressivelyPreemptible,
+    Preemptible,
+}
+
+/// `threshold` strictly dominates `usage` (every set component larger; an empty threshold is
+/// disabled).
+fn below_absolute_threshold(threshold: &PartialResources, usage: &Resources) -> bool {
+    if threshold.is_empty() {
+        return false;
+    }
+    ResourceKind::ALL
+        .iter()
+        .all(|&k| threshold.raw_of(k).is_none_or(|t| usage.raw_of(k) < t))
+}
+
+impl Scheduler {
+    /// Effective `non_preemptible_resource_usage_threshold` for an operation, with the tree's
+    /// `max_unpreemptible_running_allocation_count` folded into `user_slots`.
+    fn non_preemptible_threshold(&self, op: &Operation) -> PartialResources {
+        let mut t = self
+            .tree
+            .explicit(&op.pool)
+            .map(|p| p.non_preemptible_resource_usage_threshold)
+            .unwrap_or(self.tree.config().non_preemptible_resource_usage_threshold);
+        if !t.is_set(ResourceKind::UserSlots)
+            && let Some(count) = self
+                .tree
+                .config()
+                .max_unpreemptible_running_allocation_count
+        {
+            t.set(ResourceKind::UserSlots, f64::from(count));
+        }
+        t
+    }
+
+    /// Classifies an operation's running allocations, oldest first (spec §2.3): an allocation
+    /// is non-preemptible while the usage of the allocations before it is below the aggressive
+    /// bound, aggressively preemptible while below the regular bound, preemptible after.
+    pub fn classify(&self, op: &Operation) -> Vec<(AllocationId, PreemptionStatus)> {
+        let arena = &self.tree.arena;
+        let Some(&index) = arena.by_operation.get(&op.spec.id) else {
+            return op
+                .allocations
+                .iter()
+                .map(|&a| (a, PreemptionStatus::Preemptible))
+                .collect();
+        };
+        let attrs = &arena.elements[index].attrs;
+        let fair = attrs.fair_share.total;
+        let demand = attrs.demand_share;
+        let config = self.tree.config();
+        let bound1 = fair * config.aggressive_preemption_satisfaction_threshold;
+        let satisfied = (fair + ResourceVector::splat(1e-6)).dominates(&demand);
+        let bound2 = if satisfied {
+            ResourceVector::splat(f64::INFINITY)
+        } else {
+            fair * config.preemption_satisfaction_threshold
+        };
+        let threshold = self.non_preemptible_threshold(op);
+        let total = arena.total_resources;
+        let below = |bound: &ResourceVector, prefix: &Resources| {
+            below_absolute_threshold(&threshold, prefix)
+                || strictly_dominates_on_non_blocked(
+                    bound,
+                    &ResourceVector::from_resources(prefix, &total),
+                    &fair,
+                    &demand,
+                )
+        };
+        let mut prefix = Resources::ZERO;
+        let mut out = Vec::with_capacity(op.allocations.len());
+        for &id in &op.allocations {
+            let Some(a) = self.allocations.get(&id) else {
+                continue;
+            };
+            if a.state != AllocationState::Running {
+                continue;
+            }
+            let status = if below(&bound1, &prefix) {
+                PreemptionStatus::NonPreemptible
+            } else if below(&bound2, &prefix) {
+                PreemptionStatus::AggressivelyPreemptible
+            } else {
+                PreemptionStatus::Preemptible
+            };
+            out.push((id, status));
+            prefix = prefix.add(&a.resources);
+        }
+        out
+    }
+
+    /// Counts (preemptible, aggressively preemptible) allocations of an operation.
+    pub fn preemptible_counts(&self, op: &Operation) -> (u32, u32) {
+        let mut p = 0;
+        let mut ap = 0;
+        for (_, s) in self.classify(op) {
+            match s {
+                PreemptionStatus::Preemptible => p += 1,
+                PreemptionStatus::AggressivelyPreemptible => ap += 1,
+                PreemptionStatus::NonPreemptible => {}
+            }
+        }
+        (p, ap)
+    }
+
+    /// Elements from `i` up to (not including) the root.
+    fn path_to_root(&self, i: ElementIndex) -> Vec<ElementIndex> {
+        let arena = &self.tree.arena;
+        std::iter::once(i)
+            .chain(arena.ancestors(i))
+            .filter(|&e| e != fairsched_hdrf::ROOT)
+            .collect()
+    }
+
+    /// The operation's preemption priority from its own and (by scope) its ancestors' starvation.
+    pub fn preemption_priority(&self, op: &Operation) -> PreemptionPriority {
+        let arena = &self.tree.arena;
+        let Some(&index) = arena.by_operation.get(&op.spec.id) else {
+            return PreemptionPriority::None;
+        };
+        let scope = self.tree.config().scheduling_preemption_priority_scope;
+        let elements: Vec<ElementIndex> = match scope {
+            PreemptionPriorityScope::OperationOnly => vec![index],
+            _ => self.path_to_root(index),
+        };
+        let worst = elements
+            .iter()
+            .map(|&e| arena.elements[e].starvation_status)
+            .max()
+            .unwrap_or(StarvationStatus::NonStarving);
+        match worst {
+            StarvationStatus::NonStarving => PreemptionPriority::None,
+            StarvationStatus::Starving => PreemptionPriority::Normal,
+            StarvationStatus::AggressivelyStarving => PreemptionPriority::Aggressive,
+        }
+    }
+
+    fn aggressive_preemption_allowed(&self, op: &Operation) -> bool {
+        if op.is_gang()
+            && !self
+                .tree
+                .config()
+                .allow_aggressive_preemption_for_gang_operations
+        {
+            return false;
+        }
+        self.tree
+            .explicit(&op.pool)
+            .is_none_or(|p| p.allow_aggressive_preemption)
+    }
+
+    /// Whether `op`'s allocations are protected in a stage (spec §2.4).
+    fn preemption_blocked(&self, op: &Operation, stage: Stage) -> bool {
+        if op.spec.preemption_mode == PreemptionMode::Graceful {
+            return true;
+        }
+        if stage == Stage::Preemptive
+            && self
+                .tree
+                .explicit(&op.pool)
+                .is_some_and(|p| !p.allow_normal_preemption)
+        {
+            return true;
+        }
+        if !self.tree.config().allow_preemption_from_starving_operations {
+            let arena = &self.tree.arena;
+            if let Some(&i) = arena.by_operation.get(&op.spec.id)
+                && arena.elements[i].starvation_status != StarvationStatus::NonStarving
+            {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Takes an allocation away: interrupted (with the operation's signal and timeout) when the
+    /// operation handles interruption, aborted otherwise.
+    pub(crate) fn preempt(
+        &mut self,
+        now: Millis,
+        id: AllocationId,
+        reason: PreemptionReason,
+        preemptor: Option<Preemptor>,
+        timeout_override: Option<u64>,
+        response: &mut HeartbeatResponse,
+    ) {
+        let Some(a) = self.allocations.get(&id) else {
+            return;
+        };
+        if a.state != AllocationState::Running {
+            return;
+        }
+        let op = &self.operations[&a.operation];
+        let signal = op.spec.interruption_signal.clone();
+        if signal.is_some() || timeout_override.is_some() {
+            let timeout = timeout_override.unwrap_or_else(|| op.interruption_timeout_ms());
+            let (op_id, node_id, resources) = (a.operation.clone(), a.node.clone(), a.resources);
+            // The allocation's resources leave the operation's and the node's books now; the
+            // preemptor may start at once (the node lets the old job wind down).
+            if let Some(a) = self.allocations.get_mut(&id) {
+                a.state = AllocationState::Interrupting {
+                    reason,
+                    deadline: now + timeout,
+                };
+            }
+            if let Some(op) = self.operations.get_mut(&op_id) {
+                op.usage = op.usage.sub(&resources);
+            }
+            if let Some(n) = self.nodes.get_mut(&node_id) {
+                n.usage = n.usage.sub(&resources);
+            }
+            response.interrupt.push(InterruptOrder {
+                allocation: id,
+                signal,
+                timeout_ms: timeout,
+                reason,
+            });
+            self.stats.preemptions += 1;
+            self.log(
+                now,
+                EventKind::AllocationInterrupted {
+                    operation: op_id,
+                    allocation: id,
+                    node: node_id,
+                    reason: reason.name(),
+                    timeout_ms: timeout,
+                    preemptor,
+                },
+            );
+        } else {
+            response.abort.push(id);
+            self.end_allocation(now, id, EndKind::Preempted(reason, preemptor));
+        }
+    }
+
+    /// Graceful mode (spec §2.7): every preemptible allocation of a graceful operation is
+    /// interrupted with the graceful timeout.
+    pub(crate) fn preempt_gracefully(
+        &mut self,
+        now: Millis,
+        node_id: &NodeId,
+        response: &mut HeartbeatResponse,
+    ) {
+        let timeout = self.tree.config().allocation_graceful_preemption_timeout_ms;
+        let mut victims = Vec::new();
+        let on_node: Vec<AllocationId> = self.nodes[node_id].allocations.iter().copied().collect();
+        let mut cache: BTreeMap<_, BTreeMap<AllocationId, PreemptionStatus>> = BTreeMap::new();
+        for id in on_node {
+            let Some(a) = self.allocations.get(&id) else {
+                continue;
+            };
+            let op = &self.operations[&a.operation];
+            if op.spec.preemption_mode != PreemptionMode::Graceful
+                || a.state != AllocationState::Running
+            {
+                continue;
+            }
+            let classes = cache
+                .entry(op.spec.id.clone())
+                .or_insert_with(|| self.classify(op).into_iter().collect());
+            if classes.get(&id) == Some(&PreemptionStatus::Preemptible) {
+                victims.push(id);
+            }
+        }
+        for id in victims {
+            self.preempt(
+                now,
+                id,
+                PreemptionReason::GracefulPreemption,
+                None,
+                Some(timeout),
+                response,
+            );
+        }
+    }
+
+    /// The preemptive stages (spec §2.5): aggressive, then normal; at most
+    /// `max_preemptive_allocations_per_heartbeat` allocations start by preemption.
+    pub(crate) fn schedule_preemptive(
+        &mut self,
+        now: Millis,
+        node_id: &NodeId,
+        response: &mut HeartbeatResponse,
+    ) {
+        let backoff = self.tree.config().preemptive_scheduling_backoff_ms;
+        if let Some(last) = self.nodes[node_id].last_preemptive_scheduling
+            && now < last + backoff
+        {
+            return;
+        }
+        self.nodes
+            .get_mut(node_id)
+            .expect("heartbeating node")
+            .last_preemptive_scheduling = Some(now);
+        let max_started = self.tree.config().max_preemptive_allocations_per_heartbeat;
+        let mut started = 0u32;
+        for (stage, target, min_level) in [
+            (
+                Stage::Aggressive,
+                PreemptionPriority::Aggressive,
+                Level::AggressivelyPreemptible,
+            ),
+            (
+                Stage::Preemptive,
+                PreemptionPriority::Normal,
+                Level::Preemptible,
+            ),
+        ] {
+            let targets: Vec<ElementIndex> = self
+                .tree
+                .arena
+                .by_operation
+                .iter()
+                .filter_map(|(id, &i)| {
+                    let op = self.operations.get(id)?;
+                    (op.state == OperationState::Running
+                        && op.pending_job_count() > 0
+                        && self.preemption_priority(op) == target)
+                        .then_some(i)
+                })
+                .collect();
+            if targets.is_empty() && stage != Stage::Preemptive {
+                continue;
+            }
+            let mut candidates = self.preemption_candidates(node_id, stage, min_level);
+            if started < max_started && !targets.is_empty() {
+                let discount = candidates.iter().fold(Resources::ZERO, |acc, &(id, _)| {
+                    acc.add(&self.allocations[&id].resources)
+                });
+                if let Some(order) =
+                    self.start_for_preemption(now, node_id, &targets, discount, stage)
+                {
+                    started += 1;
+                    let preemptor = Preemptor {
+                        operation: order.operation.clone(),
+                        allocation: order.allocation,
+                    };
+                    response.start.push(order);
+                    let reason = if stage == Stage::Aggressive {
+                        PreemptionReason::AggressivePreemption
+                    } else {
+                        PreemptionReason::Preemption
+                    };
+                    // Minimal set: in preemption order, only while the node is over its limits.
+                    let mut remaining = Vec::new();
+                    for (id, level) in candidates {
+                        let node = &self.nodes[node_id];
+                        if !node.resources.dominates(&node.usage) {
+                            self.preempt(now, id, reason, Some(preemptor.clone()), None, response);
+                        } else {
+                            remaining.push((id, level));
+                        }
+                    }
+                    candidates = remaining;
+                }
+            }
+            if stage == Stage::Preemptive {
+                self.preempt_limit_violations(now, candidates, response);
+            }
+        }
+    }
+
+    /// Allocations on the node that a stage may take, in preemption order: preemptible first,
+    /// then aggressively preemptible, then the rest; newest first within a class.
+    fn preemption_candidates(
+        &self,
+        node_id: &NodeId,
+        stage: Stage,
+        min_level: Level,
+    ) -> Vec<(AllocationId, Level)> {
+        let mut by_op: BTreeMap<_, BTreeMap<AllocationId, PreemptionStatus>> = BTreeMap::new();
+        let mut out = Vec::new();
+        for &id in &self.nodes[node_id].allocations {
+            let Some(a) = self.allocations.get(&id) else {
+                continue;
+            };
+            if a.state != AllocationState::Running {
+                continue;
+            }
+            let op = &self.operations[&a.operation];
+            if self.preemption_blocked(op, stage) {
+                continue;
+            }
+            let classes = by_op
+                .entry(op.spec.id.clone())
+                .or_insert_with(|| self.classify(op).into_iter().collect());
+            let status = classes
+                .get(&id)
+                .copied()
+                .unwrap_or(PreemptionStatus::Preemptible);
+            let level = match status {
+                PreemptionStatus::NonPreemptible => Level::NonPreemptible,
+                PreemptionStatus::AggressivelyPreemptible
+                    if self.aggressive_preemption_allowed(op) =>
+                {
+                    Level::AggressivelyPreemptible
+                }
+                PreemptionStatus::AggressivelyPreemptible => Level::NonPreemptible,
+                PreemptionStatus::Preemptible => Level::Preemptible,
+            };
+            if level >= min_level {
+                out.push((id, level, a.start_time));
+            }
+        }
+        out.sort_by(|a, b| b.1.cmp(&a.1).then(b.2.cmp(&a.2)).then(b.0.cmp(&a.0)));
+        out.into_iter().map(|(id, level, _)| (id, level)).collect()
+    }
+
+    /// Starts one allocation for a target operation, counting the candidates' resources as
+    /// available.
+    fn start_for_preemption(
+        &mut self,
+        now: Millis,
+        node_id: &NodeId,
+        targets: &[ElementIndex],
+        discount: Resources,
+        stage: Stage,
+    ) -> Option<crate::scheduler::StartOrder> {
+        let mut walk = self.walk_for(node_id, |i| targets.contains(&i));
+        let available = self.nodes[node_id].free().add(&discount);
+        while let Some(leaf) = self.best_leaf(&walk) {
+            if let Some(order) = self.try_start(now, node_id, leaf, &mut walk, stage, available) {
+                return Some(order);
+            }
+            self.deactivate(&mut walk, leaf);
+        }
+        None
+    }
+
+    /// Remaining candidates of operations (or pools) whose usage exceeds their resource limits
+    /// are preempted (limits were lowered).
+    fn preempt_limit_violations(
+        &mut self,
+        now: Millis,
+        candidates: Vec<(AllocationId, Level)>,
+        response: &mut HeartbeatResponse,
+    ) {
+        for (id, _) in candidates {
+            let Some(a) = self.allocations.get(&id) else {
+                continue;
+            };
+            let Some(&leaf) = self.tree.arena.by_operation.get(&a.operation) else {
+                continue;
+            };
+            let usage = self.live_usage();
+            let violated = self.path_to_root(leaf).into_iter().any(|e| {
+                !self.tree.arena.elements[e]
+                    .resource_limits
+                    .dominates(&usage[e])
+            });
+            if violated {
+                self.preempt(
+                    now,
+                    id,
+                    PreemptionReason::ResourceLimitsViolated,
+                    None,
+                    None,
+                    response,
+                );
+            }
+        }
+    }
+
+    /// Live usage of every element of the arena.
+    pub(crate) fn live_usage(&self) -> Vec<Resources> {
+        let arena = &self.tree.arena;
+        let n = arena.elements.len();
+        let mut usage = vec![Resources::ZERO; n];
+        for (id, &i) in &arena.by_operation {
+            if let Some(op) = self.operations.get(id) {
+                usage[i] = op.usage;
+            }
+        }
+        for i in (1..n).rev() {
+            if let Some(p) = arena.elements[i].parent {
+                usage[p] = usage[p].add(&usage[i]);
+            }
+        }
+        usage
+    }
+
+    /// Node overcommit (spec §2.8): after the allowed duration, allocations that do not fit,
+    /// kept in order (non-preemptible first, oldest first), are preempted.
+    pub(crate) fn preempt_overcommit(
+        &mut self,
+        now: Millis,
+        node_id: &NodeId,
+        response: &mut HeartbeatResponse,
+    ) {
+        let node = &self.nodes[node_id];
+        if node.resources.dominates(&node.usage) {
+            self.nodes.get_mut(node_id).expect("node").overcommit_since = None;
+            return;
+        }
+        let since = *self
+            .nodes
+            .get_mut(node_id)
+            .expect("node")
+            .overcommit_since
+            .get_or_insert(now);
+        if now < since + self.config.allowed_node_resources_overcommit_duration_ms {
+            return;
+        }
+        let mut keep: Vec<(PreemptionStatus, Millis, AllocationId, Resources)> = Vec::new();
+        let mut classes: BTreeMap<AllocationId, PreemptionStatus> = BTreeMap::new();
+        for &id in &self.nodes[node_id].allocations {
+            let Some(a) = self.allocations.get(&id) else {
+                continue;
+            };
+            if a.state != AllocationState::Running {
+                continue;
+            }
+            if !classes.contains_key(&id) {
+                classes.extend(self.classify(&self.operations[&a.operation]));
+            }
+            let status = classes
+                .get(&id)
+                .copied()
+                .unwrap_or(PreemptionStatus::Preemptible);
+            keep.push((status, a.start_time, id, a.resources));
+        }
+        keep.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        let limits = self.nodes[node_id].resources;
+        let mut used = Resources::ZERO;
+        let mut victims = Vec::new();
+        for (_, _, id, r) in keep {
+            let next = used.add(&r);
+            if limits.dominates(&next) {
+                used = next;
+            } else {
+                victims.push(id);
+            }
+        }
+        for id in victims {
+            self.preempt(
+                now,
+                id,
+                PreemptionReason::ResourceOvercommit,
+                None,
+                None,
+                response,
+            );
+        }
+        self.nodes.get_mut(node_id).expect("node").overcommit_since = None;
+    }
+}

@@ -1,0 +1,97 @@
+//! Starvation and preemption through the core (scheduler spec §2; YTsaurus scenario YT-S1).
+
+mod common;
+
+use common::*;
+use fairsched_core::{OperationId, OperationState, SchedulerConfig};
+
+const TREE: &str = r#"{"pool_trees": {"default": {
+    "config": {
+        "preemption_satisfaction_threshold": 0.99,
+        "fair_share_starvation_tolerance": 0.8,
+        "fair_share_starvation_timeout_ms": 1000,
+        "max_unpreemptible_running_allocation_count": 0,
+        "preemptive_scheduling_backoff_ms": 0,
+        "max_ephemeral_pools_per_user": 2
+    },
+    "pools": {"test_pool": {"strong_guarantee_resources": {"cpu": 3}}}
+}}}"#;
+
+fn config() -> SchedulerConfig {
+    SchedulerConfig {
+        fair_share_update_period_ms: 100,
+        ..SchedulerConfig::default()
+    }
+}
+
+/// A guaranteed pool reclaims a cluster that an ephemeral pool fills, by preempting once it has
+/// starved for the timeout; every preemption names its preemptor.
+#[test]
+fn guaranteed_pool_reclaims_the_cluster_by_preemption() {
+    let mut s = scheduler(TREE, config());
+    add_nodes(&mut s, 3, res(1.0, 2.0));
+    s.start_operation(
+        0,
+        op("op1", Some("fake_pool"), vec![task(3, res(1.0, 1.0), None)]),
+    )
+    .unwrap();
+    let mut d = Driver::new();
+    d.run(&mut s, 0, 1900, 100);
+    assert_eq!(d.count("allocation_started", "op1"), 3);
+    let snap = s.snapshot(1900);
+    assert!(snap.pools["fake_pool"].element.fair_share_ratio >= 0.999);
+    assert!(snap.pools["fake_pool"].element.usage_ratio >= 0.999);
+
+    s.start_operation(
+        2000,
+        op(
+            "op2",
+            Some("test_pool"),
+            vec![task(3, res(1.0, 1.0), Some(500))],
+        ),
+    )
+    .unwrap();
+    d.run(&mut s, 2000, 2900, 100);
+    // Not before the starvation timeout (1 s after op2 is first seen below its fair share).
+    assert_eq!(d.count("allocation_preempted", "op1"), 0);
+    d.run(&mut s, 3000, 8000, 100);
+    let op2 = s.operation(&OperationId("op2".into())).unwrap();
+    assert_eq!(op2.state, OperationState::Completed);
+    assert!(d.count("allocation_preempted", "op1") >= 1);
+    for e in &d.events {
+        let v = serde_json::to_value(e).unwrap();
+        if v["event"] == "allocation_preempted" {
+            assert_eq!(v["reason"], "preemption", "{v}");
+            assert_eq!(v["preemptor"]["operation"], "op2", "{v}");
+            assert!(v["t_ms"].as_u64().unwrap() >= 3000, "{v}");
+        }
+    }
+    // op1 gets its jobs back once op2 is done.
+    assert_eq!(
+        s.operation(&OperationId("op1".into()))
+            .unwrap()
+            .running_job_count(),
+        3
+    );
+}
+
+/// Without starvation nothing is preempted: a pool above its fair share keeps its jobs while
+/// a newcomer without guarantee waits for free resources.
+#[test]
+fn nothing_is_preempted_without_starvation() {
+    let tree = r#"{"pool_trees": {"default": {"config": {"fair_share_starvation_timeout_ms": 100000, "preemptive_scheduling_backoff_ms": 0}, "pools": {"a": {}, "b": {}}}}}"#;
+    let mut s = scheduler(tree, config());
+    add_nodes(&mut s, 2, res(2.0, 4.0));
+    s.start_operation(0, op("big", Some("a"), vec![task(4, res(1.0, 1.0), None)]))
+        .unwrap();
+    let mut d = Driver::new();
+    d.run(&mut s, 0, 500, 100);
+    s.start_operation(
+        600,
+        op("new", Some("b"), vec![task(2, res(1.0, 1.0), None)]),
+    )
+    .unwrap();
+    d.run(&mut s, 600, 5000, 100);
+    assert_eq!(d.count("allocation_preempted", "big"), 0);
+    assert_eq!(d.count("allocation_started", "new"), 0);
+}
