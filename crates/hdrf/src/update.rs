@@ -25,8 +25,12 @@ use crate::output::{
     DetailedFairShare, ElementAttributes, FunctionSizes, PhaseClock, PhaseTimings,
     TIER_PRIORITY_POOLS, TIER_REGULAR_POOLS, UpdateError, UpdateOutput, UpdateWarning,
 };
-use crate::plf::{Builder, Plf, Segment, inverse_lower_bound};
+use crate::plf::{
+    Builder, ComposeScratch, Plf, Segment, SumScratch, component_into, compose_into,
+    inverse_lower_bound, inverse_part_into, pointwise_min_into, sum_adaptive_into, sum_exact_into,
+};
 use fairsched_resources::{RESOURCE_COUNT, ResourceKind, ResourceVector, Resources};
+use std::borrow::Cow;
 
 /// General epsilon of the algorithm.
 pub const EPSILON: f64 = 1e-9;
@@ -53,6 +57,22 @@ struct Functions {
     child_shares_by_fit_factor: Option<Vec<Plf<Rv>>>,
 }
 
+/// Buffers reused from one element's functions to the next.
+#[derive(Default)]
+struct Scratch {
+    /// One component of F.
+    component: Vec<Segment<f64>>,
+    /// The per-resource parts of M.
+    parts: [Vec<Segment<f64>>; RESOURCE_COUNT],
+    /// Pointwise-minimum accumulators.
+    min_acc: Vec<Segment<f64>>,
+    min_next: Vec<Segment<f64>>,
+    /// S before compression.
+    composed: Vec<Segment<Rv>>,
+    sum: SumScratch<Rv>,
+    compose: ComposeScratch,
+}
+
 struct Update<'a> {
     tree: &'a mut Tree,
     total: Resources,
@@ -74,13 +94,12 @@ struct Update<'a> {
     clock: &'a dyn PhaseClock,
     timing: bool,
     timings: PhaseTimings,
-    #[allow(dead_code)] // Read once the pairwise-sum path of `Plf::sum` lands.
     tuning: Tuning,
+    scratch: Scratch,
 }
 
 /// Knobs of the implementation that only tests change.
 #[derive(Clone, Copy, Debug)]
-#[allow(dead_code)] // Read once the pairwise-sum path of `Plf::sum` lands.
 pub(crate) struct Tuning {
     /// Sums of child functions with (critical points × children) at most this are computed by
     /// exact left-to-right summation at every point; larger ones by balanced pairwise summation
@@ -133,6 +152,7 @@ pub(crate) fn update_with(
         timing,
         timings: PhaseTimings::default(),
         tuning,
+        scratch: Scratch::default(),
     };
     u.run();
     let mut timings = u.timings;
@@ -1141,9 +1161,15 @@ impl Update<'_> {
         let t1 = self.now_ns();
         let m = self.max_fit_factor_by_suggestion(i, &f);
         let t2 = self.now_ns();
-        let s = f.compose(&m);
+        let scratch = &mut self.scratch;
+        compose_into(
+            f.segments(),
+            m.segments(),
+            &mut scratch.compose,
+            &mut scratch.composed,
+        );
         let t3 = self.now_ns();
-        let s = s.compress(COMPRESS_FUNCTION_EPSILON);
+        let s = Plf::compress_segments(&self.scratch.composed, COMPRESS_FUNCTION_EPSILON);
         let t4 = self.now_ns();
         self.timings.max_fit_factor_ns += t2 - t1;
         self.timings.compose_ns += t3 - t2;
@@ -1225,7 +1251,12 @@ impl Update<'_> {
             shifted.push(f);
             current += 1.0;
         }
-        Plf::sum(&shifted)
+        // Always the exact sum: it is what the fast FIFO path must reproduce bit for bit.
+        let slices: Vec<&[Segment<Rv>]> = shifted.iter().map(Plf::segments).collect();
+        let mut out = Vec::new();
+        let mut scratch = SumScratch::default();
+        sum_exact_into(&slices, &mut scratch, &mut out);
+        Plf::from_buffer(out)
     }
 
     fn min_child_weight(&self, i: ElementIndex) -> f64 {
@@ -1239,19 +1270,31 @@ impl Update<'_> {
         min
     }
 
-    fn normal_fair_share_by_fit_factor(&self, i: ElementIndex) -> (Plf<Rv>, Option<Vec<Plf<Rv>>>) {
-        let children = self.children(i);
-        if children.is_empty() {
+    fn normal_fair_share_by_fit_factor(
+        &mut self,
+        i: ElementIndex,
+    ) -> (Plf<Rv>, Option<Vec<Plf<Rv>>>) {
+        if self.children(i).is_empty() {
             return (Plf::constant(0.0, 1.0, Rv::ZERO), None);
         }
+        let mut scratch = std::mem::take(&mut self.scratch.sum);
+        let result = self.normal_pool_sum(i, &mut scratch);
+        self.scratch.sum = scratch;
+        result
+    }
+
+    /// The children's S, each scaled by its relative weight, summed (classic) or stepped
+    /// through (improved).
+    fn normal_pool_sum(
+        &self,
+        i: ElementIndex,
+        scratch: &mut SumScratch<Rv>,
+    ) -> (Plf<Rv>, Option<Vec<Plf<Rv>>>) {
         let min_weight = self.min_child_weight(i);
-        let scaled: Vec<Plf<Rv>> = children
+        let scaled: Vec<Cow<'_, Plf<Rv>>> = self
+            .children(i)
             .iter()
-            .map(|&c| {
-                self.s(c)
-                    .scale_argument(self.weight(c) / min_weight)
-                    .extend_right(1.0)
-            })
+            .map(|&c| scaled_child(self.s(c), self.weight(c) / min_weight))
             .collect();
         if self
             .opts
@@ -1260,18 +1303,25 @@ impl Update<'_> {
             let (f, per_child) = improved_sum(&scaled);
             (f, Some(per_child))
         } else {
-            (Plf::sum(&scaled), None)
+            let slices: Vec<&[Segment<Rv>]> = scaled.iter().map(|f| f.segments()).collect();
+            let mut out = Vec::new();
+            sum_adaptive_into(&slices, self.tuning.exact_sum_limit, scratch, &mut out);
+            (Plf::from_buffer(out), None)
         }
     }
 
+    /// M: per resource, the inverse of F's component between the guarantee and the limit,
+    /// shifted to start at 0 and extended to 1; then their pointwise minimum, folded in
+    /// resource order.
     fn max_fit_factor_by_suggestion(&mut self, i: ElementIndex, f: &Plf<Rv>) -> Plf<f64> {
         let limits = self.attrs[i].limits_share;
         let guarantee = self.guarantee_share(i);
-        let mut parts = Vec::with_capacity(RESOURCE_COUNT);
+        let mut scratch = std::mem::take(&mut self.scratch);
         for r in 0..RESOURCE_COUNT {
-            let c = f.component(r);
-            let lo = c.left_value();
-            let hi = c.right_value();
+            let c = &mut scratch.component;
+            component_into(f.segments(), r, c);
+            let lo = c[0].y0;
+            let hi = c[c.len() - 1].y1;
             if lo >= limits[r] + EPSILON || lo.is_nan() {
                 self.warn(
                     i,
@@ -1283,17 +1333,23 @@ impl Update<'_> {
             }
             let limit = limits[r].max(lo).min(hi);
             let g = guarantee[r].max(lo).min(limit);
-            let part = c
-                .transpose()
-                .narrow(g, limit)
-                .trim_left()
-                .shift(-g, 0.0)
-                .extend_right(1.0)
-                .trim();
-            parts.push(part);
+            inverse_part_into(&mut scratch.component, g, limit, &mut scratch.parts[r]);
         }
         let t0 = self.now_ns();
-        let m = Plf::pointwise_min_all(&parts);
+        let Scratch {
+            parts,
+            min_acc,
+            min_next,
+            ..
+        } = &mut scratch;
+        min_acc.clear();
+        min_acc.extend_from_slice(&parts[0]);
+        for part in &parts[1..] {
+            pointwise_min_into(min_acc, part, min_next);
+            std::mem::swap(min_acc, min_next);
+        }
+        let m = Plf::from_buffer(min_acc.clone());
+        self.scratch = scratch;
         self.timings.pointwise_min_ns += self.now_ns() - t0;
         m
     }
@@ -1524,10 +1580,21 @@ impl Update<'_> {
     }
 }
 
+/// A child's S as a function of its parent's fit factor: the argument divided by the child's
+/// relative weight `k`, extended to 1 with its last value. For `k == 1` with S ending at 1
+/// both steps reproduce S exactly (x / 1 == x, nothing to extend), so S is borrowed.
+fn scaled_child(s: &Plf<Rv>, k: f64) -> Cow<'_, Plf<Rv>> {
+    if k == 1.0 && s.right_bound() >= 1.0 && s.is_nondecreasing() {
+        Cow::Borrowed(s)
+    } else {
+        Cow::Owned(s.scale_argument(k).extend_right(1.0))
+    }
+}
+
 /// The improved-mode sum of (already argument-scaled) child functions: every child's jump
 /// becomes its own unit step of the fit factor, in child order. Returns the pool's F and each
 /// child's share as a function of that fit factor.
-fn improved_sum(children: &[Plf<Rv>]) -> (Plf<Rv>, Vec<Plf<Rv>>) {
+fn improved_sum(children: &[Cow<'_, Plf<Rv>>]) -> (Plf<Rv>, Vec<Plf<Rv>>) {
     let mut points: Vec<(f64, usize)> = Vec::new();
     for (index, f) in children.iter().enumerate() {
         let mut last = f.left_bound();
@@ -1541,7 +1608,7 @@ fn improved_sum(children: &[Plf<Rv>]) -> (Plf<Rv>, Vec<Plf<Rv>>) {
     }
     points.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
 
-    let mut traversers: Vec<_> = children.iter().map(Plf::traverser).collect();
+    let mut traversers: Vec<_> = children.iter().map(|f| f.traverser()).collect();
     let mut builder = Builder::with_capacity(points.len() * 2);
     let mut child_builders: Vec<Builder<Rv>> = (0..children.len())
         .map(|_| Builder::with_capacity(points.len() + 1))
