@@ -10,7 +10,6 @@ use crate::event::Stage;
 use crate::model::{AllocationState, Millis, NodeId, OperationState, PreemptionMode};
 use crate::scheduler::{CoreError, EndKind, HeartbeatResponse, NodeHeartbeat, Scheduler};
 use crate::tree::{ElementRef, SchedulingStatus};
-use fairsched_config::FifoPoolSchedulingOrder;
 use fairsched_hdrf::ElementIndex;
 use fairsched_resources::{RESOURCE_COUNT, ResourceVector, Resources};
 
@@ -69,6 +68,8 @@ pub fn local_satisfaction(
 pub(crate) struct Walk {
     pub(crate) usage: Vec<Resources>,
     pub(crate) active: Vec<bool>,
+    /// Satisfaction of each element for the descent (kept up to date along changed paths).
+    pub(crate) sat: Vec<f64>,
 }
 
 impl Scheduler {
@@ -160,6 +161,7 @@ impl Scheduler {
         let mut walk = Walk {
             usage: vec![Resources::ZERO; n],
             active: vec![true; n],
+            sat: vec![f64::INFINITY; n],
         };
         let node = &self.nodes[node_id];
         for (op_id, &i) in &arena.by_operation {
@@ -187,27 +189,53 @@ impl Scheduler {
                 walk.usage[p] = walk.usage[p].add(&walk.usage[i]);
             }
         }
-        // Pools without active operations are inactive.
+        // Children come after their parents in the arena, so a reverse sweep is bottom-up.
         for i in (0..n).rev() {
-            if !matches!(arena.elements[i].kind, ElementRef::Operation(_)) {
-                walk.active[i] = arena.elements[i].children.iter().any(|&c| walk.active[c]);
-            }
+            self.refresh(&mut walk, i);
         }
         walk
     }
 
+    /// Recomputes an element's activity (pools: some child active) and satisfaction.
+    fn refresh(&self, walk: &mut Walk, i: ElementIndex) {
+        let e = &self.tree.arena.elements[i];
+        if matches!(e.kind, ElementRef::Operation(_)) {
+            walk.sat[i] = if walk.active[i] {
+                self.satisfaction(walk, i)
+            } else {
+                f64::INFINITY
+            };
+            return;
+        }
+        let mut best = f64::INFINITY;
+        let mut any = false;
+        for &c in &e.children {
+            if walk.active[c] {
+                any = true;
+                best = best.min(walk.sat[c]);
+            }
+        }
+        walk.active[i] = any;
+        // A pool far above its own fair share stops attracting jobs through one starved child.
+        if any && e.use_pool_satisfaction_for_scheduling {
+            best = best.max(self.satisfaction(walk, i));
+        }
+        walk.sat[i] = best;
+    }
+
+    /// Refreshes `i` and its ancestors after a change of usage or activity at `i`.
+    fn refresh_path(&self, walk: &mut Walk, i: ElementIndex) {
+        let mut cur = Some(i);
+        while let Some(c) = cur {
+            self.refresh(walk, c);
+            cur = self.tree.arena.elements[c].parent;
+        }
+    }
+
     /// Marks `i` inactive and propagates to ancestors without active children.
     pub(crate) fn deactivate(&self, walk: &mut Walk, i: ElementIndex) {
-        let arena = &self.tree.arena;
         walk.active[i] = false;
-        let mut cur = arena.elements[i].parent;
-        while let Some(p) = cur {
-            if arena.elements[p].children.iter().any(|&c| walk.active[c]) {
-                break;
-            }
-            walk.active[p] = false;
-            cur = arena.elements[p].parent;
-        }
+        self.refresh_path(walk, i);
     }
 
     fn satisfaction(&self, walk: &Walk, i: ElementIndex) -> f64 {
@@ -229,51 +257,19 @@ impl Scheduler {
             if matches!(e.kind, ElementRef::Operation(_)) {
                 return Some(cur);
             }
-            let fifo_order = e.fifo
-                && match &e.kind {
-                    ElementRef::Pool(name) => self.tree.explicit(name).is_some_and(|p| {
-                        p.fifo_pool_scheduling_order == FifoPoolSchedulingOrder::Fifo
-                    }),
-                    _ => false,
-                };
-            let next = if fifo_order {
+            let next = if e.schedule_in_fifo_order {
                 e.children.iter().copied().find(|&c| walk.active[c])
             } else {
                 let mut best: Option<(f64, ElementIndex)> = None;
                 for &c in &e.children {
-                    if !walk.active[c] {
-                        continue;
-                    }
-                    let s = self.subtree_satisfaction(walk, c);
-                    if best.is_none_or(|(b, _)| s < b) {
-                        best = Some((s, c));
+                    if walk.active[c] && best.is_none_or(|(b, _)| walk.sat[c] < b) {
+                        best = Some((walk.sat[c], c));
                     }
                 }
                 best.map(|(_, c)| c)
             };
             cur = next?;
         }
-    }
-
-    /// Satisfaction of an element for the descent: operations their own; pools the minimum of
-    /// their active children (and their own with `use_pool_satisfaction_for_scheduling`).
-    fn subtree_satisfaction(&self, walk: &Walk, i: ElementIndex) -> f64 {
-        let arena = &self.tree.arena;
-        let e = &arena.elements[i];
-        if matches!(e.kind, ElementRef::Operation(_)) {
-            return self.satisfaction(walk, i);
-        }
-        let mut best = f64::INFINITY;
-        for &c in &e.children {
-            if walk.active[c] {
-                best = best.min(self.subtree_satisfaction(walk, c));
-            }
-        }
-        // A pool far above its own fair share stops attracting jobs through one starved child.
-        if e.use_pool_satisfaction_for_scheduling {
-            best = best.max(self.satisfaction(walk, i));
-        }
-        best
     }
 
     /// Starts one job of the operation at `leaf` if one fits the node and every limit on its
@@ -308,10 +304,10 @@ impl Scheduler {
         for &e in &path {
             walk.usage[e] = walk.usage[e].add(&order.resources);
         }
-        let still_pending = self.operations[&op_id].pending_job_count() > 0;
-        if !still_pending {
-            self.deactivate(walk, leaf);
+        if self.operations[&op_id].pending_job_count() == 0 {
+            walk.active[leaf] = false;
         }
+        self.refresh_path(walk, leaf);
         Some(order)
     }
 }

@@ -4,8 +4,9 @@
 
 use crate::model::{Millis, Operation, OperationId};
 use fairsched_config::{
-    EffectivePool, FifoSortParameter as CfgFifoSort, IntegralGuaranteeType as CfgIntegral,
-    PoolConfig, PoolNode, SchedulingMode, TreeConfig, ValidatedTree,
+    EffectivePool, FifoPoolSchedulingOrder, FifoSortParameter as CfgFifoSort,
+    IntegralGuaranteeType as CfgIntegral, PoolConfig, PoolNode, SchedulingMode, TreeConfig,
+    ValidatedTree,
 };
 use fairsched_hdrf::{
     ElementAttributes, ElementIndex, FifoSortParameter, IntegralGuaranteeType, IntegralGuarantees,
@@ -76,6 +77,9 @@ pub struct Element {
     pub children: Vec<ElementIndex>,
     /// FIFO pools: children in FIFO order.
     pub fifo: bool,
+    /// FIFO pool with `fifo_pool_scheduling_order: fifo`: the heartbeat takes the first active
+    /// child in FIFO order instead of the least satisfied one.
+    pub schedule_in_fifo_order: bool,
     /// Specified resource limits (absolute; unset components infinite).
     pub resource_limits: Resources,
     pub attrs: ElementAttributes,
@@ -331,12 +335,20 @@ impl PoolTree {
         for (i, attrs) in output.attributes.into_iter().enumerate() {
             let e = tree.element(i);
             let fifo = e.pool().is_some_and(|p| p.mode == PoolMode::Fifo);
+            let schedule_in_fifo_order = fifo
+                && match &kinds[i] {
+                    ElementRef::Pool(name) => self.validated.pool(name).is_some_and(|p| {
+                        p.fifo_pool_scheduling_order == FifoPoolSchedulingOrder::Fifo
+                    }),
+                    _ => false,
+                };
             let children = e.children.clone();
             elements.push(Element {
                 kind: kinds[i].clone(),
                 parent: e.parent,
                 children,
                 fifo,
+                schedule_in_fifo_order,
                 resource_limits: limits[i],
                 attrs,
                 scheduling_status: SchedulingStatus::Normal,
