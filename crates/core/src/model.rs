@@ -108,6 +108,10 @@ pub struct OperationSpec {
     /// Only nodes with this tag are used.
     #[serde(default)]
     pub scheduling_tag_filter: Option<String>,
+    /// Operation type (`vanilla`, `map`, ...); only vanilla operations can be lightweight.
+    /// Default: vanilla.
+    #[serde(default, rename = "type")]
+    pub operation_type: Option<String>,
     pub tasks: Vec<TaskSpec>,
 }
 
@@ -171,6 +175,11 @@ pub struct Operation {
     pub pending_demand: Resources,
     /// When the operation last got an allocation.
     pub last_scheduled_at: Option<Millis>,
+    /// A vanilla operation in a FIFO pool with `enable_lightweight_operations`: never pending,
+    /// not counted against running limits.
+    pub lightweight: bool,
+    /// Why a pending operation waits (which pool's running limit).
+    pub pending_reason: Option<String>,
 }
 
 impl Operation {

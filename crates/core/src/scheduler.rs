@@ -389,7 +389,19 @@ impl Scheduler {
             )));
         }
         let user = spec.user.clone().unwrap_or_else(|| "root".to_string());
-        let pool = self.resolve_pool(&spec, &user)?;
+        // Decide and check everything first; change state only when the operation is accepted.
+        let placement = self.plan_placement(&spec, &user)?;
+        self.check_operation_count(&placement)?;
+        if let Some((name, pool)) = placement.create.clone() {
+            self.tree.ephemeral.insert(name, pool);
+        }
+        let pool = placement.pool;
+        let lightweight = self.is_lightweight(&spec, &pool);
+        let blocked = if lightweight {
+            None
+        } else {
+            self.running_limit_violation(&pool, &self.pool_counts())
+        };
         let tasks: Vec<TaskProgress> = spec
             .tasks
             .iter()
@@ -403,11 +415,22 @@ impl Scheduler {
             acc.add(&t.resources.scale(f64::from(t.job_count)))
         });
         let id = spec.id.clone();
+        let (state, pending_reason) = match &blocked {
+            Some((pool, limit)) => (
+                OperationState::Pending,
+                Some(crate::operations::pending_reason(
+                    pool,
+                    *limit,
+                    &self.tree.name,
+                )),
+            ),
+            None => (OperationState::Running, None),
+        };
         self.operations.insert(
             id.clone(),
             Operation {
                 spec,
-                state: OperationState::Running,
+                state,
                 pool,
                 user,
                 start_time: now,
@@ -416,6 +439,8 @@ impl Scheduler {
                 usage: Resources::ZERO,
                 pending_demand,
                 last_scheduled_at: None,
+                lightweight,
+                pending_reason: pending_reason.clone(),
             },
         );
         self.start_order.push(id.clone());
@@ -423,87 +448,12 @@ impl Scheduler {
             now,
             EventKind::OperationState {
                 operation: id.clone(),
-                state: OperationState::Running.name(),
-                reason: None,
+                state: state.name(),
+                reason: pending_reason,
             },
         );
         self.maybe_complete(now, &id);
         Ok(())
-    }
-
-    /// Picks (or creates) the operation's pool.
-    fn resolve_pool(&mut self, spec: &OperationSpec, user: &str) -> Result<String, CoreError> {
-        let requested = spec.pool.clone().unwrap_or_else(|| user.to_string());
-        if let Some(config) = self.tree.pool_config(&requested) {
-            if config.create_ephemeral_subpools {
-                let name = format!("{requested}${user}");
-                if !self.tree.has_pool(&name) {
-                    let sub = config.ephemeral_subpool_config.clone().unwrap_or_default();
-                    let pool_config = PoolConfig {
-                        mode: sub.mode,
-                        max_operation_count: sub.max_operation_count,
-                        max_running_operation_count: sub.max_running_operation_count,
-                        resource_limits: sub.resource_limits,
-                        ..PoolConfig::default()
-                    };
-                    self.tree.ephemeral.insert(
-                        name.clone(),
-                        EphemeralPool {
-                            parent: requested.clone(),
-                            user: user.to_string(),
-                            config: pool_config,
-                        },
-                    );
-                }
-                return Ok(name);
-            }
-            return Ok(requested);
-        }
-        fairsched_config::check_name(&requested, "pool")
-            .map_err(|e| CoreError::new(format!("pool {requested:?}: {e}")))?;
-        let parent = self
-            .tree
-            .validated
-            .default_parent_pool()
-            .map(str::to_string)
-            .unwrap_or_else(|| ROOT_NAME.to_string());
-        let limit = self.tree.config().max_ephemeral_pools_per_user as usize;
-        let owned: Vec<String> = self
-            .tree
-            .ephemeral
-            .iter()
-            .filter(|(_, e)| e.user == user && e.parent == parent)
-            .map(|(n, _)| n.clone())
-            .collect();
-        if owned.len() >= limit {
-            return Err(CoreError::new(format!(
-                "cannot create new ephemeral pool {requested:?} for user {user:?}: limit of {limit} \
-                 ephemeral pools per user in {parent:?} has been reached; previously created pools are {owned:?}"
-            )));
-        }
-        let sub = self
-            .tree
-            .pool_config(&parent)
-            .and_then(|c| c.ephemeral_subpool_config.clone());
-        let config = match sub {
-            Some(sub) => PoolConfig {
-                mode: sub.mode,
-                max_operation_count: sub.max_operation_count,
-                max_running_operation_count: sub.max_running_operation_count,
-                resource_limits: sub.resource_limits,
-                ..PoolConfig::default()
-            },
-            None => PoolConfig::default(),
-        };
-        self.tree.ephemeral.insert(
-            requested.clone(),
-            EphemeralPool {
-                parent,
-                user: user.to_string(),
-                config,
-            },
-        );
-        Ok(requested)
     }
 
     /// Aborts an operation: its jobs are killed.
@@ -534,7 +484,7 @@ impl Scheduler {
     /// Changes an operation's weight, resource limits or pool.
     pub fn update_operation(
         &mut self,
-        _now: Millis,
+        now: Millis,
         id: &OperationId,
         weight: Option<f64>,
         resource_limits: Option<PartialResources>,
@@ -559,7 +509,12 @@ impl Scheduler {
                     pool: Some(p),
                     ..op.spec.clone()
                 };
-                Some(self.resolve_pool(&spec, &user)?)
+                let placement = self.plan_placement(&spec, &user)?;
+                self.check_operation_count(&placement)?;
+                if let Some((name, pool)) = placement.create.clone() {
+                    self.tree.ephemeral.insert(name, pool);
+                }
+                Some(placement.pool)
             }
             None => None,
         };
@@ -575,6 +530,7 @@ impl Scheduler {
             op.spec.pool = Some(op.pool.clone());
         }
         self.remove_empty_ephemeral_pools();
+        self.try_run_pending(now);
         Ok(())
     }
 
@@ -598,6 +554,7 @@ impl Scheduler {
             },
         );
         self.remove_empty_ephemeral_pools();
+        self.try_run_pending(now);
     }
 
     /// Ephemeral pools disappear when no unfinished operation uses them.

@@ -1,6 +1,6 @@
 //! Orchid-like introspection: a snapshot of every pool and operation with YTsaurus field names.
 
-use crate::model::{Millis, OperationState};
+use crate::model::Millis;
 use crate::scheduler::Scheduler;
 use crate::tree::ElementRef;
 use fairsched_hdrf::ElementAttributes;
@@ -69,6 +69,11 @@ pub struct OperationSnapshot {
     pub completed_job_count: u32,
     pub preemptible_allocation_count: u32,
     pub aggressively_preemptible_allocation_count: u32,
+    pub lightweight: bool,
+    /// Why jobs wait (pending operation: which pool's running limit; running: which limit,
+    /// fair share or starvation state holds it back).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 /// The whole picture at one moment.
@@ -85,25 +90,8 @@ impl Scheduler {
     /// The current state, with shares from the last fair-share update and live usages.
     pub fn snapshot(&self, now: Millis) -> Snapshot {
         let arena = &self.tree.arena;
-        let n = arena.elements.len();
         let total = arena.total_resources;
-        // Live usage per element.
-        let mut usage = vec![Resources::ZERO; n];
-        let mut op_counts = vec![(0u32, 0u32); n];
-        for (id, &i) in &arena.by_operation {
-            if let Some(op) = self.operations.get(id) {
-                usage[i] = op.usage;
-                let running = u32::from(op.state == OperationState::Running);
-                op_counts[i] = (1, running);
-            }
-        }
-        for i in (1..n).rev() {
-            if let Some(p) = arena.elements[i].parent {
-                usage[p] = usage[p].add(&usage[i]);
-                op_counts[p].0 += op_counts[i].0;
-                op_counts[p].1 += op_counts[i].1;
-            }
-        }
+        let usage = self.live_usage();
         let element = |i: usize| {
             let e = &arena.elements[i];
             let a: &ElementAttributes = &e.attrs;
@@ -132,6 +120,7 @@ impl Scheduler {
                 effective_strong_guarantee_resources: total.scale_by(&a.strong_guarantee_share),
             }
         };
+        let counts = self.pool_counts();
         let mut pools = BTreeMap::new();
         for (i, e) in arena.elements.iter().enumerate() {
             let (name, is_ephemeral) = match &e.kind {
@@ -145,6 +134,7 @@ impl Scheduler {
                     ElementRef::Pool(name) => name.clone(),
                     _ => crate::tree::ROOT_NAME.to_string(),
                 });
+            let c = counts.get(&name).copied().unwrap_or_default();
             pools.insert(
                 name,
                 PoolSnapshot {
@@ -156,9 +146,9 @@ impl Scheduler {
                         "fair_share"
                     },
                     is_ephemeral,
-                    operation_count: op_counts[i].0,
-                    running_operation_count: op_counts[i].1,
-                    lightweight_running_operation_count: 0,
+                    operation_count: c.operation_count,
+                    running_operation_count: c.running_operation_count,
+                    lightweight_running_operation_count: c.lightweight_running_operation_count,
                 },
             );
         }
@@ -177,6 +167,8 @@ impl Scheduler {
                     completed_job_count: op.tasks.iter().map(|t| t.completed).sum(),
                     preemptible_allocation_count: preemptible,
                     aggressively_preemptible_allocation_count: aggressively_preemptible,
+                    lightweight: op.lightweight,
+                    why: self.why_waiting(op),
                 },
             );
         }

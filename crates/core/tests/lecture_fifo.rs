@@ -37,6 +37,7 @@ fn op(id: &str, t: TaskSpec) -> OperationSpec {
         interruption_signal: None,
         interruption_timeout_ms: None,
         scheduling_tag_filter: None,
+        operation_type: None,
         tasks: vec![t],
     }
 }

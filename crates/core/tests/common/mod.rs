@@ -60,6 +60,7 @@ pub fn op(id: &str, pool: Option<&str>, tasks: Vec<TaskSpec>) -> OperationSpec {
         interruption_signal: None,
         interruption_timeout_ms: None,
         scheduling_tag_filter: None,
+        operation_type: None,
         tasks,
     }
 }

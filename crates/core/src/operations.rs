@@ -1,0 +1,383 @@
+//! Where operations go and how many may run (scheduler spec §3.4–§3.5): pool placement with
+//! ephemeral pools, `max_operation_count` (error 202), `max_running_operation_count` with a
+//! pending queue, lightweight operations, and why an operation waits.
+
+use crate::event::EventKind;
+use crate::model::{Millis, OperationId, OperationSpec, OperationState};
+use crate::scheduler::{CoreError, ERROR_TOO_MANY_OPERATIONS, Scheduler};
+use crate::tree::{EphemeralPool, ROOT_NAME};
+use fairsched_config::{PoolConfig, SchedulingMode};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Operation counts of a pool (its whole subtree) or the root.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PoolCounts {
+    pub operation_count: u32,
+    pub running_operation_count: u32,
+    pub lightweight_running_operation_count: u32,
+}
+
+/// Where a new operation goes.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Placement {
+    pub pool: String,
+    /// An ephemeral pool to create for it.
+    pub create: Option<(String, EphemeralPool)>,
+}
+
+impl Scheduler {
+    /// The operation type used for lightweight eligibility (`vanilla` unless given).
+    pub(crate) fn is_lightweight(&self, spec: &OperationSpec, pool: &str) -> bool {
+        let vanilla = spec
+            .operation_type
+            .as_deref()
+            .is_none_or(|t| t == "vanilla");
+        vanilla
+            && self
+                .tree
+                .pool_config(pool)
+                .is_some_and(|c| c.mode == SchedulingMode::Fifo)
+            && self
+                .tree
+                .explicit(pool)
+                .map(|p| p.enable_lightweight_operations)
+                .or_else(|| {
+                    self.tree
+                        .pool_config(pool)
+                        .and_then(|c| c.enable_lightweight_operations)
+                })
+                .unwrap_or(false)
+    }
+
+    /// Pool names from `pool` up to its top-level ancestor, then the root.
+    pub(crate) fn pool_chain(
+        &self,
+        pool: &str,
+        planned: Option<&(String, EphemeralPool)>,
+    ) -> Vec<String> {
+        let mut chain = Vec::new();
+        let mut cur = Some(pool.to_string());
+        while let Some(name) = cur {
+            if name == ROOT_NAME {
+                break;
+            }
+            let parent = match planned {
+                Some((planned_name, e)) if *planned_name == name => {
+                    (e.parent != ROOT_NAME).then(|| e.parent.clone())
+                }
+                _ => self.tree.parent_of(&name),
+            };
+            chain.push(name);
+            cur = parent;
+        }
+        chain.push(ROOT_NAME.to_string());
+        chain
+    }
+
+    fn pool_limits(&self, name: &str, planned: Option<&(String, EphemeralPool)>) -> (u32, u32) {
+        let config = self.tree.config();
+        if name == ROOT_NAME {
+            return (
+                config.max_operation_count,
+                config.max_running_operation_count,
+            );
+        }
+        if let Some(p) = self.tree.explicit(name) {
+            return (p.max_operation_count, p.max_running_operation_count);
+        }
+        let pool_config: Option<&PoolConfig> = match planned {
+            Some((n, e)) if n == name => Some(&e.config),
+            _ => self.tree.pool_config(name),
+        };
+        let max_ops = pool_config
+            .and_then(|c| c.max_operation_count)
+            .unwrap_or(config.max_operation_count_per_pool);
+        let max_running = pool_config
+            .and_then(|c| c.max_running_operation_count)
+            .unwrap_or(config.max_running_operation_count_per_pool)
+            .min(max_ops);
+        (max_ops, max_running)
+    }
+
+    /// Counts per pool (subtree totals) and for the root.
+    pub fn pool_counts(&self) -> BTreeMap<String, PoolCounts> {
+        let mut counts: BTreeMap<String, PoolCounts> = BTreeMap::new();
+        for op in self.operations() {
+            if op.state.is_finished() {
+                continue;
+            }
+            let lightweight = op.lightweight;
+            for name in self.pool_chain(&op.pool, None) {
+                let c = counts.entry(name).or_default();
+                c.operation_count += 1;
+                if op.state == OperationState::Running {
+                    if lightweight {
+                        c.lightweight_running_operation_count += 1;
+                    } else {
+                        c.running_operation_count += 1;
+                    }
+                }
+            }
+        }
+        counts
+    }
+
+    /// Decides the operation's pool without changing anything.
+    pub(crate) fn plan_placement(
+        &self,
+        spec: &OperationSpec,
+        user: &str,
+    ) -> Result<Placement, CoreError> {
+        let requested = spec.pool.clone().unwrap_or_else(|| user.to_string());
+        if requested == ROOT_NAME && self.tree.config().forbid_immediate_operations_in_root {
+            return Err(CoreError::new(format!(
+                "starting operations immediately in pool {ROOT_NAME:?} is forbidden"
+            )));
+        }
+        if let Some(config) = self.tree.pool_config(&requested) {
+            if config.create_ephemeral_subpools {
+                let name = format!("{requested}${user}");
+                if self.tree.has_pool(&name) {
+                    return Ok(Placement {
+                        pool: name,
+                        create: None,
+                    });
+                }
+                let config = ephemeral_config(config.ephemeral_subpool_config.as_ref());
+                return Ok(Placement {
+                    pool: name,
+                    create: Some((
+                        format!("{requested}${user}"),
+                        EphemeralPool {
+                            parent: requested,
+                            user: user.to_string(),
+                            config,
+                        },
+                    )),
+                });
+            }
+            if config.forbid_immediate_operations {
+                return Err(CoreError::new(format!(
+                    "starting operations immediately in pool {requested:?} is forbidden"
+                )));
+            }
+            return Ok(Placement {
+                pool: requested,
+                create: None,
+            });
+        }
+        fairsched_config::check_name(&requested, "pool")
+            .map_err(|e| CoreError::new(format!("pool {requested:?}: {e}")))?;
+        let parent = self
+            .tree
+            .validated
+            .default_parent_pool()
+            .map(str::to_string)
+            .unwrap_or_else(|| ROOT_NAME.to_string());
+        let limit = self.tree.config().max_ephemeral_pools_per_user as usize;
+        let owned: Vec<String> = self
+            .tree
+            .ephemeral
+            .iter()
+            .filter(|(_, e)| e.user == user && e.parent == parent)
+            .map(|(n, _)| n.clone())
+            .collect();
+        if owned.len() >= limit {
+            return Err(CoreError::new(format!(
+                "cannot create new ephemeral pool {requested:?} for user {user:?}: the limit of \
+                 {limit} ephemeral pools per user in {parent:?} has been reached; previously \
+                 created pools are {owned:?}"
+            )));
+        }
+        let config = ephemeral_config(
+            self.tree
+                .pool_config(&parent)
+                .and_then(|c| c.ephemeral_subpool_config.as_ref()),
+        );
+        Ok(Placement {
+            pool: requested.clone(),
+            create: Some((
+                requested,
+                EphemeralPool {
+                    parent,
+                    user: user.to_string(),
+                    config,
+                },
+            )),
+        })
+    }
+
+    /// Rejects the operation with error 202 if any pool on its path (or the tree) is full.
+    pub(crate) fn check_operation_count(&self, placement: &Placement) -> Result<(), CoreError> {
+        let counts = self.pool_counts();
+        for name in self.pool_chain(&placement.pool, placement.create.as_ref()) {
+            let (max_ops, _) = self.pool_limits(&name, placement.create.as_ref());
+            let current = counts.get(&name).map_or(0, |c| c.operation_count);
+            if current >= max_ops {
+                return Err(CoreError::with_code(
+                    ERROR_TOO_MANY_OPERATIONS,
+                    format!(
+                        "limit for the number of concurrent operations {max_ops} for pool {name:?} \
+                         in tree {:?} has been reached",
+                        self.tree.name
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The lowest pool on the operation's path whose running-operation limit is reached.
+    pub(crate) fn running_limit_violation(
+        &self,
+        pool: &str,
+        counts: &BTreeMap<String, PoolCounts>,
+    ) -> Option<(String, u32)> {
+        for name in self.pool_chain(pool, None) {
+            let (_, max_running) = self.pool_limits(&name, None);
+            let running = counts.get(&name).map_or(0, |c| c.running_operation_count);
+            if running >= max_running {
+                return Some((name, max_running));
+            }
+        }
+        None
+    }
+
+    /// Starts pending operations (in start order) whose pools have running slots again.
+    pub(crate) fn try_run_pending(&mut self, now: Millis) {
+        let pending: Vec<OperationId> = self
+            .start_order
+            .iter()
+            .filter(|id| {
+                self.operations
+                    .get(id)
+                    .is_some_and(|op| op.state == OperationState::Pending)
+            })
+            .cloned()
+            .collect();
+        for id in pending {
+            let counts = self.pool_counts();
+            let pool = self.operations[&id].pool.clone();
+            match self.running_limit_violation(&pool, &counts) {
+                Some((blocking, limit)) => {
+                    let reason = pending_reason(&blocking, limit, &self.tree.name);
+                    if let Some(op) = self.operations.get_mut(&id) {
+                        op.pending_reason = Some(reason);
+                    }
+                }
+                None => {
+                    if let Some(op) = self.operations.get_mut(&id) {
+                        op.state = OperationState::Running;
+                        op.pending_reason = None;
+                    }
+                    self.log(
+                        now,
+                        EventKind::OperationState {
+                            operation: id,
+                            state: OperationState::Running.name(),
+                            reason: None,
+                        },
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Configuration of a new ephemeral pool from its parent's `ephemeral_subpool_config`.
+fn ephemeral_config(sub: Option<&fairsched_config::EphemeralSubpoolConfig>) -> PoolConfig {
+    match sub {
+        Some(sub) => PoolConfig {
+            mode: sub.mode,
+            max_operation_count: sub.max_operation_count,
+            max_running_operation_count: sub.max_running_operation_count,
+            resource_limits: sub.resource_limits,
+            ..PoolConfig::default()
+        },
+        None => PoolConfig::default(),
+    }
+}
+
+/// Why an operation is pending (YTsaurus alert `operation_pending`).
+pub(crate) fn pending_reason(pool: &str, limit: u32, tree: &str) -> String {
+    format!(
+        "max running operation count violated: pool {pool:?} in tree {tree:?} already runs {limit} operations (max_running_operation_count = {limit})"
+    )
+}
+
+impl Scheduler {
+    /// Why an unfinished operation has jobs waiting, in words (the first reason that applies),
+    /// or `None` when nothing holds it back.
+    pub fn why_waiting(&self, op: &crate::model::Operation) -> Option<String> {
+        use crate::tree::{SchedulingStatus, StarvationStatus};
+        if op.state == OperationState::Pending {
+            return op.pending_reason.clone();
+        }
+        if op.state != OperationState::Running || op.pending_job_count() == 0 {
+            return None;
+        }
+        let arena = &self.tree.arena;
+        let Some(&index) = arena.by_operation.get(&op.spec.id) else {
+            return Some("waiting for the next fair-share update to include the operation".into());
+        };
+        let job = op
+            .spec
+            .tasks
+            .iter()
+            .enumerate()
+            .filter(|(t, _)| op.tasks[*t].pending > 0)
+            .map(|(_, t)| t.resources)
+            .next()?;
+        if let Some(tag) = &op.spec.scheduling_tag_filter
+            && !self.nodes.values().any(|n| n.tags.contains(tag))
+        {
+            return Some(format!(
+                "no node has the tag {tag:?} (scheduling_tag_filter)"
+            ));
+        }
+        let fits_somewhere = self.nodes.values().any(|n| {
+            n.scheduler_jobs_enabled
+                && op
+                    .spec
+                    .scheduling_tag_filter
+                    .as_ref()
+                    .is_none_or(|t| n.tags.contains(t))
+                && n.resources.dominates(&job)
+        });
+        if !fits_somewhere {
+            return Some(format!("no node is large enough for a job of {job}"));
+        }
+        let usage = self.live_usage();
+        for e in std::iter::once(index).chain(arena.ancestors(index)) {
+            let element = &arena.elements[e];
+            if !element.resource_limits.dominates(&usage[e].add(&job)) {
+                let who = match &element.kind {
+                    crate::tree::ElementRef::Operation(_) => "the operation's".to_string(),
+                    crate::tree::ElementRef::Pool(p) => format!("pool {p:?}'s"),
+                    crate::tree::ElementRef::Root => "the tree's".to_string(),
+                };
+                return Some(format!(
+                    "{who} resource_limits are reached (usage {}, next job {job})",
+                    usage[e]
+                ));
+            }
+        }
+        let e = &arena.elements[index];
+        match (e.scheduling_status, e.starvation_status) {
+            (_, StarvationStatus::Starving | StarvationStatus::AggressivelyStarving) => Some(
+                "starving: below its fair share for longer than the starvation timeout; \
+                 preemption frees resources for it"
+                    .into(),
+            ),
+            (SchedulingStatus::BelowFairShare, _) => Some(
+                "below its fair share; it becomes starving (and may preempt) after the \
+                 starvation timeout"
+                    .into(),
+            ),
+            _ => {
+                Some("at or above its fair share: it gets more only when resources are free".into())
+            }
+        }
+    }
+}
