@@ -7,8 +7,20 @@ impl PhaseClock for C {
         self.0.elapsed().as_nanos() as u64
     }
 }
+/// CPU time of this thread (ns), from /proc/thread-self/schedstat (0 where unavailable).
+fn cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Usage: `probe [classic|improved] [runs]` (default classic, 5 runs; `runs` = 0 only builds
+/// the tree and runs one update, for instruction counting under callgrind).
 fn main() {
-    let improved = std::env::args().nth(1).is_some();
+    let args: Vec<String> = std::env::args().collect();
+    let improved = args.get(1).is_some_and(|a| a == "improved");
+    let runs: usize = args.get(2).map_or(5, |r| r.parse().expect("runs"));
     let mut t = Tree::new();
     let mut x: u64 = 12345;
     let mut rnd = || {
@@ -83,13 +95,19 @@ fn main() {
             ..UpdateOptions::default()
         },
     };
-    for _ in 0..3 {
-        let start = Instant::now();
+    if runs == 0 {
+        let out = update(&mut t, &input, &NoClock);
+        println!("root fair share {:?}", out.attributes[0].fair_share.total);
+        return;
+    }
+    for _ in 0..runs {
+        let (start, cpu) = (Instant::now(), cpu_ns());
         let out = update(&mut t, &input, &NoClock);
         println!(
-            "{} elements: {:?} warnings={}",
+            "{} elements: {:?} (cpu {:.1} ms) warnings={}",
             t.len(),
             start.elapsed(),
+            (cpu_ns() - cpu) as f64 / 1e6,
             out.warnings.len()
         );
     }

@@ -44,6 +44,17 @@ pub trait Value: Copy + PartialEq + Debug {
     fn add(self, other: Self) -> Self;
     fn sub(self, other: Self) -> Self;
     fn mul(self, k: f64) -> Self;
+    /// `self <= other` (on every component).
+    fn le(self, other: Self) -> bool;
+    /// `if first { a } else { b }`, without a branch.
+    fn select(first: bool, a: Self, b: Self) -> Self;
+}
+
+/// `if first { a } else { b }` on the bits, without a branch.
+#[inline]
+fn select_bits(first: bool, a: f64, b: f64) -> f64 {
+    let mask = u64::from(first).wrapping_neg();
+    f64::from_bits((a.to_bits() & mask) | (b.to_bits() & !mask))
 }
 
 impl Value for f64 {
@@ -62,6 +73,14 @@ impl Value for f64 {
     #[inline]
     fn mul(self, k: f64) -> f64 {
         self * k
+    }
+    #[inline]
+    fn le(self, o: f64) -> bool {
+        self <= o
+    }
+    #[inline]
+    fn select(first: bool, a: f64, b: f64) -> f64 {
+        select_bits(first, a, b)
     }
 }
 
@@ -98,6 +117,16 @@ impl Value for ResourceVector {
     fn mul(self, k: f64) -> ResourceVector {
         let a = self.0;
         ResourceVector([a[0] * k, a[1] * k, a[2] * k, a[3] * k, a[4] * k])
+    }
+    #[inline]
+    fn le(self, o: ResourceVector) -> bool {
+        let (a, b) = (self.0, o.0);
+        a[0] <= b[0] && a[1] <= b[1] && a[2] <= b[2] && a[3] <= b[3] && a[4] <= b[4]
+    }
+    #[inline]
+    fn select(first: bool, a: ResourceVector, b: ResourceVector) -> ResourceVector {
+        let (a, b) = (a.0, b.0);
+        ResourceVector(std::array::from_fn(|r| select_bits(first, a[r], b[r])))
     }
 }
 
@@ -152,11 +181,11 @@ impl<V: Value> Segment<V> {
     #[inline]
     pub fn interpolate(&self, x: f64) -> V {
         let t = (x - self.x0) / (self.x1 - self.x0);
-        if t < 0.5 {
-            self.y0.add(self.y1.sub(self.y0).mul(t))
-        } else {
-            self.y1.sub(self.y1.sub(self.y0).mul(1.0 - t))
-        }
+        let d = self.y1.sub(self.y0);
+        // Both candidates, then a branch-free choice: which one applies is unpredictable.
+        let from_left = self.y0.add(d.mul(t));
+        let from_right = self.y1.sub(d.mul(1.0 - t));
+        V::select(t < 0.5, from_left, from_right)
     }
 
     /// (left limit, right limit) at `x`: both ends for a vertical (or point) segment, the
@@ -202,7 +231,7 @@ impl Segment<f64> {
 /// [`Segment::value_at`] without the division at the segment's ends, where the interpolation
 /// formula is exact: at `x0` it gives `y0 + (y1 − y0)·0 = y0`, at `x1` (t = 1) it gives
 /// `y1 − (y1 − y0)·0 = y1`, for finite values that are not −0.0 (the only ones here).
-#[inline]
+#[inline(always)]
 fn fast_value<V: Value>(s: &Segment<V>, x: f64) -> V {
     if x == s.x0 {
         s.y0
@@ -214,7 +243,7 @@ fn fast_value<V: Value>(s: &Segment<V>, x: f64) -> V {
 }
 
 /// [`Segment::limits_at`] with [`fast_value`].
-#[inline]
+#[inline(always)]
 fn fast_limits<V: Value>(s: &Segment<V>, x: f64) -> (V, V) {
     if s.x0 == s.x1 {
         (s.y0, s.y1)
@@ -227,20 +256,24 @@ fn fast_limits<V: Value>(s: &Segment<V>, x: f64) -> (V, V) {
 /// The builder's merge rules: absorbs `seg` into `last` (the previous segment) when a point
 /// segment is dropped, a point before `seg` is replaced, two verticals merge or two horizontals
 /// merge. Returns false when `seg` has to be appended.
-#[inline]
+#[inline(always)]
 fn absorb<V: Value>(last: &mut Segment<V>, seg: &Segment<V>) -> bool {
     debug_assert!(
         last.x1 == seg.x0 && last.y1 == seg.y0,
         "segments must touch"
     );
-    if seg.is_point() {
+    // A segment that is not a point is vertical when its arguments are equal and horizontal
+    // when its values are.
+    let (seg_same_x, seg_same_y) = (seg.x0 == seg.x1, seg.y0 == seg.y1);
+    if seg_same_x && seg_same_y {
         return true;
     }
-    if last.is_point() {
+    let (last_same_x, last_same_y) = (last.x0 == last.x1, last.y0 == last.y1);
+    if last_same_x && last_same_y {
         *last = *seg;
         return true;
     }
-    if (last.is_vertical() && seg.is_vertical()) || (last.is_horizontal() && seg.is_horizontal()) {
+    if (last_same_x && seg_same_x) || (last_same_y && seg_same_y) {
         last.x1 = seg.x1;
         last.y1 = seg.y1;
         return true;
@@ -249,7 +282,7 @@ fn absorb<V: Value>(last: &mut Segment<V>, seg: &Segment<V>) -> bool {
 }
 
 /// Appends `seg` to `segs` with the builder's merge rules.
-#[inline]
+#[inline(always)]
 fn push_segment<V: Value>(segs: &mut Vec<Segment<V>>, seg: Segment<V>) {
     if let Some(last) = segs.last_mut()
         && absorb(last, &seg)
@@ -312,12 +345,25 @@ impl<V: Value> Builder<V> {
     }
 
     /// Adds a point, connected to the previous one by a segment.
-    #[inline]
+    #[inline(always)]
     pub fn add_point(&mut self, x: f64, y: V) {
         if let Some((lx, ly)) = self.last {
             push_segment(&mut self.segs, Segment::new(lx, ly, x, y));
         }
         self.last = Some((x, y));
+    }
+
+    /// Adds the point `(x, left)` and then `(x, right)`: both limits sampled at `x`.
+    #[inline(always)]
+    pub(crate) fn add_sample(&mut self, x: f64, left: V, right: V) {
+        if let Some((lx, ly)) = self.last {
+            push_segment(&mut self.segs, Segment::new(lx, ly, x, left));
+            push_segment(&mut self.segs, Segment::new(x, left, x, right));
+        } else {
+            // The first point only starts the function.
+            push_segment(&mut self.segs, Segment::new(x, left, x, right));
+        }
+        self.last = Some((x, right));
     }
 
     /// Adds a segment starting at the previous end.
@@ -397,49 +443,115 @@ impl<V> Iterator for CriticalPoints<'_, V> {
     }
 }
 
-/// Calls `f` on the union of both functions' critical points inside `[lb, rb]`, in increasing
-/// order without duplicates (what sorting and deduplicating the concatenation gives).
+/// Walks a function's critical points in increasing order and samples the function at them
+/// and between them exactly as the reference traverser does.
+///
+/// Each critical point after the left bound is the end of the first segment reaching beyond
+/// the previous one (its "producer"). The traverser, asked for `x` no later than the next
+/// critical point, lands on that producer: every earlier segment ends at or before the previous
+/// critical point. At the critical point itself it moves on to a vertical segment right after
+/// the producer. So keeping the producer of the next critical point gives the traverser's
+/// segment without searching.
+#[derive(Debug)]
+struct CritCursor<'a, V> {
+    segs: &'a [Segment<V>],
+    /// The next critical point (+∞ once past the right bound).
+    next: f64,
+    /// The segment the traverser uses for arguments up to `next`.
+    producer: usize,
+    /// Where the search for the critical point after `next` continues.
+    scan: usize,
+}
+
+impl<'a, V: Value> CritCursor<'a, V> {
+    #[inline]
+    fn new(segs: &'a [Segment<V>]) -> CritCursor<'a, V> {
+        CritCursor {
+            segs,
+            next: segs[0].x0,
+            producer: 0,
+            scan: 0,
+        }
+    }
+
+    /// Moves to the critical point after `next`.
+    #[inline(always)]
+    fn advance(&mut self) {
+        let last = self.next;
+        let segs = self.segs;
+        while self.scan < segs.len() {
+            let j = self.scan;
+            self.scan += 1;
+            if segs[j].x1 > last {
+                self.next = segs[j].x1;
+                self.producer = j;
+                return;
+            }
+        }
+        self.next = f64::INFINITY;
+    }
+
+    /// Moves to the first critical point at or after `x`.
+    #[inline]
+    fn seek(&mut self, x: f64) {
+        while self.next < x {
+            self.advance();
+        }
+    }
+
+    /// The traverser's segment at `x` (at most the next critical point).
+    #[inline(always)]
+    fn segment(&self, x: f64) -> &'a Segment<V> {
+        let segs = self.segs;
+        let mut k = self.producer;
+        if segs[k].x1 == x && k + 1 < segs.len() && segs[k + 1].is_vertical() {
+            k += 1;
+        }
+        &segs[k]
+    }
+
+    /// The traverser's (left, right) limits at `x` (at most the next critical point).
+    #[inline(always)]
+    fn limits(&self, x: f64) -> (V, V) {
+        fast_limits(self.segment(x), x)
+    }
+
+    /// The segment covering the open interval from the previous critical point to `next` (the
+    /// last segment starting at or before any argument in it).
+    #[inline(always)]
+    fn covering(&self) -> &'a Segment<V> {
+        &self.segs[self.producer]
+    }
+}
+
+/// Walks the union of both functions' critical points inside `[lb, rb]` in increasing order
+/// without duplicates (what sorting and deduplicating the concatenation gives), calling `f`
+/// with the point and both cursors positioned at it.
 #[inline]
-fn for_each_merged_point<V, W>(
-    a: &[Segment<V>],
-    b: &[Segment<W>],
+fn sweep2<'a, 'b, V: Value, W: Value>(
+    a: &'a [Segment<V>],
+    b: &'b [Segment<W>],
     lb: f64,
     rb: f64,
-    mut f: impl FnMut(f64),
+    mut f: impl FnMut(f64, &CritCursor<'a, V>, &CritCursor<'b, W>),
 ) {
-    let mut ia = CriticalPoints::new(a);
-    let mut ib = CriticalPoints::new(b);
-    let (mut na, mut nb) = (ia.next(), ib.next());
-    let mut last: Option<f64> = None;
+    let mut ca = CritCursor::new(a);
+    let mut cb = CritCursor::new(b);
     loop {
-        let x = match (na, nb) {
-            (Some(xa), Some(xb)) => {
-                if xa <= xb {
-                    na = ia.next();
-                    xa
-                } else {
-                    nb = ib.next();
-                    xb
-                }
-            }
-            (Some(xa), None) => {
-                na = ia.next();
-                xa
-            }
-            (None, Some(xb)) => {
-                nb = ib.next();
-                xb
-            }
-            (None, None) => break,
-        };
+        let x = if ca.next <= cb.next { ca.next } else { cb.next };
+        // Past the right bound (which is finite), or past both functions (+∞).
         if x > rb {
             break;
         }
-        if x < lb || last == Some(x) {
-            continue;
+        if x >= lb {
+            f(x, &ca, &cb);
         }
-        last = Some(x);
-        f(x);
+        if ca.next == x {
+            ca.advance();
+        }
+        if cb.next == x {
+            cb.advance();
+        }
     }
 }
 
@@ -467,7 +579,7 @@ pub struct Traverser<'a, V> {
 
 impl<'a, V: Value> Traverser<'a, V> {
     #[inline]
-    fn new(segs: &'a [Segment<V>]) -> Traverser<'a, V> {
+    pub(crate) fn new(segs: &'a [Segment<V>]) -> Traverser<'a, V> {
         Traverser { segs, cur: 0 }
     }
 
@@ -555,12 +667,6 @@ impl<V: Value> Plf<V> {
     /// A constant function.
     pub fn constant(x0: f64, x1: f64, y: V) -> Plf<V> {
         Plf::linear(x0, y, x1, y)
-    }
-
-    /// Wraps segments built by a [`Builder`] (or another operation here).
-    pub(crate) fn from_buffer(segs: Vec<Segment<V>>) -> Plf<V> {
-        assert!(!segs.is_empty(), "a function needs at least one segment");
-        Plf { segs }
     }
 
     /// Builds from critical points: samples (left, right) limits at each point (sorted,
@@ -782,6 +888,70 @@ impl<V: Value> Plf<V> {
     }
 }
 
+/// A function whose segments are stored elsewhere (an arena): the queries of [`Plf`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PlfRef<'a, V> {
+    segs: &'a [Segment<V>],
+}
+
+impl<'a, V: Value> PlfRef<'a, V> {
+    /// Segments built by a [`Builder`] (at least one).
+    pub(crate) fn new(segs: &'a [Segment<V>]) -> PlfRef<'a, V> {
+        debug_assert!(!segs.is_empty());
+        PlfRef { segs }
+    }
+
+    pub(crate) fn segments(&self) -> &'a [Segment<V>] {
+        self.segs
+    }
+
+    /// [`Plf::left_bound`].
+    pub(crate) fn left_bound(&self) -> f64 {
+        self.segs[0].x0
+    }
+
+    /// [`Plf::right_bound`].
+    pub(crate) fn right_bound(&self) -> f64 {
+        self.segs[self.segs.len() - 1].x1
+    }
+
+    /// [`Plf::right_value`].
+    pub(crate) fn right_value(&self) -> V {
+        self.segs[self.segs.len() - 1].y1
+    }
+
+    /// [`Plf::value_at`].
+    #[inline]
+    pub(crate) fn value_at(&self, x: f64) -> V {
+        self.segs[left_segment_index(self.segs, x)].limits_at(x).0
+    }
+
+    /// Whether no value decreases along any segment (every component, for vectors).
+    pub(crate) fn is_nondecreasing(&self) -> bool {
+        self.segs.iter().all(|s| s.y0.le(s.y1))
+    }
+
+    /// An owned copy.
+    pub(crate) fn to_plf(self) -> Plf<V> {
+        Plf {
+            segs: self.segs.to_vec(),
+        }
+    }
+}
+
+/// `Plf::scale_argument(k).extend_right(rb)` of the function made of `segs`, into `out`.
+pub(crate) fn scale_argument_extend_into<V: Value>(
+    segs: &[Segment<V>],
+    k: f64,
+    rb: f64,
+    out: &mut Vec<Segment<V>>,
+) {
+    out.clear();
+    out.extend_from_slice(segs);
+    rebuild_in_place(out, |s| s.scale_argument(k));
+    extend_right_in_place(out, rb);
+}
+
 /// Drops a vertical segment at the right end; a lone vertical becomes its lower point.
 fn trim_in_place<V: Value>(segs: &mut Vec<Segment<V>>) {
     let n = segs.len();
@@ -829,20 +999,18 @@ fn binary_op_into<V: Value>(
 ) {
     let lb = a[0].x0.max(b[0].x0);
     let rb = a[a.len() - 1].x1.min(b[b.len() - 1].x1);
-    let mut ta = Traverser::new(a);
-    let mut tb = Traverser::new(b);
     let mut builder = Builder::from_buffer(std::mem::take(out));
-    for_each_merged_point(a, b, lb, rb, |x| {
-        let (al, ar) = ta.limits_at(x);
-        let (bl, br) = tb.limits_at(x);
-        builder.add_point(x, op(al, bl));
-        builder.add_point(x, op(ar, br));
+    sweep2(a, b, lb, rb, |x, ca, cb| {
+        let (al, ar) = ca.limits(x);
+        let (bl, br) = cb.limits(x);
+        builder.add_sample(x, op(al, bl), op(ar, br));
     });
     *out = builder.finish_buffer();
 }
 
-/// [`Plf::narrow`] into `out`. The reference adds the constant zero on `[l, r]`, which samples
-/// both limits at `l`, `r` and the critical points between them; so does this.
+/// [`Plf::narrow`] into `out`. The reference adds the constant zero on `[l, r]` (a binary
+/// operation), which samples both limits at `l`, at the critical points strictly between `l`
+/// and `r`, and at `r`, adding 0 to each; this samples the same points in the same order.
 pub(crate) fn narrow_into<V: Value>(
     segs: &[Segment<V>],
     l: f64,
@@ -853,8 +1021,25 @@ pub(crate) fn narrow_into<V: Value>(
         l >= segs[0].x0 && r <= segs[segs.len() - 1].x1 && l <= r,
         "narrowing outside the domain"
     );
-    let zero = [Segment::new(l, V::zero(), r, V::zero())];
-    binary_op_into(segs, &zero, V::add, out);
+    let mut c = CritCursor::new(segs);
+    let mut b = Builder::from_buffer(std::mem::take(out));
+    let mut sample = |c: &CritCursor<'_, V>, x: f64| {
+        let (left, right) = c.limits(x);
+        b.add_sample(x, left.add(V::zero()), right.add(V::zero()));
+    };
+    c.seek(l);
+    sample(&c, l);
+    if c.next == l {
+        c.advance();
+    }
+    while c.next < r {
+        sample(&c, c.next);
+        c.advance();
+    }
+    if r > l {
+        sample(&c, r);
+    }
+    *out = b.finish_buffer();
 }
 
 /// Scratch buffers of the summation.
@@ -911,8 +1096,7 @@ pub(crate) fn sum_exact_into<V: Value>(
             l = l.add(cl);
             r = r.add(cr);
         }
-        builder.add_point(x, l);
-        builder.add_point(x, r);
+        builder.add_sample(x, l, r);
     }
     *out = builder.finish_buffer();
 }
@@ -983,42 +1167,34 @@ pub(crate) fn pointwise_min_into(
         out.extend_from_slice(min);
         return;
     }
-    // Samplers.
-    let mut ta = Traverser::new(a);
-    let mut tb = Traverser::new(b);
-    // Crossing search: the last segment with x0 <= l, moving forward only.
-    let (mut ca, mut cb) = (0usize, 0usize);
     let mut builder = Builder::from_buffer(std::mem::take(out));
-    let mut sample = |x: f64| {
-        let (al, ar) = ta.limits_at(x);
-        let (bl, br) = tb.limits_at(x);
-        builder.add_point(x, al.min(bl));
-        builder.add_point(x, ar.min(br));
-    };
-    let mut previous: Option<f64> = None;
-    for_each_merged_point(a, b, lb, rb, |r| {
-        if let Some(l) = previous {
-            while ca + 1 < a.len() && a[ca + 1].x0 <= l {
-                ca += 1;
-            }
-            while cb + 1 < b.len() && b[cb + 1].x0 <= l {
-                cb += 1;
-            }
-            let (sa, sb) = (&a[ca], &b[cb]);
-            let (va, vb) = (fast_value(sa, l), fast_value(sb, l));
+    // The previous point and both functions' right limits there.
+    let mut previous: Option<(f64, f64, f64)> = None;
+    sweep2(a, b, lb, rb, |r, ca, cb| {
+        let (al, ar) = ca.limits(r);
+        let (bl, br) = cb.limits(r);
+        if let Some((l, va, vb)) = previous {
+            // Both functions are linear on (l, r), on their covering segments. The reference
+            // reads their values at l and r on those segments; these are the right limits
+            // sampled at l and the left limits sampled at r (the same segments and formula,
+            // or the shared endpoint of adjacent segments).
             // Lower at l first; ties keep the first argument as "lower" (and then it is not
             // strictly lower, so there is no crossing).
-            let (lo, hi) = if vb < va { (sb, sa) } else { (sa, sb) };
-            if va.min(vb) < va.max(vb) && fast_value(lo, r) > fast_value(hi, r) {
+            let a_lower = vb >= va || vb.is_nan() || va.is_nan();
+            if va.min(vb) < va.max(vb) && (if a_lower { al > bl } else { bl > al }) {
+                let (sa, sb) = (ca.covering(), cb.covering());
+                let (lo, hi) = if a_lower { (sa, sb) } else { (sb, sa) };
                 let x = inverse_lower_bound(l, r, |m| lo.value_at(m) <= hi.value_at(m));
                 // The reference deduplicates a crossing found exactly at l.
                 if x > l {
-                    sample(x);
+                    let (xal, xar) = ca.limits(x);
+                    let (xbl, xbr) = cb.limits(x);
+                    builder.add_sample(x, xal.min(xbl), xar.min(xbr));
                 }
             }
         }
-        sample(r);
-        previous = Some(r);
+        builder.add_sample(r, al.min(bl), ar.min(br));
+        previous = Some((r, ar, br));
     });
     *out = builder.finish_buffer();
 }
@@ -1196,10 +1372,15 @@ pub(crate) fn component_into(f: &[Segment<ResourceVector>], r: usize, out: &mut 
 /// The part of the maximal fit factor for one resource (update §4): with `comp` a component
 /// `c` of the fair share by fit factor, `c.transpose().narrow(g, limit).trim_left()
 /// .shift(-g, 0).extend_right(1).trim()` into `out`. `comp` is transposed in place.
+///
+/// `monotone` says that `comp` is nondecreasing; then every intermediate function is a
+/// nondecreasing builder output, which the builder's rules leave unchanged, so the re-building
+/// inside `extend_right` can be skipped.
 pub(crate) fn inverse_part_into(
     comp: &mut [Segment<f64>],
     g: f64,
     limit: f64,
+    monotone: bool,
     out: &mut Vec<Segment<f64>>,
 ) {
     for s in comp.iter_mut() {
@@ -1208,7 +1389,13 @@ pub(crate) fn inverse_part_into(
     narrow_into(comp, g, limit, out);
     trim_left_in_place(out);
     rebuild_in_place(out, |s| s.shift(-g, 0.0));
-    extend_right_in_place(out, 1.0);
+    if !monotone {
+        rebuild_in_place(out, |s| *s);
+    }
+    let last = out[out.len() - 1];
+    if last.x1 < 1.0 {
+        push_segment(out, Segment::new(last.x1, last.y1, 1.0, last.y1));
+    }
     trim_in_place(out);
 }
 
@@ -1227,70 +1414,75 @@ impl Plf<ResourceVector> {
     /// Greedily merges consecutive segments while the merged chord stays within ±`eps` of every
     /// merged point on every resource (bounds only the size of the function).
     pub fn compress(&self, eps: f64) -> Plf<ResourceVector> {
-        Plf::compress_segments(&self.segs, eps)
+        let mut out = Vec::new();
+        compress_into(&self.segs, eps, &mut out);
+        Plf { segs: out }
+    }
+}
+
+/// [`Plf::compress`] of the function made of `segs`, into `out`.
+pub(crate) fn compress_into(
+    segs: &[Segment<ResourceVector>],
+    eps: f64,
+    out: &mut Vec<Segment<ResourceVector>>,
+) {
+    // Direction comparison of two scalar segments by the cross product of their deltas.
+    #[inline]
+    fn compare(a: (f64, f64), b: (f64, f64)) -> i32 {
+        let cross = a.0 * b.1 - b.0 * a.1;
+        if cross > 0.0 {
+            1
+        } else if cross < 0.0 {
+            -1
+        } else {
+            0
+        }
+    }
+    // Deltas (dx, dy) of the bounds of one component of a segment.
+    #[inline]
+    fn bounds(s: &Segment<ResourceVector>, r: usize, eps: f64) -> ((f64, f64), (f64, f64)) {
+        let dx = s.x1 - s.x0;
+        let top = (dx, (s.y1[r] + eps) - s.y0[r]);
+        let bottom = (dx, (s.y1[r] - eps) - s.y0[r]);
+        (top, bottom)
     }
 
-    /// [`Plf::compress`] of the function made of `segs`.
-    pub(crate) fn compress_segments(
-        segs: &[Segment<ResourceVector>],
-        eps: f64,
-    ) -> Plf<ResourceVector> {
-        // Direction comparison of two scalar segments by the cross product of their deltas.
-        fn compare(a: (f64, f64), b: (f64, f64)) -> i32 {
-            let cross = a.0 * b.1 - b.0 * a.1;
-            if cross > 0.0 {
-                1
-            } else if cross < 0.0 {
-                -1
-            } else {
-                0
-            }
-        }
-        // Deltas (dx, dy) of the bounds of one component of a segment.
-        fn bounds(s: &Segment<ResourceVector>, r: usize, eps: f64) -> ((f64, f64), (f64, f64)) {
-            let dx = s.x1 - s.x0;
-            let top = (dx, (s.y1[r] + eps) - s.y0[r]);
-            let bottom = (dx, (s.y1[r] - eps) - s.y0[r]);
-            (top, bottom)
-        }
-
-        let mut b = Builder::with_capacity(segs.len());
-        let mut acc = segs[0];
-        let mut top = [(0.0, 0.0); RESOURCE_COUNT];
-        let mut bottom = [(0.0, 0.0); RESOURCE_COUNT];
+    let mut b = Builder::from_buffer(std::mem::take(out));
+    let mut acc = segs[0];
+    let mut top = [(0.0, 0.0); RESOURCE_COUNT];
+    let mut bottom = [(0.0, 0.0); RESOURCE_COUNT];
+    for r in 0..RESOURCE_COUNT {
+        (top[r], bottom[r]) = bounds(&acc, r, eps);
+    }
+    for cur in &segs[1..] {
+        let merged = Segment::new(acc.x0, acc.y0, cur.x1, cur.y1);
+        let mut can_extend = true;
         for r in 0..RESOURCE_COUNT {
-            (top[r], bottom[r]) = bounds(&acc, r, eps);
+            let (ct, cb) = bounds(&merged, r, eps);
+            if compare(ct, top[r]) > 0 {
+                top[r] = ct;
+            }
+            if compare(cb, bottom[r]) < 0 {
+                bottom[r] = cb;
+            }
+            let m = (merged.x1 - merged.x0, merged.y1[r] - merged.y0[r]);
+            if compare(bottom[r], m) <= 0 || compare(top[r], m) >= 0 {
+                can_extend = false;
+                break;
+            }
         }
-        for cur in &segs[1..] {
-            let merged = Segment::new(acc.x0, acc.y0, cur.x1, cur.y1);
-            let mut can_extend = true;
+        if can_extend {
+            acc = merged;
+        } else {
+            b.push_segment(acc);
+            acc = *cur;
             for r in 0..RESOURCE_COUNT {
-                let (ct, cb) = bounds(&merged, r, eps);
-                if compare(ct, top[r]) > 0 {
-                    top[r] = ct;
-                }
-                if compare(cb, bottom[r]) < 0 {
-                    bottom[r] = cb;
-                }
-                let m = (merged.x1 - merged.x0, merged.y1[r] - merged.y0[r]);
-                if compare(bottom[r], m) <= 0 || compare(top[r], m) >= 0 {
-                    can_extend = false;
-                    break;
-                }
-            }
-            if can_extend {
-                acc = merged;
-            } else {
-                b.push_segment(acc);
-                acc = *cur;
-                for r in 0..RESOURCE_COUNT {
-                    (top[r], bottom[r]) = bounds(&acc, r, eps);
-                }
+                (top[r], bottom[r]) = bounds(&acc, r, eps);
             }
         }
-        b.push_segment(acc);
-        b.finish()
     }
+    b.push_segment(acc);
+    *out = b.finish_buffer();
 }
 
 /// Maps doubles to u64 preserving order (negative values have all bits flipped, others only

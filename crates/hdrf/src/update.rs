@@ -26,11 +26,12 @@ use crate::output::{
     TIER_PRIORITY_POOLS, TIER_REGULAR_POOLS, UpdateError, UpdateOutput, UpdateWarning,
 };
 use crate::plf::{
-    Builder, ComposeScratch, Plf, Segment, SumScratch, component_into, compose_into,
-    inverse_lower_bound, inverse_part_into, pointwise_min_into, sum_adaptive_into, sum_exact_into,
+    Builder, ComposeScratch, Plf, PlfRef, Segment, SumScratch, Traverser, component_into,
+    compose_into, compress_into, inverse_lower_bound, inverse_part_into, pointwise_min_into,
+    scale_argument_extend_into, sum_adaptive_into, sum_exact_into,
 };
 use fairsched_resources::{RESOURCE_COUNT, ResourceKind, ResourceVector, Resources};
-use std::borrow::Cow;
+use std::ops::Range;
 
 /// General epsilon of the algorithm.
 pub const EPSILON: f64 = 1e-9;
@@ -48,18 +49,26 @@ enum FairShareType {
     PromisedGuarantee,
 }
 
-/// The three functions of an element (and, for normal pools in improved mode, each child's
-/// share by the pool's fit factor).
+/// The functions of an element: M and S (in the update's arenas), F's size and domain (F
+/// itself is not needed once M and S exist), and, for normal pools in improved mode, each
+/// child's share by the pool's fit factor.
 struct Functions {
-    f: Plf<Rv>,
-    m: Plf<f64>,
-    s: Plf<Rv>,
+    f_size: usize,
+    f_right_bound: f64,
+    m: Range<usize>,
+    s: Range<usize>,
     child_shares_by_fit_factor: Option<Vec<Plf<Rv>>>,
 }
 
 /// Buffers reused from one element's functions to the next.
 #[derive(Default)]
 struct Scratch {
+    /// F of the element being built.
+    f: Vec<Segment<Rv>>,
+    /// S of the element being built.
+    s: Vec<Segment<Rv>>,
+    /// Children's S scaled by their relative weights.
+    scaled: Vec<Vec<Segment<Rv>>>,
     /// One component of F.
     component: Vec<Segment<f64>>,
     /// The per-resource parts of M.
@@ -85,6 +94,9 @@ struct Update<'a> {
     /// Children in the order the update uses (FIFO pools: sorted, maybe reordered).
     order: Vec<Vec<ElementIndex>>,
     functions: Vec<Option<Functions>>,
+    /// Segments of every element's S and M (ranges in `Functions`).
+    s_arena: Vec<Segment<Rv>>,
+    m_arena: Vec<Segment<f64>>,
     burst_pools: Vec<ElementIndex>,
     relaxed_pools: Vec<ElementIndex>,
     fifo_pools: Vec<ElementIndex>,
@@ -142,6 +154,8 @@ pub(crate) fn update_with(
         demand: vec![Resources::ZERO; n],
         order: vec![Vec::new(); n],
         functions: (0..n).map(|_| None).collect(),
+        s_arena: Vec::new(),
+        m_arena: Vec::new(),
         burst_pools: Vec::new(),
         relaxed_pools: Vec::new(),
         fifo_pools: Vec::new(),
@@ -288,11 +302,11 @@ impl Update<'_> {
 
         for i in 0..self.tree.len() {
             if let Some(f) = &self.functions[i] {
-                self.attrs[i].limited_demand_share = f.s.right_value();
+                self.attrs[i].limited_demand_share = self.s_arena[f.s.end - 1].y1;
                 self.attrs[i].function_sizes = FunctionSizes {
-                    fair_share_by_fit_factor: f.f.size(),
-                    max_fit_factor_by_suggestion: f.m.size(),
-                    fair_share_by_suggestion: f.s.size(),
+                    fair_share_by_fit_factor: f.f_size,
+                    max_fit_factor_by_suggestion: f.m.len(),
+                    fair_share_by_suggestion: f.s.len(),
                 };
             }
         }
@@ -1120,13 +1134,23 @@ impl Update<'_> {
 
     // ---- 10. bottom-up functions -------------------------------------------------------------
 
-    fn s(&self, i: ElementIndex) -> &Plf<Rv> {
-        &self.functions[i]
+    fn functions_of(&self, i: ElementIndex) -> &Functions {
+        self.functions[i]
             .as_ref()
             .expect("fair-share functions are prepared before use")
-            .s
     }
 
+    /// S, the fair share by suggestion.
+    fn s(&self, i: ElementIndex) -> PlfRef<'_, Rv> {
+        PlfRef::new(&self.s_arena[self.functions_of(i).s.clone()])
+    }
+
+    /// M, the maximal fit factor by suggestion.
+    fn m(&self, i: ElementIndex) -> PlfRef<'_, f64> {
+        PlfRef::new(&self.m_arena[self.functions_of(i).m.clone()])
+    }
+
+    /// Builds F, M and S of `i` (and of its subtree first), unless they exist.
     fn prepare_functions(&mut self, i: ElementIndex) {
         if self.functions[i].is_some() {
             return;
@@ -1137,61 +1161,75 @@ impl Update<'_> {
                 self.prepare_functions(c);
             }
         }
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let functions = self.build_functions(i, &mut scratch);
+        self.scratch = scratch;
+        self.functions[i] = Some(functions);
+    }
+
+    /// F into `scratch.f`, then M and S appended to the arenas.
+    fn build_functions(&mut self, i: ElementIndex, scratch: &mut Scratch) -> Functions {
         let t0 = self.now_ns();
-        let (f, child_shares) = if self.is_operation(i) {
-            let f = self.operation_fair_share_by_fit_factor(i);
+        let child_shares = if self.is_operation(i) {
+            self.operation_fair_share_by_fit_factor(i, &mut scratch.f);
             let t1 = self.now_ns();
             self.timings.operation_functions_ns += t1 - t0;
-            (f, None)
+            None
         } else if self.mode(i) == PoolMode::Fifo {
-            let f = self.fifo_fair_share_by_fit_factor(i);
+            self.fifo_fair_share_by_fit_factor(i, scratch);
             let t1 = self.now_ns();
             self.timings.fifo_pool_functions_ns += t1 - t0;
-            (f, None)
+            None
         } else {
-            let r = self.normal_fair_share_by_fit_factor(i);
+            let r = self.normal_fair_share_by_fit_factor(i, scratch);
             let t1 = self.now_ns();
             self.timings.normal_pool_functions_ns += t1 - t0;
             r
         };
-        if !f.is_nondecreasing() {
+        let monotone = PlfRef::new(&scratch.f).is_nondecreasing();
+        if !monotone {
             self.warn(i, "fair share by fit factor decreases".to_string());
         }
 
         let t1 = self.now_ns();
-        let m = self.max_fit_factor_by_suggestion(i, &f);
+        self.max_fit_factor_by_suggestion(i, monotone, scratch);
         let t2 = self.now_ns();
-        let scratch = &mut self.scratch;
         compose_into(
-            f.segments(),
-            m.segments(),
+            &scratch.f,
+            &scratch.min_acc,
             &mut scratch.compose,
             &mut scratch.composed,
         );
         let t3 = self.now_ns();
-        let s = Plf::compress_segments(&self.scratch.composed, COMPRESS_FUNCTION_EPSILON);
+        compress_into(&scratch.composed, COMPRESS_FUNCTION_EPSILON, &mut scratch.s);
         let t4 = self.now_ns();
         self.timings.max_fit_factor_ns += t2 - t1;
         self.timings.compose_ns += t3 - t2;
         self.timings.compress_ns += t4 - t3;
+        let s = PlfRef::new(&scratch.s);
         if s.left_bound() != 0.0 || s.right_bound() != 1.0 || !s.is_nondecreasing() {
             self.warn(
                 i,
                 "fair share by suggestion is not a nondecreasing function on [0, 1]".to_string(),
             );
         }
-        self.functions[i] = Some(Functions {
-            f,
-            m,
-            s,
+        let m_start = self.m_arena.len();
+        self.m_arena.extend_from_slice(&scratch.min_acc);
+        let s_start = self.s_arena.len();
+        self.s_arena.extend_from_slice(&scratch.s);
+        Functions {
+            f_size: scratch.f.len(),
+            f_right_bound: PlfRef::new(&scratch.f).right_bound(),
+            m: m_start..self.m_arena.len(),
+            s: s_start..self.s_arena.len(),
             child_shares_by_fit_factor: child_shares,
-        });
+        }
     }
 
-    fn operation_fair_share_by_fit_factor(&self, i: ElementIndex) -> Plf<Rv> {
+    fn operation_fair_share_by_fit_factor(&self, i: ElementIndex, out: &mut Vec<Segment<Rv>>) {
         let a = &self.attrs[i];
         let parent = self.tree.element(i).parent.unwrap_or(ROOT);
-        let mut b = Builder::with_capacity(8);
+        let mut b = Builder::from_buffer(std::mem::take(out));
         if self.opts.enable_step_function_for_gang_operations
             && self.step_function_allowed(parent)
             && self.is_gang(i)
@@ -1199,7 +1237,8 @@ impl Update<'_> {
             b.push_segment(Segment::new(0.0, Rv::ZERO, 1.0, Rv::ZERO));
             b.push_segment(Segment::new(1.0, Rv::ZERO, 1.0, a.demand_share));
             b.push_segment(Segment::new(1.0, a.demand_share, 2.0, a.demand_share));
-            return b.finish();
+            *out = b.finish_buffer();
+            return;
         }
         let max_usage = a.usage_share.max_component();
         if max_usage == 0.0 {
@@ -1218,19 +1257,22 @@ impl Update<'_> {
             }
         }
         b.push_segment(Segment::new(1.0, a.usage_share, 2.0, a.demand_share));
-        b.finish()
+        *out = b.finish_buffer();
     }
 
-    fn fifo_fair_share_by_fit_factor(&self, i: ElementIndex) -> Plf<Rv> {
+    fn fifo_fair_share_by_fit_factor(&self, i: ElementIndex, scratch: &mut Scratch) {
         let order = &self.order[i];
+        let out = &mut scratch.f;
         if order.is_empty() {
-            return Plf::constant(0.0, 1.0, Rv::ZERO);
+            out.clear();
+            out.push(Segment::new(0.0, Rv::ZERO, 1.0, Rv::ZERO));
+            return;
         }
         if self
             .opts
             .enable_fast_fifo_fair_share_by_fit_factor_computation
         {
-            let mut b = Builder::with_capacity(order.iter().map(|&c| self.s(c).size()).sum());
+            let mut b = Builder::from_buffer(std::mem::take(out));
             let mut prefix = Rv::ZERO;
             let mut shift = 0.0;
             for &c in order {
@@ -1241,22 +1283,24 @@ impl Update<'_> {
                 prefix = prefix + s.right_value();
                 shift += 1.0;
             }
-            return b.finish();
+            *out = b.finish_buffer();
+            return;
         }
         let right = order.len() as f64;
         let mut shifted = Vec::with_capacity(order.len());
         let mut current = 0.0;
         for &c in order {
-            let f = self.s(c).shift(current, Rv::ZERO).extend_const(0.0, right);
+            let f = self
+                .s(c)
+                .to_plf()
+                .shift(current, Rv::ZERO)
+                .extend_const(0.0, right);
             shifted.push(f);
             current += 1.0;
         }
         // Always the exact sum: it is what the fast FIFO path must reproduce bit for bit.
         let slices: Vec<&[Segment<Rv>]> = shifted.iter().map(Plf::segments).collect();
-        let mut out = Vec::new();
-        let mut scratch = SumScratch::default();
-        sum_exact_into(&slices, &mut scratch, &mut out);
-        Plf::from_buffer(out)
+        sum_exact_into(&slices, &mut scratch.sum, out);
     }
 
     fn min_child_weight(&self, i: ElementIndex) -> f64 {
@@ -1270,56 +1314,83 @@ impl Update<'_> {
         min
     }
 
-    fn normal_fair_share_by_fit_factor(
-        &mut self,
-        i: ElementIndex,
-    ) -> (Plf<Rv>, Option<Vec<Plf<Rv>>>) {
-        if self.children(i).is_empty() {
-            return (Plf::constant(0.0, 1.0, Rv::ZERO), None);
-        }
-        let mut scratch = std::mem::take(&mut self.scratch.sum);
-        let result = self.normal_pool_sum(i, &mut scratch);
-        self.scratch.sum = scratch;
-        result
-    }
-
     /// The children's S, each scaled by its relative weight, summed (classic) or stepped
-    /// through (improved).
-    fn normal_pool_sum(
+    /// through (improved), into `scratch.f`.
+    fn normal_fair_share_by_fit_factor(
         &self,
         i: ElementIndex,
-        scratch: &mut SumScratch<Rv>,
-    ) -> (Plf<Rv>, Option<Vec<Plf<Rv>>>) {
+        scratch: &mut Scratch,
+    ) -> Option<Vec<Plf<Rv>>> {
+        let children = self.children(i);
+        if children.is_empty() {
+            scratch.f.clear();
+            scratch.f.push(Segment::new(0.0, Rv::ZERO, 1.0, Rv::ZERO));
+            return None;
+        }
         let min_weight = self.min_child_weight(i);
-        let scaled: Vec<Cow<'_, Plf<Rv>>> = self
-            .children(i)
+        // Children with relative weight 1 are used as they are: dividing by 1 changes nothing
+        // and their S already ends at 1.
+        let mut owned = std::mem::take(&mut scratch.scaled);
+        let mut used = 0;
+        for &c in children {
+            let k = self.weight(c) / min_weight;
+            if !borrows_scaled_child(self.s(c), k) {
+                if owned.len() == used {
+                    owned.push(Vec::new());
+                }
+                scale_argument_extend_into(self.s(c).segments(), k, 1.0, &mut owned[used]);
+                used += 1;
+            }
+        }
+        let mut next_owned = 0;
+        let slices: Vec<&[Segment<Rv>]> = children
             .iter()
-            .map(|&c| scaled_child(self.s(c), self.weight(c) / min_weight))
+            .map(|&c| {
+                let s = self.s(c);
+                if borrows_scaled_child(s, self.weight(c) / min_weight) {
+                    s.segments()
+                } else {
+                    next_owned += 1;
+                    owned[next_owned - 1].as_slice()
+                }
+            })
             .collect();
-        if self
+        let per_child = if self
             .opts
             .enable_improved_fair_share_by_fit_factor_computation
         {
-            let (f, per_child) = improved_sum(&scaled);
-            (f, Some(per_child))
+            let (f, per_child) = improved_sum(&slices);
+            scratch.f.clear();
+            scratch.f.extend_from_slice(f.segments());
+            Some(per_child)
         } else {
-            let slices: Vec<&[Segment<Rv>]> = scaled.iter().map(|f| f.segments()).collect();
-            let mut out = Vec::new();
-            sum_adaptive_into(&slices, self.tuning.exact_sum_limit, scratch, &mut out);
-            (Plf::from_buffer(out), None)
-        }
+            sum_adaptive_into(
+                &slices,
+                self.tuning.exact_sum_limit,
+                &mut scratch.sum,
+                &mut scratch.f,
+            );
+            None
+        };
+        drop(slices);
+        scratch.scaled = owned;
+        per_child
     }
 
     /// M: per resource, the inverse of F's component between the guarantee and the limit,
     /// shifted to start at 0 and extended to 1; then their pointwise minimum, folded in
-    /// resource order.
-    fn max_fit_factor_by_suggestion(&mut self, i: ElementIndex, f: &Plf<Rv>) -> Plf<f64> {
+    /// resource order. Reads F from `scratch.f`, leaves M in `scratch.min_acc`.
+    fn max_fit_factor_by_suggestion(
+        &mut self,
+        i: ElementIndex,
+        monotone: bool,
+        scratch: &mut Scratch,
+    ) {
         let limits = self.attrs[i].limits_share;
         let guarantee = self.guarantee_share(i);
-        let mut scratch = std::mem::take(&mut self.scratch);
         for r in 0..RESOURCE_COUNT {
             let c = &mut scratch.component;
-            component_into(f.segments(), r, c);
+            component_into(&scratch.f, r, c);
             let lo = c[0].y0;
             let hi = c[c.len() - 1].y1;
             if lo >= limits[r] + EPSILON || lo.is_nan() {
@@ -1333,7 +1404,13 @@ impl Update<'_> {
             }
             let limit = limits[r].max(lo).min(hi);
             let g = guarantee[r].max(lo).min(limit);
-            inverse_part_into(&mut scratch.component, g, limit, &mut scratch.parts[r]);
+            inverse_part_into(
+                &mut scratch.component,
+                g,
+                limit,
+                monotone,
+                &mut scratch.parts[r],
+            );
         }
         let t0 = self.now_ns();
         let Scratch {
@@ -1341,17 +1418,14 @@ impl Update<'_> {
             min_acc,
             min_next,
             ..
-        } = &mut scratch;
+        } = scratch;
         min_acc.clear();
         min_acc.extend_from_slice(&parts[0]);
         for part in &parts[1..] {
             pointwise_min_into(min_acc, part, min_next);
             std::mem::swap(min_acc, min_next);
         }
-        let m = Plf::from_buffer(min_acc.clone());
-        self.scratch = scratch;
         self.timings.pointwise_min_ns += self.now_ns() - t0;
-        m
     }
 
     // ---- 11. top-down ------------------------------------------------------------------------
@@ -1422,9 +1496,11 @@ impl Update<'_> {
             }
             sum
         };
-        let mut fit = self.functions[i]
-            .as_ref()
-            .map_or(0.0, |f| f.m.value_at(suggestion));
+        let mut fit = if self.functions[i].is_some() {
+            self.m(i).value_at(suggestion)
+        } else {
+            0.0
+        };
         if !(suggested + EPS_VEC).dominates(&children_share(self, fit, &mut buf)) {
             let this = &*self;
             let mut local = Vec::with_capacity(children.len());
@@ -1500,9 +1576,7 @@ impl Update<'_> {
             return;
         }
         let children = self.distribution_order(i);
-        let right = self.functions[i]
-            .as_ref()
-            .map_or(0.0, |f| f.f.right_bound());
+        let right = self.functions[i].as_ref().map_or(0.0, |f| f.f_right_bound);
         let sum_at = |this: &Self, fit: f64, buf: &mut Vec<Rv>| {
             this.child_shares(i, &children, fit, buf);
             buf.iter().fold(Rv::ZERO, |acc, v| acc + *v)
@@ -1580,26 +1654,23 @@ impl Update<'_> {
     }
 }
 
-/// A child's S as a function of its parent's fit factor: the argument divided by the child's
-/// relative weight `k`, extended to 1 with its last value. For `k == 1` with S ending at 1
-/// both steps reproduce S exactly (x / 1 == x, nothing to extend), so S is borrowed.
-fn scaled_child(s: &Plf<Rv>, k: f64) -> Cow<'_, Plf<Rv>> {
-    if k == 1.0 && s.right_bound() >= 1.0 && s.is_nondecreasing() {
-        Cow::Borrowed(s)
-    } else {
-        Cow::Owned(s.scale_argument(k).extend_right(1.0))
-    }
+/// Whether a child's S, as a function of its parent's fit factor (the argument divided by the
+/// child's relative weight `k`, extended to 1 with its last value), is S itself: for `k == 1`
+/// with S ending at 1 both steps reproduce S exactly (x / 1 == x, nothing to extend; the
+/// builder's merges change nothing in a nondecreasing function it built).
+fn borrows_scaled_child(s: PlfRef<'_, Rv>, k: f64) -> bool {
+    k == 1.0 && s.right_bound() >= 1.0 && s.is_nondecreasing()
 }
 
 /// The improved-mode sum of (already argument-scaled) child functions: every child's jump
 /// becomes its own unit step of the fit factor, in child order. Returns the pool's F and each
 /// child's share as a function of that fit factor.
-fn improved_sum(children: &[Cow<'_, Plf<Rv>>]) -> (Plf<Rv>, Vec<Plf<Rv>>) {
+fn improved_sum(children: &[&[Segment<Rv>]]) -> (Plf<Rv>, Vec<Plf<Rv>>) {
     let mut points: Vec<(f64, usize)> = Vec::new();
     for (index, f) in children.iter().enumerate() {
-        let mut last = f.left_bound();
+        let mut last = f[0].x0;
         points.push((last, index));
-        for s in f.segments() {
+        for s in f.iter() {
             if s.x1 > last {
                 points.push((s.x1, index));
                 last = s.x1;
@@ -1608,7 +1679,7 @@ fn improved_sum(children: &[Cow<'_, Plf<Rv>>]) -> (Plf<Rv>, Vec<Plf<Rv>>) {
     }
     points.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
 
-    let mut traversers: Vec<_> = children.iter().map(|f| f.traverser()).collect();
+    let mut traversers: Vec<_> = children.iter().map(|f| Traverser::new(f)).collect();
     let mut builder = Builder::with_capacity(points.len() * 2);
     let mut child_builders: Vec<Builder<Rv>> = (0..children.len())
         .map(|_| Builder::with_capacity(points.len() + 1))
