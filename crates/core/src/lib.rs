@@ -14,6 +14,7 @@ pub mod event;
 pub mod heartbeat;
 pub mod model;
 pub mod operations;
+pub mod pools;
 pub mod preemption;
 pub mod scheduler;
 pub mod snapshot;

@@ -1,0 +1,161 @@
+//! Runtime changes of the pool tree (issue: create, change, move and remove pools, change the
+//! tree options). Every change edits a copy of the configuration, validates the whole tree with
+//! the config crate and is applied only if valid: a rejected change names the pool and the field
+//! and changes nothing.
+
+use crate::model::Millis;
+use crate::scheduler::{CoreError, Scheduler};
+use crate::tree::ROOT_NAME;
+use fairsched_config::{PoolConfig, PoolNode, PoolTreeConfig, TreeConfig};
+use std::collections::{BTreeMap, BTreeSet};
+
+impl Scheduler {
+    /// Validates `new` and makes it the tree's configuration.
+    fn apply_tree_config(&mut self, now: Millis, new: PoolTreeConfig) -> Result<(), CoreError> {
+        let validated = fairsched_config::validate_tree(&new)
+            .map_err(|errors| CoreError::new(format!("rejected pool tree change: {errors}")))?;
+        // A pool with unfinished operations (in its subtree) cannot disappear.
+        let remaining: BTreeSet<String> = validated.pools.iter().map(|p| p.name.clone()).collect();
+        for p in &self.tree.validated.pools {
+            if !remaining.contains(&p.name) {
+                let busy = self
+                    .pool_counts()
+                    .get(&p.name)
+                    .is_some_and(|c| c.operation_count > 0);
+                if busy {
+                    return Err(CoreError::new(format!(
+                        "pool {:?} cannot be removed: it has operations",
+                        p.name
+                    )));
+                }
+            }
+        }
+        let mut trees = fairsched_config::ValidatedPoolTrees {
+            trees: BTreeMap::new(),
+            default_tree: Some(self.tree.name.clone()),
+            warnings: Vec::new(),
+        };
+        trees.trees.insert(self.tree.name.clone(), validated);
+        self.replace_tree_config(now, trees)?;
+        self.try_run_pending(now);
+        Ok(())
+    }
+
+    /// Path (`a/b/c`) of an explicit pool.
+    fn pool_path(&self, name: &str) -> Result<String, CoreError> {
+        self.tree
+            .explicit(name)
+            .map(|p| p.path.clone())
+            .ok_or_else(|| {
+                CoreError::new(format!("pool {name:?} does not exist (or is ephemeral)"))
+            })
+    }
+
+    fn children_of<'a>(
+        tree: &'a mut PoolTreeConfig,
+        parent_path: Option<&str>,
+    ) -> Option<&'a mut BTreeMap<String, PoolNode>> {
+        match parent_path {
+            None => Some(&mut tree.pools),
+            Some(path) => tree.pool_at_mut(path).map(|n| &mut n.pools),
+        }
+    }
+
+    /// Creates an explicit pool under `parent` (`None` or `<Root>`: at the top).
+    pub fn create_pool(
+        &mut self,
+        now: Millis,
+        parent: Option<&str>,
+        name: &str,
+        config: PoolConfig,
+    ) -> Result<(), CoreError> {
+        if self.tree.explicit(name).is_some() {
+            return Err(CoreError::new(format!("pool {name:?} already exists")));
+        }
+        let parent_path = match parent {
+            None | Some(ROOT_NAME) => None,
+            Some(p) => Some(self.pool_path(p)?),
+        };
+        let mut new = self.tree_config().clone();
+        let children = Self::children_of(&mut new, parent_path.as_deref())
+            .ok_or_else(|| CoreError::new(format!("parent pool {parent:?} does not exist")))?;
+        children.insert(
+            name.to_string(),
+            PoolNode::from_parts(config, BTreeMap::new()),
+        );
+        self.apply_tree_config(now, new)
+    }
+
+    /// Replaces a pool's options (its child pools stay).
+    pub fn set_pool(
+        &mut self,
+        now: Millis,
+        name: &str,
+        config: PoolConfig,
+    ) -> Result<(), CoreError> {
+        let path = self.pool_path(name)?;
+        let mut new = self.tree_config().clone();
+        new.pool_at_mut(&path)
+            .ok_or_else(|| CoreError::new(format!("pool {name:?} does not exist")))?
+            .set_config(config);
+        self.apply_tree_config(now, new)
+    }
+
+    /// Moves a pool (with its subtree) under another parent.
+    pub fn move_pool(
+        &mut self,
+        now: Millis,
+        name: &str,
+        new_parent: Option<&str>,
+    ) -> Result<(), CoreError> {
+        let path = self.pool_path(name)?;
+        let parent_path = match new_parent {
+            None | Some(ROOT_NAME) => None,
+            Some(p) => {
+                let pp = self.pool_path(p)?;
+                if pp == path || pp.starts_with(&format!("{path}/")) {
+                    return Err(CoreError::new(format!(
+                        "pool {name:?} cannot be moved into its own subtree ({p:?})"
+                    )));
+                }
+                Some(pp)
+            }
+        };
+        let mut new = self.tree_config().clone();
+        let old_parent = path.rsplit_once('/').map(|(p, _)| p.to_string());
+        let node = Self::children_of(&mut new, old_parent.as_deref())
+            .and_then(|c| c.remove(name))
+            .ok_or_else(|| CoreError::new(format!("pool {name:?} does not exist")))?;
+        Self::children_of(&mut new, parent_path.as_deref())
+            .ok_or_else(|| CoreError::new(format!("parent pool {new_parent:?} does not exist")))?
+            .insert(name.to_string(), node);
+        self.apply_tree_config(now, new)
+    }
+
+    /// Removes an empty explicit pool (no child pools, no operations).
+    pub fn remove_pool(&mut self, now: Millis, name: &str) -> Result<(), CoreError> {
+        let path = self.pool_path(name)?;
+        let mut new = self.tree_config().clone();
+        let node = new
+            .pool_at(&path)
+            .ok_or_else(|| CoreError::new(format!("pool {name:?} does not exist")))?;
+        if !node.pools.is_empty() {
+            return Err(CoreError::new(format!(
+                "pool {name:?} cannot be removed: it has child pools {:?}",
+                node.pools.keys().collect::<Vec<_>>()
+            )));
+        }
+        let parent = path.rsplit_once('/').map(|(p, _)| p.to_string());
+        Self::children_of(&mut new, parent.as_deref())
+            .and_then(|c| c.remove(name))
+            .ok_or_else(|| CoreError::new(format!("pool {name:?} does not exist")))?;
+        self.apply_tree_config(now, new)
+    }
+
+    /// Replaces the tree's options (`config`).
+    pub fn set_tree_options(&mut self, now: Millis, config: TreeConfig) -> Result<(), CoreError> {
+        let mut new = self.tree_config().clone();
+        new.config = config;
+        self.apply_tree_config(now, new)
+    }
+}

@@ -1,0 +1,126 @@
+//! Runtime pool changes: each is validated whole; a rejected change names the pool and the
+//! field and changes nothing.
+
+mod common;
+
+use common::*;
+use fairsched_config::PoolConfig;
+use fairsched_core::{OperationId, SchedulerConfig};
+use fairsched_resources::{PartialResources, ResourceKind};
+
+const TREE: &str = r#"{"pool_trees": {"default": {"pools": {
+    "research": {"strong_guarantee_resources": {"cpu": 10}, "pools": {"adhoc": {"strong_guarantee_resources": {"cpu": 6}}}},
+    "prod": {}
+}}}}"#;
+
+fn guarantee(cpu: f64) -> PoolConfig {
+    PoolConfig {
+        strong_guarantee_resources: PartialResources::EMPTY.with(ResourceKind::Cpu, cpu),
+        ..PoolConfig::default()
+    }
+}
+
+/// (what, change, expected error substring or None for success)
+type Change = fn(&mut fairsched_core::Scheduler) -> Result<(), fairsched_core::CoreError>;
+
+#[test]
+fn pool_changes_are_validated_whole() {
+    let cases: Vec<(&str, Change, Option<&str>)> = vec![
+        (
+            "create a pool",
+            |s| s.create_pool(1, Some("research"), "batch", guarantee(4.0)),
+            None,
+        ),
+        (
+            "children's guarantees above the parent's",
+            |s| s.create_pool(1, Some("research"), "batch", guarantee(5.0)),
+            Some("strong_guarantee_resources"),
+        ),
+        (
+            "duplicate name",
+            |s| s.create_pool(1, None, "adhoc", PoolConfig::default()),
+            Some("already exists"),
+        ),
+        (
+            "unknown parent",
+            |s| s.create_pool(1, Some("nope"), "x", PoolConfig::default()),
+            Some("\"nope\""),
+        ),
+        (
+            "bad weight",
+            |s| {
+                s.set_pool(
+                    1,
+                    "prod",
+                    PoolConfig {
+                        weight: Some(-1.0),
+                        ..PoolConfig::default()
+                    },
+                )
+            },
+            Some("weight"),
+        ),
+        (
+            "bad name",
+            |s| s.create_pool(1, None, "a b", PoolConfig::default()),
+            Some("name"),
+        ),
+        (
+            "move a pool",
+            |s| s.move_pool(1, "adhoc", Some("prod")),
+            Some("strong_guarantee_resources"),
+        ),
+        (
+            "move into own subtree",
+            |s| s.move_pool(1, "research", Some("adhoc")),
+            Some("own subtree"),
+        ),
+        (
+            "remove a pool with children",
+            |s| s.remove_pool(1, "research"),
+            Some("child pools"),
+        ),
+        ("remove an empty pool", |s| s.remove_pool(1, "prod"), None),
+    ];
+    for (what, change, expected) in cases {
+        let mut s = scheduler(TREE, SchedulerConfig::default());
+        let before = s.tree_config().clone();
+        let result = change(&mut s);
+        match expected {
+            None => assert!(result.is_ok(), "{what}: {result:?}"),
+            Some(needle) => {
+                let err = result.expect_err(what);
+                assert!(err.message.contains(needle), "{what}: {err}");
+                assert_eq!(s.tree_config(), &before, "{what}: nothing changes");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_pool_with_operations_cannot_be_removed_and_a_new_pool_is_used_after_the_change() {
+    let mut s = scheduler(TREE, SchedulerConfig::default());
+    add_nodes(&mut s, 1, res(4.0, 4.0));
+    s.start_operation(
+        0,
+        op("job", Some("prod"), vec![task(1, res(1.0, 1.0), None)]),
+    )
+    .unwrap();
+    let err = s.remove_pool(1, "prod").unwrap_err();
+    assert!(err.message.contains("has operations"), "{err}");
+    s.create_pool(2, None, "fresh", PoolConfig::default())
+        .unwrap();
+    s.update_operation(
+        3,
+        &OperationId("job".into()),
+        None,
+        None,
+        Some("fresh".into()),
+    )
+    .unwrap();
+    s.tick(4);
+    let snap = s.snapshot(4);
+    assert_eq!(snap.operations["job"].pool, "fresh");
+    assert_eq!(snap.pools["fresh"].operation_count, 1);
+    s.remove_pool(5, "prod").unwrap();
+}
