@@ -144,8 +144,19 @@ impl Scheduler {
             let available = self.nodes[node_id].free();
             match self.try_start(now, node_id, leaf, &mut walk, Stage::Regular, available) {
                 Some(order) => response.start.push(order),
-                None => self.deactivate(&mut walk, leaf),
+                None => {
+                    self.deactivate(&mut walk, leaf);
+                    self.count_failed_attempt(leaf);
+                }
             }
+        }
+    }
+
+    fn count_failed_attempt(&mut self, leaf: ElementIndex) {
+        if let ElementRef::Operation(id) = &self.tree.arena.elements[leaf].kind
+            && let Some(op) = self.operations.get_mut(id)
+        {
+            op.failed_schedule_attempts += 1;
         }
     }
 

@@ -180,6 +180,12 @@ pub struct Operation {
     pub lightweight: bool,
     /// Why a pending operation waits (which pool's running limit).
     pub pending_reason: Option<String>,
+    /// Heartbeats in which the operation was chosen but nothing could start (hang detection).
+    pub failed_schedule_attempts: u64,
+    /// Since when an ancestor's (or its own) limits are too small for its smallest job.
+    pub limiting_ancestor_since: Option<Millis>,
+    /// Last fair-share update at which the operation was not starving.
+    pub last_non_starving_at: Millis,
 }
 
 impl Operation {

@@ -381,3 +381,97 @@ impl Scheduler {
         }
     }
 }
+
+impl Scheduler {
+    /// Hung operations (scheduler spec §3.7) are failed: an ancestor's (or the operation's own)
+    /// limits too small for its smallest pending job for too long, or starving with nothing
+    /// running and no successful schedule for too long.
+    pub(crate) fn fail_hung_operations(&mut self, now: Millis) {
+        use crate::tree::{ElementRef, StarvationStatus};
+        let arena = &self.tree.arena;
+        let limiting_check =
+            self.tree.config().enable_limiting_ancestor_check && !arena.total_resources.is_zero();
+        let mut updates: Vec<(OperationId, Option<Option<Millis>>, bool)> = Vec::new();
+        let mut to_fail: Vec<(OperationId, String)> = Vec::new();
+        for op in self.operations() {
+            if op.state != OperationState::Running || op.pending_job_count() == 0 {
+                continue;
+            }
+            let Some(&index) = arena.by_operation.get(&op.spec.id) else {
+                continue;
+            };
+            let starving = arena.elements[index].starvation_status != StarvationStatus::NonStarving;
+            // Smallest pending job (componentwise minimum over tasks with pending jobs).
+            let min_job = op
+                .spec
+                .tasks
+                .iter()
+                .enumerate()
+                .filter(|(t, _)| op.tasks[*t].pending > 0)
+                .map(|(_, t)| t.resources)
+                .reduce(|a, b| a.min(&b));
+            let limiting = min_job.and_then(|job| {
+                std::iter::once(index)
+                    .chain(arena.ancestors(index))
+                    .find(|&e| !arena.elements[e].resource_limits.dominates(&job))
+                    .map(|e| (e, job))
+            });
+            let since = match (limiting_check, limiting) {
+                (true, Some(_)) => Some(op.limiting_ancestor_since.unwrap_or(now)),
+                _ => None,
+            };
+            updates.push((op.spec.id.clone(), Some(since), starving));
+            if let (Some(since), Some((e, job))) = (since, limiting)
+                && now
+                    >= since
+                        + self
+                            .config
+                            .operation_hangup_due_to_limiting_ancestor_safe_timeout_ms
+            {
+                let name = match &arena.elements[e].kind {
+                    ElementRef::Pool(p) => p.clone(),
+                    ElementRef::Operation(o) => o.0.clone(),
+                    ElementRef::Root => ROOT_NAME.to_string(),
+                };
+                to_fail.push((
+                    op.spec.id.clone(),
+                    format!(
+                        "scheduling hung: operation has ancestor {name:?} (limiting_ancestor: {name}) \
+                         whose specified resource limits {} are too small for its minimum job {job}",
+                        arena.elements[e].resource_limits
+                    ),
+                ));
+                continue;
+            }
+            let quiet_since = op
+                .start_time
+                .max(op.last_scheduled_at.unwrap_or(0))
+                .max(op.last_non_starving_at);
+            if starving
+                && op.running_job_count() == 0
+                && now >= quiet_since + self.config.operation_hangup_safe_timeout_ms
+                && op.failed_schedule_attempts
+                    >= self.config.operation_hangup_min_schedule_job_attempts
+            {
+                to_fail.push((
+                    op.spec.id.clone(),
+                    "scheduling hung: operation has no successful scheduled allocations for a long period"
+                        .to_string(),
+                ));
+            }
+        }
+        for (id, since, starving) in updates {
+            if let Some(op) = self.operations.get_mut(&id) {
+                if let Some(since) = since {
+                    op.limiting_ancestor_since = since;
+                }
+                if !starving {
+                    op.last_non_starving_at = now;
+                }
+            }
+        }
+        for (id, reason) in to_fail {
+            self.fail_operation(now, &id, reason);
+        }
+    }
+}

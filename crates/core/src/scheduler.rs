@@ -27,6 +27,16 @@ pub struct SchedulerConfig {
     /// How long a node may stay over its resources before allocations are preempted with
     /// reason `resource_overcommit` (15 s).
     pub allowed_node_resources_overcommit_duration_ms: u64,
+    /// How often running operations are checked for hanging (1 min).
+    pub operation_hangup_check_period_ms: u64,
+    /// A starving operation without running allocations and without a successful schedule for
+    /// this long (after enough failed attempts) is failed as hung (60 min).
+    pub operation_hangup_safe_timeout_ms: u64,
+    /// Failed scheduling attempts needed before that (1000).
+    pub operation_hangup_min_schedule_job_attempts: u64,
+    /// An operation whose ancestor's limits are too small for its smallest job for this long is
+    /// failed as hung (5 min; tree option `enable_limiting_ancestor_check` turns it off).
+    pub operation_hangup_due_to_limiting_ancestor_safe_timeout_ms: u64,
 }
 
 impl Default for SchedulerConfig {
@@ -35,6 +45,10 @@ impl Default for SchedulerConfig {
             fair_share_update_period_ms: 200,
             node_heartbeat_period_ms: 100,
             allowed_node_resources_overcommit_duration_ms: 15_000,
+            operation_hangup_check_period_ms: 60_000,
+            operation_hangup_safe_timeout_ms: 3_600_000,
+            operation_hangup_min_schedule_job_attempts: 1000,
+            operation_hangup_due_to_limiting_ancestor_safe_timeout_ms: 300_000,
         }
     }
 }
@@ -117,6 +131,7 @@ pub struct Scheduler {
     next_allocation: u64,
     events: Vec<Event>,
     last_fair_share_update: Option<Millis>,
+    last_hangup_check: Option<Millis>,
     /// Counters for `--stats`.
     pub stats: Stats,
 }
@@ -152,6 +167,7 @@ impl Scheduler {
             next_allocation: 1,
             events: Vec::new(),
             last_fair_share_update: None,
+            last_hangup_check: None,
             stats: Stats::default(),
         })
     }
@@ -202,6 +218,13 @@ impl Scheduler {
             .is_none_or(|last| now >= last + self.config.fair_share_update_period_ms);
         if due {
             self.update_fair_share(now);
+        }
+        let hangup_due = self
+            .last_hangup_check
+            .is_none_or(|last| now >= last + self.config.operation_hangup_check_period_ms);
+        if hangup_due {
+            self.last_hangup_check = Some(now);
+            self.fail_hung_operations(now);
         }
     }
 
@@ -441,6 +464,9 @@ impl Scheduler {
                 last_scheduled_at: None,
                 lightweight,
                 pending_reason: pending_reason.clone(),
+                failed_schedule_attempts: 0,
+                limiting_ancestor_since: None,
+                last_non_starving_at: now,
             },
         );
         self.start_order.push(id.clone());
@@ -532,6 +558,23 @@ impl Scheduler {
         self.remove_empty_ephemeral_pools();
         self.try_run_pending(now);
         Ok(())
+    }
+
+    /// Ends an operation as failed (its jobs are aborted).
+    pub(crate) fn fail_operation(&mut self, now: Millis, id: &OperationId, reason: String) {
+        let allocations = self
+            .operations
+            .get(id)
+            .map(|op| op.allocations.clone())
+            .unwrap_or_default();
+        for a in allocations {
+            self.end_allocation(
+                now,
+                a,
+                EndKind::Preempted(PreemptionReason::OperationAborted, None),
+            );
+        }
+        self.finish_operation(now, id, OperationState::Failed, Some(reason));
     }
 
     fn finish_operation(

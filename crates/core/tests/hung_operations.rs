@@ -1,0 +1,131 @@
+//! Hung operations are failed (scheduler spec §3.7, YTsaurus YT-S34).
+
+mod common;
+
+use common::*;
+use fairsched_core::{OperationId, OperationState, SchedulerConfig};
+
+fn config() -> SchedulerConfig {
+    SchedulerConfig {
+        fair_share_update_period_ms: 100,
+        operation_hangup_check_period_ms: 100,
+        operation_hangup_safe_timeout_ms: 5000,
+        operation_hangup_min_schedule_job_attempts: 10,
+        operation_hangup_due_to_limiting_ancestor_safe_timeout_ms: 5000,
+        ..SchedulerConfig::default()
+    }
+}
+
+fn events_with_reason(d: &Driver, op: &str) -> Vec<String> {
+    d.events
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .filter(|v| {
+            v["event"] == "operation_state" && v["operation"] == op && v["state"] == "failed"
+        })
+        .map(|v| v["reason"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn an_operation_under_a_too_small_limit_is_failed_naming_the_limiting_ancestor() {
+    let tree = r#"{"pool_trees": {"default": {"config": {"enable_limiting_ancestor_check": true},
+        "pools": {"limiting_pool": {"resource_limits": {"cpu": 1.0}, "pools": {"subpool": {}}}}}}}"#;
+    let mut s = scheduler(tree, config());
+    add_nodes(&mut s, 3, res(2.0, 2.0));
+    s.start_operation(
+        0,
+        op("big", Some("subpool"), vec![task(10, res(2.0, 1.0), None)]),
+    )
+    .unwrap();
+    let mut d = Driver::new();
+    d.run(&mut s, 0, 4800, 100);
+    assert_eq!(
+        s.operation(&OperationId("big".into())).unwrap().state,
+        OperationState::Running
+    );
+    d.run(&mut s, 4900, 6000, 100);
+    assert_eq!(
+        s.operation(&OperationId("big".into())).unwrap().state,
+        OperationState::Failed
+    );
+    let reasons = events_with_reason(&d, "big");
+    assert!(
+        reasons.iter().any(|r| r.contains("scheduling hung")
+            && r.contains("limiting_ancestor")
+            && r.contains("limiting_pool")),
+        "{reasons:?}"
+    );
+}
+
+#[test]
+fn the_limiting_ancestor_check_can_be_turned_off() {
+    let tree = r#"{"pool_trees": {"default": {"config": {"enable_limiting_ancestor_check": false},
+        "pools": {"limiting_pool": {"resource_limits": {"cpu": 1.0}, "pools": {"subpool": {}}}}}}}"#;
+    let mut s = scheduler(tree, config());
+    add_nodes(&mut s, 3, res(2.0, 2.0));
+    s.start_operation(
+        0,
+        op("big", Some("subpool"), vec![task(10, res(2.0, 1.0), None)]),
+    )
+    .unwrap();
+    let mut d = Driver::new();
+    d.run(&mut s, 0, 10_000, 100);
+    assert_eq!(
+        s.operation(&OperationId("big".into())).unwrap().state,
+        OperationState::Running
+    );
+}
+
+#[test]
+fn a_starving_operation_that_never_fits_is_failed_after_the_safe_timeout() {
+    let tree = r#"{"pool_trees": {"default": {"config": {"fair_share_starvation_timeout_ms": 500, "enable_limiting_ancestor_check": true}}}}"#;
+    let mut s = scheduler(tree, config());
+    add_nodes(&mut s, 3, res(2.0, 2.0));
+    // Three long jobs, one pinned to each node, leave 1 cpu free on every node; the newcomer
+    // needs 1.5 cpu.
+    let mut d = Driver::new();
+    for i in 0..3 {
+        let node = fairsched_core::NodeId(format!("node-{i}"));
+        let tags = [format!("n{i}")].into_iter().collect();
+        s.set_node(0, &node, None, Some(tags), None).unwrap();
+        let mut o = op(
+            &format!("filler{i}"),
+            Some("fake_pool"),
+            vec![task(1, res(1.0, 1.0), None)],
+        );
+        o.user = Some(format!("u{i}"));
+        o.scheduling_tag_filter = Some(format!("n{i}"));
+        s.start_operation(0, o).unwrap();
+    }
+    d.run(&mut s, 0, 300, 100);
+    s.start_operation(
+        400,
+        op(
+            "wide",
+            Some("fake_pool"),
+            vec![task(1, res(1.5, 1.0), None)],
+        ),
+    )
+    .unwrap();
+    d.run(&mut s, 400, 3000, 100);
+    assert_eq!(
+        s.operation(&OperationId("wide".into())).unwrap().state,
+        OperationState::Running
+    );
+    d.run(&mut s, 3100, 12_000, 100);
+    let wide = s.operation(&OperationId("wide".into())).unwrap();
+    assert_eq!(
+        wide.state,
+        OperationState::Failed,
+        "attempts {}",
+        wide.failed_schedule_attempts
+    );
+    let reasons = events_with_reason(&d, "wide");
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("no successful scheduled allocations")),
+        "{reasons:?}"
+    );
+}
