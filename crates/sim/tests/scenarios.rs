@@ -1,0 +1,483 @@
+//! `fairsched scenario`, run in process through the same entry point as the binary, on the
+//! repository's `scenarios/` and on the files under `tests/data/`.
+
+use fairsched_sim::scenario::cli::{self, EXIT_BAD_FILE, EXIT_OK, Options};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// Result of one run of the command.
+#[derive(Debug)]
+struct Run {
+    code: u8,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    /// Every stdout line as JSON.
+    fn lines(&self) -> Vec<Value> {
+        self.stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+            .collect()
+    }
+
+    /// Event lines of kind `event` (for `operation`, if given).
+    fn events(&self, event: &str, operation: Option<&str>) -> Vec<Value> {
+        self.lines()
+            .into_iter()
+            .filter(|l| l["event"] == event)
+            .filter(|l| operation.is_none_or(|op| l["operation"] == op))
+            .collect()
+    }
+
+    /// The snapshot line labelled `label`.
+    fn snapshot(&self, label: &str) -> Value {
+        self.lines()
+            .into_iter()
+            .find(|l| l["snapshot"] == label)
+            .unwrap_or_else(|| panic!("no snapshot {label:?} in\n{}", self.stdout))
+    }
+}
+
+/// Runs `fairsched scenario FILE [--out DIR] [--stats]`; `file` is relative to the repository
+/// root.
+fn check(file: &str, out: Option<&Path>, stats: bool) -> Run {
+    let options = Options {
+        file: repo_root().join(file),
+        out: out.map(Path::to_path_buf),
+        stats,
+    };
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    let code = cli::main(&options, &mut stdout, &mut stderr);
+    Run {
+        code,
+        stdout: String::from_utf8(stdout).expect("stdout is UTF-8"),
+        stderr: String::from_utf8(stderr).expect("stderr is UTF-8"),
+    }
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `.json` files of a directory (relative to the repository root), sorted.
+fn json_files(dir: &str) -> Vec<String> {
+    let mut files: Vec<String> = std::fs::read_dir(repo_root().join(dir))
+        .unwrap_or_else(|e| panic!("{dir}: {e}"))
+        .map(|entry| entry.expect("directory entry").file_name())
+        .map(|name| name.to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".json"))
+        .map(|name| format!("{dir}/{name}"))
+        .collect();
+    files.sort();
+    files
+}
+
+const DATA: &str = "crates/sim/tests/data";
+
+#[test]
+fn every_scenario_runs_and_twice_gives_the_same_bytes() {
+    let mut files = json_files("scenarios");
+    files.extend(json_files(DATA));
+    assert!(files.len() >= 7, "{files:?}");
+    for file in files {
+        let first = check(&file, None, false);
+        assert_eq!(first.code, EXIT_OK, "{file}: {}", first.stderr);
+        assert!(!first.stdout.is_empty(), "{file}: no output");
+        let second = check(&file, None, false);
+        assert_eq!(first.stdout, second.stdout, "{file}: output differs");
+        // Every line is JSON; event lines precede snapshot lines.
+        let lines = first.lines();
+        let first_snapshot = lines.iter().position(|l| l.get("snapshot").is_some());
+        if let Some(i) = first_snapshot {
+            assert!(
+                lines[i..].iter().all(|l| l.get("snapshot").is_some()),
+                "{file}: an event after a snapshot"
+            );
+        }
+    }
+}
+
+#[test]
+fn lecture_fifo_starts_all_of_op1_and_at_most_220_of_op2() {
+    let run = check("scenarios/lecture_fifo.json", None, false);
+    assert_eq!(run.code, EXIT_OK, "{}", run.stderr);
+    let op1 = run.events("allocation_started", Some("op1")).len();
+    let op2 = run.events("allocation_started", Some("op2")).len();
+    assert_eq!(op1, 1000);
+    assert!(op2 > 0 && op2 <= 220, "op2 started {op2}");
+    let snapshot = run.snapshot("after-1s");
+    assert_eq!(snapshot["operations"]["op1"]["running_job_count"], 1000);
+    assert_eq!(snapshot["pools"]["fifo"]["mode"], "fifo");
+}
+
+#[test]
+fn product_example_runs_and_the_guaranteed_pool_gets_its_jobs() {
+    let run = check("scenarios/product_example.json", None, false);
+    assert_eq!(run.code, EXIT_OK, "{}", run.stderr);
+    assert!(run.events("allocation_started", Some("op1")).len() >= 3);
+    // op2 gets its guaranteed cpu by preempting op1 once test_pool has starved.
+    assert!(!run.events("allocation_preempted", Some("op1")).is_empty());
+    let op2_states = run.events("operation_state", Some("op2"));
+    assert_eq!(
+        op2_states.last().map(|l| l["state"].clone()),
+        Some(Value::from("completed")),
+        "{}",
+        run.stdout
+    );
+    // The snapshot has the orchid field names.
+    let snapshot = run.snapshot("after-op2");
+    assert_eq!(snapshot["t_ms"], 2500);
+    let pool = &snapshot["pools"]["test_pool"];
+    for field in [
+        "fair_share_ratio",
+        "usage_ratio",
+        "demand_ratio",
+        "satisfaction_ratio",
+        "dominant_resource",
+        "starvation_status",
+        "scheduling_status",
+        "detailed_fair_share",
+        "resource_usage",
+        "resource_demand",
+        "effective_strong_guarantee_resources",
+        "operation_count",
+        "running_operation_count",
+        "lightweight_running_operation_count",
+    ] {
+        assert!(
+            pool.get(field).is_some(),
+            "pool field {field} missing: {pool}"
+        );
+    }
+    for part in [
+        "strong_guarantee",
+        "integral_guarantee",
+        "weight_proportional",
+        "total",
+    ] {
+        assert!(pool["detailed_fair_share"].get(part).is_some(), "{part}");
+    }
+    let op = &snapshot["operations"]["op2"];
+    for field in [
+        "state",
+        "pool",
+        "preemptible_allocation_count",
+        "aggressively_preemptible_allocation_count",
+    ] {
+        assert!(
+            op.get(field).is_some(),
+            "operation field {field} missing: {op}"
+        );
+    }
+}
+
+#[test]
+fn malformed_files_exit_2_naming_the_file_and_the_json_path() {
+    // (file under tests/data/malformed, what stderr must contain)
+    let cases: &[(&str, &[&str])] = &[
+        ("bad_json.json", &["invalid JSON", "line 3"]),
+        (
+            "unknown_event_kind.json",
+            &[
+                "events[1].start_operaton: unknown event kind",
+                "start_operation",
+            ],
+        ),
+        (
+            "unknown_task_field.json",
+            &[
+                "events[3].start_operation.tasks[0].job_cont: unknown field",
+                "did you mean `job_count`",
+            ],
+        ),
+        (
+            "wrong_type.json",
+            &["events[0].start_operation.tasks[0].job_count: invalid type"],
+        ),
+        (
+            "negative_resources.json",
+            &["nodes[0].resources: resource \"cpu\": -4 is negative"],
+        ),
+        (
+            "bad_memory_unit.json",
+            &["nodes[0].resources: resource \"memory\": unknown unit"],
+        ),
+        (
+            "unknown_pool_option.json",
+            &[
+                "pool_trees.default.pools.research.wieght: unknown field",
+                "`weight`",
+            ],
+        ),
+        (
+            "invalid_pool_tree.json",
+            &[
+                "pool_trees.default.pools.parent.strong_guarantee_resources.cpu:",
+                "tree \"default\": pool \"parent\"",
+                "children",
+            ],
+        ),
+        (
+            "events_not_an_array.json",
+            &["events: invalid type: map, expected a sequence"],
+        ),
+        ("missing_until_ms.json", &["missing field `until_ms`"]),
+        (
+            "event_after_until_ms.json",
+            &["events[1].at_ms: 101 is after until_ms (100)"],
+        ),
+        (
+            "event_without_at_ms.json",
+            &["events[0]: missing field `at_ms`"],
+        ),
+        (
+            "two_event_kinds.json",
+            &["events[0]: has two event kinds", "remove_node", "snapshot"],
+        ),
+        (
+            "bad_create_pool_option.json",
+            &[
+                "events[0].create_pool.max_operation_cnt: unknown field",
+                "`max_operation_count`",
+            ],
+        ),
+        (
+            "bad_set_tree_option.json",
+            &[
+                "events[0].set_tree.config.fair_share_starvation_timeout: unknown field",
+                "`fair_share_starvation_timeout_ms`",
+            ],
+        ),
+        (
+            "zero_heartbeat_period.json",
+            &["scheduler.node_heartbeat_period_ms: must be > 0"],
+        ),
+        (
+            "unknown_top_level_field.json",
+            &["until: unknown field `until`", "`until_ms`"],
+        ),
+        (
+            "top_level_array.json",
+            &["expected a scenario object at the top level, found an array"],
+        ),
+    ];
+    let dir = format!("{DATA}/malformed");
+    let mut listed: Vec<String> = cases.iter().map(|(f, _)| format!("{dir}/{f}")).collect();
+    listed.sort();
+    assert_eq!(listed, json_files(&dir), "every malformed file has a case");
+    for (file, needles) in cases {
+        let run = check(&format!("{dir}/{file}"), None, false);
+        assert_eq!(run.code, EXIT_BAD_FILE, "{file}: {}", run.stderr);
+        assert!(
+            run.stdout.is_empty(),
+            "{file}: nothing runs: {}",
+            run.stdout
+        );
+        assert!(run.stderr.starts_with("error: "), "{file}: {}", run.stderr);
+        assert!(
+            run.stderr.contains(file),
+            "{file}: names the file: {}",
+            run.stderr
+        );
+        for needle in *needles {
+            assert!(
+                run.stderr.contains(needle),
+                "{file}: expected {needle:?} in {}",
+                run.stderr
+            );
+        }
+    }
+}
+
+#[test]
+fn rejected_commands_become_error_lines_and_the_run_goes_on() {
+    let run = check(&format!("{DATA}/runtime_errors.json"), None, false);
+    assert_eq!(run.code, EXIT_OK, "{}", run.stderr);
+    let errors: Vec<(u64, String)> = run
+        .events("error", None)
+        .iter()
+        .map(|e| {
+            assert_eq!(e["code"], 1, "{e}");
+            (
+                e["t_ms"].as_u64().expect("t_ms"),
+                e["message"].as_str().expect("message").to_string(),
+            )
+        })
+        .collect();
+    let expected = [
+        (
+            0,
+            "events[1].start_operation: operation \"op1\" already exists",
+        ),
+        (50, "events[2].set_node: node \"node-7\" does not exist"),
+        (50, "events[3].remove_node: node \"node-8\" does not exist"),
+        (50, "events[4].abort_operation: operation \"no-such-op\""),
+        (50, "events[5].update_operation: operation \"op1\": weight"),
+        (50, "events[6].start_operation: operation \"op-zero\""),
+        (60, "events[7].create_pool: tree \"default\": pool \"a\""),
+        (
+            60,
+            "events[8].create_pool: parent pool \"missing\" does not exist",
+        ),
+        (60, "events[9].remove_pool: pool \"zzz\" does not exist"),
+        (60, "events[10].set_tree: tree \"other\" does not exist"),
+        (60, "events[11].set_tree: tree \"default\": field"),
+    ];
+    assert_eq!(errors.len(), expected.len(), "{errors:#?}");
+    for ((t, message), (want_t, want)) in errors.iter().zip(expected) {
+        assert_eq!(*t, want_t, "{message}");
+        assert!(
+            message.starts_with(want),
+            "{message:?} should start with {want:?}"
+        );
+    }
+    // Nothing was half-applied: the first op1 keeps its 2 jobs, the rejected pool is absent.
+    assert_eq!(run.events("allocation_started", Some("op1")).len(), 2);
+    let snapshot = run.snapshot("after-errors");
+    assert!(snapshot["pools"].get("b").is_none());
+    assert!(snapshot["operations"].get("op-zero").is_none());
+    // The run went on: later commands worked.
+    let op2 = run.events("operation_state", Some("op2"));
+    assert_eq!(op2.last().expect("op2 states")["state"], "completed");
+}
+
+#[test]
+fn interrupted_jobs_exit_in_time_or_are_aborted_at_the_deadline() {
+    let run = check(&format!("{DATA}/interruption.json"), None, false);
+    assert_eq!(run.code, EXIT_OK, "{}", run.stderr);
+    let interrupted = run.events("allocation_interrupted", None);
+    assert_eq!(interrupted.len(), 2, "{}", run.stdout);
+    let at = interrupted[0]["t_ms"].as_u64().expect("t_ms");
+    // soft: interruptible, exits 300 ms after the interruption (reported at that heartbeat).
+    let soft = run.events("allocation_finished", Some("soft"));
+    assert_eq!(soft.len(), 1);
+    assert_eq!(soft[0]["outcome"], "completed");
+    assert_eq!(soft[0]["t_ms"].as_u64(), Some(at + 300));
+    // hard: ignores the interruption and is aborted once the 1000 ms timeout has passed.
+    assert!(run.events("allocation_finished", Some("hard")).is_empty());
+    let hard = run.events("allocation_preempted", Some("hard"));
+    assert_eq!(hard.len(), 1);
+    assert_eq!(hard[0]["t_ms"].as_u64(), Some(at + 1000));
+}
+
+#[test]
+fn node_events_move_jobs_and_name_nodes_deterministically() {
+    let run = check(&format!("{DATA}/nodes.json"), None, false);
+    assert_eq!(run.code, EXIT_OK, "{}", run.stderr);
+    let preempted: Vec<(Value, Value)> = run
+        .events("allocation_preempted", Some("op"))
+        .iter()
+        .map(|e| (e["node"].clone(), e["reason"].clone()))
+        .collect();
+    assert_eq!(
+        preempted,
+        [
+            (Value::from("node-0"), Value::from("node_disabled")),
+            (Value::from("gpu-0"), Value::from("node_disabled")),
+        ]
+    );
+    let op = run.events("operation_state", Some("op"));
+    assert_eq!(op.last().expect("states")["state"], "completed");
+    let snapshot = run.snapshot("moved");
+    // node-0 (2 cpu again) + node-1 + node-2 + node-3 (added); gpu-0 removed.
+    assert_eq!(snapshot["total_resources"]["cpu"], 5.0);
+}
+
+#[test]
+fn pool_events_edit_the_tree() {
+    let run = check(&format!("{DATA}/pools.json"), None, false);
+    assert_eq!(run.code, EXIT_OK, "{}", run.stderr);
+    assert!(run.events("error", None).is_empty(), "{}", run.stdout);
+    let created = run.snapshot("created");
+    assert_eq!(created["pools"]["adhoc"]["parent"], "prod");
+    assert_eq!(created["pools"]["adhoc"]["weight"], 2.0);
+    assert_eq!(created["operations"]["op"]["pool"], "adhoc");
+    let moved = run.snapshot("moved");
+    assert_eq!(moved["pools"]["adhoc"]["parent"], "<Root>");
+    assert_eq!(moved["pools"]["adhoc"]["weight"], 5.0);
+    let removed = run.snapshot("removed");
+    assert!(removed["pools"].get("adhoc").is_none(), "{removed}");
+}
+
+#[test]
+fn out_dir_and_stats() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("scenario-out-dir-and-stats");
+    let _ = std::fs::remove_dir_all(&dir);
+    let run = check("scenarios/fair_share_weights.json", Some(&dir), true);
+    assert_eq!(run.code, EXIT_OK, "{}", run.stderr);
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).expect(name);
+    let (events, snapshots) = (read("events.jsonl"), read("snapshots.jsonl"));
+    assert_eq!(format!("{events}{snapshots}"), run.stdout);
+    assert_eq!(snapshots.lines().count(), 2);
+
+    // --stats: exactly one JSON line on stderr with the counters.
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{}", run.stderr);
+    let stats: Value = serde_json::from_str(lines[0]).expect("stats line is JSON");
+    let keys: Vec<&str> = stats
+        .as_object()
+        .expect("object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "core_cpu_ms",
+            "fair_share_updates",
+            "heartbeats",
+            "placements",
+            "preemptions"
+        ]
+    );
+    assert_eq!(stats["placements"], 12);
+    assert_eq!(stats["preemptions"], 0);
+    assert!(stats["core_cpu_ms"].as_f64().expect("number") >= 0.0);
+    assert!(lines[0].starts_with(r#"{"placements":12,"preemptions":0,"heartbeats":"#));
+
+    let summary: Value = serde_json::from_str(&read("summary.json")).expect("summary is JSON");
+    assert_eq!(summary["stopped"], "quiescent");
+    assert_eq!(summary["end_ms"], 3000);
+    assert_eq!(summary["placements"], 12);
+    assert_eq!(summary["snapshots"], 2);
+}
+
+#[test]
+fn runs_stop_at_until_ms_or_when_nothing_can_change() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("scenario-stop-rules");
+    // Long-running jobs: runs to until_ms (1000 ms, 100 ms heartbeats: 11 rounds of 100 nodes).
+    let run = check(
+        "scenarios/lecture_fifo.json",
+        Some(&dir.join("until")),
+        false,
+    );
+    assert_eq!(run.code, EXIT_OK, "{}", run.stderr);
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("until/summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["stopped"], "until_ms");
+    assert_eq!(summary["end_ms"], 1000);
+    assert_eq!(summary["heartbeats"], 1100);
+    // Everything done at 3000 ms: the run stops there instead of at 10000 ms.
+    let run = check(
+        "scenarios/fair_share_weights.json",
+        Some(&dir.join("quiescent")),
+        false,
+    );
+    assert_eq!(run.code, EXIT_OK, "{}", run.stderr);
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("quiescent/summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["stopped"], "quiescent");
+    assert_eq!(summary["end_ms"], 3000);
+    assert_eq!(summary["heartbeats"], 62, "2 nodes × 31 rounds (0..=3000)");
+}
+
+#[test]
+fn fair_share_weights_output_snapshot() {
+    let run = check("scenarios/fair_share_weights.json", None, false);
+    assert_eq!(run.code, EXIT_OK, "{}", run.stderr);
+    insta::assert_snapshot!("fair_share_weights", run.stdout);
+}
