@@ -306,32 +306,40 @@ fn rejected_commands_become_error_lines_and_the_run_goes_on() {
             )
         })
         .collect();
+    // (time, the event, a fragment of the core's or the configuration's message)
     let expected = [
+        (0, "events[1].start_operation", "\"op1\" already exists"),
+        (50, "events[2].set_node", "\"node-7\" does not exist"),
+        (50, "events[3].remove_node", "\"node-8\" does not exist"),
         (
-            0,
-            "events[1].start_operation: operation \"op1\" already exists",
+            50,
+            "events[4].abort_operation",
+            "\"no-such-op\" does not exist",
         ),
-        (50, "events[2].set_node: node \"node-7\" does not exist"),
-        (50, "events[3].remove_node: node \"node-8\" does not exist"),
-        (50, "events[4].abort_operation: operation \"no-such-op\""),
-        (50, "events[5].update_operation: operation \"op1\": weight"),
-        (50, "events[6].start_operation: operation \"op-zero\""),
-        (60, "events[7].create_pool: tree \"default\": pool \"a\""),
+        (50, "events[5].update_operation", "weight"),
+        (50, "events[6].start_operation", "tasks[0].resources"),
         (
             60,
-            "events[8].create_pool: parent pool \"missing\" does not exist",
+            "events[7].create_pool",
+            "pool \"a\": field \"strong_guarantee_resources.cpu\"",
         ),
-        (60, "events[9].remove_pool: pool \"zzz\" does not exist"),
-        (60, "events[10].set_tree: tree \"other\" does not exist"),
-        (60, "events[11].set_tree: tree \"default\": field"),
+        (60, "events[8].create_pool", "\"missing\" does not exist"),
+        (60, "events[9].remove_pool", "\"zzz\" does not exist"),
+        (60, "events[10].set_tree", "tree \"other\" does not exist"),
+        (
+            60,
+            "events[11].set_tree",
+            "field \"config.fair_share_starvation_tolerance\"",
+        ),
     ];
     assert_eq!(errors.len(), expected.len(), "{errors:#?}");
-    for ((t, message), (want_t, want)) in errors.iter().zip(expected) {
+    for ((t, message), (want_t, event, fragment)) in errors.iter().zip(expected) {
         assert_eq!(*t, want_t, "{message}");
         assert!(
-            message.starts_with(want),
-            "{message:?} should start with {want:?}"
+            message.starts_with(&format!("{event}: ")) && message.contains(fragment),
+            "{message:?} should be about {event} and contain {fragment:?}"
         );
+        assert!(!message.contains('\n'), "one line: {message:?}");
     }
     // Nothing was half-applied: the first op1 keeps its 2 jobs, the rejected pool is absent.
     assert_eq!(run.events("allocation_started", Some("op1")).len(), 2);
@@ -389,7 +397,17 @@ fn node_events_move_jobs_and_name_nodes_deterministically() {
 fn pool_events_edit_the_tree() {
     let run = check(&format!("{DATA}/pools.json"), None, false);
     assert_eq!(run.code, EXIT_OK, "{}", run.stderr);
-    assert!(run.events("error", None).is_empty(), "{}", run.stdout);
+    // A set_pool whose move is rejected leaves the options unchanged too.
+    let errors = run.events("error", None);
+    assert_eq!(errors.len(), 1, "{}", run.stdout);
+    assert!(
+        errors[0]["message"]
+            .as_str()
+            .expect("message")
+            .starts_with("events[5].set_pool: "),
+        "{}",
+        errors[0]
+    );
     let created = run.snapshot("created");
     assert_eq!(created["pools"]["adhoc"]["parent"], "prod");
     assert_eq!(created["pools"]["adhoc"]["weight"], 2.0);

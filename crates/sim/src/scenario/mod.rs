@@ -35,7 +35,11 @@
 //!     given replace those options, the others keep their values, `parent` moves the pool with
 //!     its children; `remove_pool` `{"tree"?, "name"}` (not a pool with child pools);
 //!     `set_tree` `{"tree"?, "config": {...tree options}}` (given options replace, others
-//!     kept). `tree` defaults to the scheduler's tree;
+//!     kept). `tree` defaults to the scheduler's tree. These go through the core's pool
+//!     commands (`create_pool`, `set_pool`, `move_pool`, `remove_pool`, `set_tree_options`),
+//!     which validate the whole new tree and refuse, for example, to remove a pool that has
+//!     operations; a `set_pool` whose options are accepted but whose move is refused sets the
+//!     options back;
 //!   - `add_nodes` (a node group); `set_node` `{"id", "resources"?, "tags"?,
 //!     "scheduler_jobs_enabled"?}`; `remove_node` `{"id"}`;
 //!   - `snapshot`: a label (string).

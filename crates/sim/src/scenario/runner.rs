@@ -5,7 +5,6 @@
 use super::format::{Command, DEFAULT_NODE_ID_PREFIX, NodeGroup, Scenario, TimedEvent};
 use super::pools::{self, PoolCommand};
 use crate::cpu::CpuMeter;
-use fairsched_config::{PoolTrees, validate_pool_trees};
 use fairsched_core::snapshot::{OperationSnapshot, PoolSnapshot};
 use fairsched_core::{
     AllocationId, CoreError, Event, EventKind, FinishedAllocation, HeartbeatResponse, JobOutcome,
@@ -68,7 +67,6 @@ pub fn run(scenario: &Scenario, events: &mut dyn Write) -> io::Result<RunReport>
     let mut runner = Runner {
         scenario,
         core,
-        trees: scenario.pool_trees.clone(),
         meter: CpuMeter::default(),
         nodes: BTreeMap::new(),
         node_order: BTreeMap::new(),
@@ -203,9 +201,17 @@ struct Rejection {
 
 impl From<CoreError> for Rejection {
     fn from(e: CoreError) -> Rejection {
+        // One line: multi-line messages (a list of configuration errors) are joined.
+        let message = e
+            .message
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ");
         Rejection {
             code: e.code.unwrap_or(GENERIC_ERROR_CODE),
-            message: e.message,
+            message,
         }
     }
 }
@@ -233,8 +239,6 @@ struct SnapshotLine<'a> {
 struct Runner<'s, 'w> {
     scenario: &'s Scenario,
     core: Scheduler,
-    /// The pool trees as currently configured (what pool events edit).
-    trees: PoolTrees,
     meter: CpuMeter,
     /// Simulated nodes by creation number: the heartbeat order.
     nodes: BTreeMap<u64, SimNode>,
@@ -382,29 +386,11 @@ impl Runner<'_, '_> {
         Ok(())
     }
 
-    /// Applies a pool or tree event to a copy of the configuration, validates the copy and, if
-    /// valid, hands it to the core. Rejected at any step: nothing changes.
+    /// A pool or tree event, through the core's pool commands (rejected: nothing changes).
     fn edit_pools(&mut self, t: Millis, command: PoolCommand<'_>) -> Result<(), Rejection> {
-        let default_tree = self.core.tree().name.clone();
-        let trees = pools::edit(&self.trees, &default_tree, command).map_err(Rejection::generic)?;
-        let validated = validate_pool_trees(&trees).map_err(|errors| {
-            let errors = errors.errors();
-            Rejection {
-                code: errors
-                    .iter()
-                    .find_map(|e| e.code)
-                    .unwrap_or(GENERIC_ERROR_CODE),
-                message: errors
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            }
-        })?;
         self.meter
-            .measure(|| self.core.replace_tree_config(t, validated))?;
-        self.trees = trees;
-        Ok(())
+            .measure(|| pools::apply(&mut self.core, t, command))
+            .map_err(Rejection::from)
     }
 
     /// Adds a group of nodes, all or none.
