@@ -139,6 +139,16 @@ impl Scheduler {
         node_id: &NodeId,
         response: &mut HeartbeatResponse,
     ) {
+        // Nothing can start on a node that cannot fit even the smallest pending job; such a
+        // heartbeat counts as a failed attempt for every waiting operation (hang detection).
+        match &self.min_pending_job {
+            Some(min) if self.nodes[node_id].free().dominates(min) => {}
+            Some(_) => {
+                self.skipped_heartbeats += 1;
+                return;
+            }
+            None => return,
+        }
         let mut walk = self.walk_for(node_id, |_| true);
         while let Some(leaf) = self.best_leaf(&walk) {
             let available = self.nodes[node_id].free();
@@ -175,9 +185,14 @@ impl Scheduler {
             sat: vec![f64::INFINITY; n],
         };
         let node = &self.nodes[node_id];
+        // Both maps are sorted by operation id: walk them together instead of looking up.
+        let mut ops = self.operations.iter().peekable();
         for (op_id, &i) in &arena.by_operation {
-            let active = match self.operations.get(op_id) {
-                Some(op) => {
+            while ops.peek().is_some_and(|(id, _)| *id < op_id) {
+                ops.next();
+            }
+            let active = match ops.peek() {
+                Some((id, op)) if *id == op_id => {
                     walk.usage[i] = op.usage;
                     eligible(i)
                         && op.state == OperationState::Running
@@ -191,7 +206,7 @@ impl Scheduler {
                             || arena.elements[i].scheduling_status
                                 == SchedulingStatus::BelowFairShare)
                 }
-                None => false,
+                _ => false,
             };
             walk.active[i] = active;
         }

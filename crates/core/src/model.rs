@@ -182,6 +182,9 @@ pub struct Operation {
     pub pending_reason: Option<String>,
     /// Heartbeats in which the operation was chosen but nothing could start (hang detection).
     pub failed_schedule_attempts: u64,
+    /// The scheduler's count of skipped heartbeats when the operation started (heartbeats
+    /// skipped since then count as failed attempts too).
+    pub skipped_heartbeats_at_start: u64,
     /// Since when an ancestor's (or its own) limits are too small for its smallest job.
     pub limiting_ancestor_since: Option<Millis>,
     /// Last fair-share update at which the operation was not starving.

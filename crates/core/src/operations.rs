@@ -256,8 +256,11 @@ impl Scheduler {
             })
             .cloned()
             .collect();
+        if pending.is_empty() {
+            return;
+        }
+        let mut counts = self.pool_counts();
         for id in pending {
-            let counts = self.pool_counts();
             let pool = self.operations[&id].pool.clone();
             match self.running_limit_violation(&pool, &counts) {
                 Some((blocking, limit)) => {
@@ -267,6 +270,9 @@ impl Scheduler {
                     }
                 }
                 None => {
+                    for name in self.pool_chain(&pool, None) {
+                        counts.entry(name).or_default().running_operation_count += 1;
+                    }
                     if let Some(op) = self.operations.get_mut(&id) {
                         op.state = OperationState::Running;
                         op.pending_reason = None;
@@ -451,6 +457,7 @@ impl Scheduler {
                 && op.running_job_count() == 0
                 && now >= quiet_since + self.config.operation_hangup_safe_timeout_ms
                 && op.failed_schedule_attempts
+                    + (self.skipped_heartbeats - op.skipped_heartbeats_at_start)
                     >= self.config.operation_hangup_min_schedule_job_attempts
             {
                 to_fail.push((

@@ -171,6 +171,36 @@ impl Scheduler {
         }
     }
 
+    /// Sorts running operations by preemption priority (after each fair-share update).
+    pub(crate) fn compute_preemption_targets(&mut self) {
+        let mut aggressive = Vec::new();
+        let mut normal = Vec::new();
+        for (id, &i) in &self.tree.arena.by_operation {
+            let Some(op) = self.operations.get(id) else {
+                continue;
+            };
+            match self.preemption_priority(op) {
+                PreemptionPriority::Aggressive => aggressive.push(i),
+                PreemptionPriority::Normal => normal.push(i),
+                PreemptionPriority::None => {}
+            }
+        }
+        self.aggressive_targets = aggressive;
+        self.normal_targets = normal;
+    }
+
+    /// Classes of an operation's allocations, cached until its allocations or shares change.
+    fn classes(
+        &mut self,
+        op_id: &crate::model::OperationId,
+    ) -> &BTreeMap<AllocationId, PreemptionStatus> {
+        if !self.class_cache.contains_key(op_id) {
+            let classes = self.classify(&self.operations[op_id]).into_iter().collect();
+            self.class_cache.insert(op_id.clone(), classes);
+        }
+        &self.class_cache[op_id]
+    }
+
     fn aggressive_preemption_allowed(&self, op: &Operation) -> bool {
         if op.is_gang()
             && !self
@@ -242,6 +272,7 @@ impl Scheduler {
             if let Some(op) = self.operations.get_mut(&op_id) {
                 op.usage = op.usage.sub(&resources);
             }
+            self.class_cache.remove(&op_id);
             if let Some(n) = self.nodes.get_mut(&node_id) {
                 n.usage = n.usage.sub(&resources);
             }
@@ -342,20 +373,23 @@ impl Scheduler {
                 Level::Preemptible,
             ),
         ] {
-            let targets: Vec<ElementIndex> = self
-                .tree
-                .arena
-                .by_operation
+            let listed = match target {
+                PreemptionPriority::Aggressive => &self.aggressive_targets,
+                _ => &self.normal_targets,
+            };
+            let targets: Vec<ElementIndex> = listed
                 .iter()
-                .filter_map(|(id, &i)| {
-                    let op = self.operations.get(id)?;
-                    (op.state == OperationState::Running
-                        && op.pending_job_count() > 0
-                        && self.preemption_priority(op) == target)
-                        .then_some(i)
+                .copied()
+                .filter(|&i| match &self.tree.arena.elements[i].kind {
+                    crate::tree::ElementRef::Operation(id) => {
+                        self.operations.get(id).is_some_and(|op| {
+                            op.state == OperationState::Running && op.pending_job_count() > 0
+                        })
+                    }
+                    _ => false,
                 })
                 .collect();
-            if targets.is_empty() && stage != Stage::Preemptive {
+            if targets.is_empty() && (stage != Stage::Preemptive || !self.limits_maybe_violated) {
                 continue;
             }
             let mut candidates = self.preemption_candidates(node_id, stage, min_level);
@@ -399,12 +433,20 @@ impl Scheduler {
     /// Allocations on the node that a stage may take, in preemption order: preemptible first,
     /// then aggressively preemptible, then the rest; newest first within a class.
     fn preemption_candidates(
-        &self,
+        &mut self,
         node_id: &NodeId,
         stage: Stage,
         min_level: Level,
     ) -> Vec<(AllocationId, Level)> {
-        let mut by_op: BTreeMap<_, BTreeMap<AllocationId, PreemptionStatus>> = BTreeMap::new();
+        let ops: std::collections::BTreeSet<crate::model::OperationId> = self.nodes[node_id]
+            .allocations
+            .iter()
+            .filter_map(|id| self.allocations.get(id))
+            .map(|a| a.operation.clone())
+            .collect();
+        for op_id in &ops {
+            self.classes(op_id);
+        }
         let mut out = Vec::new();
         for &id in &self.nodes[node_id].allocations {
             let Some(a) = self.allocations.get(&id) else {
@@ -417,11 +459,10 @@ impl Scheduler {
             if self.preemption_blocked(op, stage) {
                 continue;
             }
-            let classes = by_op
-                .entry(op.spec.id.clone())
-                .or_insert_with(|| self.classify(op).into_iter().collect());
-            let status = classes
-                .get(&id)
+            let status = self
+                .class_cache
+                .get(&op.spec.id)
+                .and_then(|classes| classes.get(&id))
                 .copied()
                 .unwrap_or(PreemptionStatus::Preemptible);
             let level = match status {
@@ -471,6 +512,21 @@ impl Scheduler {
         candidates: Vec<(AllocationId, Level)>,
         response: &mut HeartbeatResponse,
     ) {
+        if !self.limits_maybe_violated {
+            return;
+        }
+        let usage = self.live_usage();
+        let any_violation = self
+            .tree
+            .arena
+            .elements
+            .iter()
+            .zip(&usage)
+            .any(|(e, u)| !e.resource_limits.dominates(u));
+        if !any_violation {
+            self.limits_maybe_violated = false;
+            return;
+        }
         for (id, _) in candidates {
             let Some(a) = self.allocations.get(&id) else {
                 continue;

@@ -132,6 +132,19 @@ pub struct Scheduler {
     events: Vec<Event>,
     last_fair_share_update: Option<Millis>,
     last_hangup_check: Option<Millis>,
+    /// Operations (arena indices) by preemption priority, as of the last fair-share update.
+    pub(crate) aggressive_targets: Vec<fairsched_hdrf::ElementIndex>,
+    pub(crate) normal_targets: Vec<fairsched_hdrf::ElementIndex>,
+    /// Componentwise minimum of the pending jobs at the last update: a node that cannot fit it
+    /// cannot fit any job, and its regular stage is skipped.
+    pub(crate) min_pending_job: Option<Resources>,
+    /// Allocation classes per operation, dropped when its allocations or shares change.
+    pub(crate) class_cache:
+        BTreeMap<OperationId, BTreeMap<AllocationId, crate::preemption::PreemptionStatus>>,
+    /// Set when limits were lowered (usage may exceed them until preemption trims it).
+    pub(crate) limits_maybe_violated: bool,
+    /// Heartbeats whose regular stage was skipped because no pending job could fit.
+    pub(crate) skipped_heartbeats: u64,
     /// Counters for `--stats`.
     pub stats: Stats,
 }
@@ -168,6 +181,12 @@ impl Scheduler {
             events: Vec::new(),
             last_fair_share_update: None,
             last_hangup_check: None,
+            aggressive_targets: Vec::new(),
+            normal_targets: Vec::new(),
+            min_pending_job: None,
+            class_cache: BTreeMap::new(),
+            limits_maybe_violated: false,
+            skipped_heartbeats: 0,
             stats: Stats::default(),
         })
     }
@@ -245,8 +264,21 @@ impl Scheduler {
             .filter_map(|id| self.operations.get(id))
             .filter(|op| op.state == OperationState::Running)
             .collect();
+        self.min_pending_job = ops
+            .iter()
+            .flat_map(|op| {
+                op.spec
+                    .tasks
+                    .iter()
+                    .zip(&op.tasks)
+                    .filter(|(_, p)| p.pending > 0)
+                    .map(|(t, _)| t.resources)
+            })
+            .reduce(|a, b| a.min(&b));
         self.tree.update_fair_share(now, total, &ops);
         crate::status::update_statuses(&mut self.tree, now);
+        self.class_cache.clear();
+        self.compute_preemption_targets();
         self.last_fair_share_update = Some(now);
         self.stats.fair_share_updates += 1;
     }
@@ -267,6 +299,7 @@ impl Scheduler {
             ))
         })?;
         self.tree.validated = validated;
+        self.limits_maybe_violated = true;
         let explicit: BTreeSet<String> = self
             .tree
             .validated
@@ -465,6 +498,7 @@ impl Scheduler {
                 lightweight,
                 pending_reason: pending_reason.clone(),
                 failed_schedule_attempts: 0,
+                skipped_heartbeats_at_start: self.skipped_heartbeats,
                 limiting_ancestor_since: None,
                 last_non_starving_at: now,
             },
@@ -550,6 +584,7 @@ impl Scheduler {
         }
         if let Some(l) = resource_limits {
             op.spec.resource_limits = l;
+            self.limits_maybe_violated = true;
         }
         if let Some(p) = new_pool {
             op.pool = p;
@@ -653,6 +688,7 @@ impl Scheduler {
         op.usage = op.usage.add(&resources);
         op.pending_demand = op.pending_demand.sub(&resources);
         op.last_scheduled_at = Some(now);
+        self.class_cache.remove(op_id);
         let node = self
             .nodes
             .get_mut(node_id)
@@ -695,6 +731,7 @@ impl Scheduler {
         let Some(alloc) = self.allocations.remove(&id) else {
             return;
         };
+        self.class_cache.remove(&alloc.operation);
         // An interrupted allocation already left the node's and the operation's usage.
         let counted = alloc.state == AllocationState::Running;
         if let Some(node) = self.nodes.get_mut(&alloc.node) {
