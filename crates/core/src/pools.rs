@@ -10,10 +10,18 @@ use fairsched_config::{PoolConfig, PoolNode, PoolTreeConfig, TreeConfig};
 use std::collections::{BTreeMap, BTreeSet};
 
 impl Scheduler {
-    /// Validates `new` and makes it the tree's configuration.
+    /// Validates a whole new tree configuration and makes it the tree's configuration (a
+    /// declarative apply). Rejected: nothing changes; the error carries the first YTsaurus code
+    /// among the configuration errors (e.g. 29000).
+    pub fn set_tree_config(&mut self, now: Millis, new: PoolTreeConfig) -> Result<(), CoreError> {
+        self.apply_tree_config(now, new)
+    }
+
     fn apply_tree_config(&mut self, now: Millis, new: PoolTreeConfig) -> Result<(), CoreError> {
-        let validated = fairsched_config::validate_tree(&new)
-            .map_err(|errors| CoreError::new(format!("rejected pool tree change: {errors}")))?;
+        let validated = fairsched_config::validate_tree(&new).map_err(|errors| CoreError {
+            code: errors.0.iter().find_map(|e| e.code),
+            message: format!("rejected pool tree change: {errors}"),
+        })?;
         // A pool with unfinished operations (in its subtree) cannot disappear.
         let remaining: BTreeSet<String> = validated.pools.iter().map(|p| p.name.clone()).collect();
         for p in &self.tree.validated.pools {

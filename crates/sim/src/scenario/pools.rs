@@ -56,32 +56,58 @@ pub fn apply(core: &mut Scheduler, now: Millis, command: PoolCommand<'_>) -> Res
     }
 }
 
-/// `set_pool`: new options (merged with the current ones), then the move, if any. If the
-/// options are accepted but the move is not, the options are set back.
+/// `set_pool`: new options (merged with the current ones) and, with `parent`, a move — one
+/// new tree configuration, validated and applied whole (or not at all).
 fn set_pool(core: &mut Scheduler, now: Millis, c: &SetPool) -> Result<(), CoreError> {
-    let current = core
-        .tree_config()
-        .find_pool(&c.name)
-        .map(|(_, node)| node.config())
-        .ok_or_else(|| {
-            CoreError::new(format!(
-                "pool {:?} does not exist (or is ephemeral)",
-                c.name
-            ))
-        })?;
+    let mut tree = core.tree_config().clone();
+    let missing = || {
+        CoreError::new(format!(
+            "pool {:?} does not exist (or is ephemeral)",
+            c.name
+        ))
+    };
+    let (path, node) = tree.find_pool(&c.name).ok_or_else(missing)?;
+    let mut node = node.clone();
     if !c.options.is_empty() {
-        let config = overlay::<PoolConfig>(&current, &c.options)?;
-        core.set_pool(now, &c.name, config)?;
+        node.set_config(overlay::<PoolConfig>(&node.config(), &c.options)?);
     }
-    if let Some(parent) = c.parent.as_deref()
-        && let Err(e) = core.move_pool(now, &c.name, Some(parent))
-    {
-        if !c.options.is_empty() {
-            core.set_pool(now, &c.name, current)?;
+    let old_parent = path.rsplit_once('/').map(|(p, _)| p.to_string());
+    let new_parent = match c.parent.as_deref() {
+        None => old_parent.clone(),
+        Some("<Root>") => None,
+        Some(p) => {
+            let (parent_path, _) = tree.find_pool(p).ok_or_else(|| {
+                CoreError::new(format!(
+                    "parent pool {p:?} does not exist (or is ephemeral)"
+                ))
+            })?;
+            if parent_path == path || parent_path.starts_with(&format!("{path}/")) {
+                return Err(CoreError::new(format!(
+                    "pool {:?} cannot be moved into its own subtree ({p:?})",
+                    c.name
+                )));
+            }
+            Some(parent_path)
         }
-        return Err(e);
+    };
+    children(&mut tree, old_parent.as_deref())
+        .and_then(|m| m.remove(&c.name))
+        .ok_or_else(missing)?;
+    children(&mut tree, new_parent.as_deref())
+        .ok_or_else(missing)?
+        .insert(c.name.clone(), node);
+    core.set_tree_config(now, tree)
+}
+
+/// The child-pool map of the pool at `path` (`None`: the root's).
+fn children<'a>(
+    tree: &'a mut fairsched_config::PoolTreeConfig,
+    path: Option<&str>,
+) -> Option<&'a mut std::collections::BTreeMap<String, fairsched_config::PoolNode>> {
+    match path {
+        None => Some(&mut tree.pools),
+        Some(p) => tree.pool_at_mut(p).map(|n| &mut n.pools),
     }
-    Ok(())
 }
 
 /// `current` with the options in `options` replaced.
