@@ -48,6 +48,8 @@ pub trait Value: Copy + PartialEq + Debug {
     fn le(self, other: Self) -> bool;
     /// `if first { a } else { b }`, without a branch.
     fn select(first: bool, a: Self, b: Self) -> Self;
+    /// `self == other` (every component), spelled out so that it inlines.
+    fn same(self, other: Self) -> bool;
 }
 
 /// `if first { a } else { b }` on the bits, without a branch.
@@ -81,6 +83,10 @@ impl Value for f64 {
     #[inline]
     fn select(first: bool, a: f64, b: f64) -> f64 {
         select_bits(first, a, b)
+    }
+    #[inline(always)]
+    fn same(self, o: f64) -> bool {
+        self == o
     }
 }
 
@@ -128,6 +134,11 @@ impl Value for ResourceVector {
         let (a, b) = (a.0, b.0);
         ResourceVector(std::array::from_fn(|r| select_bits(first, a[r], b[r])))
     }
+    #[inline(always)]
+    fn same(self, o: ResourceVector) -> bool {
+        let (a, b) = (self.0, o.0);
+        a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3] && a[4] == b[4]
+    }
 }
 
 const _: () = assert!(
@@ -153,22 +164,22 @@ impl<V: Value> Segment<V> {
 
     #[inline]
     pub fn is_vertical(&self) -> bool {
-        self.x0 == self.x1 && self.y0 != self.y1
+        self.x0 == self.x1 && !self.y0.same(self.y1)
     }
 
     #[inline]
     pub fn is_horizontal(&self) -> bool {
-        self.x0 != self.x1 && self.y0 == self.y1
+        self.x0 != self.x1 && self.y0.same(self.y1)
     }
 
     #[inline]
     pub fn is_point(&self) -> bool {
-        self.x0 == self.x1 && self.y0 == self.y1
+        self.x0 == self.x1 && self.y0.same(self.y1)
     }
 
     #[inline]
     pub fn is_tilted(&self) -> bool {
-        self.x0 != self.x1 && self.y0 != self.y1
+        self.x0 != self.x1 && !self.y0.same(self.y1)
     }
 
     #[inline]
@@ -228,12 +239,13 @@ impl Segment<f64> {
     }
 }
 
-/// [`Segment::value_at`] without the division at the segment's ends, where the interpolation
-/// formula is exact: at `x0` it gives `y0 + (y1 − y0)·0 = y0`, at `x1` (t = 1) it gives
-/// `y1 − (y1 − y0)·0 = y1`, for finite values that are not −0.0 (the only ones here).
+/// [`Segment::value_at`] without the division where the interpolation formula is exact: at
+/// `x0` it gives `y0 + (y1 − y0)·0 = y0`, at `x1` (t = 1) it gives `y1 − (y1 − y0)·0 = y1`,
+/// and on a horizontal segment `y0 ± 0·t = y0`, for finite values that are not −0.0 (the only
+/// ones here).
 #[inline(always)]
 fn fast_value<V: Value>(s: &Segment<V>, x: f64) -> V {
-    if x == s.x0 {
+    if x == s.x0 || s.y0.same(s.y1) {
         s.y0
     } else if x == s.x1 {
         s.y1
@@ -264,11 +276,11 @@ fn absorb<V: Value>(last: &mut Segment<V>, seg: &Segment<V>) -> bool {
     );
     // A segment that is not a point is vertical when its arguments are equal and horizontal
     // when its values are.
-    let (seg_same_x, seg_same_y) = (seg.x0 == seg.x1, seg.y0 == seg.y1);
+    let (seg_same_x, seg_same_y) = (seg.x0 == seg.x1, seg.y0.same(seg.y1));
     if seg_same_x && seg_same_y {
         return true;
     }
-    let (last_same_x, last_same_y) = (last.x0 == last.x1, last.y0 == last.y1);
+    let (last_same_x, last_same_y) = (last.x0 == last.x1, last.y0.same(last.y1));
     if last_same_x && last_same_y {
         *last = *seg;
         return true;
@@ -355,7 +367,7 @@ impl<V: Value> Builder<V> {
 
     /// Adds the point `(x, left)` and then `(x, right)`: both limits sampled at `x`.
     #[inline(always)]
-    pub(crate) fn add_sample(&mut self, x: f64, left: V, right: V) {
+    pub fn add_sample(&mut self, x: f64, left: V, right: V) {
         if let Some((lx, ly)) = self.last {
             push_segment(&mut self.segs, Segment::new(lx, ly, x, left));
             push_segment(&mut self.segs, Segment::new(x, left, x, right));
@@ -524,6 +536,75 @@ impl<'a, V: Value> CritCursor<'a, V> {
     }
 }
 
+/// Samples one of several functions at the union of their critical points, visited in
+/// increasing order (every point, each once), as the reference traverser does.
+///
+/// Between two of its own critical points a function stays on one segment (the producer of the
+/// next one), so at a point that is not its own critical point the limits are that segment's
+/// value, a constant when the segment is horizontal.
+#[derive(Debug)]
+pub(crate) struct MemberCursor<'a, V> {
+    crit: CritCursor<'a, V>,
+    /// The covering segment's value when it is horizontal.
+    constant: Option<V>,
+}
+
+impl<'a, V: Value> MemberCursor<'a, V> {
+    pub(crate) fn new(segs: &'a [Segment<V>]) -> MemberCursor<'a, V> {
+        let mut c = MemberCursor {
+            crit: CritCursor::new(segs),
+            constant: None,
+        };
+        c.refresh();
+        c
+    }
+
+    fn refresh(&mut self) {
+        let s = self.crit.covering();
+        self.constant = (s.x0 != s.x1 && s.y0.same(s.y1)).then_some(s.y0);
+    }
+
+    #[inline(always)]
+    fn catch_up(&mut self, x: f64) {
+        if self.crit.next < x {
+            while self.crit.next < x {
+                self.crit.advance();
+            }
+            self.refresh();
+        }
+    }
+
+    /// (left limit, right limit) at `x`, not before the previous argument.
+    #[inline(always)]
+    pub(crate) fn limits(&mut self, x: f64) -> (V, V) {
+        self.catch_up(x);
+        if x < self.crit.next {
+            match self.constant {
+                Some(v) => (v, v),
+                None => fast_limits(self.crit.covering(), x),
+            }
+        } else {
+            self.crit.limits(x)
+        }
+    }
+
+    /// The left limit (`right == false`) or the right limit at `x`, as [`Self::limits`].
+    #[inline(always)]
+    pub(crate) fn limit(&mut self, x: f64, right: bool) -> V {
+        self.catch_up(x);
+        if x < self.crit.next {
+            match self.constant {
+                Some(v) => v,
+                // Strictly inside a segment that is not vertical: both limits are its value.
+                None => fast_value(self.crit.covering(), x),
+            }
+        } else {
+            let (l, r) = self.crit.limits(x);
+            if right { r } else { l }
+        }
+    }
+}
+
 /// Walks the union of both functions' critical points inside `[lb, rb]` in increasing order
 /// without duplicates (what sorting and deduplicating the concatenation gives), calling `f`
 /// with the point and both cursors positioned at it.
@@ -646,6 +727,21 @@ impl<'a, V: Value> LimitCursor<'a, V> {
     fn left_limit(&mut self, x: f64) -> V {
         self.seek(x);
         fast_limits(&self.segs[self.left], x).0
+    }
+
+    /// ([`Plf::left_limit_at`], [`Plf::right_limit_at`]), reading one segment when both are on
+    /// the same one.
+    #[inline]
+    fn limits(&mut self, x: f64) -> (V, V) {
+        self.seek(x);
+        if self.left == self.right {
+            fast_limits(&self.segs[self.left], x)
+        } else {
+            (
+                fast_limits(&self.segs[self.left], x).0,
+                fast_limits(&self.segs[self.right], x).1,
+            )
+        }
     }
 
     /// [`Plf::right_limit_at`].
@@ -931,6 +1027,16 @@ impl<'a, V: Value> PlfRef<'a, V> {
         self.segs.iter().all(|s| s.y0.le(s.y1))
     }
 
+    /// [`Plf::limits_at`].
+    pub(crate) fn limits_at(&self, x: f64) -> (V, V) {
+        let segs = self.segs;
+        let mut i = left_segment_index(segs, x);
+        if segs[i].x1 == x && i + 1 < segs.len() && segs[i + 1].is_vertical() {
+            i += 1;
+        }
+        segs[i].limits_at(x)
+    }
+
     /// An owned copy.
     pub(crate) fn to_plf(self) -> Plf<V> {
         Plf {
@@ -1046,7 +1152,6 @@ pub(crate) fn narrow_into<V: Value>(
 #[derive(Debug)]
 pub(crate) struct SumScratch<V> {
     points: Vec<f64>,
-    cursors: Vec<usize>,
     spare: Vec<Vec<Segment<V>>>,
 }
 
@@ -1054,7 +1159,6 @@ impl<V> Default for SumScratch<V> {
     fn default() -> Self {
         SumScratch {
             points: Vec::new(),
-            cursors: Vec::new(),
             spare: Vec::new(),
         }
     }
@@ -1083,16 +1187,13 @@ pub(crate) fn sum_exact_into<V: Value>(
         points.first() == Some(&lb) && points.last() == Some(&rb),
         "critical points must include both bounds"
     );
-    let cursors = &mut scratch.cursors;
-    cursors.clear();
-    cursors.resize(fs.len(), 0);
+    let mut cursors: Vec<MemberCursor<'_, V>> = fs.iter().map(|f| MemberCursor::new(f)).collect();
     let mut builder = Builder::from_buffer(std::mem::take(out));
     for &x in points.iter() {
         let mut l = V::zero();
         let mut r = V::zero();
-        for (f, cur) in fs.iter().zip(cursors.iter_mut()) {
-            let i = advance_to(f, cur, x);
-            let (cl, cr) = fast_limits(&f[i], x);
+        for c in cursors.iter_mut() {
+            let (cl, cr) = c.limits(x);
             l = l.add(cl);
             r = r.add(cr);
         }
@@ -1286,11 +1387,17 @@ pub(crate) fn compose_into<V: Value>(
     let mut b = Builder::from_buffer(std::mem::take(out));
     for i in 0..n {
         let (x, v) = points[i];
-        if i == 0 || points[i - 1].0 != x {
+        let first = i == 0 || points[i - 1].0 != x;
+        let last = i + 1 == n || points[i + 1].0 != x;
+        // The right limit where g increases right after x, else the (left-continuous) value.
+        let increases = i + 1 < n && points[i + 1].1 > v;
+        if first && last {
+            let (left, right) = cursor.limits(v);
+            b.add_sample(x, left, if increases { right } else { left });
+        } else if first {
             b.add_point(x, cursor.left_limit(v));
-        }
-        if i + 1 == n || points[i + 1].0 != x {
-            let right = if i + 1 < n && points[i + 1].1 > v {
+        } else if last {
+            let right = if increases {
                 cursor.right_limit(v)
             } else {
                 cursor.left_limit(v)
@@ -1447,6 +1554,23 @@ pub(crate) fn compress_into(
         (top, bottom)
     }
 
+    // On a resource that is zero everywhere the bounds are (dx, ±eps) and the merged chord is
+    // (dx, 0): it stays strictly inside exactly when dx·eps > 0, whatever the earlier bounds. Such
+    // resources (the ones the cluster lacks) are checked that way. Skipping the others' bound
+    // updates when a check fails changes nothing: the bounds are then reset.
+    let zero: [bool; RESOURCE_COUNT] =
+        std::array::from_fn(|r| segs.iter().all(|s| s.y0[r] == 0.0 && s.y1[r] == 0.0));
+    let any_zero = zero.iter().any(|&z| z);
+    let mut active = [0usize; RESOURCE_COUNT];
+    let mut active_count = 0;
+    for (r, &is_zero) in zero.iter().enumerate() {
+        if !is_zero {
+            active[active_count] = r;
+            active_count += 1;
+        }
+    }
+    let active = &active[..active_count];
+
     let mut b = Builder::from_buffer(std::mem::take(out));
     let mut acc = segs[0];
     let mut top = [(0.0, 0.0); RESOURCE_COUNT];
@@ -1456,8 +1580,11 @@ pub(crate) fn compress_into(
     }
     for cur in &segs[1..] {
         let merged = Segment::new(acc.x0, acc.y0, cur.x1, cur.y1);
-        let mut can_extend = true;
-        for r in 0..RESOURCE_COUNT {
+        let mut can_extend = !any_zero || (merged.x1 - merged.x0) * eps > 0.0;
+        for &r in active {
+            if !can_extend {
+                break;
+            }
             let (ct, cb) = bounds(&merged, r, eps);
             if compare(ct, top[r]) > 0 {
                 top[r] = ct;
@@ -1468,7 +1595,6 @@ pub(crate) fn compress_into(
             let m = (merged.x1 - merged.x0, merged.y1[r] - merged.y0[r]);
             if compare(bottom[r], m) <= 0 || compare(top[r], m) >= 0 {
                 can_extend = false;
-                break;
             }
         }
         if can_extend {

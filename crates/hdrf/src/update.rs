@@ -17,6 +17,7 @@
 //! Internal invariant checks that the reference implementation verifies (and aborts on) are
 //! reported as [`UpdateWarning`]s instead: the update always completes.
 
+use crate::improved::{ImprovedPool, ShareEvaluator};
 use crate::model::{
     ElementIndex, FifoSortParameter, IntegralGuaranteeType, PoolMode, ROOT, ResourceVolume, Tree,
     UpdateInput, UpdateOptions,
@@ -26,8 +27,8 @@ use crate::output::{
     TIER_PRIORITY_POOLS, TIER_REGULAR_POOLS, UpdateError, UpdateOutput, UpdateWarning,
 };
 use crate::plf::{
-    Builder, ComposeScratch, Plf, PlfRef, Segment, SumScratch, Traverser, component_into,
-    compose_into, compress_into, inverse_lower_bound, inverse_part_into, pointwise_min_into,
+    Builder, ComposeScratch, Plf, PlfRef, Segment, SumScratch, component_into, compose_into,
+    compress_into, inverse_lower_bound, inverse_part_into, pointwise_min_into,
     scale_argument_extend_into, sum_adaptive_into, sum_exact_into,
 };
 use fairsched_resources::{RESOURCE_COUNT, ResourceKind, ResourceVector, Resources};
@@ -50,14 +51,15 @@ enum FairShareType {
 }
 
 /// The functions of an element: M and S (in the update's arenas), F's size and domain (F
-/// itself is not needed once M and S exist), and, for normal pools in improved mode, each
-/// child's share by the pool's fit factor.
+/// itself is not needed once M and S exist), and, for normal pools in improved mode, what
+/// gives each child's share by the pool's fit factor.
 struct Functions {
     f_size: usize,
     f_right_bound: f64,
     m: Range<usize>,
     s: Range<usize>,
-    child_shares_by_fit_factor: Option<Vec<Plf<Rv>>>,
+    /// Normal pools in improved mode: how to evaluate the children's shares by fit factor.
+    improved: Option<ImprovedPool>,
 }
 
 /// Buffers reused from one element's functions to the next.
@@ -1170,7 +1172,7 @@ impl Update<'_> {
     /// F into `scratch.f`, then M and S appended to the arenas.
     fn build_functions(&mut self, i: ElementIndex, scratch: &mut Scratch) -> Functions {
         let t0 = self.now_ns();
-        let child_shares = if self.is_operation(i) {
+        let improved = if self.is_operation(i) {
             self.operation_fair_share_by_fit_factor(i, &mut scratch.f);
             let t1 = self.now_ns();
             self.timings.operation_functions_ns += t1 - t0;
@@ -1222,7 +1224,7 @@ impl Update<'_> {
             f_right_bound: PlfRef::new(&scratch.f).right_bound(),
             m: m_start..self.m_arena.len(),
             s: s_start..self.s_arena.len(),
-            child_shares_by_fit_factor: child_shares,
+            improved,
         }
     }
 
@@ -1320,7 +1322,7 @@ impl Update<'_> {
         &self,
         i: ElementIndex,
         scratch: &mut Scratch,
-    ) -> Option<Vec<Plf<Rv>>> {
+    ) -> Option<ImprovedPool> {
         let children = self.children(i);
         if children.is_empty() {
             scratch.f.clear();
@@ -1355,14 +1357,11 @@ impl Update<'_> {
                 }
             })
             .collect();
-        let per_child = if self
+        let improved = if self
             .opts
             .enable_improved_fair_share_by_fit_factor_computation
         {
-            let (f, per_child) = improved_sum(&slices);
-            scratch.f.clear();
-            scratch.f.extend_from_slice(f.segments());
-            Some(per_child)
+            Some(ImprovedPool::build(&slices, &mut scratch.f))
         } else {
             sum_adaptive_into(
                 &slices,
@@ -1374,7 +1373,7 @@ impl Update<'_> {
         };
         drop(slices);
         scratch.scaled = owned;
-        per_child
+        improved
     }
 
     /// M: per resource, the inverse of F's component between the guarantee and the limit,
@@ -1536,11 +1535,13 @@ impl Update<'_> {
         }
     }
 
-    /// Each child's share at fit factor `fit` in the vector (improved) path.
+    /// Each child's share at fit factor `fit` in the vector (improved) path: FIFO pools from
+    /// the children's S, normal pools from `evaluator`.
     fn child_shares(
         &self,
         i: ElementIndex,
         children: &[ElementIndex],
+        evaluator: &mut Option<ShareEvaluator<'_>>,
         fit: f64,
         out: &mut Vec<Rv>,
     ) {
@@ -1556,13 +1557,10 @@ impl Update<'_> {
                 out[satisfied] = self.s(children[satisfied]).value_at(partial);
             }
         } else {
-            let per_child = self.functions[i]
-                .as_ref()
-                .and_then(|f| f.child_shares_by_fit_factor.as_ref())
-                .expect("improved mode prepares per-child functions");
-            for f in per_child {
-                out.push(f.value_at(fit));
-            }
+            evaluator
+                .as_mut()
+                .expect("improved mode prepares the children's shares")
+                .shares(fit, out);
         }
     }
 
@@ -1576,32 +1574,34 @@ impl Update<'_> {
             return;
         }
         let children = self.distribution_order(i);
-        let right = self.functions[i].as_ref().map_or(0.0, |f| f.f_right_bound);
-        let sum_at = |this: &Self, fit: f64, buf: &mut Vec<Rv>| {
-            this.child_shares(i, &children, fit, buf);
-            buf.iter().fold(Rv::ZERO, |acc, v| acc + *v)
-        };
-        let mut fit = {
-            let this = &*self;
-            let mut buf = Vec::with_capacity(children.len());
-            inverse_lower_bound(0.0, right, |x| target.dominates(&sum_at(this, x, &mut buf)))
-        };
         let mut buf = Vec::with_capacity(children.len());
-        if !EPS_VEC.dominates(&(target - sum_at(self, fit, &mut buf)))
-            && self
-                .opts
-                .enable_improved_fair_share_by_fit_factor_computation_distribution_gap
         {
             let this = &*self;
-            let mut local = Vec::with_capacity(children.len());
-            fit = inverse_lower_bound(fit, right, |x| {
-                (target + EPS_VEC).dominates(&sum_at(this, x, &mut local))
-            });
+            let right = this.functions[i].as_ref().map_or(0.0, |f| f.f_right_bound);
+            let mut evaluator = this.functions[i]
+                .as_ref()
+                .and_then(|f| f.improved.as_ref())
+                .map(ImprovedPool::evaluator);
+            let mut sum_at = |fit: f64, buf: &mut Vec<Rv>| {
+                this.child_shares(i, &children, &mut evaluator, fit, buf);
+                buf.iter().fold(Rv::ZERO, |acc, v| acc + *v)
+            };
+            let mut fit =
+                inverse_lower_bound(0.0, right, |x| target.dominates(&sum_at(x, &mut buf)));
+            if !EPS_VEC.dominates(&(target - sum_at(fit, &mut buf)))
+                && this
+                    .opts
+                    .enable_improved_fair_share_by_fit_factor_computation_distribution_gap
+            {
+                fit = inverse_lower_bound(fit, right, |x| {
+                    (target + EPS_VEC).dominates(&sum_at(x, &mut buf))
+                });
+            }
+            if fit < EPSILON {
+                fit = 0.0;
+            }
+            sum_at(fit, &mut buf);
         }
-        if fit < EPSILON {
-            fit = 0.0;
-        }
-        self.child_shares(i, &children, fit, &mut buf);
         let mut used = Rv::ZERO;
         for (k, &c) in children.iter().enumerate() {
             used = used + buf[k];
@@ -1660,59 +1660,4 @@ impl Update<'_> {
 /// builder's merges change nothing in a nondecreasing function it built).
 fn borrows_scaled_child(s: PlfRef<'_, Rv>, k: f64) -> bool {
     k == 1.0 && s.right_bound() >= 1.0 && s.is_nondecreasing()
-}
-
-/// The improved-mode sum of (already argument-scaled) child functions: every child's jump
-/// becomes its own unit step of the fit factor, in child order. Returns the pool's F and each
-/// child's share as a function of that fit factor.
-fn improved_sum(children: &[&[Segment<Rv>]]) -> (Plf<Rv>, Vec<Plf<Rv>>) {
-    let mut points: Vec<(f64, usize)> = Vec::new();
-    for (index, f) in children.iter().enumerate() {
-        let mut last = f[0].x0;
-        points.push((last, index));
-        for s in f.iter() {
-            if s.x1 > last {
-                points.push((s.x1, index));
-                last = s.x1;
-            }
-        }
-    }
-    points.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-
-    let mut traversers: Vec<_> = children.iter().map(|f| Traverser::new(f)).collect();
-    let mut builder = Builder::with_capacity(points.len() * 2);
-    let mut child_builders: Vec<Builder<Rv>> = (0..children.len())
-        .map(|_| Builder::with_capacity(points.len() + 1))
-        .collect();
-    let mut fit = 0.0;
-    for &(x, point_index) in &points {
-        let mut left = Rv::ZERO;
-        let mut right = Rv::ZERO;
-        for (index, t) in traversers.iter_mut().enumerate() {
-            let (cl, cr) = t.limits_at(x);
-            match index.cmp(&point_index) {
-                std::cmp::Ordering::Less => {
-                    left = left + cr;
-                    right = right + cr;
-                    child_builders[index].add_point(fit, cr);
-                }
-                std::cmp::Ordering::Greater => {
-                    left = left + cl;
-                    right = right + cl;
-                    child_builders[index].add_point(fit, cl);
-                }
-                std::cmp::Ordering::Equal => {
-                    left = left + cl;
-                    right = right + cr;
-                    child_builders[index].add_point(fit, cl);
-                    child_builders[index].add_point(fit, cr);
-                }
-            }
-        }
-        builder.add_point(fit, left);
-        builder.add_point(fit, right);
-        fit += 1.0;
-    }
-    let per_child = child_builders.into_iter().map(Builder::finish).collect();
-    (builder.finish(), per_child)
 }
