@@ -10,10 +10,12 @@
 //! # Speed
 //!
 //! The operations are linear sweeps: critical points of two functions are merged rather than
-//! sorted, sampling uses forward-only cursors, and the `*_into` variants write into buffers the
-//! caller reuses. They produce exactly the segments the straightforward formulation produces
-//! (sample both limits at the sorted, deduplicated critical points and feed them to the
-//! builder), which is how they are documented and tested.
+//! sorted, sampling uses cursors that keep the segment the reference traverser would land on
+//! (no search), values at segment ends and on horizontal segments skip the division, and the
+//! `*_into` variants write into buffers the caller reuses. They produce exactly the segments
+//! the straightforward formulation produces (sample both limits at the sorted, deduplicated
+//! critical points and feed them to the builder); `crate::perf_equivalence` checks this against
+//! the original implementation kept in `crate::reference`.
 //!
 //! The one deliberate exception is the summation of many functions: [`Plf::sum`] adds all
 //! functions left to right at every critical point, which costs (points × functions)
@@ -30,11 +32,11 @@ use std::fmt::Debug;
 /// Default bound on (functions × their total critical points) up to which
 /// [`Plf::sum_adaptive`] adds the functions exactly, left to right, at every critical point.
 ///
-/// The sums in the upstream unit tests (and the conformance cases translated from them) have
-/// at most a few dozen children with a few dozen critical points each, a product below ~2,000;
-/// a FIFO pool's generic sum is always exact (it is the oracle of the fast FIFO path). 2^16
-/// keeps every such case exact with a wide margin, while the quadratic cost stays below
-/// ~1 ms per pool (about 65,000 child evaluations); larger fan-outs, the only place where the
+/// The normal-pool sums of the upstream unit tests are tiny: in the public conformance cases
+/// translated from them the largest needs 48 evaluations (4 children); a FIFO pool's generic
+/// sum is always exact (it is the oracle of the fast FIFO path, which a test runs with 2,000
+/// children). 2^16 keeps every test-sized tree exact with a wide margin, while the quadratic
+/// cost stays below about a millisecond per pool; larger fan-outs, the only place where the
 /// quadratic cost matters, switch to the balanced summation.
 pub const EXACT_SUM_LIMIT: usize = 1 << 16;
 

@@ -56,7 +56,9 @@ enum FairShareType {
 struct Functions {
     f_size: usize,
     f_right_bound: f64,
-    m: Range<usize>,
+    m_size: usize,
+    /// M is kept only where the top-down pass reads it: pools in classic mode.
+    m: Option<Range<usize>>,
     s: Range<usize>,
     /// Normal pools in improved mode: how to evaluate the children's shares by fit factor.
     improved: Option<ImprovedPool>,
@@ -115,9 +117,10 @@ struct Update<'a> {
 /// Knobs of the implementation that only tests change.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Tuning {
-    /// Sums of child functions with (critical points × children) at most this are computed by
-    /// exact left-to-right summation at every point; larger ones by balanced pairwise summation
-    /// (see `crate::plf::Plf::sum`).
+    /// Classic normal pools whose children's functions have (critical points × children) at
+    /// most this are summed exactly, left to right at every point; larger ones by balanced
+    /// pairwise summation (see `crate::plf::Plf::sum_adaptive`). Improved-mode and FIFO sums are
+    /// always exact.
     pub exact_sum_limit: usize,
 }
 
@@ -307,7 +310,7 @@ impl Update<'_> {
                 self.attrs[i].limited_demand_share = self.s_arena[f.s.end - 1].y1;
                 self.attrs[i].function_sizes = FunctionSizes {
                     fair_share_by_fit_factor: f.f_size,
-                    max_fit_factor_by_suggestion: f.m.len(),
+                    max_fit_factor_by_suggestion: f.m_size,
                     fair_share_by_suggestion: f.s.len(),
                 };
             }
@@ -1147,9 +1150,10 @@ impl Update<'_> {
         PlfRef::new(&self.s_arena[self.functions_of(i).s.clone()])
     }
 
-    /// M, the maximal fit factor by suggestion.
+    /// M, the maximal fit factor by suggestion (pools in classic mode).
     fn m(&self, i: ElementIndex) -> PlfRef<'_, f64> {
-        PlfRef::new(&self.m_arena[self.functions_of(i).m.clone()])
+        let range = self.functions_of(i).m.clone();
+        PlfRef::new(&self.m_arena[range.expect("M is kept for pools in classic mode")])
     }
 
     /// Builds F, M and S of `i` (and of its subtree first), unless they exist.
@@ -1215,14 +1219,22 @@ impl Update<'_> {
                 "fair share by suggestion is not a nondecreasing function on [0, 1]".to_string(),
             );
         }
-        let m_start = self.m_arena.len();
-        self.m_arena.extend_from_slice(&scratch.min_acc);
+        let keep_m = !self.is_operation(i)
+            && !self
+                .opts
+                .enable_improved_fair_share_by_fit_factor_computation;
+        let m = keep_m.then(|| {
+            let start = self.m_arena.len();
+            self.m_arena.extend_from_slice(&scratch.min_acc);
+            start..self.m_arena.len()
+        });
         let s_start = self.s_arena.len();
         self.s_arena.extend_from_slice(&scratch.s);
         Functions {
             f_size: scratch.f.len(),
             f_right_bound: PlfRef::new(&scratch.f).right_bound(),
-            m: m_start..self.m_arena.len(),
+            m_size: scratch.min_acc.len(),
+            m,
             s: s_start..self.s_arena.len(),
             improved,
         }
