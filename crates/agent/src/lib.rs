@@ -1,0 +1,1 @@
+//! The fairsched node agent (work in progress).

@@ -1,0 +1,159 @@
+//! A typed client of the fairsched HTTP API (used by the CLI and the agent).
+
+use crate::*;
+use serde::de::DeserializeOwned;
+
+/// What can go wrong talking to the server.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The server answered with an error body.
+    #[error("{0}")]
+    Api(ApiError),
+    /// The server could not be reached or answered something unreadable.
+    #[error("cannot talk to the server: {0}")]
+    Http(#[from] reqwest::Error),
+}
+
+impl ClientError {
+    /// The API error code, if the server answered with one.
+    pub fn code(&self) -> Option<u32> {
+        match self {
+            ClientError::Api(e) => Some(e.code),
+            ClientError::Http(_) => None,
+        }
+    }
+}
+
+/// A client bound to one server.
+#[derive(Clone, Debug)]
+pub struct ApiClient {
+    base: String,
+    token: Option<String>,
+    http: reqwest::Client,
+}
+
+impl ApiClient {
+    /// `base` is the server URL (`http://127.0.0.1:9090`); `token` goes as a bearer token.
+    pub fn new(base: &str, token: Option<String>) -> ApiClient {
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(30))
+            .build()
+            .expect("a reqwest client with default settings");
+        ApiClient {
+            base: base.trim_end_matches('/').to_string(),
+            token,
+            http,
+        }
+    }
+
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    async fn send<T: DeserializeOwned>(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<T, ClientError> {
+        let request = match &self.token {
+            Some(t) => request.bearer_auth(t),
+            None => request,
+        };
+        let response = request.send().await?;
+        let status = response.status();
+        let bytes = response.bytes().await?;
+        if status.is_success() {
+            serde_json::from_slice(&bytes).map_err(|e| {
+                ClientError::Api(ApiError::new(
+                    codes::GENERIC,
+                    format!("unreadable reply from the server: {e}"),
+                ))
+            })
+        } else {
+            Err(ClientError::Api(
+                serde_json::from_slice::<ApiError>(&bytes).unwrap_or_else(|_| {
+                    ApiError::new(
+                        codes::GENERIC,
+                        format!(
+                            "HTTP {status}: {}",
+                            String::from_utf8_lossy(&bytes)
+                                .chars()
+                                .take(500)
+                                .collect::<String>()
+                        ),
+                    )
+                }),
+            ))
+        }
+    }
+
+    fn path(template: &str, param: &str, value: &str) -> String {
+        template.replace(&format!("{{{param}}}"), value)
+    }
+
+    pub async fn submit(&self, op: &SubmitOperation) -> Result<SubmitReply, ClientError> {
+        self.send(self.http.post(self.url(routes::OPERATIONS)).json(op))
+            .await
+    }
+
+    pub async fn list_operations(&self) -> Result<Vec<OperationView>, ClientError> {
+        self.send(self.http.get(self.url(routes::OPERATIONS))).await
+    }
+
+    pub async fn get_operation(&self, id: &str) -> Result<OperationView, ClientError> {
+        let path = Self::path(routes::OPERATION, "id", id);
+        self.send(self.http.get(self.url(&path))).await
+    }
+
+    pub async fn abort_operation(&self, id: &str) -> Result<OperationView, ClientError> {
+        let path = Self::path(routes::OPERATION_ABORT, "id", id);
+        self.send(self.http.post(self.url(&path))).await
+    }
+
+    pub async fn operation_logs(&self, id: &str) -> Result<Vec<JobLogs>, ClientError> {
+        let path = Self::path(routes::OPERATION_LOGS, "id", id);
+        self.send(self.http.get(self.url(&path))).await
+    }
+
+    /// Pools of the default tree as the orchid shows them (name → fields).
+    pub async fn list_pools(&self) -> Result<Map<String, Value>, ClientError> {
+        self.send(self.http.get(self.url(routes::POOLS))).await
+    }
+
+    pub async fn create_pool(&self, pool: &CreatePool) -> Result<Value, ClientError> {
+        self.send(self.http.post(self.url(routes::POOLS)).json(pool))
+            .await
+    }
+
+    pub async fn update_pool(&self, name: &str, update: &UpdatePool) -> Result<Value, ClientError> {
+        let path = Self::path(routes::POOL, "name", name);
+        self.send(self.http.put(self.url(&path)).json(update)).await
+    }
+
+    pub async fn remove_pool(&self, name: &str) -> Result<Value, ClientError> {
+        let path = Self::path(routes::POOL, "name", name);
+        self.send(self.http.delete(self.url(&path))).await
+    }
+
+    pub async fn list_nodes(&self) -> Result<Vec<NodeView>, ClientError> {
+        self.send(self.http.get(self.url(routes::NODES))).await
+    }
+
+    /// The default tree: its configuration and the orchid snapshot.
+    pub async fn tree(&self) -> Result<Value, ClientError> {
+        self.send(self.http.get(self.url(routes::TREE))).await
+    }
+
+    pub async fn register(&self, node: &RegisterNode) -> Result<RegisterReply, ClientError> {
+        self.send(self.http.post(self.url(routes::AGENT_REGISTER)).json(node))
+            .await
+    }
+
+    pub async fn heartbeat(&self, hb: &Heartbeat) -> Result<HeartbeatReply, ClientError> {
+        self.send(self.http.post(self.url(routes::AGENT_HEARTBEAT)).json(hb))
+            .await
+    }
+}

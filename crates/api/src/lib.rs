@@ -1,0 +1,367 @@
+//! The wire contract shared by the fairsched server, its node agents and the CLI.
+//!
+//! * [`routes`]: every path under `/api/v1`.
+//! * DTOs: operations and jobs, pools, nodes, and the agent protocol (register, heartbeat).
+//! * [`ApiError`]: every error reply is `{"code":..,"message":..,"attributes":{..}}` with
+//!   YTsaurus codes where one exists ([`codes`]).
+//! * Feature `client`: [`client::ApiClient`], a typed HTTP client used by the CLI and the agent.
+//!
+//! This crate does not depend on the scheduling core; the server converts between these types
+//! and the core's.
+
+#[cfg(feature = "client")]
+pub mod client;
+
+use fairsched_resources::Resources;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// Paths of the HTTP API (axum syntax for path parameters).
+pub mod routes {
+    pub const OPERATIONS: &str = "/api/v1/operations";
+    pub const OPERATION: &str = "/api/v1/operations/{id}";
+    pub const OPERATION_ABORT: &str = "/api/v1/operations/{id}/abort";
+    pub const OPERATION_LOGS: &str = "/api/v1/operations/{id}/logs";
+    pub const POOLS: &str = "/api/v1/pools";
+    pub const POOL: &str = "/api/v1/pools/{name}";
+    pub const NODES: &str = "/api/v1/nodes";
+    pub const TREE: &str = "/api/v1/tree";
+    pub const ORCHID_TREE: &str = "/api/v1/orchid/pool_trees/{tree}";
+    pub const ORCHID_POOL: &str = "/api/v1/orchid/pool_trees/{tree}/pools/{pool}";
+    pub const ORCHID_OPERATION: &str = "/api/v1/orchid/pool_trees/{tree}/operations/{id}";
+    pub const AGENT_REGISTER: &str = "/api/v1/agent/register";
+    pub const AGENT_HEARTBEAT: &str = "/api/v1/agent/heartbeat";
+}
+
+/// Error codes. YTsaurus codes where one exists; fairsched's own codes are above 100000.
+pub mod codes {
+    /// Generic error (YTsaurus `Generic`).
+    pub const GENERIC: u32 = 1;
+    /// Authentication failed (YTsaurus `RPC AuthenticationError`).
+    pub const AUTHENTICATION: u32 = 109;
+    /// No such object: pool, node, job (YTsaurus `ResolveError`).
+    pub const RESOLVE: u32 = 500;
+    /// Too many operations in a pool (YTsaurus `TooManyOperations`).
+    pub const TOO_MANY_OPERATIONS: u32 = 202;
+    /// No such operation (YTsaurus `NoSuchOperation`).
+    pub const NO_SUCH_OPERATION: u32 = 1915;
+    /// Pool tree guarantees overcommit (YTsaurus `PoolTreeGuaranteesOvercommit`).
+    pub const GUARANTEES_OVERCOMMIT: u32 = 29000;
+    /// The request body is malformed.
+    pub const BAD_REQUEST: u32 = 100_400;
+    /// The node is not registered (the agent must register again).
+    pub const NODE_NOT_REGISTERED: u32 = 100_404;
+    /// The server could not persist or process the request.
+    pub const INTERNAL: u32 = 100_500;
+}
+
+/// The body of every error reply.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, thiserror::Error)]
+#[error("error {code}: {message}")]
+pub struct ApiError {
+    pub code: u32,
+    pub message: String,
+    #[serde(default)]
+    pub attributes: Map<String, Value>,
+}
+
+impl ApiError {
+    pub fn new(code: u32, message: impl Into<String>) -> ApiError {
+        ApiError {
+            code,
+            message: message.into(),
+            attributes: Map::new(),
+        }
+    }
+
+    pub fn with_attribute(mut self, key: &str, value: impl Into<Value>) -> ApiError {
+        self.attributes.insert(key.to_string(), value.into());
+        self
+    }
+
+    /// The HTTP status that goes with the code.
+    pub fn http_status(&self) -> u16 {
+        match self.code {
+            codes::AUTHENTICATION => 401,
+            codes::RESOLVE | codes::NO_SUCH_OPERATION | codes::NODE_NOT_REGISTERED => 404,
+            codes::INTERNAL => 500,
+            _ => 400,
+        }
+    }
+}
+
+// ---- operations ---------------------------------------------------------------------------
+
+/// One group of identical jobs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskSubmit {
+    pub job_count: u32,
+    /// Per-job resources (a resource left out is 0).
+    #[serde(default)]
+    pub resources: Resources,
+    /// The command line each job runs.
+    pub command: Vec<String>,
+    /// Extra environment of each job.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gang: bool,
+}
+
+/// What `POST /api/v1/operations` takes. Other operation options (`weight`, `resource_limits`,
+/// `preemption_mode`, `interruption_signal`, `interruption_timeout_ms`,
+/// `scheduling_tag_filter`) go flat beside these fields under their PRODUCT.md names.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SubmitOperation {
+    /// Chosen by the server when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    pub tasks: Vec<TaskSubmit>,
+    #[serde(flatten)]
+    pub options: Map<String, Value>,
+}
+
+/// Reply to a submit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SubmitReply {
+    pub id: String,
+}
+
+/// Job counts of an operation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobCounts {
+    pub total: u32,
+    pub pending: u32,
+    pub running: u32,
+    pub completed: u32,
+    pub failed: u32,
+    pub aborted: u32,
+}
+
+/// One job (one allocation on one node).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobView {
+    /// `<server incarnation>.<allocation>`: unique across server restarts.
+    pub id: String,
+    pub allocation: u64,
+    pub task: usize,
+    pub node: String,
+    /// running | completed | failed | aborted
+    pub state: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Why the job was ended by the scheduler (preemption reason), if it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Unix time in milliseconds.
+    pub started_at: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<u64>,
+}
+
+/// An operation as the API shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OperationView {
+    pub id: String,
+    /// pending | running | completed | failed | aborted
+    pub state: String,
+    pub pool: String,
+    pub user: String,
+    /// The spec as submitted (with the id filled in).
+    pub spec: Value,
+    /// Unix time in milliseconds.
+    pub submitted_at: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<u64>,
+    /// Why the operation failed or was aborted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Why its jobs wait (from the core; running or pending operations).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    pub job_counts: JobCounts,
+    #[serde(default)]
+    pub jobs: Vec<JobView>,
+}
+
+/// The captured output of one job (the last bytes of each stream).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobLogs {
+    pub job: String,
+    pub node: String,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+// ---- pools, nodes, tree -------------------------------------------------------------------
+
+/// `POST /api/v1/pools`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CreatePool {
+    pub name: String,
+    /// Parent pool; absent: under the root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// Pool options (PRODUCT.md names: `weight`, `strong_guarantee_resources`, `mode`, ...).
+    #[serde(default)]
+    pub config: Map<String, Value>,
+}
+
+/// `PUT /api/v1/pools/{name}`: replaces the pool's options and/or moves it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UpdatePool {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<Map<String, Value>>,
+    /// New parent (`<Root>` for the top level).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+}
+
+/// A node as the API shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeView {
+    pub id: String,
+    pub resources: Resources,
+    pub usage: Resources,
+    pub tags: Vec<String>,
+    pub allocation_count: usize,
+    pub scheduler_jobs_enabled: bool,
+    /// Milliseconds since its last heartbeat.
+    pub last_heartbeat_ago_ms: u64,
+}
+
+// ---- the agent protocol -------------------------------------------------------------------
+
+/// `POST /api/v1/agent/register` (bearer token).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RegisterNode {
+    pub node_id: String,
+    pub resources: Resources,
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+/// Reply to a registration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RegisterReply {
+    pub heartbeat_period_ms: u64,
+}
+
+/// A job that ended on the node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FinishedJob {
+    pub allocation: u64,
+    /// completed | failed | aborted
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The signal that ended the process, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// The last bytes of stdout and stderr.
+    #[serde(default)]
+    pub stdout_tail: String,
+    #[serde(default)]
+    pub stderr_tail: String,
+}
+
+/// `POST /api/v1/agent/heartbeat` (bearer token).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Heartbeat {
+    pub node_id: String,
+    /// Allocations still running on the node.
+    #[serde(default)]
+    pub running: Vec<u64>,
+    #[serde(default)]
+    pub finished: Vec<FinishedJob>,
+}
+
+/// Start a job.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobStart {
+    pub allocation: u64,
+    pub operation: String,
+    pub task: usize,
+    pub resources: Resources,
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// Interrupt a job: send the signal; the scheduler aborts it after the timeout.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobInterrupt {
+    pub allocation: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    pub timeout_ms: u64,
+}
+
+/// Reply to a heartbeat.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HeartbeatReply {
+    pub start: Vec<JobStart>,
+    pub interrupt: Vec<JobInterrupt>,
+    /// Kill these jobs now (SIGTERM to the group, SIGKILL after the grace period).
+    pub abort: Vec<u64>,
+}
+
+/// Parses `cpu=8,memory=16GiB` (human amounts as in PRODUCT.md).
+pub fn parse_resources(text: &str) -> Result<Resources, String> {
+    let mut out = Resources::ZERO;
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, value) = part
+            .split_once('=')
+            .ok_or_else(|| format!("{part:?}: expected NAME=AMOUNT"))?;
+        let kind = fairsched_resources::ResourceKind::from_name(name.trim()).ok_or_else(|| {
+            format!("{name:?} is not a resource (cpu, memory, gpu, user_slots, network)")
+        })?;
+        let raw = fairsched_resources::parse_amount(kind, value.trim())
+            .map_err(|e| format!("{name}: {e}"))?;
+        out.set_raw(kind, raw);
+    }
+    Ok(out)
+}
+
+/// Formats resources for people: `cpu=8 memory=16GiB`.
+pub fn format_resources(r: &Resources) -> String {
+    fairsched_resources::ResourceKind::ALL
+        .iter()
+        .filter(|k| r.raw_of(**k) != 0)
+        .map(|k| {
+            format!(
+                "{}={}",
+                k.name(),
+                fairsched_resources::format_amount(*k, r.raw_of(*k))
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_human_resources() {
+        let r = parse_resources("cpu=2.5, memory=1GiB").unwrap();
+        assert_eq!(format_resources(&r), "cpu=2.5 memory=1GiB");
+        assert!(parse_resources("cpus=1").is_err());
+    }
+
+    #[test]
+    fn error_body_shape() {
+        let e = ApiError::new(codes::TOO_MANY_OPERATIONS, "too many").with_attribute("pool", "a");
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"code": 202, "message": "too many", "attributes": {"pool": "a"}})
+        );
+    }
+}

@@ -1,0 +1,1 @@
+//! The fairsched scheduler server (work in progress).
