@@ -1,1 +1,70 @@
-//! The fairsched scheduler server (work in progress).
+//! The fairsched scheduler server.
+//!
+//! * One task ([`actor::Actor`]) owns the scheduling core; HTTP handlers talk to it by message
+//!   and read a published snapshot ([`actor::View`]).
+//! * A timer calls the core's `tick` (fair-share update, hang checks) every
+//!   `fair_share_update_period_ms` and removes nodes that stopped heartbeating.
+//! * Every accepted change is committed to the store before the reply; at start the store's
+//!   unfinished operations are submitted again.
+//! * Time given to the core: milliseconds since the server started (monotonic).
+
+pub mod actor;
+pub mod config;
+pub mod http;
+
+pub use config::ServerConfig;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use tokio::sync::mpsc;
+
+/// A server bound to its address, not yet serving.
+#[derive(Debug)]
+pub struct Server {
+    listener: tokio::net::TcpListener,
+    actor: actor::Actor,
+    state: http::AppState,
+    rx: mpsc::Receiver<actor::Command>,
+}
+
+impl Server {
+    /// Opens the store, restores state and binds the listen address.
+    pub async fn bind(config: &ServerConfig) -> anyhow::Result<Server> {
+        let store = fairsched_store::SqliteStore::open(&config.data_dir)?;
+        let (actor, view) = actor::Actor::new(config, Box::new(store))?;
+        let listener = tokio::net::TcpListener::bind(&config.listen)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
+        let (tx, rx) = mpsc::channel(1024);
+        Ok(Server {
+            listener,
+            actor,
+            state: http::AppState {
+                tx,
+                view,
+                agent_token: config.agent_token.clone(),
+            },
+            rx,
+        })
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until `shutdown` resolves, then stops accepting, finishes the open requests and
+    /// stops the actor.
+    pub async fn serve(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let actor = tokio::spawn(self.actor.run(self.rx));
+        let app = http::router(self.state);
+        axum::serve(self.listener, app)
+            .with_graceful_shutdown(shutdown)
+            .await?;
+        // The router (and with it every command sender) is gone: the actor ends.
+        actor.await?;
+        Ok(())
+    }
+}

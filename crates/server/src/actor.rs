@@ -1,0 +1,810 @@
+//! The one task that owns the scheduling core. Handlers send it [`Command`]s with a oneshot for
+//! the reply; after every change it commits what changed to the store (before replying) and
+//! publishes a new [`View`] that GET handlers read without reaching the actor.
+
+use fairsched_api::{
+    ApiError, FinishedJob, Heartbeat, HeartbeatReply, JobCounts, JobInterrupt, JobLogs, JobStart,
+    JobView, NodeView, OperationView, RegisterNode, RegisterReply, codes,
+};
+use fairsched_config::{PoolConfig, PoolTreeConfig, PoolTrees};
+use fairsched_core::{
+    AllocationId, CoreError, Event, EventKind, FinishedAllocation, JobOutcome, NodeHeartbeat,
+    NodeId, NodeSpec, OperationId, OperationSpec, Scheduler, Snapshot,
+};
+use fairsched_store::{Batch, Store, StoredEvent, StoredJob, StoredNode, StoredOperation};
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// What GET handlers read: the last published state.
+#[derive(Debug)]
+pub struct View {
+    pub snapshot: Snapshot,
+    pub tree_config: Value,
+    /// In submission order.
+    pub operations: Vec<OperationView>,
+    pub nodes: Vec<NodeView>,
+}
+
+type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
+
+/// A request to the actor.
+#[derive(Debug)]
+pub enum Command {
+    Submit(Value, Reply<String>),
+    Abort(String, Reply<OperationView>),
+    Logs(String, Reply<Vec<JobLogs>>),
+    CreatePool {
+        name: String,
+        parent: Option<String>,
+        config: Map<String, Value>,
+        reply: Reply<()>,
+    },
+    UpdatePool {
+        name: String,
+        config: Option<Map<String, Value>>,
+        parent: Option<String>,
+        reply: Reply<()>,
+    },
+    RemovePool(String, Reply<()>),
+    Register(RegisterNode, Reply<RegisterReply>),
+    Heartbeat(Heartbeat, Reply<HeartbeatReply>),
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn core_error(e: CoreError) -> ApiError {
+    ApiError::new(e.code.unwrap_or(codes::GENERIC), e.message)
+}
+
+fn internal(e: impl std::fmt::Display) -> ApiError {
+    ApiError::new(codes::INTERNAL, e.to_string())
+}
+
+/// Bytes of each output stream kept per job.
+pub const LOG_TAIL_BYTES: usize = 64 * 1024;
+
+/// The actor's state.
+pub struct Actor {
+    sched: Scheduler,
+    started: Instant,
+    store: Box<dyn Store>,
+    incarnation: u64,
+    order: Vec<String>,
+    ops: BTreeMap<String, OperationView>,
+    /// allocation → operation id (this incarnation's jobs).
+    job_op: BTreeMap<u64, String>,
+    /// Node → last heartbeat.
+    seen: BTreeMap<String, Instant>,
+    /// Allocations each node must kill / interrupt at its next heartbeat.
+    kill: BTreeMap<String, BTreeSet<u64>>,
+    interrupts: BTreeMap<String, Vec<JobInterrupt>>,
+    next_id: u64,
+    node_timeout: Duration,
+    publish: watch::Sender<Arc<View>>,
+    batch: Batch,
+    /// Log tails reported with finished jobs, committed with the next batch.
+    tails: BTreeMap<u64, (String, String)>,
+}
+
+impl std::fmt::Debug for Actor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Actor")
+            .field("incarnation", &self.incarnation)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Actor {
+    /// Builds the core from the store (or the configured pool trees) and re-submits the
+    /// operations that had not finished. Jobs that were running are marked aborted
+    /// (`server_restart`) and run again; completed jobs are not rerun.
+    pub fn new(
+        config: &crate::ServerConfig,
+        store: Box<dyn Store>,
+    ) -> anyhow::Result<(Actor, watch::Receiver<Arc<View>>)> {
+        let loaded = store.load()?;
+        let trees = match loaded.trees.first() {
+            Some((name, json)) => {
+                let tree: PoolTreeConfig = serde_json::from_str(json)?;
+                PoolTrees::single(name.clone(), tree)
+            }
+            None => match (&config.pool_trees_file, &config.pool_trees) {
+                (Some(path), _) => fairsched_config::load_pool_trees_file(path)
+                    .map_err(|e| anyhow::anyhow!("{e}"))?,
+                (None, Some(t)) => t.clone(),
+                (None, None) => PoolTrees::single("default", PoolTreeConfig::default()),
+            },
+        };
+        let validated = fairsched_config::validate_pool_trees(&trees)
+            .map_err(|e| anyhow::anyhow!("pool trees: {e}"))?;
+        let sched = Scheduler::new(config.scheduler.clone(), validated)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let empty = View {
+            snapshot: sched.snapshot(0),
+            tree_config: Value::Null,
+            operations: Vec::new(),
+            nodes: Vec::new(),
+        };
+        let (publish, view) = watch::channel(Arc::new(empty));
+        let mut actor = Actor {
+            sched,
+            started: Instant::now(),
+            store,
+            incarnation: loaded.incarnation,
+            order: Vec::new(),
+            ops: BTreeMap::new(),
+            job_op: BTreeMap::new(),
+            seen: BTreeMap::new(),
+            kill: BTreeMap::new(),
+            interrupts: BTreeMap::new(),
+            next_id: 1,
+            node_timeout: Duration::from_millis(config.node_timeout_ms),
+            publish,
+            batch: Batch::default(),
+            tails: BTreeMap::new(),
+        };
+        actor.save_tree();
+        let mut jobs: BTreeMap<String, Vec<JobView>> = BTreeMap::new();
+        for j in &loaded.jobs {
+            if let Ok(mut job) = serde_json::from_str::<JobView>(&j.record) {
+                if job.state == "running" {
+                    job.state = "aborted".into();
+                    job.reason = Some("server_restart".into());
+                    job.finished_at = Some(unix_ms());
+                    actor.batch.jobs.push(StoredJob {
+                        id: job.id.clone(),
+                        operation: j.operation.clone(),
+                        record: serde_json::to_string(&job)?,
+                        stdout_tail: None,
+                        stderr_tail: None,
+                    });
+                }
+                jobs.entry(j.operation.clone()).or_default().push(job);
+            }
+        }
+        for stored in &loaded.operations {
+            let mut view: OperationView = serde_json::from_str(&stored.record)?;
+            view.jobs = jobs.remove(&view.id).unwrap_or_default();
+            if !is_finished(&view.state) {
+                let mut spec: OperationSpec = serde_json::from_value(view.spec.clone())?;
+                for (t, task) in spec.tasks.iter_mut().enumerate() {
+                    let done = view
+                        .jobs
+                        .iter()
+                        .filter(|j| j.task == t && j.state == "completed")
+                        .count() as u32;
+                    task.job_count = task.job_count.saturating_sub(done);
+                }
+                if let Err(e) = actor.sched.start_operation(0, spec) {
+                    view.state = "failed".into();
+                    view.reason = Some(format!("not restored after a restart: {}", e.message));
+                    view.finished_at = Some(unix_ms());
+                }
+                actor.dirty_op(&view);
+            }
+            actor.order.push(view.id.clone());
+            actor.ops.insert(view.id.clone(), view);
+        }
+        actor.after_change();
+        actor
+            .commit()
+            .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        Ok((actor, view))
+    }
+
+    fn now(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// Runs until every sender is dropped.
+    pub async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
+        let period = self.sched.config.fair_share_update_period_ms.max(10);
+        let mut timer = tokio::time::interval(Duration::from_millis(period));
+        timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                cmd = rx.recv() => match cmd {
+                    Some(cmd) => self.handle(cmd),
+                    None => break,
+                },
+                _ = timer.tick() => self.on_timer(),
+            }
+        }
+    }
+
+    fn on_timer(&mut self) {
+        let now = self.now();
+        self.sched.tick(now);
+        let lost: Vec<String> = self
+            .seen
+            .iter()
+            .filter(|(_, t)| t.elapsed() > self.node_timeout)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for node in lost {
+            tracing::warn!(node, "node lost (no heartbeat); its jobs are rescheduled");
+            self.seen.remove(&node);
+            let _ = self.sched.remove_node(now, &NodeId(node.clone()));
+            self.kill.remove(&node);
+            self.interrupts.remove(&node);
+        }
+        self.after_change();
+        if let Err(e) = self.commit() {
+            tracing::error!("{}", e.message);
+        }
+    }
+
+    fn handle(&mut self, cmd: Command) {
+        match cmd {
+            Command::Submit(spec, reply) => {
+                let r = self.submit(spec);
+                self.finish(reply, r);
+            }
+            Command::Abort(id, reply) => {
+                let r = self.abort(&id);
+                self.finish(reply, r);
+            }
+            Command::Logs(id, reply) => {
+                let _ = reply.send(self.logs(&id));
+            }
+            Command::CreatePool {
+                name,
+                parent,
+                config,
+                reply,
+            } => {
+                let now = self.now();
+                let r = pool_config(config).and_then(|c| {
+                    self.sched
+                        .create_pool(now, parent.as_deref(), &name, c)
+                        .map_err(core_error)
+                });
+                if r.is_ok() {
+                    self.save_tree();
+                }
+                self.finish(reply, r);
+            }
+            Command::UpdatePool {
+                name,
+                config,
+                parent,
+                reply,
+            } => {
+                let now = self.now();
+                let r = (|| {
+                    if let Some(c) = config {
+                        self.sched
+                            .set_pool(now, &name, pool_config(c)?)
+                            .map_err(core_error)?;
+                    }
+                    if let Some(p) = parent {
+                        self.sched
+                            .move_pool(now, &name, Some(&p))
+                            .map_err(core_error)?;
+                    }
+                    Ok(())
+                })();
+                self.save_tree();
+                self.finish(reply, r);
+            }
+            Command::RemovePool(name, reply) => {
+                let now = self.now();
+                let r = self.sched.remove_pool(now, &name).map_err(core_error);
+                if r.is_ok() {
+                    self.save_tree();
+                }
+                self.finish(reply, r);
+            }
+            Command::Register(node, reply) => {
+                let r = self.register(node);
+                self.finish(reply, r);
+            }
+            Command::Heartbeat(hb, reply) => {
+                let r = self.heartbeat(hb);
+                self.finish(reply, r);
+            }
+        }
+    }
+
+    /// Applies the events, commits, publishes, then replies (a commit failure is the reply).
+    fn finish<T>(&mut self, reply: Reply<T>, result: Result<T, ApiError>) {
+        self.after_change();
+        let result = match self.commit() {
+            Ok(()) => result,
+            Err(e) => Err(e),
+        };
+        let _ = reply.send(result);
+    }
+
+    fn save_tree(&mut self) {
+        if let Ok(json) = serde_json::to_string(self.sched.tree_config()) {
+            let name = self.sched.snapshot(0).tree;
+            self.batch.trees = vec![(name, json)];
+        }
+    }
+
+    fn submit(&mut self, mut body: Value) -> Result<String, ApiError> {
+        let obj = body
+            .as_object_mut()
+            .ok_or_else(|| ApiError::new(codes::BAD_REQUEST, "an operation must be an object"))?;
+        let id = match obj.get("id") {
+            Some(Value::String(s)) => s.clone(),
+            Some(_) => return Err(ApiError::new(codes::BAD_REQUEST, "id must be a string")),
+            None => loop {
+                let id = format!("op-{}-{}", self.incarnation, self.next_id);
+                self.next_id += 1;
+                if !self.ops.contains_key(&id) {
+                    obj.insert("id".into(), Value::String(id.clone()));
+                    break id;
+                }
+            },
+        };
+        if self.ops.contains_key(&id) {
+            return Err(ApiError::new(
+                codes::GENERIC,
+                format!("operation {id:?} already exists"),
+            ));
+        }
+        for (i, t) in obj
+            .get("tasks")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let empty = t
+                .get("command")
+                .and_then(Value::as_array)
+                .is_none_or(|c| c.is_empty());
+            if empty {
+                return Err(ApiError::new(
+                    codes::BAD_REQUEST,
+                    format!("tasks[{i}].command must not be empty"),
+                ));
+            }
+        }
+        let spec: OperationSpec = serde_json::from_value(body.clone())
+            .map_err(|e| ApiError::new(codes::BAD_REQUEST, format!("bad operation spec: {e}")))?;
+        let now = self.now();
+        self.sched
+            .start_operation(now, spec.clone())
+            .map_err(core_error)?;
+        let op = self.sched.operation(&spec.id).expect("just started");
+        let view = OperationView {
+            id: id.clone(),
+            state: op.state.name().into(),
+            pool: op.pool.clone(),
+            user: op.user.clone(),
+            spec: body,
+            submitted_at: unix_ms(),
+            finished_at: None,
+            reason: None,
+            why: None,
+            job_counts: JobCounts::default(),
+            jobs: Vec::new(),
+        };
+        self.order.push(id.clone());
+        self.ops.insert(id.clone(), view);
+        Ok(id)
+    }
+
+    fn abort(&mut self, id: &str) -> Result<OperationView, ApiError> {
+        if !self.ops.contains_key(id) {
+            return Err(ApiError::new(
+                codes::NO_SUCH_OPERATION,
+                format!("operation {id:?} does not exist"),
+            ));
+        }
+        let now = self.now();
+        self.sched
+            .abort_operation(now, &OperationId(id.to_string()))
+            .map_err(core_error)?;
+        self.after_change();
+        Ok(self.ops[id].clone())
+    }
+
+    fn logs(&self, id: &str) -> Result<Vec<JobLogs>, ApiError> {
+        let op = self.ops.get(id).ok_or_else(|| {
+            ApiError::new(
+                codes::NO_SUCH_OPERATION,
+                format!("operation {id:?} does not exist"),
+            )
+        })?;
+        let nodes: BTreeMap<&str, &str> = op
+            .jobs
+            .iter()
+            .map(|j| (j.id.as_str(), j.node.as_str()))
+            .collect();
+        let rows = self.store.job_logs(id).map_err(internal)?;
+        Ok(rows
+            .into_iter()
+            .map(|(job, stdout, stderr)| JobLogs {
+                node: nodes.get(job.as_str()).copied().unwrap_or("").to_string(),
+                job,
+                stdout,
+                stderr,
+            })
+            .collect())
+    }
+
+    fn register(&mut self, node: RegisterNode) -> Result<RegisterReply, ApiError> {
+        let now = self.now();
+        let id = NodeId(node.node_id.clone());
+        if node.node_id.is_empty() {
+            return Err(ApiError::new(
+                codes::BAD_REQUEST,
+                "node_id must not be empty",
+            ));
+        }
+        // A registering agent runs nothing: whatever the core thought ran there is gone.
+        if self.sched.node(&id).is_some() {
+            self.sched.remove_node(now, &id).map_err(core_error)?;
+        }
+        self.sched
+            .add_node(
+                now,
+                NodeSpec {
+                    id,
+                    resources: node.resources,
+                    tags: node.tags.iter().cloned().collect(),
+                },
+            )
+            .map_err(core_error)?;
+        self.kill.remove(&node.node_id);
+        self.interrupts.remove(&node.node_id);
+        self.seen.insert(node.node_id.clone(), Instant::now());
+        self.batch.nodes.push(StoredNode {
+            id: node.node_id.clone(),
+            record: serde_json::to_string(&node).map_err(internal)?,
+        });
+        tracing::info!(node = node.node_id, "node registered");
+        Ok(RegisterReply {
+            heartbeat_period_ms: self.sched.config.node_heartbeat_period_ms,
+        })
+    }
+
+    fn heartbeat(&mut self, hb: Heartbeat) -> Result<HeartbeatReply, ApiError> {
+        let now = self.now();
+        let node = NodeId(hb.node_id.clone());
+        if self.sched.node(&node).is_none() {
+            return Err(ApiError::new(
+                codes::NODE_NOT_REGISTERED,
+                format!("node {:?} is not registered", hb.node_id),
+            ));
+        }
+        self.seen.insert(hb.node_id.clone(), Instant::now());
+        let mut finished = Vec::new();
+        for f in &hb.finished {
+            self.record_exit(f);
+            let outcome = match f.outcome.as_str() {
+                "completed" => JobOutcome::Completed,
+                "failed" => JobOutcome::Failed,
+                _ => JobOutcome::Aborted,
+            };
+            finished.push(FinishedAllocation {
+                allocation: AllocationId(f.allocation),
+                outcome,
+            });
+        }
+        let response = self
+            .sched
+            .process_heartbeat(now, &node, NodeHeartbeat { finished })
+            .map_err(core_error)?;
+        // Jobs the node runs that the core does not know there (e.g. from before a restart).
+        for &a in &hb.running {
+            let known = self
+                .sched
+                .allocation(AllocationId(a))
+                .is_some_and(|x| x.node == node);
+            if !known {
+                self.kill.entry(hb.node_id.clone()).or_default().insert(a);
+            }
+        }
+        let mut reply = HeartbeatReply::default();
+        for s in response.start {
+            let task = self
+                .sched
+                .operation(&s.operation)
+                .and_then(|op| op.spec.tasks.get(s.task))
+                .cloned();
+            let Some(task) = task else { continue };
+            reply.start.push(JobStart {
+                allocation: s.allocation.0,
+                operation: s.operation.0.clone(),
+                task: s.task,
+                resources: s.resources,
+                command: task.command.clone(),
+                env: task.env.clone(),
+            });
+        }
+        // Interruptions and aborts also come through the event log (aborted operations,
+        // lowered limits, ...); collect them all there.
+        self.after_change();
+        reply.interrupt = self.interrupts.remove(&hb.node_id).unwrap_or_default();
+        reply.abort = self
+            .kill
+            .remove(&hb.node_id)
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        let _ = response.interrupt;
+        let _ = response.abort;
+        Ok(reply)
+    }
+
+    fn record_exit(&mut self, f: &FinishedJob) {
+        let Some(op) = self.job_op.get(&f.allocation).cloned() else {
+            return;
+        };
+        if let Some(view) = self.ops.get_mut(&op)
+            && let Some(job) = view.jobs.iter_mut().find(|j| j.allocation == f.allocation)
+        {
+            job.exit_code = f.exit_code;
+        }
+        self.tails
+            .insert(f.allocation, (f.stdout_tail.clone(), f.stderr_tail.clone()));
+    }
+
+    fn job_id(&self, allocation: u64) -> String {
+        format!("{}.{}", self.incarnation, allocation)
+    }
+
+    /// Folds the core's events into the records, queues them for the store, publishes a view.
+    fn after_change(&mut self) {
+        let events = self.sched.take_events();
+        let now_unix = unix_ms();
+        let mut touched: BTreeSet<String> = BTreeSet::new();
+        for e in &events {
+            self.apply_event(e, now_unix, &mut touched);
+            if let Ok(record) = serde_json::to_string(e) {
+                self.batch.events.push(StoredEvent {
+                    unix_ms: now_unix,
+                    record,
+                });
+            }
+        }
+        for id in touched {
+            if let Some(view) = self.ops.get(&id).cloned() {
+                self.dirty_op(&view);
+            }
+        }
+        self.publish_view();
+    }
+
+    fn apply_event(&mut self, e: &Event, now_unix: u64, touched: &mut BTreeSet<String>) {
+        match &e.kind {
+            EventKind::AllocationStarted {
+                operation,
+                allocation,
+                node,
+                ..
+            } => {
+                let task = self
+                    .sched
+                    .allocation(*allocation)
+                    .map(|a| a.task)
+                    .unwrap_or(0);
+                let job = JobView {
+                    id: self.job_id(allocation.0),
+                    allocation: allocation.0,
+                    task,
+                    node: node.0.clone(),
+                    state: "running".into(),
+                    exit_code: None,
+                    reason: None,
+                    started_at: now_unix,
+                    finished_at: None,
+                };
+                self.job_op.insert(allocation.0, operation.0.clone());
+                if let Some(view) = self.ops.get_mut(&operation.0) {
+                    view.jobs.push(job);
+                }
+                touched.insert(operation.0.clone());
+            }
+            EventKind::AllocationFinished {
+                operation,
+                allocation,
+                outcome,
+                ..
+            } => {
+                self.end_job(&operation.0, allocation.0, outcome, None, now_unix);
+                touched.insert(operation.0.clone());
+            }
+            EventKind::AllocationPreempted {
+                operation,
+                allocation,
+                node,
+                reason,
+                ..
+            } => {
+                self.kill
+                    .entry(node.0.clone())
+                    .or_default()
+                    .insert(allocation.0);
+                self.end_job(
+                    &operation.0,
+                    allocation.0,
+                    "aborted",
+                    Some(reason),
+                    now_unix,
+                );
+                touched.insert(operation.0.clone());
+            }
+            EventKind::AllocationInterrupted {
+                operation,
+                allocation,
+                node,
+                timeout_ms,
+                ..
+            } => {
+                let signal = self
+                    .sched
+                    .operation(operation)
+                    .and_then(|op| op.spec.interruption_signal.clone());
+                self.interrupts
+                    .entry(node.0.clone())
+                    .or_default()
+                    .push(JobInterrupt {
+                        allocation: allocation.0,
+                        signal,
+                        timeout_ms: *timeout_ms,
+                    });
+            }
+            EventKind::OperationState {
+                operation,
+                state,
+                reason,
+            } => {
+                if let Some(view) = self.ops.get_mut(&operation.0) {
+                    view.state = (*state).to_string();
+                    if reason.is_some() {
+                        view.reason = reason.clone();
+                    }
+                    if is_finished(state) {
+                        view.finished_at = Some(now_unix);
+                    }
+                }
+                touched.insert(operation.0.clone());
+            }
+            EventKind::Error { code, message } => {
+                tracing::warn!(code, message, "core error event");
+            }
+        }
+    }
+
+    fn end_job(
+        &mut self,
+        op: &str,
+        allocation: u64,
+        state: &str,
+        reason: Option<&str>,
+        now_unix: u64,
+    ) {
+        if let Some(view) = self.ops.get_mut(op)
+            && let Some(job) = view.jobs.iter_mut().find(|j| j.allocation == allocation)
+            && job.state == "running"
+        {
+            job.state = state.to_string();
+            job.reason = reason.map(str::to_string);
+            job.finished_at = Some(now_unix);
+        }
+    }
+
+    /// Queues an operation and its jobs for the store.
+    fn dirty_op(&mut self, view: &OperationView) {
+        let mut stored = view.clone();
+        stored.jobs = Vec::new();
+        if let Ok(record) = serde_json::to_string(&stored) {
+            self.batch.operations.retain(|o| o.id != view.id);
+            self.batch.operations.push(StoredOperation {
+                id: view.id.clone(),
+                state: view.state.clone(),
+                record,
+            });
+        }
+        let prefix = format!("{}.", self.incarnation);
+        for job in view.jobs.iter().filter(|j| j.id.starts_with(&prefix)) {
+            let tail = self.tails.remove(&job.allocation);
+            if let Ok(record) = serde_json::to_string(job) {
+                self.batch.jobs.retain(|j| j.id != job.id);
+                self.batch.jobs.push(StoredJob {
+                    id: job.id.clone(),
+                    operation: view.id.clone(),
+                    record,
+                    stdout_tail: tail.as_ref().map(|t| t.0.clone()),
+                    stderr_tail: tail.map(|t| t.1),
+                });
+            }
+        }
+    }
+
+    fn commit(&mut self) -> Result<(), ApiError> {
+        let batch = std::mem::take(&mut self.batch);
+        self.store
+            .commit(&batch)
+            .map_err(|e| ApiError::new(codes::INTERNAL, format!("not persisted: {e}")))
+    }
+
+    fn publish_view(&mut self) {
+        let now = self.now();
+        let snapshot = self.sched.snapshot(now);
+        for (id, view) in self.ops.iter_mut() {
+            let core = self.sched.operation(&OperationId(id.clone()));
+            let mut counts = JobCounts {
+                total: view
+                    .spec
+                    .get("tasks")
+                    .and_then(Value::as_array)
+                    .map(|ts| {
+                        ts.iter()
+                            .filter_map(|t| t.get("job_count").and_then(Value::as_u64))
+                            .sum::<u64>() as u32
+                    })
+                    .unwrap_or(0),
+                pending: core
+                    .filter(|op| !op.state.is_finished())
+                    .map(|op| op.pending_job_count())
+                    .unwrap_or(0),
+                ..JobCounts::default()
+            };
+            for j in &view.jobs {
+                match j.state.as_str() {
+                    "running" => counts.running += 1,
+                    "completed" => counts.completed += 1,
+                    "failed" => counts.failed += 1,
+                    _ => counts.aborted += 1,
+                }
+            }
+            view.job_counts = counts;
+            view.why = snapshot.operations.get(id).and_then(|o| o.why.clone());
+            if let Some(op) = core {
+                view.pool = op.pool.clone();
+            }
+        }
+        let nodes = self
+            .sched
+            .nodes()
+            .map(|n| NodeView {
+                id: n.id.0.clone(),
+                resources: n.resources,
+                usage: n.usage,
+                tags: n.tags.iter().cloned().collect(),
+                allocation_count: n.allocations.len(),
+                scheduler_jobs_enabled: n.scheduler_jobs_enabled,
+                last_heartbeat_ago_ms: self
+                    .seen
+                    .get(&n.id.0)
+                    .map(|t| t.elapsed().as_millis() as u64)
+                    .unwrap_or(0),
+            })
+            .collect();
+        let view = View {
+            snapshot,
+            tree_config: serde_json::to_value(self.sched.tree_config()).unwrap_or(Value::Null),
+            operations: self
+                .order
+                .iter()
+                .filter_map(|id| self.ops.get(id).cloned())
+                .collect(),
+            nodes,
+        };
+        self.publish.send_replace(Arc::new(view));
+    }
+}
+
+fn is_finished(state: &str) -> bool {
+    matches!(state, "completed" | "failed" | "aborted")
+}
+
+fn pool_config(config: Map<String, Value>) -> Result<PoolConfig, ApiError> {
+    serde_json::from_value(Value::Object(config))
+        .map_err(|e| ApiError::new(codes::BAD_REQUEST, format!("bad pool config: {e}")))
+}

@@ -1,0 +1,332 @@
+//! HTTP handlers. Writes go to the actor by message; reads come from the published [`View`].
+
+use crate::actor::{Command, View};
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use fairsched_api::{
+    ApiError, CreatePool, Heartbeat, OperationView, RegisterNode, SubmitReply, UpdatePool, codes,
+    routes,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// Shared by all handlers.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    pub tx: mpsc::Sender<Command>,
+    pub view: watch::Receiver<Arc<View>>,
+    pub agent_token: Option<String>,
+}
+
+/// An error reply.
+#[derive(Debug)]
+pub struct Failure(pub ApiError);
+
+impl From<ApiError> for Failure {
+    fn from(e: ApiError) -> Failure {
+        Failure(e)
+    }
+}
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.0.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
+        (status, axum::Json(self.0)).into_response()
+    }
+}
+
+type Reply<T> = Result<axum::Json<T>, Failure>;
+
+fn parse<T: DeserializeOwned>(body: &Bytes) -> Result<T, Failure> {
+    serde_json::from_slice(body).map_err(|e| {
+        Failure(ApiError::new(
+            codes::BAD_REQUEST,
+            format!("bad request body: {e}"),
+        ))
+    })
+}
+
+async fn ask<T>(
+    state: &AppState,
+    make: impl FnOnce(oneshot::Sender<Result<T, ApiError>>) -> Command,
+) -> Result<T, Failure> {
+    let (tx, rx) = oneshot::channel();
+    let gone = || {
+        Failure(ApiError::new(
+            codes::INTERNAL,
+            "the scheduler is shutting down",
+        ))
+    };
+    state.tx.send(make(tx)).await.map_err(|_| gone())?;
+    rx.await.map_err(|_| gone())?.map_err(Failure)
+}
+
+fn check_token(state: &AppState, headers: &HeaderMap) -> Result<(), Failure> {
+    let Some(expected) = &state.agent_token else {
+        return Ok(());
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if given == Some(expected.as_str()) {
+        Ok(())
+    } else {
+        Err(Failure(ApiError::new(
+            codes::AUTHENTICATION,
+            "agent endpoints need the shared token (Authorization: Bearer ...)",
+        )))
+    }
+}
+
+fn no_such_operation(id: &str) -> Failure {
+    Failure(ApiError::new(
+        codes::NO_SUCH_OPERATION,
+        format!("operation {id:?} does not exist"),
+    ))
+}
+
+fn ok<T: Serialize>(value: T) -> Reply<T> {
+    Ok(axum::Json(value))
+}
+
+/// The API router.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route(routes::OPERATIONS, get(list_operations).post(submit))
+        .route(routes::OPERATION, get(get_operation))
+        .route(routes::OPERATION_ABORT, post(abort))
+        .route(routes::OPERATION_LOGS, get(logs))
+        .route(routes::POOLS, get(list_pools).post(create_pool))
+        .route(
+            routes::POOL,
+            get(get_pool).put(update_pool).delete(remove_pool),
+        )
+        .route(routes::NODES, get(list_nodes))
+        .route(routes::TREE, get(tree))
+        .route(routes::ORCHID_TREE, get(orchid_tree))
+        .route(routes::ORCHID_POOL, get(orchid_pool))
+        .route(routes::ORCHID_OPERATION, get(orchid_operation))
+        .route(routes::AGENT_REGISTER, post(register))
+        .route(routes::AGENT_HEARTBEAT, post(heartbeat))
+        .fallback(|| async { Failure(ApiError::new(codes::RESOLVE, "no such route")) })
+        .with_state(state)
+}
+
+async fn submit(State(s): State<AppState>, body: Bytes) -> Reply<SubmitReply> {
+    let spec: Value = parse(&body)?;
+    let id = ask(&s, |r| Command::Submit(spec, r)).await?;
+    ok(SubmitReply { id })
+}
+
+async fn list_operations(State(s): State<AppState>) -> Reply<Vec<OperationView>> {
+    let view = s.view.borrow().clone();
+    ok(view.operations.clone())
+}
+
+async fn get_operation(State(s): State<AppState>, Path(id): Path<String>) -> Reply<OperationView> {
+    let view = s.view.borrow().clone();
+    match view.operations.iter().find(|o| o.id == id) {
+        Some(op) => ok(op.clone()),
+        None => Err(no_such_operation(&id)),
+    }
+}
+
+async fn abort(State(s): State<AppState>, Path(id): Path<String>) -> Reply<OperationView> {
+    ok(ask(&s, |r| Command::Abort(id, r)).await?)
+}
+
+async fn logs(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+) -> Reply<Vec<fairsched_api::JobLogs>> {
+    ok(ask(&s, |r| Command::Logs(id, r)).await?)
+}
+
+async fn list_pools(State(s): State<AppState>) -> Reply<Value> {
+    let view = s.view.borrow().clone();
+    ok(json!(view.snapshot.pools))
+}
+
+async fn get_pool(State(s): State<AppState>, Path(name): Path<String>) -> Reply<Value> {
+    let view = s.view.borrow().clone();
+    pool_of(&view, &name)
+}
+
+fn pool_of(view: &View, name: &str) -> Reply<Value> {
+    match view.snapshot.pools.get(name) {
+        Some(p) => ok(json!(p)),
+        None => Err(Failure(ApiError::new(
+            codes::RESOLVE,
+            format!("pool {name:?} does not exist"),
+        ))),
+    }
+}
+
+async fn create_pool(State(s): State<AppState>, body: Bytes) -> Reply<Value> {
+    let req: CreatePool = parse(&body)?;
+    let name = req.name.clone();
+    ask(&s, |reply| Command::CreatePool {
+        name: req.name,
+        parent: req.parent,
+        config: req.config,
+        reply,
+    })
+    .await?;
+    ok(json!({"name": name}))
+}
+
+async fn update_pool(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Reply<Value> {
+    let req: UpdatePool = parse(&body)?;
+    let n = name.clone();
+    ask(&s, |reply| Command::UpdatePool {
+        name: n,
+        config: req.config,
+        parent: req.parent,
+        reply,
+    })
+    .await?;
+    ok(json!({"name": name}))
+}
+
+async fn remove_pool(State(s): State<AppState>, Path(name): Path<String>) -> Reply<Value> {
+    let n = name.clone();
+    ask(&s, |r| Command::RemovePool(n, r)).await?;
+    ok(json!({"name": name}))
+}
+
+async fn list_nodes(State(s): State<AppState>) -> Reply<Vec<fairsched_api::NodeView>> {
+    let view = s.view.borrow().clone();
+    ok(view.nodes.clone())
+}
+
+async fn tree(State(s): State<AppState>) -> Reply<Value> {
+    let view = s.view.borrow().clone();
+    ok(json!({
+        "tree": view.snapshot.tree,
+        "config": view.tree_config,
+        "snapshot": view.snapshot,
+    }))
+}
+
+fn check_tree(view: &View, tree: &str) -> Result<(), Failure> {
+    if view.snapshot.tree == tree {
+        Ok(())
+    } else {
+        Err(Failure(ApiError::new(
+            codes::RESOLVE,
+            format!("pool tree {tree:?} does not exist"),
+        )))
+    }
+}
+
+async fn orchid_tree(State(s): State<AppState>, Path(tree): Path<String>) -> Reply<Value> {
+    let view = s.view.borrow().clone();
+    check_tree(&view, &tree)?;
+    ok(json!(view.snapshot))
+}
+
+async fn orchid_pool(
+    State(s): State<AppState>,
+    Path((tree, pool)): Path<(String, String)>,
+) -> Reply<Value> {
+    let view = s.view.borrow().clone();
+    check_tree(&view, &tree)?;
+    pool_of(&view, &pool)
+}
+
+async fn orchid_operation(
+    State(s): State<AppState>,
+    Path((tree, id)): Path<(String, String)>,
+) -> Reply<Value> {
+    let view = s.view.borrow().clone();
+    check_tree(&view, &tree)?;
+    match view.snapshot.operations.get(&id) {
+        Some(op) => ok(json!(op)),
+        None => Err(no_such_operation(&id)),
+    }
+}
+
+async fn register(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Reply<fairsched_api::RegisterReply> {
+    check_token(&s, &headers)?;
+    let req: RegisterNode = parse(&body)?;
+    ok(ask(&s, |r| Command::Register(req, r)).await?)
+}
+
+async fn heartbeat(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Reply<fairsched_api::HeartbeatReply> {
+    check_token(&s, &headers)?;
+    let req: Heartbeat = parse(&body)?;
+    ok(ask(&s, |r| Command::Heartbeat(req, r)).await?)
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// A minimal page: pools and operations from the snapshot.
+async fn index(State(s): State<AppState>) -> Html<String> {
+    let view = s.view.borrow().clone();
+    let mut html = String::from(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"2\">\
+         <title>fairsched</title><style>body{font-family:sans-serif}td,th{padding:2px 8px;text-align:left}</style>\
+         </head><body><h1>fairsched</h1>",
+    );
+    html.push_str(&format!(
+        "<h2>Pools (tree {})</h2><table><tr><th>pool</th><th>parent</th><th>fair share</th><th>usage</th><th>demand</th><th>operations</th></tr>",
+        escape(&view.snapshot.tree)
+    ));
+    for (name, p) in &view.snapshot.pools {
+        html.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{:.3}</td><td>{:.3}</td><td>{:.3}</td><td>{}</td></tr>",
+            escape(name),
+            escape(p.parent.as_deref().unwrap_or("")),
+            p.element.fair_share_ratio,
+            p.element.usage_ratio,
+            p.element.demand_ratio,
+            p.operation_count
+        ));
+    }
+    html.push_str("</table><h2>Operations</h2><table><tr><th>id</th><th>state</th><th>pool</th><th>jobs (done/running/pending/total)</th><th>why</th></tr>");
+    for op in view.operations.iter().rev() {
+        let c = op.job_counts;
+        html.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}/{}/{}/{}</td><td>{}</td></tr>",
+            escape(&op.id),
+            escape(&op.state),
+            escape(&op.pool),
+            c.completed,
+            c.running,
+            c.pending,
+            c.total,
+            escape(op.why.as_deref().unwrap_or(""))
+        ));
+    }
+    html.push_str(&format!(
+        "</table><h2>Nodes</h2><p>{} nodes</p></body></html>",
+        view.nodes.len()
+    ));
+    Html(html)
+}
