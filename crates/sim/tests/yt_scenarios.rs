@@ -1,0 +1,881 @@
+//! YTsaurus integration behaviours (`shared/conformance/yt_scenarios.json`, ids `YT-S*`) as
+//! scenario files under `scenarios/yt/`, run through `fairsched scenario` in process and checked
+//! against the YTsaurus expectations.
+//!
+//! One check helper ([`check`]); every case is data: a file and a list of [`Expect`]ations on
+//! its output (event lines and labelled snapshots). Each file's `description` states the
+//! concrete timeline chosen for the informal YTsaurus one. Cases the core cannot pass yet are
+//! `#[ignore]`d with the missing feature or the core bug, so the list documents coverage.
+
+use fairsched_sim::scenario::cli::{self, EXIT_BAD_FILE, EXIT_OK, Options};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// Directory of the YT scenario files, relative to the repository root.
+const DIR: &str = "scenarios/yt";
+
+/// Every behaviour of `yt_scenarios.json`; each has at least one file `<id>_*.json`.
+const IDS: [&str; 15] = [
+    "YT-S1", "YT-S2", "YT-S4", "YT-S5", "YT-S14", "YT-S17", "YT-S19", "YT-S23", "YT-S25", "YT-S31",
+    "YT-S32", "YT-S34", "YT-S36", "YT-S37", "YT-S40",
+];
+
+// ---- the expectation language ---------------------------------------------------------------
+
+/// Which event lines an expectation looks at.
+#[derive(Clone, Copy, Debug)]
+struct Lines {
+    /// The `event` field (`allocation_started`, `allocation_preempted`, `error`, ...).
+    event: &'static str,
+    /// `(path, value)` pairs every line must match. `path` is a JSON pointer without the
+    /// leading `/` (`operation`, `preemptor/operation`); `value` is compared with a string
+    /// field as text, with a number field as a number; `~text` means "contains text".
+    with: &'static [(&'static str, &'static str)],
+    /// Only lines with `from <= t_ms <= to`.
+    from: u64,
+    to: u64,
+}
+
+/// Lines of kind `event` matching `with`, at any time.
+const fn ev(event: &'static str, with: &'static [(&'static str, &'static str)]) -> Lines {
+    Lines {
+        event,
+        with,
+        from: 0,
+        to: u64::MAX,
+    }
+}
+
+impl Lines {
+    /// Only lines with `from <= t_ms <= to`.
+    const fn during(self, from: u64, to: u64) -> Lines {
+        Lines { from, to, ..self }
+    }
+
+    fn matches(&self, line: &Value) -> bool {
+        let t = line["t_ms"].as_u64().unwrap_or(u64::MAX);
+        line["event"] == self.event
+            && (self.from..=self.to).contains(&t)
+            && self.with.iter().all(|(path, want)| {
+                let got = line.pointer(&format!("/{path}"));
+                match (got, want.strip_prefix('~')) {
+                    (Some(Value::String(s)), Some(part)) => s.contains(part),
+                    (Some(Value::String(s)), None) => s == want,
+                    (Some(Value::Number(n)), None) => n
+                        .as_f64()
+                        .zip(want.parse::<f64>().ok())
+                        .is_some_and(|(a, b)| a == b),
+                    (Some(Value::Bool(b)), None) => b.to_string() == *want,
+                    _ => false,
+                }
+            })
+    }
+}
+
+/// One assertion on a run.
+#[derive(Clone, Copy, Debug)]
+enum Expect {
+    /// The command exits with this status and its stderr contains the text (without this, the
+    /// run must exit 0).
+    Exit(u8, &'static str),
+    /// The number of matching event lines is in `[min, max]`.
+    Count(Lines, u64, u64),
+    /// A matching line exists and the first one's `t_ms` is in `[min, max]`.
+    First(Lines, u64, u64),
+    /// The first line matching the second query comes `min..=max` ms after the first line
+    /// matching the first.
+    Gap(Lines, Lines, u64, u64),
+    /// In the snapshot labelled `.0`, the value at JSON pointer `.1` is a number in
+    /// `[.2, .3]`.
+    Num(&'static str, &'static str, f64, f64),
+    /// In the snapshot labelled `.0`, the value at JSON pointer `.1` equals the JSON text `.2`.
+    Is(&'static str, &'static str, &'static str),
+    /// In the snapshot labelled `.0`, the value at JSON pointer `.1` is the string `.2`.
+    Text(&'static str, &'static str, &'static str),
+    /// The snapshot labelled `.0` has nothing at JSON pointer `.1`.
+    Absent(&'static str, &'static str),
+}
+
+use Expect::{Absent, Count, Exit, First, Gap, Is, Num, Text};
+
+/// Exactly `n` matching lines.
+const fn count(lines: Lines, n: u64) -> Expect {
+    Count(lines, n, n)
+}
+
+/// No matching line.
+const fn none(lines: Lines) -> Expect {
+    Count(lines, 0, 0)
+}
+
+/// A number equal to `v` (up to rounding).
+const fn num(label: &'static str, pointer: &'static str, v: f64) -> Expect {
+    Num(label, pointer, v - 1e-6, v + 1e-6)
+}
+
+/// The string `s`.
+const fn text(label: &'static str, pointer: &'static str, s: &'static str) -> Expect {
+    Text(label, pointer, s)
+}
+
+/// One run's output.
+struct Run {
+    code: u8,
+    stdout: String,
+    stderr: String,
+    lines: Vec<Value>,
+}
+
+impl Run {
+    fn events<'a>(&'a self, q: &'a Lines) -> impl Iterator<Item = &'a Value> + 'a {
+        self.lines.iter().filter(move |l| q.matches(l))
+    }
+
+    fn first_t(&self, q: &Lines) -> Result<u64, String> {
+        self.events(q)
+            .next()
+            .and_then(|l| l["t_ms"].as_u64())
+            .ok_or_else(|| "no matching event line".to_string())
+    }
+
+    fn at(&self, label: &str, pointer: &str) -> Result<Option<&Value>, String> {
+        let snapshot = self
+            .lines
+            .iter()
+            .find(|l| l["snapshot"] == label)
+            .ok_or_else(|| format!("no snapshot {label:?}"))?;
+        Ok(snapshot.pointer(pointer))
+    }
+}
+
+impl Expect {
+    /// `Ok` if the expectation holds, else what was found instead.
+    fn holds(&self, run: &Run) -> Result<(), String> {
+        let within = |v: u64, min: u64, max: u64, what: &str| {
+            if (min..=max).contains(&v) {
+                Ok(())
+            } else {
+                Err(format!("{what} is {v}"))
+            }
+        };
+        match *self {
+            Exit(code, needle) => {
+                if run.code == code && run.stderr.contains(needle) {
+                    Ok(())
+                } else {
+                    Err(format!("exit {} with stderr {:?}", run.code, run.stderr))
+                }
+            }
+            Count(q, min, max) => within(run.events(&q).count() as u64, min, max, "the count"),
+            First(q, min, max) => within(run.first_t(&q)?, min, max, "t_ms of the first"),
+            Gap(a, b, min, max) => {
+                let (ta, tb) = (run.first_t(&a)?, run.first_t(&b)?);
+                let gap = tb
+                    .checked_sub(ta)
+                    .ok_or_else(|| format!("the second comes first ({tb} < {ta})"))?;
+                within(gap, min, max, "the gap")
+            }
+            Num(label, pointer, min, max) => match run.at(label, pointer)? {
+                Some(v) if v.as_f64().is_some_and(|x| x >= min && x <= max) => Ok(()),
+                other => Err(format!("found {other:?}")),
+            },
+            Is(label, pointer, json) => {
+                let want: Value = serde_json::from_str(json).expect("expectation is JSON");
+                match run.at(label, pointer)? {
+                    Some(v) if *v == want => Ok(()),
+                    other => Err(format!("found {other:?}")),
+                }
+            }
+            Text(label, pointer, want) => match run.at(label, pointer)? {
+                Some(Value::String(s)) if s == want => Ok(()),
+                other => Err(format!("found {other:?}")),
+            },
+            Absent(label, pointer) => match run.at(label, pointer)? {
+                None => Ok(()),
+                Some(v) => Err(format!("found {v}")),
+            },
+        }
+    }
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Runs `fairsched scenario scenarios/yt/FILE` in process.
+fn run(file: &str) -> Run {
+    let options = Options {
+        file: repo_root().join(DIR).join(file),
+        out: None,
+        stats: false,
+    };
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    let code = cli::main(&options, &mut stdout, &mut stderr);
+    let stdout = String::from_utf8(stdout).expect("stdout is UTF-8");
+    let lines = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    Run {
+        code,
+        stdout,
+        stderr: String::from_utf8(stderr).expect("stderr is UTF-8"),
+        lines,
+    }
+}
+
+/// The one check: runs the file and asserts every expectation, reporting all that fail.
+fn check(file: &str, expect: &[Expect]) {
+    let run = run(file);
+    let mut failures = Vec::new();
+    if !expect.iter().any(|e| matches!(e, Exit(..))) && run.code != EXIT_OK {
+        failures.push(format!("exit status {}: {}", run.code, run.stderr));
+    }
+    for e in expect {
+        if let Err(found) = e.holds(&run) {
+            failures.push(format!("{e:?}\n    -> {found}"));
+        }
+    }
+    if !failures.is_empty() {
+        let events: Vec<&str> = run
+            .stdout
+            .lines()
+            .filter(|l| !l.contains("\"snapshot\":"))
+            .take(80)
+            .collect();
+        panic!(
+            "{DIR}/{file}: {} expectation(s) failed:\n  {}\n--- event lines (first 80) ---\n{}",
+            failures.len(),
+            failures.join("\n  "),
+            events.join("\n")
+        );
+    }
+}
+
+// ---- the cases --------------------------------------------------------------------------------
+
+/// Declares one `#[test]` per case (attributes such as `#[ignore]` pass through) and the list
+/// of files the cases use.
+macro_rules! cases {
+    ($( $(#[$attr:meta])* $name:ident: $file:literal => [$($e:expr),* $(,)?]; )*) => {
+        $(
+            $(#[$attr])*
+            #[test]
+            fn $name() {
+                check($file, &[$($e),*]);
+            }
+        )*
+        /// Every file some case runs.
+        const CASE_FILES: &[&str] = &[$($file),*];
+    };
+}
+
+cases! {
+    // YT-S1: fake_pool owns the cluster; test_pool takes it back by preemption, and only after
+    // its starvation timeout (op2 starts at 2000 ms, timeout 1000 ms).
+    yt_s1_guaranteed_pool_reclaims_cluster: "YT-S1_guaranteed_pool_reclaims_cluster.json" => [
+        Num("after-op1", "/pools/fake_pool/fair_share_ratio", 0.999, 1.0 + 1e-9),
+        Num("after-op1", "/pools/fake_pool/usage_ratio", 0.999, 1.0 + 1e-9),
+        Is("after-op1", "/pools/fake_pool/is_ephemeral", "true"),
+        text("before-timeout", "/pools/test_pool/scheduling_status", "below_fair_share"),
+        text("before-timeout", "/pools/test_pool/starvation_status", "non_starving"),
+        text("starving", "/pools/test_pool/starvation_status", "starving"),
+        none(ev("allocation_preempted", &[]).during(0, 3000)),
+        First(ev("allocation_preempted", &[("operation", "op1")]), 3001, 3300),
+        count(ev("allocation_preempted", &[]), 3),
+        count(ev("allocation_preempted", &[
+            ("operation", "op1"), ("reason", "preemption"), ("preemptor/operation", "op2"),
+        ]), 3),
+        count(ev("allocation_started", &[("operation", "op2"), ("stage", "preemptive")]), 3),
+        Is("after-timeout", "/operations/op2/running_job_count", "3"),
+        count(ev("operation_state", &[("operation", "op2"), ("state", "completed")]), 1),
+    ];
+
+    // YT-S2, interruptible=True: the preempted job is interrupted and completes; no abort, no
+    // rerun.
+    yt_s2_interruptible_job_completes: "YT-S2_interruptible_job_preempted.json" => [
+        Num("after-op1", "/pools/fake_pool/fair_share_ratio", 0.999, 1.0 + 1e-9),
+        Num("after-op1", "/pools/fake_pool/usage_ratio", 0.999, 1.0 + 1e-9),
+        none(ev("allocation_interrupted", &[]).during(0, 1100)),
+        First(ev("allocation_interrupted", &[("operation", "op1")]), 1101, 1300),
+        count(ev("allocation_interrupted", &[
+            ("operation", "op1"), ("reason", "preemption"), ("preemptor/operation", "op2"),
+        ]), 1),
+        Gap(
+            ev("allocation_interrupted", &[("operation", "op1")]),
+            ev("allocation_finished", &[("operation", "op1"), ("outcome", "completed")]),
+            200, 200,
+        ),
+        none(ev("allocation_preempted", &[])),
+        count(ev("allocation_started", &[("operation", "op1")]), 3),
+        count(ev("allocation_finished", &[("operation", "op1"), ("outcome", "completed")]), 3),
+        count(ev("operation_state", &[("operation", "op1"), ("state", "completed")]), 1),
+        count(ev("operation_state", &[("operation", "op2"), ("state", "completed")]), 1),
+    ];
+
+    // YT-S2, interruptible=False: the preempted job is aborted at once and rerun.
+    yt_s2_not_interruptible_job_aborted: "YT-S2_not_interruptible_job_preempted.json" => [
+        Num("after-op1", "/pools/fake_pool/fair_share_ratio", 0.999, 1.0 + 1e-9),
+        Num("after-op1", "/pools/fake_pool/usage_ratio", 0.999, 1.0 + 1e-9),
+        none(ev("allocation_interrupted", &[])),
+        none(ev("allocation_preempted", &[]).during(0, 1100)),
+        First(ev("allocation_preempted", &[("operation", "op1")]), 1101, 1300),
+        count(ev("allocation_preempted", &[
+            ("operation", "op1"), ("reason", "preemption"), ("preemptor/operation", "op2"),
+        ]), 1),
+        count(ev("allocation_started", &[("operation", "op1")]), 4),
+        count(ev("allocation_finished", &[("operation", "op1"), ("outcome", "completed")]), 3),
+        count(ev("operation_state", &[("operation", "op1"), ("state", "completed")]), 1),
+        count(ev("operation_state", &[("operation", "op2"), ("state", "completed")]), 1),
+    ];
+
+    // YT-S2 variant: the operation sends SIGINT but its jobs ignore it: aborted at the
+    // interruption deadline (1000 ms), not earlier, and rerun.
+    yt_s2_ignored_interrupt_aborted_at_deadline: "YT-S2_interrupt_ignored_job_preempted.json" => [
+        count(ev("allocation_interrupted", &[
+            ("operation", "op1"), ("reason", "preemption"), ("timeout_ms", "1000"),
+            ("preemptor/operation", "op2"),
+        ]), 1),
+        Gap(
+            ev("allocation_interrupted", &[("operation", "op1")]),
+            ev("allocation_preempted", &[("operation", "op1"), ("reason", "preemption")]),
+            1000, 1000,
+        ),
+        count(ev("allocation_preempted", &[]), 1),
+        count(ev("allocation_started", &[("operation", "op1")]), 4),
+        count(ev("allocation_finished", &[("operation", "op1"), ("outcome", "completed")]), 3),
+        count(ev("operation_state", &[("operation", "op1"), ("state", "completed")]), 1),
+    ];
+
+    // The abort at the deadline should still name who the allocation was preempted for.
+    #[ignore = "core bug: an interrupted allocation aborted at its deadline loses its preemptor \
+                (abort_overdue_interruptions logs allocation_preempted with preemptor None)"]
+    yt_s2_deadline_abort_names_preemptor: "YT-S2_interrupt_ignored_job_preempted.json" => [
+        count(ev("allocation_preempted", &[
+            ("operation", "op1"), ("reason", "preemption"), ("preemptor/operation", "op2"),
+        ]), 1),
+    ];
+
+    // YT-S4: graceful operation shrunk to 0 slots: interrupted with the graceful timeout and
+    // aborted exactly 10 s later, not earlier; total 1 job, 1 aborted, none completed.
+    yt_s4_graceful_preemption_timeout: "YT-S4_graceful_preemption_timeout.json" => [
+        Is("running", "/operations/op/running_job_count", "1"),
+        count(ev("allocation_interrupted", &[
+            ("operation", "op"), ("reason", "graceful_preemption"), ("timeout_ms", "10000"),
+        ]), 1),
+        First(ev("allocation_interrupted", &[("operation", "op")]), 1000, 1100),
+        none(ev("allocation_preempted", &[]).during(0, 10999)),
+        Gap(
+            ev("allocation_interrupted", &[("operation", "op")]),
+            ev("allocation_preempted", &[("operation", "op"), ("reason", "graceful_preemption")]),
+            10000, 10000,
+        ),
+        count(ev("allocation_preempted", &[]), 1),
+        none(ev("allocation_finished", &[])),
+        count(ev("allocation_started", &[("operation", "op")]), 1),
+        Is("after-timeout", "/operations/op/running_job_count", "0"),
+        Is("after-timeout", "/operations/op/completed_job_count", "0"),
+        text("after-timeout", "/operations/op/state", "running"),
+    ];
+
+    // YT-S5: tolerances inherited down the tree, seen through scheduling and starvation
+    // statuses at usage / fair share = 0.7 (demand above fair share: no raise to 1.0).
+    yt_s5_starvation_tolerance_inherited: "YT-S5_starvation_tolerance_inherited.json" => [
+        Is("limited", "/operations/op1/running_job_count", "5"),
+        Is("limited", "/operations/op4/running_job_count", "5"),
+        Is("limited", "/operations/op2/running_job_count", "10"),
+        Is("limited", "/operations/filler/running_job_count", "10"),
+        num("below", "/operations/op1/fair_share_ratio", 5.0 / 21.0),
+        num("below", "/operations/op1/usage_ratio", 5.0 / 30.0),
+        num("below", "/operations/op1/demand_ratio", 10.0 / 30.0),
+        num("below", "/operations/op2/fair_share_ratio", 10.0 / 21.0),
+        num("below", "/operations/op2/demand_ratio", 20.0 / 30.0),
+        // 0.6 (p1, inherited by p2 and op1): normal.
+        text("below", "/pools/p1/scheduling_status", "normal"),
+        text("below", "/pools/p2/scheduling_status", "normal"),
+        text("below", "/operations/op1/scheduling_status", "normal"),
+        // 0.9 (p4 overrides p1): below.
+        text("below", "/pools/p4/scheduling_status", "below_fair_share"),
+        text("below", "/operations/op4/scheduling_status", "below_fair_share"),
+        // 0.8 (p5, inherited by p6 and op2): below.
+        text("below", "/pools/p5/scheduling_status", "below_fair_share"),
+        text("below", "/pools/p6/scheduling_status", "below_fair_share"),
+        text("below", "/operations/op2/scheduling_status", "below_fair_share"),
+        text("below", "/operations/op2/starvation_status", "non_starving"),
+        // After the 1000 ms timeout: the below ones starve, the others do not.
+        text("starving", "/operations/op2/starvation_status", "starving"),
+        text("starving", "/operations/op4/starvation_status", "starving"),
+        text("starving", "/pools/p5/starvation_status", "starving"),
+        text("starving", "/pools/p1/starvation_status", "non_starving"),
+        text("starving", "/operations/op1/starvation_status", "non_starving"),
+        none(ev("allocation_preempted", &[])),
+        none(ev("allocation_started", &[]).during(1, u64::MAX)),
+    ];
+
+    // YT-S5 as YTsaurus checks it: the orchid's effective tolerance of pools and operations.
+    #[ignore = "needs the snapshot field effective_fair_share_starvation_tolerance (pools and \
+                operations)"]
+    yt_s5_effective_tolerance_in_snapshot: "YT-S5_starvation_tolerance_inherited.json" => [
+        num("limited", "/pools/p1/effective_fair_share_starvation_tolerance", 0.6),
+        num("limited", "/pools/p2/effective_fair_share_starvation_tolerance", 0.6),
+        num("limited", "/pools/p3/effective_fair_share_starvation_tolerance", 0.5),
+        num("limited", "/pools/p4/effective_fair_share_starvation_tolerance", 0.9),
+        num("limited", "/pools/p5/effective_fair_share_starvation_tolerance", 0.8),
+        num("limited", "/pools/p6/effective_fair_share_starvation_tolerance", 0.8),
+        num("limited", "/operations/op1/effective_fair_share_starvation_tolerance", 0.6),
+        num("limited", "/operations/op2/effective_fair_share_starvation_tolerance", 0.8),
+    ];
+
+    // YT-S14: (preemptible, aggressively preemptible) allocation counts per setting of
+    // max_unpreemptible_running_allocation_count / non_preemptible_resource_usage_threshold.
+    yt_s14_max_unpreemptible_allocation_count: "YT-S14_max_unpreemptible_allocation_count.json" => [
+        Is("step1", "/operations/op/running_job_count", "10"),
+        num("step1", "/operations/op/fair_share_ratio", 1.0),
+        num("step1", "/operations/op/demand_ratio", 1.5),
+        Is("step1", "/operations/op/preemptible_allocation_count", "1"),
+        Is("step1", "/operations/op/aggressively_preemptible_allocation_count", "5"),
+        Is("step2", "/operations/op/preemptible_allocation_count", "1"),
+        Is("step2", "/operations/op/aggressively_preemptible_allocation_count", "5"),
+        Is("step3", "/operations/op/preemptible_allocation_count", "1"),
+        Is("step3", "/operations/op/aggressively_preemptible_allocation_count", "5"),
+        Is("step4", "/operations/op/preemptible_allocation_count", "1"),
+        Is("step4", "/operations/op/aggressively_preemptible_allocation_count", "2"),
+        Is("step5", "/operations/op/preemptible_allocation_count", "0"),
+        Is("step5", "/operations/op/aggressively_preemptible_allocation_count", "0"),
+        Is("step6", "/operations/op/preemptible_allocation_count", "1"),
+        Is("step6", "/operations/op/aggressively_preemptible_allocation_count", "5"),
+        Is("step7", "/operations/op/preemptible_allocation_count", "1"),
+        Is("step7", "/operations/op/aggressively_preemptible_allocation_count", "5"),
+        none(ev("error", &[])),
+    ];
+
+    // YT-S14 step 8: a null threshold is rejected (here when the file is loaded).
+    yt_s14_null_threshold_rejected: "YT-S14_null_threshold_rejected.json" => [
+        Exit(
+            EXIT_BAD_FILE,
+            "events[1].set_tree.config.non_preemptible_resource_usage_threshold: \
+             invalid type: null",
+        ),
+    ];
+
+    // YT-S17: the graceful operation gets its second allocation as soon as the placeholder
+    // ends (fair share = demand: tolerance 1.0), and not before.
+    yt_s17_graceful_operation_keeps_scheduling:
+        "YT-S17_graceful_operation_keeps_scheduling.json" => [
+        Is("one-running", "/operations/op/running_job_count", "1"),
+        num("one-running", "/operations/op/fair_share_ratio", 0.5),
+        count(ev("allocation_started", &[("operation", "op")]).during(0, 3000), 1),
+        Gap(
+            ev("allocation_finished", &[("operation", "placeholder")]),
+            ev("allocation_started", &[("operation", "op")]).during(501, u64::MAX),
+            1, 200,
+        ),
+        Is("after-placeholder", "/operations/op/running_job_count", "2"),
+        count(ev("operation_state", &[("operation", "op"), ("state", "completed")]), 1),
+        none(ev("allocation_interrupted", &[])),
+        none(ev("allocation_preempted", &[])),
+    ];
+
+    // YT-S19: both jobs run on node-1 while node-0 is disabled; disabling node-1 aborts them
+    // at once and they restart on node-0.
+    yt_s19_disabled_node_aborts_allocations: "YT-S19_disabled_node_aborts_allocations.json" => [
+        count(ev("allocation_started", &[]).during(0, 999), 2),
+        count(ev("allocation_started", &[("node", "node-1")]).during(0, 999), 2),
+        num("on-node-1", "/total_resources/user_slots", 2.0),
+        Is("on-node-1", "/operations/op1/running_job_count", "1"),
+        Is("on-node-1", "/operations/op2/running_job_count", "1"),
+        none(ev("allocation_preempted", &[]).during(0, 999)),
+        count(ev("allocation_preempted", &[
+            ("operation", "op1"), ("node", "node-1"), ("reason", "node_disabled"),
+        ]).during(1000, 1000), 1),
+        count(ev("allocation_preempted", &[
+            ("operation", "op2"), ("node", "node-1"), ("reason", "node_disabled"),
+        ]).during(1000, 1000), 1),
+        count(ev("allocation_preempted", &[]), 2),
+        count(ev("allocation_started", &[
+            ("operation", "op1"), ("node", "node-0"),
+        ]).during(1000, 1100), 1),
+        count(ev("allocation_started", &[
+            ("operation", "op2"), ("node", "node-0"),
+        ]).during(1000, 1100), 1),
+        count(ev("allocation_started", &[]).during(1000, u64::MAX), 2),
+        Is("moved", "/operations/op1/running_job_count", "1"),
+        Is("moved", "/operations/op2/running_job_count", "1"),
+    ];
+
+    // YT-S23 (operation): fair share = demand: tolerance 1.0, so 8/9 starves and stays
+    // starving for 3 s; the pool keeps 0.8; regular_op's straddling allocation is safe.
+    yt_s23_tolerance_raised_for_operation: "YT-S23_tolerance_raised_for_operation.json" => [
+        num("after-3s", "/operations/regular_op/resource_usage/cpu", 2.0),
+        num("after-3s", "/operations/starving_op/resource_usage/cpu", 8.0),
+        num("after-3s", "/operations/starving_op/fair_share_ratio", 0.9),
+        num("after-3s", "/operations/starving_op/demand_ratio", 0.9),
+        text("after-1s", "/operations/starving_op/starvation_status", "starving"),
+        text("after-3s", "/operations/starving_op/starvation_status", "starving"),
+        text("after-3s", "/operations/starving_op/scheduling_status", "below_fair_share"),
+        text("after-3s", "/pools/starving_pool/starvation_status", "non_starving"),
+        text("after-3s", "/pools/starving_pool/scheduling_status", "normal"),
+        Is("after-3s", "/operations/regular_op/preemptible_allocation_count", "0"),
+        none(ev("allocation_preempted", &[])),
+    ];
+
+    // YT-S23 (pool): the raise is for operations only: the pool at 0.9 is not starving.
+    yt_s23_tolerance_not_raised_for_pool: "YT-S23_tolerance_not_raised_for_pool.json" => [
+        num("after-3s", "/operations/regular_op/resource_usage/cpu", 9.0),
+        num("after-3s", "/operations/starving_op/resource_usage/cpu", 0.0),
+        num("after-3s", "/pools/pool/fair_share_ratio", 1.0),
+        num("after-3s", "/pools/pool/usage_ratio", 0.9),
+        text("after-1s", "/operations/starving_op/starvation_status", "starving"),
+        text("after-3s", "/operations/starving_op/starvation_status", "starving"),
+        text("after-1s", "/pools/pool/starvation_status", "non_starving"),
+        text("after-3s", "/pools/pool/starvation_status", "non_starving"),
+        text("after-3s", "/pools/pool/scheduling_status", "normal"),
+        none(ev("allocation_preempted", &[])),
+    ];
+
+    // YT-S25: needs SSD priority preemption (allow_regular_jobs_on_ssd_nodes).
+    #[ignore = "needs allow_regular_jobs_on_ssd_nodes / ssd_priority_preemption in the core and \
+                disk-medium resources (disk quota per medium) for jobs"]
+    yt_s25_regular_jobs_off_ssd_nodes: "YT-S25_regular_jobs_off_ssd_nodes.json" => [
+        count(ev("allocation_started", &[("operation", "protected_op")]), 4),
+        none(ev("allocation_started", &[("operation", "protected_op"), ("node", "node-0")])),
+        none(ev("allocation_started", &[("operation", "protected_op"), ("node", "node-1")])),
+        count(ev("allocation_started", &[("operation", "regular_op")]), 4),
+        none(ev("allocation_started", &[("operation", "regular_op"), ("node", "node-2")])),
+        none(ev("allocation_started", &[("operation", "regular_op"), ("node", "node-3")])),
+        num("ssd", "/operations/ssd_op/resource_usage/cpu", 1.0),
+    ];
+
+    // YT-S31: lightweight operations run beyond the root's running limit; the 6th operation is
+    // rejected with 202; the counts.
+    yt_s31_lightweight_operations: "YT-S31_lightweight_operations.json" => [
+        text("four-running", "/operations/light1/state", "running"),
+        text("four-running", "/operations/light2/state", "running"),
+        text("four-running", "/operations/light3/state", "running"),
+        text("four-running", "/operations/light4/state", "running"),
+        Is("four-running", "/operations/light4/lightweight", "true"),
+        Is("four-running", "/operations/light1/lightweight", "true"),
+        Is("four-running", "/operations/blocking_op/lightweight", "false"),
+        count(ev("error", &[("code", "202"), ("message", "~\"<Root>\"")]).during(500, 500), 1),
+        count(ev("error", &[]), 1),
+        Absent("after-rejection", "/operations/light5"),
+        Is("after-rejection", "/pools/pool/operation_count", "1"),
+        Is("after-rejection", "/pools/pool/running_operation_count", "1"),
+        Is("after-rejection", "/pools/pool/lightweight_running_operation_count", "0"),
+        Is("after-rejection", "/pools/lightweight_pool/operation_count", "4"),
+        Is("after-rejection", "/pools/lightweight_pool/running_operation_count", "0"),
+        Is("after-rejection", "/pools/lightweight_pool/lightweight_running_operation_count", "4"),
+        Is("after-rejection", "/pools/<Root>/operation_count", "5"),
+        Is("after-rejection", "/pools/<Root>/running_operation_count", "1"),
+        Is("after-rejection", "/pools/<Root>/lightweight_running_operation_count", "4"),
+    ];
+
+    // YT-S31 (eligibility): map operations count normally; a vanilla one is lightweight.
+    yt_s31_lightweight_eligibility: "YT-S31_lightweight_eligibility.json" => [
+        text("maps", "/operations/map1/state", "running"),
+        text("maps", "/operations/map2/state", "pending"),
+        Is("maps", "/operations/map1/lightweight", "false"),
+        Is("maps", "/pools/pool/operation_count", "1"),
+        Is("maps", "/pools/pool/running_operation_count", "1"),
+        Is("maps", "/pools/pool/lightweight_running_operation_count", "0"),
+        Is("maps", "/pools/lightweight_pool/operation_count", "2"),
+        Is("maps", "/pools/lightweight_pool/running_operation_count", "1"),
+        Is("maps", "/pools/lightweight_pool/lightweight_running_operation_count", "0"),
+        text("vanilla", "/operations/vanilla/state", "running"),
+        Is("vanilla", "/operations/vanilla/lightweight", "true"),
+        text("vanilla", "/operations/map2/state", "pending"),
+        Is("vanilla", "/pools/lightweight_pool/operation_count", "3"),
+        Is("vanilla", "/pools/lightweight_pool/running_operation_count", "1"),
+        Is("vanilla", "/pools/lightweight_pool/lightweight_running_operation_count", "1"),
+    ];
+
+    // YT-S32 (default parent): ephemeral pools go under default_pool and are flagged.
+    yt_s32_default_parent_pool: "YT-S32_default_parent_pool.json" => [
+        text("ephemeral", "/operations/op1/pool", "root"),
+        text("ephemeral", "/operations/op2/pool", "my_pool"),
+        text("ephemeral", "/pools/root/parent", "default_pool"),
+        text("ephemeral", "/pools/my_pool/parent", "default_pool"),
+        Is("ephemeral", "/pools/root/is_ephemeral", "true"),
+        Is("ephemeral", "/pools/my_pool/is_ephemeral", "true"),
+        Is("ephemeral", "/pools/default_pool/is_ephemeral", "false"),
+        Is("ephemeral", "/pools/<Root>/is_ephemeral", "false"),
+        none(ev("error", &[])),
+    ];
+
+    // YT-S32 (limit): the 4th ephemeral pool of a user is refused.
+    yt_s32_ephemeral_pools_limit: "YT-S32_ephemeral_pools_limit.json" => [
+        count(ev("error", &[
+            ("message", "~events[3].start_operation: cannot create new ephemeral pool \"pool4\""),
+        ]).during(200, 200), 1),
+        count(ev("error", &[("message", "~the limit of 3 ephemeral pools per user")]), 1),
+        count(ev("error", &[]), 1),
+        text("limit", "/pools/pool1/parent", "default_pool"),
+        text("limit", "/pools/pool2/parent", "default_pool"),
+        text("limit", "/pools/pool3/parent", "default_pool"),
+        Is("limit", "/pools/pool3/is_ephemeral", "true"),
+        Absent("limit", "/pools/pool4"),
+        Absent("limit", "/operations/op4"),
+        text("limit", "/operations/op3/state", "running"),
+    ];
+
+    // YT-S32 (explicit): configuring an ephemeral pool makes it explicit, under the root.
+    yt_s32_ephemeral_becomes_explicit: "YT-S32_ephemeral_becomes_explicit.json" => [
+        text("ephemeral", "/pools/test_pool/parent", "default_pool"),
+        Is("ephemeral", "/pools/test_pool/is_ephemeral", "true"),
+        text("explicit", "/pools/test_pool/parent", "<Root>"),
+        Is("explicit", "/pools/test_pool/is_ephemeral", "false"),
+        text("explicit", "/operations/op/pool", "test_pool"),
+        text("explicit", "/operations/op/state", "running"),
+        none(ev("error", &[])),
+    ];
+
+    // YT-S32 (no default parent): the pool is named after the user, under the root.
+    yt_s32_no_default_parent: "YT-S32_no_default_parent.json" => [
+        text("ephemeral", "/operations/op/pool", "u"),
+        text("ephemeral", "/pools/u/parent", "<Root>"),
+        Is("ephemeral", "/pools/u/is_ephemeral", "true"),
+    ];
+
+    // YT-S34 (no successful scheduling): failed as hung after the safe timeout, not before.
+    yt_s34_hung_no_successful_scheduling: "YT-S34_hung_no_successful_scheduling.json" => [
+        text("waiting", "/operations/op/state", "running"),
+        text("waiting", "/operations/op/starvation_status", "starving"),
+        count(ev("operation_state", &[
+            ("operation", "op"), ("state", "failed"), ("reason", "~scheduling hung"),
+        ]), 1),
+        count(ev("operation_state", &[
+            ("operation", "op"), ("reason", "~no successful scheduled allocations"),
+        ]), 1),
+        First(ev("operation_state", &[("operation", "op"), ("state", "failed")]), 5500, 7000),
+        count(ev("operation_state", &[("state", "failed")]), 1),
+        none(ev("allocation_preempted", &[])),
+        none(ev("allocation_started", &[("operation", "op")])),
+    ];
+
+    // YT-S34 (limiting ancestor): failed after 5 s naming the limiting pool.
+    yt_s34_hung_limiting_ancestor: "YT-S34_hung_limiting_ancestor.json" => [
+        text("before-timeout", "/operations/op/state", "running"),
+        count(ev("operation_state", &[
+            ("operation", "op"), ("state", "failed"), ("reason", "~scheduling hung"),
+        ]), 1),
+        count(ev("operation_state", &[("operation", "op"), ("reason", "~limiting_ancestor")]), 1),
+        count(ev("operation_state", &[("operation", "op"), ("reason", "~limiting_pool")]), 1),
+        First(ev("operation_state", &[("operation", "op"), ("state", "failed")]), 5000, 5200),
+        none(ev("allocation_started", &[])),
+    ];
+
+    // The failure reason prints the pool's limits with its unset components as sentinel
+    // numbers instead of only what is specified ({cpu: 1}).
+    #[ignore = "core bug: the limiting-ancestor failure reason prints unset resource_limits \
+                components as sentinel values (user_slots: 2305843009213693951, gpu: 536870911, \
+                ...) instead of the specified limits {cpu: 1}"]
+    yt_s34_limiting_ancestor_reason_shows_specified_limits:
+        "YT-S34_hung_limiting_ancestor.json" => [
+        count(ev("operation_state", &[
+            ("operation", "op"), ("reason", "~resource limits {cpu: 1} are too small"),
+        ]), 1),
+        none(ev("operation_state", &[("reason", "~2305843009213693951")])),
+    ];
+
+    // YT-S34 (check disabled): not failed during 10 s; completes once the limit is removed.
+    yt_s34_limiting_ancestor_check_disabled: "YT-S34_limiting_ancestor_check_disabled.json" => [
+        text("after-10s", "/operations/op/state", "running"),
+        Is("after-10s", "/operations/op/running_job_count", "0"),
+        none(ev("operation_state", &[("state", "failed")])),
+        none(ev("allocation_started", &[]).during(0, 9999)),
+        count(ev("allocation_started", &[("operation", "op")]), 10),
+        count(ev("operation_state", &[("operation", "op"), ("state", "completed")]), 1),
+    ];
+
+    // YT-S34 (node shortage): no nodes for 10 s: not failed; completes when the node returns.
+    yt_s34_node_shortage: "YT-S34_node_shortage.json" => [
+        num("no-nodes", "/total_resources/cpu", 0.0),
+        text("no-nodes", "/operations/op/state", "running"),
+        none(ev("operation_state", &[("state", "failed")])),
+        none(ev("allocation_started", &[]).during(0, 10099)),
+        count(ev("operation_state", &[("operation", "op"), ("state", "completed")]), 1),
+    ];
+
+    // YT-S36 (explicit): effective guarantees and the operations' fair shares.
+    yt_s36_explicit_guarantees: "YT-S36_explicit_guarantees.json" => [
+        num("pools", "/pools/pool/effective_strong_guarantee_resources/cpu", 30.0),
+        num("pools", "/pools/pool/effective_strong_guarantee_resources/user_slots", 30.0),
+        num("pools", "/pools/pool/effective_strong_guarantee_resources/network", 300.0),
+        num("pools", "/pools/subpool1/effective_strong_guarantee_resources/cpu", 10.0),
+        num("pools", "/pools/subpool1/effective_strong_guarantee_resources/user_slots", 20.0),
+        num("pools", "/pools/subpool1/effective_strong_guarantee_resources/network", 100.0),
+        num("pools", "/pools/subpool2/effective_strong_guarantee_resources/cpu", 20.0),
+        num("pools", "/pools/subpool2/effective_strong_guarantee_resources/user_slots", 10.0),
+        num("pools", "/pools/subpool2/effective_strong_guarantee_resources/network", 200.0),
+        num("ops", "/operations/op_sub1/detailed_fair_share/total/cpu", 1.0 / 3.0),
+        num("ops", "/operations/op_sub1/detailed_fair_share/total/user_slots", 2.0 / 3.0),
+        num("ops", "/operations/op_sub2/detailed_fair_share/total/cpu", 2.0 / 3.0),
+        num("ops", "/operations/op_sub2/detailed_fair_share/total/user_slots", 1.0 / 3.0),
+    ];
+
+    // YT-S36 (partially explicit, no scaling).
+    yt_s36_partial_guarantees_no_scaling: "YT-S36_partial_guarantees_no_scaling.json" => [
+        num("pools", "/pools/subpool1/effective_strong_guarantee_resources/cpu", 10.0),
+        num("pools", "/pools/subpool1/effective_strong_guarantee_resources/user_slots", 15.0),
+        num("pools", "/pools/subpool1/effective_strong_guarantee_resources/network", 100.0),
+        num("pools", "/pools/subpool2/effective_strong_guarantee_resources/cpu", 5.0),
+        num("pools", "/pools/subpool2/effective_strong_guarantee_resources/user_slots", 5.0),
+        num("pools", "/pools/subpool2/effective_strong_guarantee_resources/network", 50.0),
+        num("pools", "/pools/subpool3/effective_strong_guarantee_resources/cpu", 10.0),
+        num("pools", "/pools/subpool3/effective_strong_guarantee_resources/user_slots", 10.0),
+        num("pools", "/pools/subpool3/effective_strong_guarantee_resources/network", 100.0),
+    ];
+
+    // YT-S36 (partially explicit, with scaling): the YT-observed 1 and 3 slots.
+    yt_s36_partial_guarantees_scaling: "YT-S36_partial_guarantees_scaling.json" => [
+        num("pools", "/pools/subpool1/effective_strong_guarantee_resources/cpu", 10.0),
+        num("pools", "/pools/subpool1/effective_strong_guarantee_resources/user_slots", 25.0),
+        num("pools", "/pools/subpool1/effective_strong_guarantee_resources/network", 100.0),
+        num("pools", "/pools/subpool2/effective_strong_guarantee_resources/cpu", 5.0),
+        num("pools", "/pools/subpool2/effective_strong_guarantee_resources/user_slots", 1.0),
+        num("pools", "/pools/subpool2/effective_strong_guarantee_resources/network", 50.0),
+        num("pools", "/pools/subpool3/effective_strong_guarantee_resources/cpu", 10.0),
+        num("pools", "/pools/subpool3/effective_strong_guarantee_resources/user_slots", 3.0),
+        num("pools", "/pools/subpool3/effective_strong_guarantee_resources/network", 100.0),
+    ];
+
+    // YT-S36 (overcommit): shares pool1 {3/8, 1/2, 3/8}, pool2 {1/2, 1/2, 1/2} of {30, 30,
+    // 300} (network is an integer amount: 112.5 may round either way).
+    yt_s36_guarantee_overcommit_shares: "YT-S36_guarantee_overcommit.json" => [
+        num("pools", "/pools/pool1/effective_strong_guarantee_resources/cpu", 30.0 * 3.0 / 8.0),
+        num("pools", "/pools/pool1/effective_strong_guarantee_resources/user_slots", 15.0),
+        Num("pools", "/pools/pool1/effective_strong_guarantee_resources/network", 112.0, 113.0),
+        num("pools", "/pools/pool2/effective_strong_guarantee_resources/cpu", 15.0),
+        num("pools", "/pools/pool2/effective_strong_guarantee_resources/user_slots", 15.0),
+        num("pools", "/pools/pool2/effective_strong_guarantee_resources/network", 150.0),
+    ];
+
+    #[ignore = "needs the 29000 (PoolTreeGuaranteesOvercommit) alert in scenario output: \
+                fairsched_config::guarantee_overcommit_alert exists but neither the core nor the \
+                scenario runner reports it"]
+    yt_s36_guarantee_overcommit_alert: "YT-S36_guarantee_overcommit.json" => [
+        count(ev("error", &[("code", "29000")]), 1),
+    ];
+
+    // YT-S36 (single pool larger than the cluster): share 1 on every resource.
+    yt_s36_single_pool_over_cluster_shares: "YT-S36_single_pool_over_cluster.json" => [
+        num("pools", "/pools/pool/effective_strong_guarantee_resources/cpu", 30.0),
+        num("pools", "/pools/pool/effective_strong_guarantee_resources/user_slots", 30.0),
+        num("pools", "/pools/pool/effective_strong_guarantee_resources/network", 300.0),
+    ];
+
+    #[ignore = "needs the 29000 (PoolTreeGuaranteesOvercommit) alert in scenario output"]
+    yt_s36_single_pool_over_cluster_alert: "YT-S36_single_pool_over_cluster.json" => [
+        count(ev("error", &[("code", "29000")]), 1),
+    ];
+
+    // YT-S36 (zero cluster): everything 0.
+    yt_s36_zero_cluster_shares: "YT-S36_zero_cluster.json" => [
+        num("pools", "/total_resources/cpu", 0.0),
+        num("pools", "/pools/pool1/effective_strong_guarantee_resources/cpu", 0.0),
+        num("pools", "/pools/pool2/effective_strong_guarantee_resources/cpu", 0.0),
+        num("pools", "/pools/pool1/detailed_fair_share/strong_guarantee/cpu", 0.0),
+        num("pools", "/pools/pool1/fair_share_ratio", 0.0),
+    ];
+
+    #[ignore = "needs the 29000 (PoolTreeGuaranteesOvercommit) alert in scenario output"]
+    yt_s36_zero_cluster_alert: "YT-S36_zero_cluster.json" => [
+        count(ev("error", &[("code", "29000")]), 1),
+    ];
+
+    // YT-S37: weights inferred from guarantees (multiplier 10).
+    yt_s37_weights_from_strong_guarantees: "YT-S37_weights_from_strong_guarantees.json" => [
+        num("weights", "/pools/test_pool1/weight", 30.0 / 7.0),
+        num("weights", "/pools/test_pool2/weight", 40.0 / 7.0),
+        num("weights", "/pools/test_pool3/weight", 1.0),
+        num("weights", "/pools/subpool1/weight", 3.0),
+        num("weights", "/pools/subpool2/weight", 4.0),
+    ];
+
+    yt_s37_weights_from_resource_flow: "YT-S37_weights_from_resource_flow.json" => [
+        num("weights", "/pools/test_pool1/weight", 30.0 / 7.0),
+        num("weights", "/pools/test_pool2/weight", 40.0 / 7.0),
+        num("weights", "/pools/test_pool3/weight", 1.0),
+        num("weights", "/pools/subpool1/weight", 4.0),
+        num("weights", "/pools/subpool2/weight", 6.0),
+    ];
+
+    yt_s37_weights_from_both_guarantees: "YT-S37_weights_from_both_guarantees.json" => [
+        num("weights", "/pools/test_pool1/weight", 4.0),
+        num("weights", "/pools/test_pool2/weight", 6.0),
+        num("weights", "/pools/test_pool3/weight", 1.0),
+    ];
+
+    // YT-S40: prod (below its promised guarantee) is served first: 1 slot, then both jobs.
+    #[ignore = "needs enable_guarantee_priority_scheduling (promised guarantee fair share and the \
+                high-priority regular stage); without it research_op takes the free cpu at step 3 \
+                and prod_op keeps 1 job"]
+    yt_s40_guarantee_priority_scheduling: "YT-S40_guarantee_priority_scheduling.json" => [
+        Is("blocked", "/operations/prod_op/running_job_count", "0"),
+        Is("blocked", "/operations/research_op/running_job_count", "0"),
+        num("one-slot", "/operations/prod_op/resource_usage/user_slots", 1.0),
+        num("one-slot", "/operations/research_op/resource_usage/user_slots", 0.0),
+        num("unlimited", "/operations/prod_op/resource_usage/user_slots", 2.0),
+        num("unlimited", "/operations/research_op/resource_usage/user_slots", 0.0),
+    ];
+}
+
+// ---- coverage ----------------------------------------------------------------------------------
+
+/// `.json` files under `scenarios/yt/`, sorted.
+fn yt_files() -> Vec<String> {
+    let mut files: Vec<String> = std::fs::read_dir(repo_root().join(DIR))
+        .unwrap_or_else(|e| panic!("{DIR}: {e}"))
+        .map(|entry| entry.expect("directory entry").file_name())
+        .map(|name| name.to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".json"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn every_behaviour_has_a_file_and_every_file_a_case() {
+    let files = yt_files();
+    let used: BTreeSet<&str> = CASE_FILES.iter().copied().collect();
+    for file in &files {
+        assert!(used.contains(file.as_str()), "{DIR}/{file} has no case");
+        let id = file.split('_').next().unwrap_or_default();
+        assert!(
+            IDS.contains(&id),
+            "{DIR}/{file}: {id:?} is not a behaviour id"
+        );
+        // Each file names its behaviour and states the concrete timeline it chose.
+        let text = std::fs::read_to_string(repo_root().join(DIR).join(file)).expect("readable");
+        let json: Value = serde_json::from_str(&text).expect("JSON");
+        let name = json["name"].as_str().unwrap_or_default();
+        assert!(
+            name.starts_with(id),
+            "{file}: name {name:?} should start with {id}"
+        );
+        assert!(
+            json["description"].as_str().is_some_and(|d| d.len() > 80),
+            "{file}: description missing or too short"
+        );
+    }
+    for file in CASE_FILES {
+        assert!(files.iter().any(|f| f == file), "case file {file} missing");
+    }
+    for id in IDS {
+        let prefix = format!("{id}_");
+        assert!(
+            files.iter().any(|f| f.starts_with(&prefix)),
+            "no scenario file for {id}"
+        );
+    }
+}
+
+#[test]
+fn every_yt_scenario_is_deterministic() {
+    for file in yt_files() {
+        let (a, b) = (run(&file), run(&file));
+        assert_eq!(a.code, b.code, "{file}");
+        assert_eq!(a.stdout, b.stdout, "{file}: output differs between runs");
+    }
+}
