@@ -547,23 +547,63 @@ impl<'a, V: Value> CritCursor<'a, V> {
 #[derive(Debug)]
 pub(crate) struct MemberCursor<'a, V> {
     crit: CritCursor<'a, V>,
-    /// The covering segment's value when it is horizontal.
-    constant: Option<V>,
+    /// The segment used between critical points, prepared for evaluation.
+    covering: Covering<V>,
+}
+
+/// A segment prepared for evaluations strictly inside it.
+#[derive(Clone, Copy, Debug)]
+enum Covering<V> {
+    /// Horizontal: its value.
+    Constant(V),
+    /// Tilted: the operands of [`Segment::interpolate`] that do not depend on the argument
+    /// (the same values it computes each time).
+    Tilted {
+        x0: f64,
+        dx: f64,
+        y0: V,
+        y1: V,
+        d: V,
+    },
+    /// Vertical (only before the first critical point): read the segment itself.
+    Vertical,
 }
 
 impl<'a, V: Value> MemberCursor<'a, V> {
     pub(crate) fn new(segs: &'a [Segment<V>]) -> MemberCursor<'a, V> {
         let mut c = MemberCursor {
             crit: CritCursor::new(segs),
-            constant: None,
+            covering: Covering::Vertical,
         };
         c.refresh();
         c
     }
 
+    /// The traverser's segment strictly between critical points: the producer of the next one,
+    /// or, past the right bound, the last segment.
+    fn covering_segment(&self) -> &'a Segment<V> {
+        if self.crit.next == f64::INFINITY {
+            &self.crit.segs[self.crit.segs.len() - 1]
+        } else {
+            self.crit.covering()
+        }
+    }
+
     fn refresh(&mut self) {
-        let s = self.crit.covering();
-        self.constant = (s.x0 != s.x1 && s.y0.same(s.y1)).then_some(s.y0);
+        let s = self.covering_segment();
+        self.covering = if s.x0 == s.x1 {
+            Covering::Vertical
+        } else if s.y0.same(s.y1) {
+            Covering::Constant(s.y0)
+        } else {
+            Covering::Tilted {
+                x0: s.x0,
+                dx: s.x1 - s.x0,
+                y0: s.y0,
+                y1: s.y1,
+                d: s.y1.sub(s.y0),
+            }
+        };
     }
 
     #[inline(always)]
@@ -576,15 +616,26 @@ impl<'a, V: Value> MemberCursor<'a, V> {
         }
     }
 
+    /// The value strictly between critical points ([`fast_value`] on the covering segment).
+    #[inline(always)]
+    fn between(&self, x: f64) -> (V, V) {
+        match self.covering {
+            Covering::Constant(v) => (v, v),
+            Covering::Tilted { x0, dx, y0, y1, d } => {
+                let t = (x - x0) / dx;
+                let v = V::select(t < 0.5, y0.add(d.mul(t)), y1.sub(d.mul(1.0 - t)));
+                (v, v)
+            }
+            Covering::Vertical => fast_limits(self.covering_segment(), x),
+        }
+    }
+
     /// (left limit, right limit) at `x`, not before the previous argument.
     #[inline(always)]
     pub(crate) fn limits(&mut self, x: f64) -> (V, V) {
         self.catch_up(x);
         if x < self.crit.next {
-            match self.constant {
-                Some(v) => (v, v),
-                None => fast_limits(self.crit.covering(), x),
-            }
+            self.between(x)
         } else {
             self.crit.limits(x)
         }
@@ -593,17 +644,8 @@ impl<'a, V: Value> MemberCursor<'a, V> {
     /// The left limit (`right == false`) or the right limit at `x`, as [`Self::limits`].
     #[inline(always)]
     pub(crate) fn limit(&mut self, x: f64, right: bool) -> V {
-        self.catch_up(x);
-        if x < self.crit.next {
-            match self.constant {
-                Some(v) => v,
-                // Strictly inside a segment that is not vertical: both limits are its value.
-                None => fast_value(self.crit.covering(), x),
-            }
-        } else {
-            let (l, r) = self.crit.limits(x);
-            if right { r } else { l }
-        }
+        let (l, r) = self.limits(x);
+        if right { r } else { l }
     }
 }
 
