@@ -1,1 +1,346 @@
-//! The fairsched node agent (work in progress).
+//! The fairsched node agent: registers with the server, heartbeats, and runs the jobs it is
+//! told to start as real processes.
+//!
+//! * Each job runs in its own process group, in its own working directory
+//!   (`<work_dir>/jobs/<operation>/<allocation>`), with stdout and stderr captured to files there
+//!   and `FAIRSCHED_*` variables in its environment.
+//! * Abort (and preemption): SIGTERM to the whole group, SIGKILL after the grace period.
+//! * Interruption: the operation's signal to the group; the scheduler aborts the job if it does
+//!   not exit before its deadline.
+//! * When the server does not know the node (e.g. it restarted), the agent kills its jobs and
+//!   registers again.
+//!
+//! The agent knows nothing about fair share.
+
+use fairsched_api::client::{ApiClient, ClientError};
+use fairsched_api::{FinishedJob, Heartbeat, JobStart, RegisterNode, codes};
+use fairsched_resources::{ResourceKind, Resources};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// How an agent runs.
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    /// Server URL (`http://127.0.0.1:9090`).
+    pub server: String,
+    /// Shared token of the agents.
+    pub token: Option<String>,
+    pub node_id: String,
+    pub resources: Resources,
+    pub tags: Vec<String>,
+    /// Where job directories go.
+    pub work_dir: PathBuf,
+    /// Between SIGTERM and SIGKILL.
+    pub kill_grace: Duration,
+}
+
+/// This machine's cpu count and memory.
+pub fn detect_resources() -> Resources {
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let memory = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(1 << 30);
+    Resources::ZERO
+        .with(ResourceKind::Cpu, cpus as f64)
+        .with(ResourceKind::Memory, memory as f64)
+        .with(ResourceKind::UserSlots, (cpus * 4) as f64)
+}
+
+struct Job {
+    pgid: Pid,
+    /// Set when the agent kills the job (its outcome is then `aborted`).
+    killed: Arc<AtomicBool>,
+}
+
+/// Bytes of each stream reported to the server.
+const TAIL_BYTES: u64 = 64 * 1024;
+
+fn tail(path: &std::path::Path) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(TAIL_BYTES)));
+    let mut buf = Vec::new();
+    let _ = f.read_to_end(&mut buf);
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+struct Agent {
+    config: AgentConfig,
+    client: ApiClient,
+    jobs: BTreeMap<u64, Job>,
+    done_tx: mpsc::UnboundedSender<(u64, FinishedJob)>,
+    done_rx: mpsc::UnboundedReceiver<(u64, FinishedJob)>,
+    /// Finished jobs not yet acknowledged by a successful heartbeat.
+    unreported: Vec<FinishedJob>,
+}
+
+impl Agent {
+    fn start(&mut self, s: JobStart) {
+        let dir = self
+            .config
+            .work_dir
+            .join("jobs")
+            .join(&s.operation)
+            .join(s.allocation.to_string());
+        let spawn = || -> std::io::Result<tokio::process::Child> {
+            std::fs::create_dir_all(&dir)?;
+            let stdout = std::fs::File::create(dir.join("stdout"))?;
+            let stderr = std::fs::File::create(dir.join("stderr"))?;
+            let (program, args) = s
+                .command
+                .split_first()
+                .ok_or_else(|| std::io::Error::other("empty command"))?;
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(args)
+                .current_dir(&dir)
+                .stdin(Stdio::null())
+                .stdout(stdout)
+                .stderr(stderr)
+                .process_group(0)
+                .envs(&s.env)
+                .env("FAIRSCHED_OPERATION_ID", &s.operation)
+                .env("FAIRSCHED_JOB_ID", s.allocation.to_string())
+                .env("FAIRSCHED_TASK_INDEX", s.task.to_string())
+                .env("FAIRSCHED_NODE_ID", &self.config.node_id)
+                .env("FAIRSCHED_SERVER", &self.config.server)
+                .env("FAIRSCHED_JOB_DIR", &dir);
+            for k in ResourceKind::ALL {
+                let raw = s.resources.raw_of(k);
+                if raw != 0 {
+                    cmd.env(
+                        format!("FAIRSCHED_{}", k.name().to_uppercase()),
+                        fairsched_resources::format_amount(k, raw),
+                    );
+                }
+            }
+            cmd.spawn()
+        };
+        let allocation = s.allocation;
+        match spawn() {
+            Ok(mut child) => {
+                let pid = child.id().unwrap_or(0) as i32;
+                let killed = Arc::new(AtomicBool::new(false));
+                self.jobs.insert(
+                    allocation,
+                    Job {
+                        pgid: Pid::from_raw(pid),
+                        killed: killed.clone(),
+                    },
+                );
+                let tx = self.done_tx.clone();
+                tokio::spawn(async move {
+                    let status = child.wait().await;
+                    let (exit_code, signal) = match &status {
+                        Ok(st) => {
+                            use std::os::unix::process::ExitStatusExt;
+                            (st.code(), st.signal())
+                        }
+                        Err(_) => (None, None),
+                    };
+                    let outcome = if killed.load(Ordering::SeqCst) {
+                        "aborted"
+                    } else if exit_code == Some(0) {
+                        "completed"
+                    } else {
+                        "failed"
+                    };
+                    let _ = tx.send((
+                        allocation,
+                        FinishedJob {
+                            allocation,
+                            outcome: outcome.into(),
+                            exit_code,
+                            signal,
+                            stdout_tail: tail(&dir.join("stdout")),
+                            stderr_tail: tail(&dir.join("stderr")),
+                        },
+                    ));
+                });
+                tracing::info!(allocation, operation = s.operation, "job started");
+            }
+            Err(e) => {
+                tracing::warn!(allocation, "job could not start: {e}");
+                self.unreported.push(FinishedJob {
+                    allocation,
+                    outcome: "failed".into(),
+                    exit_code: None,
+                    signal: None,
+                    stdout_tail: String::new(),
+                    stderr_tail: format!("fairsched agent: cannot start {:?}: {e}\n", s.command),
+                });
+            }
+        }
+    }
+
+    /// SIGTERM to the group now, SIGKILL after the grace period.
+    fn kill(&mut self, allocation: u64) {
+        if let Some(job) = self.jobs.get(&allocation) {
+            job.killed.store(true, Ordering::SeqCst);
+            kill_group(job.pgid, self.config.kill_grace);
+        }
+    }
+
+    fn interrupt(&mut self, allocation: u64, signal: Option<&str>) {
+        let Some(job) = self.jobs.get(&allocation) else {
+            return;
+        };
+        let Some(name) = signal else { return };
+        let name = if name.starts_with("SIG") {
+            name.to_string()
+        } else {
+            format!("SIG{name}")
+        };
+        match Signal::from_str(&name) {
+            Ok(sig) => {
+                let _ = killpg(job.pgid, sig);
+            }
+            Err(_) => tracing::warn!(allocation, signal = name, "unknown interruption signal"),
+        }
+    }
+
+    fn kill_all(&mut self) {
+        let ids: Vec<u64> = self.jobs.keys().copied().collect();
+        for id in ids {
+            self.kill(id);
+        }
+    }
+
+    fn collect_finished(&mut self) {
+        while let Ok((allocation, f)) = self.done_rx.try_recv() {
+            self.jobs.remove(&allocation);
+            self.unreported.push(f);
+        }
+    }
+
+    /// Kills every job and waits (at most the grace period and a little) for them to exit.
+    async fn stop_all(&mut self) {
+        self.kill_all();
+        let deadline =
+            tokio::time::Instant::now() + self.config.kill_grace + Duration::from_millis(500);
+        while !self.jobs.is_empty() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            self.collect_finished();
+        }
+    }
+
+    async fn register(&mut self) -> Result<Duration, ClientError> {
+        let reply = self
+            .client
+            .register(&RegisterNode {
+                node_id: self.config.node_id.clone(),
+                resources: self.config.resources,
+                tags: self.config.tags.clone(),
+            })
+            .await?;
+        tracing::info!(node = self.config.node_id, "registered");
+        Ok(Duration::from_millis(reply.heartbeat_period_ms.max(10)))
+    }
+}
+
+fn kill_group(pgid: Pid, grace: Duration) {
+    if pgid.as_raw() <= 0 {
+        return;
+    }
+    let _ = killpg(pgid, Signal::SIGTERM);
+    tokio::spawn(async move {
+        tokio::time::sleep(grace).await;
+        let _ = killpg(pgid, Signal::SIGKILL);
+    });
+}
+
+/// Runs the agent until `shutdown` resolves; then kills its jobs (SIGTERM, SIGKILL after the
+/// grace period) and returns.
+pub async fn run(
+    config: AgentConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let (done_tx, done_rx) = mpsc::unbounded_channel();
+    let mut agent = Agent {
+        client: ApiClient::new(&config.server, config.token.clone()),
+        config,
+        jobs: BTreeMap::new(),
+        done_tx,
+        done_rx,
+        unreported: Vec::new(),
+    };
+    tokio::pin!(shutdown);
+    let mut period: Option<Duration> = None;
+    loop {
+        let wait = period.unwrap_or(Duration::from_millis(200));
+        tokio::select! {
+            _ = &mut shutdown => break,
+            _ = tokio::time::sleep(wait) => {}
+        }
+        if period.is_none() {
+            match agent.register().await {
+                Ok(p) => period = Some(p),
+                Err(e) => {
+                    tracing::warn!("cannot register: {e}");
+                    continue;
+                }
+            }
+        }
+        agent.collect_finished();
+        let hb = Heartbeat {
+            node_id: agent.config.node_id.clone(),
+            running: agent.jobs.keys().copied().collect(),
+            finished: agent.unreported.clone(),
+        };
+        match agent.client.heartbeat(&hb).await {
+            Ok(reply) => {
+                agent.unreported.drain(..hb.finished.len());
+                for a in reply.abort {
+                    agent.kill(a);
+                }
+                for i in reply.interrupt {
+                    agent.interrupt(i.allocation, i.signal.as_deref());
+                }
+                for s in reply.start {
+                    agent.start(s);
+                }
+            }
+            Err(e) if e.code() == Some(codes::NODE_NOT_REGISTERED) => {
+                tracing::warn!(
+                    "the server does not know this node; killing jobs, registering again"
+                );
+                // Old allocation ids mean nothing to the server now: wait for the jobs to end
+                // and drop their results, so that none is mistaken for a new allocation.
+                agent.stop_all().await;
+                agent.jobs.clear();
+                agent.unreported.clear();
+                period = None;
+            }
+            Err(e) => tracing::warn!("heartbeat failed: {e}"),
+        }
+    }
+    agent.kill_all();
+    // Give the groups their grace period to exit.
+    let deadline =
+        tokio::time::Instant::now() + agent.config.kill_grace + Duration::from_millis(200);
+    while !agent.jobs.is_empty() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        agent.collect_finished();
+    }
+    Ok(())
+}
