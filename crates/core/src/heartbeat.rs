@@ -119,16 +119,18 @@ impl Scheduler {
             .allocations
             .iter()
             .filter_map(|id| self.allocations.get(id))
-            .filter_map(|a| match a.state {
-                AllocationState::Interrupting { reason, deadline } if now >= deadline => {
-                    Some((a.id, reason))
-                }
+            .filter_map(|a| match &a.state {
+                AllocationState::Interrupting {
+                    reason,
+                    deadline,
+                    preemptor,
+                } if now >= *deadline => Some((a.id, *reason, preemptor.clone())),
                 _ => None,
             })
             .collect();
-        for (id, reason) in overdue {
+        for (id, reason, preemptor) in overdue {
             response.abort.push(id);
-            self.end_allocation(now, id, EndKind::Preempted(reason, None));
+            self.end_allocation(now, id, EndKind::Preempted(reason, preemptor));
         }
     }
 

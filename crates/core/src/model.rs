@@ -296,6 +296,8 @@ pub enum AllocationState {
     Interrupting {
         reason: PreemptionReason,
         deadline: Millis,
+        /// Who it was preempted for, if anyone.
+        preemptor: Option<crate::event::Preemptor>,
     },
 }
 

@@ -439,12 +439,21 @@ impl Scheduler {
                     ElementRef::Operation(o) => o.0.clone(),
                     ElementRef::Root => ROOT_NAME.to_string(),
                 };
+                // The limits as configured (unset resources are unlimited and not shown).
+                let specified = match &arena.elements[e].kind {
+                    ElementRef::Pool(p) => self
+                        .tree
+                        .pool_config(p)
+                        .map(|c| c.resource_limits)
+                        .unwrap_or_default(),
+                    _ => op.spec.resource_limits,
+                };
                 to_fail.push((
                     op.spec.id.clone(),
                     format!(
                         "scheduling hung: operation has ancestor {name:?} (limiting_ancestor: {name}) \
                          whose specified resource limits {} are too small for its minimum job {job}",
-                        arena.elements[e].resource_limits
+                        specified
                     ),
                 ));
                 continue;

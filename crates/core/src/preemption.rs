@@ -267,6 +267,7 @@ impl Scheduler {
                 a.state = AllocationState::Interrupting {
                     reason,
                     deadline: now + timeout,
+                    preemptor: preemptor.clone(),
                 };
             }
             if let Some(op) = self.operations.get_mut(&op_id) {

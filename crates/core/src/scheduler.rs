@@ -145,6 +145,8 @@ pub struct Scheduler {
     pub(crate) limits_maybe_violated: bool,
     /// Heartbeats whose regular stage was skipped because no pending job could fit.
     pub(crate) skipped_heartbeats: u64,
+    /// Fair-share alerts (e.g. 29000) raised by the last update, logged when they appear.
+    pub(crate) active_alerts: Vec<(u32, String)>,
     /// Counters for `--stats`.
     pub stats: Stats,
 }
@@ -187,6 +189,7 @@ impl Scheduler {
             class_cache: BTreeMap::new(),
             limits_maybe_violated: false,
             skipped_heartbeats: 0,
+            active_alerts: Vec::new(),
             stats: Stats::default(),
         })
     }
@@ -279,6 +282,7 @@ impl Scheduler {
         crate::status::update_statuses(&mut self.tree, now);
         self.class_cache.clear();
         self.compute_preemption_targets();
+        self.raise_fair_share_alerts(now);
         self.last_fair_share_update = Some(now);
         self.stats.fair_share_updates += 1;
     }
@@ -339,6 +343,45 @@ impl Scheduler {
     /// The current configuration of the scheduler's tree.
     pub fn tree_config(&self) -> &fairsched_config::PoolTreeConfig {
         &self.tree.validated.tree
+    }
+
+    /// Logs an `error` event for every fair-share alert that appeared with this update (YTsaurus
+    /// raises a scheduler alert; 29000: strong guarantees exceed the cluster and are scaled down).
+    fn raise_fair_share_alerts(&mut self, now: Millis) {
+        // One alert per code, as YTsaurus raises one scheduler alert per kind.
+        let mut by_code: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+        for e in &self.tree.arena.errors {
+            by_code
+                .entry(e.code().unwrap_or(1))
+                .or_default()
+                .push(format!("{}: {e}", e.name()));
+        }
+        let alerts: Vec<(u32, String)> = by_code
+            .into_iter()
+            .map(|(code, messages)| {
+                (
+                    code,
+                    format!("pool tree {:?}: {}", self.tree.name, messages.join("; ")),
+                )
+            })
+            .collect();
+        for alert in &alerts {
+            if !self.active_alerts.contains(alert) {
+                self.log(
+                    now,
+                    EventKind::Error {
+                        code: alert.0,
+                        message: alert.1.clone(),
+                    },
+                );
+            }
+        }
+        self.active_alerts = alerts;
+    }
+
+    /// Fair-share alerts of the last update (code, message).
+    pub fn alerts(&self) -> &[(u32, String)] {
+        &self.active_alerts
     }
 
     // ---- nodes ------------------------------------------------------------------------------

@@ -42,6 +42,10 @@ pub struct ElementSnapshot {
     pub resource_usage: Resources,
     pub resource_demand: Resources,
     pub effective_strong_guarantee_resources: Resources,
+    /// Starvation settings after inheritance down the tree.
+    pub effective_fair_share_starvation_tolerance: f64,
+    pub effective_fair_share_starvation_timeout_ms: u64,
+    pub effective_aggressive_starvation_enabled: bool,
 }
 
 /// A pool (or the root).
@@ -118,6 +122,9 @@ impl Scheduler {
                 resource_usage: usage[i],
                 resource_demand: total.scale_by(&a.demand_share),
                 effective_strong_guarantee_resources: total.scale_by(&a.strong_guarantee_share),
+                effective_fair_share_starvation_tolerance: e.tolerance,
+                effective_fair_share_starvation_timeout_ms: e.starvation_timeout_ms,
+                effective_aggressive_starvation_enabled: e.aggressive_starvation_enabled,
             }
         };
         let counts = self.pool_counts();

@@ -349,8 +349,6 @@ cases! {
     ];
 
     // The abort at the deadline should still name who the allocation was preempted for.
-    #[ignore = "core bug: an interrupted allocation aborted at its deadline loses its preemptor \
-                (abort_overdue_interruptions logs allocation_preempted with preemptor None)"]
     yt_s2_deadline_abort_names_preemptor: "YT-S2_interrupt_ignored_job_preempted.json" => [
         count(ev("allocation_preempted", &[
             ("operation", "op1"), ("reason", "preemption"), ("preemptor/operation", "op2"),
@@ -414,8 +412,6 @@ cases! {
     ];
 
     // YT-S5 as YTsaurus checks it: the orchid's effective tolerance of pools and operations.
-    #[ignore = "needs the snapshot field effective_fair_share_starvation_tolerance (pools and \
-                operations)"]
     yt_s5_effective_tolerance_in_snapshot: "YT-S5_starvation_tolerance_inherited.json" => [
         num("limited", "/pools/p1/effective_fair_share_starvation_tolerance", 0.6),
         num("limited", "/pools/p2/effective_fair_share_starvation_tolerance", 0.6),
@@ -667,9 +663,6 @@ cases! {
 
     // The failure reason prints the pool's limits with its unset components as sentinel
     // numbers instead of only what is specified ({cpu: 1}).
-    #[ignore = "core bug: the limiting-ancestor failure reason prints unset resource_limits \
-                components as sentinel values (user_slots: 2305843009213693951, gpu: 536870911, \
-                ...) instead of the specified limits {cpu: 1}"]
     yt_s34_limiting_ancestor_reason_shows_specified_limits:
         "YT-S34_hung_limiting_ancestor.json" => [
         count(ev("operation_state", &[
@@ -751,9 +744,6 @@ cases! {
         num("pools", "/pools/pool2/effective_strong_guarantee_resources/network", 150.0),
     ];
 
-    #[ignore = "needs the 29000 (PoolTreeGuaranteesOvercommit) alert in scenario output: \
-                fairsched_config::guarantee_overcommit_alert exists but neither the core nor the \
-                scenario runner reports it"]
     yt_s36_guarantee_overcommit_alert: "YT-S36_guarantee_overcommit.json" => [
         count(ev("error", &[("code", "29000")]), 1),
     ];
@@ -765,7 +755,6 @@ cases! {
         num("pools", "/pools/pool/effective_strong_guarantee_resources/network", 300.0),
     ];
 
-    #[ignore = "needs the 29000 (PoolTreeGuaranteesOvercommit) alert in scenario output"]
     yt_s36_single_pool_over_cluster_alert: "YT-S36_single_pool_over_cluster.json" => [
         count(ev("error", &[("code", "29000")]), 1),
     ];
@@ -779,7 +768,6 @@ cases! {
         num("pools", "/pools/pool1/fair_share_ratio", 0.0),
     ];
 
-    #[ignore = "needs the 29000 (PoolTreeGuaranteesOvercommit) alert in scenario output"]
     yt_s36_zero_cluster_alert: "YT-S36_zero_cluster.json" => [
         count(ev("error", &[("code", "29000")]), 1),
     ];
