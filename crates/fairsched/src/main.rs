@@ -1,5 +1,6 @@
 //! The `fairsched` binary.
 
+mod cluster;
 mod hdrf_check;
 
 use clap::{Args, Parser, Subcommand};
@@ -27,6 +28,8 @@ enum Command {
     /// the same bytes. Exit status: 0 ran, 1 output could not be written, 2 the file is
     /// malformed (each problem names the file and the JSON path).
     Scenario(ScenarioArgs),
+    #[command(flatten)]
+    Cluster(cluster::ClusterCommand),
 }
 
 #[derive(Debug, Args)]
@@ -94,5 +97,6 @@ fn main() -> ExitCode {
                 fairsched_sim::scenario::cli::main(&options, &mut stdout, &mut std::io::stderr());
             ExitCode::from(code)
         }
+        Command::Cluster(command) => cluster::main(command),
     }
 }

@@ -1,0 +1,596 @@
+//! The running system's subcommands: `server`, `agent`, `up`, and the CLI that talks to a server
+//! (`op`, `pool`, `node`, `tree`).
+
+use anyhow::{Context, anyhow};
+use clap::{Args, Subcommand};
+use fairsched_api::client::ApiClient;
+use fairsched_api::{CreatePool, SubmitOperation, TaskSubmit, UpdatePool, format_resources};
+use fairsched_resources::{ResourceKind, Resources};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Run the scheduler server.
+    Server(ServerArgs),
+    /// Run a node agent that runs jobs on this machine.
+    Agent(AgentArgs),
+    /// A whole cluster on this machine: the server and N agents sharing its resources.
+    Up(UpArgs),
+    /// Operations: run, list, show, abort, logs.
+    Op {
+        #[command(flatten)]
+        conn: Conn,
+        #[command(subcommand)]
+        command: OpCommand,
+    },
+    /// Pools of the default tree: list, create, set, remove.
+    Pool {
+        #[command(flatten)]
+        conn: Conn,
+        #[command(subcommand)]
+        command: PoolCommand,
+    },
+    /// Nodes.
+    Node {
+        #[command(flatten)]
+        conn: Conn,
+        #[command(subcommand)]
+        command: NodeCommand,
+    },
+    /// The pool tree.
+    Tree {
+        #[command(flatten)]
+        conn: Conn,
+        #[command(subcommand)]
+        command: TreeCommand,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct Conn {
+    /// Server URL.
+    #[arg(
+        long,
+        env = "FAIRSCHED_SERVER",
+        default_value = "http://127.0.0.1:9090",
+        global = true
+    )]
+    server: String,
+    /// Print JSON.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ServerArgs {
+    /// Configuration file (TOML).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Overrides `listen`.
+    #[arg(long)]
+    listen: Option<String>,
+    /// Overrides `data_dir`.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// Server URL.
+    #[arg(long, env = "FAIRSCHED_SERVER")]
+    server: String,
+    /// Resources offered, e.g. `cpu=8,memory=16GiB` (default: detected).
+    #[arg(long)]
+    resources: Option<String>,
+    /// Shared agent token.
+    #[arg(long, env = "FAIRSCHED_AGENT_TOKEN")]
+    token: Option<String>,
+    /// Node id (default: the host name).
+    #[arg(long)]
+    node_id: Option<String>,
+    /// Node tags (repeatable).
+    #[arg(long = "tag")]
+    tags: Vec<String>,
+    /// Directory for job working directories and output.
+    #[arg(long, default_value = ".fairsched-agent")]
+    work_dir: PathBuf,
+    /// Milliseconds between SIGTERM and SIGKILL when a job is killed.
+    #[arg(long, default_value_t = 2000)]
+    kill_grace_ms: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Number of local agents.
+    #[arg(long, default_value_t = 2)]
+    nodes: usize,
+    /// Port to listen on (0: any free port).
+    #[arg(long, default_value_t = 9090)]
+    port: u16,
+    /// Data directory (store, job directories).
+    #[arg(long, default_value = ".fairsched")]
+    data_dir: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum OpCommand {
+    /// Submit an operation of N identical jobs running CMD.
+    Run {
+        #[arg(long)]
+        pool: Option<String>,
+        #[arg(long, default_value_t = 1)]
+        jobs: u32,
+        #[arg(long, default_value = "1")]
+        cpu: String,
+        #[arg(long, default_value = "256MiB")]
+        memory: String,
+        #[arg(long)]
+        gpu: Option<String>,
+        #[arg(long)]
+        user: Option<String>,
+        #[arg(long)]
+        id: Option<String>,
+        /// Extra environment, `KEY=VALUE` (repeatable).
+        #[arg(long = "env")]
+        env: Vec<String>,
+        #[arg(required = true, last = true)]
+        command: Vec<String>,
+    },
+    /// List operations.
+    List,
+    /// Show one operation with its jobs.
+    Show { id: String },
+    /// Abort an operation (its jobs are killed).
+    Abort { id: String },
+    /// Print the captured output of an operation's jobs.
+    Logs { id: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PoolCommand {
+    List,
+    /// Create a pool; options as JSON (`--config '{"weight":2}'`).
+    Create {
+        name: String,
+        #[arg(long)]
+        parent: Option<String>,
+        #[arg(long)]
+        config: Option<String>,
+    },
+    /// Replace a pool's options and/or move it.
+    Set {
+        name: String,
+        #[arg(long)]
+        config: Option<String>,
+        #[arg(long)]
+        parent: Option<String>,
+    },
+    Remove {
+        name: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NodeCommand {
+    List,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TreeCommand {
+    Show,
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FAIRSCHED_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn stop_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+pub fn main(command: ClusterCommand) -> ExitCode {
+    match run(command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(command: ClusterCommand) -> anyhow::Result<()> {
+    match command {
+        ClusterCommand::Server(args) => {
+            init_tracing();
+            let mut config = match &args.config {
+                Some(path) => fairsched_server::ServerConfig::from_file(path)?,
+                None => fairsched_server::ServerConfig::default(),
+            };
+            if let Some(l) = args.listen {
+                config.listen = l;
+            }
+            if let Some(d) = args.data_dir {
+                config.data_dir = d;
+            }
+            runtime().block_on(async {
+                let server = fairsched_server::Server::bind(&config).await?;
+                println!(
+                    "fairsched server listening on http://{}",
+                    server.local_addr()?
+                );
+                server.serve(stop_signal()).await
+            })
+        }
+        ClusterCommand::Agent(args) => {
+            init_tracing();
+            let resources = match &args.resources {
+                Some(r) => {
+                    fairsched_api::parse_resources(r).map_err(|e| anyhow!("--resources: {e}"))?
+                }
+                None => fairsched_agent::detect_resources(),
+            };
+            let node_id = args.node_id.clone().unwrap_or_else(hostname);
+            let config = fairsched_agent::AgentConfig {
+                server: args.server,
+                token: args.token,
+                node_id,
+                resources,
+                tags: args.tags,
+                work_dir: args.work_dir,
+                kill_grace: Duration::from_millis(args.kill_grace_ms),
+            };
+            runtime().block_on(fairsched_agent::run(config, stop_signal()))
+        }
+        ClusterCommand::Up(args) => {
+            init_tracing();
+            runtime().block_on(up(args))
+        }
+        ClusterCommand::Op { conn, command } => runtime().block_on(op(conn, command)),
+        ClusterCommand::Pool { conn, command } => runtime().block_on(pool(conn, command)),
+        ClusterCommand::Node {
+            conn,
+            command: NodeCommand::List,
+        } => runtime().block_on(async {
+            let nodes = ApiClient::new(&conn.server, None).list_nodes().await?;
+            if conn.json {
+                return print_json(&nodes);
+            }
+            for n in nodes {
+                println!(
+                    "{}\tjobs={}\tresources: {}\tusage: {}",
+                    n.id,
+                    n.allocation_count,
+                    format_resources(&n.resources),
+                    format_resources(&n.usage)
+                );
+            }
+            Ok(())
+        }),
+        ClusterCommand::Tree {
+            conn,
+            command: TreeCommand::Show,
+        } => runtime().block_on(async {
+            let tree = ApiClient::new(&conn.server, None).tree().await?;
+            if conn.json {
+                return print_json(&tree);
+            }
+            println!("tree {}", tree["tree"].as_str().unwrap_or(""));
+            print_pools(
+                tree["snapshot"]["pools"]
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            );
+            Ok(())
+        }),
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "node".into())
+}
+
+fn print_json<T: Serialize>(value: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+fn print_pools(pools: Map<String, Value>) {
+    println!(
+        "{:<24} {:<16} {:>10} {:>10} {:>10} {:>5}",
+        "POOL", "PARENT", "FAIR", "USAGE", "DEMAND", "OPS"
+    );
+    for (name, p) in pools {
+        let f = |k: &str| p[k].as_f64().unwrap_or(0.0);
+        println!(
+            "{:<24} {:<16} {:>10.4} {:>10.4} {:>10.4} {:>5}",
+            name,
+            p["parent"].as_str().unwrap_or("-"),
+            f("fair_share_ratio"),
+            f("usage_ratio"),
+            f("demand_ratio"),
+            p["operation_count"].as_u64().unwrap_or(0)
+        );
+    }
+}
+
+fn amount(kind: ResourceKind, text: &str) -> anyhow::Result<i64> {
+    fairsched_resources::parse_amount(kind, text).map_err(|e| anyhow!("--{}: {e}", kind.name()))
+}
+
+async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
+    let client = ApiClient::new(&conn.server, None);
+    match command {
+        OpCommand::Run {
+            pool,
+            jobs,
+            cpu,
+            memory,
+            gpu,
+            user,
+            id,
+            env,
+            command,
+        } => {
+            let mut resources = Resources::ZERO;
+            resources.set_raw(ResourceKind::Cpu, amount(ResourceKind::Cpu, &cpu)?);
+            resources.set_raw(ResourceKind::Memory, amount(ResourceKind::Memory, &memory)?);
+            if let Some(g) = gpu {
+                resources.set_raw(ResourceKind::Gpu, amount(ResourceKind::Gpu, &g)?);
+            }
+            let env = env
+                .iter()
+                .map(|kv| {
+                    kv.split_once('=')
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .ok_or_else(|| anyhow!("--env {kv:?}: expected KEY=VALUE"))
+                })
+                .collect::<anyhow::Result<_>>()?;
+            let user = user.or_else(|| std::env::var("USER").ok());
+            let reply = client
+                .submit(&SubmitOperation {
+                    id,
+                    user,
+                    pool,
+                    tasks: vec![TaskSubmit {
+                        job_count: jobs,
+                        resources,
+                        command,
+                        env,
+                        gang: false,
+                    }],
+                    options: Map::new(),
+                })
+                .await?;
+            if conn.json {
+                print_json(&reply)
+            } else {
+                println!("{}", reply.id);
+                Ok(())
+            }
+        }
+        OpCommand::List => {
+            let ops = client.list_operations().await?;
+            if conn.json {
+                return print_json(&ops);
+            }
+            println!(
+                "{:<20} {:<10} {:<16} {:>6} {:>6} {:>6} {:>6}",
+                "ID", "STATE", "POOL", "DONE", "RUN", "PEND", "TOTAL"
+            );
+            for o in ops {
+                let c = o.job_counts;
+                println!(
+                    "{:<20} {:<10} {:<16} {:>6} {:>6} {:>6} {:>6}",
+                    o.id, o.state, o.pool, c.completed, c.running, c.pending, c.total
+                );
+            }
+            Ok(())
+        }
+        OpCommand::Show { id } => {
+            let o = client.get_operation(&id).await?;
+            if conn.json {
+                return print_json(&o);
+            }
+            println!(
+                "operation {} ({}) in pool {} by {}",
+                o.id, o.state, o.pool, o.user
+            );
+            if let Some(r) = &o.reason {
+                println!("reason: {r}");
+            }
+            if let Some(w) = &o.why {
+                println!("why waiting: {w}");
+            }
+            let c = o.job_counts;
+            println!(
+                "jobs: {} total, {} pending, {} running, {} completed, {} failed, {} aborted",
+                c.total, c.pending, c.running, c.completed, c.failed, c.aborted
+            );
+            for j in &o.jobs {
+                println!(
+                    "  job {} on {}: {}{}",
+                    j.id,
+                    j.node,
+                    j.state,
+                    j.exit_code
+                        .map(|c| format!(" (exit {c})"))
+                        .unwrap_or_default()
+                );
+            }
+            Ok(())
+        }
+        OpCommand::Abort { id } => {
+            let o = client.abort_operation(&id).await?;
+            if conn.json {
+                print_json(&o)
+            } else {
+                println!("{} {}", o.id, o.state);
+                Ok(())
+            }
+        }
+        OpCommand::Logs { id } => {
+            let logs = client.operation_logs(&id).await?;
+            if conn.json {
+                return print_json(&logs);
+            }
+            for l in logs {
+                println!("== job {} on {} ==", l.job, l.node);
+                print!("{}", l.stdout);
+                if !l.stderr.is_empty() {
+                    println!("-- stderr --");
+                    print!("{}", l.stderr);
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+fn json_object(text: Option<&str>) -> anyhow::Result<Option<Map<String, Value>>> {
+    text.map(|t| serde_json::from_str(t).context("--config must be a JSON object"))
+        .transpose()
+}
+
+async fn pool(conn: Conn, command: PoolCommand) -> anyhow::Result<()> {
+    let client = ApiClient::new(&conn.server, None);
+    let reply = match command {
+        PoolCommand::List => {
+            let pools = client.list_pools().await?;
+            if conn.json {
+                return print_json(&pools);
+            }
+            print_pools(pools);
+            return Ok(());
+        }
+        PoolCommand::Create {
+            name,
+            parent,
+            config,
+        } => {
+            let config = json_object(config.as_deref())?.unwrap_or_default();
+            client
+                .create_pool(&CreatePool {
+                    name,
+                    parent,
+                    config,
+                })
+                .await?
+        }
+        PoolCommand::Set {
+            name,
+            config,
+            parent,
+        } => {
+            let config = json_object(config.as_deref())?;
+            client
+                .update_pool(&name, &UpdatePool { config, parent })
+                .await?
+        }
+        PoolCommand::Remove { name } => client.remove_pool(&name).await?,
+    };
+    if conn.json {
+        print_json(&reply)
+    } else {
+        println!("ok");
+        Ok(())
+    }
+}
+
+async fn up(args: UpArgs) -> anyhow::Result<()> {
+    let data_dir = args.data_dir;
+    std::fs::create_dir_all(&data_dir)
+        .with_context(|| format!("cannot create {}", data_dir.display()))?;
+    let token = format!(
+        "{:x}{:x}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    );
+    let config = fairsched_server::ServerConfig {
+        listen: format!("127.0.0.1:{}", args.port),
+        data_dir: data_dir.join("store"),
+        agent_token: Some(token.clone()),
+        ..fairsched_server::ServerConfig::default()
+    };
+    let server = fairsched_server::Server::bind(&config).await?;
+    let addr = server.local_addr()?;
+    let url = format!("http://{addr}");
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let server_task = tokio::spawn(server.serve(stopped(stop_rx.clone())));
+    // The machine's resources, shared among the agents (at least 1 cpu each).
+    let total = fairsched_agent::detect_resources();
+    let n = args.nodes.max(1);
+    let mut share = total.scale(1.0 / n as f64);
+    if share.get(ResourceKind::Cpu) < 1.0 {
+        share.set(ResourceKind::Cpu, 1.0);
+    }
+    let mut agents = Vec::new();
+    for i in 1..=n {
+        let config = fairsched_agent::AgentConfig {
+            server: url.clone(),
+            token: Some(token.clone()),
+            node_id: format!("node-{i}"),
+            resources: share,
+            tags: Vec::new(),
+            work_dir: data_dir.join(format!("node-{i}")),
+            kill_grace: Duration::from_secs(2),
+        };
+        agents.push(tokio::spawn(fairsched_agent::run(
+            config,
+            stopped(stop_rx.clone()),
+        )));
+    }
+    println!(
+        "fairsched is up: {url}/ ({n} nodes, {} each; data in {})",
+        format_resources(&share),
+        data_dir.display()
+    );
+    println!(
+        "try: fairsched op run --server {url} --jobs 4 --cpu 0.5 -- sh -c 'echo hello from $FAIRSCHED_JOB_ID; sleep 1'"
+    );
+    println!("     fairsched op list --server {url}");
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    stop_signal().await;
+    eprintln!("stopping");
+    let _ = stop_tx.send(true);
+    for a in agents {
+        if let Ok(Err(e)) = a.await {
+            eprintln!("agent: {e:#}");
+        }
+    }
+    server_task.await??;
+    Ok(())
+}
