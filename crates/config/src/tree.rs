@@ -169,6 +169,13 @@ pub struct TreeConfig {
     /// the newest YTsaurus code has the option without a confirmed default).
     pub allow_preemption_from_starving_operations: bool,
 
+    /// Conditional preemption (YTsaurus' legacy blocking checks): walking up from a victim
+    /// operation, the first element that is starving or below its preemption satisfaction
+    /// threshold protects the victim; if that element is a pool, the victim may still be
+    /// preempted, but only in favour of operations inside that pool. Default: false (the newest
+    /// YTsaurus blocking rules only).
+    pub enable_conditional_preemption: bool,
+
     /// Most allocations started through preemption per node heartbeat, over all preemptive
     /// stages. YTsaurus hard-codes 1; fairsched makes it a knob. Must be >= 1. Default: 1.
     pub max_preemptive_allocations_per_heartbeat: u32,
@@ -277,6 +284,7 @@ impl Default for TreeConfig {
             scheduling_preemption_priority_scope: PreemptionPriorityScope::OperationAndAncestors,
             allow_aggressive_preemption_for_gang_operations: true,
             allow_preemption_from_starving_operations: false,
+            enable_conditional_preemption: false,
             max_preemptive_allocations_per_heartbeat: 1,
             ssd_priority_preemption: SsdPriorityPreemptionConfig::default(),
             use_pool_satisfaction_for_scheduling: false,

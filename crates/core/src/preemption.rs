@@ -30,6 +30,15 @@ pub enum PreemptionPriority {
     Aggressive,
 }
 
+/// What protects a candidate under conditional preemption.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Blocker {
+    /// The victim operation itself: not preemptible.
+    Operation,
+    /// A pool: preemptible only for operations inside it.
+    Pool(ElementIndex),
+}
+
 /// Level of an allocation in a preemptive stage (ordered).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Level {
@@ -393,37 +402,43 @@ impl Scheduler {
             if targets.is_empty() && (stage != Stage::Preemptive || !self.limits_maybe_violated) {
                 continue;
             }
-            let mut candidates = self.preemption_candidates(node_id, stage, min_level);
-            if started < max_started && !targets.is_empty() {
-                let discount = candidates.iter().fold(Resources::ZERO, |acc, &(id, _)| {
-                    acc.add(&self.allocations[&id].resources)
-                });
-                if let Some(order) =
-                    self.start_for_preemption(now, node_id, &targets, discount, stage)
-                {
-                    started += 1;
-                    let preemptor = Preemptor {
-                        operation: order.operation.clone(),
-                        allocation: order.allocation,
-                    };
-                    response.start.push(order);
-                    let reason = if stage == Stage::Aggressive {
-                        PreemptionReason::AggressivePreemption
+            let candidates = self.preemption_candidates(node_id, stage, min_level);
+            let blockers = self.conditional_blockers(&candidates, stage);
+            // Candidates protected by the victim operation itself are dropped; those protected
+            // by a pool may only go to preemptors inside that pool.
+            let mut candidates: Vec<(AllocationId, Level)> = candidates
+                .into_iter()
+                .filter(|(id, _)| !matches!(blockers.get(id), Some(Blocker::Operation)))
+                .collect();
+            if started < max_started
+                && !targets.is_empty()
+                && let Some(order) =
+                    self.start_for_preemption(now, node_id, &targets, &candidates, &blockers, stage)
+            {
+                started += 1;
+                let preemptor = Preemptor {
+                    operation: order.operation.clone(),
+                    allocation: order.allocation,
+                };
+                response.start.push(order);
+                let reason = if stage == Stage::Aggressive {
+                    PreemptionReason::AggressivePreemption
+                } else {
+                    PreemptionReason::Preemption
+                };
+                // Minimal set: in preemption order, only while the node is over its limits.
+                let preemptor_leaf = self.tree.arena.by_operation[&preemptor.operation];
+                let mut remaining = Vec::new();
+                for (id, level) in candidates {
+                    let node = &self.nodes[node_id];
+                    let allowed = self.candidate_allowed_for(&blockers, id, preemptor_leaf);
+                    if allowed && !node.resources.dominates(&node.usage) {
+                        self.preempt(now, id, reason, Some(preemptor.clone()), None, response);
                     } else {
-                        PreemptionReason::Preemption
-                    };
-                    // Minimal set: in preemption order, only while the node is over its limits.
-                    let mut remaining = Vec::new();
-                    for (id, level) in candidates {
-                        let node = &self.nodes[node_id];
-                        if !node.resources.dominates(&node.usage) {
-                            self.preempt(now, id, reason, Some(preemptor.clone()), None, response);
-                        } else {
-                            remaining.push((id, level));
-                        }
+                        remaining.push((id, level));
                     }
-                    candidates = remaining;
                 }
+                candidates = remaining;
             }
             if stage == Stage::Preemptive {
                 self.preempt_limit_violations(now, candidates, response);
@@ -491,18 +506,95 @@ impl Scheduler {
         now: Millis,
         node_id: &NodeId,
         targets: &[ElementIndex],
-        discount: Resources,
+        candidates: &[(AllocationId, Level)],
+        blockers: &BTreeMap<AllocationId, Blocker>,
         stage: Stage,
     ) -> Option<crate::scheduler::StartOrder> {
         let mut walk = self.walk_for(node_id, |i| targets.contains(&i));
-        let available = self.nodes[node_id].free().add(&discount);
         while let Some(leaf) = self.best_leaf(&walk) {
+            // The discount: every candidate this operation may take.
+            let discount = candidates
+                .iter()
+                .filter(|(id, _)| self.candidate_allowed_for(blockers, *id, leaf))
+                .fold(Resources::ZERO, |acc, (id, _)| {
+                    acc.add(&self.allocations[id].resources)
+                });
+            let available = self.nodes[node_id].free().add(&discount);
             if let Some(order) = self.try_start(now, node_id, leaf, &mut walk, stage, available) {
                 return Some(order);
             }
             self.deactivate(&mut walk, leaf);
         }
         None
+    }
+
+    /// Conditional preemption (when enabled): for each candidate, the first element from its
+    /// operation up to (not including) the root that is starving or below its preemption
+    /// satisfaction threshold.
+    fn conditional_blockers(
+        &self,
+        candidates: &[(AllocationId, Level)],
+        stage: Stage,
+    ) -> BTreeMap<AllocationId, Blocker> {
+        let mut out = BTreeMap::new();
+        if !self.tree.config().enable_conditional_preemption || candidates.is_empty() {
+            return out;
+        }
+        let arena = &self.tree.arena;
+        let usage = self.live_usage();
+        let config = self.tree.config();
+        let mut by_op: BTreeMap<ElementIndex, Option<Blocker>> = BTreeMap::new();
+        for &(id, _) in candidates {
+            let Some(a) = self.allocations.get(&id) else {
+                continue;
+            };
+            let Some(&leaf) = arena.by_operation.get(&a.operation) else {
+                continue;
+            };
+            let aggressive = stage == Stage::Aggressive
+                && self.aggressive_preemption_allowed(&self.operations[&a.operation]);
+            let threshold = if aggressive {
+                config.aggressive_preemption_satisfaction_threshold
+            } else {
+                config.preemption_satisfaction_threshold
+            };
+            let blocker = *by_op.entry(leaf).or_insert_with(|| {
+                self.path_to_root(leaf).into_iter().find_map(|e| {
+                    let element = &arena.elements[e];
+                    let share = ResourceVector::from_resources(&usage[e], &arena.total_resources);
+                    let satisfaction = crate::heartbeat::local_satisfaction(
+                        &share,
+                        &element.attrs.fair_share.total,
+                        &element.attrs.demand_share,
+                    );
+                    let blocks = element.starvation_status != StarvationStatus::NonStarving
+                        || satisfaction < threshold;
+                    blocks.then_some(if e == leaf {
+                        Blocker::Operation
+                    } else {
+                        Blocker::Pool(e)
+                    })
+                })
+            });
+            if let Some(b) = blocker {
+                out.insert(id, b);
+            }
+        }
+        out
+    }
+
+    /// Whether a candidate may be taken for an operation at arena index `preemptor`.
+    fn candidate_allowed_for(
+        &self,
+        blockers: &BTreeMap<AllocationId, Blocker>,
+        id: AllocationId,
+        preemptor: ElementIndex,
+    ) -> bool {
+        match blockers.get(&id) {
+            None => true,
+            Some(Blocker::Operation) => false,
+            Some(Blocker::Pool(pool)) => self.tree.arena.ancestors(preemptor).any(|a| a == *pool),
+        }
     }
 
     /// Remaining candidates of operations (or pools) whose usage exceeds their resource limits
