@@ -132,10 +132,40 @@ impl Default for Tuning {
     }
 }
 
+/// Working memory of an update that the next update on the same thread reuses: the function
+/// arenas and per-element tables of a large tree take a hundred megabytes or more, and
+/// allocating them afresh costs a page fault per page on every update.
+#[derive(Default)]
+struct Buffers {
+    usage: Vec<Resources>,
+    demand: Vec<Resources>,
+    order: Vec<Vec<ElementIndex>>,
+    functions: Vec<Option<Functions>>,
+    s_arena: Vec<Segment<Rv>>,
+    m_arena: Vec<Segment<f64>>,
+    scratch: Scratch,
+}
+
+thread_local! {
+    /// The buffers of the last update that finished on this thread.
+    static BUFFERS: std::cell::RefCell<Option<Buffers>> = const { std::cell::RefCell::new(None) };
+}
+
 /// Runs one fair-share update over `tree` (advancing its persistent integral state) and returns
 /// every element's attributes, indexed like the tree.
+///
+/// The update keeps its working memory (function arenas, per-element tables; about as large as
+/// the returned attributes) for the next update on the same thread; it holds no other state
+/// between calls.
 pub fn update(tree: &mut Tree, input: &UpdateInput, clock: &dyn PhaseClock) -> UpdateOutput {
     update_with(tree, input, clock, Tuning::default())
+}
+
+/// `v` cleared and refilled with `n` copies of `value`, keeping its allocation.
+fn refill<T: Clone>(mut v: Vec<T>, n: usize, value: T) -> Vec<T> {
+    v.clear();
+    v.resize(n, value);
+    v
 }
 
 /// [`update`] with explicit tuning.
@@ -148,6 +178,20 @@ pub(crate) fn update_with(
     let n = tree.len();
     let start = clock.now_ns();
     let timing = clock.enabled();
+    let mut buffers = BUFFERS.with(|b| b.borrow_mut().take()).unwrap_or_default();
+    let mut order = std::mem::take(&mut buffers.order);
+    order.truncate(n);
+    for o in &mut order {
+        o.clear();
+    }
+    order.resize(n, Vec::new());
+    let mut functions = std::mem::take(&mut buffers.functions);
+    functions.clear();
+    functions.resize_with(n, || None);
+    let mut s_arena = std::mem::take(&mut buffers.s_arena);
+    s_arena.clear();
+    let mut m_arena = std::mem::take(&mut buffers.m_arena);
+    m_arena.clear();
     let mut u = Update {
         tree,
         total: input.total_resources,
@@ -155,12 +199,12 @@ pub(crate) fn update_with(
         now: input.now_seconds,
         previous: input.previous_update_seconds,
         attrs: vec![ElementAttributes::default(); n],
-        usage: vec![Resources::ZERO; n],
-        demand: vec![Resources::ZERO; n],
-        order: vec![Vec::new(); n],
-        functions: (0..n).map(|_| None).collect(),
-        s_arena: Vec::new(),
-        m_arena: Vec::new(),
+        usage: refill(std::mem::take(&mut buffers.usage), n, Resources::ZERO),
+        demand: refill(std::mem::take(&mut buffers.demand), n, Resources::ZERO),
+        order,
+        functions,
+        s_arena,
+        m_arena,
         burst_pools: Vec::new(),
         relaxed_pools: Vec::new(),
         fifo_pools: Vec::new(),
@@ -171,9 +215,19 @@ pub(crate) fn update_with(
         timing,
         timings: PhaseTimings::default(),
         tuning,
-        scratch: Scratch::default(),
+        scratch: std::mem::take(&mut buffers.scratch),
     };
     u.run();
+    let buffers = Buffers {
+        usage: std::mem::take(&mut u.usage),
+        demand: std::mem::take(&mut u.demand),
+        order: std::mem::take(&mut u.order),
+        functions: std::mem::take(&mut u.functions),
+        s_arena: std::mem::take(&mut u.s_arena),
+        m_arena: std::mem::take(&mut u.m_arena),
+        scratch: std::mem::take(&mut u.scratch),
+    };
+    BUFFERS.with(|b| *b.borrow_mut() = Some(buffers));
     let mut timings = u.timings;
     timings.total_ns = clock.now_ns().saturating_sub(start);
     UpdateOutput {
