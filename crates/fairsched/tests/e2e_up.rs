@@ -1,0 +1,204 @@
+//! End to end: `fairsched up` on 127.0.0.1 with real processes, driven by the CLI.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_fairsched");
+
+/// Stops the cluster by its PID if a test fails half-way.
+struct Up(Child);
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn cli(url: &str, args: &[&str]) -> String {
+    let out = Command::new(BIN)
+        .args(args)
+        .env("FAIRSCHED_SERVER", url)
+        .output()
+        .expect("run the CLI");
+    assert!(
+        out.status.success(),
+        "fairsched {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+fn json(url: &str, args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    serde_json::from_str(&cli(url, &all)).expect("JSON output")
+}
+
+fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn pid_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            pid_files(&path, out);
+        } else if path.file_name().is_some_and(|n| n == "pid") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn up_runs_completes_aborts_and_stops() {
+    let data = tempfile::tempdir().unwrap();
+    let mut child = Command::new(BIN)
+        .args(["up", "--nodes", "2", "--port", "0", "--data-dir"])
+        .arg(data.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start fairsched up");
+    let stdout = child.stdout.take().unwrap();
+    let up = Up(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let first = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("fairsched up prints its URL");
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("a URL")
+        .trim_end_matches('/')
+        .to_string();
+
+    // Both nodes register.
+    wait_for("2 nodes", Duration::from_secs(10), || {
+        json(&url, &["node", "list"]).as_array().unwrap().len() == 2
+    });
+
+    // Submit, run, complete.
+    let id = cli(
+        &url,
+        &[
+            "op",
+            "run",
+            "--jobs",
+            "5",
+            "--cpu",
+            "0.1",
+            "--memory",
+            "64MiB",
+            "--",
+            "sh",
+            "-c",
+            "echo hi; sleep 0.2",
+        ],
+    )
+    .trim()
+    .to_string();
+    wait_for("the operation to complete", Duration::from_secs(30), || {
+        json(&url, &["op", "show", &id])["state"] == "completed"
+    });
+    let op = json(&url, &["op", "show", &id]);
+    let jobs = op["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 5, "{op}");
+    assert!(
+        jobs.iter()
+            .all(|j| j["state"] == "completed" && j["exit_code"] == 0),
+        "{op}"
+    );
+    assert_eq!(op["job_counts"]["completed"], 5);
+    let logs = json(&url, &["op", "logs", &id]);
+    let logs = logs.as_array().unwrap();
+    assert_eq!(logs.len(), 5);
+    assert!(logs.iter().all(|l| l["stdout"] == "hi\n"), "{logs:?}");
+    let list = json(&url, &["op", "list"]);
+    assert_eq!(list[0]["id"], id.as_str());
+
+    // Abort kills the processes.
+    let long = cli(
+        &url,
+        &[
+            "op",
+            "run",
+            "--jobs",
+            "2",
+            "--cpu",
+            "0.1",
+            "--",
+            "sh",
+            "-c",
+            "echo $$ > pid; exec sleep 100",
+        ],
+    )
+    .trim()
+    .to_string();
+    let mut pids = Vec::new();
+    wait_for("2 running jobs", Duration::from_secs(20), || {
+        pids.clear();
+        pid_files(data.path(), &mut pids);
+        pids.len() == 2
+            && pids
+                .iter()
+                .all(|p| std::fs::read_to_string(p).is_ok_and(|s| s.ends_with('\n')))
+    });
+    let pids: Vec<String> = pids
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap().trim().to_string())
+        .collect();
+    assert!(
+        pids.iter()
+            .all(|p| Path::new(&format!("/proc/{p}")).exists())
+    );
+    let aborted = json(&url, &["op", "abort", &long]);
+    assert_eq!(aborted["state"], "aborted");
+    wait_for(
+        "the jobs' processes to end",
+        Duration::from_secs(10),
+        || {
+            pids.iter().all(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/stat"))
+                    .map(|s| s.contains(") Z "))
+                    .unwrap_or(true)
+            })
+        },
+    );
+    let err = Command::new(BIN)
+        .args(["op", "abort", "no-such-op"])
+        .env("FAIRSCHED_SERVER", &url)
+        .output()
+        .unwrap();
+    assert!(!err.status.success());
+    assert!(String::from_utf8_lossy(&err.stderr).contains("1915"));
+
+    // SIGTERM stops everything cleanly.
+    let mut up = up;
+    let pid = nix::unistd::Pid::from_raw(up.0.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = up.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "fairsched up did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+}
