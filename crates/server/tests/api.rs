@@ -1,0 +1,145 @@
+//! Router tests: errors, agent authentication, store-before-reply and restart recovery.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use fairsched_server::{ServerConfig, actor, http};
+use serde_json::{Value, json};
+use std::path::Path;
+use tower::ServiceExt;
+
+fn app(dir: &Path) -> axum::Router {
+    let config = ServerConfig {
+        data_dir: dir.to_path_buf(),
+        agent_token: Some("secret".into()),
+        ..ServerConfig::default()
+    };
+    let store = fairsched_store::SqliteStore::open(dir).unwrap();
+    let (actor, view) = actor::Actor::new(&config, Box::new(store)).unwrap();
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    tokio::spawn(actor.run(rx));
+    http::router(http::AppState {
+        tx,
+        view,
+        agent_token: config.agent_token,
+    })
+}
+
+async fn call(
+    app: &axum::Router,
+    method: &str,
+    uri: &str,
+    body: Option<Value>,
+    token: bool,
+) -> (StatusCode, Value) {
+    let mut req = Request::builder().method(method).uri(uri);
+    if token {
+        req = req.header("authorization", "Bearer secret");
+    }
+    let req = req
+        .header("content-type", "application/json")
+        .body(match body {
+            Some(b) => Body::from(b.to_string()),
+            None => Body::empty(),
+        })
+        .unwrap();
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test]
+async fn errors_auth_and_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let app = app(dir.path());
+        let (status, body) = call(
+            &app,
+            "POST",
+            "/api/v1/operations",
+            Some(json!({"tasks": [{"job_count": 1}]})),
+            false,
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(body["code"], 100_400, "{body}");
+        assert!(body["attributes"].is_object());
+
+        let (status, body) = call(
+            &app,
+            "POST",
+            "/api/v1/agent/register",
+            Some(json!({"node_id": "n1", "resources": {"cpu": 2}})),
+            false,
+        )
+        .await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert_eq!(body["code"], 109);
+
+        let op = json!({"id": "op1", "pool": "research", "tasks": [{"job_count": 3, "resources": {"cpu": 1}, "command": ["true"]}]});
+        let (status, body) = call(&app, "POST", "/api/v1/operations", Some(op), false).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["id"], "op1");
+
+        let (status, body) = call(
+            &app,
+            "POST",
+            "/api/v1/agent/register",
+            Some(json!({"node_id": "n1", "resources": {"cpu": 2}})),
+            true,
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let (_, hb) = call(
+            &app,
+            "POST",
+            "/api/v1/agent/heartbeat",
+            Some(json!({"node_id": "n1"})),
+            true,
+        )
+        .await;
+        let started = hb["start"].as_array().unwrap();
+        assert_eq!(started.len(), 2, "{hb}");
+        assert_eq!(started[0]["command"], json!(["true"]));
+        let first = started[0]["allocation"].clone();
+        let (_, _) = call(&app, "POST", "/api/v1/agent/heartbeat", Some(json!({"node_id": "n1", "running": [started[1]["allocation"]], "finished": [{"allocation": first, "outcome": "completed", "exit_code": 0, "stdout_tail": "ok\n"}]})), true).await;
+        let (_, op) = call(&app, "GET", "/api/v1/operations/op1", None, false).await;
+        assert_eq!(op["job_counts"]["completed"], 1, "{op}");
+        let (status, body) = call(&app, "GET", "/api/v1/operations/nope", None, false).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert_eq!(body["code"], 1915);
+        let (status, _) = call(
+            &app,
+            "GET",
+            "/api/v1/orchid/pool_trees/default/operations/op1",
+            None,
+            false,
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    // A new server on the same store: the operation is back, its completed job is not rerun.
+    let app = app(dir.path());
+    let (_, op) = call(&app, "GET", "/api/v1/operations/op1", None, false).await;
+    assert_eq!(op["state"], "running", "{op}");
+    assert_eq!(op["job_counts"]["completed"], 1, "{op}");
+    assert_eq!(op["job_counts"]["pending"], 2, "{op}");
+    let (_, logs) = call(&app, "GET", "/api/v1/operations/op1/logs", None, false).await;
+    assert_eq!(logs[0]["stdout"], "ok\n", "{logs}");
+    // The agent's old heartbeat is refused: it must register again.
+    let (status, body) = call(
+        &app,
+        "POST",
+        "/api/v1/agent/heartbeat",
+        Some(json!({"node_id": "n1"})),
+        true,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["code"], 100_404);
+}
