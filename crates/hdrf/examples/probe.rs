@@ -1,12 +1,23 @@
+//! Times full fair-share updates of a large synthetic tree: root → 100 pools → 100 pools each (a
+//! quarter of them FIFO) → 10 operations each; 110,101 elements.
+//!
+//! Usage: `probe [classic|improved] [runs]` (default classic, 5 runs). Prints, per run, the wall
+//! and CPU time of `update` (a fresh output every time) and then of `update_into` (reusing the
+//! previous output), the phase timings of one more update, and function sizes per depth.
+//! `runs` = 0 only runs one update (for instruction counting under callgrind).
+
 use fairsched_hdrf::*;
 use fairsched_resources::*;
 use std::time::Instant;
-struct C(Instant);
-impl PhaseClock for C {
+
+struct WallClock(Instant);
+
+impl PhaseClock for WallClock {
     fn now_ns(&self) -> u64 {
         self.0.elapsed().as_nanos() as u64
     }
 }
+
 /// CPU time of this thread (ns), from /proc/thread-self/schedstat (0 where unavailable).
 fn cpu_ns() -> u64 {
     std::fs::read_to_string("/proc/thread-self/schedstat")
@@ -15,12 +26,7 @@ fn cpu_ns() -> u64 {
         .unwrap_or(0)
 }
 
-/// Usage: `probe [classic|improved] [runs]` (default classic, 5 runs; `runs` = 0 only builds
-/// the tree and runs one update, for instruction counting under callgrind).
-fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let improved = args.get(1).is_some_and(|a| a == "improved");
-    let runs: usize = args.get(2).map_or(5, |r| r.parse().expect("runs"));
+fn build_tree() -> Tree {
     let mut t = Tree::new();
     let mut x: u64 = 12345;
     let mut rnd = || {
@@ -85,6 +91,24 @@ fn main() {
             }
         }
     }
+    t
+}
+
+fn report(label: &str, t: &Tree, start: Instant, cpu: u64, out: &UpdateOutput) {
+    println!(
+        "{label}: {} elements: {:?} (cpu {:.1} ms) warnings={}",
+        t.len(),
+        start.elapsed(),
+        (cpu_ns() - cpu) as f64 / 1e6,
+        out.warnings.len()
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let improved = args.get(1).is_some_and(|a| a == "improved");
+    let runs: usize = args.get(2).map_or(5, |r| r.parse().expect("runs"));
+    let mut t = build_tree();
     let total = Resources::from_values([100000.0, 100000.0, 0.0, (100000u64 << 32) as f64, 0.0]);
     let input = UpdateInput {
         total_resources: total,
@@ -103,22 +127,16 @@ fn main() {
     for _ in 0..runs {
         let (start, cpu) = (Instant::now(), cpu_ns());
         let out = update(&mut t, &input, &NoClock);
-        println!(
-            "{} elements: {:?} (cpu {:.1} ms) warnings={}",
-            t.len(),
-            start.elapsed(),
-            (cpu_ns() - cpu) as f64 / 1e6,
-            out.warnings.len()
-        );
+        report("update", &t, start, cpu, &out);
     }
-    let out = update(&mut t, &input, &C(Instant::now()));
+    let mut out = UpdateOutput::default();
+    for _ in 0..runs {
+        let (start, cpu) = (Instant::now(), cpu_ns());
+        update_into(&mut t, &input, &NoClock, &mut out);
+        report("update_into", &t, start, cpu, &out);
+    }
+    let out = update(&mut t, &input, &WallClock(Instant::now()));
     println!("{:#?}", out.timings);
-    let sizes: usize = out
-        .attributes
-        .iter()
-        .map(|a| a.function_sizes.fair_share_by_suggestion)
-        .max()
-        .unwrap();
     let mut depth = vec![0usize; t.len()];
     let mut agg = [[0usize; 4]; 4];
     for i in 1..t.len() {
@@ -138,8 +156,5 @@ fn main() {
             a[0], a[1], a[2], a[3]
         );
     }
-    println!(
-        "max S size {sizes} root fs {:?}",
-        out.attributes[0].fair_share.total
-    );
+    println!("root fair share {:?}", out.attributes[0].fair_share.total);
 }

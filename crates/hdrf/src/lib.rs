@@ -26,4 +26,4 @@ mod reference;
 
 pub use model::*;
 pub use output::*;
-pub use update::update;
+pub use update::{update, update_into};

@@ -665,3 +665,22 @@ fn generator_covers_the_interesting_paths() {
         "updates with warnings: {warnings} of {updates}"
     );
 }
+
+/// `update_into` overwrites everything a previous (larger or smaller) update left in the output.
+#[test]
+fn update_into_equals_update() {
+    let mut out = UpdateOutput::default();
+    for (seed, shape) in [(7u64, MEDIUM), (8, SMALL), (9, MEDIUM)] {
+        let (tree, cluster) = random_tree(seed, shape);
+        let opts = options(0b00_0101);
+        let input = UpdateInput {
+            total_resources: cluster,
+            now_seconds: 100.0,
+            previous_update_seconds: Some(40.0),
+            options: opts,
+        };
+        let expected = crate::update::update(&mut tree.clone(), &input, &NoClock);
+        crate::update::update_into(&mut tree.clone(), &input, &NoClock, &mut out);
+        assert_eq!(format!("{expected:?}"), format!("{out:?}"), "seed {seed}");
+    }
+}
