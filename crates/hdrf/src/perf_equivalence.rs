@@ -7,11 +7,11 @@
 //! usage, promised-guarantee and priority pools, ties in weights and round shares) are updated
 //! twice (the second update refills and consumes integral volumes) by both implementations.
 //!
-//! * With the exact summation forced everywhere (`Tuning::exact_sum_limit = usize::MAX`) the
+//! * With the exact summation forced everywhere (`Tuning::exact_sum` allowing everything) the
 //!   outputs must be **bit-identical** (every double, segment counts, warnings, errors, and the
 //!   persistent integral state of the tree).
 //! * With the default tuning (large fan-outs use the balanced summation), and with the balanced
-//!   summation forced everywhere (`exact_sum_limit = 0`), every double of a classic-mode update
+//!   summation forced everywhere (`exact_sum` allowing nothing), every double of a classic-mode update
 //!   must agree within `1e-12` relative (absolute below magnitude 1), and the discrete outputs
 //!   (FIFO indices, dominant resources, errors) must be equal. Segment counts are not compared
 //!   there: the builder merges a segment only on exact equality of values, so a last-bit
@@ -23,6 +23,7 @@ use crate::model::{
     PoolMode, PoolSpec, ROOT, ResourceVolume, Tree, UpdateInput, UpdateOptions,
 };
 use crate::output::{DetailedFairShare, ElementAttributes, NoClock, UpdateOutput};
+use crate::plf::ExactSum;
 use crate::reference;
 use crate::update::{Tuning, update_with};
 use fairsched_resources::{
@@ -549,7 +550,10 @@ fn compare_with_tuning(
 }
 
 const EXACT: Tuning = Tuning {
-    exact_sum_limit: usize::MAX,
+    exact_sum: ExactSum {
+        max_functions: usize::MAX,
+        max_evaluations: usize::MAX,
+    },
 };
 
 #[test]
@@ -613,7 +617,12 @@ fn medium_trees_are_close_with_default_tuning() {
 
 #[test]
 fn balanced_summation_everywhere_is_close() {
-    let forced = Tuning { exact_sum_limit: 0 };
+    let forced = Tuning {
+        exact_sum: ExactSum {
+            max_functions: 0,
+            max_evaluations: 0,
+        },
+    };
     for seed in 0..40u64 {
         let (tree, cluster) = random_tree(3000 + seed, SMALL);
         for bits in 0..64 {

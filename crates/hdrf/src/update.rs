@@ -27,8 +27,8 @@ use crate::output::{
     TIER_PRIORITY_POOLS, TIER_REGULAR_POOLS, UpdateError, UpdateOutput, UpdateWarning,
 };
 use crate::plf::{
-    Builder, ComposeScratch, Plf, PlfRef, Segment, SumScratch, Value, component_into, compose_into,
-    compress_into, inverse_lower_bound, inverse_part_into, pointwise_min_into,
+    Builder, ComposeScratch, ExactSum, Plf, PlfRef, Segment, SumScratch, Value, component_into,
+    compose_into, compress_into, inverse_lower_bound, inverse_part_into, pointwise_min_into,
     scale_argument_extend_into, sum_adaptive_into, sum_exact_into,
 };
 use fairsched_resources::{RESOURCE_COUNT, ResourceKind, ResourceVector, Resources};
@@ -117,17 +117,16 @@ struct Update<'a> {
 /// Knobs of the implementation that only tests change.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Tuning {
-    /// Classic normal pools whose children's functions have (critical points × children) at
-    /// most this are summed exactly, left to right at every point; larger ones by balanced
-    /// pairwise summation (see `crate::plf::Plf::sum_adaptive`). Improved-mode and FIFO sums are
-    /// always exact.
-    pub exact_sum_limit: usize,
+    /// When the children of a classic normal pool are summed exactly, left to right at every
+    /// point, rather than by balanced pairwise summation (see `crate::plf::Plf::sum_adaptive`).
+    /// Improved-mode and FIFO sums are always exact.
+    pub exact_sum: ExactSum,
 }
 
 impl Default for Tuning {
     fn default() -> Self {
         Tuning {
-            exact_sum_limit: crate::plf::EXACT_SUM_LIMIT,
+            exact_sum: crate::plf::EXACT_SUM,
         }
     }
 }
@@ -1461,7 +1460,7 @@ impl Update<'_> {
         } else {
             sum_adaptive_into(
                 &slices,
-                self.tuning.exact_sum_limit,
+                self.tuning.exact_sum,
                 &mut scratch.sum,
                 &mut scratch.f,
             );
