@@ -62,8 +62,8 @@ impl ImprovedPool {
             ranges.push(start..segments.len());
         }
         // The pairs are distinct (a child's critical points increase strictly), so any sort
-        // gives the reference's order.
-        points.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        // gives the reference's order; the stable sort merges the children's sorted runs.
+        points.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         exact_f(children, &points, f);
         ImprovedPool {
             points,
