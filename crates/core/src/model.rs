@@ -108,6 +108,12 @@ pub struct OperationSpec {
     /// Only nodes with this tag are used.
     #[serde(default)]
     pub scheduling_tag_filter: Option<String>,
+    /// Starvation tolerance of the operation; it may only lower its pool's (more conservative).
+    #[serde(default)]
+    pub fair_share_starvation_tolerance: Option<f64>,
+    /// Starvation timeout of the operation; it may only raise its pool's.
+    #[serde(default)]
+    pub fair_share_starvation_timeout_ms: Option<u64>,
     /// Operation type (`vanilla`, `map`, ...); only vanilla operations can be lightweight.
     /// Default: vanilla.
     #[serde(default, rename = "type")]

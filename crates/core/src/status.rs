@@ -68,7 +68,8 @@ pub fn update_statuses(tree: &mut PoolTree, now: Millis) {
             ElementRef::Pool(p) => p.clone(),
             ElementRef::Operation(o) => format!("operation:{}", o.0),
         };
-        let timeout = e.starvation_timeout_ms;
+        let timeout = (e.starvation_timeout_ms as f64 * e.timeout_scale) as u64;
+        let aggressive_timeout = (aggressive_timeout as f64 * e.timeout_scale) as u64;
         let aggressive_enabled = e.aggressive_starvation_enabled;
         let evaluated = is_operation || enable_pool_starvation;
         let starvation = if status == SchedulingStatus::Normal || !evaluated {

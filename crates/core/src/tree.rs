@@ -90,6 +90,9 @@ pub struct Element {
     pub starvation_timeout_ms: u64,
     pub aggressive_starvation_enabled: bool,
     pub use_pool_satisfaction_for_scheduling: bool,
+    /// Operations with few pending jobs: both starvation timeouts are multiplied by this
+    /// (`allocation_count_preemption_timeout_coefficient`); 1 otherwise.
+    pub timeout_scale: f64,
 }
 
 /// The result of the last fair-share update of a tree.
@@ -357,6 +360,7 @@ impl PoolTree {
                 starvation_timeout_ms: config.fair_share_starvation_timeout_ms,
                 aggressive_starvation_enabled: config.enable_aggressive_starvation,
                 use_pool_satisfaction_for_scheduling: config.use_pool_satisfaction_for_scheduling,
+                timeout_scale: 1.0,
             });
         }
         // FIFO pools schedule in FIFO order.
@@ -375,11 +379,16 @@ impl PoolTree {
             errors: output.errors,
             computed_at: Some(now),
         };
-        self.inherit_settings();
+        self.inherit_settings(operations);
     }
 
     /// Effective starvation and scheduling settings, inherited down the tree.
-    fn inherit_settings(&mut self) {
+    fn inherit_settings(&mut self, operations: &[&Operation]) {
+        let specs: BTreeMap<&OperationId, &Operation> =
+            operations.iter().map(|op| (&op.spec.id, *op)).collect();
+        let coefficient = self
+            .config()
+            .allocation_count_preemption_timeout_coefficient;
         for i in 1..self.arena.elements.len() {
             let parent = self.arena.elements[i].parent.unwrap_or(ROOT);
             let (tol, timeout, aggressive, use_sat) = {
@@ -393,6 +402,10 @@ impl PoolTree {
             };
             let pool_config = match &self.arena.elements[i].kind {
                 ElementRef::Pool(name) => self.pool_config(name).cloned(),
+                _ => None,
+            };
+            let op = match &self.arena.elements[i].kind {
+                ElementRef::Operation(id) => specs.get(id).copied(),
                 _ => None,
             };
             let e = &mut self.arena.elements[i];
@@ -412,6 +425,20 @@ impl PoolTree {
                 }
                 if let Some(v) = c.use_pool_satisfaction_for_scheduling {
                     e.use_pool_satisfaction_for_scheduling = v;
+                }
+            }
+            // An operation may only be more conservative than its pool; small operations
+            // starve sooner (timeouts scaled by pending jobs / coefficient when below 1).
+            if let Some(op) = op {
+                if let Some(v) = op.spec.fair_share_starvation_tolerance {
+                    e.tolerance = e.tolerance.min(v);
+                }
+                if let Some(v) = op.spec.fair_share_starvation_timeout_ms {
+                    e.starvation_timeout_ms = e.starvation_timeout_ms.max(v);
+                }
+                let ratio = f64::from(op.pending_job_count()) / coefficient.max(1.0);
+                if ratio < 1.0 {
+                    e.timeout_scale = ratio;
                 }
             }
         }

@@ -61,6 +61,8 @@ pub fn op(id: &str, pool: Option<&str>, tasks: Vec<TaskSpec>) -> OperationSpec {
         interruption_timeout_ms: None,
         scheduling_tag_filter: None,
         operation_type: None,
+        fair_share_starvation_tolerance: None,
+        fair_share_starvation_timeout_ms: None,
         tasks,
     }
 }
