@@ -24,32 +24,23 @@ fn res(cpu: f64, slots: f64) -> Resources {
 }
 
 fn task(job_count: u32, cpu: f64, duration_ms: Option<u64>) -> TaskSpec {
-    TaskSpec {
-        job_count,
-        resources: res(cpu, 1.0),
-        duration_ms,
-        interruptible: false,
-        exit_after_interrupt_ms: None,
-        gang: false,
-        command: Vec::new(),
-        env: Default::default(),
-    }
+    // Through serde, so that fields added later take their defaults.
+    serde_json::from_value(serde_json::json!({
+        "job_count": job_count,
+        "resources": res(cpu, 1.0),
+        "duration_ms": duration_ms,
+    }))
+    .expect("task spec")
 }
 
 fn op(id: &str, pool: Option<&str>, tasks: Vec<TaskSpec>) -> OperationSpec {
-    OperationSpec {
-        id: OperationId(id.to_string()),
-        user: Some("user".to_string()),
-        pool: pool.map(str::to_string),
-        weight: None,
-        resource_limits: PartialResources::EMPTY,
-        preemption_mode: PreemptionMode::Normal,
-        interruption_signal: None,
-        interruption_timeout_ms: None,
-        scheduling_tag_filter: None,
-        operation_type: None,
-        tasks,
-    }
+    serde_json::from_value(serde_json::json!({
+        "id": id,
+        "user": "user",
+        "pool": pool,
+        "tasks": tasks,
+    }))
+    .expect("operation spec")
 }
 
 fn trees(json: &str) -> fairsched_config::ValidatedPoolTrees {

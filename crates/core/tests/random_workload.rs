@@ -98,6 +98,17 @@ fn res(cpu: f64, memory_gb: f64, slots: f64) -> Resources {
         .with(ResourceKind::UserSlots, slots)
 }
 
+/// A task through serde, so that fields added later take their defaults.
+fn task_spec(job_count: u32, resources: Resources) -> TaskSpec {
+    serde_json::from_value(json!({"job_count": job_count, "resources": resources}))
+        .expect("task spec")
+}
+
+/// An operation through serde, so that fields added later take their defaults.
+fn operation_spec(id: &str, tasks: Vec<TaskSpec>) -> OperationSpec {
+    serde_json::from_value(json!({"id": id, "tasks": tasks})).expect("operation spec")
+}
+
 fn validated(tree: &Value) -> Result<fairsched_config::ValidatedPoolTrees, String> {
     let text = tree.to_string();
     let trees = fairsched_config::load_pool_trees_str(&text, fairsched_config::Format::Json)
@@ -1715,42 +1726,39 @@ impl Sim {
                 limits.set(ResourceKind::UserSlots, rng.range(1, 8) as f64);
             }
         }
-        let tasks = (0..rng.range(1, 3))
+        let tasks: Vec<TaskSpec> = (0..rng.range(1, 3))
             .map(|_| {
                 let job_count = if rng.chance(0.05) {
                     0
                 } else {
                     rng.range(1, 25) as u32
                 };
-                TaskSpec {
+                let mut task = task_spec(
                     job_count,
-                    resources: res(rng.quarter(0.25, 4.0), rng.range(1, 8) as f64, 1.0),
-                    duration_ms: rng.chance(0.8).then(|| rng.range(1, 40) * 100),
-                    interruptible: rng.chance(0.6),
-                    exit_after_interrupt_ms: rng.chance(0.7).then(|| rng.range(0, 30) * 100),
-                    gang: rng.chance(0.05),
-                    command: Vec::new(),
-                    env: Default::default(),
-                }
+                    res(rng.quarter(0.25, 4.0), rng.range(1, 8) as f64, 1.0),
+                );
+                task.duration_ms = rng.chance(0.8).then(|| rng.range(1, 40) * 100);
+                task.interruptible = rng.chance(0.6);
+                task.exit_after_interrupt_ms = rng.chance(0.7).then(|| rng.range(0, 30) * 100);
+                task.gang = rng.chance(0.05);
+                task
             })
             .collect();
-        OperationSpec {
-            id,
-            user: Some(rng.pick(&USERS).to_string()),
-            pool,
-            weight: rng.chance(0.3).then(|| rng.quarter(0.5, 4.0)),
-            resource_limits: limits,
-            preemption_mode: if rng.chance(0.2) {
-                PreemptionMode::Graceful
-            } else {
-                PreemptionMode::Normal
-            },
-            interruption_signal: signal,
-            interruption_timeout_ms,
-            scheduling_tag_filter: rng.chance(0.15).then(|| rng.pick(&TAGS).to_string()),
-            operation_type: rng.chance(0.2).then(|| "map".to_string()),
-            tasks,
-        }
+        let mut spec = operation_spec(&id.0, tasks);
+        spec.user = Some(rng.pick(&USERS).to_string());
+        spec.pool = pool;
+        spec.weight = rng.chance(0.3).then(|| rng.quarter(0.5, 4.0));
+        spec.resource_limits = limits;
+        spec.preemption_mode = if rng.chance(0.2) {
+            PreemptionMode::Graceful
+        } else {
+            PreemptionMode::Normal
+        };
+        spec.interruption_signal = signal;
+        spec.interruption_timeout_ms = interruption_timeout_ms;
+        spec.scheduling_tag_filter = rng.chance(0.15).then(|| rng.pick(&TAGS).to_string());
+        spec.operation_type = rng.chance(0.2).then(|| "map".to_string());
+        spec
     }
 
     fn start_operation(&mut self) -> Result<(), Failure> {
@@ -2181,28 +2189,10 @@ fn random_workloads_run_pending_operations_when_they_can() {
 // ---- minimal reproductions of core bugs found by the random workload ----------------------------
 
 fn simple_spec(id: &str, pool: &str, job_count: u32) -> OperationSpec {
-    OperationSpec {
-        id: OperationId(id.to_string()),
-        user: Some("alice".to_string()),
-        pool: Some(pool.to_string()),
-        weight: None,
-        resource_limits: PartialResources::EMPTY,
-        preemption_mode: PreemptionMode::Normal,
-        interruption_signal: None,
-        interruption_timeout_ms: None,
-        scheduling_tag_filter: None,
-        operation_type: None,
-        tasks: vec![TaskSpec {
-            job_count,
-            resources: res(1.0, 1.0, 1.0),
-            duration_ms: None,
-            interruptible: false,
-            exit_after_interrupt_ms: None,
-            gang: false,
-            command: Vec::new(),
-            env: Default::default(),
-        }],
-    }
+    let mut spec = operation_spec(id, vec![task_spec(job_count, res(1.0, 1.0, 1.0))]);
+    spec.user = Some("alice".to_string());
+    spec.pool = Some(pool.to_string());
+    spec
 }
 
 fn scheduler_with(tree: &Value) -> Scheduler {
