@@ -558,7 +558,7 @@ const EXACT: Tuning = Tuning {
 
 #[test]
 fn small_trees_are_bit_identical_in_every_option_combination() {
-    for seed in 0..60u64 {
+    for seed in 0..32u64 {
         let (tree, cluster) = random_tree(seed, SMALL);
         for bits in 0..64 {
             let opts = options(bits);
@@ -580,7 +580,7 @@ fn small_trees_are_bit_identical_in_every_option_combination() {
 
 #[test]
 fn medium_trees_are_bit_identical_with_exact_summation() {
-    for seed in 0..12u64 {
+    for seed in 0..6u64 {
         let (tree, cluster) = random_tree(1000 + seed, MEDIUM);
         for k in 0..6u32 {
             let bits = ((seed as u32) * 11 + k * 23) % 64;
@@ -598,7 +598,7 @@ fn medium_trees_are_bit_identical_with_exact_summation() {
 
 #[test]
 fn medium_trees_are_close_with_default_tuning() {
-    for seed in 0..12u64 {
+    for seed in 0..6u64 {
         let (tree, cluster) = random_tree(2000 + seed, MEDIUM);
         for k in 0..6u32 {
             let bits = ((seed as u32) * 7 + k * 19) % 64;
@@ -623,7 +623,7 @@ fn balanced_summation_everywhere_is_close() {
             max_evaluations: 0,
         },
     };
-    for seed in 0..40u64 {
+    for seed in 0..24u64 {
         let (tree, cluster) = random_tree(3000 + seed, SMALL);
         for bits in 0..64 {
             let opts = options(bits);
