@@ -154,6 +154,15 @@ impl Scheduler {
         let mut walk = self.walk_for(node_id, |_| true);
         while let Some(leaf) = self.best_leaf(&walk) {
             let available = self.nodes[node_id].free();
+            // A node that can no longer fit the smallest pending job is done for this heartbeat
+            // (trying every remaining operation would only fail).
+            if self
+                .min_pending_job
+                .as_ref()
+                .is_some_and(|min| !available.dominates(min))
+            {
+                break;
+            }
             match self.try_start(now, node_id, leaf, &mut walk, Stage::Regular, available) {
                 Some(order) => response.start.push(order),
                 None => {

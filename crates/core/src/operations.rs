@@ -261,6 +261,10 @@ impl Scheduler {
         }
         let mut counts = self.pool_counts();
         for id in pending {
+            // Finishing an operation below re-enters this function; skip what it handled.
+            if self.operations[&id].state != OperationState::Pending {
+                continue;
+            }
             let pool = self.operations[&id].pool.clone();
             match self.running_limit_violation(&pool, &counts) {
                 Some((blocking, limit)) => {
@@ -280,11 +284,13 @@ impl Scheduler {
                     self.log(
                         now,
                         EventKind::OperationState {
-                            operation: id,
+                            operation: id.clone(),
                             state: OperationState::Running.name(),
                             reason: None,
                         },
                     );
+                    // An operation without jobs completes as soon as it runs.
+                    self.maybe_complete(now, &id);
                 }
             }
         }

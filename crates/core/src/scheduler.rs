@@ -293,7 +293,7 @@ impl Scheduler {
     /// becomes explicit. Takes effect at the next fair-share update.
     pub fn replace_tree_config(
         &mut self,
-        _now: Millis,
+        now: Millis,
         trees: ValidatedPoolTrees,
     ) -> Result<(), CoreError> {
         let validated = trees.trees.get(&self.tree.name).cloned().ok_or_else(|| {
@@ -304,6 +304,7 @@ impl Scheduler {
         })?;
         self.tree.validated = validated;
         self.limits_maybe_violated = true;
+        self.try_run_pending(now);
         let explicit: BTreeSet<String> = self
             .tree
             .validated
@@ -438,6 +439,10 @@ impl Scheduler {
                 )));
             }
             node.resources = r;
+            // The overcommit clock restarts whenever the node fits again.
+            if node.resources.dominates(&node.usage) {
+                node.overcommit_since = None;
+            }
         }
         if let Some(t) = tags {
             node.tags = t;

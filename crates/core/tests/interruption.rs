@@ -794,9 +794,6 @@ fn overcommit_that_ends_in_time_preempts_nothing() {
 /// two heartbeats and is lowered again before the next one; the second overcommit must last
 /// the allowed duration too.
 #[test]
-#[ignore = "core bug: overcommit_since is only reset by a heartbeat that sees the node fit, so \
-            an overcommit that ended and restarted between two heartbeats (set_node raising \
-            then lowering resources) is preempted before the allowed duration"]
 fn overcommit_clock_restarts_when_the_node_fits_again() {
     let config = SchedulerConfig {
         fair_share_update_period_ms: 100,

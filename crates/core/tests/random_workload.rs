@@ -2167,7 +2167,6 @@ fn random_workloads_keep_the_invariants() {
 /// running forever once a slot frees up. Minimal reproduction:
 /// `pending_operation_without_jobs_completes_when_it_runs`.
 #[test]
-#[ignore = "core bug: a pending operation without jobs never completes once it runs"]
 fn random_workloads_complete_running_operations_without_jobs() {
     run_seeds(KnownBugChecks {
         idle_running: true,
@@ -2177,8 +2176,6 @@ fn random_workloads_complete_running_operations_without_jobs() {
 
 /// Minimal reproduction: `pending_operations_run_when_a_new_tree_raises_the_limit`.
 #[test]
-#[ignore = "core bug: replace_tree_config (and the tick) never start pending operations that a \
-            new tree lets run"]
 fn random_workloads_run_pending_operations_when_they_can() {
     run_seeds(KnownBugChecks {
         pending_could_run: true,
@@ -2208,7 +2205,6 @@ fn scheduler_with(tree: &Value) -> Scheduler {
 /// starts without waiting), but stays `running` forever: `try_run_pending` does not call
 /// `maybe_complete`.
 #[test]
-#[ignore = "core bug: a pending operation without jobs never completes once it runs"]
 fn pending_operation_without_jobs_completes_when_it_runs() {
     let tree =
         json!({"pool_trees": {"default": {"pools": {"p": {"max_running_operation_count": 1}}}}});
@@ -2230,8 +2226,6 @@ fn pending_operation_without_jobs_completes_when_it_runs() {
 /// `max_running_operation_count` to 2. `b` should run (at the latest after the next
 /// fair-share update), but stays pending until some operation of the pool finishes.
 #[test]
-#[ignore = "core bug: replace_tree_config (and the tick) never start pending operations that a \
-            new tree lets run"]
 fn pending_operations_run_when_a_new_tree_raises_the_limit() {
     let tree = |limit: u32| json!({"pool_trees": {"default": {"pools": {"p": {"max_running_operation_count": limit}}}}});
     let mut s = scheduler_with(&tree(1));
