@@ -261,3 +261,44 @@ fn weights_are_inferred_from_guarantee_shares() {
     assert_eq!(w(c), 1.0);
     assert_eq!(w(explicit), 2.5);
 }
+
+/// An integral pool nested in another integral pool (the config crate rejects such trees, but the
+/// library must not panic on them): the update completes and reports no panic.
+#[test]
+fn nested_integral_pools_do_not_panic() {
+    for (outer, inner) in [
+        (IntegralGuaranteeType::Burst, IntegralGuaranteeType::Burst),
+        (
+            IntegralGuaranteeType::Relaxed,
+            IntegralGuaranteeType::Relaxed,
+        ),
+        (IntegralGuaranteeType::Burst, IntegralGuaranteeType::Relaxed),
+        (IntegralGuaranteeType::Relaxed, IntegralGuaranteeType::Burst),
+    ] {
+        let cpu10 = Resources::ZERO.with(ResourceKind::Cpu, 10.0);
+        let integral = |kind| PoolSpec {
+            integral_guarantees: IntegralGuarantees {
+                guarantee_type: kind,
+                resource_flow: cpu10,
+                burst_guarantee_resources: cpu10,
+                ..IntegralGuarantees::default()
+            },
+            ..PoolSpec::default()
+        };
+        let mut t = Tree::new();
+        let o = t.add_pool(ROOT, "outer", 1.0, integral(outer)).unwrap();
+        let i = t.add_pool(o, "inner", 1.0, integral(inner)).unwrap();
+        t.add_operation(i, "op", 1.0, op(cluster())).unwrap();
+        let input = UpdateInput {
+            total_resources: cluster(),
+            now_seconds: 0.0,
+            previous_update_seconds: Some(-60.0),
+            options: UpdateOptions::default(),
+        };
+        let out = update(&mut t, &input, &NoClock);
+        assert!(
+            out.attributes[i].fair_share.total.max_component() > 0.0,
+            "{outer:?}/{inner:?}"
+        );
+    }
+}
