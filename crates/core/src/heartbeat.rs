@@ -64,7 +64,14 @@ pub fn local_satisfaction(
     max
 }
 
-/// Per-heartbeat dynamic state of the tree.
+/// Dynamic state of the tree for the descent: usage, activity and satisfaction of every
+/// element.
+///
+/// The scheduler keeps one for the whole cluster between fair-share updates (`walk_cache`),
+/// updated along the changed path whenever an operation's usage, pending jobs or state change,
+/// so that a heartbeat does not walk the whole tree. A heartbeat deactivates, for itself only,
+/// the operations that do not fit its node and restores them when it is done.
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Walk {
     pub(crate) usage: Vec<Resources>,
     pub(crate) active: Vec<bool>,
@@ -151,7 +158,9 @@ impl Scheduler {
             }
             None => return,
         }
-        let mut walk = self.walk_for(node_id, |_| true);
+        let mut walk = self.take_cached_walk();
+        // Operations deactivated for this heartbeat only (restored below).
+        let mut deactivated = Vec::new();
         while let Some(leaf) = self.best_leaf(&walk) {
             let available = self.nodes[node_id].free();
             // A node that can no longer fit the smallest pending job is done for this heartbeat
@@ -163,14 +172,123 @@ impl Scheduler {
             {
                 break;
             }
+            // Operations whose scheduling tag the node lacks are skipped without counting a
+            // failed attempt.
+            if !self.eligible_on(leaf, node_id) {
+                self.deactivate(&mut walk, leaf);
+                deactivated.push(leaf);
+                continue;
+            }
             match self.try_start(now, node_id, leaf, &mut walk, Stage::Regular, available) {
                 Some(order) => response.start.push(order),
                 None => {
                     self.deactivate(&mut walk, leaf);
+                    deactivated.push(leaf);
                     self.count_failed_attempt(leaf);
                 }
             }
         }
+        for leaf in deactivated {
+            walk.active[leaf] = self.globally_active(leaf);
+            self.refresh_path(&mut walk, leaf);
+        }
+        self.walk_cache = Some(walk);
+    }
+
+    /// The cluster-wide walk: the cached one (checked against a fresh one in debug builds) or
+    /// a new one.
+    fn take_cached_walk(&mut self) -> Walk {
+        match self.walk_cache.take() {
+            Some(walk) => {
+                debug_assert!(
+                    walk == self.fresh_walk(),
+                    "the cached walk went out of date"
+                );
+                walk
+            }
+            None => self.fresh_walk(),
+        }
+    }
+
+    /// The cluster-wide walk computed from scratch.
+    fn fresh_walk(&self) -> Walk {
+        let arena = &self.tree.arena;
+        let n = arena.elements.len();
+        let mut walk = Walk {
+            usage: vec![Resources::ZERO; n],
+            active: vec![true; n],
+            sat: vec![f64::INFINITY; n],
+        };
+        for (op_id, &i) in &arena.by_operation {
+            walk.usage[i] = self
+                .operations
+                .get(op_id)
+                .map_or(Resources::ZERO, |op| op.usage);
+            walk.active[i] = self.globally_active(i);
+        }
+        for i in (1..n).rev() {
+            if let Some(p) = arena.elements[i].parent {
+                walk.usage[p] = walk.usage[p].add(&walk.usage[i]);
+            }
+        }
+        for i in (0..n).rev() {
+            self.refresh(&mut walk, i);
+        }
+        walk
+    }
+
+    /// Whether the operation at arena index `i` wants jobs on any node: running, with pending
+    /// jobs, and (in graceful preemption mode) below its fair share.
+    fn globally_active(&self, i: ElementIndex) -> bool {
+        let arena = &self.tree.arena;
+        let ElementRef::Operation(id) = &arena.elements[i].kind else {
+            return false;
+        };
+        self.operations.get(id).is_some_and(|op| {
+            op.state == OperationState::Running
+                && op.pending_job_count() > 0
+                && (op.spec.preemption_mode == PreemptionMode::Normal
+                    || arena.elements[i].scheduling_status == SchedulingStatus::BelowFairShare)
+        })
+    }
+
+    /// Whether the operation at `i` may run on the node (its scheduling tag filter).
+    fn eligible_on(&self, i: ElementIndex, node_id: &NodeId) -> bool {
+        let ElementRef::Operation(id) = &self.tree.arena.elements[i].kind else {
+            return false;
+        };
+        let node = &self.nodes[node_id];
+        self.operations.get(id).is_some_and(|op| {
+            op.spec
+                .scheduling_tag_filter
+                .as_ref()
+                .is_none_or(|tag| node.tags.contains(tag))
+        })
+    }
+
+    /// Brings the cached walk up to date after the operation's usage, pending jobs or state
+    /// changed (no-op while a heartbeat holds the walk: it updates the walk itself).
+    pub(crate) fn touch_operation(&mut self, id: &crate::model::OperationId) {
+        let Some(mut walk) = self.walk_cache.take() else {
+            return;
+        };
+        if let Some(&i) = self.tree.arena.by_operation.get(id) {
+            let new = self
+                .operations
+                .get(id)
+                .map_or(Resources::ZERO, |op| op.usage);
+            let old = walk.usage[i];
+            if new != old {
+                let mut cur = Some(i);
+                while let Some(e) = cur {
+                    walk.usage[e] = walk.usage[e].sub(&old).add(&new);
+                    cur = self.tree.arena.elements[e].parent;
+                }
+            }
+            walk.active[i] = self.globally_active(i);
+            self.refresh_path(&mut walk, i);
+        }
+        self.walk_cache = Some(walk);
     }
 
     fn count_failed_attempt(&mut self, leaf: ElementIndex) {

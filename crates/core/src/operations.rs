@@ -102,6 +102,55 @@ impl Scheduler {
 
     /// Counts per pool (subtree totals) and for the root.
     pub fn pool_counts(&self) -> BTreeMap<String, PoolCounts> {
+        self.debug_check_counts();
+        self.counts.clone()
+    }
+
+    /// In debug builds: the maintained counts equal a full recount.
+    pub(crate) fn debug_check_counts(&self) {
+        debug_assert_eq!(
+            self.counts,
+            self.count_all(),
+            "the maintained operation counts went out of date"
+        );
+    }
+
+    /// Recounts every pool from the operations (after the tree's shape changed).
+    pub(crate) fn recount(&mut self) {
+        self.counts = self.count_all();
+    }
+
+    /// Adds (`add`) or removes the operation's contribution to the counts of its pool and
+    /// every ancestor. Called before and after every change of its state or pool.
+    pub(crate) fn count_operation(&mut self, id: &OperationId, add: bool) {
+        let Some(op) = self.operations.get(id) else {
+            return;
+        };
+        if op.state.is_finished() {
+            return;
+        }
+        let (running, lightweight) = (op.state == OperationState::Running, op.lightweight);
+        for name in self.pool_chain(&op.pool, None) {
+            let c = self.counts.entry(name.clone()).or_default();
+            let step = |v: &mut u32| {
+                *v = if add { *v + 1 } else { *v - 1 };
+            };
+            step(&mut c.operation_count);
+            if running {
+                if lightweight {
+                    step(&mut c.lightweight_running_operation_count);
+                } else {
+                    step(&mut c.running_operation_count);
+                }
+            }
+            if *c == PoolCounts::default() {
+                self.counts.remove(&name);
+            }
+        }
+    }
+
+    /// The counts computed from scratch.
+    fn count_all(&self) -> BTreeMap<String, PoolCounts> {
         let mut counts: BTreeMap<String, PoolCounts> = BTreeMap::new();
         for op in self.operations() {
             if op.state.is_finished() {
@@ -210,7 +259,8 @@ impl Scheduler {
 
     /// Rejects the operation with error 202 if any pool on its path (or the tree) is full.
     pub(crate) fn check_operation_count(&self, placement: &Placement) -> Result<(), CoreError> {
-        let counts = self.pool_counts();
+        self.debug_check_counts();
+        let counts = &self.counts;
         for name in self.pool_chain(&placement.pool, placement.create.as_ref()) {
             let (max_ops, _) = self.pool_limits(&name, placement.create.as_ref());
             let current = counts.get(&name).map_or(0, |c| c.operation_count);
@@ -246,6 +296,13 @@ impl Scheduler {
 
     /// Starts pending operations (in start order) whose pools have running slots again.
     pub(crate) fn try_run_pending(&mut self, now: Millis) {
+        // Nothing waits when every unfinished operation runs (the root counts them all).
+        let waiting = self.counts.get(ROOT_NAME).is_some_and(|c| {
+            c.operation_count > c.running_operation_count + c.lightweight_running_operation_count
+        });
+        if !waiting {
+            return;
+        }
         let pending: Vec<OperationId> = self
             .start_order
             .iter()
@@ -259,14 +316,13 @@ impl Scheduler {
         if pending.is_empty() {
             return;
         }
-        let mut counts = self.pool_counts();
         for id in pending {
             // Finishing an operation below re-enters this function; skip what it handled.
             if self.operations[&id].state != OperationState::Pending {
                 continue;
             }
             let pool = self.operations[&id].pool.clone();
-            match self.running_limit_violation(&pool, &counts) {
+            match self.running_limit_violation(&pool, &self.counts) {
                 Some((blocking, limit)) => {
                     let reason = pending_reason(&blocking, limit, &self.tree.name);
                     if let Some(op) = self.operations.get_mut(&id) {
@@ -274,13 +330,13 @@ impl Scheduler {
                     }
                 }
                 None => {
-                    for name in self.pool_chain(&pool, None) {
-                        counts.entry(name).or_default().running_operation_count += 1;
-                    }
+                    self.count_operation(&id, false);
                     if let Some(op) = self.operations.get_mut(&id) {
                         op.state = OperationState::Running;
                         op.pending_reason = None;
                     }
+                    self.count_operation(&id, true);
+                    self.touch_operation(&id);
                     self.log(
                         now,
                         EventKind::OperationState {

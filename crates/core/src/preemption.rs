@@ -282,6 +282,7 @@ impl Scheduler {
             if let Some(op) = self.operations.get_mut(&op_id) {
                 op.usage = op.usage.sub(&resources);
             }
+            self.touch_operation(&op_id);
             self.class_cache.remove(&op_id);
             if let Some(n) = self.nodes.get_mut(&node_id) {
                 n.usage = n.usage.sub(&resources);

@@ -147,6 +147,12 @@ pub struct Scheduler {
     pub(crate) skipped_heartbeats: u64,
     /// Fair-share alerts (e.g. 29000) raised by the last update, logged when they appear.
     pub(crate) active_alerts: Vec<(u32, String)>,
+    /// The descent state of the whole tree, kept up to date between fair-share updates (see
+    /// [`crate::heartbeat`]); `None` until the first heartbeat after an update.
+    pub(crate) walk_cache: Option<crate::heartbeat::Walk>,
+    /// Operation counts per pool (subtree totals), maintained as operations start, change
+    /// state or move.
+    pub(crate) counts: BTreeMap<String, crate::operations::PoolCounts>,
     /// Counters for `--stats`.
     pub stats: Stats,
 }
@@ -190,6 +196,8 @@ impl Scheduler {
             limits_maybe_violated: false,
             skipped_heartbeats: 0,
             active_alerts: Vec::new(),
+            walk_cache: None,
+            counts: BTreeMap::new(),
             stats: Stats::default(),
         })
     }
@@ -280,6 +288,7 @@ impl Scheduler {
             .reduce(|a, b| a.min(&b));
         self.tree.update_fair_share(now, total, &ops);
         crate::status::update_statuses(&mut self.tree, now);
+        self.walk_cache = None;
         self.class_cache.clear();
         self.compute_preemption_targets();
         self.raise_fair_share_alerts(now);
@@ -304,7 +313,6 @@ impl Scheduler {
         })?;
         self.tree.validated = validated;
         self.limits_maybe_violated = true;
-        self.try_run_pending(now);
         let explicit: BTreeSet<String> = self
             .tree
             .validated
@@ -338,6 +346,9 @@ impl Scheduler {
                     config: PoolConfig::default(),
                 });
         }
+        // Pools moved: every operation's chain of ancestors may have changed.
+        self.recount();
+        self.try_run_pending(now);
         Ok(())
     }
 
@@ -504,7 +515,7 @@ impl Scheduler {
         let blocked = if lightweight {
             None
         } else {
-            self.running_limit_violation(&pool, &self.pool_counts())
+            self.running_limit_violation(&pool, &self.counts)
         };
         let tasks: Vec<TaskProgress> = spec
             .tasks
@@ -552,6 +563,7 @@ impl Scheduler {
             },
         );
         self.start_order.push(id.clone());
+        self.count_operation(&id, true);
         self.log(
             now,
             EventKind::OperationState {
@@ -635,8 +647,11 @@ impl Scheduler {
             self.limits_maybe_violated = true;
         }
         if let Some(p) = new_pool {
+            self.count_operation(id, false);
+            let op = self.operations.get_mut(id).expect("checked above");
             op.pool = p;
             op.spec.pool = Some(op.pool.clone());
+            self.count_operation(id, true);
         }
         self.remove_empty_ephemeral_pools();
         self.try_run_pending(now);
@@ -667,10 +682,12 @@ impl Scheduler {
         state: OperationState,
         reason: Option<String>,
     ) {
+        self.count_operation(id, false);
         if let Some(op) = self.operations.get_mut(id) {
             op.state = state;
             op.pending_demand = Resources::ZERO;
         }
+        self.touch_operation(id);
         self.log(
             now,
             EventKind::OperationState {
@@ -684,21 +701,12 @@ impl Scheduler {
     }
 
     /// Ephemeral pools disappear when no unfinished operation uses them.
+    /// (Ephemeral pools are leaves: their subtree counts are their own operations.)
     fn remove_empty_ephemeral_pools(&mut self) {
-        let used: BTreeSet<&str> = self
-            .operations
-            .values()
-            .filter(|op| !op.state.is_finished())
-            .map(|op| op.pool.as_str())
-            .collect();
-        let keep: BTreeSet<String> = self
-            .tree
+        let counts = &self.counts;
+        self.tree
             .ephemeral
-            .keys()
-            .filter(|name| used.contains(name.as_str()))
-            .cloned()
-            .collect();
-        self.tree.ephemeral.retain(|name, _| keep.contains(name));
+            .retain(|name, _| counts.get(name).is_some_and(|c| c.operation_count > 0));
     }
 
     /// Completes an operation whose jobs are all done.
@@ -755,6 +763,7 @@ impl Scheduler {
                 state: AllocationState::Running,
             },
         );
+        self.touch_operation(op_id);
         self.stats.placements += 1;
         self.log(
             now,
@@ -809,6 +818,7 @@ impl Scheduler {
                 }
             }
         }
+        self.touch_operation(&alloc.operation);
         let kind = match how {
             EndKind::Finished(outcome) => EventKind::AllocationFinished {
                 operation: alloc.operation.clone(),
