@@ -2,6 +2,7 @@
 //! the reply; after every change it commits what changed to the store (before replying) and
 //! publishes a new [`View`] that GET handlers read without reaching the actor.
 
+use crate::metrics::{self, ActorMetrics};
 use fairsched_api::{
     ApiError, FinishedJob, Heartbeat, HeartbeatReply, JobCounts, JobInterrupt, JobLogs, JobStart,
     JobView, NodeView, OperationView, RegisterNode, RegisterReply, codes,
@@ -9,7 +10,7 @@ use fairsched_api::{
 use fairsched_config::{PoolConfig, PoolTreeConfig, PoolTrees};
 use fairsched_core::{
     AllocationId, CoreError, Event, EventKind, FinishedAllocation, JobOutcome, NodeHeartbeat,
-    NodeId, NodeSpec, OperationId, OperationSpec, Scheduler, Snapshot,
+    NodeId, NodeSpec, OperationId, OperationSpec, Scheduler, Snapshot, Stage,
 };
 use fairsched_store::{Batch, Store, StoredEvent, StoredJob, StoredNode, StoredOperation};
 use serde_json::{Map, Value};
@@ -92,6 +93,7 @@ pub struct Actor {
     batch: Batch,
     /// Log tails reported with finished jobs, committed with the next batch.
     tails: BTreeMap<u64, (String, String)>,
+    metrics: ActorMetrics,
 }
 
 impl std::fmt::Debug for Actor {
@@ -150,6 +152,7 @@ impl Actor {
             publish,
             batch: Batch::default(),
             tails: BTreeMap::new(),
+            metrics: ActorMetrics::default(),
         };
         actor.save_tree();
         let mut jobs: BTreeMap<String, Vec<JobView>> = BTreeMap::new();
@@ -200,6 +203,11 @@ impl Actor {
         Ok((actor, view))
     }
 
+    /// The counters and histograms this actor updates (shared: clones see the same values).
+    pub fn metrics(&self) -> ActorMetrics {
+        self.metrics.clone()
+    }
+
     fn now(&self) -> u64 {
         self.started.elapsed().as_millis() as u64
     }
@@ -222,7 +230,18 @@ impl Actor {
 
     fn on_timer(&mut self) {
         let now = self.now();
+        let updates = self.sched.stats.fair_share_updates;
+        let started = Instant::now();
         self.sched.tick(now);
+        if self.sched.stats.fair_share_updates != updates {
+            let took = started.elapsed();
+            metrics::observe(&self.metrics.fair_share_update_duration, took);
+            tracing::trace!(
+                now_ms = now,
+                took_us = took.as_micros() as u64,
+                "fair-share update"
+            );
+        }
         let lost: Vec<String> = self
             .seen
             .iter()
@@ -494,10 +513,13 @@ impl Actor {
                 outcome,
             });
         }
+        let started = Instant::now();
         let response = self
             .sched
             .process_heartbeat(now, &node, NodeHeartbeat { finished })
-            .map_err(core_error)?;
+            .map_err(core_error);
+        metrics::observe(&self.metrics.heartbeat_duration, started.elapsed());
+        let response = response?;
         // Jobs the node runs that the core does not know there (e.g. from before a restart).
         for &a in &hb.running {
             let known = self
@@ -585,8 +607,9 @@ impl Actor {
                 operation,
                 allocation,
                 node,
-                ..
+                stage,
             } => {
+                self.metrics.placed(stage_name(*stage));
                 let task = self
                     .sched
                     .allocation(*allocation)
@@ -625,6 +648,14 @@ impl Actor {
                 reason,
                 ..
             } => {
+                self.metrics.preempted(reason);
+                tracing::info!(
+                    operation = operation.0,
+                    allocation = allocation.0,
+                    node = node.0,
+                    reason,
+                    "allocation preempted"
+                );
                 self.kill
                     .entry(node.0.clone())
                     .or_default()
@@ -643,8 +674,18 @@ impl Actor {
                 allocation,
                 node,
                 timeout_ms,
+                reason,
                 ..
             } => {
+                self.metrics.interrupted(reason);
+                tracing::info!(
+                    operation = operation.0,
+                    allocation = allocation.0,
+                    node = node.0,
+                    reason,
+                    timeout_ms,
+                    "allocation interrupted"
+                );
                 let signal = self
                     .sched
                     .operation(operation)
@@ -728,9 +769,16 @@ impl Actor {
 
     fn commit(&mut self) -> Result<(), ApiError> {
         let batch = std::mem::take(&mut self.batch);
-        self.store
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let r = self
+            .store
             .commit(&batch)
-            .map_err(|e| ApiError::new(codes::INTERNAL, format!("not persisted: {e}")))
+            .map_err(|e| ApiError::new(codes::INTERNAL, format!("not persisted: {e}")));
+        metrics::observe(&self.metrics.store_commit_duration, started.elapsed());
+        r
     }
 
     fn publish_view(&mut self) {
@@ -797,6 +845,14 @@ impl Actor {
             nodes,
         };
         self.publish.send_replace(Arc::new(view));
+    }
+}
+
+fn stage_name(stage: Stage) -> &'static str {
+    match stage {
+        Stage::Regular => "regular",
+        Stage::Preemptive => "preemptive",
+        Stage::Aggressive => "aggressive",
     }
 }
 

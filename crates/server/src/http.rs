@@ -1,6 +1,7 @@
 //! HTTP handlers. Writes go to the actor by message; reads come from the published [`View`].
 
 use crate::actor::{Command, View};
+use crate::metrics::ActorMetrics;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -11,6 +12,7 @@ use fairsched_api::{
     ApiError, CreatePool, Heartbeat, OperationView, RegisterNode, SubmitReply, UpdatePool, codes,
     routes,
 };
+use prometheus_client::registry::Registry;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -23,6 +25,27 @@ pub struct AppState {
     pub tx: mpsc::Sender<Command>,
     pub view: watch::Receiver<Arc<View>>,
     pub agent_token: Option<String>,
+    /// What `GET /metrics` encodes (the actor's counters and the view's gauges).
+    pub metrics: Arc<Registry>,
+}
+
+impl AppState {
+    /// The state of a router in front of an actor: `view` is what `Actor::new` returned and
+    /// `metrics` what its `metrics()` returns.
+    pub fn new(
+        tx: mpsc::Sender<Command>,
+        view: watch::Receiver<Arc<View>>,
+        agent_token: Option<String>,
+        metrics: &ActorMetrics,
+    ) -> AppState {
+        let registry = crate::metrics::registry(metrics, view.clone());
+        AppState {
+            tx,
+            view,
+            agent_token,
+            metrics: Arc::new(registry),
+        }
+    }
 }
 
 /// An error reply.
@@ -101,6 +124,7 @@ fn ok<T: Serialize>(value: T) -> Reply<T> {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/", get(index))
+        .route("/metrics", get(metrics))
         .route(routes::OPERATIONS, get(list_operations).post(submit))
         .route(routes::OPERATION, get(get_operation))
         .route(routes::OPERATION_ABORT, post(abort))
@@ -277,6 +301,19 @@ async fn heartbeat(
     check_token(&s, &headers)?;
     let req: Heartbeat = parse(&body)?;
     ok(ask(&s, |r| Command::Heartbeat(req, r)).await?)
+}
+
+/// `GET /metrics`: OpenMetrics text.
+async fn metrics(State(s): State<AppState>) -> Response {
+    let mut body = String::new();
+    match prometheus_client::encoding::text::encode(&mut body, &s.metrics) {
+        Ok(()) => ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], body).into_response(),
+        Err(e) => Failure(ApiError::new(
+            codes::INTERNAL,
+            format!("cannot encode metrics: {e}"),
+        ))
+        .into_response(),
+    }
 }
 
 fn escape(s: &str) -> String {

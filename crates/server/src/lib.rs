@@ -11,6 +11,7 @@
 pub mod actor;
 pub mod config;
 pub mod http;
+pub mod metrics;
 
 pub use config::ServerConfig;
 
@@ -36,14 +37,11 @@ impl Server {
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
         let (tx, rx) = mpsc::channel(1024);
+        let state = http::AppState::new(tx, view, config.agent_token.clone(), &actor.metrics());
         Ok(Server {
             listener,
             actor,
-            state: http::AppState {
-                tx,
-                view,
-                agent_token: config.agent_token.clone(),
-            },
+            state,
             rx,
         })
     }

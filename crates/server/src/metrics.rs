@@ -1,0 +1,368 @@
+//! `GET /metrics`: Prometheus metrics in the OpenMetrics text format (prometheus-client).
+//!
+//! Two kinds, kept apart as the rest of the server is:
+//! * counters and histograms ([`ActorMetrics`]) are updated by the actor as things happen:
+//!   placements, preemptions and interruptions (from the core's event log), heartbeat latency
+//!   (around the core's `process_heartbeat`), fair-share update and store commit durations;
+//! * gauges (pools, operations, nodes) are read from the published [`View`] at scrape time by a
+//!   collector, so scraping never reaches the actor.
+
+use crate::actor::View;
+use fairsched_resources::{ResourceKind, ResourceVector};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// The content type of `GET /metrics`.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+type OneLabel = [(&'static str, &'static str); 1];
+
+/// Starvation statuses of the core, in the order they are reported.
+const STARVATION_STATUSES: [&str; 3] = ["non_starving", "starving", "aggressively_starving"];
+/// Preemption reasons of the core (`PreemptionReason::name`); others are counted as they come.
+const PREEMPTION_REASONS: [&str; 7] = [
+    "preemption",
+    "aggressive_preemption",
+    "graceful_preemption",
+    "resource_overcommit",
+    "resource_limits_violated",
+    "node_disabled",
+    "operation_aborted",
+];
+const STAGES: [&str; 3] = ["regular", "preemptive", "aggressive"];
+
+/// The metrics the actor updates. Cloning shares them.
+#[derive(Clone, Debug)]
+pub struct ActorMetrics {
+    /// Allocations started, by heartbeat stage.
+    pub placements: Family<OneLabel, Counter>,
+    /// Allocations taken away (job aborted), by reason.
+    pub preemptions: Family<OneLabel, Counter>,
+    /// Jobs told to interrupt (graceful preemption, interruptible jobs), by reason.
+    pub interruptions: Family<OneLabel, Counter>,
+    /// Seconds in the core's `process_heartbeat`.
+    pub heartbeat_duration: Histogram,
+    /// Seconds of each fair-share update (the timer's `tick` when it updated).
+    pub fair_share_update_duration: Histogram,
+    /// Seconds of each store commit.
+    pub store_commit_duration: Histogram,
+}
+
+impl Default for ActorMetrics {
+    fn default() -> Self {
+        let m = ActorMetrics {
+            placements: Family::default(),
+            preemptions: Family::default(),
+            interruptions: Family::default(),
+            // 10 µs .. ~0.3 s.
+            heartbeat_duration: Histogram::new(exponential_buckets(1e-5, 2.0, 16)),
+            // 100 µs .. ~3 s.
+            fair_share_update_duration: Histogram::new(exponential_buckets(1e-4, 2.0, 16)),
+            store_commit_duration: Histogram::new(exponential_buckets(1e-5, 2.0, 18)),
+        };
+        // Every known label value from the start: rate() works from the first scrape.
+        for stage in STAGES {
+            m.placements.get_or_create(&[("stage", stage)]).inc_by(0);
+        }
+        for reason in PREEMPTION_REASONS {
+            m.preemptions.get_or_create(&[("reason", reason)]).inc_by(0);
+            m.interruptions
+                .get_or_create(&[("reason", reason)])
+                .inc_by(0);
+        }
+        m
+    }
+}
+
+impl ActorMetrics {
+    pub fn placed(&self, stage: &'static str) {
+        self.placements.get_or_create(&[("stage", stage)]).inc();
+    }
+
+    pub fn preempted(&self, reason: &'static str) {
+        self.preemptions.get_or_create(&[("reason", reason)]).inc();
+    }
+
+    pub fn interrupted(&self, reason: &'static str) {
+        self.interruptions
+            .get_or_create(&[("reason", reason)])
+            .inc();
+    }
+}
+
+fn seconds(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+/// Observes `d` in `h`.
+pub fn observe(h: &Histogram, d: Duration) {
+    h.observe(seconds(d));
+}
+
+/// The registry behind `GET /metrics`: the actor's metrics and the snapshot collector.
+pub fn registry(actor: &ActorMetrics, view: watch::Receiver<Arc<View>>) -> Registry {
+    let mut r = Registry::default();
+    r.register(
+        "fairsched_placements",
+        "Allocations started (jobs placed on nodes), by heartbeat stage",
+        actor.placements.clone(),
+    );
+    r.register(
+        "fairsched_preemptions",
+        "Allocations preempted (their jobs aborted), by reason",
+        actor.preemptions.clone(),
+    );
+    r.register(
+        "fairsched_interruptions",
+        "Jobs told to interrupt before preemption, by reason",
+        actor.interruptions.clone(),
+    );
+    r.register_with_unit(
+        "fairsched_heartbeat_duration",
+        "Time the scheduling core spent processing one node heartbeat",
+        Unit::Seconds,
+        actor.heartbeat_duration.clone(),
+    );
+    r.register_with_unit(
+        "fairsched_fair_share_update_duration",
+        "Time of one fair-share update (vector HDRF and statuses)",
+        Unit::Seconds,
+        actor.fair_share_update_duration.clone(),
+    );
+    r.register_with_unit(
+        "fairsched_store_commit_duration",
+        "Time of one store commit (every accepted change is committed before the reply)",
+        Unit::Seconds,
+        actor.store_commit_duration.clone(),
+    );
+    r.register_collector(Box::new(ViewCollector { view }));
+    r
+}
+
+/// Fills gauges from the published view at scrape time.
+#[derive(Debug)]
+struct ViewCollector {
+    view: watch::Receiver<Arc<View>>,
+}
+
+/// One gauge family being written: its series, by label set.
+struct Gauges<L> {
+    name: &'static str,
+    help: &'static str,
+    series: Vec<(L, f64)>,
+}
+
+impl<L: EncodeLabelSet> Gauges<L> {
+    fn new(name: &'static str, help: &'static str) -> Self {
+        Gauges {
+            name,
+            help,
+            series: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, labels: L, value: f64) {
+        self.series.push((labels, value));
+    }
+
+    fn encode(&self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut metric =
+            encoder.encode_descriptor(self.name, self.help, None, MetricType::Gauge)?;
+        for (labels, value) in &self.series {
+            let gauge = ConstGauge::new(*value);
+            gauge.encode(metric.encode_family(labels)?)?;
+        }
+        Ok(())
+    }
+}
+
+type PoolLabels<'a> = [(&'static str, &'a str); 2];
+type PoolResourceLabels<'a> = [(&'static str, &'a str); 3];
+
+impl Collector for ViewCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let view = self.view.borrow().clone();
+        let snap = &view.snapshot;
+        let tree = snap.tree.as_str();
+        let total = snap.total_resources;
+
+        let mut fair = Gauges::<PoolLabels>::new(
+            "fairsched_pool_fair_share_ratio",
+            "Pool fair share on its dominant resource (share of the cluster).",
+        );
+        let mut usage = Gauges::<PoolLabels>::new(
+            "fairsched_pool_usage_ratio",
+            "Pool usage share on its dominant resource.",
+        );
+        let mut demand = Gauges::<PoolLabels>::new(
+            "fairsched_pool_demand_ratio",
+            "Pool demand share on its dominant resource.",
+        );
+        let mut op_count = Gauges::<PoolLabels>::new(
+            "fairsched_pool_operation_count",
+            "Operations in the pool's subtree (running and pending).",
+        );
+        let mut running_op_count = Gauges::<PoolLabels>::new(
+            "fairsched_pool_running_operation_count",
+            "Running operations in the pool's subtree.",
+        );
+        let mut starvation = Gauges::<PoolResourceLabels>::new(
+            "fairsched_pool_starvation_status",
+            "1 for the pool's current starvation status, 0 for the others.",
+        );
+        let mut r_fair = Gauges::<PoolResourceLabels>::new(
+            "fairsched_pool_resource_fair_share_ratio",
+            "Pool fair share per resource (share of the cluster's total).",
+        );
+        let mut r_usage = Gauges::<PoolResourceLabels>::new(
+            "fairsched_pool_resource_usage_ratio",
+            "Pool usage per resource (share of the cluster's total).",
+        );
+        let mut r_demand = Gauges::<PoolResourceLabels>::new(
+            "fairsched_pool_resource_demand_ratio",
+            "Pool demand per resource (share of the cluster's total).",
+        );
+        let mut r_guarantee = Gauges::<PoolResourceLabels>::new(
+            "fairsched_pool_resource_strong_guarantee_ratio",
+            "Pool effective strong guarantee per resource (share of the cluster's total).",
+        );
+        for (name, p) in &snap.pools {
+            let e = &p.element;
+            let labels = [("tree", tree), ("pool", name.as_str())];
+            fair.add(labels, e.fair_share_ratio);
+            usage.add(labels, e.usage_ratio);
+            demand.add(labels, e.demand_ratio);
+            op_count.add(labels, f64::from(p.operation_count));
+            running_op_count.add(labels, f64::from(p.running_operation_count));
+            for status in STARVATION_STATUSES {
+                starvation.add(
+                    [("tree", tree), ("pool", name), ("status", status)],
+                    if e.starvation_status == status {
+                        1.0
+                    } else {
+                        0.0
+                    },
+                );
+            }
+            let usage_share = ResourceVector::from_resources(&e.resource_usage, &total);
+            let demand_share = ResourceVector::from_resources(&e.resource_demand, &total);
+            let guarantee_share =
+                ResourceVector::from_resources(&e.effective_strong_guarantee_resources, &total);
+            for kind in ResourceKind::ALL {
+                let r = kind.name();
+                let l = [("tree", tree), ("pool", name.as_str()), ("resource", r)];
+                let f = e.detailed_fair_share.total.get(r).copied().unwrap_or(0.0);
+                r_fair.add(l, f);
+                r_usage.add(l, usage_share.get(kind));
+                r_demand.add(l, demand_share.get(kind));
+                r_guarantee.add(l, guarantee_share.get(kind));
+            }
+        }
+        fair.encode(&mut encoder)?;
+        usage.encode(&mut encoder)?;
+        demand.encode(&mut encoder)?;
+        op_count.encode(&mut encoder)?;
+        running_op_count.encode(&mut encoder)?;
+        starvation.encode(&mut encoder)?;
+        r_fair.encode(&mut encoder)?;
+        r_usage.encode(&mut encoder)?;
+        r_demand.encode(&mut encoder)?;
+        r_guarantee.encode(&mut encoder)?;
+
+        // Operations: counts by state (all the server knows) and by starvation status.
+        let mut by_state: BTreeMap<&str, f64> = ["pending", "running", "completed", "failed"]
+            .into_iter()
+            .chain(["aborted"])
+            .map(|s| (s, 0.0))
+            .collect();
+        for op in &view.operations {
+            *by_state.entry(op.state.as_str()).or_default() += 1.0;
+        }
+        let mut ops = Gauges::<[(&str, &str); 1]>::new(
+            "fairsched_operations",
+            "Operations the server knows, by state.",
+        );
+        for (state, n) in &by_state {
+            ops.add([("state", state)], *n);
+        }
+        ops.encode(&mut encoder)?;
+        let mut starving: BTreeMap<&str, f64> =
+            STARVATION_STATUSES.into_iter().map(|s| (s, 0.0)).collect();
+        for op in snap.operations.values() {
+            if let Some(e) = &op.element {
+                *starving.entry(e.starvation_status).or_default() += 1.0;
+            }
+        }
+        let mut op_starvation = Gauges::<[(&str, &str); 2]>::new(
+            "fairsched_operation_starvation_status_count",
+            "Scheduled operations by starvation status.",
+        );
+        for (status, n) in &starving {
+            op_starvation.add([("tree", tree), ("status", status)], *n);
+        }
+        op_starvation.encode(&mut encoder)?;
+        let mut jobs = Gauges::<[(&str, &str); 1]>::new(
+            "fairsched_jobs",
+            "Jobs of unfinished operations, by state (pending: not yet placed).",
+        );
+        let (mut pending, mut running) = (0.0, 0.0);
+        for op in &view.operations {
+            pending += f64::from(op.job_counts.pending);
+            running += f64::from(op.job_counts.running);
+        }
+        jobs.add([("state", "pending")], pending);
+        jobs.add([("state", "running")], running);
+        jobs.encode(&mut encoder)?;
+
+        // Nodes and the cluster.
+        let mut nodes = Gauges::<[(&str, &str); 1]>::new(
+            "fairsched_nodes",
+            "Registered nodes, by whether they accept jobs.",
+        );
+        let enabled = view
+            .nodes
+            .iter()
+            .filter(|n| n.scheduler_jobs_enabled)
+            .count();
+        nodes.add([("scheduler_jobs_enabled", "true")], enabled as f64);
+        nodes.add(
+            [("scheduler_jobs_enabled", "false")],
+            (view.nodes.len() - enabled) as f64,
+        );
+        nodes.encode(&mut encoder)?;
+        let mut cluster = Gauges::<[(&str, &str); 2]>::new(
+            "fairsched_cluster_resources",
+            "Resources of the tree's nodes (cpu in cores, memory in bytes).",
+        );
+        let mut used = Gauges::<[(&str, &str); 2]>::new(
+            "fairsched_cluster_resource_usage",
+            "Resources in use on the tree's nodes (cpu in cores, memory in bytes).",
+        );
+        let root_usage = snap
+            .pools
+            .values()
+            .find(|p| p.parent.is_none())
+            .map(|p| p.element.resource_usage)
+            .unwrap_or(fairsched_resources::Resources::ZERO);
+        for kind in ResourceKind::ALL {
+            cluster.add([("tree", tree), ("resource", kind.name())], total.get(kind));
+            used.add(
+                [("tree", tree), ("resource", kind.name())],
+                root_usage.get(kind),
+            );
+        }
+        cluster.encode(&mut encoder)?;
+        used.encode(&mut encoder)?;
+        Ok(())
+    }
+}

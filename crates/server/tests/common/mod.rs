@@ -1,0 +1,158 @@
+//! A real server on 127.0.0.1 (port 0) for the tests that talk HTTP to it, and a fake agent.
+
+#![allow(dead_code)]
+
+use fairsched_server::{Server, ServerConfig};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+/// `target/test-artifacts` (under `CARGO_TARGET_DIR` when set), created.
+pub fn artifacts_dir() -> std::path::PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("..")
+                .join("..")
+                .join("target")
+        });
+    let dir = target.join("test-artifacts");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A served server; dropping it stops it.
+pub struct Running {
+    pub url: String,
+    pub client: reqwest::Client,
+    stop: Option<oneshot::Sender<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// Starts a server with `pool_trees` (the `PoolTrees` layout) and `scheduler` settings.
+pub async fn start(pool_trees: Value, scheduler: Value) -> Running {
+    let dir = tempfile::tempdir().unwrap();
+    let config: ServerConfig = serde_json::from_value(json!({
+        "listen": "127.0.0.1:0",
+        "data_dir": dir.path(),
+        "pool_trees": pool_trees,
+        "scheduler": scheduler,
+    }))
+    .unwrap();
+    let server = Server::bind(&config).await.unwrap();
+    let addr = server.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(server.serve(async move {
+        let _ = stopped.await;
+    }));
+    Running {
+        url: format!("http://{addr}"),
+        client: reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .unwrap(),
+        stop: Some(stop),
+        _dir: dir,
+    }
+}
+
+impl Running {
+    pub async fn get_text(&self, path: &str) -> (u16, String, String) {
+        let resp = self
+            .client
+            .get(format!("{}{path}", self.url))
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        let ctype = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        (status, ctype, resp.text().await.unwrap())
+    }
+
+    pub async fn get(&self, path: &str) -> Value {
+        let (status, _, body) = self.get_text(path).await;
+        assert_eq!(status, 200, "GET {path}: {body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> Value {
+        let resp = self
+            .client
+            .post(format!("{}{path}", self.url))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        assert_eq!(status, 200, "POST {path} {body}: {text}");
+        serde_json::from_str(&text).unwrap()
+    }
+
+    /// Registers a node as an agent would.
+    pub async fn register(&self, node: &str, resources: Value) {
+        self.post(
+            "/api/v1/agent/register",
+            json!({"node_id": node, "resources": resources}),
+        )
+        .await;
+    }
+
+    /// One heartbeat of `node` reporting `running`; the reply.
+    pub async fn heartbeat(&self, node: &str, running: &[u64]) -> Value {
+        self.post(
+            "/api/v1/agent/heartbeat",
+            json!({"node_id": node, "running": running}),
+        )
+        .await
+    }
+
+    /// Heartbeats `node` every 50 ms (for at most 10 s) until `count` jobs were started on it;
+    /// their allocations.
+    pub async fn heartbeat_until_started(&self, node: &str, count: usize) -> Vec<u64> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut started = Vec::new();
+        loop {
+            let hb = self.heartbeat(node, &started).await;
+            for s in hb["start"].as_array().unwrap() {
+                started.push(s["allocation"].as_u64().unwrap());
+            }
+            if started.len() >= count {
+                return started;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "only {} of {count} jobs started on {node} in 10 s",
+                started.len()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Polls `check` every 50 ms for at most `limit`; panics with `what` when it never holds.
+    pub async fn wait_for<F, Fut>(&self, what: &str, limit: Duration, mut check: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        let deadline = Instant::now() + limit;
+        while !check().await {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
