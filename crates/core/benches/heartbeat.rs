@@ -17,8 +17,9 @@
 //! * `churn`: a full cluster one second later; every node reports 4 completed jobs and gets 4
 //!   new ones.
 //!
-//! The large configuration takes minutes per round on the current core (setup alone builds the
-//! cluster and fills it once), so it runs one sample; the small one runs ten.
+//! Both sizes run ten samples. A round includes the first heartbeat's walk over the whole tree
+//! (the fill round starts right after the build's fair-share update, the churn round right after
+//! a new one), so the figures include that once-per-update cost.
 //!
 //! `CARGO_TARGET_DIR=... cargo bench -p fairsched-core --bench heartbeat [-- small|large]`;
 //! `HEARTBEAT_PHASES=small|large` on the bench binary times the phases once with a plain
@@ -318,14 +319,13 @@ fn small_churn(bencher: Bencher) {
 }
 
 /// 10,000 nodes, 10,000 operations, 1,000 pools: an empty cluster filled in one round.
-/// Minutes per round (setup included): one sample.
-#[divan::bench(sample_count = 1, sample_size = 1)]
+#[divan::bench(sample_count = 10, sample_size = 1)]
 fn large_fill(bencher: Bencher) {
     bench_fill(bencher, large());
 }
 
-/// 10,000 nodes, 10,000 operations, 1,000 pools: 4 jobs end and start per node. One sample.
-#[divan::bench(sample_count = 1, sample_size = 1)]
+/// 10,000 nodes, 10,000 operations, 1,000 pools: 4 jobs end and start per node.
+#[divan::bench(sample_count = 10, sample_size = 1)]
 fn large_churn(bencher: Bencher) {
     bench_churn(bencher, large());
 }

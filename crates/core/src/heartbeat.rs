@@ -444,11 +444,11 @@ impl Scheduler {
         };
         let op = self.operations.get(op_id)?;
         let free = available;
-        let path: Vec<ElementIndex> = std::iter::once(leaf).chain(arena.ancestors(leaf)).collect();
+        let path = || std::iter::once(leaf).chain(arena.ancestors(leaf));
         let task = op.spec.tasks.iter().enumerate().position(|(t, spec)| {
             op.tasks[t].pending > 0
                 && free.dominates(&spec.resources)
-                && path.iter().all(|&e| {
+                && path().all(|e| {
                     arena.elements[e]
                         .resource_limits
                         .dominates(&walk.usage[e].add(&spec.resources))
@@ -456,7 +456,8 @@ impl Scheduler {
         })?;
         let op_id = op_id.clone();
         let order = self.place(now, &op_id, task, node_id, stage);
-        for &e in &path {
+        let arena = &self.tree.arena;
+        for e in std::iter::once(leaf).chain(arena.ancestors(leaf)) {
             walk.usage[e] = walk.usage[e].add(&order.resources);
         }
         if self.operations[&op_id].pending_job_count() == 0 {

@@ -319,6 +319,12 @@ impl Scheduler {
         node_id: &NodeId,
         response: &mut HeartbeatResponse,
     ) {
+        // Graceful mode is fixed at submission: without a graceful operation in the tree (as of
+        // the last fair-share update, which every scheduled operation went through) there is
+        // nothing to do.
+        if !self.tree.arena.any_graceful {
+            return;
+        }
         let timeout = self.tree.config().allocation_graceful_preemption_timeout_ms;
         let mut victims = Vec::new();
         let on_node: Vec<AllocationId> = self.nodes[node_id].allocations.iter().copied().collect();

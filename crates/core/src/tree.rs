@@ -104,6 +104,8 @@ pub struct Arena {
     pub total_resources: Resources,
     pub errors: Vec<UpdateError>,
     pub computed_at: Option<Millis>,
+    /// Some operation in the tree is in graceful preemption mode.
+    pub any_graceful: bool,
 }
 
 impl Arena {
@@ -378,6 +380,9 @@ impl PoolTree {
             total_resources: total,
             errors: output.errors,
             computed_at: Some(now),
+            any_graceful: operations
+                .iter()
+                .any(|op| op.spec.preemption_mode == crate::model::PreemptionMode::Graceful),
         };
         self.inherit_settings(operations);
     }
