@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 
 /// Paths of the HTTP API (axum syntax for path parameters).
 pub mod routes {
+    /// GET lists (in submission order; `?jobs=false` leaves out each one's `jobs`), POST submits.
     pub const OPERATIONS: &str = "/api/v1/operations";
     pub const OPERATION: &str = "/api/v1/operations/{id}";
     pub const OPERATION_ABORT: &str = "/api/v1/operations/{id}/abort";

@@ -4,17 +4,17 @@ use crate::actor::{Command, View};
 use crate::metrics::ActorMetrics;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use fairsched_api::{
     ApiError, CreatePool, Heartbeat, OperationView, RegisterNode, SubmitReply, UpdatePool, codes,
     routes,
 };
 use prometheus_client::registry::Registry;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -124,6 +124,8 @@ fn ok<T: Serialize>(value: T) -> Reply<T> {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/", get(index))
+        .route("/assets/app.js", get(app_js))
+        .route("/assets/style.css", get(style_css))
         .route("/metrics", get(metrics))
         .route(routes::OPERATIONS, get(list_operations).post(submit))
         .route(routes::OPERATION, get(get_operation))
@@ -151,9 +153,31 @@ async fn submit(State(s): State<AppState>, body: Bytes) -> Reply<SubmitReply> {
     ok(SubmitReply { id })
 }
 
-async fn list_operations(State(s): State<AppState>) -> Reply<Vec<OperationView>> {
+/// Query of `GET /api/v1/operations`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct ListOperations {
+    /// `false`: leave out each operation's `jobs` (the page polls without them).
+    jobs: Option<bool>,
+}
+
+async fn list_operations(
+    State(s): State<AppState>,
+    Query(q): Query<ListOperations>,
+) -> Reply<Vec<OperationView>> {
     let view = s.view.borrow().clone();
-    ok(view.operations.clone())
+    if q.jobs == Some(false) {
+        ok(view
+            .operations
+            .iter()
+            .map(|o| OperationView {
+                jobs: Vec::new(),
+                ..o.clone()
+            })
+            .collect())
+    } else {
+        ok(view.operations.clone())
+    }
 }
 
 async fn get_operation(State(s): State<AppState>, Path(id): Path<String>) -> Reply<OperationView> {
@@ -316,54 +340,30 @@ async fn metrics(State(s): State<AppState>) -> Response {
     }
 }
 
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+// The Scheduling page: static files compiled into the binary; the page polls the JSON API.
+const INDEX_HTML: &str = include_str!("../assets/index.html");
+const APP_JS: &str = include_str!("../assets/app.js");
+const STYLE_CSS: &str = include_str!("../assets/style.css");
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
 }
 
-/// A minimal page: pools and operations from the snapshot.
-async fn index(State(s): State<AppState>) -> Html<String> {
-    let view = s.view.borrow().clone();
-    let mut html = String::from(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"2\">\
-         <title>fairsched</title><style>body{font-family:sans-serif}td,th{padding:2px 8px;text-align:left}</style>\
-         </head><body><h1>fairsched</h1>",
-    );
-    html.push_str(&format!(
-        "<h2>Pools (tree {})</h2><table><tr><th>pool</th><th>parent</th><th>fair share</th><th>usage</th><th>demand</th><th>operations</th></tr>",
-        escape(&view.snapshot.tree)
-    ));
-    for (name, p) in &view.snapshot.pools {
-        html.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td>{:.3}</td><td>{:.3}</td><td>{:.3}</td><td>{}</td></tr>",
-            escape(name),
-            escape(p.parent.as_deref().unwrap_or("")),
-            p.element.fair_share_ratio,
-            p.element.usage_ratio,
-            p.element.demand_ratio,
-            p.operation_count
-        ));
-    }
-    html.push_str("</table><h2>Operations</h2><table><tr><th>id</th><th>state</th><th>pool</th><th>jobs (done/running/pending/total)</th><th>why</th></tr>");
-    for op in view.operations.iter().rev() {
-        let c = op.job_counts;
-        html.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}/{}/{}/{}</td><td>{}</td></tr>",
-            escape(&op.id),
-            escape(&op.state),
-            escape(&op.pool),
-            c.completed,
-            c.running,
-            c.pending,
-            c.total,
-            escape(op.why.as_deref().unwrap_or(""))
-        ));
-    }
-    html.push_str(&format!(
-        "</table><h2>Nodes</h2><p>{} nodes</p></body></html>",
-        view.nodes.len()
-    ));
-    Html(html)
+async fn index() -> Response {
+    asset("text/html; charset=utf-8", INDEX_HTML)
+}
+
+async fn app_js() -> Response {
+    asset("text/javascript; charset=utf-8", APP_JS)
+}
+
+async fn style_css() -> Response {
+    asset("text/css; charset=utf-8", STYLE_CSS)
 }

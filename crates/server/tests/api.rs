@@ -92,14 +92,24 @@ async fn errors_auth_and_restart() {
         )
         .await;
         assert_eq!(status, StatusCode::OK, "{body}");
-        let (_, hb) = call(
-            &app,
-            "POST",
-            "/api/v1/agent/heartbeat",
-            Some(json!({"node_id": "n1"})),
-            true,
-        )
-        .await;
+        // Jobs start once a fair-share update has seen the operation and the node (the timer's
+        // first tick may come before or after the submit): heartbeat until they do.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let hb = loop {
+            let (_, hb) = call(
+                &app,
+                "POST",
+                "/api/v1/agent/heartbeat",
+                Some(json!({"node_id": "n1"})),
+                true,
+            )
+            .await;
+            if !hb["start"].as_array().unwrap().is_empty() {
+                break hb;
+            }
+            assert!(std::time::Instant::now() < deadline, "no job started: {hb}");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        };
         let started = hb["start"].as_array().unwrap();
         assert_eq!(started.len(), 2, "{hb}");
         assert_eq!(started[0]["command"], json!(["true"]));

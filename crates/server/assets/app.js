@@ -1,0 +1,404 @@
+// The Scheduling page: the pool tree, operations and nodes, polled from the JSON API.
+// Every string from the server goes into the page as text (textContent, attributes), never
+// as HTML.
+'use strict';
+
+const RESOURCES = ['user_slots', 'cpu', 'gpu', 'memory', 'network'];
+const ROOT = '<Root>';
+const POLL_MS = 1500;
+const FINISHED = new Set(['completed', 'failed', 'aborted']);
+
+const ui = {
+  collapsed: new Set(),
+  showFinished: false,
+  last: null,
+};
+
+// ---- DOM helpers ------------------------------------------------------------------------
+
+function h(tag, props, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(props || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === 'class') el.className = v;
+    else if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else el.setAttribute(k, String(v));
+  }
+  for (const c of children.flat(Infinity)) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+function setRows(table, head, rows, emptyText) {
+  const thead = table.tHead;
+  const tbody = table.tBodies[0];
+  thead.replaceChildren(h('tr', null, head.map((c) =>
+    typeof c === 'string' ? h('th', null, c) : h('th', { class: c.cls }, c.text))));
+  if (rows.length === 0) {
+    rows = [h('tr', { class: 'empty' }, h('td', { colspan: head.length }, emptyText))];
+  }
+  tbody.replaceChildren(...rows);
+}
+
+// ---- formatting -------------------------------------------------------------------------
+
+function fmtBytes(b) {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+  let i = 0;
+  while (Math.abs(b) >= 1024 && i < units.length - 1) { b /= 1024; i += 1; }
+  return (i === 0 ? String(Math.round(b)) : trim(b, b < 10 ? 2 : 1)) + units[i];
+}
+
+function trim(x, digits) {
+  return String(Number(x.toFixed(digits)));
+}
+
+function fmtAmount(kind, v) {
+  v = Number(v) || 0;
+  if (kind === 'memory') return fmtBytes(v);
+  if (kind === 'cpu') return trim(v, 2);
+  return String(Math.round(v));
+}
+
+function fmtPct(x) {
+  if (!Number.isFinite(x)) return '–';
+  const p = x * 100;
+  if (p === 0) return '0%';
+  return (p < 1 ? p.toFixed(2) : p < 10 ? p.toFixed(1) : p.toFixed(0)) + '%';
+}
+
+function fmtAgo(ms) {
+  if (ms < 1000) return ms + ' ms';
+  const s = ms / 1000;
+  if (s < 60) return s.toFixed(s < 10 ? 1 : 0) + ' s';
+  const m = s / 60;
+  if (m < 60) return m.toFixed(0) + ' min';
+  return (m / 60).toFixed(1) + ' h';
+}
+
+function share(amount, total, kind) {
+  const t = Number(total[kind]) || 0;
+  return t > 0 ? (Number(amount[kind]) || 0) / t : 0;
+}
+
+// ---- bars -------------------------------------------------------------------------------
+
+function widthPct(x) {
+  return Math.max(0, Math.min(1, Number(x) || 0)) * 100 + '%';
+}
+
+// A bar over the cluster's total of one resource: demand (background), fair share, usage and
+// a guarantee tick. `s` holds shares (0..1).
+function shareBar(s, title) {
+  const bar = h('div', { class: 'bar', title });
+  const layer = (cls, v) => {
+    if (!(v > 0)) return;
+    const d = h('div', { class: cls });
+    d.style.width = widthPct(v);
+    bar.append(d);
+  };
+  layer('demand', s.demand);
+  layer('fair', s.fair);
+  layer('usage', s.usage);
+  if (s.guarantee > 0) {
+    const g = h('div', { class: 'guarantee' });
+    g.style.left = widthPct(s.guarantee);
+    bar.append(g);
+  }
+  if (s.usage > 1) bar.append(h('div', { class: 'over', title: 'usage above the total' }));
+  return bar;
+}
+
+function usageBar(used, total) {
+  return shareBar({ usage: total > 0 ? used / total : 0, fair: 0, demand: 0, guarantee: 0 });
+}
+
+function jobsBar(c) {
+  const bar = h('div', { class: 'jobs-bar' });
+  const total = Math.max(c.total, c.completed + c.running + c.failed + c.aborted + c.pending, 1);
+  for (const k of ['completed', 'running', 'failed', 'aborted']) {
+    if (c[k] > 0) {
+      const d = h('div', { class: k });
+      d.style.width = (c[k] / total) * 100 + '%';
+      bar.append(d);
+    }
+  }
+  return bar;
+}
+
+function badge(text) {
+  return h('span', { class: 'badge ' + String(text).replace(/[^a-z_]/g, '') }, text);
+}
+
+function ratios(e) {
+  if (!e) return h('span', { class: 'share' }, '–');
+  return h('span', { class: 'share' },
+    h('span', null, h('span', { class: 'k' }, 'fs'), fmtPct(e.fair_share_ratio)),
+    h('span', null, h('span', { class: 'k' }, 'use'), fmtPct(e.usage_ratio)),
+    h('span', null, h('span', { class: 'k' }, 'dem'), fmtPct(e.demand_ratio)));
+}
+
+// ---- the pool tree ----------------------------------------------------------------------
+
+// Explicit pool options from the tree configuration, by pool name.
+function poolConfigs(treeConfig) {
+  const out = new Map();
+  const walk = (pools) => {
+    for (const [name, p] of Object.entries(pools || {})) {
+      out.set(name, p);
+      walk(p.pools);
+    }
+  };
+  walk(treeConfig && treeConfig.pools);
+  return out;
+}
+
+function resourceColumns(total) {
+  const cols = RESOURCES.filter((r) => (Number(total[r]) || 0) > 0);
+  return cols.length ? cols : ['cpu'];
+}
+
+function poolShares(e, total, r) {
+  return {
+    guarantee: share(e.effective_strong_guarantee_resources, total, r),
+    fair: Number(e.detailed_fair_share.total[r]) || 0,
+    usage: share(e.resource_usage, total, r),
+    demand: share(e.resource_demand, total, r),
+  };
+}
+
+function resourceCell(e, total, r) {
+  const s = poolShares(e, total, r);
+  const amount = (res) => fmtAmount(r, res[r]);
+  const fairAmount = fmtAmount(r, s.fair * (Number(total[r]) || 0));
+  const title = `${r}: guarantee ${fmtPct(s.guarantee)} (${amount(e.effective_strong_guarantee_resources)}), ` +
+    `fair share ${fmtPct(s.fair)} (${fairAmount}), usage ${fmtPct(s.usage)} (${amount(e.resource_usage)}), ` +
+    `demand ${fmtPct(s.demand)} (${amount(e.resource_demand)})`;
+  return h('td', { class: 'res-cell' },
+    shareBar(s, title),
+    h('div', { class: 'res-text' },
+      h('span', null, `${amount(e.resource_usage)} used · ${fairAmount} fair`), ' ',
+      h('span', null, `${amount(e.resource_demand)} dem` +
+        (s.guarantee > 0 ? ` · ${amount(e.effective_strong_guarantee_resources)} guar` : ''))));
+}
+
+function renderPools(tree) {
+  const snap = tree.snapshot;
+  const total = snap.total_resources;
+  const cols = resourceColumns(total);
+  const configs = poolConfigs(tree.config);
+  const treeOpts = (tree.config && tree.config.config) || {};
+  const children = new Map();
+  for (const [name, p] of Object.entries(snap.pools)) {
+    const parent = p.parent === null || p.parent === undefined ? null : p.parent;
+    if (!children.has(parent)) children.set(parent, []);
+    children.get(parent).push(name);
+  }
+  for (const list of children.values()) list.sort();
+
+  const rows = [];
+  const visit = (name, depth) => {
+    const p = snap.pools[name];
+    const e = p; // element fields are flat in the pool
+    const kids = children.get(name) || [];
+    const collapsed = ui.collapsed.has(name);
+    const cfg = configs.get(name) || {};
+    const maxRunning = cfg.max_running_operation_count ?? treeOpts.max_running_operation_count_per_pool;
+    const twisty = kids.length
+      ? h('span', {
+        class: 'twisty', title: collapsed ? 'expand' : 'collapse',
+        onclick: () => { toggle(name); },
+      }, collapsed ? '▸' : '▾')
+      : h('span', { class: 'twisty leaf' }, '');
+    const nameCell = h('td', null,
+      h('span', { class: 'pool-name' },
+        h('span', { style: `display:inline-block;width:${depth * 18}px` }),
+        twisty,
+        name === ROOT ? snap.tree : name),
+      p.mode === 'fifo' ? h('span', { class: 'tag' }, 'fifo') : null,
+      p.is_ephemeral ? h('span', { class: 'tag' }, 'ephemeral') : null);
+    const ops = name === ROOT || maxRunning === undefined
+      ? `${p.running_operation_count} / ${p.operation_count}`
+      : `${p.running_operation_count} / ${p.operation_count} (max ${maxRunning})`;
+    rows.push(h('tr', { class: name === ROOT ? 'root' : null, 'data-pool': name },
+      nameCell,
+      h('td', { class: 'num' }, trim(e.weight, 2)),
+      h('td', { class: 'num', title: 'running / all operations' }, ops),
+      h('td', null, e.dominant_resource),
+      h('td', null, badge(e.starvation_status)),
+      h('td', null, ratios(e)),
+      cols.map((r) => resourceCell(e, total, r))));
+    if (!collapsed) for (const k of kids) visit(k, depth + 1);
+  };
+  for (const top of children.get(null) || []) visit(top, 0);
+  setRows(document.getElementById('pools'),
+    ['Pool', { text: 'Weight', cls: 'num' }, { text: 'Operations', cls: 'num' }, 'Dominant',
+      'Starvation', 'Dominant share', ...cols],
+    rows, 'no pools');
+}
+
+function toggle(name) {
+  if (ui.collapsed.has(name)) ui.collapsed.delete(name);
+  else ui.collapsed.add(name);
+  if (ui.last) render(ui.last);
+}
+
+// ---- operations -------------------------------------------------------------------------
+
+function renderOperations(ops, snap) {
+  const shown = ops
+    .filter((o) => ui.showFinished || !FINISHED.has(o.state))
+    .slice()
+    .reverse()
+    .slice(0, 500);
+  const rows = shown.map((o) => {
+    const s = snap.operations[o.id] || {};
+    // Element fields are flat in the operation; absent until a fair-share update saw it.
+    const e = s.fair_share_ratio === undefined ? null : s;
+    const c = o.job_counts;
+    const why = o.why || (FINISHED.has(o.state) ? (o.reason || '') : '');
+    return h('tr', { 'data-operation': o.id },
+      h('td', null, h('strong', null, o.id)),
+      h('td', null, o.user),
+      h('td', null, o.pool),
+      h('td', null, badge(o.state)),
+      h('td', { title: `${c.completed} completed, ${c.running} running, ${c.pending} pending, ` +
+        `${c.failed} failed, ${c.aborted} aborted of ${c.total}` },
+        h('div', { class: 'share' }, `${c.running} run · ${c.pending} pend · ${c.completed}/${c.total} done` +
+          (c.failed ? ` · ${c.failed} failed` : '') + (c.aborted ? ` · ${c.aborted} aborted` : '')),
+        jobsBar(c)),
+      h('td', null, ratios(e)),
+      h('td', null, e ? e.dominant_resource : '–'),
+      h('td', null, e ? badge(e.starvation_status) : '–'),
+      h('td', { class: 'why' }, why),
+      h('td', { class: 'num' }, fmtAgo(Math.max(0, Date.now() - o.submitted_at)) + ' ago'));
+  });
+  const hidden = ops.length - shown.length;
+  setRows(document.getElementById('operations'),
+    ['Operation', 'User', 'Pool', 'State', 'Jobs', 'Dominant share', 'Dominant', 'Starvation',
+      'Why it waits', { text: 'Submitted', cls: 'num' }],
+    rows, hidden > 0 ? `no running or pending operations (${hidden} finished)` : 'no operations');
+}
+
+// ---- nodes ------------------------------------------------------------------------------
+
+function renderNodes(nodes, total) {
+  const cols = resourceColumns(total);
+  const rows = nodes.map((n) => h('tr', { 'data-node': n.id },
+    h('td', null, h('strong', null, n.id)),
+    h('td', null, n.tags.length ? n.tags.map((t) => h('span', { class: 'tag' }, t)) : '–'),
+    h('td', null, n.scheduler_jobs_enabled ? 'enabled' : badge('disabled')),
+    h('td', { class: 'num' }, n.allocation_count),
+    cols.map((r) => h('td', { class: 'res-cell' },
+      usageBar(Number(n.usage[r]) || 0, Number(n.resources[r]) || 0),
+      h('div', { class: 'res-text' }, `${fmtAmount(r, n.usage[r])} / ${fmtAmount(r, n.resources[r])}`))),
+    h('td', { class: 'num' }, fmtAgo(n.last_heartbeat_ago_ms))));
+  setRows(document.getElementById('nodes'),
+    ['Node', 'Tags', 'Scheduling', { text: 'Jobs', cls: 'num' }, ...cols,
+      { text: 'Last heartbeat', cls: 'num' }],
+    rows, 'no nodes registered');
+}
+
+// ---- summary ----------------------------------------------------------------------------
+
+function card(label, value, sub, extra) {
+  return h('div', { class: 'card' },
+    h('div', { class: 'label' }, label),
+    h('div', { class: 'value' }, value),
+    sub ? h('div', { class: 'sub' }, sub) : null,
+    extra || null);
+}
+
+function renderSummary(data) {
+  const snap = data.tree.snapshot;
+  const total = snap.total_resources;
+  const root = snap.pools[ROOT];
+  const used = root ? root.resource_usage : {};
+  const byState = {};
+  for (const o of data.operations) byState[o.state] = (byState[o.state] || 0) + 1;
+  let runningJobs = 0;
+  let pendingJobs = 0;
+  for (const o of data.operations) {
+    runningJobs += o.job_counts.running;
+    pendingJobs += o.job_counts.pending;
+  }
+  const starving = Object.values(snap.operations)
+    .filter((o) => o.starvation_status && o.starvation_status !== 'non_starving').length;
+  const cards = [
+    card('Nodes', String(data.nodes.length),
+      `${data.nodes.filter((n) => n.scheduler_jobs_enabled).length} scheduling`),
+    card('Operations', `${byState.running || 0} running`,
+      `${byState.pending || 0} pending · ${starving} starving`),
+    card('Jobs', `${runningJobs} running`, `${pendingJobs} pending`),
+  ];
+  for (const r of resourceColumns(total)) {
+    cards.push(card(r, `${fmtAmount(r, used[r])} / ${fmtAmount(r, total[r])}`,
+      `${fmtPct(share(used, total, r))} used`,
+      usageBar(Number(used[r]) || 0, Number(total[r]) || 0)));
+  }
+  document.getElementById('summary').replaceChildren(...cards);
+  document.getElementById('tree-name').textContent = `pool tree “${snap.tree}”`;
+}
+
+// ---- the loop ---------------------------------------------------------------------------
+
+function render(data) {
+  ui.last = data;
+  renderSummary(data);
+  renderPools(data.tree);
+  renderOperations(data.operations, data.tree.snapshot);
+  renderNodes(data.nodes, data.tree.snapshot.total_resources);
+}
+
+async function fetchJson(path) {
+  const resp = await fetch(path, { cache: 'no-store' });
+  if (!resp.ok) throw new Error(`${path}: HTTP ${resp.status}`);
+  return resp.json();
+}
+
+async function poll() {
+  const status = document.getElementById('status');
+  const error = document.getElementById('error');
+  const fail = (what, e) => {
+    status.dataset.state = 'error';
+    status.textContent = 'not updating';
+    error.textContent = what + (e && e.message ? e.message : e) + '. Retrying…';
+    error.hidden = false;
+  };
+  try {
+    let data;
+    try {
+      const [tree, operations, nodes] = await Promise.all([
+        fetchJson('/api/v1/tree'),
+        fetchJson('/api/v1/operations?jobs=false'),
+        fetchJson('/api/v1/nodes'),
+      ]);
+      data = { tree, operations, nodes };
+    } catch (e) {
+      fail('Cannot reach the scheduler: ', e);
+      return;
+    }
+    try {
+      render(data);
+    } catch (e) {
+      fail('Cannot show the scheduler\'s state: ', e);
+      return;
+    }
+    status.dataset.state = 'live';
+    status.textContent = 'live · updated ' + new Date().toLocaleTimeString();
+    error.hidden = true;
+  } finally {
+    setTimeout(poll, POLL_MS);
+  }
+}
+
+document.addEventListener('DOMContentLoaded', () => {
+  const box = document.getElementById('show-finished');
+  box.addEventListener('change', () => {
+    ui.showFinished = box.checked;
+    if (ui.last) render(ui.last);
+  });
+  poll();
+});

@@ -1,0 +1,195 @@
+//! The Scheduling page in a real browser: headless Chromium (Debian's `chromium`) loads `/`
+//! from a server with the seed 001 pool layout, nodes and operations; the DOM after the page's
+//! JavaScript ran must show the pools, the operations, the nodes and the bars. A screenshot is
+//! kept as `target/test-artifacts/web_page.png`.
+//!
+//! Chromium is required: without it this test fails (CI installs it, see `.ci/run`). Set
+//! `FAIRSCHED_CHROMIUM` to use another binary.
+
+mod common;
+
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+/// How long one Chromium run may take before it is killed.
+const CHROMIUM_TIMEOUT: Duration = Duration::from_secs(90);
+
+fn chromium() -> PathBuf {
+    if let Some(path) = std::env::var_os("FAIRSCHED_CHROMIUM") {
+        return PathBuf::from(path);
+    }
+    for dir in std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()) {
+        for name in ["chromium", "chromium-browser"] {
+            let candidate = dir.join(name);
+            if candidate.is_file() {
+                return candidate;
+            }
+        }
+    }
+    panic!(
+        "chromium is not installed: this test drives the web page in headless Chromium. \
+         Install Debian's package (`apt-get install -y chromium`; .ci/run does it) or set \
+         FAIRSCHED_CHROMIUM to a Chromium binary."
+    );
+}
+
+/// Runs headless Chromium on `url` with `extra` arguments; its stdout. Killed (with its
+/// process group) after `CHROMIUM_TIMEOUT`.
+async fn run_chromium(chromium: &Path, url: &str, extra: &[&str]) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let mut cmd = tokio::process::Command::new(chromium);
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--hide-scrollbars",
+        "--virtual-time-budget=5000",
+    ])
+    .arg(format!("--user-data-dir={}", profile.path().display()))
+    .args(extra)
+    .arg(url)
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .process_group(0)
+    .kill_on_drop(true);
+    let child = cmd.spawn().expect("cannot start chromium");
+    let pid = child.id();
+    match tokio::time::timeout(CHROMIUM_TIMEOUT, child.wait_with_output()).await {
+        Ok(out) => {
+            let out = out.expect("chromium failed");
+            assert!(
+                out.status.success(),
+                "chromium exited with {}: {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+        Err(_) => {
+            if let Some(pid) = pid {
+                // The whole group: the browser and its renderer processes.
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", &format!("-{pid}")])
+                    .status();
+            }
+            panic!("chromium did not finish within {CHROMIUM_TIMEOUT:?} on {url}");
+        }
+    }
+}
+
+fn seed001_trees() -> serde_json::Value {
+    let tree: serde_json::Value = serde_json::from_str(include_str!(
+        "../../config/examples/seed001_project_root.json"
+    ))
+    .unwrap();
+    json!({"pool_trees": {"default": tree}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduling_page_in_headless_chromium() {
+    // Fail first, and clearly, when the browser is missing.
+    let chromium = chromium();
+    let server = common::start(seed001_trees(), json!({"fair_share_update_period_ms": 100})).await;
+    // 3 nodes: 120 cores in all, the project's 100-core quota fits.
+    for (i, tag) in ["ssd", "ssd", "hdd"].iter().enumerate() {
+        server
+            .post(
+                "/api/v1/agent/register",
+                json!({"node_id": format!("node-{}", i + 1),
+                       "resources": {"cpu": 40, "memory": "128GiB", "user_slots": 40},
+                       "tags": [tag]}),
+            )
+            .await;
+    }
+    let op = |id: &str, user: &str, pool: &str, jobs: u32, cpu: u32| {
+        json!({"id": id, "user": user, "pool": pool,
+               "tasks": [{"job_count": jobs, "resources": {"cpu": cpu, "memory": "2GiB", "user_slots": 1},
+                          "command": ["sleep", "600"]}]})
+    };
+    // More demand than the 120 cores; the third backup operation waits for a running slot
+    // (project-backup runs at most 2).
+    for (id, user, pool, jobs, cpu) in [
+        ("nightly-etl", "robot-etl", "project-batch", 40, 2),
+        ("adhoc-<b>query</b>", "alice", "project-adhoc", 10, 3),
+        ("backup-snapshot", "robot-backup", "project-backup", 4, 5),
+        ("backup-verify", "robot-backup", "project-backup", 2, 5),
+        ("backup-archive", "robot-backup", "project-backup", 2, 5),
+    ] {
+        server
+            .post("/api/v1/operations", op(id, user, pool, jobs, cpu))
+            .await;
+    }
+    // Place what fits: a few heartbeats of every node.
+    for _ in 0..3 {
+        for n in ["node-1", "node-2", "node-3"] {
+            server.heartbeat(n, &[]).await;
+        }
+        tokio::time::sleep(Duration::from_millis(120)).await;
+    }
+    let ops = server.get("/api/v1/operations").await;
+    assert!(
+        ops.as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["job_counts"]["running"].as_u64() > Some(0)),
+        "nothing runs: {ops}"
+    );
+
+    let url = format!("{}/", server.url);
+    let dom = run_chromium(&chromium, &url, &["--dump-dom"]).await;
+    let artifacts = common::artifacts_dir();
+    std::fs::write(artifacts.join("web_page.html"), &dom).unwrap();
+    for needle in [
+        "project-root",
+        "project-adhoc",
+        "project-batch",
+        "project-backup",
+        "nightly-etl",
+        "backup-snapshot",
+        "backup-archive",
+        "node-1",
+        "node-3",
+        "class=\"bar\"",
+        "class=\"fair\"",
+        "class=\"usage\"",
+        "class=\"guarantee\"",
+        "data-state=\"live\"",
+    ] {
+        assert!(
+            dom.contains(needle),
+            "the rendered page has no {needle:?} (DOM kept in {}):\n{dom}",
+            artifacts.join("web_page.html").display()
+        );
+    }
+    // User strings are text, never markup.
+    assert!(dom.contains("adhoc-&lt;b&gt;query&lt;/b&gt;"), "{dom}");
+    assert!(!dom.contains("<b>query</b>"), "{dom}");
+
+    let shot = artifacts.join("web_page.png");
+    let _ = std::fs::remove_file(&shot);
+    run_chromium(
+        &chromium,
+        &url,
+        &[
+            &format!("--screenshot={}", shot.display()),
+            "--window-size=1400,1000",
+        ],
+    )
+    .await;
+    let png = std::fs::read(&shot).unwrap_or_else(|e| panic!("no screenshot at {shot:?}: {e}"));
+    assert!(png.starts_with(b"\x89PNG"), "not a PNG: {shot:?}");
+    assert!(
+        png.len() > 20_000,
+        "suspiciously small screenshot: {} bytes",
+        png.len()
+    );
+}
