@@ -54,6 +54,22 @@ pub enum Command {
     Heartbeat(Heartbeat, Reply<HeartbeatReply>),
 }
 
+impl Command {
+    /// For logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Submit(..) => "submit",
+            Command::Abort(..) => "abort",
+            Command::Logs(..) => "logs",
+            Command::CreatePool { .. } => "create_pool",
+            Command::UpdatePool { .. } => "update_pool",
+            Command::RemovePool(..) => "remove_pool",
+            Command::Register(..) => "register",
+            Command::Heartbeat(..) => "heartbeat",
+        }
+    }
+}
+
 fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -262,6 +278,7 @@ impl Actor {
     }
 
     fn handle(&mut self, cmd: Command) {
+        let _span = tracing::debug_span!("command", kind = cmd.name()).entered();
         match cmd {
             Command::Submit(spec, reply) => {
                 let r = self.submit(spec);
@@ -287,6 +304,7 @@ impl Actor {
                         .map_err(core_error)
                 });
                 if r.is_ok() {
+                    tracing::info!(pool = name, parent, "pool created");
                     self.save_tree();
                 }
                 self.finish(reply, r);
@@ -311,6 +329,9 @@ impl Actor {
                     }
                     Ok(())
                 })();
+                if r.is_ok() {
+                    tracing::info!(pool = name, "pool updated");
+                }
                 self.save_tree();
                 self.finish(reply, r);
             }
@@ -318,6 +339,7 @@ impl Actor {
                 let now = self.now();
                 let r = self.sched.remove_pool(now, &name).map_err(core_error);
                 if r.is_ok() {
+                    tracing::info!(pool = name, "pool removed");
                     self.save_tree();
                 }
                 self.finish(reply, r);
@@ -338,8 +360,14 @@ impl Actor {
         self.after_change();
         let result = match self.commit() {
             Ok(()) => result,
-            Err(e) => Err(e),
+            Err(e) => {
+                tracing::error!(message = %e.message, "store commit failed");
+                Err(e)
+            }
         };
+        if let Err(e) = &result {
+            tracing::debug!(code = e.code, message = %e.message, "request rejected");
+        }
         let _ = reply.send(result);
     }
 
@@ -410,6 +438,13 @@ impl Actor {
             job_counts: JobCounts::default(),
             jobs: Vec::new(),
         };
+        tracing::info!(
+            operation = id,
+            pool = view.pool,
+            user = view.user,
+            tasks = spec.tasks.len(),
+            "operation submitted"
+        );
         self.order.push(id.clone());
         self.ops.insert(id.clone(), view);
         Ok(id)
@@ -426,6 +461,7 @@ impl Actor {
         self.sched
             .abort_operation(now, &OperationId(id.to_string()))
             .map_err(core_error)?;
+        tracing::info!(operation = id, "operation aborted by request");
         self.after_change();
         Ok(self.ops[id].clone())
     }
@@ -518,8 +554,16 @@ impl Actor {
             .sched
             .process_heartbeat(now, &node, NodeHeartbeat { finished })
             .map_err(core_error);
-        metrics::observe(&self.metrics.heartbeat_duration, started.elapsed());
+        let took = started.elapsed();
+        metrics::observe(&self.metrics.heartbeat_duration, took);
         let response = response?;
+        tracing::debug!(
+            node = hb.node_id,
+            finished = hb.finished.len(),
+            started = response.start.len(),
+            took_us = took.as_micros() as u64,
+            "heartbeat"
+        );
         // Jobs the node runs that the core does not know there (e.g. from before a restart).
         for &a in &hb.running {
             let known = self
@@ -704,6 +748,12 @@ impl Actor {
                 state,
                 reason,
             } => {
+                tracing::info!(
+                    operation = operation.0,
+                    state,
+                    reason = reason.as_deref(),
+                    "operation state"
+                );
                 if let Some(view) = self.ops.get_mut(&operation.0) {
                     view.state = (*state).to_string();
                     if reason.is_some() {

@@ -144,7 +144,29 @@ pub fn router(state: AppState) -> Router {
         .route(routes::AGENT_REGISTER, post(register))
         .route(routes::AGENT_HEARTBEAT, post(heartbeat))
         .fallback(|| async { Failure(ApiError::new(codes::RESOLVE, "no such route")) })
+        .layer(axum::middleware::from_fn(log_request))
         .with_state(state)
+}
+
+/// Logs every request (debug level) with its method, path, status and time.
+async fn log_request(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let started = std::time::Instant::now();
+    let resp = next.run(req).await;
+    let status = resp.status().as_u16();
+    if resp.status().is_server_error() {
+        tracing::warn!(%method, path, status, "request failed");
+    } else {
+        tracing::debug!(
+            %method,
+            path,
+            status,
+            took_us = started.elapsed().as_micros() as u64,
+            "request"
+        );
+    }
+    resp
 }
 
 async fn submit(State(s): State<AppState>, body: Bytes) -> Reply<SubmitReply> {
