@@ -158,10 +158,40 @@ impl Scheduler {
             }
             None => return,
         }
+        // Guarantee priority scheduling: operations below their promised guarantee first (the
+        // high-priority stage), then the others; each stage walks its own operations (the
+        // cached walk holds all of them and stays up to date through the placements).
+        if self.tree.config().enable_guarantee_priority_scheduling {
+            for high in [true, false] {
+                let arena = &self.tree.arena;
+                let mut walk =
+                    self.walk_for(node_id, |i| arena.elements[i].guarantee_priority == high);
+                self.regular_stage(now, node_id, &mut walk, &mut Vec::new(), response);
+            }
+            return;
+        }
         let mut walk = self.take_cached_walk();
         // Operations deactivated for this heartbeat only (restored below).
         let mut deactivated = Vec::new();
-        while let Some(leaf) = self.best_leaf(&walk) {
+        self.regular_stage(now, node_id, &mut walk, &mut deactivated, response);
+        for leaf in deactivated {
+            walk.active[leaf] = self.globally_active(leaf);
+            self.refresh_path(&mut walk, leaf);
+        }
+        self.walk_cache = Some(walk);
+    }
+
+    /// Starts jobs of the best active operations of `walk` while the node has room; operations
+    /// that cannot start here are deactivated in `walk` (and listed in `deactivated`).
+    fn regular_stage(
+        &mut self,
+        now: Millis,
+        node_id: &NodeId,
+        walk: &mut Walk,
+        deactivated: &mut Vec<ElementIndex>,
+        response: &mut HeartbeatResponse,
+    ) {
+        while let Some(leaf) = self.best_leaf(walk) {
             let available = self.nodes[node_id].free();
             // A node that can no longer fit the smallest pending job is done for this heartbeat
             // (trying every remaining operation would only fail).
@@ -175,24 +205,19 @@ impl Scheduler {
             // Operations whose scheduling tag the node lacks are skipped without counting a
             // failed attempt.
             if !self.eligible_on(leaf, node_id) {
-                self.deactivate(&mut walk, leaf);
+                self.deactivate(walk, leaf);
                 deactivated.push(leaf);
                 continue;
             }
-            match self.try_start(now, node_id, leaf, &mut walk, Stage::Regular, available) {
+            match self.try_start(now, node_id, leaf, walk, Stage::Regular, available) {
                 Some(order) => response.start.push(order),
                 None => {
-                    self.deactivate(&mut walk, leaf);
+                    self.deactivate(walk, leaf);
                     deactivated.push(leaf);
                     self.count_failed_attempt(leaf);
                 }
             }
         }
-        for leaf in deactivated {
-            walk.active[leaf] = self.globally_active(leaf);
-            self.refresh_path(&mut walk, leaf);
-        }
-        self.walk_cache = Some(walk);
     }
 
     /// The cluster-wide walk: the cached one (checked against a fresh one in debug builds) or

@@ -93,6 +93,9 @@ pub struct Element {
     /// Operations with few pending jobs: both starvation timeouts are multiplied by this
     /// (`allocation_count_preemption_timeout_coefficient`); 1 otherwise.
     pub timeout_scale: f64,
+    /// Operations with `enable_guarantee_priority_scheduling`: below the promised guarantee
+    /// fair share at the last update, so scheduled in the high-priority regular stage.
+    pub guarantee_priority: bool,
 }
 
 /// The result of the last fair-share update of a tree.
@@ -363,6 +366,7 @@ impl PoolTree {
                 aggressive_starvation_enabled: config.enable_aggressive_starvation,
                 use_pool_satisfaction_for_scheduling: config.use_pool_satisfaction_for_scheduling,
                 timeout_scale: 1.0,
+                guarantee_priority: false,
             });
         }
         // FIFO pools schedule in FIFO order.
@@ -385,6 +389,13 @@ impl PoolTree {
                 .any(|op| op.spec.preemption_mode == crate::model::PreemptionMode::Graceful),
         };
         self.inherit_settings(operations);
+        if config.enable_guarantee_priority_scheduling {
+            for e in &mut self.arena.elements {
+                if matches!(e.kind, ElementRef::Operation(_)) {
+                    e.guarantee_priority = below_promised_guarantee(&e.attrs);
+                }
+            }
+        }
     }
 
     /// Effective starvation and scheduling settings, inherited down the tree.
@@ -451,6 +462,18 @@ impl PoolTree {
 }
 
 /// The fair-share view of a pool's configuration.
+/// Scheduler spec §1.3: an operation whose promised-guarantee fair share strictly dominates
+/// its usage (on every resource it demands) is served first when
+/// `enable_guarantee_priority_scheduling` is on.
+fn below_promised_guarantee(attrs: &ElementAttributes) -> bool {
+    const EPS: f64 = 1e-9;
+    let promised = &attrs.promised_guarantee_fair_share.total;
+    (0..fairsched_resources::RESOURCE_COUNT).any(|r| promised[r] > EPS)
+        && (0..fairsched_resources::RESOURCE_COUNT)
+            .filter(|&r| attrs.demand_share[r] > EPS)
+            .all(|r| attrs.usage_share[r] + EPS < promised[r])
+}
+
 pub fn pool_spec(config: &PoolConfig, infer_weights: bool) -> PoolSpec {
     let integral = &config.integral_guarantees;
     PoolSpec {

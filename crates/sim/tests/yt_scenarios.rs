@@ -796,9 +796,6 @@ cases! {
     ];
 
     // YT-S40: prod (below its promised guarantee) is served first: 1 slot, then both jobs.
-    #[ignore = "needs enable_guarantee_priority_scheduling (promised guarantee fair share and the \
-                high-priority regular stage); without it research_op takes the free cpu at step 3 \
-                and prod_op keeps 1 job"]
     yt_s40_guarantee_priority_scheduling: "YT-S40_guarantee_priority_scheduling.json" => [
         Is("blocked", "/operations/prod_op/running_job_count", "0"),
         Is("blocked", "/operations/research_op/running_job_count", "0"),
