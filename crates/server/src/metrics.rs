@@ -258,7 +258,12 @@ impl Collector for ViewCollector {
             let demand_share = ResourceVector::from_resources(&e.resource_demand, &total);
             let guarantee_share =
                 ResourceVector::from_resources(&e.effective_strong_guarantee_resources, &total);
-            for kind in ResourceKind::ALL {
+            // Resources the tree's nodes have none of (often gpu, network) would only add
+            // series that are always 0.
+            for kind in ResourceKind::ALL
+                .into_iter()
+                .filter(|k| total.get(*k) > 0.0)
+            {
                 let r = kind.name();
                 let l = [("tree", tree), ("pool", name.as_str()), ("resource", r)];
                 let f = e.detailed_fair_share.total.get(r).copied().unwrap_or(0.0);

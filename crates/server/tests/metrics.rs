@@ -50,7 +50,6 @@ async fn metrics_follow_placements_and_preemptions() {
         "fairsched_pool_demand_ratio{tree=\"default\",pool=\"batch\"}",
         "fairsched_pool_operation_count{tree=\"default\",pool=\"batch\"}",
         "fairsched_pool_starvation_status{tree=\"default\",pool=\"guaranteed\",status=\"starving\"}",
-        "fairsched_pool_resource_fair_share_ratio{tree=\"default\",pool=\"guaranteed\",resource=\"cpu\"}",
         "fairsched_operations{state=\"running\"}",
         "fairsched_nodes{scheduler_jobs_enabled=\"true\"}",
     ] {
@@ -96,6 +95,14 @@ async fn metrics_follow_placements_and_preemptions() {
         ),
         3.0
     );
+    // Per-resource series for the resources the nodes have, none for the others.
+    must(
+        &text,
+        "fairsched_pool_resource_fair_share_ratio{tree=\"default\",pool=\"guaranteed\",resource=\"cpu\"}",
+    );
+    assert!(!text.contains(
+        "fairsched_pool_resource_usage_ratio{tree=\"default\",pool=\"batch\",resource=\"gpu\"}"
+    ));
 
     // The timer's fair-share updates are timed; gauges follow them.
     server
