@@ -57,6 +57,7 @@ mod error;
 mod load;
 mod pool;
 mod presets;
+mod tag_filter;
 mod tree;
 mod trees;
 mod validate;
@@ -79,6 +80,7 @@ pub use pool::{
     EphemeralSubpoolConfig, PoolConfig, PoolIntegralGuaranteesConfig, PoolNode, PoolPresetConfig,
 };
 pub use presets::{resolve_pool_config, resolve_presets};
+pub use tag_filter::{TagFilter, TagFilterError};
 pub use tree::{SsdPriorityPreemptionConfig, TreeConfig, TreeIntegralGuaranteesConfig};
 pub use trees::{PoolTreeConfig, PoolTrees};
 pub use validate::{

@@ -594,6 +594,17 @@ impl Validator<'_> {
                 "must be set when ssd_priority_preemption.enable is true".to_string(),
             );
         }
+        for (field, filter) in [
+            ("node_tag_filter", &t.node_tag_filter),
+            (
+                "ssd_priority_preemption.node_tag_filter",
+                &ssd.node_tag_filter,
+            ),
+        ] {
+            if let Some(Err(e)) = filter.as_deref().map(crate::TagFilter::parse) {
+                self.tree_error(field, e.to_string());
+            }
+        }
         for (name, preset) in &t.pool_config_presets {
             self.check_preset(name, preset);
         }

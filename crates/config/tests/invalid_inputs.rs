@@ -476,6 +476,23 @@ integral_guarantees = { guarantee_type = "relaxed", resource_flow = { cpu = 5 } 
             "must be set when ssd_priority_preemption.enable is true",
         ),
     },
+    Case {
+        name: "node tag filter that does not parse",
+        doc: Tree,
+        format: Json,
+        input: r#"{"config": {"node_tag_filter": "gpu & (ssd"}}"#,
+        expect: tree_err("config.node_tag_filter", "at offset 10: expected ')'"),
+    },
+    Case {
+        name: "SSD node tag filter that does not parse",
+        doc: Tree,
+        format: Json,
+        input: r#"{"config": {"ssd_priority_preemption": {"enable": true, "node_tag_filter": "ssd |"}}}"#,
+        expect: tree_err(
+            "config.ssd_priority_preemption.node_tag_filter",
+            "expected a tag, '!' or '('",
+        ),
+    },
     // ----- Names -----
     Case {
         name: "pool name with a space",
