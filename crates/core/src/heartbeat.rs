@@ -470,9 +470,15 @@ impl Scheduler {
         let op = self.operations.get(op_id)?;
         let free = available;
         let path = || std::iter::once(leaf).chain(arena.ancestors(leaf));
+        let tags = &self.nodes[node_id].tags;
+        let allow_regular = arena.elements[leaf].allow_regular_on_ssd;
         let task = op.spec.tasks.iter().enumerate().position(|(t, spec)| {
             op.tasks[t].pending > 0
                 && free.dominates(&spec.resources)
+                && arena
+                    .ssd
+                    .as_ref()
+                    .is_none_or(|ssd| ssd.allows(spec, tags, allow_regular))
                 && path().all(|e| {
                     arena.elements[e]
                         .resource_limits

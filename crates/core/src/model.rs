@@ -80,6 +80,21 @@ pub struct TaskSpec {
     /// Real jobs: extra environment.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// The job's disk request (YTsaurus `disk_request`). Its medium decides whether the job is
+    /// an SSD job (medium in the tree's `ssd_priority_preemption.medium_names`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_request: Option<DiskRequest>,
+}
+
+/// Disk space a job needs, on a medium.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiskRequest {
+    /// Bytes (the core does not account disk space; nodes do).
+    #[serde(default)]
+    pub disk_space: u64,
+    /// The medium, e.g. `ssd_slots`.
+    pub medium_name: String,
 }
 
 /// What a user submits.

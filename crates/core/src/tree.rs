@@ -96,6 +96,41 @@ pub struct Element {
     /// Operations with `enable_guarantee_priority_scheduling`: below the promised guarantee
     /// fair share at the last update, so scheduled in the high-priority regular stage.
     pub guarantee_priority: bool,
+    /// Regular (non-SSD) jobs of this subtree may run on SSD nodes
+    /// (`allow_regular_jobs_on_ssd_nodes`, inherited; true unless a pool says otherwise).
+    pub allow_regular_on_ssd: bool,
+}
+
+/// SSD priority preemption as of the last update (`ssd_priority_preemption` enabled).
+#[derive(Clone, Debug)]
+pub struct SsdNodes {
+    /// Which nodes are SSD nodes.
+    pub filter: fairsched_config::TagFilter,
+    /// Disk media that make a job an SSD job.
+    pub media: Vec<String>,
+}
+
+impl SsdNodes {
+    /// Whether a job of `task` may run on a node with `tags` from an element whose
+    /// `allow_regular_on_ssd` is `allow_regular`: SSD jobs need an SSD node (the only nodes
+    /// with SSD media, as modelled here); regular jobs stay off SSD nodes when not allowed.
+    pub fn allows(
+        &self,
+        task: &crate::model::TaskSpec,
+        tags: &std::collections::BTreeSet<String>,
+        allow_regular: bool,
+    ) -> bool {
+        let ssd_job = task
+            .disk_request
+            .as_ref()
+            .is_some_and(|d| self.media.contains(&d.medium_name));
+        let ssd_node = self.filter.matches(tags);
+        if ssd_job {
+            ssd_node
+        } else {
+            allow_regular || !ssd_node
+        }
+    }
 }
 
 /// The result of the last fair-share update of a tree.
@@ -109,6 +144,8 @@ pub struct Arena {
     pub computed_at: Option<Millis>,
     /// Some operation in the tree is in graceful preemption mode.
     pub any_graceful: bool,
+    /// SSD nodes and media when `ssd_priority_preemption` is enabled.
+    pub ssd: Option<SsdNodes>,
 }
 
 impl Arena {
@@ -367,6 +404,7 @@ impl PoolTree {
                 use_pool_satisfaction_for_scheduling: config.use_pool_satisfaction_for_scheduling,
                 timeout_scale: 1.0,
                 guarantee_priority: false,
+                allow_regular_on_ssd: true,
             });
         }
         // FIFO pools schedule in FIFO order.
@@ -387,6 +425,22 @@ impl PoolTree {
             any_graceful: operations
                 .iter()
                 .any(|op| op.spec.preemption_mode == crate::model::PreemptionMode::Graceful),
+            ssd: config
+                .ssd_priority_preemption
+                .enable
+                .then(|| {
+                    let ssd = &config.ssd_priority_preemption;
+                    // Validated when the configuration was accepted.
+                    let filter = fairsched_config::TagFilter::parse(
+                        ssd.node_tag_filter.as_deref().unwrap_or_default(),
+                    )
+                    .ok()?;
+                    Some(SsdNodes {
+                        filter,
+                        media: ssd.medium_names.clone(),
+                    })
+                })
+                .flatten(),
         };
         self.inherit_settings(operations);
         if config.enable_guarantee_priority_scheduling {
@@ -407,13 +461,14 @@ impl PoolTree {
             .allocation_count_preemption_timeout_coefficient;
         for i in 1..self.arena.elements.len() {
             let parent = self.arena.elements[i].parent.unwrap_or(ROOT);
-            let (tol, timeout, aggressive, use_sat) = {
+            let (tol, timeout, aggressive, use_sat, regular_on_ssd) = {
                 let p = &self.arena.elements[parent];
                 (
                     p.tolerance,
                     p.starvation_timeout_ms,
                     p.aggressive_starvation_enabled,
                     p.use_pool_satisfaction_for_scheduling,
+                    p.allow_regular_on_ssd,
                 )
             };
             let pool_config = match &self.arena.elements[i].kind {
@@ -429,7 +484,11 @@ impl PoolTree {
             e.starvation_timeout_ms = timeout;
             e.aggressive_starvation_enabled = aggressive;
             e.use_pool_satisfaction_for_scheduling = use_sat;
+            e.allow_regular_on_ssd = regular_on_ssd;
             if let Some(c) = pool_config {
+                if let Some(v) = c.allow_regular_allocations_on_ssd_nodes {
+                    e.allow_regular_on_ssd = v;
+                }
                 if let Some(v) = c.fair_share_starvation_tolerance {
                     e.tolerance = v;
                 }
@@ -513,5 +572,49 @@ pub fn pool_spec(config: &PoolConfig, infer_weights: bool) -> PoolSpec {
         priority_strong_guarantee_adjustment: config.enable_priority_strong_guarantee_adjustment,
         priority_strong_guarantee_adjustment_donorship: config
             .enable_priority_strong_guarantee_adjustment_donorship,
+    }
+}
+
+#[cfg(test)]
+mod ssd_tests {
+    use super::SsdNodes;
+    use crate::model::TaskSpec;
+
+    fn task(medium: Option<&str>) -> TaskSpec {
+        serde_json::from_value(serde_json::json!({
+            "job_count": 1,
+            "disk_request": medium.map(|m| serde_json::json!({"medium_name": m})),
+        }))
+        .expect("task spec")
+    }
+
+    /// (job's medium, node is SSD, regular jobs allowed on SSD, may run)
+    const CASES: &[(Option<&str>, bool, bool, bool)] = &[
+        (None, false, false, true),
+        (None, true, false, false),
+        (None, true, true, true),
+        (Some("hdd"), true, false, false),
+        (Some("ssd_slots"), true, false, true),
+        (Some("ssd_slots"), false, true, false),
+    ];
+
+    #[test]
+    fn ssd_jobs_need_ssd_nodes_and_regular_jobs_may_be_kept_off_them() {
+        let ssd = SsdNodes {
+            filter: fairsched_config::TagFilter::parse("ssd_tag").expect("filter"),
+            media: vec!["ssd_slots".to_string()],
+        };
+        for &(medium, ssd_node, allow_regular, expected) in CASES {
+            let tags = if ssd_node {
+                ["ssd_tag".to_string()].into()
+            } else {
+                Default::default()
+            };
+            assert_eq!(
+                ssd.allows(&task(medium), &tags, allow_regular),
+                expected,
+                "medium {medium:?}, SSD node {ssd_node}, regular allowed {allow_regular}"
+            );
+        }
     }
 }

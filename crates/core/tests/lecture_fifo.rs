@@ -23,6 +23,7 @@ fn task(count: u32, cpu: f64, memory: f64) -> TaskSpec {
         gang: false,
         command: Vec::new(),
         env: Default::default(),
+        disk_request: None,
     }
 }
 

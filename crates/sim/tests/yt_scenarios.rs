@@ -530,9 +530,8 @@ cases! {
         none(ev("allocation_preempted", &[])),
     ];
 
-    // YT-S25: needs SSD priority preemption (allow_regular_jobs_on_ssd_nodes).
-    #[ignore = "needs allow_regular_jobs_on_ssd_nodes / ssd_priority_preemption in the core and \
-                disk-medium resources (disk quota per medium) for jobs"]
+    // YT-S25: protected's regular jobs stay off the SSD nodes (allow_regular_jobs_on_ssd_nodes
+    // false); regular_op takes them; protected's SSD job (medium ssd_slots) runs on one.
     yt_s25_regular_jobs_off_ssd_nodes: "YT-S25_regular_jobs_off_ssd_nodes.json" => [
         count(ev("allocation_started", &[("operation", "protected_op")]), 4),
         none(ev("allocation_started", &[("operation", "protected_op"), ("node", "node-0")])),
@@ -541,6 +540,8 @@ cases! {
         none(ev("allocation_started", &[("operation", "regular_op"), ("node", "node-2")])),
         none(ev("allocation_started", &[("operation", "regular_op"), ("node", "node-3")])),
         num("ssd", "/operations/ssd_op/resource_usage/cpu", 1.0),
+        none(ev("allocation_started", &[("operation", "ssd_op"), ("node", "node-2")])),
+        none(ev("allocation_started", &[("operation", "ssd_op"), ("node", "node-3")])),
     ];
 
     // YT-S31: lightweight operations run beyond the root's running limit; the 6th operation is

@@ -46,6 +46,7 @@ pub fn task(job_count: u32, resources: Resources, duration_ms: Option<u64>) -> T
         gang: false,
         command: Vec::new(),
         env: Default::default(),
+        disk_request: None,
     }
 }
 
