@@ -108,8 +108,11 @@ impl Scheduler {
         let enabled = self.nodes[node].scheduler_jobs_enabled;
         if enabled && !self.tree.arena.elements.is_empty() {
             self.preempt_gracefully(now, node, &mut response);
-            self.schedule_regular(now, node, &mut response);
-            self.schedule_preemptive(now, node, &mut response);
+            // A draining node starts nothing new; what runs there finishes.
+            if !self.nodes[node].draining {
+                self.schedule_regular(now, node, &mut response);
+                self.schedule_preemptive(now, node, &mut response);
+            }
             self.preempt_overcommit(now, node, &mut response);
         }
         Ok(response)

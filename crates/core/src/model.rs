@@ -259,6 +259,8 @@ pub struct Node {
     pub tags: BTreeSet<String>,
     /// `scheduler_jobs_enabled`: false stops scheduling and aborts its allocations.
     pub scheduler_jobs_enabled: bool,
+    /// Draining: no new allocations start here; running ones continue until they end.
+    pub draining: bool,
     /// Allocations on the node (including ones being interrupted).
     pub allocations: BTreeSet<AllocationId>,
     /// Sum of its allocations' resources.

@@ -419,6 +419,7 @@ impl Scheduler {
                 resources: spec.resources,
                 tags: spec.tags,
                 scheduler_jobs_enabled: true,
+                draining: false,
                 allocations: BTreeSet::new(),
                 usage: Resources::ZERO,
                 last_preemptive_scheduling: None,
@@ -471,6 +472,22 @@ impl Scheduler {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Starts (`true`) or ends draining a node: while draining, no new allocation starts on it
+    /// and its running allocations continue until they end.
+    pub fn set_node_draining(
+        &mut self,
+        _now: Millis,
+        id: &NodeId,
+        draining: bool,
+    ) -> Result<(), CoreError> {
+        let node = self
+            .nodes
+            .get_mut(id)
+            .ok_or_else(|| CoreError::new(format!("node {:?} does not exist", id.0)))?;
+        node.draining = draining;
         Ok(())
     }
 
