@@ -99,8 +99,12 @@ impl ApiClient {
             .await
     }
 
-    pub async fn list_operations(&self) -> Result<Vec<OperationView>, ClientError> {
-        self.send(self.http.get(self.url(routes::OPERATIONS))).await
+    pub async fn list_operations(
+        &self,
+        query: &OperationQuery,
+    ) -> Result<Vec<OperationView>, ClientError> {
+        self.send(self.http.get(self.url(routes::OPERATIONS)).query(query))
+            .await
     }
 
     pub async fn get_operation(&self, id: &str) -> Result<OperationView, ClientError> {
@@ -140,6 +144,19 @@ impl ApiClient {
 
     pub async fn list_nodes(&self) -> Result<Vec<NodeView>, ClientError> {
         self.send(self.http.get(self.url(routes::NODES))).await
+    }
+
+    /// `POST /api/v1/nodes/{id}/<action>` (`disable`, `enable`, `drain`, `undrain`); the node
+    /// after the change.
+    pub async fn node_action(&self, id: &str, action: &str) -> Result<NodeView, ClientError> {
+        let template = match action {
+            "disable" => routes::NODE_DISABLE,
+            "enable" => routes::NODE_ENABLE,
+            "drain" => routes::NODE_DRAIN,
+            _ => routes::NODE_UNDRAIN,
+        };
+        let path = Self::path(template, "id", id);
+        self.send(self.http.post(self.url(&path))).await
     }
 
     /// The default tree: its configuration and the orchid snapshot.

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 /// Paths of the HTTP API (axum syntax for path parameters).
 pub mod routes {
-    /// GET lists (in submission order; `?jobs=false` leaves out each one's `jobs`), POST submits.
+    /// GET lists (in submission order; query: [`OperationQuery`]), POST submits.
     pub const OPERATIONS: &str = "/api/v1/operations";
     pub const OPERATION: &str = "/api/v1/operations/{id}";
     pub const OPERATION_ABORT: &str = "/api/v1/operations/{id}/abort";
@@ -27,6 +27,13 @@ pub mod routes {
     pub const POOLS: &str = "/api/v1/pools";
     pub const POOL: &str = "/api/v1/pools/{name}";
     pub const NODES: &str = "/api/v1/nodes";
+    pub const NODE: &str = "/api/v1/nodes/{id}";
+    /// `scheduler_jobs_enabled = false`: its jobs are aborted and go back to pending.
+    pub const NODE_DISABLE: &str = "/api/v1/nodes/{id}/disable";
+    pub const NODE_ENABLE: &str = "/api/v1/nodes/{id}/enable";
+    /// Nothing new starts on the node; its running jobs finish.
+    pub const NODE_DRAIN: &str = "/api/v1/nodes/{id}/drain";
+    pub const NODE_UNDRAIN: &str = "/api/v1/nodes/{id}/undrain";
     pub const TREE: &str = "/api/v1/tree";
     pub const ORCHID_TREE: &str = "/api/v1/orchid/pool_trees/{tree}";
     pub const ORCHID_POOL: &str = "/api/v1/orchid/pool_trees/{tree}/pools/{pool}";
@@ -126,6 +133,26 @@ pub struct SubmitOperation {
     #[serde(flatten)]
     pub options: Map<String, Value>,
 }
+
+/// Query of `GET /api/v1/operations`: every filter given must hold.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct OperationQuery {
+    /// States, comma-separated (`running,pending`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// The pool the operation runs in (exactly this pool).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// `false`: leave out each operation's `jobs` (the page polls without them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<bool>,
+}
+
+/// The states an operation can be in.
+pub const OPERATION_STATES: &[&str] = &["pending", "running", "completed", "failed", "aborted"];
 
 /// Reply to a submit.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -232,6 +259,12 @@ pub struct NodeView {
     pub tags: Vec<String>,
     pub allocation_count: usize,
     pub scheduler_jobs_enabled: bool,
+    /// Draining: nothing new starts here; running jobs finish.
+    #[serde(default)]
+    pub draining: bool,
+    /// `enabled`, `draining` or `disabled` (disabled wins over draining).
+    #[serde(default)]
+    pub state: String,
     /// Milliseconds since its last heartbeat.
     pub last_heartbeat_ago_ms: u64,
 }

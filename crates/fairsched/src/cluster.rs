@@ -4,7 +4,9 @@
 use anyhow::{Context, anyhow};
 use clap::{Args, Subcommand};
 use fairsched_api::client::ApiClient;
-use fairsched_api::{CreatePool, SubmitOperation, TaskSubmit, UpdatePool, format_resources};
+use fairsched_api::{
+    CreatePool, OperationQuery, SubmitOperation, TaskSubmit, UpdatePool, format_resources,
+};
 use fairsched_resources::{ResourceKind, Resources};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -140,8 +142,18 @@ pub enum OpCommand {
         #[arg(required = true, last = true)]
         command: Vec<String>,
     },
-    /// List operations.
-    List,
+    /// List operations (in submission order).
+    List {
+        /// Only these states, comma-separated (pending, running, completed, failed, aborted).
+        #[arg(long)]
+        state: Option<String>,
+        /// Only operations running in this pool.
+        #[arg(long)]
+        pool: Option<String>,
+        /// Only this user's operations.
+        #[arg(long)]
+        user: Option<String>,
+    },
     /// Show one operation with its jobs.
     Show { id: String },
     /// Abort an operation (its jobs are killed).
@@ -176,7 +188,17 @@ pub enum PoolCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum NodeCommand {
+    /// Nodes with their state (enabled, draining, disabled), jobs and resources.
     List,
+    /// Stop scheduling on a node: its jobs are aborted and go back to pending (they run
+    /// elsewhere). Kept across the node's re-registrations and server restarts.
+    Disable { id: String },
+    /// Schedule on a disabled node again.
+    Enable { id: String },
+    /// Start nothing new on a node; its running jobs finish.
+    Drain { id: String },
+    /// End draining: the node takes new jobs again.
+    Undrain { id: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -269,25 +291,7 @@ fn run(command: ClusterCommand) -> anyhow::Result<()> {
         }
         ClusterCommand::Op { conn, command } => runtime().block_on(op(conn, command)),
         ClusterCommand::Pool { conn, command } => runtime().block_on(pool(conn, command)),
-        ClusterCommand::Node {
-            conn,
-            command: NodeCommand::List,
-        } => runtime().block_on(async {
-            let nodes = ApiClient::new(&conn.server, None).list_nodes().await?;
-            if conn.json {
-                return print_json(&nodes);
-            }
-            for n in nodes {
-                println!(
-                    "{}\tjobs={}\tresources: {}\tusage: {}",
-                    n.id,
-                    n.allocation_count,
-                    format_resources(&n.resources),
-                    format_resources(&n.usage)
-                );
-            }
-            Ok(())
-        }),
+        ClusterCommand::Node { conn, command } => runtime().block_on(node(conn, command)),
         ClusterCommand::Tree {
             conn,
             command: TreeCommand::Show,
@@ -395,8 +399,16 @@ async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
                 Ok(())
             }
         }
-        OpCommand::List => {
-            let ops = client.list_operations().await?;
+        OpCommand::List { state, pool, user } => {
+            let ops = client
+                .list_operations(&OperationQuery {
+                    state,
+                    pool,
+                    user,
+                    // The table needs no jobs; JSON shows everything.
+                    jobs: (!conn.json).then_some(false),
+                })
+                .await?;
             if conn.json {
                 return print_json(&ops);
             }
@@ -470,6 +482,44 @@ async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
             }
             Ok(())
         }
+    }
+}
+
+async fn node(conn: Conn, command: NodeCommand) -> anyhow::Result<()> {
+    let client = ApiClient::new(&conn.server, None);
+    let (id, action) = match command {
+        NodeCommand::List => {
+            let nodes = client.list_nodes().await?;
+            if conn.json {
+                return print_json(&nodes);
+            }
+            println!(
+                "{:<16} {:<9} {:>5}  {:<32} USAGE",
+                "NODE", "STATE", "JOBS", "RESOURCES"
+            );
+            for n in nodes {
+                println!(
+                    "{:<16} {:<9} {:>5}  {:<32} {}",
+                    n.id,
+                    n.state,
+                    n.allocation_count,
+                    format_resources(&n.resources),
+                    format_resources(&n.usage)
+                );
+            }
+            return Ok(());
+        }
+        NodeCommand::Disable { id } => (id, "disable"),
+        NodeCommand::Enable { id } => (id, "enable"),
+        NodeCommand::Drain { id } => (id, "drain"),
+        NodeCommand::Undrain { id } => (id, "undrain"),
+    };
+    let n = client.node_action(&id, action).await?;
+    if conn.json {
+        print_json(&n)
+    } else {
+        println!("{} {}", n.id, n.state);
+        Ok(())
     }
 }
 

@@ -289,7 +289,7 @@ function renderNodes(nodes, total) {
   const rows = nodes.map((n) => h('tr', { 'data-node': n.id },
     h('td', null, h('strong', null, n.id)),
     h('td', null, n.tags.length ? n.tags.map((t) => h('span', { class: 'tag' }, t)) : '–'),
-    h('td', null, n.scheduler_jobs_enabled ? 'enabled' : badge('disabled')),
+    h('td', null, !n.scheduler_jobs_enabled ? badge('disabled') : n.draining ? badge('draining') : 'enabled'),
     h('td', { class: 'num' }, n.allocation_count),
     cols.map((r) => h('td', { class: 'res-cell' },
       usageBar(Number(n.usage[r]) || 0, Number(n.resources[r]) || 0),

@@ -12,7 +12,9 @@ use fairsched_core::{
     AllocationId, CoreError, Event, EventKind, FinishedAllocation, JobOutcome, NodeHeartbeat,
     NodeId, NodeSpec, OperationId, OperationSpec, Scheduler, Snapshot, Stage,
 };
+use fairsched_resources::Resources;
 use fairsched_store::{Batch, Store, StoredEvent, StoredJob, StoredNode, StoredOperation};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -50,6 +52,11 @@ pub enum Command {
         reply: Reply<()>,
     },
     RemovePool(String, Reply<()>),
+    Node {
+        id: String,
+        action: NodeAction,
+        reply: Reply<NodeView>,
+    },
     Register(RegisterNode, Reply<RegisterReply>),
     Heartbeat(Heartbeat, Reply<HeartbeatReply>),
 }
@@ -64,10 +71,56 @@ impl Command {
             Command::CreatePool { .. } => "create_pool",
             Command::UpdatePool { .. } => "update_pool",
             Command::RemovePool(..) => "remove_pool",
+            Command::Node { .. } => "node",
             Command::Register(..) => "register",
             Command::Heartbeat(..) => "heartbeat",
         }
     }
+}
+
+/// What an operator does to a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeAction {
+    /// `scheduler_jobs_enabled = false`: its jobs are aborted (they go back to pending).
+    Disable,
+    Enable,
+    /// Nothing new starts there; running jobs finish.
+    Drain,
+    Undrain,
+}
+
+impl NodeAction {
+    pub fn name(self) -> &'static str {
+        match self {
+            NodeAction::Disable => "disable",
+            NodeAction::Enable => "enable",
+            NodeAction::Drain => "drain",
+            NodeAction::Undrain => "undrain",
+        }
+    }
+}
+
+/// The stored record of a node: what it registered with and the operator's settings, which
+/// survive re-registrations and server restarts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct NodeRecord {
+    node_id: String,
+    resources: Resources,
+    #[serde(default)]
+    tags: Vec<String>,
+    #[serde(default = "enabled")]
+    scheduler_jobs_enabled: bool,
+    #[serde(default)]
+    draining: bool,
+}
+
+fn enabled() -> bool {
+    true
+}
+
+/// The error for a node the scheduler does not have.
+pub fn no_such_node(id: &str) -> ApiError {
+    ApiError::new(codes::RESOLVE, format!("node {id:?} does not exist")).with_attribute("node", id)
 }
 
 fn unix_ms() -> u64 {
@@ -100,6 +153,8 @@ pub struct Actor {
     job_op: BTreeMap<u64, String>,
     /// Node → last heartbeat.
     seen: BTreeMap<String, Instant>,
+    /// Every node ever registered, with the operator's settings (stored).
+    node_records: BTreeMap<String, NodeRecord>,
     /// Allocations each node must kill / interrupt at its next heartbeat.
     kill: BTreeMap<String, BTreeSet<u64>>,
     interrupts: BTreeMap<String, Vec<JobInterrupt>>,
@@ -161,6 +216,12 @@ impl Actor {
             ops: BTreeMap::new(),
             job_op: BTreeMap::new(),
             seen: BTreeMap::new(),
+            node_records: loaded
+                .nodes
+                .iter()
+                .filter_map(|n| serde_json::from_str::<NodeRecord>(&n.record).ok())
+                .map(|r| (r.node_id.clone(), r))
+                .collect(),
             kill: BTreeMap::new(),
             interrupts: BTreeMap::new(),
             next_id: 1,
@@ -344,6 +405,10 @@ impl Actor {
                 }
                 self.finish(reply, r);
             }
+            Command::Node { id, action, reply } => {
+                let r = self.node_action(&id, action);
+                self.finish(reply, r);
+            }
             Command::Register(node, reply) => {
                 let r = self.register(node);
                 self.finish(reply, r);
@@ -507,7 +572,7 @@ impl Actor {
             .add_node(
                 now,
                 NodeSpec {
-                    id,
+                    id: id.clone(),
                     resources: node.resources,
                     tags: node.tags.iter().cloned().collect(),
                 },
@@ -516,13 +581,101 @@ impl Actor {
         self.kill.remove(&node.node_id);
         self.interrupts.remove(&node.node_id);
         self.seen.insert(node.node_id.clone(), Instant::now());
-        self.batch.nodes.push(StoredNode {
-            id: node.node_id.clone(),
-            record: serde_json::to_string(&node).map_err(internal)?,
-        });
-        tracing::info!(node = node.node_id, "node registered");
+        // The operator's settings outlive registrations.
+        let (enabled, draining) = self
+            .node_records
+            .get(&node.node_id)
+            .map_or((true, false), |r| (r.scheduler_jobs_enabled, r.draining));
+        if !enabled {
+            self.sched
+                .set_node(now, &id, None, None, Some(false))
+                .map_err(core_error)?;
+        }
+        if draining {
+            self.sched
+                .set_node_draining(now, &id, true)
+                .map_err(core_error)?;
+        }
+        self.save_node(NodeRecord {
+            node_id: node.node_id.clone(),
+            resources: node.resources,
+            tags: node.tags.clone(),
+            scheduler_jobs_enabled: enabled,
+            draining,
+        })?;
+        tracing::info!(node = node.node_id, enabled, draining, "node registered");
         Ok(RegisterReply {
             heartbeat_period_ms: self.sched.config.node_heartbeat_period_ms,
+        })
+    }
+
+    fn save_node(&mut self, record: NodeRecord) -> Result<(), ApiError> {
+        self.batch.nodes.retain(|n| n.id != record.node_id);
+        self.batch.nodes.push(StoredNode {
+            id: record.node_id.clone(),
+            record: serde_json::to_string(&record).map_err(internal)?,
+        });
+        self.node_records.insert(record.node_id.clone(), record);
+        Ok(())
+    }
+
+    /// Disables, enables, drains or undrains a node; the setting is stored and outlives the
+    /// node's re-registrations and server restarts.
+    fn node_action(&mut self, id: &str, action: NodeAction) -> Result<NodeView, ApiError> {
+        let now = self.now();
+        let node = NodeId(id.to_string());
+        if self.sched.node(&node).is_none() {
+            return Err(no_such_node(id));
+        }
+        let r = match action {
+            NodeAction::Disable => self.sched.set_node(now, &node, None, None, Some(false)),
+            NodeAction::Enable => self.sched.set_node(now, &node, None, None, Some(true)),
+            NodeAction::Drain => self.sched.set_node_draining(now, &node, true),
+            NodeAction::Undrain => self.sched.set_node_draining(now, &node, false),
+        };
+        r.map_err(|e| core_error(e).with_attribute("node", id))?;
+        let n = self.sched.node(&node).expect("checked above");
+        let record = NodeRecord {
+            node_id: id.to_string(),
+            resources: n.resources,
+            tags: n.tags.iter().cloned().collect(),
+            scheduler_jobs_enabled: n.scheduler_jobs_enabled,
+            draining: n.draining,
+        };
+        tracing::info!(
+            node = id,
+            action = action.name(),
+            allocations = n.allocations.len(),
+            "node changed by request"
+        );
+        self.save_node(record)?;
+        self.after_change();
+        Ok(self.node_view(&node).expect("checked above"))
+    }
+
+    fn node_view(&self, id: &NodeId) -> Option<NodeView> {
+        let n = self.sched.node(id)?;
+        Some(NodeView {
+            id: n.id.0.clone(),
+            resources: n.resources,
+            usage: n.usage,
+            tags: n.tags.iter().cloned().collect(),
+            allocation_count: n.allocations.len(),
+            scheduler_jobs_enabled: n.scheduler_jobs_enabled,
+            draining: n.draining,
+            state: if !n.scheduler_jobs_enabled {
+                "disabled"
+            } else if n.draining {
+                "draining"
+            } else {
+                "enabled"
+            }
+            .to_string(),
+            last_heartbeat_ago_ms: self
+                .seen
+                .get(&n.id.0)
+                .map(|t| t.elapsed().as_millis() as u64)
+                .unwrap_or(0),
         })
     }
 
@@ -870,19 +1023,7 @@ impl Actor {
         let nodes = self
             .sched
             .nodes()
-            .map(|n| NodeView {
-                id: n.id.0.clone(),
-                resources: n.resources,
-                usage: n.usage,
-                tags: n.tags.iter().cloned().collect(),
-                allocation_count: n.allocations.len(),
-                scheduler_jobs_enabled: n.scheduler_jobs_enabled,
-                last_heartbeat_ago_ms: self
-                    .seen
-                    .get(&n.id.0)
-                    .map(|t| t.elapsed().as_millis() as u64)
-                    .unwrap_or(0),
-            })
+            .filter_map(|n| self.node_view(&n.id))
             .collect();
         let view = View {
             snapshot,

@@ -1,20 +1,21 @@
 //! HTTP handlers. Writes go to the actor by message; reads come from the published [`View`].
 
-use crate::actor::{Command, View};
+use crate::actor::{Command, NodeAction, View};
 use crate::metrics::ActorMetrics;
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use fairsched_api::{
-    ApiError, CreatePool, Heartbeat, OperationView, RegisterNode, SubmitReply, UpdatePool, codes,
-    routes,
+    ApiError, CreatePool, Heartbeat, NodeView, OPERATION_STATES, OperationQuery, OperationView,
+    RegisterNode, SubmitReply, UpdatePool, codes, routes,
 };
 use prometheus_client::registry::Registry;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -137,6 +138,11 @@ pub fn router(state: AppState) -> Router {
             get(get_pool).put(update_pool).delete(remove_pool),
         )
         .route(routes::NODES, get(list_nodes))
+        .route(routes::NODE, get(get_node))
+        .route(routes::NODE_DISABLE, post(disable_node))
+        .route(routes::NODE_ENABLE, post(enable_node))
+        .route(routes::NODE_DRAIN, post(drain_node))
+        .route(routes::NODE_UNDRAIN, post(undrain_node))
         .route(routes::TREE, get(tree))
         .route(routes::ORCHID_TREE, get(orchid_tree))
         .route(routes::ORCHID_POOL, get(orchid_pool))
@@ -175,31 +181,60 @@ async fn submit(State(s): State<AppState>, body: Bytes) -> Reply<SubmitReply> {
     ok(SubmitReply { id })
 }
 
-/// Query of `GET /api/v1/operations`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct ListOperations {
-    /// `false`: leave out each operation's `jobs` (the page polls without them).
-    jobs: Option<bool>,
-}
-
 async fn list_operations(
     State(s): State<AppState>,
-    Query(q): Query<ListOperations>,
+    q: Result<Query<OperationQuery>, QueryRejection>,
 ) -> Reply<Vec<OperationView>> {
-    let view = s.view.borrow().clone();
-    if q.jobs == Some(false) {
-        ok(view
-            .operations
-            .iter()
-            .map(|o| OperationView {
-                jobs: Vec::new(),
-                ..o.clone()
-            })
-            .collect())
-    } else {
-        ok(view.operations.clone())
+    let Query(q) = q.map_err(bad_query)?;
+    let states: Option<Vec<&str>> = q.state.as_deref().map(|s| {
+        s.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect()
+    });
+    for state in states.iter().flatten() {
+        if !OPERATION_STATES.contains(state) {
+            return Err(Failure(
+                ApiError::new(
+                    codes::BAD_REQUEST,
+                    format!(
+                        "state {state:?} is not an operation state ({})",
+                        OPERATION_STATES.join(", ")
+                    ),
+                )
+                .with_attribute("state", *state),
+            ));
+        }
     }
+    let view = s.view.borrow().clone();
+    ok(view
+        .operations
+        .iter()
+        .filter(|o| {
+            states
+                .as_ref()
+                .is_none_or(|s| s.contains(&o.state.as_str()))
+        })
+        .filter(|o| q.pool.as_ref().is_none_or(|p| *p == o.pool))
+        .filter(|o| q.user.as_ref().is_none_or(|u| *u == o.user))
+        .map(|o| {
+            if q.jobs == Some(false) {
+                OperationView {
+                    jobs: Vec::new(),
+                    ..o.clone()
+                }
+            } else {
+                o.clone()
+            }
+        })
+        .collect())
+}
+
+fn bad_query(e: QueryRejection) -> Failure {
+    Failure(ApiError::new(
+        codes::BAD_REQUEST,
+        format!("bad query: {}", e.body_text()),
+    ))
 }
 
 async fn get_operation(State(s): State<AppState>, Path(id): Path<String>) -> Reply<OperationView> {
@@ -277,9 +312,37 @@ async fn remove_pool(State(s): State<AppState>, Path(name): Path<String>) -> Rep
     ok(json!({"name": name}))
 }
 
-async fn list_nodes(State(s): State<AppState>) -> Reply<Vec<fairsched_api::NodeView>> {
+async fn list_nodes(State(s): State<AppState>) -> Reply<Vec<NodeView>> {
     let view = s.view.borrow().clone();
     ok(view.nodes.clone())
+}
+
+async fn get_node(State(s): State<AppState>, Path(id): Path<String>) -> Reply<NodeView> {
+    let view = s.view.borrow().clone();
+    match view.nodes.iter().find(|n| n.id == id) {
+        Some(n) => ok(n.clone()),
+        None => Err(Failure(crate::actor::no_such_node(&id))),
+    }
+}
+
+async fn node_action(s: AppState, id: String, action: NodeAction) -> Reply<NodeView> {
+    ok(ask(&s, |reply| Command::Node { id, action, reply }).await?)
+}
+
+async fn disable_node(State(s): State<AppState>, Path(id): Path<String>) -> Reply<NodeView> {
+    node_action(s, id, NodeAction::Disable).await
+}
+
+async fn enable_node(State(s): State<AppState>, Path(id): Path<String>) -> Reply<NodeView> {
+    node_action(s, id, NodeAction::Enable).await
+}
+
+async fn drain_node(State(s): State<AppState>, Path(id): Path<String>) -> Reply<NodeView> {
+    node_action(s, id, NodeAction::Drain).await
+}
+
+async fn undrain_node(State(s): State<AppState>, Path(id): Path<String>) -> Reply<NodeView> {
+    node_action(s, id, NodeAction::Undrain).await
 }
 
 async fn tree(State(s): State<AppState>) -> Reply<Value> {

@@ -27,7 +27,8 @@ pub struct Running {
     pub url: String,
     pub client: reqwest::Client,
     stop: Option<oneshot::Sender<()>>,
-    _dir: tempfile::TempDir,
+    task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl Drop for Running {
@@ -41,9 +42,16 @@ impl Drop for Running {
 /// Starts a server with `pool_trees` (the `PoolTrees` layout) and `scheduler` settings.
 pub async fn start(pool_trees: Value, scheduler: Value) -> Running {
     let dir = tempfile::tempdir().unwrap();
+    let mut running = start_in(dir.path(), pool_trees, scheduler).await;
+    running._dir = Some(dir);
+    running
+}
+
+/// Starts a server on the store in `dir` (a restart when it was used before).
+pub async fn start_in(dir: &std::path::Path, pool_trees: Value, scheduler: Value) -> Running {
     let config: ServerConfig = serde_json::from_value(json!({
         "listen": "127.0.0.1:0",
-        "data_dir": dir.path(),
+        "data_dir": dir,
         "pool_trees": pool_trees,
         "scheduler": scheduler,
     }))
@@ -51,7 +59,7 @@ pub async fn start(pool_trees: Value, scheduler: Value) -> Running {
     let server = Server::bind(&config).await.unwrap();
     let addr = server.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(server.serve(async move {
+    let task = tokio::spawn(server.serve(async move {
         let _ = stopped.await;
     }));
     Running {
@@ -61,11 +69,39 @@ pub async fn start(pool_trees: Value, scheduler: Value) -> Running {
             .build()
             .unwrap(),
         stop: Some(stop),
-        _dir: dir,
+        task: Some(task),
+        _dir: None,
     }
 }
 
 impl Running {
+    /// Stops the server and waits (at most 10 s) until it has stopped.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            tokio::time::timeout(Duration::from_secs(10), task)
+                .await
+                .expect("the server stops within 10 s")
+                .unwrap()
+                .unwrap();
+        }
+    }
+
+    /// Any request: status and JSON body (`Value::Null` when the body is not JSON).
+    pub async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut req = self.client.request(method, format!("{}{path}", self.url));
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let text = resp.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
     pub async fn get_text(&self, path: &str) -> (u16, String, String) {
         let resp = self
             .client

@@ -1,0 +1,194 @@
+//! Operators' node actions over HTTP: disable (jobs aborted, back to pending), enable, drain
+//! (nothing new starts, running jobs finish), undrain; errors that name the node; the settings
+//! survive a re-registration and a server restart. And `GET /api/v1/operations` filters.
+
+mod common;
+
+use serde_json::{Value, json};
+use std::time::Duration;
+
+fn trees() -> Value {
+    json!({"pool_trees": {"default": {"pools": {"research": {}, "prod": {}}}}})
+}
+
+fn ids(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn node<'a>(nodes: &'a Value, id: &str) -> &'a Value {
+    nodes
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["id"] == id)
+        .unwrap_or_else(|| panic!("no node {id} in {nodes}"))
+}
+
+#[tokio::test]
+async fn disable_enable_drain_undrain_and_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start_in(dir.path(), trees(), json!({})).await;
+    server
+        .register("n1", json!({"cpu": 2, "user_slots": 10}))
+        .await;
+    server
+        .post(
+            "/api/v1/operations",
+            json!({"id": "op1", "pool": "research", "user": "alice",
+                   "tasks": [{"job_count": 4, "resources": {"cpu": 1}, "command": ["sleep", "60"]}]}),
+        )
+        .await;
+    let on_n1 = server.heartbeat_until_started("n1", 2).await;
+
+    // Disable: the node's jobs are aborted (the agent is told to kill them) and go back to
+    // pending; nothing starts there while it is disabled.
+    let n = server.post("/api/v1/nodes/n1/disable", json!(null)).await;
+    assert_eq!(n["state"], "disabled", "{n}");
+    assert_eq!(n["scheduler_jobs_enabled"], false);
+    assert_eq!(n["allocation_count"], 0);
+    let hb = server.heartbeat("n1", &on_n1).await;
+    let mut aborted: Vec<String> = hb["abort"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    aborted.sort();
+    let mut expected: Vec<String> = on_n1.iter().map(|a| a.to_string()).collect();
+    expected.sort();
+    assert_eq!(aborted, expected, "{hb}");
+    assert!(hb["start"].as_array().unwrap().is_empty(), "{hb}");
+    let op = server.get("/api/v1/operations/op1").await;
+    assert_eq!(op["job_counts"]["aborted"], 2, "{op}");
+    assert_eq!(op["job_counts"]["pending"], 4, "{op}");
+    assert!(
+        op["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|j| j["reason"] == "node_disabled"),
+        "{op}"
+    );
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        let hb = server.heartbeat("n1", &[]).await;
+        assert!(hb["start"].as_array().unwrap().is_empty(), "{hb}");
+    }
+
+    // Enable: jobs start there again.
+    let n = server.post("/api/v1/nodes/n1/enable", json!(null)).await;
+    assert_eq!(n["state"], "enabled", "{n}");
+    let on_n1 = server.heartbeat_until_started("n1", 2).await;
+
+    // Drain: the running jobs stay, nothing new starts even when they finish.
+    let n = server.post("/api/v1/nodes/n1/drain", json!(null)).await;
+    assert_eq!(n["state"], "draining", "{n}");
+    assert_eq!(n["draining"], true);
+    assert_eq!(n["allocation_count"], 2, "{n}");
+    let hb = server
+        .post(
+            "/api/v1/agent/heartbeat",
+            json!({"node_id": "n1", "running": [on_n1[1]],
+                   "finished": [{"allocation": on_n1[0], "outcome": "completed", "exit_code": 0}]}),
+        )
+        .await;
+    assert!(hb["abort"].as_array().unwrap().is_empty(), "{hb}");
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        let hb = server.heartbeat("n1", &on_n1[1..]).await;
+        assert!(hb["start"].as_array().unwrap().is_empty(), "{hb}");
+    }
+    let nodes = server.get("/api/v1/nodes").await;
+    assert_eq!(node(&nodes, "n1")["allocation_count"], 1, "{nodes}");
+
+    // Errors name the node.
+    let (status, body) = server
+        .call("POST", "/api/v1/nodes/nope/disable", None)
+        .await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["code"], 500, "{body}");
+    assert_eq!(body["attributes"]["node"], "nope", "{body}");
+    assert!(body["message"].as_str().unwrap().contains("nope"), "{body}");
+    let (status, body) = server.call("GET", "/api/v1/nodes/nope", None).await;
+    assert_eq!((status, &body["attributes"]["node"]), (404, &json!("nope")));
+
+    // A second node, disabled; then both come back after re-registering and after a restart
+    // with their settings.
+    server
+        .register("n2", json!({"cpu": 2, "user_slots": 10}))
+        .await;
+    server.post("/api/v1/nodes/n2/disable", json!(null)).await;
+    server
+        .register("n2", json!({"cpu": 2, "user_slots": 10}))
+        .await;
+    let n2 = server.get("/api/v1/nodes/n2").await;
+    assert_eq!(n2["state"], "disabled", "{n2}");
+    server.stop().await;
+
+    let server = common::start_in(dir.path(), trees(), json!({})).await;
+    server
+        .register("n1", json!({"cpu": 2, "user_slots": 10}))
+        .await;
+    server
+        .register("n2", json!({"cpu": 2, "user_slots": 10}))
+        .await;
+    let nodes = server.get("/api/v1/nodes").await;
+    assert_eq!(node(&nodes, "n1")["state"], "draining", "{nodes}");
+    assert_eq!(node(&nodes, "n2")["state"], "disabled", "{nodes}");
+    // Undrain: jobs start again.
+    let n = server.post("/api/v1/nodes/n1/undrain", json!(null)).await;
+    assert_eq!(n["state"], "enabled", "{n}");
+    server.heartbeat_until_started("n1", 1).await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn operation_list_filters() {
+    let server = common::start(trees(), json!({})).await;
+    for (id, pool, user) in [
+        ("a", "research", "alice"),
+        ("b", "prod", "bob"),
+        ("c", "research", "bob"),
+    ] {
+        server
+            .post(
+                "/api/v1/operations",
+                json!({"id": id, "pool": pool, "user": user,
+                       "tasks": [{"job_count": 1, "resources": {"cpu": 1}, "command": ["true"]}]}),
+            )
+            .await;
+    }
+    server.post("/api/v1/operations/c/abort", json!(null)).await;
+    let all = server.get("/api/v1/operations").await;
+    assert_eq!(ids(&all), ["a", "b", "c"]);
+    let get = |q: &'static str| {
+        let server = &server;
+        async move { ids(&server.get(&format!("/api/v1/operations?{q}")).await) }
+    };
+    assert_eq!(get("pool=research").await, ["a", "c"]);
+    assert_eq!(get("user=bob").await, ["b", "c"]);
+    assert_eq!(get("user=bob&pool=research").await, ["c"]);
+    assert_eq!(get("state=aborted").await, ["c"]);
+    assert_eq!(get("state=running,aborted").await, ["a", "b", "c"]);
+    assert_eq!(get("state=running&pool=research").await, ["a"]);
+    assert!(get("pool=nope").await.is_empty());
+    let without_jobs = server.get("/api/v1/operations?jobs=false&user=alice").await;
+    assert_eq!(without_jobs[0]["jobs"], json!([]));
+    let (status, body) = server
+        .call("GET", "/api/v1/operations?state=runing", None)
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["attributes"]["state"], "runing", "{body}");
+    let (status, body) = server
+        .call("GET", "/api/v1/operations?jobs=maybe", None)
+        .await;
+    assert_eq!(
+        (status, body["code"].as_u64()),
+        (400, Some(100_400)),
+        "{body}"
+    );
+}
