@@ -13,6 +13,7 @@
 //!   reordering, burst and relaxed shares, the bottom-up F/M/S functions and the top-down
 //!   distribution.
 
+mod crit;
 mod improved;
 pub mod model;
 pub mod output;

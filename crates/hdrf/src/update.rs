@@ -17,6 +17,7 @@
 //! Internal invariant checks that the reference implementation verifies (and aborts on) are
 //! reported as [`UpdateWarning`]s instead: the update always completes.
 
+use crate::crit::{self, Pt};
 use crate::improved::{ImprovedPool, ShareEvaluator};
 use crate::model::{
     ElementIndex, FifoSortParameter, IntegralGuaranteeType, PoolMode, ROOT, ResourceVolume, Tree,
@@ -84,6 +85,12 @@ struct Scratch {
     composed: Vec<Segment<Rv>>,
     sum: SumScratch<Rv>,
     compose: ComposeScratch,
+    /// On critical points: a transposed component of F, the parts of M, and the
+    /// pointwise-minimum accumulators.
+    crit_t: Vec<Pt>,
+    crit_parts: [Vec<Pt>; RESOURCE_COUNT],
+    crit_acc: Vec<Pt>,
+    crit_next: Vec<Pt>,
 }
 
 struct Update<'a> {
@@ -1482,22 +1489,62 @@ impl Update<'_> {
     ) {
         let limits = self.attrs[i].limits_share;
         let guarantee = self.guarantee_share(i);
-        for r in 0..RESOURCE_COUNT {
+        // Per resource: the guarantee and the limit, clamped to the component's range.
+        let mut bounds = [(0.0, 0.0); RESOURCE_COUNT];
+        {
+            let f = &scratch.f;
+            let (first, last) = (f[0].y0, f[f.len() - 1].y1);
+            for r in 0..RESOURCE_COUNT {
+                let (lo, hi) = (first[r], last[r]);
+                if lo >= limits[r] + EPSILON || lo.is_nan() {
+                    self.warn(
+                        i,
+                        format!(
+                            "fair share at zero fit factor {lo} exceeds limit {} on resource {r}",
+                            limits[r]
+                        ),
+                    );
+                }
+                let limit = limits[r].max(lo).min(hi);
+                let g = guarantee[r].max(lo).min(limit);
+                bounds[r] = (g, limit);
+            }
+        }
+        // Nondecreasing functions: on critical points (see `crate::crit`).
+        if monotone && scratch.f.iter().all(|s| s.x0 <= s.x1) {
+            let Scratch {
+                f,
+                crit_t,
+                crit_parts,
+                crit_acc,
+                crit_next,
+                min_acc,
+                ..
+            } = scratch;
+            let mut ok = true;
+            for (r, &(g, limit)) in bounds.iter().enumerate() {
+                crit::transposed_component_into(f, r, crit_t);
+                if !crit::inverse_part_into(crit_t, g, limit, &mut crit_parts[r]) {
+                    ok = false;
+                    break;
+                }
+            }
+            if ok {
+                let t0 = self.now_ns();
+                crit_acc.clear();
+                crit_acc.extend_from_slice(&crit_parts[0]);
+                for part in &crit_parts[1..] {
+                    crit::min_into(crit_acc, part, crit_next);
+                    std::mem::swap(crit_acc, crit_next);
+                }
+                crit::to_segments(crit_acc, min_acc);
+                self.timings.pointwise_min_ns += self.now_ns() - t0;
+                return;
+            }
+        }
+        for (r, &(g, limit)) in bounds.iter().enumerate() {
             let c = &mut scratch.component;
             component_into(&scratch.f, r, c);
-            let lo = c[0].y0;
-            let hi = c[c.len() - 1].y1;
-            if lo >= limits[r] + EPSILON || lo.is_nan() {
-                self.warn(
-                    i,
-                    format!(
-                        "fair share at zero fit factor {lo} exceeds limit {} on resource {r}",
-                        limits[r]
-                    ),
-                );
-            }
-            let limit = limits[r].max(lo).min(hi);
-            let g = guarantee[r].max(lo).min(limit);
             inverse_part_into(
                 &mut scratch.component,
                 g,

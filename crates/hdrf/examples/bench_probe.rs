@@ -1,0 +1,85 @@
+//! Times full updates of the divan benchmark's large tree (`fairsched-hdrf-testkit`, seed 1,
+//! 10k pools / 100k operations, fast FIFO on) outside divan, with phase timings.
+//!
+//! Usage: `bench_probe [classic|improved] [runs] [pools] [operations]` (defaults: classic, 5,
+//! 10000, 100000). Every run updates a fresh clone of the tree (as the benchmark does) and
+//! prints wall and thread CPU time; then one more update prints its phase timings.
+//! `runs` = 0 runs a single update and prints nothing else (for callgrind).
+
+use fairsched_hdrf::{NoClock, UpdateOptions, update};
+use fairsched_hdrf_testkit::{InstantClock, TreeParams, options, random_tree};
+use std::time::Instant;
+
+/// CPU time of this thread (ns), from /proc/thread-self/schedstat (0 where unavailable).
+fn cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let improved = args.get(1).is_some_and(|a| a == "improved");
+    let runs: usize = args.get(2).map_or(5, |r| r.parse().expect("runs"));
+    let pools: usize = args.get(3).map_or(10_000, |r| r.parse().expect("pools"));
+    let operations: usize = args
+        .get(4)
+        .map_or(100_000, |r| r.parse().expect("operations"));
+    let opts = UpdateOptions {
+        enable_fast_fifo_fair_share_by_fit_factor_computation: true,
+        ..options(improved, true)
+    };
+    let (tree, input) = random_tree(1, &TreeParams::benchmark(pools, operations, opts));
+    if runs == 0 {
+        let mut t = tree.clone();
+        let out = update(&mut t, &input, &NoClock);
+        println!("root fair share {:?}", out.attributes[0].fair_share.total);
+        return;
+    }
+    let mut times = Vec::new();
+    for _ in 0..runs {
+        let mut t = tree.clone();
+        let (start, cpu) = (Instant::now(), cpu_ns());
+        let out = update(&mut t, &input, &NoClock);
+        let (wall, cpu) = (start.elapsed(), cpu_ns() - cpu);
+        println!(
+            "update: {} elements: {:.1} ms wall, {:.1} ms cpu, warnings {}",
+            t.len(),
+            wall.as_secs_f64() * 1e3,
+            cpu as f64 / 1e6,
+            out.warnings.len()
+        );
+        times.push(cpu);
+        drop(out);
+    }
+    times.sort_unstable();
+    println!("median cpu {:.1} ms", times[times.len() / 2] as f64 / 1e6);
+    let mut t = tree.clone();
+    let out = update(&mut t, &input, &InstantClock::new());
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let tm = out.timings;
+    println!(
+        "phases (ms): prepare {:.1}, op F {:.1}, fifo F {:.1}, pool F {:.1}, M {:.1} (min {:.1}), compose {:.1}, compress {:.1}, top-down {:.1}, total {:.1}",
+        ms(tm.prepare_ns),
+        ms(tm.operation_functions_ns),
+        ms(tm.fifo_pool_functions_ns),
+        ms(tm.normal_pool_functions_ns),
+        ms(tm.max_fit_factor_ns),
+        ms(tm.pointwise_min_ns),
+        ms(tm.compose_ns),
+        ms(tm.compress_ns),
+        ms(tm.top_down_ns),
+        ms(tm.total_ns),
+    );
+    let mut sizes = [0usize; 3];
+    for a in &out.attributes {
+        sizes[0] += a.function_sizes.fair_share_by_fit_factor;
+        sizes[1] += a.function_sizes.max_fit_factor_by_suggestion;
+        sizes[2] += a.function_sizes.fair_share_by_suggestion;
+    }
+    println!(
+        "segments: F {} M {} S {}; root fair share {:?}",
+        sizes[0], sizes[1], sizes[2], out.attributes[0].fair_share.total
+    );
+}

@@ -1,0 +1,418 @@
+//! Scalar piecewise-linear functions stored as their critical points, for the hot loops of the
+//! update (the maximal fit factor M and the functions it is built from).
+//!
+//! A function whose arguments never decrease (every function built from a nondecreasing fair
+//! share by fit factor) is determined by its critical points `x_0 < x_1 < … < x_n` and, at
+//! each, the left and right limits `l_k`, `r_k`: its segments are the vertical `(x_0, l_0) →
+//! (x_0, r_0)` if `l_0 ≠ r_0`, then for every `k ≥ 1` the segment `(x_{k−1}, r_{k−1}) → (x_k,
+//! l_k)` followed by the vertical `(x_k, l_k) → (x_k, r_k)` if `l_k ≠ r_k`. A single critical
+//! point is a point (or a lone vertical).
+//!
+//! [`push_sample`] appends a sample with the builder's merge rules (see [`crate::plf::Builder`]):
+//! on strictly increasing arguments the only merge that can happen is that of two consecutive
+//! horizontal segments, which removes the critical point between them. So a list built here and
+//! the segments the builder would build from the same samples describe each other exactly
+//! ([`to_segments`], [`from_segments`]), and sampling either at a point gives the same bits: the
+//! segment the reference traverser uses between two critical points is the one from
+//! `(x_{k−1}, r_{k−1})` to `(x_k, l_k)`, and at a critical point it reads `(l_k, r_k)`.
+
+use crate::plf::{Segment, inverse_lower_bound};
+
+/// A critical point: argument, left limit, right limit.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Pt {
+    pub(crate) x: f64,
+    pub(crate) l: f64,
+    pub(crate) r: f64,
+}
+
+/// Appends the sample `(x, l, r)` (`x` greater than the last argument) with the builder's rules:
+/// a critical point between two horizontal segments at the same value disappears.
+#[inline(always)]
+pub(crate) fn push_sample(out: &mut Vec<Pt>, x: f64, l: f64, r: f64) {
+    let n = out.len();
+    if n >= 2 {
+        let last = out[n - 1];
+        if last.l == last.r && out[n - 2].r == last.l && l == last.r {
+            out[n - 1] = Pt { x, l, r };
+            return;
+        }
+    }
+    out.push(Pt { x, l, r });
+}
+
+/// The critical points of a builder-made function whose arguments never decrease, into `out`.
+#[cfg(test)]
+pub(crate) fn from_segments(segs: &[Segment<f64>], out: &mut Vec<Pt>) {
+    out.clear();
+    let first = segs[0];
+    let mut j = if first.x0 == first.x1 {
+        out.push(Pt {
+            x: first.x0,
+            l: first.y0,
+            r: first.y1,
+        });
+        1
+    } else {
+        out.push(Pt {
+            x: first.x0,
+            l: first.y0,
+            r: first.y0,
+        });
+        0
+    };
+    while j < segs.len() {
+        let s = segs[j];
+        debug_assert!(
+            s.x0 < s.x1,
+            "consecutive verticals or a decreasing argument"
+        );
+        let mut p = Pt {
+            x: s.x1,
+            l: s.y1,
+            r: s.y1,
+        };
+        j += 1;
+        if j < segs.len() && segs[j].x0 == segs[j].x1 {
+            p.r = segs[j].y1;
+            j += 1;
+        }
+        out.push(p);
+    }
+}
+
+/// The segments the builder makes of these critical points, into `out`.
+pub(crate) fn to_segments(pts: &[Pt], out: &mut Vec<Segment<f64>>) {
+    out.clear();
+    let p0 = pts[0];
+    if pts.len() == 1 || p0.l != p0.r {
+        out.push(Segment::new(p0.x, p0.l, p0.x, p0.r));
+    }
+    for k in 1..pts.len() {
+        let (p, q) = (pts[k - 1], pts[k]);
+        out.push(Segment::new(p.x, p.r, q.x, q.l));
+        if q.l != q.r {
+            out.push(Segment::new(q.x, q.l, q.x, q.r));
+        }
+    }
+}
+
+/// The segment the reference traverser uses strictly between the critical points `k − 1` and
+/// `k`.
+#[inline(always)]
+fn covering(f: &[Pt], k: usize) -> Segment<f64> {
+    let (p, q) = (f[k - 1], f[k]);
+    Segment {
+        x0: p.x,
+        y0: p.r,
+        x1: q.x,
+        y1: q.l,
+    }
+}
+
+/// The value strictly between the critical points `k − 1` and `k` (`fast_value` of
+/// [`crate::plf`]: the constant of a horizontal segment, else the interpolation).
+#[inline(always)]
+fn between(f: &[Pt], k: usize, x: f64) -> f64 {
+    let (p, q) = (f[k - 1], f[k]);
+    if p.r == q.l {
+        p.r
+    } else {
+        let t = (x - p.x) / (q.x - p.x);
+        let d = q.l - p.r;
+        if t < 0.5 {
+            p.r + d * t
+        } else {
+            q.l - d * (1.0 - t)
+        }
+    }
+}
+
+/// (left, right) limits at `x`, where `k` is the first critical point at or after `x`.
+#[inline(always)]
+fn limits(f: &[Pt], k: usize, x: f64) -> (f64, f64) {
+    let p = f[k];
+    if p.x == x {
+        (p.l, p.r)
+    } else {
+        let v = between(f, k, x);
+        (v, v)
+    }
+}
+
+/// The minimum of `a` and `b` without any work (as `trivial_min` in [`crate::plf`]): when one is
+/// a constant on the same non-degenerate domain as the other, nondecreasing one, which lies
+/// entirely below or above it.
+fn trivial_min<'a>(a: &'a [Pt], b: &'a [Pt]) -> Option<&'a [Pt]> {
+    let constant = |f: &[Pt]| {
+        (f.len() == 2 && f[0].l == f[0].r && f[1].l == f[1].r && f[0].r == f[1].l).then_some(f[0].r)
+    };
+    let same_domain = a[0].x == b[0].x && a[a.len() - 1].x == b[b.len() - 1].x;
+    if !same_domain || a[0].x >= a[a.len() - 1].x {
+        return None;
+    }
+    let (c, f, constant_fn) = match (constant(a), constant(b)) {
+        (_, Some(c)) => (c, a, b),
+        (Some(c), None) => (c, b, a),
+        (None, None) => return None,
+    };
+    let nondecreasing =
+        f[0].l <= f[0].r && f.windows(2).all(|w| w[0].r <= w[1].l && w[1].l <= w[1].r);
+    if !nondecreasing {
+        return None;
+    }
+    if f[f.len() - 1].r <= c {
+        Some(f)
+    } else if f[0].l >= c {
+        Some(constant_fn)
+    } else {
+        None
+    }
+}
+
+/// Pointwise minimum of `a` and `b` over the intersection of their domains, into `out`: exactly
+/// what [`crate::plf::pointwise_min_into`] computes (the same samples, crossings searched the
+/// same way), on critical points.
+pub(crate) fn min_into(a: &[Pt], b: &[Pt], out: &mut Vec<Pt>) {
+    let lb = a[0].x.max(b[0].x);
+    let rb = a[a.len() - 1].x.min(b[b.len() - 1].x);
+    assert!(lb <= rb);
+    out.clear();
+    if let Some(min) = trivial_min(a, b) {
+        out.extend_from_slice(min);
+        return;
+    }
+    let (na, nb) = (a.len(), b.len());
+    let (mut ia, mut ib) = (0, 0);
+    // Skip what lies before the intersection.
+    while a[ia].x < lb {
+        ia += 1;
+    }
+    while b[ib].x < lb {
+        ib += 1;
+    }
+    // The previous point and both functions' right limits there (none before the first point).
+    let (mut l, mut va, mut vb) = (f64::NAN, f64::NAN, f64::NAN);
+    let mut first = true;
+    loop {
+        let xa = if ia < na { a[ia].x } else { f64::INFINITY };
+        let xb = if ib < nb { b[ib].x } else { f64::INFINITY };
+        let r = if xa <= xb { xa } else { xb };
+        if r > rb {
+            break;
+        }
+        let (al, ar) = limits(a, ia, r);
+        let (bl, br) = limits(b, ib, r);
+        // `va.min(vb) < va.max(vb)`: the right limits at the previous point differ (neither is
+        // NaN). The lower one there is `a` unless `b` is strictly lower.
+        if !first && (va < vb || vb < va) && (if vb >= va { al > bl } else { bl > al }) {
+            let a_lower = vb >= va;
+            let (sa, sb) = (covering(a, ia), covering(b, ib));
+            let (lo, hi) = if a_lower { (sa, sb) } else { (sb, sa) };
+            let x = inverse_lower_bound(l, r, |m| lo.value_at(m) <= hi.value_at(m));
+            // The reference deduplicates a crossing found exactly at l.
+            if x > l {
+                let v = between(a, ia, x).min(between(b, ib, x));
+                push_sample(out, x, v, v);
+            }
+        }
+        push_sample(out, r, al.min(bl), ar.min(br));
+        (l, va, vb) = (r, ar, br);
+        first = false;
+        ia += usize::from(xa == r);
+        ib += usize::from(xb == r);
+    }
+}
+
+/// Component `r` of a vector function, transposed (arguments and values swapped), as critical
+/// points: what `component_into` followed by transposing every segment gives (the builder's rules
+/// are symmetric in arguments and values), for a function whose arguments and component `r`
+/// never decrease.
+pub(crate) fn transposed_component_into(
+    f: &[Segment<fairsched_resources::ResourceVector>],
+    r: usize,
+    out: &mut Vec<Pt>,
+) {
+    out.clear();
+    let first = f[0];
+    out.push(Pt {
+        x: first.y0[r],
+        l: first.x0,
+        r: first.x0,
+    });
+    for s in f {
+        let (a, b) = (s.y0[r], s.y1[r]);
+        if a == b {
+            // A vertical (or a point): the value at the last critical point extends to x1.
+            if s.x0 != s.x1 {
+                let n = out.len();
+                out[n - 1].r = s.x1;
+            }
+        } else {
+            push_sample(out, b, s.x1, s.x1);
+        }
+    }
+}
+
+/// The part of the maximal fit factor for one resource, `t.narrow(g, limit).trim_left()
+/// .shift(−g, 0).extend_right(1).trim()` with `t` the transposed component (see
+/// `crate::plf::inverse_part_into`), into `out`. Returns false (leaving `out` unspecified) when
+/// the shift makes two critical points coincide: then the builder would merge segments, which
+/// this does not reproduce.
+pub(crate) fn inverse_part_into(t: &[Pt], g: f64, limit: f64, out: &mut Vec<Pt>) -> bool {
+    out.clear();
+    let dx = -g;
+    let mut k = 0;
+    while t[k].x < g {
+        k += 1;
+    }
+    // The sample at g, its vertical dropped (trim_left).
+    let (_, r0) = limits(t, k, g);
+    let r0 = r0 + 0.0;
+    out.push(Pt {
+        x: g + dx,
+        l: r0,
+        r: r0,
+    });
+    let mut last_x = g + dx;
+    if t[k].x == g {
+        k += 1;
+    }
+    // Critical points strictly between g and the limit, then the sample at the limit.
+    let mut push = |out: &mut Vec<Pt>, x: f64, l: f64, r: f64| -> bool {
+        let x = x + dx;
+        if x <= last_x {
+            return false;
+        }
+        last_x = x;
+        push_sample(out, x, l + 0.0, r + 0.0);
+        true
+    };
+    while k < t.len() && t[k].x < limit {
+        let p = t[k];
+        if !push(out, p.x, p.l, p.r) {
+            return false;
+        }
+        k += 1;
+    }
+    if limit > g {
+        let (l, r) = limits(t, k, limit);
+        if !push(out, limit, l, r) {
+            return false;
+        }
+    }
+    let n = out.len();
+    let last = out[n - 1];
+    if last.x < 1.0 {
+        push_sample(out, 1.0, last.r, last.r);
+    } else if last.l != last.r {
+        out[n - 1].r = last.l;
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plf::{Builder, component_into, pointwise_min_into};
+    use fairsched_resources::ResourceVector;
+
+    /// SplitMix64.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        }
+
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+
+        /// A nonnegative step: often zero (flats, jumps), often round, otherwise arbitrary.
+        fn step(&mut self) -> f64 {
+            match self.below(4) {
+                0 => 0.0,
+                1 => self.below(4) as f64 / 8.0,
+                _ => (self.next() >> 11) as f64 / (1u64 << 53) as f64 * 0.3,
+            }
+        }
+    }
+
+    /// A random nondecreasing vector function built by the builder from samples (jumps, flats,
+    /// shared levels across resources), on `[x0, x0 + something]`.
+    fn random_vector(rng: &mut Rng, x0: f64) -> Vec<Segment<ResourceVector>> {
+        let mut b = Builder::new();
+        let n = 1 + rng.below(8) as usize;
+        let (mut x, mut y) = (x0, ResourceVector::ZERO);
+        for k in 0..n {
+            if k > 0 {
+                x += rng.step();
+                if rng.below(3) == 0 {
+                    x += 0.25;
+                }
+            }
+            let mut left = y;
+            for r in 0..5 {
+                left[r] += if rng.below(3) == 0 { 0.0 } else { rng.step() };
+            }
+            let mut right = left;
+            if rng.below(4) == 0 {
+                right[rng.below(5) as usize] += rng.step();
+            }
+            b.add_sample(x, left, right);
+            y = right;
+        }
+        if n == 1 {
+            b.add_sample(x + 1.0, y, y);
+        }
+        b.finish_buffer()
+    }
+
+    #[test]
+    fn parts_and_minimum_match_the_segment_implementation() {
+        let mut rng = Rng(7);
+        let (mut comp, mut part, mut t, mut p) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for case in 0..20_000 {
+            let f = random_vector(&mut rng, 0.0);
+            let mut seg_parts: Vec<Vec<Segment<f64>>> = Vec::new();
+            let mut pt_parts: Vec<Vec<Pt>> = Vec::new();
+            for r in 0..5 {
+                component_into(&f, r, &mut comp);
+                let (lo, hi) = (comp[0].y0, comp[comp.len() - 1].y1);
+                let pick = |rng: &mut Rng, a: f64, b: f64| match rng.below(4) {
+                    0 => a,
+                    1 => b,
+                    _ => a + (b - a) * rng.step() / 0.3,
+                };
+                let limit = pick(&mut rng, lo, hi).min(hi);
+                let g = pick(&mut rng, lo, limit).min(limit);
+                crate::plf::inverse_part_into(&mut comp, g, limit, true, &mut part);
+                transposed_component_into(&f, r, &mut t);
+                assert!(inverse_part_into(&t, g, limit, &mut p), "case {case}");
+                let mut back = Vec::new();
+                to_segments(&p, &mut back);
+                assert_eq!(back, part, "case {case} resource {r}: part");
+                seg_parts.push(part.clone());
+                pt_parts.push(p.clone());
+            }
+            let (mut acc, mut next) = (seg_parts[0].clone(), Vec::new());
+            let (mut pacc, mut pnext) = (pt_parts[0].clone(), Vec::new());
+            for r in 1..5 {
+                pointwise_min_into(&acc, &seg_parts[r], &mut next);
+                std::mem::swap(&mut acc, &mut next);
+                min_into(&pacc, &pt_parts[r], &mut pnext);
+                std::mem::swap(&mut pacc, &mut pnext);
+                let mut back = Vec::new();
+                to_segments(&pacc, &mut back);
+                assert_eq!(back, acc, "case {case}: minimum after resource {r}");
+                from_segments(&acc, &mut pnext);
+                assert_eq!(pnext, pacc, "case {case}: critical points of the minimum");
+            }
+        }
+    }
+}
