@@ -2,8 +2,9 @@
 //! told to start as real processes.
 //!
 //! * Each job runs in its own process group, in its own working directory
-//!   (`<work_dir>/jobs/<operation>/<allocation>`), with stdout and stderr captured to files there
-//!   and `FAIRSCHED_*` variables in its environment.
+//!   (`<work_dir>/jobs/<operation>/<job id>`), with stdout and stderr captured to files there
+//!   and `FAIRSCHED_*` variables in its environment (`FAIRSCHED_JOB_ID` is the job id the CLI
+//!   and the API show).
 //! * Abort (and preemption): SIGTERM to the whole group, SIGKILL after the grace period.
 //! * Interruption: the operation's signal to the group; the scheduler aborts the job if it does
 //!   not exit before its deadline.
@@ -88,9 +89,9 @@ fn tail(path: &std::path::Path) -> String {
 struct Agent {
     config: AgentConfig,
     client: ApiClient,
-    jobs: BTreeMap<u64, Job>,
-    done_tx: mpsc::UnboundedSender<(u64, FinishedJob)>,
-    done_rx: mpsc::UnboundedReceiver<(u64, FinishedJob)>,
+    jobs: BTreeMap<String, Job>,
+    done_tx: mpsc::UnboundedSender<(String, FinishedJob)>,
+    done_rx: mpsc::UnboundedReceiver<(String, FinishedJob)>,
     /// Finished jobs not yet acknowledged by a successful heartbeat.
     unreported: Vec<FinishedJob>,
 }
@@ -102,7 +103,7 @@ impl Agent {
             .work_dir
             .join("jobs")
             .join(&s.operation)
-            .join(s.allocation.to_string());
+            .join(&s.job);
         let spawn = || -> std::io::Result<tokio::process::Child> {
             std::fs::create_dir_all(&dir)?;
             let stdout = std::fs::File::create(dir.join("stdout"))?;
@@ -120,7 +121,7 @@ impl Agent {
                 .process_group(0)
                 .envs(&s.env)
                 .env("FAIRSCHED_OPERATION_ID", &s.operation)
-                .env("FAIRSCHED_JOB_ID", s.allocation.to_string())
+                .env("FAIRSCHED_JOB_ID", &s.job)
                 .env("FAIRSCHED_TASK_INDEX", s.task.to_string())
                 .env("FAIRSCHED_NODE_ID", &self.config.node_id)
                 .env("FAIRSCHED_SERVER", &self.config.server)
@@ -136,19 +137,20 @@ impl Agent {
             }
             cmd.spawn()
         };
-        let allocation = s.allocation;
+        let job = s.job.clone();
         match spawn() {
             Ok(mut child) => {
                 let pid = child.id().unwrap_or(0) as i32;
                 let killed = Arc::new(AtomicBool::new(false));
                 self.jobs.insert(
-                    allocation,
+                    job.clone(),
                     Job {
                         pgid: Pid::from_raw(pid),
                         killed: killed.clone(),
                     },
                 );
                 let tx = self.done_tx.clone();
+                let id = job.clone();
                 tokio::spawn(async move {
                     let status = child.wait().await;
                     let (exit_code, signal) = match &status {
@@ -166,9 +168,9 @@ impl Agent {
                         "failed"
                     };
                     let _ = tx.send((
-                        allocation,
+                        id.clone(),
                         FinishedJob {
-                            allocation,
+                            job: id,
                             outcome: outcome.into(),
                             exit_code,
                             signal,
@@ -177,12 +179,12 @@ impl Agent {
                         },
                     ));
                 });
-                tracing::info!(allocation, operation = s.operation, "job started");
+                tracing::info!(job, operation = s.operation, pid, "job started");
             }
             Err(e) => {
-                tracing::warn!(allocation, "job could not start: {e}");
+                tracing::warn!(job, "job could not start: {e}");
                 self.unreported.push(FinishedJob {
-                    allocation,
+                    job,
                     outcome: "failed".into(),
                     exit_code: None,
                     signal: None,
@@ -194,15 +196,15 @@ impl Agent {
     }
 
     /// SIGTERM to the group now, SIGKILL after the grace period.
-    fn kill(&mut self, allocation: u64) {
-        if let Some(job) = self.jobs.get(&allocation) {
+    fn kill(&mut self, id: &str) {
+        if let Some(job) = self.jobs.get(id) {
             job.killed.store(true, Ordering::SeqCst);
             kill_group(job.pgid, self.config.kill_grace);
         }
     }
 
-    fn interrupt(&mut self, allocation: u64, signal: Option<&str>) {
-        let Some(job) = self.jobs.get(&allocation) else {
+    fn interrupt(&mut self, id: &str, signal: Option<&str>) {
+        let Some(job) = self.jobs.get(id) else {
             return;
         };
         let Some(name) = signal else { return };
@@ -215,20 +217,20 @@ impl Agent {
             Ok(sig) => {
                 let _ = killpg(job.pgid, sig);
             }
-            Err(_) => tracing::warn!(allocation, signal = name, "unknown interruption signal"),
+            Err(_) => tracing::warn!(job = id, signal = name, "unknown interruption signal"),
         }
     }
 
     fn kill_all(&mut self) {
-        let ids: Vec<u64> = self.jobs.keys().copied().collect();
+        let ids: Vec<String> = self.jobs.keys().cloned().collect();
         for id in ids {
-            self.kill(id);
+            self.kill(&id);
         }
     }
 
     fn collect_finished(&mut self) {
-        while let Ok((allocation, f)) = self.done_rx.try_recv() {
-            self.jobs.remove(&allocation);
+        while let Ok((id, f)) = self.done_rx.try_recv() {
+            self.jobs.remove(&id);
             self.unreported.push(f);
         }
     }
@@ -251,6 +253,7 @@ impl Agent {
                 node_id: self.config.node_id.clone(),
                 resources: self.config.resources,
                 tags: self.config.tags.clone(),
+                running: Vec::new(),
             })
             .await?;
         tracing::info!(node = self.config.node_id, "registered");
@@ -304,17 +307,17 @@ pub async fn run(
         agent.collect_finished();
         let hb = Heartbeat {
             node_id: agent.config.node_id.clone(),
-            running: agent.jobs.keys().copied().collect(),
+            running: agent.jobs.keys().cloned().collect(),
             finished: agent.unreported.clone(),
         };
         match agent.client.heartbeat(&hb).await {
             Ok(reply) => {
                 agent.unreported.drain(..hb.finished.len());
                 for a in reply.abort {
-                    agent.kill(a);
+                    agent.kill(&a);
                 }
                 for i in reply.interrupt {
-                    agent.interrupt(i.allocation, i.signal.as_deref());
+                    agent.interrupt(&i.job, i.signal.as_deref());
                 }
                 for s in reply.start {
                     agent.start(s);

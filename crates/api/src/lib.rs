@@ -174,9 +174,10 @@ pub struct JobCounts {
 /// One job (one allocation on one node).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct JobView {
-    /// `<server incarnation>.<allocation>`: unique across server restarts.
+    /// The job id, `<server incarnation>.<n>`: unique across server restarts, and the one id
+    /// of the job everywhere (API, CLI, the agent protocol, `FAIRSCHED_JOB_ID`, the job's
+    /// directory on its node, the event log).
     pub id: String,
-    pub allocation: u64,
     pub task: usize,
     pub node: String,
     /// running | completed | failed | aborted
@@ -278,6 +279,11 @@ pub struct RegisterNode {
     pub resources: Resources,
     #[serde(default)]
     pub tags: Vec<String>,
+    /// Jobs (ids) the agent still runs from before, e.g. across a server restart: the server
+    /// adopts those it still has as running on this node; the others it tells the agent to
+    /// kill in the next heartbeat.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub running: Vec<String>,
 }
 
 /// Reply to a registration.
@@ -289,7 +295,8 @@ pub struct RegisterReply {
 /// A job that ended on the node.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FinishedJob {
-    pub allocation: u64,
+    /// The job id.
+    pub job: String,
     /// completed | failed | aborted
     pub outcome: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -308,9 +315,10 @@ pub struct FinishedJob {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Heartbeat {
     pub node_id: String,
-    /// Allocations still running on the node.
+    /// Jobs (ids) still running on the node. A job the server has on this node that is
+    /// neither running nor in `finished` is lost: it goes back to pending.
     #[serde(default)]
-    pub running: Vec<u64>,
+    pub running: Vec<String>,
     #[serde(default)]
     pub finished: Vec<FinishedJob>,
 }
@@ -318,7 +326,8 @@ pub struct Heartbeat {
 /// Start a job.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct JobStart {
-    pub allocation: u64,
+    /// The job id (`FAIRSCHED_JOB_ID`).
+    pub job: String,
     pub operation: String,
     pub task: usize,
     pub resources: Resources,
@@ -330,7 +339,7 @@ pub struct JobStart {
 /// Interrupt a job: send the signal; the scheduler aborts it after the timeout.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct JobInterrupt {
-    pub allocation: u64,
+    pub job: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<String>,
     pub timeout_ms: u64,
@@ -341,8 +350,8 @@ pub struct JobInterrupt {
 pub struct HeartbeatReply {
     pub start: Vec<JobStart>,
     pub interrupt: Vec<JobInterrupt>,
-    /// Kill these jobs now (SIGTERM to the group, SIGKILL after the grace period).
-    pub abort: Vec<u64>,
+    /// Kill these jobs (ids) now (SIGTERM to the group, SIGKILL after the grace period).
+    pub abort: Vec<String>,
 }
 
 /// Parses `cpu=8,memory=16GiB` (human amounts as in PRODUCT.md).

@@ -105,7 +105,7 @@ fn up_runs_completes_aborts_and_stops() {
             "--",
             "sh",
             "-c",
-            "echo hi; sleep 0.2",
+            "echo \"hi from $FAIRSCHED_JOB_ID\"; sleep 0.2",
         ],
     )
     .trim()
@@ -125,7 +125,21 @@ fn up_runs_completes_aborts_and_stops() {
     let logs = json(&url, &["op", "logs", &id]);
     let logs = logs.as_array().unwrap();
     assert_eq!(logs.len(), 5);
-    assert!(logs.iter().all(|l| l["stdout"] == "hi\n"), "{logs:?}");
+    // One job id everywhere: the API and CLI, FAIRSCHED_JOB_ID, the job's directory.
+    let mut shown: Vec<&str> = jobs.iter().map(|j| j["id"].as_str().unwrap()).collect();
+    let mut logged: Vec<&str> = logs.iter().map(|l| l["job"].as_str().unwrap()).collect();
+    shown.sort();
+    logged.sort();
+    assert_eq!(shown, logged);
+    for l in logs {
+        let job = l["job"].as_str().unwrap();
+        assert_eq!(l["stdout"], format!("hi from {job}\n"), "{logs:?}");
+        let node = l["node"].as_str().unwrap();
+        let dir = data.path().join(node).join("jobs").join(&id).join(job);
+        assert!(dir.join("stdout").is_file(), "no {}", dir.display());
+    }
+    let text = cli(&url, &["op", "show", &id]);
+    assert!(text.contains(&format!("job {} on", shown[0])), "{text}");
     let list = json(&url, &["op", "list"]);
     assert_eq!(list[0]["id"], id.as_str());
 

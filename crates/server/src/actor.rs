@@ -149,21 +149,26 @@ pub struct Actor {
     incarnation: u64,
     order: Vec<String>,
     ops: BTreeMap<String, OperationView>,
-    /// allocation → operation id (this incarnation's jobs).
-    job_op: BTreeMap<u64, String>,
+    /// Job id → operation id (every job, also those of earlier incarnations).
+    job_op: BTreeMap<String, String>,
+    /// The core's allocation → its job id, and back (running jobs only).
+    alloc_job: BTreeMap<u64, String>,
+    job_alloc: BTreeMap<String, u64>,
+    /// Jobs changed since the last commit.
+    dirty_jobs: BTreeSet<String>,
     /// Node → last heartbeat.
     seen: BTreeMap<String, Instant>,
     /// Every node ever registered, with the operator's settings (stored).
     node_records: BTreeMap<String, NodeRecord>,
-    /// Allocations each node must kill / interrupt at its next heartbeat.
-    kill: BTreeMap<String, BTreeSet<u64>>,
+    /// Jobs each node must kill / interrupt at its next heartbeat.
+    kill: BTreeMap<String, BTreeSet<String>>,
     interrupts: BTreeMap<String, Vec<JobInterrupt>>,
     next_id: u64,
     node_timeout: Duration,
     publish: watch::Sender<Arc<View>>,
     batch: Batch,
-    /// Log tails reported with finished jobs, committed with the next batch.
-    tails: BTreeMap<u64, (String, String)>,
+    /// Log tails reported with finished jobs (by job id), committed with the next batch.
+    tails: BTreeMap<String, (String, String)>,
     metrics: ActorMetrics,
 }
 
@@ -215,6 +220,9 @@ impl Actor {
             order: Vec::new(),
             ops: BTreeMap::new(),
             job_op: BTreeMap::new(),
+            alloc_job: BTreeMap::new(),
+            job_alloc: BTreeMap::new(),
+            dirty_jobs: BTreeSet::new(),
             seen: BTreeMap::new(),
             node_records: loaded
                 .nodes
@@ -235,17 +243,12 @@ impl Actor {
         let mut jobs: BTreeMap<String, Vec<JobView>> = BTreeMap::new();
         for j in &loaded.jobs {
             if let Ok(mut job) = serde_json::from_str::<JobView>(&j.record) {
+                actor.job_op.insert(job.id.clone(), j.operation.clone());
                 if job.state == "running" {
                     job.state = "aborted".into();
                     job.reason = Some("server_restart".into());
                     job.finished_at = Some(unix_ms());
-                    actor.batch.jobs.push(StoredJob {
-                        id: job.id.clone(),
-                        operation: j.operation.clone(),
-                        record: serde_json::to_string(&job)?,
-                        stdout_tail: None,
-                        stderr_tail: None,
-                    });
+                    actor.dirty_jobs.insert(job.id.clone());
                 }
                 jobs.entry(j.operation.clone()).or_default().push(job);
             }
@@ -690,16 +693,46 @@ impl Actor {
         }
         self.seen.insert(hb.node_id.clone(), Instant::now());
         let mut finished = Vec::new();
+        let mut reported: BTreeSet<&str> = hb.running.iter().map(String::as_str).collect();
         for f in &hb.finished {
+            reported.insert(&f.job);
             self.record_exit(f);
+            let Some(&allocation) = self.job_alloc.get(&f.job) else {
+                continue;
+            };
             let outcome = match f.outcome.as_str() {
                 "completed" => JobOutcome::Completed,
                 "failed" => JobOutcome::Failed,
                 _ => JobOutcome::Aborted,
             };
             finished.push(FinishedAllocation {
-                allocation: AllocationId(f.allocation),
+                allocation: AllocationId(allocation),
                 outcome,
+            });
+        }
+        // Jobs the core has on this node that the node neither runs nor reports as ended are
+        // lost (e.g. a start order whose reply never reached the agent): back to pending.
+        let lost: Vec<(u64, String)> = self
+            .sched
+            .node(&node)
+            .map(|n| n.allocations.iter().map(|a| a.0).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|a| self.alloc_job.get(&a).map(|j| (a, j.clone())))
+            .filter(|(_, j)| !reported.contains(j.as_str()))
+            .collect();
+        for (allocation, job) in lost {
+            tracing::warn!(
+                node = hb.node_id,
+                job,
+                "job lost: the node neither runs it nor reported its end"
+            );
+            if let Some(view) = self.job_mut(&job) {
+                view.reason = Some("lost".into());
+            }
+            finished.push(FinishedAllocation {
+                allocation: AllocationId(allocation),
+                outcome: JobOutcome::Aborted,
             });
         }
         let started = Instant::now();
@@ -717,16 +750,29 @@ impl Actor {
             took_us = took.as_micros() as u64,
             "heartbeat"
         );
-        // Jobs the node runs that the core does not know there (e.g. from before a restart).
-        for &a in &hb.running {
+        // Jobs the node runs that the core does not have there (e.g. ended while the node was
+        // away): kill them.
+        for job in &hb.running {
             let known = self
-                .sched
-                .allocation(AllocationId(a))
+                .job_alloc
+                .get(job)
+                .and_then(|&a| self.sched.allocation(AllocationId(a)))
                 .is_some_and(|x| x.node == node);
             if !known {
-                self.kill.entry(hb.node_id.clone()).or_default().insert(a);
+                tracing::info!(
+                    node = hb.node_id,
+                    job,
+                    "unknown job on the node: killing it"
+                );
+                self.kill
+                    .entry(hb.node_id.clone())
+                    .or_default()
+                    .insert(job.clone());
             }
         }
+        // The events name the new jobs; interruptions and aborts also come through them
+        // (aborted operations, lowered limits, ...): collect them all there.
+        self.after_change();
         let mut reply = HeartbeatReply::default();
         for s in response.start {
             let task = self
@@ -735,8 +781,11 @@ impl Actor {
                 .and_then(|op| op.spec.tasks.get(s.task))
                 .cloned();
             let Some(task) = task else { continue };
+            let Some(job) = self.alloc_job.get(&s.allocation.0).cloned() else {
+                continue;
+            };
             reply.start.push(JobStart {
-                allocation: s.allocation.0,
+                job,
                 operation: s.operation.0.clone(),
                 task: s.task,
                 resources: s.resources,
@@ -744,9 +793,6 @@ impl Actor {
                 env: task.env.clone(),
             });
         }
-        // Interruptions and aborts also come through the event log (aborted operations,
-        // lowered limits, ...); collect them all there.
-        self.after_change();
         reply.interrupt = self.interrupts.remove(&hb.node_id).unwrap_or_default();
         reply.abort = self
             .kill
@@ -759,20 +805,29 @@ impl Actor {
         Ok(reply)
     }
 
+    /// Keeps a finished job's exit code and output (also for a job that the scheduler had
+    /// already given up, e.g. one that ended while its node was away).
     fn record_exit(&mut self, f: &FinishedJob) {
-        let Some(op) = self.job_op.get(&f.allocation).cloned() else {
+        let Some(job) = self.job_mut(&f.job) else {
             return;
         };
-        if let Some(view) = self.ops.get_mut(&op)
-            && let Some(job) = view.jobs.iter_mut().find(|j| j.allocation == f.allocation)
-        {
+        if job.exit_code.is_none() {
             job.exit_code = f.exit_code;
         }
-        self.tails
-            .insert(f.allocation, (f.stdout_tail.clone(), f.stderr_tail.clone()));
+        self.tails.insert(
+            f.job.clone(),
+            (f.stdout_tail.clone(), f.stderr_tail.clone()),
+        );
+        self.dirty_jobs.insert(f.job.clone());
     }
 
-    fn job_id(&self, allocation: u64) -> String {
+    fn job_mut(&mut self, id: &str) -> Option<&mut JobView> {
+        let op = self.job_op.get(id)?;
+        self.ops.get_mut(op)?.jobs.iter_mut().find(|j| j.id == id)
+    }
+
+    /// A new job's id: `<incarnation>.<allocation>`.
+    fn new_job_id(&self, allocation: u64) -> String {
         format!("{}.{}", self.incarnation, allocation)
     }
 
@@ -795,6 +850,7 @@ impl Actor {
                 self.dirty_op(&view);
             }
         }
+        self.save_jobs();
         self.publish_view();
     }
 
@@ -812,9 +868,9 @@ impl Actor {
                     .allocation(*allocation)
                     .map(|a| a.task)
                     .unwrap_or(0);
+                let id = self.new_job_id(allocation.0);
                 let job = JobView {
-                    id: self.job_id(allocation.0),
-                    allocation: allocation.0,
+                    id: id.clone(),
                     task,
                     node: node.0.clone(),
                     state: "running".into(),
@@ -823,7 +879,10 @@ impl Actor {
                     started_at: now_unix,
                     finished_at: None,
                 };
-                self.job_op.insert(allocation.0, operation.0.clone());
+                self.job_op.insert(id.clone(), operation.0.clone());
+                self.alloc_job.insert(allocation.0, id.clone());
+                self.job_alloc.insert(id.clone(), allocation.0);
+                self.dirty_jobs.insert(id);
                 if let Some(view) = self.ops.get_mut(&operation.0) {
                     view.jobs.push(job);
                 }
@@ -835,7 +894,7 @@ impl Actor {
                 outcome,
                 ..
             } => {
-                self.end_job(&operation.0, allocation.0, outcome, None, now_unix);
+                self.end_job(allocation.0, outcome, None, now_unix);
                 touched.insert(operation.0.clone());
             }
             EventKind::AllocationPreempted {
@@ -853,17 +912,13 @@ impl Actor {
                     reason,
                     "allocation preempted"
                 );
-                self.kill
-                    .entry(node.0.clone())
-                    .or_default()
-                    .insert(allocation.0);
-                self.end_job(
-                    &operation.0,
-                    allocation.0,
-                    "aborted",
-                    Some(reason),
-                    now_unix,
-                );
+                if let Some(job) = self.alloc_job.get(&allocation.0) {
+                    self.kill
+                        .entry(node.0.clone())
+                        .or_default()
+                        .insert(job.clone());
+                }
+                self.end_job(allocation.0, "aborted", Some(reason), now_unix);
                 touched.insert(operation.0.clone());
             }
             EventKind::AllocationInterrupted {
@@ -887,14 +942,16 @@ impl Actor {
                     .sched
                     .operation(operation)
                     .and_then(|op| op.spec.interruption_signal.clone());
-                self.interrupts
-                    .entry(node.0.clone())
-                    .or_default()
-                    .push(JobInterrupt {
-                        allocation: allocation.0,
-                        signal,
-                        timeout_ms: *timeout_ms,
-                    });
+                if let Some(job) = self.alloc_job.get(&allocation.0).cloned() {
+                    self.interrupts
+                        .entry(node.0.clone())
+                        .or_default()
+                        .push(JobInterrupt {
+                            job,
+                            signal,
+                            timeout_ms: *timeout_ms,
+                        });
+                }
             }
             EventKind::OperationState {
                 operation,
@@ -924,21 +981,21 @@ impl Actor {
         }
     }
 
-    fn end_job(
-        &mut self,
-        op: &str,
-        allocation: u64,
-        state: &str,
-        reason: Option<&str>,
-        now_unix: u64,
-    ) {
-        if let Some(view) = self.ops.get_mut(op)
-            && let Some(job) = view.jobs.iter_mut().find(|j| j.allocation == allocation)
+    /// A running allocation ended: its job takes the state (and keeps a reason it has).
+    fn end_job(&mut self, allocation: u64, state: &str, reason: Option<&str>, now_unix: u64) {
+        let Some(id) = self.alloc_job.remove(&allocation) else {
+            return;
+        };
+        self.job_alloc.remove(&id);
+        if let Some(job) = self.job_mut(&id)
             && job.state == "running"
         {
             job.state = state.to_string();
-            job.reason = reason.map(str::to_string);
+            if let Some(r) = reason {
+                job.reason = Some(r.to_string());
+            }
             job.finished_at = Some(now_unix);
+            self.dirty_jobs.insert(id);
         }
     }
 
@@ -954,14 +1011,27 @@ impl Actor {
                 record,
             });
         }
-        let prefix = format!("{}.", self.incarnation);
-        for job in view.jobs.iter().filter(|j| j.id.starts_with(&prefix)) {
-            let tail = self.tails.remove(&job.allocation);
+    }
+
+    /// Queues the changed jobs (with the output tails reported for them) for the store.
+    fn save_jobs(&mut self) {
+        for id in std::mem::take(&mut self.dirty_jobs) {
+            let Some(op) = self.job_op.get(&id) else {
+                continue;
+            };
+            let Some(job) = self
+                .ops
+                .get(op)
+                .and_then(|v| v.jobs.iter().find(|j| j.id == id))
+            else {
+                continue;
+            };
+            let tail = self.tails.remove(&id);
             if let Ok(record) = serde_json::to_string(job) {
-                self.batch.jobs.retain(|j| j.id != job.id);
+                self.batch.jobs.retain(|j| j.id != id);
                 self.batch.jobs.push(StoredJob {
-                    id: job.id.clone(),
-                    operation: view.id.clone(),
+                    id,
+                    operation: op.clone(),
                     record,
                     stdout_tail: tail.as_ref().map(|t| t.0.clone()),
                     stderr_tail: tail.map(|t| t.1),

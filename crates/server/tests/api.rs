@@ -113,8 +113,8 @@ async fn errors_auth_and_restart() {
         let started = hb["start"].as_array().unwrap();
         assert_eq!(started.len(), 2, "{hb}");
         assert_eq!(started[0]["command"], json!(["true"]));
-        let first = started[0]["allocation"].clone();
-        let (_, _) = call(&app, "POST", "/api/v1/agent/heartbeat", Some(json!({"node_id": "n1", "running": [started[1]["allocation"]], "finished": [{"allocation": first, "outcome": "completed", "exit_code": 0, "stdout_tail": "ok\n"}]})), true).await;
+        let first = started[0]["job"].clone();
+        let (_, _) = call(&app, "POST", "/api/v1/agent/heartbeat", Some(json!({"node_id": "n1", "running": [started[1]["job"]], "finished": [{"job": first, "outcome": "completed", "exit_code": 0, "stdout_tail": "ok\n"}]})), true).await;
         let (_, op) = call(&app, "GET", "/api/v1/operations/op1", None, false).await;
         assert_eq!(op["job_counts"]["completed"], 1, "{op}");
         let (status, body) = call(&app, "GET", "/api/v1/operations/nope", None, false).await;

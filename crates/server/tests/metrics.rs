@@ -131,11 +131,11 @@ async fn metrics_follow_placements_and_preemptions() {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let hb = server.heartbeat("n1", &running).await;
-        let aborted: Vec<u64> = hb["abort"]
+        let aborted: Vec<&str> = hb["abort"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|a| a.as_u64().unwrap())
+            .map(|a| a.as_str().unwrap())
             .collect();
         if !aborted.is_empty() {
             break;

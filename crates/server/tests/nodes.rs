@@ -55,10 +55,10 @@ async fn disable_enable_drain_undrain_and_restart() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|a| a.to_string())
+        .map(|a| a.as_str().unwrap().to_string())
         .collect();
     aborted.sort();
-    let mut expected: Vec<String> = on_n1.iter().map(|a| a.to_string()).collect();
+    let mut expected = on_n1.clone();
     expected.sort();
     assert_eq!(aborted, expected, "{hb}");
     assert!(hb["start"].as_array().unwrap().is_empty(), "{hb}");
@@ -93,7 +93,7 @@ async fn disable_enable_drain_undrain_and_restart() {
         .post(
             "/api/v1/agent/heartbeat",
             json!({"node_id": "n1", "running": [on_n1[1]],
-                   "finished": [{"allocation": on_n1[0], "outcome": "completed", "exit_code": 0}]}),
+                   "finished": [{"job": on_n1[0], "outcome": "completed", "exit_code": 0}]}),
         )
         .await;
     assert!(hb["abort"].as_array().unwrap().is_empty(), "{hb}");

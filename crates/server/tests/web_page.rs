@@ -129,9 +129,10 @@ async fn scheduling_page_in_headless_chromium() {
             .await;
     }
     // Place what fits: a few heartbeats of every node.
+    let mut running = vec![Vec::new(), Vec::new(), Vec::new()];
     for _ in 0..3 {
-        for n in ["node-1", "node-2", "node-3"] {
-            server.heartbeat(n, &[]).await;
+        for (n, jobs) in ["node-1", "node-2", "node-3"].iter().zip(&mut running) {
+            server.heartbeat_running(n, jobs).await;
         }
         tokio::time::sleep(Duration::from_millis(120)).await;
     }

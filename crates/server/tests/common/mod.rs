@@ -148,8 +148,8 @@ impl Running {
         .await;
     }
 
-    /// One heartbeat of `node` reporting `running`; the reply.
-    pub async fn heartbeat(&self, node: &str, running: &[u64]) -> Value {
+    /// One heartbeat of `node` reporting `running` (job ids); the reply.
+    pub async fn heartbeat(&self, node: &str, running: &[String]) -> Value {
         self.post(
             "/api/v1/agent/heartbeat",
             json!({"node_id": node, "running": running}),
@@ -157,16 +157,30 @@ impl Running {
         .await
     }
 
+    /// One heartbeat of `node` as a well-behaved agent running `running`: jobs it is told to
+    /// start are added, jobs it is told to abort are removed. The reply.
+    pub async fn heartbeat_running(&self, node: &str, running: &mut Vec<String>) -> Value {
+        let hb = self.heartbeat(node, running).await;
+        let aborted: Vec<&str> = hb["abort"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        running.retain(|j| !aborted.contains(&j.as_str()));
+        for s in hb["start"].as_array().unwrap() {
+            running.push(s["job"].as_str().unwrap().to_string());
+        }
+        hb
+    }
+
     /// Heartbeats `node` every 50 ms (for at most 10 s) until `count` jobs were started on it;
-    /// their allocations.
-    pub async fn heartbeat_until_started(&self, node: &str, count: usize) -> Vec<u64> {
+    /// their job ids.
+    pub async fn heartbeat_until_started(&self, node: &str, count: usize) -> Vec<String> {
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut started = Vec::new();
         loop {
-            let hb = self.heartbeat(node, &started).await;
-            for s in hb["start"].as_array().unwrap() {
-                started.push(s["allocation"].as_u64().unwrap());
-            }
+            self.heartbeat_running(node, &mut started).await;
             if started.len() >= count {
                 return started;
             }
