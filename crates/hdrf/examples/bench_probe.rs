@@ -4,9 +4,10 @@
 //! Usage: `bench_probe [classic|improved] [runs] [pools] [operations]` (defaults: classic, 5,
 //! 10000, 100000). Every run updates a fresh clone of the tree (as the benchmark does) and
 //! prints wall and thread CPU time; then one more update prints its phase timings.
-//! `runs` = 0 runs a single update and prints nothing else (for callgrind).
+//! `runs` = 0 runs a single update and prints nothing else (for callgrind). With `REUSE_OUTPUT`
+//! set, the runs use `update_into` on one output (no fresh allocation of the attributes).
 
-use fairsched_hdrf::{NoClock, UpdateOptions, update};
+use fairsched_hdrf::{NoClock, UpdateOptions, UpdateOutput, update, update_into};
 use fairsched_hdrf_testkit::{InstantClock, TreeParams, options, random_tree};
 use std::time::Instant;
 
@@ -37,11 +38,17 @@ fn main() {
         println!("root fair share {:?}", out.attributes[0].fair_share.total);
         return;
     }
+    let reuse = std::env::var_os("REUSE_OUTPUT").is_some();
     let mut times = Vec::new();
+    let mut out = UpdateOutput::default();
     for _ in 0..runs {
         let mut t = tree.clone();
         let (start, cpu) = (Instant::now(), cpu_ns());
-        let out = update(&mut t, &input, &NoClock);
+        if reuse {
+            update_into(&mut t, &input, &NoClock, &mut out);
+        } else {
+            out = update(&mut t, &input, &NoClock);
+        }
         let (wall, cpu) = (start.elapsed(), cpu_ns() - cpu);
         println!(
             "update: {} elements: {:.1} ms wall, {:.1} ms cpu, warnings {}",
@@ -51,7 +58,6 @@ fn main() {
             out.warnings.len()
         );
         times.push(cpu);
-        drop(out);
     }
     times.sort_unstable();
     println!("median cpu {:.1} ms", times[times.len() / 2] as f64 / 1e6);

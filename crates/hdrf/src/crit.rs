@@ -16,7 +16,10 @@
 //! segment the reference traverser uses between two critical points is the one from
 //! `(x_{k−1}, r_{k−1})` to `(x_k, l_k)`, and at a critical point it reads `(l_k, r_k)`.
 
-use crate::plf::{Segment, inverse_lower_bound};
+use crate::plf::{LimitCursor, Segment, absorb, inverse_lower_bound, push_segment};
+use fairsched_resources::{RESOURCE_COUNT, ResourceVector};
+
+type Rv = ResourceVector;
 
 /// A critical point: argument, left limit, right limit.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -79,6 +82,11 @@ pub(crate) fn from_segments(segs: &[Segment<f64>], out: &mut Vec<Pt>) {
         }
         out.push(p);
     }
+}
+
+/// Whether the function never decreases (no segment's value decreases).
+pub(crate) fn is_nondecreasing(pts: &[Pt]) -> bool {
+    pts[0].l <= pts[0].r && pts.windows(2).all(|w| w[0].r <= w[1].l && w[1].l <= w[1].r)
 }
 
 /// The segments the builder makes of these critical points, into `out`.
@@ -228,11 +236,7 @@ pub(crate) fn min_into(a: &[Pt], b: &[Pt], out: &mut Vec<Pt>) {
 /// points: what `component_into` followed by transposing every segment gives (the builder's rules
 /// are symmetric in arguments and values), for a function whose arguments and component `r`
 /// never decrease.
-pub(crate) fn transposed_component_into(
-    f: &[Segment<fairsched_resources::ResourceVector>],
-    r: usize,
-    out: &mut Vec<Pt>,
-) {
+pub(crate) fn transposed_component_into(f: &[Segment<Rv>], r: usize, out: &mut Vec<Pt>) {
     out.clear();
     let first = f[0];
     out.push(Pt {
@@ -311,6 +315,275 @@ pub(crate) fn inverse_part_into(t: &[Pt], g: f64, limit: f64, out: &mut Vec<Pt>)
     true
 }
 
+/// Compresses a stream of segments as [`crate::plf::compress_into`] does.
+///
+/// Resources that are zero everywhere in F (so in the composition too) take the shortcut of
+/// `compress_into` (`dx · ε > 0`); the others the general check. (`compress_into` decides which
+/// resources are zero on the composition itself; on a resource that is zero there but not in F
+/// the general check reduces to the same shortcut, so this agrees.) Every active resource is
+/// checked and its bounds updated even after one fails; that only skips nothing: the bounds are
+/// reset whenever a check fails.
+struct Compressor {
+    eps: f64,
+    out: Vec<Segment<Rv>>,
+    /// The accumulated segment (valid once `started`).
+    acc: Segment<Rv>,
+    started: bool,
+    active: [usize; RESOURCE_COUNT],
+    active_count: usize,
+    any_zero: bool,
+    /// Per resource, the tightest upper and lower bound directions (dx, dy).
+    top: [(f64, f64); RESOURCE_COUNT],
+    bottom: [(f64, f64); RESOURCE_COUNT],
+}
+
+impl Compressor {
+    fn new(eps: f64, zero: [bool; RESOURCE_COUNT], mut out: Vec<Segment<Rv>>) -> Compressor {
+        out.clear();
+        let mut active = [0; RESOURCE_COUNT];
+        let mut active_count = 0;
+        for (r, &z) in zero.iter().enumerate() {
+            if !z {
+                active[active_count] = r;
+                active_count += 1;
+            }
+        }
+        Compressor {
+            eps,
+            out,
+            acc: Segment {
+                x0: 0.0,
+                y0: Rv::ZERO,
+                x1: 0.0,
+                y1: Rv::ZERO,
+            },
+            started: false,
+            active,
+            active_count,
+            any_zero: active_count < RESOURCE_COUNT,
+            top: [(0.0, 0.0); RESOURCE_COUNT],
+            bottom: [(0.0, 0.0); RESOURCE_COUNT],
+        }
+    }
+
+    #[inline(always)]
+    fn reset(&mut self) {
+        let s = &self.acc;
+        let dx = s.x1 - s.x0;
+        for r in 0..RESOURCE_COUNT {
+            self.top[r] = (dx, (s.y1[r] + self.eps) - s.y0[r]);
+            self.bottom[r] = (dx, (s.y1[r] - self.eps) - s.y0[r]);
+        }
+    }
+
+    /// The next segment, `cur`.
+    #[inline(always)]
+    fn feed(&mut self, cur: &Segment<Rv>) {
+        if !self.started {
+            self.started = true;
+            self.acc = *cur;
+            self.reset();
+            return;
+        }
+        let dx = cur.x1 - self.acc.x0;
+        let eps = self.eps;
+        let mut ok = !self.any_zero || dx * eps > 0.0;
+        if ok {
+            for &r in &self.active[..self.active_count] {
+                let (y0, y1) = (self.acc.y0[r], cur.y1[r]);
+                let dyt = (y1 + eps) - y0;
+                let dyb = (y1 - eps) - y0;
+                let dym = y1 - y0;
+                let (mut tx, mut ty) = self.top[r];
+                // compare((dx, dyt), top) > 0
+                if dx * ty - tx * dyt > 0.0 {
+                    (tx, ty) = (dx, dyt);
+                    self.top[r] = (tx, ty);
+                }
+                let (mut bx, mut by) = self.bottom[r];
+                // compare((dx, dyb), bottom) < 0
+                if dx * by - bx * dyb < 0.0 {
+                    (bx, by) = (dx, dyb);
+                    self.bottom[r] = (bx, by);
+                }
+                // The chord must stay strictly between: compare(bottom, m) > 0 and
+                // compare(top, m) < 0.
+                if !(bx * dym - dx * by > 0.0 && tx * dym - dx * ty < 0.0) {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        if ok {
+            self.acc.x1 = cur.x1;
+            self.acc.y1 = cur.y1;
+        } else {
+            push_segment(&mut self.out, self.acc);
+            self.acc = *cur;
+            self.reset();
+        }
+    }
+
+    fn finish(mut self) -> Vec<Segment<Rv>> {
+        assert!(self.started, "a function needs at least one segment");
+        push_segment(&mut self.out, self.acc);
+        self.out
+    }
+}
+
+/// A builder (the merge rules of [`crate::plf::Builder`]) that hands every segment, once no
+/// later one can merge into it, to a [`Compressor`]; `finish` trims a final vertical as
+/// `trim_in_place` does.
+struct StreamBuilder {
+    last_point: Option<(f64, Rv)>,
+    /// The last segment (valid when `count > 0`), which later ones may still absorb.
+    pending: Segment<Rv>,
+    count: usize,
+    sink: Compressor,
+}
+
+impl StreamBuilder {
+    #[inline(always)]
+    fn push_segment(&mut self, seg: Segment<Rv>) {
+        if self.count > 0 {
+            if absorb(&mut self.pending, &seg) {
+                return;
+            }
+            self.sink.feed(&self.pending);
+        }
+        self.pending = seg;
+        self.count += 1;
+    }
+
+    #[inline(always)]
+    fn add_point(&mut self, x: f64, y: Rv) {
+        if let Some((lx, ly)) = self.last_point {
+            self.push_segment(Segment::new(lx, ly, x, y));
+        }
+        self.last_point = Some((x, y));
+    }
+
+    #[inline(always)]
+    fn add_sample(&mut self, x: f64, left: Rv, right: Rv) {
+        if let Some((lx, ly)) = self.last_point {
+            self.push_segment(Segment::new(lx, ly, x, left));
+        }
+        self.push_segment(Segment::new(x, left, x, right));
+        self.last_point = Some((x, right));
+    }
+
+    fn finish(mut self) -> Vec<Segment<Rv>> {
+        assert!(self.count > 0, "a function needs at least one segment");
+        let mut last = self.pending;
+        if last.is_vertical() {
+            if self.count > 1 {
+                return self.sink.finish();
+            }
+            let v = last.value_at(last.x0);
+            last = Segment::new(last.x0, v, last.x0, v);
+        }
+        self.sink.feed(&last);
+        self.sink.finish()
+    }
+}
+
+/// `compress(F ∘ g)` into `out` for a nondecreasing scalar `g` given by its critical points whose
+/// values lie in F's domain: exactly `compose_into` (on `to_segments(g)`) followed by
+/// `compress_into`, without materialising the composition. `points` is scratch space.
+pub(crate) fn compose_compress_into(
+    f: &[Segment<Rv>],
+    g: &[Pt],
+    eps: f64,
+    outer: &mut Vec<f64>,
+    points: &mut Vec<(f64, f64)>,
+    out: &mut Vec<Segment<Rv>>,
+) {
+    // The composition's points: g's segment ends and, inside every tilted segment of g, the
+    // arguments where g reaches a critical point of F (as `compose_into` generates them).
+    outer.clear();
+    let mut last = f[0].x0;
+    outer.push(last);
+    for s in f {
+        if s.x1 > last {
+            last = s.x1;
+            outer.push(last);
+        }
+    }
+    points.clear();
+    let mut next = 0;
+    let g0 = g[0];
+    points.push((g0.x, g0.l));
+    if g.len() == 1 || g0.l != g0.r {
+        points.push((g0.x, g0.r));
+    }
+    for k in 1..g.len() {
+        let (p, q) = (g[k - 1], g[k]);
+        if p.r != q.l {
+            // Tilted: critical points of F strictly inside (p.r, q.l).
+            while next < outer.len() && outer[next] <= p.r {
+                next += 1;
+            }
+            let inverse = Segment {
+                x0: p.r,
+                y0: p.x,
+                x1: q.l,
+                y1: q.x,
+            };
+            while next < outer.len() && outer[next] < q.l {
+                let v = outer[next];
+                points.push((inverse.value_at(v), v));
+                next += 1;
+            }
+        }
+        points.push((q.x, q.l));
+        if q.l != q.r {
+            points.push((q.x, q.r));
+        }
+    }
+    let by_argument_then_value =
+        |p: &(f64, f64), q: &(f64, f64)| p.0.total_cmp(&q.0).then(p.1.total_cmp(&q.1));
+    if !points.is_sorted_by(|p, q| by_argument_then_value(p, q).is_le()) {
+        points.sort_unstable_by(by_argument_then_value);
+    }
+
+    let zero: [bool; RESOURCE_COUNT] =
+        std::array::from_fn(|r| f.iter().all(|s| s.y0[r] == 0.0 && s.y1[r] == 0.0));
+    let mut cursor = LimitCursor::new(f);
+    let n = points.len();
+    let mut b = StreamBuilder {
+        last_point: None,
+        pending: Segment {
+            x0: 0.0,
+            y0: Rv::ZERO,
+            x1: 0.0,
+            y1: Rv::ZERO,
+        },
+        count: 0,
+        sink: Compressor::new(eps, zero, std::mem::take(out)),
+    };
+    for i in 0..n {
+        let (x, v) = points[i];
+        let first = i == 0 || points[i - 1].0 != x;
+        let last = i + 1 == n || points[i + 1].0 != x;
+        // The right limit where g increases right after x, else the (left-continuous) value.
+        let increases = i + 1 < n && points[i + 1].1 > v;
+        if first && last {
+            let (left, right) = cursor.limits(v);
+            b.add_sample(x, left, if increases { right } else { left });
+        } else if first {
+            b.add_point(x, cursor.left_limit(v));
+        } else if last {
+            let right = if increases {
+                cursor.right_limit(v)
+            } else {
+                cursor.left_limit(v)
+            };
+            b.add_point(x, right);
+        }
+    }
+    *out = b.finish();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -377,6 +650,7 @@ mod tests {
     fn parts_and_minimum_match_the_segment_implementation() {
         let mut rng = Rng(7);
         let (mut comp, mut part, mut t, mut p) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut compositions = 0;
         for case in 0..20_000 {
             let f = random_vector(&mut rng, 0.0);
             let mut seg_parts: Vec<Vec<Segment<f64>>> = Vec::new();
@@ -413,6 +687,22 @@ mod tests {
                 from_segments(&acc, &mut pnext);
                 assert_eq!(pnext, pacc, "case {case}: critical points of the minimum");
             }
+            if is_nondecreasing(&pacc) && pacc[pacc.len() - 1].x <= f[f.len() - 1].x1 {
+                // M's values are fit factors within F's domain.
+                let (mut composed, mut expected) = (Vec::new(), Vec::new());
+                crate::plf::compose_into(
+                    &f,
+                    &acc,
+                    &mut crate::plf::ComposeScratch::default(),
+                    &mut composed,
+                );
+                crate::plf::compress_into(&composed, 1e-15, &mut expected);
+                let (mut outer, mut points, mut actual) = (Vec::new(), Vec::new(), Vec::new());
+                compose_compress_into(&f, &pacc, 1e-15, &mut outer, &mut points, &mut actual);
+                assert_eq!(actual, expected, "case {case}: composition");
+                compositions += 1;
+            }
         }
+        assert!(compositions > 1000, "compositions: {compositions}");
     }
 }

@@ -284,7 +284,7 @@ fn fast_limits<V: Value>(s: &Segment<V>, x: f64) -> (V, V) {
 /// segment is dropped, a point before `seg` is replaced, two verticals merge or two horizontals
 /// merge. Returns false when `seg` has to be appended.
 #[inline(always)]
-fn absorb<V: Value>(last: &mut Segment<V>, seg: &Segment<V>) -> bool {
+pub(crate) fn absorb<V: Value>(last: &mut Segment<V>, seg: &Segment<V>) -> bool {
     debug_assert!(
         last.x1 == seg.x0 && last.y1 == seg.y0,
         "segments must touch"
@@ -310,7 +310,7 @@ fn absorb<V: Value>(last: &mut Segment<V>, seg: &Segment<V>) -> bool {
 
 /// Appends `seg` to `segs` with the builder's merge rules.
 #[inline(always)]
-fn push_segment<V: Value>(segs: &mut Vec<Segment<V>>, seg: Segment<V>) {
+pub(crate) fn push_segment<V: Value>(segs: &mut Vec<Segment<V>>, seg: Segment<V>) {
     if let Some(last) = segs.last_mut()
         && absorb(last, &seg)
     {
@@ -748,7 +748,7 @@ fn right_segment_index<V>(segs: &[Segment<V>], x: f64) -> usize {
 /// Left and right limits of a function at nondecreasing arguments (forward-moving indices;
 /// falls back to binary search if an argument goes backwards).
 #[derive(Debug)]
-struct LimitCursor<'a, V> {
+pub(crate) struct LimitCursor<'a, V> {
     segs: &'a [Segment<V>],
     last_x: f64,
     left: usize,
@@ -756,7 +756,7 @@ struct LimitCursor<'a, V> {
 }
 
 impl<'a, V: Value> LimitCursor<'a, V> {
-    fn new(segs: &'a [Segment<V>]) -> LimitCursor<'a, V> {
+    pub(crate) fn new(segs: &'a [Segment<V>]) -> LimitCursor<'a, V> {
         LimitCursor {
             segs,
             last_x: f64::NEG_INFINITY,
@@ -784,7 +784,7 @@ impl<'a, V: Value> LimitCursor<'a, V> {
 
     /// [`Plf::left_limit_at`].
     #[inline]
-    fn left_limit(&mut self, x: f64) -> V {
+    pub(crate) fn left_limit(&mut self, x: f64) -> V {
         self.seek(x);
         fast_limits(&self.segs[self.left], x).0
     }
@@ -792,7 +792,7 @@ impl<'a, V: Value> LimitCursor<'a, V> {
     /// ([`Plf::left_limit_at`], [`Plf::right_limit_at`]), reading one segment when both are on
     /// the same one.
     #[inline]
-    fn limits(&mut self, x: f64) -> (V, V) {
+    pub(crate) fn limits(&mut self, x: f64) -> (V, V) {
         self.seek(x);
         if self.left == self.right {
             fast_limits(&self.segs[self.left], x)
@@ -806,7 +806,7 @@ impl<'a, V: Value> LimitCursor<'a, V> {
 
     /// [`Plf::right_limit_at`].
     #[inline]
-    fn right_limit(&mut self, x: f64) -> V {
+    pub(crate) fn right_limit(&mut self, x: f64) -> V {
         self.seek(x);
         fast_limits(&self.segs[self.right], x).1
     }

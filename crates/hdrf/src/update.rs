@@ -91,6 +91,9 @@ struct Scratch {
     crit_parts: [Vec<Pt>; RESOURCE_COUNT],
     crit_acc: Vec<Pt>,
     crit_next: Vec<Pt>,
+    /// Critical points of F and the composition's points (argument, value of M).
+    compose_outer: Vec<f64>,
+    compose_points: Vec<(f64, f64)>,
 }
 
 struct Update<'a> {
@@ -1288,17 +1291,32 @@ impl Update<'_> {
         }
 
         let t1 = self.now_ns();
-        self.max_fit_factor_by_suggestion(i, monotone, scratch);
+        let on_critical_points = self.max_fit_factor_by_suggestion(i, monotone, scratch);
         let t2 = self.now_ns();
-        compose_into(
-            &scratch.f,
-            &scratch.min_acc,
-            &mut scratch.compose,
-            &mut scratch.composed,
-        );
-        let t3 = self.now_ns();
-        compress_into(&scratch.composed, COMPRESS_FUNCTION_EPSILON, &mut scratch.s);
-        let t4 = self.now_ns();
+        let (t3, t4);
+        if on_critical_points && crit::is_nondecreasing(&scratch.crit_acc) {
+            // Composition and compression in one pass (the time counts as composition).
+            crit::compose_compress_into(
+                &scratch.f,
+                &scratch.crit_acc,
+                COMPRESS_FUNCTION_EPSILON,
+                &mut scratch.compose_outer,
+                &mut scratch.compose_points,
+                &mut scratch.s,
+            );
+            t3 = self.now_ns();
+            t4 = t3;
+        } else {
+            compose_into(
+                &scratch.f,
+                &scratch.min_acc,
+                &mut scratch.compose,
+                &mut scratch.composed,
+            );
+            t3 = self.now_ns();
+            compress_into(&scratch.composed, COMPRESS_FUNCTION_EPSILON, &mut scratch.s);
+            t4 = self.now_ns();
+        }
         self.timings.max_fit_factor_ns += t2 - t1;
         self.timings.compose_ns += t3 - t2;
         self.timings.compress_ns += t4 - t3;
@@ -1480,13 +1498,14 @@ impl Update<'_> {
 
     /// M: per resource, the inverse of F's component between the guarantee and the limit,
     /// shifted to start at 0 and extended to 1; then their pointwise minimum, folded in
-    /// resource order. Reads F from `scratch.f`, leaves M in `scratch.min_acc`.
+    /// resource order. Reads F from `scratch.f`, leaves M in `scratch.min_acc`, and returns
+    /// whether it was computed on critical points (then also left in `scratch.crit_acc`).
     fn max_fit_factor_by_suggestion(
         &mut self,
         i: ElementIndex,
         monotone: bool,
         scratch: &mut Scratch,
-    ) {
+    ) -> bool {
         let limits = self.attrs[i].limits_share;
         let guarantee = self.guarantee_share(i);
         // Per resource: the guarantee and the limit, clamped to the component's range.
@@ -1539,7 +1558,7 @@ impl Update<'_> {
                 }
                 crit::to_segments(crit_acc, min_acc);
                 self.timings.pointwise_min_ns += self.now_ns() - t0;
-                return;
+                return true;
             }
         }
         for (r, &(g, limit)) in bounds.iter().enumerate() {
@@ -1567,6 +1586,7 @@ impl Update<'_> {
             std::mem::swap(min_acc, min_next);
         }
         self.timings.pointwise_min_ns += self.now_ns() - t0;
+        false
     }
 
     // ---- 11. top-down ------------------------------------------------------------------------
