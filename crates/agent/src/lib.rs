@@ -8,8 +8,12 @@
 //! * Abort (and preemption): SIGTERM to the whole group, SIGKILL after the grace period.
 //! * Interruption: the operation's signal to the group; the scheduler aborts the job if it does
 //!   not exit before its deadline.
-//! * When the server does not know the node (e.g. it restarted), the agent kills its jobs and
-//!   registers again.
+//! * A short server outage does not stop the jobs: heartbeats are retried with backoff (200 ms
+//!   doubling to 2 s), jobs that end meanwhile are kept and reported, with their exit codes, by
+//!   the first heartbeat that gets through; the server keeps the jobs still running (after a
+//!   restart it restores the node and adopts them). If the server no longer knows the node,
+//!   the agent registers again and the server kills, through the next heartbeat, the jobs it
+//!   no longer has there.
 //!
 //! The agent knows nothing about fair share.
 
@@ -253,7 +257,6 @@ impl Agent {
                 node_id: self.config.node_id.clone(),
                 resources: self.config.resources,
                 tags: self.config.tags.clone(),
-                running: Vec::new(),
             })
             .await?;
         tracing::info!(node = self.config.node_id, "registered");
@@ -272,6 +275,56 @@ fn kill_group(pgid: Pid, grace: Duration) {
     });
 }
 
+/// First retry after a failed heartbeat; the wait doubles up to [`MAX_BACKOFF`].
+const MIN_BACKOFF: Duration = Duration::from_millis(200);
+/// Longest wait between retries (well under the server's node timeout, 15 s by default).
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// A heartbeat or registration that takes longer failed.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The server cannot be reached (or fails): jobs keep running, finished ones are kept for the
+/// next successful heartbeat, and the agent retries with backoff.
+#[derive(Debug)]
+struct Outage {
+    since: tokio::time::Instant,
+    attempts: u32,
+    backoff: Duration,
+}
+
+impl Outage {
+    fn failed(outage: &mut Option<Outage>, what: &str, e: &ClientError, running: usize) {
+        match outage {
+            None => {
+                tracing::warn!(
+                    running,
+                    "{what}: {e}; the server is unreachable, jobs keep running; retrying with \
+                     backoff"
+                );
+                *outage = Some(Outage {
+                    since: tokio::time::Instant::now(),
+                    attempts: 1,
+                    backoff: MIN_BACKOFF,
+                });
+            }
+            Some(o) => {
+                o.attempts += 1;
+                o.backoff = (o.backoff * 2).min(MAX_BACKOFF);
+                // Every tenth attempt, so that a long outage stays visible without flooding.
+                if o.attempts % 10 == 0 {
+                    tracing::warn!(
+                        running,
+                        attempts = o.attempts,
+                        for_s = o.since.elapsed().as_secs_f64(),
+                        "{what}: {e}; still retrying"
+                    );
+                } else {
+                    tracing::debug!(attempts = o.attempts, "{what}: {e}");
+                }
+            }
+        }
+    }
+}
+
 /// Runs the agent until `shutdown` resolves; then kills its jobs (SIGTERM, SIGKILL after the
 /// grace period) and returns.
 pub async fn run(
@@ -280,7 +333,7 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let (done_tx, done_rx) = mpsc::unbounded_channel();
     let mut agent = Agent {
-        client: ApiClient::new(&config.server, config.token.clone()),
+        client: ApiClient::with_timeout(&config.server, config.token.clone(), REQUEST_TIMEOUT),
         config,
         jobs: BTreeMap::new(),
         done_tx,
@@ -288,9 +341,15 @@ pub async fn run(
         unreported: Vec::new(),
     };
     tokio::pin!(shutdown);
+    // Some(period) once registered.
     let mut period: Option<Duration> = None;
+    let mut outage: Option<Outage> = None;
     loop {
-        let wait = period.unwrap_or(Duration::from_millis(200));
+        let wait = match (&outage, period) {
+            (Some(o), _) => o.backoff,
+            (None, Some(p)) => p,
+            (None, None) => MIN_BACKOFF,
+        };
         tokio::select! {
             _ = &mut shutdown => break,
             _ = tokio::time::sleep(wait) => {}
@@ -299,7 +358,7 @@ pub async fn run(
             match agent.register().await {
                 Ok(p) => period = Some(p),
                 Err(e) => {
-                    tracing::warn!("cannot register: {e}");
+                    Outage::failed(&mut outage, "cannot register", &e, agent.jobs.len());
                     continue;
                 }
             }
@@ -312,6 +371,16 @@ pub async fn run(
         };
         match agent.client.heartbeat(&hb).await {
             Ok(reply) => {
+                if let Some(o) = outage.take() {
+                    tracing::warn!(
+                        after_s = o.since.elapsed().as_secs_f64(),
+                        attempts = o.attempts,
+                        reported_finished = hb.finished.len(),
+                        running = hb.running.len(),
+                        "server reachable again: reported the jobs that ended meanwhile; the \
+                         server keeps the ones still running"
+                    );
+                }
                 agent.unreported.drain(..hb.finished.len());
                 for a in reply.abort {
                     agent.kill(&a);
@@ -324,26 +393,19 @@ pub async fn run(
                 }
             }
             Err(e) if e.code() == Some(codes::NODE_NOT_REGISTERED) => {
+                // The server lost this node (it timed out, or the server restarted without
+                // it). Jobs keep running: after registering, the next heartbeat reports them
+                // and the server kills those it no longer has.
                 tracing::warn!(
-                    "the server does not know this node; killing jobs, registering again"
+                    running = agent.jobs.len(),
+                    "the server does not know this node; registering again (jobs keep running)"
                 );
-                // Old allocation ids mean nothing to the server now: wait for the jobs to end
-                // and drop their results, so that none is mistaken for a new allocation.
-                agent.stop_all().await;
-                agent.jobs.clear();
-                agent.unreported.clear();
                 period = None;
             }
-            Err(e) => tracing::warn!("heartbeat failed: {e}"),
+            Err(e) => Outage::failed(&mut outage, "heartbeat failed", &e, agent.jobs.len()),
         }
     }
-    agent.kill_all();
     // Give the groups their grace period to exit.
-    let deadline =
-        tokio::time::Instant::now() + agent.config.kill_grace + Duration::from_millis(200);
-    while !agent.jobs.is_empty() && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        agent.collect_finished();
-    }
+    agent.stop_all().await;
     Ok(())
 }

@@ -35,8 +35,17 @@ pub struct ApiClient {
 impl ApiClient {
     /// `base` is the server URL (`http://127.0.0.1:9090`); `token` goes as a bearer token.
     pub fn new(base: &str, token: Option<String>) -> ApiClient {
+        Self::with_timeout(base, token, std::time::Duration::from_secs(30))
+    }
+
+    /// As [`ApiClient::new`], with requests that fail after `timeout`.
+    pub fn with_timeout(
+        base: &str,
+        token: Option<String>,
+        timeout: std::time::Duration,
+    ) -> ApiClient {
         let http = reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(30))
+            .timeout(timeout)
             .build()
             .expect("a reqwest client with default settings");
         ApiClient {

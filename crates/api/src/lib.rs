@@ -272,18 +272,14 @@ pub struct NodeView {
 
 // ---- the agent protocol -------------------------------------------------------------------
 
-/// `POST /api/v1/agent/register` (bearer token).
+/// `POST /api/v1/agent/register` (bearer token). A node the server still has keeps its jobs
+/// (the next heartbeat reconciles them); a new one starts empty.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RegisterNode {
     pub node_id: String,
     pub resources: Resources,
     #[serde(default)]
     pub tags: Vec<String>,
-    /// Jobs (ids) the agent still runs from before, e.g. across a server restart: the server
-    /// adopts those it still has as running on this node; the others it tells the agent to
-    /// kill in the next heartbeat.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub running: Vec<String>,
 }
 
 /// Reply to a registration.

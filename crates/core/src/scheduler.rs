@@ -799,6 +799,77 @@ impl Scheduler {
         }
     }
 
+    /// Adopts a job that already runs on `node_id`: one pending job of `task` becomes a
+    /// running allocation there, started at `now`. For a driver that lost its books while its
+    /// nodes kept running (a restarted server re-inserts the jobs its store had as running).
+    ///
+    /// No event is logged (nothing started now; the driver records the adoption) and the
+    /// node's capacity is not checked (what runs there, runs; overcommit is handled as usual).
+    /// Rejected, changing nothing, when the operation is not running, the task has no pending
+    /// job, or the node does not exist or has `scheduler_jobs_enabled = false`.
+    pub fn adopt_allocation(
+        &mut self,
+        now: Millis,
+        op_id: &OperationId,
+        task: usize,
+        node_id: &NodeId,
+    ) -> Result<AllocationId, CoreError> {
+        let node = self
+            .nodes
+            .get(node_id)
+            .ok_or_else(|| CoreError::new(format!("node {:?} does not exist", node_id.0)))?;
+        if !node.scheduler_jobs_enabled {
+            return Err(CoreError::new(format!(
+                "node {:?} has scheduler_jobs_enabled = false",
+                node_id.0
+            )));
+        }
+        let op = self
+            .operations
+            .get_mut(op_id)
+            .ok_or_else(|| CoreError::new(format!("operation {:?} does not exist", op_id.0)))?;
+        if op.state != OperationState::Running {
+            return Err(CoreError::new(format!(
+                "operation {:?} is {}, not running",
+                op_id.0,
+                op.state.name()
+            )));
+        }
+        if op.tasks.get(task).is_none_or(|t| t.pending == 0) {
+            return Err(CoreError::new(format!(
+                "operation {:?}: task {task} has no pending job",
+                op_id.0
+            )));
+        }
+        let id = AllocationId(self.next_allocation);
+        self.next_allocation += 1;
+        let resources = op.spec.tasks[task].resources;
+        op.tasks[task].pending -= 1;
+        op.tasks[task].running += 1;
+        op.allocations.push(id);
+        op.usage = op.usage.add(&resources);
+        op.pending_demand = op.pending_demand.sub(&resources);
+        op.last_scheduled_at = Some(now);
+        self.class_cache.remove(op_id);
+        let node = self.nodes.get_mut(node_id).expect("checked above");
+        node.allocations.insert(id);
+        node.usage = node.usage.add(&resources);
+        self.allocations.insert(
+            id,
+            Allocation {
+                id,
+                operation: op_id.clone(),
+                task,
+                node: node_id.clone(),
+                resources,
+                start_time: now,
+                state: AllocationState::Running,
+            },
+        );
+        self.touch_operation(op_id);
+        Ok(id)
+    }
+
     /// Removes an allocation from the books and logs how it ended. A job that did not
     /// complete goes back to pending (unless the operation is finishing).
     pub(crate) fn end_allocation(&mut self, now: Millis, id: AllocationId, how: EndKind) {

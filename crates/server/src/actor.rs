@@ -15,7 +15,7 @@ use fairsched_core::{
 use fairsched_resources::Resources;
 use fairsched_store::{Batch, Store, StoredEvent, StoredJob, StoredNode, StoredOperation};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -182,8 +182,12 @@ impl std::fmt::Debug for Actor {
 
 impl Actor {
     /// Builds the core from the store (or the configured pool trees) and re-submits the
-    /// operations that had not finished. Jobs that were running are marked aborted
-    /// (`server_restart`) and run again; completed jobs are not rerun.
+    /// operations that had not finished; completed jobs are not rerun. Jobs that were running
+    /// are adopted where they ran: their nodes are restored (with the operator's settings) and
+    /// have `node_timeout_ms` to heartbeat again, which reconciles them (jobs that ended
+    /// meanwhile are reported with their exit codes, jobs the node no longer runs go back to
+    /// pending); a node that does not come back loses them to pending like any lost node. A
+    /// running job that cannot be adopted is marked aborted (`server_restart`) and runs again.
     pub fn new(
         config: &crate::ServerConfig,
         store: Box<dyn Store>,
@@ -241,14 +245,18 @@ impl Actor {
         };
         actor.save_tree();
         let mut jobs: BTreeMap<String, Vec<JobView>> = BTreeMap::new();
+        // Running jobs in store order: (job, operation, task, node).
+        let mut running: Vec<(String, String, usize, String)> = Vec::new();
         for j in &loaded.jobs {
-            if let Ok(mut job) = serde_json::from_str::<JobView>(&j.record) {
+            if let Ok(job) = serde_json::from_str::<JobView>(&j.record) {
                 actor.job_op.insert(job.id.clone(), j.operation.clone());
                 if job.state == "running" {
-                    job.state = "aborted".into();
-                    job.reason = Some("server_restart".into());
-                    job.finished_at = Some(unix_ms());
-                    actor.dirty_jobs.insert(job.id.clone());
+                    running.push((
+                        job.id.clone(),
+                        j.operation.clone(),
+                        job.task,
+                        job.node.clone(),
+                    ));
                 }
                 jobs.entry(j.operation.clone()).or_default().push(job);
             }
@@ -276,11 +284,81 @@ impl Actor {
             actor.order.push(view.id.clone());
             actor.ops.insert(view.id.clone(), view);
         }
+        actor.adopt_running(running);
         actor.after_change();
         actor
             .commit()
             .map_err(|e| anyhow::anyhow!("{}", e.message))?;
         Ok((actor, view))
+    }
+
+    /// At start: restores the nodes that ran jobs and adopts those jobs there (see
+    /// [`Actor::new`]).
+    fn adopt_running(&mut self, running: Vec<(String, String, usize, String)>) {
+        let now = self.now();
+        let mut restored: BTreeSet<String> = BTreeSet::new();
+        for (job, op, task, node) in running {
+            let id = NodeId(node.clone());
+            if self.sched.node(&id).is_none()
+                && let Some(r) = self.node_records.get(&node)
+            {
+                let spec = NodeSpec {
+                    id: id.clone(),
+                    resources: r.resources,
+                    tags: r.tags.iter().cloned().collect(),
+                };
+                if self.sched.add_node(now, spec).is_ok() {
+                    self.seen.insert(node.clone(), Instant::now());
+                    restored.insert(node.clone());
+                }
+            }
+            match self
+                .sched
+                .adopt_allocation(now, &OperationId(op.clone()), task, &id)
+            {
+                Ok(allocation) => {
+                    tracing::info!(job, operation = op, node, "running job adopted");
+                    self.alloc_job.insert(allocation.0, job.clone());
+                    self.job_alloc.insert(job.clone(), allocation.0);
+                    self.server_event(json!({"event": "job_adopted", "operation": op,
+                        "job": job, "node": node}));
+                }
+                Err(e) => {
+                    tracing::warn!(job, operation = op, node, "running job not adopted: {e}");
+                    if let Some(j) = self.job_mut(&job) {
+                        j.state = "aborted".into();
+                        j.reason = Some("server_restart".into());
+                        j.finished_at = Some(unix_ms());
+                    }
+                    self.dirty_jobs.insert(job);
+                }
+            }
+        }
+        // The operator's settings (a disabled node's jobs are aborted).
+        for node in restored {
+            let Some(r) = self.node_records.get(&node).cloned() else {
+                continue;
+            };
+            let id = NodeId(node.clone());
+            if !r.scheduler_jobs_enabled {
+                let _ = self.sched.set_node(now, &id, None, None, Some(false));
+            }
+            if r.draining {
+                let _ = self.sched.set_node_draining(now, &id, true);
+            }
+            tracing::info!(node, "node restored; waiting for its heartbeat");
+        }
+    }
+
+    /// Logs an event of the server's own (not the core's) in the event log.
+    fn server_event(&mut self, mut record: Value) {
+        if let Value::Object(m) = &mut record {
+            m.insert("t_ms".into(), json!(self.now()));
+        }
+        self.batch.events.push(StoredEvent {
+            unix_ms: unix_ms(),
+            record: record.to_string(),
+        });
     }
 
     /// The counters and histograms this actor updates (shared: clones see the same values).
@@ -567,9 +645,42 @@ impl Actor {
                 "node_id must not be empty",
             ));
         }
-        // A registering agent runs nothing: whatever the core thought ran there is gone.
+        // A node the scheduler still has (e.g. restored at a restart with its running jobs)
+        // keeps its jobs: the agent's next heartbeat reconciles them.
         if self.sched.node(&id).is_some() {
-            self.sched.remove_node(now, &id).map_err(core_error)?;
+            self.sched
+                .set_node(
+                    now,
+                    &id,
+                    Some(node.resources),
+                    Some(node.tags.iter().cloned().collect()),
+                    None,
+                )
+                .map_err(core_error)?;
+            self.seen.insert(node.node_id.clone(), Instant::now());
+            self.save_node(NodeRecord {
+                node_id: node.node_id.clone(),
+                resources: node.resources,
+                tags: node.tags.clone(),
+                ..self
+                    .node_records
+                    .get(&node.node_id)
+                    .cloned()
+                    .unwrap_or(NodeRecord {
+                        node_id: node.node_id.clone(),
+                        resources: node.resources,
+                        tags: Vec::new(),
+                        scheduler_jobs_enabled: true,
+                        draining: false,
+                    })
+            })?;
+            tracing::info!(
+                node = node.node_id,
+                "node registered again; its jobs are kept"
+            );
+            return Ok(RegisterReply {
+                heartbeat_period_ms: self.sched.config.node_heartbeat_period_ms,
+            });
         }
         self.sched
             .add_node(

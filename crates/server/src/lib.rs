@@ -5,7 +5,9 @@
 //! * A timer calls the core's `tick` (fair-share update, hang checks) every
 //!   `fair_share_update_period_ms` and removes nodes that stopped heartbeating.
 //! * Every accepted change is committed to the store before the reply; at start the store's
-//!   unfinished operations are submitted again.
+//!   unfinished operations are submitted again and their running jobs adopted on their nodes
+//!   (restored with the operator's settings; the node's next heartbeat reconciles them, a node
+//!   that does not come back within `node_timeout_ms` loses them to pending).
 //! * Time given to the core: milliseconds since the server started (monotonic).
 
 pub mod actor;

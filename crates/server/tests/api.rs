@@ -130,20 +130,26 @@ async fn errors_auth_and_restart() {
         .await;
         assert_eq!(status, StatusCode::OK);
     }
-    // A new server on the same store: the operation is back, its completed job is not rerun.
+    // A new server on the same store: the operation is back, its completed job is not rerun,
+    // its running job is adopted on its node (restored, waiting for its heartbeat).
     let app = app(dir.path());
     let (_, op) = call(&app, "GET", "/api/v1/operations/op1", None, false).await;
     assert_eq!(op["state"], "running", "{op}");
     assert_eq!(op["job_counts"]["completed"], 1, "{op}");
-    assert_eq!(op["job_counts"]["pending"], 2, "{op}");
+    // (The heartbeat that reported the first job's end started the third one.)
+    assert_eq!(op["job_counts"]["running"], 2, "{op}");
+    assert_eq!(op["job_counts"]["pending"], 0, "{op}");
     let (_, logs) = call(&app, "GET", "/api/v1/operations/op1/logs", None, false).await;
     assert_eq!(logs[0]["stdout"], "ok\n", "{logs}");
-    // The agent's old heartbeat is refused: it must register again.
+    let (_, nodes) = call(&app, "GET", "/api/v1/nodes", None, false).await;
+    assert_eq!(nodes[0]["id"], "n1", "{nodes}");
+    assert_eq!(nodes[0]["allocation_count"], 2, "{nodes}");
+    // A node the server does not have must register first.
     let (status, body) = call(
         &app,
         "POST",
         "/api/v1/agent/heartbeat",
-        Some(json!({"node_id": "n1"})),
+        Some(json!({"node_id": "n2"})),
         true,
     )
     .await;

@@ -49,13 +49,19 @@ pub async fn start(pool_trees: Value, scheduler: Value) -> Running {
 
 /// Starts a server on the store in `dir` (a restart when it was used before).
 pub async fn start_in(dir: &std::path::Path, pool_trees: Value, scheduler: Value) -> Running {
-    let config: ServerConfig = serde_json::from_value(json!({
-        "listen": "127.0.0.1:0",
-        "data_dir": dir,
-        "pool_trees": pool_trees,
-        "scheduler": scheduler,
-    }))
-    .unwrap();
+    start_config(
+        dir,
+        json!({"pool_trees": pool_trees, "scheduler": scheduler}),
+    )
+    .await
+}
+
+/// Starts a server on the store in `dir` with `config` (`ServerConfig` fields; `listen` and
+/// `data_dir` are set here).
+pub async fn start_config(dir: &std::path::Path, mut config: Value) -> Running {
+    config["listen"] = json!("127.0.0.1:0");
+    config["data_dir"] = json!(dir);
+    let config: ServerConfig = serde_json::from_value(config).unwrap();
     let server = Server::bind(&config).await.unwrap();
     let addr = server.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
