@@ -73,6 +73,8 @@ pub fn local_satisfaction(
 /// the operations that do not fit its node and restores them when it is done.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Walk {
+    /// The tree (index) the walk belongs to.
+    pub(crate) tree: usize,
     pub(crate) usage: Vec<Resources>,
     pub(crate) active: Vec<bool>,
     /// Satisfaction of each element for the descent (kept up to date along changed paths).
@@ -106,12 +108,16 @@ impl Scheduler {
         }
         self.abort_overdue_interruptions(now, node, &mut response);
         let enabled = self.nodes[node].scheduler_jobs_enabled;
-        if enabled && !self.tree.arena.elements.is_empty() {
-            self.preempt_gracefully(now, node, &mut response);
+        // A node of no tree (no node_tag_filter matches it) gets no jobs.
+        if let Some(t) = self.nodes[node].tree
+            && enabled
+            && !self.trees[t].arena.elements.is_empty()
+        {
+            self.preempt_gracefully(t, now, node, &mut response);
             // A draining node starts nothing new; what runs there finishes.
             if !self.nodes[node].draining {
-                self.schedule_regular(now, node, &mut response);
-                self.schedule_preemptive(now, node, &mut response);
+                self.schedule_regular(t, now, node, &mut response);
+                self.schedule_preemptive(t, now, node, &mut response);
             }
             self.preempt_overcommit(now, node, &mut response);
         }
@@ -147,6 +153,7 @@ impl Scheduler {
     /// The regular (non-preemptive) stage.
     fn schedule_regular(
         &mut self,
+        t: usize,
         now: Millis,
         node_id: &NodeId,
         response: &mut HeartbeatResponse,
@@ -164,24 +171,24 @@ impl Scheduler {
         // Guarantee priority scheduling: operations below their promised guarantee first (the
         // high-priority stage), then the others; each stage walks its own operations (the
         // cached walk holds all of them and stays up to date through the placements).
-        if self.tree.config().enable_guarantee_priority_scheduling {
+        if self.trees[t].config().enable_guarantee_priority_scheduling {
             for high in [true, false] {
-                let arena = &self.tree.arena;
+                let arena = &self.trees[t].arena;
                 let mut walk =
-                    self.walk_for(node_id, |i| arena.elements[i].guarantee_priority == high);
+                    self.walk_for(t, node_id, |i| arena.elements[i].guarantee_priority == high);
                 self.regular_stage(now, node_id, &mut walk, &mut Vec::new(), response);
             }
             return;
         }
-        let mut walk = self.take_cached_walk();
+        let mut walk = self.take_cached_walk(t);
         // Operations deactivated for this heartbeat only (restored below).
         let mut deactivated = Vec::new();
         self.regular_stage(now, node_id, &mut walk, &mut deactivated, response);
         for leaf in deactivated {
-            walk.active[leaf] = self.globally_active(leaf);
+            walk.active[leaf] = self.globally_active(t, leaf);
             self.refresh_path(&mut walk, leaf);
         }
-        self.walk_cache = Some(walk);
+        self.trees[t].walk_cache = Some(walk);
     }
 
     /// Starts jobs of the best active operations of `walk` while the node has room; operations
@@ -207,7 +214,7 @@ impl Scheduler {
             }
             // Operations whose scheduling tag the node lacks are skipped without counting a
             // failed attempt.
-            if !self.eligible_on(leaf, node_id) {
+            if !self.eligible_on(walk.tree, leaf, node_id) {
                 self.deactivate(walk, leaf);
                 deactivated.push(leaf);
                 continue;
@@ -217,7 +224,7 @@ impl Scheduler {
                 None => {
                     self.deactivate(walk, leaf);
                     deactivated.push(leaf);
-                    self.count_failed_attempt(leaf);
+                    self.count_failed_attempt(walk.tree, leaf);
                 }
             }
         }
@@ -225,34 +232,32 @@ impl Scheduler {
 
     /// The cluster-wide walk: the cached one (checked against a fresh one in debug builds) or
     /// a new one.
-    fn take_cached_walk(&mut self) -> Walk {
-        match self.walk_cache.take() {
+    fn take_cached_walk(&mut self, t: usize) -> Walk {
+        match self.trees[t].walk_cache.take() {
             Some(walk) => {
                 debug_assert!(
-                    walk == self.fresh_walk(),
+                    walk == self.fresh_walk(t),
                     "the cached walk went out of date"
                 );
                 walk
             }
-            None => self.fresh_walk(),
+            None => self.fresh_walk(t),
         }
     }
 
     /// The cluster-wide walk computed from scratch.
-    fn fresh_walk(&self) -> Walk {
-        let arena = &self.tree.arena;
+    fn fresh_walk(&self, t: usize) -> Walk {
+        let arena = &self.trees[t].arena;
         let n = arena.elements.len();
         let mut walk = Walk {
+            tree: t,
             usage: vec![Resources::ZERO; n],
             active: vec![true; n],
             sat: vec![f64::INFINITY; n],
         };
         for (op_id, &i) in &arena.by_operation {
-            walk.usage[i] = self
-                .operations
-                .get(op_id)
-                .map_or(Resources::ZERO, |op| op.usage);
-            walk.active[i] = self.globally_active(i);
+            walk.usage[i] = self.usage_in(t, op_id);
+            walk.active[i] = self.globally_active(t, i);
         }
         for i in (1..n).rev() {
             if let Some(p) = arena.elements[i].parent {
@@ -267,8 +272,8 @@ impl Scheduler {
 
     /// Whether the operation at arena index `i` wants jobs on any node: running, with pending
     /// jobs, and (in graceful preemption mode) below its fair share.
-    fn globally_active(&self, i: ElementIndex) -> bool {
-        let arena = &self.tree.arena;
+    fn globally_active(&self, t: usize, i: ElementIndex) -> bool {
+        let arena = &self.trees[t].arena;
         let ElementRef::Operation(id) = &arena.elements[i].kind else {
             return false;
         };
@@ -281,8 +286,8 @@ impl Scheduler {
     }
 
     /// Whether the operation at `i` may run on the node (its scheduling tag filter).
-    fn eligible_on(&self, i: ElementIndex, node_id: &NodeId) -> bool {
-        let ElementRef::Operation(id) = &self.tree.arena.elements[i].kind else {
+    fn eligible_on(&self, t: usize, i: ElementIndex, node_id: &NodeId) -> bool {
+        let ElementRef::Operation(id) = &self.trees[t].arena.elements[i].kind else {
             return false;
         };
         let node = &self.nodes[node_id];
@@ -297,30 +302,43 @@ impl Scheduler {
     /// Brings the cached walk up to date after the operation's usage, pending jobs or state
     /// changed (no-op while a heartbeat holds the walk: it updates the walk itself).
     pub(crate) fn touch_operation(&mut self, id: &crate::model::OperationId) {
-        let Some(mut walk) = self.walk_cache.take() else {
-            return;
-        };
-        if let Some(&i) = self.tree.arena.by_operation.get(id) {
-            let new = self
-                .operations
-                .get(id)
-                .map_or(Resources::ZERO, |op| op.usage);
-            let old = walk.usage[i];
-            if new != old {
-                let mut cur = Some(i);
-                while let Some(e) = cur {
-                    walk.usage[e] = walk.usage[e].sub(&old).add(&new);
-                    cur = self.tree.arena.elements[e].parent;
+        let trees: Vec<usize> = self
+            .operations
+            .get(id)
+            .map(|op| op.trees.iter().map(|o| o.tree).collect())
+            .unwrap_or_default();
+        for t in trees {
+            let Some(mut walk) = self.trees[t].walk_cache.take() else {
+                continue;
+            };
+            let arena = &self.trees[t].arena;
+            if let Some(&i) = arena.by_operation.get(id) {
+                let new = self.usage_in(t, id);
+                let old = walk.usage[i];
+                if new != old {
+                    let mut cur = Some(i);
+                    while let Some(e) = cur {
+                        walk.usage[e] = walk.usage[e].sub(&old).add(&new);
+                        cur = arena.elements[e].parent;
+                    }
                 }
+                walk.active[i] = self.globally_active(t, i);
+                self.refresh_path(&mut walk, i);
             }
-            walk.active[i] = self.globally_active(i);
-            self.refresh_path(&mut walk, i);
+            self.trees[t].walk_cache = Some(walk);
         }
-        self.walk_cache = Some(walk);
     }
 
-    fn count_failed_attempt(&mut self, leaf: ElementIndex) {
-        if let ElementRef::Operation(id) = &self.tree.arena.elements[leaf].kind
+    /// The operation's usage in tree `t` (zero when it does not run there).
+    pub(crate) fn usage_in(&self, t: usize, id: &crate::model::OperationId) -> Resources {
+        self.operations
+            .get(id)
+            .and_then(|op| op.in_tree(t))
+            .map_or(Resources::ZERO, |o| o.usage)
+    }
+
+    fn count_failed_attempt(&mut self, t: usize, leaf: ElementIndex) {
+        if let ElementRef::Operation(id) = &self.trees[t].arena.elements[leaf].kind
             && let Some(op) = self.operations.get_mut(id)
         {
             op.failed_schedule_attempts += 1;
@@ -331,12 +349,14 @@ impl Scheduler {
     /// which operations (by arena index) may be active.
     pub(crate) fn walk_for(
         &self,
+        t: usize,
         node_id: &NodeId,
         eligible: impl Fn(ElementIndex) -> bool,
     ) -> Walk {
-        let arena = &self.tree.arena;
+        let arena = &self.trees[t].arena;
         let n = arena.elements.len();
         let mut walk = Walk {
+            tree: t,
             usage: vec![Resources::ZERO; n],
             active: vec![true; n],
             sat: vec![f64::INFINITY; n],
@@ -350,7 +370,7 @@ impl Scheduler {
             }
             let active = match ops.peek() {
                 Some((id, op)) if *id == op_id => {
-                    walk.usage[i] = op.usage;
+                    walk.usage[i] = op.in_tree(t).map_or(Resources::ZERO, |o| o.usage);
                     eligible(i)
                         && op.state == OperationState::Running
                         && op.pending_job_count() > 0
@@ -381,7 +401,7 @@ impl Scheduler {
 
     /// Recomputes an element's activity (pools: some child active) and satisfaction.
     fn refresh(&self, walk: &mut Walk, i: ElementIndex) {
-        let e = &self.tree.arena.elements[i];
+        let e = &self.trees[walk.tree].arena.elements[i];
         if matches!(e.kind, ElementRef::Operation(_)) {
             walk.sat[i] = if walk.active[i] {
                 self.satisfaction(walk, i)
@@ -411,7 +431,7 @@ impl Scheduler {
         let mut cur = Some(i);
         while let Some(c) = cur {
             self.refresh(walk, c);
-            cur = self.tree.arena.elements[c].parent;
+            cur = self.trees[walk.tree].arena.elements[c].parent;
         }
     }
 
@@ -422,7 +442,7 @@ impl Scheduler {
     }
 
     fn satisfaction(&self, walk: &Walk, i: ElementIndex) -> f64 {
-        let arena = &self.tree.arena;
+        let arena = &self.trees[walk.tree].arena;
         let e = &arena.elements[i];
         let usage = ResourceVector::from_resources(&walk.usage[i], &arena.total_resources);
         local_satisfaction(&usage, &e.attrs.fair_share.total, &e.attrs.demand_share)
@@ -430,7 +450,7 @@ impl Scheduler {
 
     /// Descends from the root to the active operation that should get the next job.
     pub(crate) fn best_leaf(&self, walk: &Walk) -> Option<ElementIndex> {
-        let arena = &self.tree.arena;
+        let arena = &self.trees[walk.tree].arena;
         if !walk.active[0] {
             return None;
         }
@@ -466,7 +486,7 @@ impl Scheduler {
         stage: Stage,
         available: Resources,
     ) -> Option<crate::scheduler::StartOrder> {
-        let arena = &self.tree.arena;
+        let arena = &self.trees[walk.tree].arena;
         let ElementRef::Operation(op_id) = &arena.elements[leaf].kind else {
             return None;
         };
@@ -490,7 +510,7 @@ impl Scheduler {
         })?;
         let op_id = op_id.clone();
         let order = self.place(now, &op_id, task, node_id, stage);
-        let arena = &self.tree.arena;
+        let arena = &self.trees[walk.tree].arena;
         for e in std::iter::once(leaf).chain(arena.ancestors(leaf)) {
             walk.usage[e] = walk.usage[e].add(&order.resources);
         }

@@ -27,4 +27,4 @@ pub use scheduler::{
     CoreError, FinishedAllocation, HeartbeatResponse, InterruptOrder, NodeHeartbeat, Scheduler,
     SchedulerConfig, StartOrder, Stats,
 };
-pub use snapshot::Snapshot;
+pub use snapshot::{OperationTreeSnapshot, Snapshot, TreeSnapshot};

@@ -129,6 +129,12 @@ pub struct OperationSpec {
     /// Starvation timeout of the operation; it may only raise its pool's.
     #[serde(default)]
     pub fair_share_starvation_timeout_ms: Option<u64>,
+    /// Trees the operation runs in (YTsaurus `pool_trees`); missing: the default tree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_trees: Option<Vec<String>>,
+    /// Per-tree pool, weight and resource limits (each one missing: the operation's own).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scheduling_options_per_pool_tree: BTreeMap<String, TreeSchedulingOptions>,
     /// Operation type (`vanilla`, `map`, ...); only vanilla operations can be lightweight.
     /// Default: vanilla.
     #[serde(default, rename = "type")]
@@ -178,13 +184,43 @@ pub struct TaskProgress {
     pub completed: u32,
 }
 
+/// An operation's options in one tree (`scheduling_options_per_pool_tree`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TreeSchedulingOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_limits: Option<PartialResources>,
+}
+
+/// An operation in one of its trees.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OperationTree {
+    /// Index of the tree in the scheduler (trees sorted by name).
+    pub tree: usize,
+    /// Pool in that tree (resolved; may be ephemeral).
+    pub pool: String,
+    pub weight: Option<f64>,
+    pub resource_limits: PartialResources,
+    /// Sum of its running allocations on the tree's nodes.
+    pub usage: Resources,
+    /// Lightweight in that tree's pool.
+    pub lightweight: bool,
+}
+
 /// A live operation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Operation {
     pub spec: OperationSpec,
     pub state: OperationState,
-    /// Pool the operation runs in (resolved; may be ephemeral).
+    /// Pool the operation runs in, in its first tree (resolved; may be ephemeral).
     pub pool: String,
+    /// Every tree it runs in (the default tree first if it is one of them, then by name), with
+    /// its pool and usage there.
+    pub trees: Vec<OperationTree>,
     pub user: String,
     pub start_time: Millis,
     pub tasks: Vec<TaskProgress>,
@@ -219,6 +255,25 @@ impl Operation {
             self.usage.add(&self.pending_demand)
         } else {
             self.usage
+        }
+    }
+
+    /// The operation in tree `t`, if it runs there.
+    pub fn in_tree(&self, t: usize) -> Option<&OperationTree> {
+        self.trees.iter().find(|o| o.tree == t)
+    }
+
+    pub(crate) fn in_tree_mut(&mut self, t: usize) -> Option<&mut OperationTree> {
+        self.trees.iter_mut().find(|o| o.tree == t)
+    }
+
+    /// Demand in tree `t`: its usage there plus every pending job (any tree may take them).
+    pub fn demand_in(&self, t: usize) -> Resources {
+        let usage = self.in_tree(t).map_or(Resources::ZERO, |o| o.usage);
+        if self.state == OperationState::Running {
+            usage.add(&self.pending_demand)
+        } else {
+            usage
         }
     }
 
@@ -259,6 +314,8 @@ pub struct Node {
     pub tags: BTreeSet<String>,
     /// `scheduler_jobs_enabled`: false stops scheduling and aborts its allocations.
     pub scheduler_jobs_enabled: bool,
+    /// The tree whose `node_tag_filter` matches the node (index; `None`: no tree takes it).
+    pub tree: Option<usize>,
     /// Draining: no new allocations start here; running ones continue until they end.
     pub draining: bool,
     /// Allocations on the node (including ones being interrupted).
@@ -331,6 +388,8 @@ pub struct Allocation {
     pub operation: OperationId,
     pub task: usize,
     pub node: NodeId,
+    /// The tree of its node when it started (its usage counts there).
+    pub tree: usize,
     pub resources: Resources,
     pub start_time: Millis,
     pub state: AllocationState,

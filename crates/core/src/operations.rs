@@ -28,22 +28,20 @@ pub(crate) struct Placement {
 
 impl Scheduler {
     /// The operation type used for lightweight eligibility (`vanilla` unless given).
-    pub(crate) fn is_lightweight(&self, spec: &OperationSpec, pool: &str) -> bool {
+    pub(crate) fn is_lightweight(&self, t: usize, spec: &OperationSpec, pool: &str) -> bool {
         let vanilla = spec
             .operation_type
             .as_deref()
             .is_none_or(|t| t == "vanilla");
         vanilla
-            && self
-                .tree
+            && self.trees[t]
                 .pool_config(pool)
                 .is_some_and(|c| c.mode == SchedulingMode::Fifo)
-            && self
-                .tree
+            && self.trees[t]
                 .explicit(pool)
                 .map(|p| p.enable_lightweight_operations)
                 .or_else(|| {
-                    self.tree
+                    self.trees[t]
                         .pool_config(pool)
                         .and_then(|c| c.enable_lightweight_operations)
                 })
@@ -53,6 +51,7 @@ impl Scheduler {
     /// Pool names from `pool` up to its top-level ancestor, then the root.
     pub(crate) fn pool_chain(
         &self,
+        t: usize,
         pool: &str,
         planned: Option<&(String, EphemeralPool)>,
     ) -> Vec<String> {
@@ -66,7 +65,7 @@ impl Scheduler {
                 Some((planned_name, e)) if *planned_name == name => {
                     (e.parent != ROOT_NAME).then(|| e.parent.clone())
                 }
-                _ => self.tree.parent_of(&name),
+                _ => self.trees[t].parent_of(&name),
             };
             chain.push(name);
             cur = parent;
@@ -75,20 +74,25 @@ impl Scheduler {
         chain
     }
 
-    fn pool_limits(&self, name: &str, planned: Option<&(String, EphemeralPool)>) -> (u32, u32) {
-        let config = self.tree.config();
+    fn pool_limits(
+        &self,
+        t: usize,
+        name: &str,
+        planned: Option<&(String, EphemeralPool)>,
+    ) -> (u32, u32) {
+        let config = self.trees[t].config();
         if name == ROOT_NAME {
             return (
                 config.max_operation_count,
                 config.max_running_operation_count,
             );
         }
-        if let Some(p) = self.tree.explicit(name) {
+        if let Some(p) = self.trees[t].explicit(name) {
             return (p.max_operation_count, p.max_running_operation_count);
         }
         let pool_config: Option<&PoolConfig> = match planned {
             Some((n, e)) if n == name => Some(&e.config),
-            _ => self.tree.pool_config(name),
+            _ => self.trees[t].pool_config(name),
         };
         let max_ops = pool_config
             .and_then(|c| c.max_operation_count)
@@ -100,28 +104,35 @@ impl Scheduler {
         (max_ops, max_running)
     }
 
-    /// Counts per pool (subtree totals) and for the root.
+    /// Counts per pool (subtree totals) and for the root, in the default tree.
     pub fn pool_counts(&self) -> BTreeMap<String, PoolCounts> {
-        self.debug_check_counts();
-        self.counts.clone()
+        self.pool_counts_in(self.default_tree)
+    }
+
+    /// Counts per pool (subtree totals) and for the root, in tree `t`.
+    pub fn pool_counts_in(&self, t: usize) -> BTreeMap<String, PoolCounts> {
+        self.debug_check_counts(t);
+        self.trees[t].counts.clone()
     }
 
     /// In debug builds: the maintained counts equal a full recount.
-    pub(crate) fn debug_check_counts(&self) {
+    pub(crate) fn debug_check_counts(&self, t: usize) {
         debug_assert_eq!(
-            self.counts,
-            self.count_all(),
-            "the maintained operation counts went out of date"
+            self.trees[t].counts,
+            self.count_all(t),
+            "the maintained operation counts of tree {:?} went out of date",
+            self.trees[t].name
         );
     }
 
-    /// Recounts every pool from the operations (after the tree's shape changed).
-    pub(crate) fn recount(&mut self) {
-        self.counts = self.count_all();
+    /// Recounts every pool of tree `t` from the operations (after the tree's shape changed).
+    pub(crate) fn recount(&mut self, t: usize) {
+        self.trees[t].counts = self.count_all(t);
     }
 
     /// Adds (`add`) or removes the operation's contribution to the counts of its pool and
-    /// every ancestor. Called before and after every change of its state or pool.
+    /// every ancestor, in every tree it runs in. Called before and after every change of its
+    /// state or pool.
     pub(crate) fn count_operation(&mut self, id: &OperationId, add: bool) {
         let Some(op) = self.operations.get(id) else {
             return;
@@ -129,39 +140,49 @@ impl Scheduler {
         if op.state.is_finished() {
             return;
         }
-        let (running, lightweight) = (op.state == OperationState::Running, op.lightweight);
-        for name in self.pool_chain(&op.pool, None) {
-            let c = self.counts.entry(name.clone()).or_default();
-            let step = |v: &mut u32| {
-                *v = if add { *v + 1 } else { *v - 1 };
-            };
-            step(&mut c.operation_count);
-            if running {
-                if lightweight {
-                    step(&mut c.lightweight_running_operation_count);
-                } else {
-                    step(&mut c.running_operation_count);
+        let running = op.state == OperationState::Running;
+        let places: Vec<(usize, String, bool)> = op
+            .trees
+            .iter()
+            .map(|o| (o.tree, o.pool.clone(), o.lightweight))
+            .collect();
+        for (t, pool, lightweight) in places {
+            for name in self.pool_chain(t, &pool, None) {
+                let counts = &mut self.trees[t].counts;
+                let c = counts.entry(name.clone()).or_default();
+                let step = |v: &mut u32| {
+                    *v = if add { *v + 1 } else { *v - 1 };
+                };
+                step(&mut c.operation_count);
+                if running {
+                    if lightweight {
+                        step(&mut c.lightweight_running_operation_count);
+                    } else {
+                        step(&mut c.running_operation_count);
+                    }
                 }
-            }
-            if *c == PoolCounts::default() {
-                self.counts.remove(&name);
+                if *c == PoolCounts::default() {
+                    counts.remove(&name);
+                }
             }
         }
     }
 
-    /// The counts computed from scratch.
-    fn count_all(&self) -> BTreeMap<String, PoolCounts> {
+    /// The counts of tree `t` computed from scratch.
+    fn count_all(&self, t: usize) -> BTreeMap<String, PoolCounts> {
         let mut counts: BTreeMap<String, PoolCounts> = BTreeMap::new();
         for op in self.operations() {
             if op.state.is_finished() {
                 continue;
             }
-            let lightweight = op.lightweight;
-            for name in self.pool_chain(&op.pool, None) {
+            let Some(mine) = op.in_tree(t) else {
+                continue;
+            };
+            for name in self.pool_chain(t, &mine.pool, None) {
                 let c = counts.entry(name).or_default();
                 c.operation_count += 1;
                 if op.state == OperationState::Running {
-                    if lightweight {
+                    if mine.lightweight {
                         c.lightweight_running_operation_count += 1;
                     } else {
                         c.running_operation_count += 1;
@@ -175,19 +196,20 @@ impl Scheduler {
     /// Decides the operation's pool without changing anything.
     pub(crate) fn plan_placement(
         &self,
-        spec: &OperationSpec,
+        t: usize,
+        pool: Option<&str>,
         user: &str,
     ) -> Result<Placement, CoreError> {
-        let requested = spec.pool.clone().unwrap_or_else(|| user.to_string());
-        if requested == ROOT_NAME && self.tree.config().forbid_immediate_operations_in_root {
+        let requested = pool.unwrap_or(user).to_string();
+        if requested == ROOT_NAME && self.trees[t].config().forbid_immediate_operations_in_root {
             return Err(CoreError::new(format!(
                 "starting operations immediately in pool {ROOT_NAME:?} is forbidden"
             )));
         }
-        if let Some(config) = self.tree.pool_config(&requested) {
+        if let Some(config) = self.trees[t].pool_config(&requested) {
             if config.create_ephemeral_subpools {
                 let name = format!("{requested}${user}");
-                if self.tree.has_pool(&name) {
+                if self.trees[t].has_pool(&name) {
                     return Ok(Placement {
                         pool: name,
                         create: None,
@@ -218,15 +240,13 @@ impl Scheduler {
         }
         fairsched_config::check_name(&requested, "pool")
             .map_err(|e| CoreError::new(format!("pool {requested:?}: {e}")))?;
-        let parent = self
-            .tree
+        let parent = self.trees[t]
             .validated
             .default_parent_pool()
             .map(str::to_string)
             .unwrap_or_else(|| ROOT_NAME.to_string());
-        let limit = self.tree.config().max_ephemeral_pools_per_user as usize;
-        let owned: Vec<String> = self
-            .tree
+        let limit = self.trees[t].config().max_ephemeral_pools_per_user as usize;
+        let owned: Vec<String> = self.trees[t]
             .ephemeral
             .iter()
             .filter(|(_, e)| e.user == user && e.parent == parent)
@@ -240,7 +260,7 @@ impl Scheduler {
             )));
         }
         let config = ephemeral_config(
-            self.tree
+            self.trees[t]
                 .pool_config(&parent)
                 .and_then(|c| c.ephemeral_subpool_config.as_ref()),
         );
@@ -258,11 +278,15 @@ impl Scheduler {
     }
 
     /// Rejects the operation with error 202 if any pool on its path (or the tree) is full.
-    pub(crate) fn check_operation_count(&self, placement: &Placement) -> Result<(), CoreError> {
-        self.debug_check_counts();
-        let counts = &self.counts;
-        for name in self.pool_chain(&placement.pool, placement.create.as_ref()) {
-            let (max_ops, _) = self.pool_limits(&name, placement.create.as_ref());
+    pub(crate) fn check_operation_count(
+        &self,
+        t: usize,
+        placement: &Placement,
+    ) -> Result<(), CoreError> {
+        self.debug_check_counts(t);
+        let counts = &self.trees[t].counts;
+        for name in self.pool_chain(t, &placement.pool, placement.create.as_ref()) {
+            let (max_ops, _) = self.pool_limits(t, &name, placement.create.as_ref());
             let current = counts.get(&name).map_or(0, |c| c.operation_count);
             if current >= max_ops {
                 return Err(CoreError::with_code(
@@ -270,7 +294,7 @@ impl Scheduler {
                     format!(
                         "limit for the number of concurrent operations {max_ops} for pool {name:?} \
                          in tree {:?} has been reached",
-                        self.tree.name
+                        self.trees[t].name
                     ),
                 ));
             }
@@ -281,11 +305,12 @@ impl Scheduler {
     /// The lowest pool on the operation's path whose running-operation limit is reached.
     pub(crate) fn running_limit_violation(
         &self,
+        t: usize,
         pool: &str,
         counts: &BTreeMap<String, PoolCounts>,
     ) -> Option<(String, u32)> {
-        for name in self.pool_chain(pool, None) {
-            let (_, max_running) = self.pool_limits(&name, None);
+        for name in self.pool_chain(t, pool, None) {
+            let (_, max_running) = self.pool_limits(t, &name, None);
             let running = counts.get(&name).map_or(0, |c| c.running_operation_count);
             if running >= max_running {
                 return Some((name, max_running));
@@ -296,9 +321,12 @@ impl Scheduler {
 
     /// Starts pending operations (in start order) whose pools have running slots again.
     pub(crate) fn try_run_pending(&mut self, now: Millis) {
-        // Nothing waits when every unfinished operation runs (the root counts them all).
-        let waiting = self.counts.get(ROOT_NAME).is_some_and(|c| {
-            c.operation_count > c.running_operation_count + c.lightweight_running_operation_count
+        // Nothing waits when every unfinished operation runs (each root counts its tree's).
+        let waiting = self.trees.iter().any(|tree| {
+            tree.counts.get(ROOT_NAME).is_some_and(|c| {
+                c.operation_count
+                    > c.running_operation_count + c.lightweight_running_operation_count
+            })
         });
         if !waiting {
             return;
@@ -321,10 +349,18 @@ impl Scheduler {
             if self.operations[&id].state != OperationState::Pending {
                 continue;
             }
-            let pool = self.operations[&id].pool.clone();
-            match self.running_limit_violation(&pool, &self.counts) {
-                Some((blocking, limit)) => {
-                    let reason = pending_reason(&blocking, limit, &self.tree.name);
+            // It runs once every tree it runs in has a running slot for it.
+            let blocked = self.operations[&id]
+                .trees
+                .iter()
+                .filter(|o| !o.lightweight)
+                .find_map(|o| {
+                    self.running_limit_violation(o.tree, &o.pool, &self.trees[o.tree].counts)
+                        .map(|(pool, limit)| (o.tree, pool, limit))
+                });
+            match blocked {
+                Some((t, blocking, limit)) => {
+                    let reason = pending_reason(&blocking, limit, &self.trees[t].name);
                     if let Some(op) = self.operations.get_mut(&id) {
                         op.pending_reason = Some(reason);
                     }
@@ -385,7 +421,13 @@ impl Scheduler {
         if op.state != OperationState::Running || op.pending_job_count() == 0 {
             return None;
         }
-        let arena = &self.tree.arena;
+        // Told for its first tree; nodes of any of its trees may take its jobs.
+        let t = op.trees[0].tree;
+        let in_its_trees = |n: &&crate::model::Node| {
+            n.tree
+                .is_some_and(|nt| op.trees.iter().any(|o| o.tree == nt))
+        };
+        let arena = &self.trees[t].arena;
         let Some(&index) = arena.by_operation.get(&op.spec.id) else {
             return Some("waiting for the next fair-share update to include the operation".into());
         };
@@ -398,13 +440,17 @@ impl Scheduler {
             .map(|(_, t)| t.resources)
             .next()?;
         if let Some(tag) = &op.spec.scheduling_tag_filter
-            && !self.nodes.values().any(|n| n.tags.contains(tag))
+            && !self
+                .nodes
+                .values()
+                .filter(in_its_trees)
+                .any(|n| n.tags.contains(tag))
         {
             return Some(format!(
                 "no node has the tag {tag:?} (scheduling_tag_filter)"
             ));
         }
-        let fits_somewhere = self.nodes.values().any(|n| {
+        let fits_somewhere = self.nodes.values().filter(in_its_trees).any(|n| {
             n.scheduler_jobs_enabled
                 && op
                     .spec
@@ -416,7 +462,7 @@ impl Scheduler {
         if !fits_somewhere {
             return Some(format!("no node is large enough for a job of {job}"));
         }
-        let usage = self.live_usage();
+        let usage = self.live_usage(t);
         for e in std::iter::once(index).chain(arena.ancestors(index)) {
             let element = &arena.elements[e];
             if !element.resource_limits.dominates(&usage[e].add(&job)) {
@@ -456,15 +502,17 @@ impl Scheduler {
     /// running and no successful schedule for too long.
     pub(crate) fn fail_hung_operations(&mut self, now: Millis) {
         use crate::tree::{ElementRef, StarvationStatus};
-        let arena = &self.tree.arena;
-        let limiting_check =
-            self.tree.config().enable_limiting_ancestor_check && !arena.total_resources.is_zero();
         let mut updates: Vec<(OperationId, Option<Option<Millis>>, bool)> = Vec::new();
         let mut to_fail: Vec<(OperationId, String)> = Vec::new();
         for op in self.operations() {
             if op.state != OperationState::Running || op.pending_job_count() == 0 {
                 continue;
             }
+            // Checked in the operation's first tree.
+            let t = op.trees[0].tree;
+            let arena = &self.trees[t].arena;
+            let limiting_check = self.trees[t].config().enable_limiting_ancestor_check
+                && !arena.total_resources.is_zero();
             let Some(&index) = arena.by_operation.get(&op.spec.id) else {
                 continue;
             };
@@ -503,8 +551,7 @@ impl Scheduler {
                 };
                 // The limits as configured (unset resources are unlimited and not shown).
                 let specified = match &arena.elements[e].kind {
-                    ElementRef::Pool(p) => self
-                        .tree
+                    ElementRef::Pool(p) => self.trees[t]
                         .pool_config(p)
                         .map(|c| c.resource_limits)
                         .unwrap_or_default(),

@@ -14,20 +14,50 @@ impl Scheduler {
     /// declarative apply). Rejected: nothing changes; the error carries the first YTsaurus code
     /// among the configuration errors (e.g. 29000).
     pub fn set_tree_config(&mut self, now: Millis, new: PoolTreeConfig) -> Result<(), CoreError> {
-        self.apply_tree_config(now, new)
+        self.apply_tree_config(now, self.default_tree, new)
     }
 
-    fn apply_tree_config(&mut self, now: Millis, new: PoolTreeConfig) -> Result<(), CoreError> {
+    /// [`Self::set_tree_config`] for the tree named `tree`.
+    pub fn set_tree_config_in(
+        &mut self,
+        now: Millis,
+        tree: &str,
+        new: PoolTreeConfig,
+    ) -> Result<(), CoreError> {
+        let t = self.tree_named(tree)?;
+        self.apply_tree_config(now, t, new)
+    }
+
+    /// The index of the tree named `name`, or an error naming the trees there are.
+    pub(crate) fn tree_named(&self, name: &str) -> Result<usize, CoreError> {
+        self.tree_index(name).ok_or_else(|| {
+            CoreError::new(format!(
+                "tree {name:?} does not exist (trees: {})",
+                self.trees
+                    .iter()
+                    .map(|t| format!("{:?}", t.name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })
+    }
+
+    fn apply_tree_config(
+        &mut self,
+        now: Millis,
+        t: usize,
+        new: PoolTreeConfig,
+    ) -> Result<(), CoreError> {
         let validated = fairsched_config::validate_tree(&new).map_err(|errors| CoreError {
             code: errors.0.iter().find_map(|e| e.code),
             message: format!("rejected pool tree change: {errors}"),
         })?;
         // A pool with unfinished operations (in its subtree) cannot disappear.
         let remaining: BTreeSet<String> = validated.pools.iter().map(|p| p.name.clone()).collect();
-        for p in &self.tree.validated.pools {
+        for p in &self.trees[t].validated.pools {
             if !remaining.contains(&p.name) {
                 let busy = self
-                    .pool_counts()
+                    .pool_counts_in(t)
                     .get(&p.name)
                     .is_some_and(|c| c.operation_count > 0);
                 if busy {
@@ -38,20 +68,25 @@ impl Scheduler {
                 }
             }
         }
+        // The other trees keep their configuration.
         let mut trees = fairsched_config::ValidatedPoolTrees {
-            trees: BTreeMap::new(),
-            default_tree: Some(self.tree.name.clone()),
+            trees: self
+                .trees
+                .iter()
+                .map(|tree| (tree.name.clone(), tree.validated.clone()))
+                .collect(),
+            default_tree: Some(self.trees[self.default_tree].name.clone()),
             warnings: Vec::new(),
         };
-        trees.trees.insert(self.tree.name.clone(), validated);
+        trees.trees.insert(self.trees[t].name.clone(), validated);
         self.replace_tree_config(now, trees)?;
         self.try_run_pending(now);
         Ok(())
     }
 
     /// Path (`a/b/c`) of an explicit pool.
-    fn pool_path(&self, name: &str) -> Result<String, CoreError> {
-        self.tree
+    fn pool_path(&self, t: usize, name: &str) -> Result<String, CoreError> {
+        self.trees[t]
             .explicit(name)
             .map(|p| p.path.clone())
             .ok_or_else(|| {
@@ -70,57 +105,60 @@ impl Scheduler {
     }
 
     /// Creates an explicit pool under `parent` (`None` or `<Root>`: at the top).
-    pub fn create_pool(
+    fn create_pool_at(
         &mut self,
         now: Millis,
+        t: usize,
         parent: Option<&str>,
         name: &str,
         config: PoolConfig,
     ) -> Result<(), CoreError> {
-        if self.tree.explicit(name).is_some() {
+        if self.trees[t].explicit(name).is_some() {
             return Err(CoreError::new(format!("pool {name:?} already exists")));
         }
         let parent_path = match parent {
             None | Some(ROOT_NAME) => None,
-            Some(p) => Some(self.pool_path(p)?),
+            Some(p) => Some(self.pool_path(t, p)?),
         };
-        let mut new = self.tree_config().clone();
+        let mut new = self.trees[t].validated.tree.clone();
         let children = Self::children_of(&mut new, parent_path.as_deref())
             .ok_or_else(|| CoreError::new(format!("parent pool {parent:?} does not exist")))?;
         children.insert(
             name.to_string(),
             PoolNode::from_parts(config, BTreeMap::new()),
         );
-        self.apply_tree_config(now, new)
+        self.apply_tree_config(now, t, new)
     }
 
     /// Replaces a pool's options (its child pools stay).
-    pub fn set_pool(
+    fn set_pool_at(
         &mut self,
         now: Millis,
+        t: usize,
         name: &str,
         config: PoolConfig,
     ) -> Result<(), CoreError> {
-        let path = self.pool_path(name)?;
-        let mut new = self.tree_config().clone();
+        let path = self.pool_path(t, name)?;
+        let mut new = self.trees[t].validated.tree.clone();
         new.pool_at_mut(&path)
             .ok_or_else(|| CoreError::new(format!("pool {name:?} does not exist")))?
             .set_config(config);
-        self.apply_tree_config(now, new)
+        self.apply_tree_config(now, t, new)
     }
 
     /// Moves a pool (with its subtree) under another parent.
-    pub fn move_pool(
+    fn move_pool_at(
         &mut self,
         now: Millis,
+        t: usize,
         name: &str,
         new_parent: Option<&str>,
     ) -> Result<(), CoreError> {
-        let path = self.pool_path(name)?;
+        let path = self.pool_path(t, name)?;
         let parent_path = match new_parent {
             None | Some(ROOT_NAME) => None,
             Some(p) => {
-                let pp = self.pool_path(p)?;
+                let pp = self.pool_path(t, p)?;
                 if pp == path || pp.starts_with(&format!("{path}/")) {
                     return Err(CoreError::new(format!(
                         "pool {name:?} cannot be moved into its own subtree ({p:?})"
@@ -129,7 +167,7 @@ impl Scheduler {
                 Some(pp)
             }
         };
-        let mut new = self.tree_config().clone();
+        let mut new = self.trees[t].validated.tree.clone();
         let old_parent = path.rsplit_once('/').map(|(p, _)| p.to_string());
         let node = Self::children_of(&mut new, old_parent.as_deref())
             .and_then(|c| c.remove(name))
@@ -137,13 +175,13 @@ impl Scheduler {
         Self::children_of(&mut new, parent_path.as_deref())
             .ok_or_else(|| CoreError::new(format!("parent pool {new_parent:?} does not exist")))?
             .insert(name.to_string(), node);
-        self.apply_tree_config(now, new)
+        self.apply_tree_config(now, t, new)
     }
 
     /// Removes an empty explicit pool (no child pools, no operations).
-    pub fn remove_pool(&mut self, now: Millis, name: &str) -> Result<(), CoreError> {
-        let path = self.pool_path(name)?;
-        let mut new = self.tree_config().clone();
+    fn remove_pool_at(&mut self, now: Millis, t: usize, name: &str) -> Result<(), CoreError> {
+        let path = self.pool_path(t, name)?;
+        let mut new = self.trees[t].validated.tree.clone();
         let node = new
             .pool_at(&path)
             .ok_or_else(|| CoreError::new(format!("pool {name:?} does not exist")))?;
@@ -157,13 +195,116 @@ impl Scheduler {
         Self::children_of(&mut new, parent.as_deref())
             .and_then(|c| c.remove(name))
             .ok_or_else(|| CoreError::new(format!("pool {name:?} does not exist")))?;
-        self.apply_tree_config(now, new)
+        self.apply_tree_config(now, t, new)
     }
 
     /// Replaces the tree's options (`config`).
-    pub fn set_tree_options(&mut self, now: Millis, config: TreeConfig) -> Result<(), CoreError> {
-        let mut new = self.tree_config().clone();
+    fn set_tree_options_at(
+        &mut self,
+        now: Millis,
+        t: usize,
+        config: TreeConfig,
+    ) -> Result<(), CoreError> {
+        let mut new = self.trees[t].validated.tree.clone();
         new.config = config;
-        self.apply_tree_config(now, new)
+        self.apply_tree_config(now, t, new)
+    }
+
+    // ---- the commands, in the default tree or in a named one -------------------------------
+
+    /// Creates an explicit pool under `parent` (`None` or `<Root>`: at the top) in the default
+    /// tree.
+    pub fn create_pool(
+        &mut self,
+        now: Millis,
+        parent: Option<&str>,
+        name: &str,
+        config: PoolConfig,
+    ) -> Result<(), CoreError> {
+        self.create_pool_at(now, self.default_tree, parent, name, config)
+    }
+
+    /// [`Self::create_pool`] in the tree named `tree`.
+    pub fn create_pool_in(
+        &mut self,
+        now: Millis,
+        tree: &str,
+        parent: Option<&str>,
+        name: &str,
+        config: PoolConfig,
+    ) -> Result<(), CoreError> {
+        let t = self.tree_named(tree)?;
+        self.create_pool_at(now, t, parent, name, config)
+    }
+
+    /// Replaces a pool's options (its child pools stay), in the default tree.
+    pub fn set_pool(
+        &mut self,
+        now: Millis,
+        name: &str,
+        config: PoolConfig,
+    ) -> Result<(), CoreError> {
+        self.set_pool_at(now, self.default_tree, name, config)
+    }
+
+    /// [`Self::set_pool`] in the tree named `tree`.
+    pub fn set_pool_in(
+        &mut self,
+        now: Millis,
+        tree: &str,
+        name: &str,
+        config: PoolConfig,
+    ) -> Result<(), CoreError> {
+        let t = self.tree_named(tree)?;
+        self.set_pool_at(now, t, name, config)
+    }
+
+    /// Moves a pool (with its subtree) under another parent, in the default tree.
+    pub fn move_pool(
+        &mut self,
+        now: Millis,
+        name: &str,
+        new_parent: Option<&str>,
+    ) -> Result<(), CoreError> {
+        self.move_pool_at(now, self.default_tree, name, new_parent)
+    }
+
+    /// [`Self::move_pool`] in the tree named `tree`.
+    pub fn move_pool_in(
+        &mut self,
+        now: Millis,
+        tree: &str,
+        name: &str,
+        new_parent: Option<&str>,
+    ) -> Result<(), CoreError> {
+        let t = self.tree_named(tree)?;
+        self.move_pool_at(now, t, name, new_parent)
+    }
+
+    /// Removes an empty explicit pool (no child pools, no operations) from the default tree.
+    pub fn remove_pool(&mut self, now: Millis, name: &str) -> Result<(), CoreError> {
+        self.remove_pool_at(now, self.default_tree, name)
+    }
+
+    /// [`Self::remove_pool`] in the tree named `tree`.
+    pub fn remove_pool_in(&mut self, now: Millis, tree: &str, name: &str) -> Result<(), CoreError> {
+        let t = self.tree_named(tree)?;
+        self.remove_pool_at(now, t, name)
+    }
+
+    /// Replaces the default tree's options (`config`).
+    pub fn set_tree_options(&mut self, now: Millis, config: TreeConfig) -> Result<(), CoreError> {
+        self.set_tree_options_at(now, self.default_tree, config)
+    }
+
+    /// [`Self::set_tree_options`] for the tree named `tree`.
+    pub fn set_tree_options_in(
+        &mut self,
+        now: Millis,
+        tree: &str,
+        config: TreeConfig,
+    ) -> Result<(), CoreError> {
+        let t = self.tree_named(tree)?;
+        self.set_tree_options_at(now, t, config)
     }
 }

@@ -61,39 +61,43 @@ fn below_absolute_threshold(threshold: &PartialResources, usage: &Resources) -> 
 impl Scheduler {
     /// Effective `non_preemptible_resource_usage_threshold` for an operation, with the tree's
     /// `max_unpreemptible_running_allocation_count` folded into `user_slots`.
-    fn non_preemptible_threshold(&self, op: &Operation) -> PartialResources {
-        let mut t = self
-            .tree
-            .explicit(&op.pool)
+    fn non_preemptible_threshold(&self, t: usize, op: &Operation) -> PartialResources {
+        let mut threshold = self.trees[t]
+            .explicit(op.in_tree(t).map_or("", |o| o.pool.as_str()))
             .map(|p| p.non_preemptible_resource_usage_threshold)
-            .unwrap_or(self.tree.config().non_preemptible_resource_usage_threshold);
-        if !t.is_set(ResourceKind::UserSlots)
-            && let Some(count) = self
-                .tree
+            .unwrap_or(
+                self.trees[t]
+                    .config()
+                    .non_preemptible_resource_usage_threshold,
+            );
+        if !threshold.is_set(ResourceKind::UserSlots)
+            && let Some(count) = self.trees[t]
                 .config()
                 .max_unpreemptible_running_allocation_count
         {
-            t.set(ResourceKind::UserSlots, f64::from(count));
+            threshold.set(ResourceKind::UserSlots, f64::from(count));
         }
-        t
+        threshold
     }
 
     /// Classifies an operation's running allocations, oldest first (spec §2.3): an allocation
     /// is non-preemptible while the usage of the allocations before it is below the aggressive
     /// bound, aggressively preemptible while below the regular bound, preemptible after.
-    pub fn classify(&self, op: &Operation) -> Vec<(AllocationId, PreemptionStatus)> {
-        let arena = &self.tree.arena;
+    pub fn classify(&self, t: usize, op: &Operation) -> Vec<(AllocationId, PreemptionStatus)> {
+        let arena = &self.trees[t].arena;
+        // Only its allocations in this tree.
+        let mine = op
+            .allocations
+            .iter()
+            .copied()
+            .filter(|a| self.allocations.get(a).is_some_and(|a| a.tree == t));
         let Some(&index) = arena.by_operation.get(&op.spec.id) else {
-            return op
-                .allocations
-                .iter()
-                .map(|&a| (a, PreemptionStatus::Preemptible))
-                .collect();
+            return mine.map(|a| (a, PreemptionStatus::Preemptible)).collect();
         };
         let attrs = &arena.elements[index].attrs;
         let fair = attrs.fair_share.total;
         let demand = attrs.demand_share;
-        let config = self.tree.config();
+        let config = self.trees[t].config();
         let bound1 = fair * config.aggressive_preemption_satisfaction_threshold;
         let satisfied = (fair + ResourceVector::splat(1e-6)).dominates(&demand);
         let bound2 = if satisfied {
@@ -101,7 +105,7 @@ impl Scheduler {
         } else {
             fair * config.preemption_satisfaction_threshold
         };
-        let threshold = self.non_preemptible_threshold(op);
+        let threshold = self.non_preemptible_threshold(t, op);
         let total = arena.total_resources;
         let below = |bound: &ResourceVector, prefix: &Resources| {
             below_absolute_threshold(&threshold, prefix)
@@ -114,7 +118,7 @@ impl Scheduler {
         };
         let mut prefix = Resources::ZERO;
         let mut out = Vec::with_capacity(op.allocations.len());
-        for &id in &op.allocations {
+        for id in mine {
             let Some(a) = self.allocations.get(&id) else {
                 continue;
             };
@@ -135,10 +139,10 @@ impl Scheduler {
     }
 
     /// Counts (preemptible, aggressively preemptible) allocations of an operation.
-    pub fn preemptible_counts(&self, op: &Operation) -> (u32, u32) {
+    pub fn preemptible_counts(&self, t: usize, op: &Operation) -> (u32, u32) {
         let mut p = 0;
         let mut ap = 0;
-        for (_, s) in self.classify(op) {
+        for (_, s) in self.classify(t, op) {
             match s {
                 PreemptionStatus::Preemptible => p += 1,
                 PreemptionStatus::AggressivelyPreemptible => ap += 1,
@@ -149,8 +153,8 @@ impl Scheduler {
     }
 
     /// Elements from `i` up to (not including) the root.
-    fn path_to_root(&self, i: ElementIndex) -> Vec<ElementIndex> {
-        let arena = &self.tree.arena;
+    fn path_to_root(&self, t: usize, i: ElementIndex) -> Vec<ElementIndex> {
+        let arena = &self.trees[t].arena;
         std::iter::once(i)
             .chain(arena.ancestors(i))
             .filter(|&e| e != fairsched_hdrf::ROOT)
@@ -158,15 +162,15 @@ impl Scheduler {
     }
 
     /// The operation's preemption priority from its own and (by scope) its ancestors' starvation.
-    pub fn preemption_priority(&self, op: &Operation) -> PreemptionPriority {
-        let arena = &self.tree.arena;
+    pub fn preemption_priority(&self, t: usize, op: &Operation) -> PreemptionPriority {
+        let arena = &self.trees[t].arena;
         let Some(&index) = arena.by_operation.get(&op.spec.id) else {
             return PreemptionPriority::None;
         };
-        let scope = self.tree.config().scheduling_preemption_priority_scope;
+        let scope = self.trees[t].config().scheduling_preemption_priority_scope;
         let elements: Vec<ElementIndex> = match scope {
             PreemptionPriorityScope::OperationOnly => vec![index],
-            _ => self.path_to_root(index),
+            _ => self.path_to_root(t, index),
         };
         let worst = elements
             .iter()
@@ -181,64 +185,69 @@ impl Scheduler {
     }
 
     /// Sorts running operations by preemption priority (after each fair-share update).
-    pub(crate) fn compute_preemption_targets(&mut self) {
+    pub(crate) fn compute_preemption_targets(&mut self, t: usize) {
         let mut aggressive = Vec::new();
         let mut normal = Vec::new();
-        for (id, &i) in &self.tree.arena.by_operation {
+        for (id, &i) in &self.trees[t].arena.by_operation {
             let Some(op) = self.operations.get(id) else {
                 continue;
             };
-            match self.preemption_priority(op) {
+            match self.preemption_priority(t, op) {
                 PreemptionPriority::Aggressive => aggressive.push(i),
                 PreemptionPriority::Normal => normal.push(i),
                 PreemptionPriority::None => {}
             }
         }
-        self.aggressive_targets = aggressive;
-        self.normal_targets = normal;
+        self.trees[t].aggressive_targets = aggressive;
+        self.trees[t].normal_targets = normal;
     }
 
     /// Classes of an operation's allocations, cached until its allocations or shares change.
     fn classes(
         &mut self,
+        t: usize,
         op_id: &crate::model::OperationId,
     ) -> &BTreeMap<AllocationId, PreemptionStatus> {
-        if !self.class_cache.contains_key(op_id) {
-            let classes = self.classify(&self.operations[op_id]).into_iter().collect();
-            self.class_cache.insert(op_id.clone(), classes);
+        if !self.trees[t].class_cache.contains_key(op_id) {
+            let classes = self
+                .classify(t, &self.operations[op_id])
+                .into_iter()
+                .collect();
+            self.trees[t].class_cache.insert(op_id.clone(), classes);
         }
-        &self.class_cache[op_id]
+        &self.trees[t].class_cache[op_id]
     }
 
-    fn aggressive_preemption_allowed(&self, op: &Operation) -> bool {
+    fn aggressive_preemption_allowed(&self, t: usize, op: &Operation) -> bool {
         if op.is_gang()
-            && !self
-                .tree
+            && !self.trees[t]
                 .config()
                 .allow_aggressive_preemption_for_gang_operations
         {
             return false;
         }
-        self.tree
-            .explicit(&op.pool)
+        self.trees[t]
+            .explicit(op.in_tree(t).map_or("", |o| o.pool.as_str()))
             .is_none_or(|p| p.allow_aggressive_preemption)
     }
 
     /// Whether `op`'s allocations are protected in a stage (spec §2.4).
-    fn preemption_blocked(&self, op: &Operation, stage: Stage) -> bool {
+    fn preemption_blocked(&self, t: usize, op: &Operation, stage: Stage) -> bool {
         if op.spec.preemption_mode == PreemptionMode::Graceful {
             return true;
         }
         if stage == Stage::Preemptive
-            && self
-                .tree
-                .explicit(&op.pool)
+            && self.trees[t]
+                .explicit(op.in_tree(t).map_or("", |o| o.pool.as_str()))
                 .is_some_and(|p| !p.allow_normal_preemption)
         {
             return true;
         }
-        if !self.tree.config().allow_preemption_from_starving_operations {
-            let arena = &self.tree.arena;
+        if !self.trees[t]
+            .config()
+            .allow_preemption_from_starving_operations
+        {
+            let arena = &self.trees[t].arena;
             if let Some(&i) = arena.by_operation.get(&op.spec.id)
                 && arena.elements[i].starvation_status != StarvationStatus::NonStarving
             {
@@ -269,7 +278,8 @@ impl Scheduler {
         let signal = op.spec.interruption_signal.clone();
         if signal.is_some() || timeout_override.is_some() {
             let timeout = timeout_override.unwrap_or_else(|| op.interruption_timeout_ms());
-            let (op_id, node_id, resources) = (a.operation.clone(), a.node.clone(), a.resources);
+            let (op_id, node_id, resources, tree) =
+                (a.operation.clone(), a.node.clone(), a.resources, a.tree);
             // The allocation's resources leave the operation's and the node's books now; the
             // preemptor may start at once (the node lets the old job wind down).
             if let Some(a) = self.allocations.get_mut(&id) {
@@ -281,9 +291,12 @@ impl Scheduler {
             }
             if let Some(op) = self.operations.get_mut(&op_id) {
                 op.usage = op.usage.sub(&resources);
+                if let Some(o) = op.in_tree_mut(tree) {
+                    o.usage = o.usage.sub(&resources);
+                }
             }
             self.touch_operation(&op_id);
-            self.class_cache.remove(&op_id);
+            self.trees[tree].class_cache.remove(&op_id);
             if let Some(n) = self.nodes.get_mut(&node_id) {
                 n.usage = n.usage.sub(&resources);
             }
@@ -315,6 +328,7 @@ impl Scheduler {
     /// interrupted with the graceful timeout.
     pub(crate) fn preempt_gracefully(
         &mut self,
+        t: usize,
         now: Millis,
         node_id: &NodeId,
         response: &mut HeartbeatResponse,
@@ -322,10 +336,12 @@ impl Scheduler {
         // Graceful mode is fixed at submission: without a graceful operation in the tree (as of
         // the last fair-share update, which every scheduled operation went through) there is
         // nothing to do.
-        if !self.tree.arena.any_graceful {
+        if !self.trees[t].arena.any_graceful {
             return;
         }
-        let timeout = self.tree.config().allocation_graceful_preemption_timeout_ms;
+        let timeout = self.trees[t]
+            .config()
+            .allocation_graceful_preemption_timeout_ms;
         let mut victims = Vec::new();
         let on_node: Vec<AllocationId> = self.nodes[node_id].allocations.iter().copied().collect();
         let mut cache: BTreeMap<_, BTreeMap<AllocationId, PreemptionStatus>> = BTreeMap::new();
@@ -341,7 +357,7 @@ impl Scheduler {
             }
             let classes = cache
                 .entry(op.spec.id.clone())
-                .or_insert_with(|| self.classify(op).into_iter().collect());
+                .or_insert_with(|| self.classify(t, op).into_iter().collect());
             if classes.get(&id) == Some(&PreemptionStatus::Preemptible) {
                 victims.push(id);
             }
@@ -362,11 +378,12 @@ impl Scheduler {
     /// `max_preemptive_allocations_per_heartbeat` allocations start by preemption.
     pub(crate) fn schedule_preemptive(
         &mut self,
+        t: usize,
         now: Millis,
         node_id: &NodeId,
         response: &mut HeartbeatResponse,
     ) {
-        let backoff = self.tree.config().preemptive_scheduling_backoff_ms;
+        let backoff = self.trees[t].config().preemptive_scheduling_backoff_ms;
         if let Some(last) = self.nodes[node_id].last_preemptive_scheduling
             && now < last + backoff
         {
@@ -376,7 +393,9 @@ impl Scheduler {
             .get_mut(node_id)
             .expect("heartbeating node")
             .last_preemptive_scheduling = Some(now);
-        let max_started = self.tree.config().max_preemptive_allocations_per_heartbeat;
+        let max_started = self.trees[t]
+            .config()
+            .max_preemptive_allocations_per_heartbeat;
         let mut started = 0u32;
         for (stage, target, min_level) in [
             (
@@ -391,13 +410,13 @@ impl Scheduler {
             ),
         ] {
             let listed = match target {
-                PreemptionPriority::Aggressive => &self.aggressive_targets,
-                _ => &self.normal_targets,
+                PreemptionPriority::Aggressive => &self.trees[t].aggressive_targets,
+                _ => &self.trees[t].normal_targets,
             };
             let targets: Vec<ElementIndex> = listed
                 .iter()
                 .copied()
-                .filter(|&i| match &self.tree.arena.elements[i].kind {
+                .filter(|&i| match &self.trees[t].arena.elements[i].kind {
                     crate::tree::ElementRef::Operation(id) => {
                         self.operations.get(id).is_some_and(|op| {
                             op.state == OperationState::Running && op.pending_job_count() > 0
@@ -406,11 +425,13 @@ impl Scheduler {
                     _ => false,
                 })
                 .collect();
-            if targets.is_empty() && (stage != Stage::Preemptive || !self.limits_maybe_violated) {
+            if targets.is_empty()
+                && (stage != Stage::Preemptive || !self.trees[t].limits_maybe_violated)
+            {
                 continue;
             }
-            let candidates = self.preemption_candidates(node_id, stage, min_level);
-            let blockers = self.conditional_blockers(&candidates, stage);
+            let candidates = self.preemption_candidates(t, node_id, stage, min_level);
+            let blockers = self.conditional_blockers(t, &candidates, stage);
             // Candidates protected by the victim operation itself are dropped; those protected
             // by a pool may only go to preemptors inside that pool.
             let mut candidates: Vec<(AllocationId, Level)> = candidates
@@ -434,11 +455,11 @@ impl Scheduler {
                     PreemptionReason::Preemption
                 };
                 // Minimal set: in preemption order, only while the node is over its limits.
-                let preemptor_leaf = self.tree.arena.by_operation[&preemptor.operation];
+                let preemptor_leaf = self.trees[t].arena.by_operation[&preemptor.operation];
                 let mut remaining = Vec::new();
                 for (id, level) in candidates {
                     let node = &self.nodes[node_id];
-                    let allowed = self.candidate_allowed_for(&blockers, id, preemptor_leaf);
+                    let allowed = self.candidate_allowed_for(t, &blockers, id, preemptor_leaf);
                     if allowed && !node.resources.dominates(&node.usage) {
                         self.preempt(now, id, reason, Some(preemptor.clone()), None, response);
                     } else {
@@ -448,7 +469,7 @@ impl Scheduler {
                 candidates = remaining;
             }
             if stage == Stage::Preemptive {
-                self.preempt_limit_violations(now, candidates, response);
+                self.preempt_limit_violations(t, now, candidates, response);
             }
         }
     }
@@ -457,6 +478,7 @@ impl Scheduler {
     /// then aggressively preemptible, then the rest; newest first within a class.
     fn preemption_candidates(
         &mut self,
+        t: usize,
         node_id: &NodeId,
         stage: Stage,
         min_level: Level,
@@ -468,7 +490,7 @@ impl Scheduler {
             .map(|a| a.operation.clone())
             .collect();
         for op_id in &ops {
-            self.classes(op_id);
+            self.classes(t, op_id);
         }
         let mut out = Vec::new();
         for &id in &self.nodes[node_id].allocations {
@@ -479,10 +501,10 @@ impl Scheduler {
                 continue;
             }
             let op = &self.operations[&a.operation];
-            if self.preemption_blocked(op, stage) {
+            if self.preemption_blocked(t, op, stage) {
                 continue;
             }
-            let status = self
+            let status = self.trees[t]
                 .class_cache
                 .get(&op.spec.id)
                 .and_then(|classes| classes.get(&id))
@@ -491,7 +513,7 @@ impl Scheduler {
             let level = match status {
                 PreemptionStatus::NonPreemptible => Level::NonPreemptible,
                 PreemptionStatus::AggressivelyPreemptible
-                    if self.aggressive_preemption_allowed(op) =>
+                    if self.aggressive_preemption_allowed(t, op) =>
                 {
                     Level::AggressivelyPreemptible
                 }
@@ -506,8 +528,8 @@ impl Scheduler {
         out.into_iter().map(|(id, level, _)| (id, level)).collect()
     }
 
-    /// Starts one allocation for a target operation, counting the candidates' resources as
-    /// available.
+    /// Starts one allocation for a target operation (arena indices of the node's tree),
+    /// counting the candidates' resources as available.
     fn start_for_preemption(
         &mut self,
         now: Millis,
@@ -517,12 +539,13 @@ impl Scheduler {
         blockers: &BTreeMap<AllocationId, Blocker>,
         stage: Stage,
     ) -> Option<crate::scheduler::StartOrder> {
-        let mut walk = self.walk_for(node_id, |i| targets.contains(&i));
+        let t = self.nodes[node_id].tree?;
+        let mut walk = self.walk_for(t, node_id, |i| targets.contains(&i));
         while let Some(leaf) = self.best_leaf(&walk) {
             // The discount: every candidate this operation may take.
             let discount = candidates
                 .iter()
-                .filter(|(id, _)| self.candidate_allowed_for(blockers, *id, leaf))
+                .filter(|(id, _)| self.candidate_allowed_for(t, blockers, *id, leaf))
                 .fold(Resources::ZERO, |acc, (id, _)| {
                     acc.add(&self.allocations[id].resources)
                 });
@@ -540,16 +563,17 @@ impl Scheduler {
     /// satisfaction threshold.
     fn conditional_blockers(
         &self,
+        t: usize,
         candidates: &[(AllocationId, Level)],
         stage: Stage,
     ) -> BTreeMap<AllocationId, Blocker> {
         let mut out = BTreeMap::new();
-        if !self.tree.config().enable_conditional_preemption || candidates.is_empty() {
+        if !self.trees[t].config().enable_conditional_preemption || candidates.is_empty() {
             return out;
         }
-        let arena = &self.tree.arena;
-        let usage = self.live_usage();
-        let config = self.tree.config();
+        let arena = &self.trees[t].arena;
+        let usage = self.live_usage(t);
+        let config = self.trees[t].config();
         let mut by_op: BTreeMap<ElementIndex, Option<Blocker>> = BTreeMap::new();
         for &(id, _) in candidates {
             let Some(a) = self.allocations.get(&id) else {
@@ -559,14 +583,14 @@ impl Scheduler {
                 continue;
             };
             let aggressive = stage == Stage::Aggressive
-                && self.aggressive_preemption_allowed(&self.operations[&a.operation]);
+                && self.aggressive_preemption_allowed(t, &self.operations[&a.operation]);
             let threshold = if aggressive {
                 config.aggressive_preemption_satisfaction_threshold
             } else {
                 config.preemption_satisfaction_threshold
             };
             let blocker = *by_op.entry(leaf).or_insert_with(|| {
-                self.path_to_root(leaf).into_iter().find_map(|e| {
+                self.path_to_root(t, leaf).into_iter().find_map(|e| {
                     let element = &arena.elements[e];
                     let share = ResourceVector::from_resources(&usage[e], &arena.total_resources);
                     let satisfaction = crate::heartbeat::local_satisfaction(
@@ -593,6 +617,7 @@ impl Scheduler {
     /// Whether a candidate may be taken for an operation at arena index `preemptor`.
     fn candidate_allowed_for(
         &self,
+        t: usize,
         blockers: &BTreeMap<AllocationId, Blocker>,
         id: AllocationId,
         preemptor: ElementIndex,
@@ -600,7 +625,9 @@ impl Scheduler {
         match blockers.get(&id) {
             None => true,
             Some(Blocker::Operation) => false,
-            Some(Blocker::Pool(pool)) => self.tree.arena.ancestors(preemptor).any(|a| a == *pool),
+            Some(Blocker::Pool(pool)) => {
+                self.trees[t].arena.ancestors(preemptor).any(|a| a == *pool)
+            }
         }
     }
 
@@ -608,35 +635,35 @@ impl Scheduler {
     /// are preempted (limits were lowered).
     fn preempt_limit_violations(
         &mut self,
+        t: usize,
         now: Millis,
         candidates: Vec<(AllocationId, Level)>,
         response: &mut HeartbeatResponse,
     ) {
-        if !self.limits_maybe_violated {
+        if !self.trees[t].limits_maybe_violated {
             return;
         }
-        let usage = self.live_usage();
-        let any_violation = self
-            .tree
+        let usage = self.live_usage(t);
+        let any_violation = self.trees[t]
             .arena
             .elements
             .iter()
             .zip(&usage)
             .any(|(e, u)| !e.resource_limits.dominates(u));
         if !any_violation {
-            self.limits_maybe_violated = false;
+            self.trees[t].limits_maybe_violated = false;
             return;
         }
         for (id, _) in candidates {
             let Some(a) = self.allocations.get(&id) else {
                 continue;
             };
-            let Some(&leaf) = self.tree.arena.by_operation.get(&a.operation) else {
+            let Some(&leaf) = self.trees[t].arena.by_operation.get(&a.operation) else {
                 continue;
             };
-            let usage = self.live_usage();
-            let violated = self.path_to_root(leaf).into_iter().any(|e| {
-                !self.tree.arena.elements[e]
+            let usage = self.live_usage(t);
+            let violated = self.path_to_root(t, leaf).into_iter().any(|e| {
+                !self.trees[t].arena.elements[e]
                     .resource_limits
                     .dominates(&usage[e])
             });
@@ -654,13 +681,13 @@ impl Scheduler {
     }
 
     /// Live usage of every element of the arena.
-    pub(crate) fn live_usage(&self) -> Vec<Resources> {
-        let arena = &self.tree.arena;
+    pub(crate) fn live_usage(&self, t: usize) -> Vec<Resources> {
+        let arena = &self.trees[t].arena;
         let n = arena.elements.len();
         let mut usage = vec![Resources::ZERO; n];
         for (id, &i) in &arena.by_operation {
             if let Some(op) = self.operations.get(id) {
-                usage[i] = op.usage;
+                usage[i] = op.in_tree(t).map_or(Resources::ZERO, |o| o.usage);
             }
         }
         for i in (1..n).rev() {
@@ -703,7 +730,7 @@ impl Scheduler {
                 continue;
             }
             if !classes.contains_key(&id) {
-                classes.extend(self.classify(&self.operations[&a.operation]));
+                classes.extend(self.classify(a.tree, &self.operations[&a.operation]));
             }
             let status = classes
                 .get(&id)

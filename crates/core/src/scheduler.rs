@@ -122,7 +122,10 @@ pub struct HeartbeatResponse {
 #[derive(Clone, Debug)]
 pub struct Scheduler {
     pub config: SchedulerConfig,
-    pub(crate) tree: PoolTree,
+    /// The pool trees, sorted by name (operations and nodes refer to them by index).
+    pub(crate) trees: Vec<PoolTree>,
+    /// Index of the default tree (operations that name no tree run there).
+    pub(crate) default_tree: usize,
     pub(crate) nodes: BTreeMap<NodeId, Node>,
     pub(crate) operations: BTreeMap<OperationId, Operation>,
     /// Operations in start order (ids), for deterministic iteration.
@@ -132,27 +135,11 @@ pub struct Scheduler {
     events: Vec<Event>,
     last_fair_share_update: Option<Millis>,
     last_hangup_check: Option<Millis>,
-    /// Operations (arena indices) by preemption priority, as of the last fair-share update.
-    pub(crate) aggressive_targets: Vec<fairsched_hdrf::ElementIndex>,
-    pub(crate) normal_targets: Vec<fairsched_hdrf::ElementIndex>,
     /// Componentwise minimum of the pending jobs at the last update: a node that cannot fit it
     /// cannot fit any job, and its regular stage is skipped.
     pub(crate) min_pending_job: Option<Resources>,
-    /// Allocation classes per operation, dropped when its allocations or shares change.
-    pub(crate) class_cache:
-        BTreeMap<OperationId, BTreeMap<AllocationId, crate::preemption::PreemptionStatus>>,
-    /// Set when limits were lowered (usage may exceed them until preemption trims it).
-    pub(crate) limits_maybe_violated: bool,
     /// Heartbeats whose regular stage was skipped because no pending job could fit.
     pub(crate) skipped_heartbeats: u64,
-    /// Fair-share alerts (e.g. 29000) raised by the last update, logged when they appear.
-    pub(crate) active_alerts: Vec<(u32, String)>,
-    /// The descent state of the whole tree, kept up to date between fair-share updates (see
-    /// [`crate::heartbeat`]); `None` until the first heartbeat after an update.
-    pub(crate) walk_cache: Option<crate::heartbeat::Walk>,
-    /// Operation counts per pool (subtree totals), maintained as operations start, change
-    /// state or move.
-    pub(crate) counts: BTreeMap<String, crate::operations::PoolCounts>,
     /// Counters for `--stats`.
     pub stats: Stats,
 }
@@ -167,20 +154,38 @@ pub struct Stats {
 }
 
 impl Scheduler {
-    /// A scheduler over the default tree of `trees` (multiple trees: a later issue).
+    /// A scheduler over the trees of `trees`. Nodes go to the tree whose `node_tag_filter`
+    /// matches them; operations run in their `pool_trees` (default: the default tree).
     pub fn new(config: SchedulerConfig, trees: ValidatedPoolTrees) -> Result<Scheduler, CoreError> {
         let name = trees
             .default_tree
             .clone()
-            .or_else(|| trees.trees.keys().next().cloned())
-            .ok_or_else(|| CoreError::new("no pool tree is configured"))?;
-        let validated =
-            trees.trees.get(&name).cloned().ok_or_else(|| {
-                CoreError::new(format!("default tree {name:?} is not configured"))
+            .or_else(|| (trees.trees.len() == 1).then(|| trees.trees.keys().next().cloned())?)
+            .ok_or_else(|| {
+                CoreError::new(if trees.trees.is_empty() {
+                    "no pool tree is configured".to_string()
+                } else {
+                    "default_tree must be set when there are several trees".to_string()
+                })
             })?;
+        if !trees.trees.contains_key(&name) {
+            return Err(CoreError::new(format!(
+                "default tree {name:?} is not configured"
+            )));
+        }
+        let default_tree = trees
+            .trees
+            .keys()
+            .position(|n| *n == name)
+            .expect("checked above");
         Ok(Scheduler {
             config,
-            tree: PoolTree::new(name, validated),
+            trees: trees
+                .trees
+                .into_iter()
+                .map(|(name, validated)| PoolTree::new(name, validated))
+                .collect(),
+            default_tree,
             nodes: BTreeMap::new(),
             operations: BTreeMap::new(),
             start_order: Vec::new(),
@@ -189,15 +194,8 @@ impl Scheduler {
             events: Vec::new(),
             last_fair_share_update: None,
             last_hangup_check: None,
-            aggressive_targets: Vec::new(),
-            normal_targets: Vec::new(),
             min_pending_job: None,
-            class_cache: BTreeMap::new(),
-            limits_maybe_violated: false,
             skipped_heartbeats: 0,
-            active_alerts: Vec::new(),
-            walk_cache: None,
-            counts: BTreeMap::new(),
             stats: Stats::default(),
         })
     }
@@ -211,8 +209,19 @@ impl Scheduler {
         self.events.push(Event { t_ms, kind });
     }
 
+    /// The default tree.
     pub fn tree(&self) -> &PoolTree {
-        &self.tree
+        &self.trees[self.default_tree]
+    }
+
+    /// Every tree, sorted by name.
+    pub fn trees(&self) -> &[PoolTree] {
+        &self.trees
+    }
+
+    /// Index of the tree named `name`.
+    pub fn tree_index(&self, name: &str) -> Option<usize> {
+        self.trees.iter().position(|t| t.name == name)
     }
 
     pub fn operation(&self, id: &OperationId) -> Option<&Operation> {
@@ -258,17 +267,42 @@ impl Scheduler {
         }
     }
 
-    /// Total resources of the nodes the tree schedules on.
-    fn tree_total(&self) -> Resources {
+    /// Total resources of the nodes tree `t` schedules on.
+    fn tree_total(&self, t: usize) -> Resources {
         self.nodes
             .values()
-            .filter(|n| n.scheduler_jobs_enabled)
+            .filter(|n| n.scheduler_jobs_enabled && n.tree == Some(t))
             .fold(Resources::ZERO, |acc, n| acc.add(&n.resources))
+    }
+
+    /// The tree whose node filter matches `tags`; an error when several do (trees must not
+    /// share nodes).
+    pub(crate) fn tree_for_tags(
+        trees: &[PoolTree],
+        node: &NodeId,
+        tags: &BTreeSet<String>,
+    ) -> Result<Option<usize>, CoreError> {
+        let matching: Vec<usize> = (0..trees.len())
+            .filter(|&t| trees[t].node_filter.matches(tags))
+            .collect();
+        match matching.as_slice() {
+            [] => Ok(None),
+            [t] => Ok(Some(*t)),
+            _ => Err(CoreError::new(format!(
+                "node {:?} (tags {tags:?}) matches the node_tag_filter of trees {}; trees must \
+                 not share nodes",
+                node.0,
+                matching
+                    .iter()
+                    .map(|&t| format!("{:?}", trees[t].name))
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            ))),
+        }
     }
 
     /// Recomputes fair shares and statuses now.
     pub fn update_fair_share(&mut self, now: Millis) {
-        let total = self.tree_total();
         let ops: Vec<&Operation> = self
             .start_order
             .iter()
@@ -286,18 +320,30 @@ impl Scheduler {
                     .map(|(t, _)| t.resources)
             })
             .reduce(|a, b| a.min(&b));
-        self.tree.update_fair_share(now, total, &ops);
-        crate::status::update_statuses(&mut self.tree, now);
-        self.walk_cache = None;
-        self.class_cache.clear();
-        self.compute_preemption_targets();
-        self.raise_fair_share_alerts(now);
+        for t in 0..self.trees.len() {
+            let total = self.tree_total(t);
+            let in_tree: Vec<&Operation> = ops
+                .iter()
+                .copied()
+                .filter(|op| op.in_tree(t).is_some())
+                .collect();
+            self.trees[t].update_fair_share(t, now, total, &in_tree);
+            crate::status::update_statuses(&mut self.trees[t], now);
+            self.trees[t].walk_cache = None;
+            self.trees[t].class_cache.clear();
+        }
+        for t in 0..self.trees.len() {
+            self.compute_preemption_targets(t);
+            self.raise_fair_share_alerts(t, now);
+        }
         self.last_fair_share_update = Some(now);
         self.stats.fair_share_updates += 1;
     }
 
-    /// Replaces the tree's configuration (a validated new version: pools created, changed,
-    /// moved or removed). Operations keep their pools; an operation whose pool disappeared
+    /// Replaces the trees' configuration (a validated new version: pools created, changed,
+    /// moved or removed, tree options changed). The set of trees must stay the same (adding or
+    /// removing a tree needs a restart); a node that would match two trees' filters rejects
+    /// the whole change. Operations keep their pools; an operation whose pool disappeared
     /// continues in an ephemeral pool of that name; an ephemeral pool that is now configured
     /// becomes explicit. Takes effect at the next fair-share update.
     pub fn replace_tree_config(
@@ -305,64 +351,85 @@ impl Scheduler {
         now: Millis,
         trees: ValidatedPoolTrees,
     ) -> Result<(), CoreError> {
-        let validated = trees.trees.get(&self.tree.name).cloned().ok_or_else(|| {
-            CoreError::new(format!(
-                "the new configuration has no tree {:?}",
-                self.tree.name
-            ))
-        })?;
-        self.tree.validated = validated;
-        self.limits_maybe_violated = true;
-        let explicit: BTreeSet<String> = self
-            .tree
-            .validated
-            .pools
-            .iter()
-            .map(|p| p.name.clone())
-            .collect();
-        self.tree
-            .ephemeral
-            .retain(|name, _| !explicit.contains(name));
-        // Operations whose pool is gone continue in an ephemeral pool of that name.
-        let orphans: Vec<(String, String)> = self
-            .operations
-            .values()
-            .filter(|op| !op.state.is_finished() && !self.tree.has_pool(&op.pool))
-            .map(|op| (op.pool.clone(), op.user.clone()))
-            .collect();
-        let parent = self
-            .tree
-            .validated
-            .default_parent_pool()
-            .map(str::to_string)
-            .unwrap_or_else(|| ROOT_NAME.to_string());
-        for (pool, user) in orphans {
-            self.tree
-                .ephemeral
-                .entry(pool)
-                .or_insert_with(|| EphemeralPool {
+        let names: Vec<&String> = trees.trees.keys().collect();
+        let ours: Vec<&String> = self.trees.iter().map(|t| &t.name).collect();
+        if names != ours {
+            return Err(CoreError::new(format!(
+                "the new configuration has trees {names:?}, the scheduler runs {ours:?}; adding \
+                 or removing trees needs a restart"
+            )));
+        }
+        // Check the node assignment under the new filters before changing anything.
+        let mut candidate: Vec<PoolTree> = self.trees.clone();
+        for (tree, validated) in candidate.iter_mut().zip(trees.trees.values()) {
+            tree.set_validated(validated.clone());
+        }
+        let mut assignment = Vec::new();
+        for node in self.nodes.values() {
+            assignment.push((
+                node.id.clone(),
+                Self::tree_for_tags(&candidate, &node.id, &node.tags)?,
+            ));
+        }
+        for (tree, validated) in self.trees.iter_mut().zip(trees.trees.into_values()) {
+            tree.set_validated(validated);
+            tree.limits_maybe_violated = true;
+        }
+        for (id, t) in assignment {
+            if let Some(node) = self.nodes.get_mut(&id) {
+                node.tree = t;
+            }
+        }
+        for t in 0..self.trees.len() {
+            let tree = &mut self.trees[t];
+            let explicit: BTreeSet<String> = tree
+                .validated
+                .pools
+                .iter()
+                .map(|p| p.name.clone())
+                .collect();
+            tree.ephemeral.retain(|name, _| !explicit.contains(name));
+            // Operations whose pool is gone continue in an ephemeral pool of that name.
+            let orphans: Vec<(String, String)> = self
+                .operations
+                .values()
+                .filter(|op| !op.state.is_finished())
+                .filter_map(|op| {
+                    let pool = &op.in_tree(t)?.pool;
+                    (!self.trees[t].has_pool(pool)).then(|| (pool.clone(), op.user.clone()))
+                })
+                .collect();
+            let tree = &mut self.trees[t];
+            let parent = tree
+                .validated
+                .default_parent_pool()
+                .map(str::to_string)
+                .unwrap_or_else(|| ROOT_NAME.to_string());
+            for (pool, user) in orphans {
+                tree.ephemeral.entry(pool).or_insert_with(|| EphemeralPool {
                     parent: parent.clone(),
                     user,
                     config: PoolConfig::default(),
                 });
+            }
+            // Pools moved: every operation's chain of ancestors may have changed.
+            self.recount(t);
         }
-        // Pools moved: every operation's chain of ancestors may have changed.
-        self.recount();
         self.try_run_pending(now);
         Ok(())
     }
 
-    /// The current configuration of the scheduler's tree.
+    /// The current configuration of the default tree.
     pub fn tree_config(&self) -> &fairsched_config::PoolTreeConfig {
-        &self.tree.validated.tree
+        &self.tree().validated.tree
     }
 
     /// Logs an `error` event for every fair-share alert that appeared with this update (YTsaurus
     /// raises a scheduler alert; 29000: strong guarantees exceed the cluster and are scaled down).
-    fn raise_fair_share_alerts(&mut self, now: Millis) {
+    fn raise_fair_share_alerts(&mut self, t: usize, now: Millis) {
         // One alert per code, as YTsaurus raises one scheduler alert per kind.
         let mut by_code: BTreeMap<u32, Vec<String>> = BTreeMap::new();
-        for e in &self.tree.arena.errors {
+        for e in &self.trees[t].arena.errors {
             by_code
                 .entry(e.code().unwrap_or(1))
                 .or_default()
@@ -373,12 +440,16 @@ impl Scheduler {
             .map(|(code, messages)| {
                 (
                     code,
-                    format!("pool tree {:?}: {}", self.tree.name, messages.join("; ")),
+                    format!(
+                        "pool tree {:?}: {}",
+                        self.trees[t].name,
+                        messages.join("; ")
+                    ),
                 )
             })
             .collect();
         for alert in &alerts {
-            if !self.active_alerts.contains(alert) {
+            if !self.trees[t].active_alerts.contains(alert) {
                 self.log(
                     now,
                     EventKind::Error {
@@ -388,12 +459,15 @@ impl Scheduler {
                 );
             }
         }
-        self.active_alerts = alerts;
+        self.trees[t].active_alerts = alerts;
     }
 
-    /// Fair-share alerts of the last update (code, message).
-    pub fn alerts(&self) -> &[(u32, String)] {
-        &self.active_alerts
+    /// Fair-share alerts of the last update (code, message), tree by tree.
+    pub fn alerts(&self) -> Vec<(u32, String)> {
+        self.trees
+            .iter()
+            .flat_map(|t| t.active_alerts.iter().cloned())
+            .collect()
     }
 
     // ---- nodes ------------------------------------------------------------------------------
@@ -412,6 +486,7 @@ impl Scheduler {
                 spec.id.0
             )));
         }
+        let tree = Self::tree_for_tags(&self.trees, &spec.id, &spec.tags)?;
         self.nodes.insert(
             spec.id.clone(),
             Node {
@@ -419,6 +494,7 @@ impl Scheduler {
                 resources: spec.resources,
                 tags: spec.tags,
                 scheduler_jobs_enabled: true,
+                tree,
                 draining: false,
                 allocations: BTreeSet::new(),
                 usage: Resources::ZERO,
@@ -439,17 +515,24 @@ impl Scheduler {
         tags: Option<BTreeSet<String>>,
         scheduler_jobs_enabled: Option<bool>,
     ) -> Result<(), CoreError> {
+        if resources.is_some_and(|r| r.any_negative()) {
+            return Err(CoreError::new(format!(
+                "node {:?}: resources must not be negative",
+                id.0
+            )));
+        }
+        let new_tree = match &tags {
+            Some(t) => Some(Self::tree_for_tags(&self.trees, id, t)?),
+            None => None,
+        };
         let node = self
             .nodes
             .get_mut(id)
             .ok_or_else(|| CoreError::new(format!("node {:?} does not exist", id.0)))?;
+        if let Some(tree) = new_tree {
+            node.tree = tree;
+        }
         if let Some(r) = resources {
-            if r.any_negative() {
-                return Err(CoreError::new(format!(
-                    "node {:?}: resources must not be negative",
-                    id.0
-                )));
-            }
             node.resources = r;
             // The overcommit clock restarts whenever the node fits again.
             if node.resources.dominates(&node.usage) {
@@ -522,18 +605,48 @@ impl Scheduler {
         }
         let user = spec.user.clone().unwrap_or_else(|| "root".to_string());
         // Decide and check everything first; change state only when the operation is accepted.
-        let placement = self.plan_placement(&spec, &user)?;
-        self.check_operation_count(&placement)?;
-        if let Some((name, pool)) = placement.create.clone() {
-            self.tree.ephemeral.insert(name, pool);
+        let trees = self.operation_trees(&spec)?;
+        let mut placements = Vec::new();
+        for &t in &trees {
+            let options = spec
+                .scheduling_options_per_pool_tree
+                .get(&self.trees[t].name);
+            let requested = options
+                .and_then(|o| o.pool.as_deref())
+                .or(spec.pool.as_deref());
+            let placement = self.plan_placement(t, requested, &user)?;
+            self.check_operation_count(t, &placement)?;
+            placements.push((t, placement));
         }
-        let pool = placement.pool;
-        let lightweight = self.is_lightweight(&spec, &pool);
-        let blocked = if lightweight {
-            None
-        } else {
-            self.running_limit_violation(&pool, &self.counts)
-        };
+        let mut op_trees = Vec::new();
+        let mut blocked = None;
+        for (t, placement) in placements {
+            if let Some((name, pool)) = placement.create.clone() {
+                self.trees[t].ephemeral.insert(name, pool);
+            }
+            let pool = placement.pool;
+            let lightweight = self.is_lightweight(t, &spec, &pool);
+            if !lightweight && blocked.is_none() {
+                blocked = self
+                    .running_limit_violation(t, &pool, &self.trees[t].counts)
+                    .map(|(pool, limit)| (t, pool, limit));
+            }
+            let options = spec
+                .scheduling_options_per_pool_tree
+                .get(&self.trees[t].name);
+            op_trees.push(crate::model::OperationTree {
+                tree: t,
+                pool,
+                weight: options.and_then(|o| o.weight).or(spec.weight),
+                resource_limits: options
+                    .and_then(|o| o.resource_limits)
+                    .unwrap_or(spec.resource_limits),
+                usage: Resources::ZERO,
+                lightweight,
+            });
+        }
+        let pool = op_trees[0].pool.clone();
+        let lightweight = op_trees[0].lightweight;
         let tasks: Vec<TaskProgress> = spec
             .tasks
             .iter()
@@ -548,12 +661,12 @@ impl Scheduler {
         });
         let id = spec.id.clone();
         let (state, pending_reason) = match &blocked {
-            Some((pool, limit)) => (
+            Some((t, pool, limit)) => (
                 OperationState::Pending,
                 Some(crate::operations::pending_reason(
                     pool,
                     *limit,
-                    &self.tree.name,
+                    &self.trees[*t].name,
                 )),
             ),
             None => (OperationState::Running, None),
@@ -564,6 +677,7 @@ impl Scheduler {
                 spec,
                 state,
                 pool,
+                trees: op_trees,
                 user,
                 start_time: now,
                 tasks,
@@ -591,6 +705,50 @@ impl Scheduler {
         );
         self.maybe_complete(now, &id);
         Ok(())
+    }
+
+    /// The trees an operation runs in (indices; the default tree first if it is one of them):
+    /// its `pool_trees`, or the default tree. Unknown trees and per-tree options for trees it does not run in are errors.
+    fn operation_trees(&self, spec: &OperationSpec) -> Result<Vec<usize>, CoreError> {
+        let id = &spec.id.0;
+        let mut trees = match &spec.pool_trees {
+            None => vec![self.default_tree],
+            Some(names) if names.is_empty() => {
+                return Err(CoreError::new(format!(
+                    "operation {id:?}: pool_trees must not be empty"
+                )));
+            }
+            Some(names) => names
+                .iter()
+                .map(|name| {
+                    self.tree_index(name).ok_or_else(|| {
+                        CoreError::new(format!(
+                            "operation {id:?}: pool_trees names tree {name:?}, which does not \
+                             exist (trees: {})",
+                            self.trees
+                                .iter()
+                                .map(|t| format!("{:?}", t.name))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        };
+        // The default tree first (the operation's fields in snapshots are of its first tree),
+        // then by name.
+        let default = self.default_tree;
+        trees.sort_unstable_by_key(|&t| (t != default, t));
+        trees.dedup();
+        for name in spec.scheduling_options_per_pool_tree.keys() {
+            if !self.tree_index(name).is_some_and(|t| trees.contains(&t)) {
+                return Err(CoreError::new(format!(
+                    "operation {id:?}: scheduling_options_per_pool_tree.{name}: the operation \
+                     does not run in tree {name:?}"
+                )));
+            }
+        }
+        Ok(trees)
     }
 
     /// Aborts an operation: its jobs are killed.
@@ -640,33 +798,48 @@ impl Scheduler {
             )));
         }
         let user = op.user.clone();
+        // A new pool applies in the operation's first tree.
+        let first = op.trees[0].tree;
         let new_pool = match pool {
             Some(p) => {
-                let spec = OperationSpec {
-                    pool: Some(p),
-                    ..op.spec.clone()
-                };
-                let placement = self.plan_placement(&spec, &user)?;
-                self.check_operation_count(&placement)?;
+                let placement = self.plan_placement(first, Some(&p), &user)?;
+                self.check_operation_count(first, &placement)?;
                 if let Some((name, pool)) = placement.create.clone() {
-                    self.tree.ephemeral.insert(name, pool);
+                    self.trees[first].ephemeral.insert(name, pool);
                 }
                 Some(placement.pool)
             }
             None => None,
         };
+        let names: Vec<String> = self.trees.iter().map(|t| t.name.clone()).collect();
         let op = self.operations.get_mut(id).expect("checked above");
+        // Weight and limits apply in every tree without its own per-tree value.
         if let Some(w) = weight {
             op.spec.weight = Some(w);
+            for o in &mut op.trees {
+                let own = op.spec.scheduling_options_per_pool_tree.get(&names[o.tree]);
+                if own.is_none_or(|x| x.weight.is_none()) {
+                    o.weight = Some(w);
+                }
+            }
         }
         if let Some(l) = resource_limits {
             op.spec.resource_limits = l;
-            self.limits_maybe_violated = true;
+            for o in &mut op.trees {
+                let own = op.spec.scheduling_options_per_pool_tree.get(&names[o.tree]);
+                if own.is_none_or(|x| x.resource_limits.is_none()) {
+                    o.resource_limits = l;
+                }
+            }
+            for t in &mut self.trees {
+                t.limits_maybe_violated = true;
+            }
         }
         if let Some(p) = new_pool {
             self.count_operation(id, false);
             let op = self.operations.get_mut(id).expect("checked above");
-            op.pool = p;
+            op.pool = p.clone();
+            op.trees[0].pool = p;
             op.spec.pool = Some(op.pool.clone());
             self.count_operation(id, true);
         }
@@ -720,10 +893,11 @@ impl Scheduler {
     /// Ephemeral pools disappear when no unfinished operation uses them.
     /// (Ephemeral pools are leaves: their subtree counts are their own operations.)
     fn remove_empty_ephemeral_pools(&mut self) {
-        let counts = &self.counts;
-        self.tree
-            .ephemeral
-            .retain(|name, _| counts.get(name).is_some_and(|c| c.operation_count > 0));
+        for tree in &mut self.trees {
+            let counts = &tree.counts;
+            tree.ephemeral
+                .retain(|name, _| counts.get(name).is_some_and(|c| c.operation_count > 0));
+        }
     }
 
     /// Completes an operation whose jobs are all done.
@@ -755,13 +929,19 @@ impl Scheduler {
             .get_mut(op_id)
             .expect("placed operation exists");
         let resources = op.spec.tasks[task].resources;
+        let tree = self.nodes[node_id]
+            .tree
+            .expect("allocations start only on nodes of a tree");
         op.tasks[task].pending -= 1;
         op.tasks[task].running += 1;
         op.allocations.push(id);
         op.usage = op.usage.add(&resources);
+        if let Some(o) = op.in_tree_mut(tree) {
+            o.usage = o.usage.add(&resources);
+        }
         op.pending_demand = op.pending_demand.sub(&resources);
         op.last_scheduled_at = Some(now);
-        self.class_cache.remove(op_id);
+        self.trees[tree].class_cache.remove(op_id);
         let node = self
             .nodes
             .get_mut(node_id)
@@ -775,6 +955,7 @@ impl Scheduler {
                 operation: op_id.clone(),
                 task,
                 node: node_id.clone(),
+                tree,
                 resources,
                 start_time: now,
                 state: AllocationState::Running,
@@ -824,6 +1005,13 @@ impl Scheduler {
                 node_id.0
             )));
         }
+        let tree = node.tree.ok_or_else(|| {
+            CoreError::new(format!(
+                "node {:?} belongs to no pool tree (no node_tag_filter matches its tags)",
+                node_id.0
+            ))
+        })?;
+        let tree_name = self.trees[tree].name.clone();
         let op = self
             .operations
             .get_mut(op_id)
@@ -841,6 +1029,12 @@ impl Scheduler {
                 op_id.0
             )));
         }
+        if op.in_tree(tree).is_none() {
+            return Err(CoreError::new(format!(
+                "operation {:?} does not run in tree {tree_name:?} of node {:?}",
+                op_id.0, node_id.0
+            )));
+        }
         let id = AllocationId(self.next_allocation);
         self.next_allocation += 1;
         let resources = op.spec.tasks[task].resources;
@@ -848,9 +1042,12 @@ impl Scheduler {
         op.tasks[task].running += 1;
         op.allocations.push(id);
         op.usage = op.usage.add(&resources);
+        if let Some(o) = op.in_tree_mut(tree) {
+            o.usage = o.usage.add(&resources);
+        }
         op.pending_demand = op.pending_demand.sub(&resources);
         op.last_scheduled_at = Some(now);
-        self.class_cache.remove(op_id);
+        self.trees[tree].class_cache.remove(op_id);
         let node = self.nodes.get_mut(node_id).expect("checked above");
         node.allocations.insert(id);
         node.usage = node.usage.add(&resources);
@@ -861,6 +1058,7 @@ impl Scheduler {
                 operation: op_id.clone(),
                 task,
                 node: node_id.clone(),
+                tree,
                 resources,
                 start_time: now,
                 state: AllocationState::Running,
@@ -876,7 +1074,9 @@ impl Scheduler {
         let Some(alloc) = self.allocations.remove(&id) else {
             return;
         };
-        self.class_cache.remove(&alloc.operation);
+        if let Some(tree) = self.trees.get_mut(alloc.tree) {
+            tree.class_cache.remove(&alloc.operation);
+        }
         // An interrupted allocation already left the node's and the operation's usage.
         let counted = alloc.state == AllocationState::Running;
         if let Some(node) = self.nodes.get_mut(&alloc.node) {
@@ -890,6 +1090,9 @@ impl Scheduler {
             op.allocations.retain(|&a| a != id);
             if counted {
                 op.usage = op.usage.sub(&alloc.resources);
+                if let Some(o) = op.in_tree_mut(alloc.tree) {
+                    o.usage = o.usage.sub(&alloc.resources);
+                }
             }
             let t = &mut op.tasks[alloc.task];
             t.running -= 1;

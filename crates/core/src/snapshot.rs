@@ -78,6 +78,26 @@ pub struct OperationSnapshot {
     /// fair share or starvation state holds it back).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
+    /// The operation in its other trees (the fields above are of its first tree).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub pool_trees: BTreeMap<String, OperationTreeSnapshot>,
+}
+
+/// An operation in one more tree.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OperationTreeSnapshot {
+    #[serde(flatten)]
+    pub element: Option<ElementSnapshot>,
+    pub pool: String,
+    pub preemptible_allocation_count: u32,
+    pub aggressively_preemptible_allocation_count: u32,
+}
+
+/// A tree other than the default one.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TreeSnapshot {
+    pub total_resources: Resources,
+    pub pools: BTreeMap<String, PoolSnapshot>,
 }
 
 /// The whole picture at one moment.
@@ -88,51 +108,127 @@ pub struct Snapshot {
     pub total_resources: Resources,
     pub pools: BTreeMap<String, PoolSnapshot>,
     pub operations: BTreeMap<String, OperationSnapshot>,
+    /// The other trees (the fields above are of the default tree).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub pool_trees: BTreeMap<String, TreeSnapshot>,
 }
 
 impl Scheduler {
     /// The current state, with shares from the last fair-share update and live usages.
     pub fn snapshot(&self, now: Millis) -> Snapshot {
-        let arena = &self.tree.arena;
-        let total = arena.total_resources;
-        let usage = self.live_usage();
-        let element = |i: usize| {
-            let e = &arena.elements[i];
-            let a: &ElementAttributes = &e.attrs;
-            let usage_share = ResourceVector::from_resources(&usage[i], &total);
-            ElementSnapshot {
-                fair_share_ratio: a.fair_share.total.max_component(),
-                usage_ratio: usage_share.max_component(),
-                demand_ratio: a.demand_share.max_component(),
-                satisfaction_ratio: crate::heartbeat::local_satisfaction(
-                    &usage_share,
-                    &a.fair_share.total,
-                    &a.demand_share,
-                ),
-                dominant_resource: a.dominant_resource.name(),
-                starvation_status: e.starvation_status.name(),
-                scheduling_status: e.scheduling_status.name(),
-                weight: a.weight,
-                detailed_fair_share: DetailedFairShare {
-                    strong_guarantee: share_map(&a.fair_share.strong_guarantee),
-                    integral_guarantee: share_map(&a.fair_share.integral_guarantee),
-                    weight_proportional: share_map(&a.fair_share.weight_proportional),
-                    total: share_map(&a.fair_share.total),
+        let usages: Vec<Vec<Resources>> =
+            (0..self.trees.len()).map(|t| self.live_usage(t)).collect();
+        let mut operations = BTreeMap::new();
+        for op in self.operations() {
+            let first = op.trees[0].tree;
+            let (preemptible, aggressively_preemptible) = self.preemptible_counts(first, op);
+            let pool_trees = op.trees[1..]
+                .iter()
+                .map(|o| {
+                    let (p, ap) = self.preemptible_counts(o.tree, op);
+                    (
+                        self.trees[o.tree].name.clone(),
+                        OperationTreeSnapshot {
+                            element: self.trees[o.tree]
+                                .arena
+                                .by_operation
+                                .get(&op.spec.id)
+                                .map(|&i| self.element_snapshot(o.tree, i, &usages[o.tree])),
+                            pool: o.pool.clone(),
+                            preemptible_allocation_count: p,
+                            aggressively_preemptible_allocation_count: ap,
+                        },
+                    )
+                })
+                .collect();
+            operations.insert(
+                op.spec.id.0.clone(),
+                OperationSnapshot {
+                    element: self.trees[first]
+                        .arena
+                        .by_operation
+                        .get(&op.spec.id)
+                        .map(|&i| self.element_snapshot(first, i, &usages[first])),
+                    pool: op.pool.clone(),
+                    state: op.state.name(),
+                    running_job_count: op.running_job_count(),
+                    pending_job_count: op.pending_job_count(),
+                    completed_job_count: op.tasks.iter().map(|t| t.completed).sum(),
+                    preemptible_allocation_count: preemptible,
+                    aggressively_preemptible_allocation_count: aggressively_preemptible,
+                    lightweight: op.lightweight,
+                    why: self.why_waiting(op),
+                    pool_trees,
                 },
-                resource_usage: usage[i],
-                resource_demand: total.scale_by(&a.demand_share),
-                effective_strong_guarantee_resources: total.scale_by(&a.strong_guarantee_share),
-                effective_fair_share_starvation_tolerance: e.tolerance,
-                effective_fair_share_starvation_timeout_ms: e.starvation_timeout_ms,
-                effective_aggressive_starvation_enabled: e.aggressive_starvation_enabled,
-            }
-        };
-        let counts = self.pool_counts();
+            );
+        }
+        let d = self.default_tree;
+        Snapshot {
+            t_ms: now,
+            tree: self.trees[d].name.clone(),
+            total_resources: self.trees[d].arena.total_resources,
+            pools: self.pool_snapshots(d, &usages[d]),
+            operations,
+            pool_trees: (0..self.trees.len())
+                .filter(|&t| t != d)
+                .map(|t| {
+                    (
+                        self.trees[t].name.clone(),
+                        TreeSnapshot {
+                            total_resources: self.trees[t].arena.total_resources,
+                            pools: self.pool_snapshots(t, &usages[t]),
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// Element `i` of tree `t`.
+    fn element_snapshot(&self, t: usize, i: usize, usage: &[Resources]) -> ElementSnapshot {
+        let arena = &self.trees[t].arena;
+        let total = arena.total_resources;
+        let e = &arena.elements[i];
+        let a: &ElementAttributes = &e.attrs;
+        let usage_share = ResourceVector::from_resources(&usage[i], &total);
+        ElementSnapshot {
+            fair_share_ratio: a.fair_share.total.max_component(),
+            usage_ratio: usage_share.max_component(),
+            demand_ratio: a.demand_share.max_component(),
+            satisfaction_ratio: crate::heartbeat::local_satisfaction(
+                &usage_share,
+                &a.fair_share.total,
+                &a.demand_share,
+            ),
+            dominant_resource: a.dominant_resource.name(),
+            starvation_status: e.starvation_status.name(),
+            scheduling_status: e.scheduling_status.name(),
+            weight: a.weight,
+            detailed_fair_share: DetailedFairShare {
+                strong_guarantee: share_map(&a.fair_share.strong_guarantee),
+                integral_guarantee: share_map(&a.fair_share.integral_guarantee),
+                weight_proportional: share_map(&a.fair_share.weight_proportional),
+                total: share_map(&a.fair_share.total),
+            },
+            resource_usage: usage[i],
+            resource_demand: total.scale_by(&a.demand_share),
+            effective_strong_guarantee_resources: total.scale_by(&a.strong_guarantee_share),
+            effective_fair_share_starvation_tolerance: e.tolerance,
+            effective_fair_share_starvation_timeout_ms: e.starvation_timeout_ms,
+            effective_aggressive_starvation_enabled: e.aggressive_starvation_enabled,
+        }
+    }
+
+    /// The pools (and the root) of tree `t`, by name.
+    fn pool_snapshots(&self, t: usize, usage: &[Resources]) -> BTreeMap<String, PoolSnapshot> {
+        let tree = &self.trees[t];
+        let arena = &tree.arena;
+        let counts = self.pool_counts_in(t);
         let mut pools = BTreeMap::new();
         for (i, e) in arena.elements.iter().enumerate() {
             let (name, is_ephemeral) = match &e.kind {
                 ElementRef::Root => (crate::tree::ROOT_NAME.to_string(), false),
-                ElementRef::Pool(p) => (p.clone(), self.tree.ephemeral.contains_key(p)),
+                ElementRef::Pool(p) => (p.clone(), tree.ephemeral.contains_key(p)),
                 ElementRef::Operation(_) => continue,
             };
             let parent = arena.elements[i]
@@ -145,7 +241,7 @@ impl Scheduler {
             pools.insert(
                 name,
                 PoolSnapshot {
-                    element: element(i),
+                    element: self.element_snapshot(t, i, usage),
                     parent,
                     mode: if arena.elements[i].fifo {
                         "fifo"
@@ -159,32 +255,6 @@ impl Scheduler {
                 },
             );
         }
-        let mut operations = BTreeMap::new();
-        for op in self.operations() {
-            let index = arena.by_operation.get(&op.spec.id).copied();
-            let (preemptible, aggressively_preemptible) = self.preemptible_counts(op);
-            operations.insert(
-                op.spec.id.0.clone(),
-                OperationSnapshot {
-                    element: index.map(element),
-                    pool: op.pool.clone(),
-                    state: op.state.name(),
-                    running_job_count: op.running_job_count(),
-                    pending_job_count: op.pending_job_count(),
-                    completed_job_count: op.tasks.iter().map(|t| t.completed).sum(),
-                    preemptible_allocation_count: preemptible,
-                    aggressively_preemptible_allocation_count: aggressively_preemptible,
-                    lightweight: op.lightweight,
-                    why: self.why_waiting(op),
-                },
-            );
-        }
-        Snapshot {
-            t_ms: now,
-            tree: self.tree.name.clone(),
-            total_resources: total,
-            pools,
-            operations,
-        }
+        pools
     }
 }

@@ -182,10 +182,31 @@ pub struct PoolTree {
     pub below_fair_share_since: BTreeMap<String, Millis>,
     pub arena: Arena,
     pub last_update_ms: Option<Millis>,
+    /// Which nodes the tree takes (`node_tag_filter`; validated when the config was accepted).
+    pub node_filter: fairsched_config::TagFilter,
+    /// The descent state of the whole tree, kept up to date between fair-share updates (see
+    /// [`crate::heartbeat`]); `None` until the first heartbeat after an update.
+    pub(crate) walk_cache: Option<crate::heartbeat::Walk>,
+    /// Operation counts per pool (subtree totals), maintained as operations start, change
+    /// state or move.
+    pub(crate) counts: BTreeMap<String, crate::operations::PoolCounts>,
+    /// Operations (arena indices) by preemption priority, as of the last fair-share update.
+    pub(crate) aggressive_targets: Vec<ElementIndex>,
+    pub(crate) normal_targets: Vec<ElementIndex>,
+    /// Allocation classes per operation, dropped when its allocations or shares change.
+    pub(crate) class_cache: BTreeMap<
+        OperationId,
+        BTreeMap<crate::model::AllocationId, crate::preemption::PreemptionStatus>,
+    >,
+    /// Set when limits were lowered (usage may exceed them until preemption trims it).
+    pub(crate) limits_maybe_violated: bool,
+    /// Fair-share alerts (e.g. 29000) raised by the last update, logged when they appear.
+    pub(crate) active_alerts: Vec<(u32, String)>,
 }
 
 impl PoolTree {
     pub fn new(name: String, validated: ValidatedTree) -> PoolTree {
+        let node_filter = node_filter(&validated);
         PoolTree {
             name,
             validated,
@@ -194,7 +215,21 @@ impl PoolTree {
             below_fair_share_since: BTreeMap::new(),
             arena: Arena::default(),
             last_update_ms: None,
+            node_filter,
+            walk_cache: None,
+            counts: BTreeMap::new(),
+            aggressive_targets: Vec::new(),
+            normal_targets: Vec::new(),
+            class_cache: BTreeMap::new(),
+            limits_maybe_violated: false,
+            active_alerts: Vec::new(),
         }
+    }
+
+    /// Replaces the validated configuration (and the node filter with it).
+    pub(crate) fn set_validated(&mut self, validated: ValidatedTree) {
+        self.node_filter = node_filter(&validated);
+        self.validated = validated;
     }
 
     pub fn config(&self) -> &TreeConfig {
@@ -255,9 +290,16 @@ impl PoolTree {
         }
     }
 
-    /// Runs a fair-share update over the pools and the given operations (in start order) and
-    /// rebuilds the arena. `total` is the tree's share of the cluster.
-    pub fn update_fair_share(&mut self, now: Millis, total: Resources, operations: &[&Operation]) {
+    /// Runs a fair-share update over the pools and the given operations (in start order; those
+    /// running in this tree, whose index is `t`) and rebuilds the arena. `total` is the
+    /// resources of the tree's nodes.
+    pub fn update_fair_share(
+        &mut self,
+        t: usize,
+        now: Millis,
+        total: Resources,
+        operations: &[&Operation],
+    ) {
         let mut tree = Tree::new();
         let mut kinds = vec![ElementRef::Root];
         let mut by_pool = BTreeMap::new();
@@ -337,12 +379,15 @@ impl PoolTree {
         }
         let mut by_operation = BTreeMap::new();
         for op in operations {
-            let Some(&parent) = by_pool.get(&op.pool) else {
+            let Some(mine) = op.in_tree(t) else {
+                continue;
+            };
+            let Some(&parent) = by_pool.get(&mine.pool) else {
                 continue;
             };
             let spec = HdrfOperation {
-                demand: op.demand(),
-                usage: op.usage,
+                demand: op.demand_in(t),
+                usage: mine.usage,
                 gang: op.is_gang(),
                 best_allocation_share: ResourceVector::ONES,
                 start_time: op.start_time as f64,
@@ -352,13 +397,13 @@ impl PoolTree {
                 .add_operation(
                     parent,
                     op.spec.id.0.clone(),
-                    op.spec.weight.unwrap_or(1.0),
+                    mine.weight.unwrap_or(1.0),
                     spec,
                 )
                 .expect("pools accept operations");
-            tree.element_mut(index).resource_limits = op.spec.resource_limits;
+            tree.element_mut(index).resource_limits = mine.resource_limits;
             kinds.push(ElementRef::Operation(op.spec.id.clone()));
-            limits.push(op.spec.resource_limits.or_infinite());
+            limits.push(mine.resource_limits.or_infinite());
             by_operation.insert(op.spec.id.clone(), index);
         }
 
@@ -521,6 +566,15 @@ impl PoolTree {
 }
 
 /// The fair-share view of a pool's configuration.
+/// The tree's node filter (an unparsable one, which validation rejects, matches nothing).
+fn node_filter(validated: &ValidatedTree) -> fairsched_config::TagFilter {
+    let text = validated.config().node_tag_filter.as_deref().unwrap_or("");
+    fairsched_config::TagFilter::parse(text).unwrap_or_else(|_| {
+        fairsched_config::TagFilter::parse("!__invalid_node_tag_filter__ & __invalid__")
+            .expect("literal filter parses")
+    })
+}
+
 /// Scheduler spec §1.3: an operation whose promised-guarantee fair share strictly dominates
 /// its usage (on every resource it demands) is served first when
 /// `enable_guarantee_priority_scheduling` is on.

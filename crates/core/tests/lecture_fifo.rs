@@ -39,6 +39,8 @@ fn op(id: &str, t: TaskSpec) -> OperationSpec {
         interruption_timeout_ms: None,
         scheduling_tag_filter: None,
         operation_type: None,
+        pool_trees: None,
+        scheduling_options_per_pool_tree: Default::default(),
         fair_share_starvation_tolerance: None,
         fair_share_starvation_timeout_ms: None,
         tasks: vec![t],

@@ -499,3 +499,76 @@ fn fair_share_weights_output_snapshot() {
     assert_eq!(run.code, EXIT_OK, "{}", run.stderr);
     insta::assert_snapshot!("fair_share_weights", run.stdout);
 }
+
+#[test]
+fn multiple_trees_partition_nodes_and_an_operation_runs_in_both() {
+    let run = check("scenarios/multiple_trees.json", None, false);
+    assert_eq!(run.code, EXIT_OK, "{}", run.stderr);
+    let nodes_of = |op: &str| -> std::collections::BTreeSet<String> {
+        run.events("allocation_started", Some(op))
+            .iter()
+            .map(|l| l["node"].as_str().expect("node").to_string())
+            .collect()
+    };
+    let set = |nodes: &[&str]| nodes.iter().map(|n| n.to_string()).collect();
+    // Each tree schedules on its own nodes only; an operation in both trees uses both.
+    assert_eq!(nodes_of("cpu_op"), set(&["phys-0", "phys-1"]));
+    assert_eq!(nodes_of("gpu_op"), set(&["gpu-0"]));
+    assert_eq!(nodes_of("both_op"), set(&["gpu-0", "phys-0", "phys-1"]));
+    // A node in no tree gets nothing; a node two trees would take is rejected.
+    assert!(
+        run.events("allocation_started", None)
+            .iter()
+            .all(|l| l["node"] != "idle-0" && l["node"] != "bad-0")
+    );
+    let errors: Vec<String> = run
+        .events("error", None)
+        .iter()
+        .map(|l| l["message"].as_str().expect("message").to_string())
+        .collect();
+    let expected = [
+        "node \"bad-0\" (tags {\"gpu\", \"physical\"}) matches the node_tag_filter of trees \"gpu\" and \"physical\"; trees must not share nodes",
+        "operation \"lost_op\": pool_trees names tree \"nowhere\", which does not exist",
+        "operation \"stray_options_op\": scheduling_options_per_pool_tree.gpu: the operation does not run in tree \"gpu\"",
+        "tree \"nowhere\" does not exist (trees: \"gpu\", \"physical\")",
+    ];
+    for e in expected {
+        assert!(
+            errors.iter().any(|m| m.contains(e)),
+            "no error {e:?} in {errors:#?}"
+        );
+    }
+
+    let s = run.snapshot("running");
+    assert_eq!(s["tree"], "physical");
+    assert_eq!(s["total_resources"]["cpu"], 8.0);
+    let gpu = &s["pool_trees"]["gpu"];
+    assert_eq!(gpu["total_resources"]["gpu"], 4);
+    // both_op: pool prod in its first (the default) tree; pool shared, weight 3 in gpu.
+    let both = &s["operations"]["both_op"];
+    assert_eq!(both["pool"], "prod");
+    assert_eq!(both["pool_trees"]["gpu"]["pool"], "shared");
+    assert_eq!(both["pool_trees"]["gpu"]["weight"], 3.0);
+    // Usage is per tree; the job count is the operation's.
+    let physical_cpu = both["resource_usage"]["cpu"].as_f64().expect("cpu");
+    let gpu_cpu = both["pool_trees"]["gpu"]["resource_usage"]["cpu"]
+        .as_f64()
+        .expect("cpu");
+    assert_eq!(
+        both["running_job_count"].as_f64(),
+        Some(physical_cpu + gpu_cpu)
+    );
+    assert!(physical_cpu > 0.0 && gpu_cpu > 0.0);
+    // Counts per tree: both_op counts in prod and in shared.
+    assert_eq!(s["pools"]["prod"]["operation_count"], 1);
+    assert_eq!(gpu["pools"]["shared"]["operation_count"], 1);
+    assert_eq!(s["pools"]["<Root>"]["operation_count"], 2);
+    assert_eq!(gpu["pools"]["<Root>"]["operation_count"], 2);
+    // A pool event names its tree.
+    assert_eq!(gpu["pools"]["inference"]["weight"], 2.0);
+    assert!(s["pools"].get("inference").is_none());
+    assert_eq!(s["pools"]["prod"]["weight"], 1.0);
+    // Rejected operations left nothing behind.
+    assert!(s["operations"].get("lost_op").is_none());
+    assert!(s["operations"].get("stray_options_op").is_none());
+}

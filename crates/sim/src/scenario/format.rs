@@ -88,7 +88,7 @@ pub struct TimedEvent {
 /// What an event does.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command {
-    StartOperation(OperationSpec),
+    StartOperation(Box<OperationSpec>),
     AbortOperation {
         id: OperationId,
     },
@@ -143,7 +143,7 @@ pub struct UpdateOperation {
 /// `create_pool`: `{"tree"?, "name", "parent"?, ...pool options}`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CreatePool {
-    /// Default: the scheduler's tree.
+    /// Default: the default tree.
     pub tree: Option<String>,
     pub name: String,
     /// Default (or `"<Root>"`): a child of the root.

@@ -34,32 +34,52 @@ impl PoolCommand<'_> {
 }
 
 /// Carries out a pool or tree event on the core at `now`. On error nothing has changed.
+/// Without a `tree`, a command applies to the default tree.
 pub fn apply(core: &mut Scheduler, now: Millis, command: PoolCommand<'_>) -> Result<(), CoreError> {
-    if let Some(tree) = command.tree()
-        && tree != core.tree().name
-    {
-        return Err(CoreError::new(format!(
-            "tree {tree:?} does not exist (the scheduler runs tree {:?})",
-            core.tree().name
-        )));
-    }
+    let tree = match command.tree() {
+        Some(name) => {
+            if core.tree_index(name).is_none() {
+                return Err(CoreError::new(format!(
+                    "tree {name:?} does not exist (trees: {})",
+                    core.trees()
+                        .iter()
+                        .map(|t| format!("{:?}", t.name))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+            name.to_string()
+        }
+        None => core.tree().name.clone(),
+    };
     match command {
         PoolCommand::Create(c) => {
-            core.create_pool(now, c.parent.as_deref(), &c.name, c.config.clone())
+            core.create_pool_in(now, &tree, c.parent.as_deref(), &c.name, c.config.clone())
         }
-        PoolCommand::Set(c) => set_pool(core, now, c),
-        PoolCommand::Remove(c) => core.remove_pool(now, &c.name),
+        PoolCommand::Set(c) => set_pool(core, now, &tree, c),
+        PoolCommand::Remove(c) => core.remove_pool_in(now, &tree, &c.name),
         PoolCommand::SetTree(c) => {
-            let config = overlay::<TreeConfig>(&core.tree_config().config, &c.options)?;
-            core.set_tree_options(now, config)
+            let config = overlay::<TreeConfig>(&tree_config(core, &tree).config, &c.options)?;
+            core.set_tree_options_in(now, &tree, config)
         }
     }
 }
 
+/// The configuration of the tree named `tree` (which exists).
+fn tree_config<'a>(core: &'a Scheduler, tree: &str) -> &'a fairsched_config::PoolTreeConfig {
+    let t = core.tree_index(tree).expect("checked by the caller");
+    &core.trees()[t].validated.tree
+}
+
 /// `set_pool`: new options (merged with the current ones) and, with `parent`, a move — one
 /// new tree configuration, validated and applied whole (or not at all).
-fn set_pool(core: &mut Scheduler, now: Millis, c: &SetPool) -> Result<(), CoreError> {
-    let mut tree = core.tree_config().clone();
+fn set_pool(
+    core: &mut Scheduler,
+    now: Millis,
+    tree_name: &str,
+    c: &SetPool,
+) -> Result<(), CoreError> {
+    let mut tree = tree_config(core, tree_name).clone();
     let missing = || {
         CoreError::new(format!(
             "pool {:?} does not exist (or is ephemeral)",
@@ -96,7 +116,7 @@ fn set_pool(core: &mut Scheduler, now: Millis, c: &SetPool) -> Result<(), CoreEr
     children(&mut tree, new_parent.as_deref())
         .ok_or_else(missing)?
         .insert(c.name.clone(), node);
-    core.set_tree_config(now, tree)
+    core.set_tree_config_in(now, tree_name, tree)
 }
 
 /// The child-pool map of the pool at `path` (`None`: the root's).

@@ -234,6 +234,9 @@ struct SnapshotLine<'a> {
     total_resources: &'a Resources,
     pools: &'a BTreeMap<String, PoolSnapshot>,
     operations: &'a BTreeMap<String, OperationSnapshot>,
+    /// The other trees, when there are several.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pool_trees: &'a BTreeMap<String, fairsched_core::TreeSnapshot>,
 }
 
 struct Runner<'s, 'w> {
@@ -446,6 +449,7 @@ impl Runner<'_, '_> {
             total_resources,
             pools,
             operations,
+            pool_trees,
         } = self.meter.measure(|| self.core.snapshot(t));
         let line = SnapshotLine {
             t_ms,
@@ -454,6 +458,7 @@ impl Runner<'_, '_> {
             total_resources: &total_resources,
             pools: &pools,
             operations: &operations,
+            pool_trees: &pool_trees,
         };
         let text = serde_json::to_string(&line)
             .map_err(|e| Rejection::generic(format!("cannot write the snapshot: {e}")))?;

@@ -1,0 +1,136 @@
+//! Several pool trees (issue: multiple trees): operation-count limits hold in every tree an
+//! operation runs in, and node assignment never lets two trees share a node.
+
+mod common;
+
+use common::{Driver, op, res, scheduler, task};
+use fairsched_core::{NodeId, NodeSpec, OperationId, OperationState, SchedulerConfig};
+
+const TREES: &str = r#"{"default_tree": "physical", "pool_trees": {
+    "physical": {"config": {"node_tag_filter": "physical"}, "pools": {"prod": {}}},
+    "gpu": {"config": {"node_tag_filter": "gpu"}, "pools": {
+        "shared": {"max_running_operation_count": 1, "max_operation_count": 2}}}
+}}"#;
+
+fn node(s: &mut fairsched_core::Scheduler, id: &str, tag: &str) {
+    s.add_node(
+        0,
+        NodeSpec {
+            id: NodeId(id.into()),
+            resources: res(4.0, 4.0),
+            tags: [tag.to_string()].into(),
+        },
+    )
+    .expect("node");
+}
+
+fn in_both(id: &str) -> fairsched_core::OperationSpec {
+    let mut spec = op(id, Some("prod"), vec![task(2, res(1.0, 1.0), None)]);
+    spec.pool_trees = Some(vec!["physical".into(), "gpu".into()]);
+    spec.scheduling_options_per_pool_tree = [(
+        "gpu".to_string(),
+        serde_json::from_value(serde_json::json!({"pool": "shared"})).expect("options"),
+    )]
+    .into();
+    spec
+}
+
+#[test]
+fn a_full_pool_in_one_tree_holds_an_operation_of_both_trees_pending() {
+    let mut s = scheduler(TREES, SchedulerConfig::default());
+    node(&mut s, "p", "physical");
+    node(&mut s, "g", "gpu");
+    s.start_operation(0, in_both("a")).expect("a");
+    s.start_operation(0, in_both("b")).expect("b");
+    let state = |s: &fairsched_core::Scheduler, id: &str| {
+        s.operation(&OperationId(id.into())).expect("op").state
+    };
+    assert_eq!(state(&s, "a"), OperationState::Running);
+    // gpu/shared runs one operation at a time; physical/prod would take b.
+    assert_eq!(state(&s, "b"), OperationState::Pending);
+    let reason = s
+        .operation(&OperationId("b".into()))
+        .and_then(|o| o.pending_reason.clone())
+        .expect("reason");
+    assert!(
+        reason.contains("pool \"shared\" in tree \"gpu\""),
+        "{reason}"
+    );
+    // The third one exceeds gpu/shared's max_operation_count: 202, nothing created.
+    let e = s
+        .start_operation(0, in_both("c"))
+        .expect_err("c is rejected");
+    assert_eq!(e.code, Some(202), "{e}");
+    assert!(e.message.contains("\"shared\" in tree \"gpu\""), "{e}");
+    assert!(s.operation(&OperationId("c".into())).is_none());
+    assert_eq!(s.pool_counts()["prod"].operation_count, 2);
+
+    let mut d = Driver::new();
+    d.run(&mut s, 0, 200, 100);
+    // a runs in both trees: one job on each node's tree.
+    assert_eq!(d.count("allocation_started", "a"), 2);
+    s.abort_operation(300, &OperationId("a".into()))
+        .expect("abort");
+    assert_eq!(state(&s, "b"), OperationState::Running);
+}
+
+#[test]
+fn no_node_is_in_two_trees() {
+    let mut s = scheduler(TREES, SchedulerConfig::default());
+    node(&mut s, "p", "physical");
+    // A node both filters match is rejected.
+    let e = s
+        .add_node(
+            0,
+            NodeSpec {
+                id: NodeId("both".into()),
+                resources: res(4.0, 4.0),
+                tags: ["physical".to_string(), "gpu".to_string()].into(),
+            },
+        )
+        .expect_err("rejected");
+    assert!(e.message.contains("trees must not share nodes"), "{e}");
+    assert!(s.node(&NodeId("both".into())).is_none());
+    // So is a tag change that would make one.
+    let p = NodeId("p".into());
+    let e = s
+        .set_node(
+            0,
+            &p,
+            None,
+            Some(["physical".to_string(), "gpu".to_string()].into()),
+            None,
+        )
+        .expect_err("rejected");
+    assert!(e.message.contains("\"gpu\" and \"physical\""), "{e}");
+    assert_eq!(s.node(&p).expect("node").tree, s.tree_index("physical"));
+    // A tag change moves the node to the other tree.
+    s.set_node(0, &p, None, Some(["gpu".to_string()].into()), None)
+        .expect("retag");
+    assert_eq!(s.node(&p).expect("node").tree, s.tree_index("gpu"));
+}
+
+#[test]
+fn a_configuration_that_makes_trees_share_a_node_is_rejected_whole() {
+    let mut s = scheduler(TREES, SchedulerConfig::default());
+    node(&mut s, "p", "physical");
+    let overlapping = TREES.replace(
+        r#""node_tag_filter": "gpu""#,
+        r#""node_tag_filter": "gpu | physical""#,
+    );
+    let trees = fairsched_config::load_pool_trees_str(&overlapping, fairsched_config::Format::Json)
+        .expect("loads");
+    let trees = fairsched_config::validate_pool_trees(&trees).expect("valid on its own");
+    let e = s.replace_tree_config(0, trees).expect_err("rejected");
+    assert!(e.message.contains("node \"p\""), "{e}");
+    // Nothing changed.
+    let gpu = s.tree_index("gpu").expect("gpu");
+    assert_eq!(
+        s.trees()[gpu].validated.config().node_tag_filter.as_deref(),
+        Some("gpu")
+    );
+    assert_eq!(
+        s.node(&NodeId("p".into())).expect("node").tree,
+        s.tree_index("physical")
+    );
+}
