@@ -572,3 +572,33 @@ fn multiple_trees_partition_nodes_and_an_operation_runs_in_both() {
     assert!(s["operations"].get("lost_op").is_none());
     assert!(s["operations"].get("stray_options_op").is_none());
 }
+
+#[test]
+fn pool_presets_apply_in_order_through_the_core_and_own_options_win() {
+    let run = check("scenarios/pool_presets.json", None, false);
+    assert_eq!(run.code, EXIT_OK, "{}", run.stderr);
+    let s = run.snapshot("presets");
+    let effective = |pool: &str| {
+        let p = &s["pools"][pool];
+        (
+            p["effective_fair_share_starvation_tolerance"].as_f64(),
+            p["effective_fair_share_starvation_timeout_ms"].as_u64(),
+        )
+    };
+    // [A, B]: the earlier preset wins where both set an option; B fills the timeout.
+    assert_eq!(effective("a"), (Some(0.6), Some(2000)));
+    // The pool's own tolerance wins over its preset; the timeout is the tree's.
+    assert_eq!(effective("b"), (Some(0.9), Some(30000)));
+    assert_eq!(effective("c"), (Some(0.5), Some(2000)));
+    // The operation inherits its pool's effective settings.
+    let op = &s["operations"]["op_a"];
+    assert_eq!(op["effective_fair_share_starvation_timeout_ms"], 2000);
+    // An unknown preset is rejected naming the pool and the preset; nothing changed.
+    let errors = run.events("error", None);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let message = errors[0]["message"].as_str().expect("message");
+    assert!(
+        message.contains("pool \"c\": field \"config_presets\": unknown preset \"Z\""),
+        "{message}"
+    );
+}
