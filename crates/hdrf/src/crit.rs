@@ -647,6 +647,52 @@ mod tests {
     }
 
     #[test]
+    fn function_by_function_sum_matches_the_point_by_point_sum() {
+        let mut rng = Rng(11);
+        let mut scratch = crate::plf::SumScratch::default();
+        let (mut expected, mut actual) = (Vec::new(), Vec::new());
+        let mut points = Vec::new();
+        for case in 0..5_000 {
+            let n = 1 + rng.below(6) as usize;
+            let fs: Vec<Vec<Segment<ResourceVector>>> = (0..n)
+                .map(|_| {
+                    let x0 = if rng.below(3) == 0 { 0.125 } else { 0.0 };
+                    let mut f = random_vector(&mut rng, x0);
+                    // Extend to a common right end so that the domains intersect.
+                    let end = f[f.len() - 1];
+                    if end.x1 < 3.0 {
+                        f.push(Segment::new(end.x1, end.y1, 3.0, end.y1));
+                    }
+                    f
+                })
+                .collect();
+            let slices: Vec<&[Segment<ResourceVector>]> = fs.iter().map(|f| f.as_slice()).collect();
+            crate::plf::sum_exact_into(&slices, &mut scratch, &mut actual);
+            points.clear();
+            let lb = slices.iter().map(|f| f[0].x0).fold(f64::MIN, f64::max);
+            for f in &slices {
+                let mut last = f[0].x0;
+                points.push(last);
+                for s in f.iter() {
+                    if s.x1 > last {
+                        last = s.x1;
+                        points.push(last);
+                    }
+                }
+            }
+            let rb = slices
+                .iter()
+                .map(|f| f[f.len() - 1].x1)
+                .fold(f64::MAX, f64::min);
+            points.retain(|&p| p >= lb && p <= rb);
+            points.sort_by(f64::total_cmp);
+            points.dedup();
+            crate::plf::sum_exact_by_point(&slices, &points, &mut expected);
+            assert_eq!(actual, expected, "case {case}");
+        }
+    }
+
+    #[test]
     fn parts_and_minimum_match_the_segment_implementation() {
         let mut rng = Rng(7);
         let (mut comp, mut part, mut t, mut p) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());

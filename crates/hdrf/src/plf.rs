@@ -1212,6 +1212,8 @@ pub(crate) fn narrow_into<V: Value>(
 #[derive(Debug)]
 pub(crate) struct SumScratch<V> {
     points: Vec<f64>,
+    /// Running (left, right) sums per point.
+    sums: Vec<(V, V)>,
     spare: Vec<Vec<Segment<V>>>,
 }
 
@@ -1219,12 +1221,18 @@ impl<V> Default for SumScratch<V> {
     fn default() -> Self {
         SumScratch {
             points: Vec::new(),
+            sums: Vec::new(),
             spare: Vec::new(),
         }
     }
 }
 
 /// [`Plf::sum`] into `out`.
+///
+/// The sum is accumulated function by function: every function is evaluated at all the points
+/// in one forward sweep and added into per-point running sums, so each point still receives its
+/// terms in function order (the same additions, in the same order, as adding the functions left
+/// to right at each point), while the sweep over one function stays on its own segments.
 pub(crate) fn sum_exact_into<V: Value>(
     fs: &[&[Segment<V>]],
     scratch: &mut SumScratch<V>,
@@ -1247,6 +1255,95 @@ pub(crate) fn sum_exact_into<V: Value>(
         points.first() == Some(&lb) && points.last() == Some(&rb),
         "critical points must include both bounds"
     );
+    if !fs.iter().all(|f| f.iter().all(|s| s.x0 <= s.x1)) {
+        sum_exact_by_point(fs, points, out);
+        return;
+    }
+    let sums = &mut scratch.sums;
+    sums.clear();
+    sums.resize(points.len(), (V::zero(), V::zero()));
+    for f in fs {
+        add_sampled(f, points, sums);
+    }
+    let mut builder = Builder::from_buffer(std::mem::take(out));
+    for (&x, &(l, r)) in points.iter().zip(sums.iter()) {
+        builder.add_sample(x, l, r);
+    }
+    *out = builder.finish_buffer();
+}
+
+/// Adds `f`'s (left, right) limits at every point of `points` (increasing, inside `f`'s domain)
+/// to `sums`, reading them as the reference traverser does: at one of `f`'s critical points the
+/// end of the segment reaching it and, after a vertical there, the vertical's upper end; between
+/// critical points the segment covering the point ([`fast_value`]). Requires a builder-made `f`
+/// whose arguments never decrease.
+#[inline]
+fn add_sampled<V: Value>(f: &[Segment<V>], points: &[f64], sums: &mut [(V, V)]) {
+    let (n, np) = (f.len(), points.len());
+    let mut k = 0;
+    let mut add = |k: &mut usize, l: V, r: V| {
+        let sum = &mut sums[*k];
+        sum.0 = sum.0.add(l);
+        sum.1 = sum.1.add(r);
+        *k += 1;
+    };
+    for j in 0..n {
+        let s = &f[j];
+        if s.x0 == s.x1 {
+            // A vertical: at the left bound (or a lone point) it gives both limits there; after a
+            // segment it was read as that segment's right limit.
+            if j == 0 {
+                while k < np && points[k] <= s.x1 {
+                    add(&mut k, s.y0, s.y1);
+                }
+            }
+            continue;
+        }
+        if s.y0.same(s.y1) {
+            while k < np && points[k] < s.x1 {
+                add(&mut k, s.y0, s.y0);
+            }
+        } else {
+            // `Segment::interpolate` with its argument-independent operands hoisted. Along one
+            // segment t increases, so the branch on t < 0.5 switches once.
+            let dx = s.x1 - s.x0;
+            let d = s.y1.sub(s.y0);
+            while k < np && points[k] < s.x1 {
+                let x = points[k];
+                let v = if x == s.x0 {
+                    s.y0
+                } else {
+                    let t = (x - s.x0) / dx;
+                    if t < 0.5 {
+                        s.y0.add(d.mul(t))
+                    } else {
+                        s.y1.sub(d.mul(1.0 - t))
+                    }
+                };
+                add(&mut k, v, v);
+            }
+        }
+        if k < np && points[k] == s.x1 {
+            let r = if j + 1 < n && f[j + 1].x0 == f[j + 1].x1 {
+                f[j + 1].y1
+            } else {
+                s.y1
+            };
+            add(&mut k, s.y1, r);
+        }
+        if k == np {
+            break;
+        }
+    }
+}
+
+/// [`sum_exact_into`] point by point, with a cursor per function (for functions whose arguments
+/// decrease somewhere).
+pub(crate) fn sum_exact_by_point<V: Value>(
+    fs: &[&[Segment<V>]],
+    points: &[f64],
+    out: &mut Vec<Segment<V>>,
+) {
     let mut cursors: Vec<MemberCursor<'_, V>> = fs.iter().map(|f| MemberCursor::new(f)).collect();
     let mut builder = Builder::from_buffer(std::mem::take(out));
     for &x in points.iter() {
