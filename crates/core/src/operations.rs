@@ -477,22 +477,79 @@ impl Scheduler {
                 ));
             }
         }
-        let e = &arena.elements[index];
-        match (e.scheduling_status, e.starvation_status) {
-            (_, StarvationStatus::Starving | StarvationStatus::AggressivelyStarving) => Some(
-                "starving: below its fair share for longer than the starvation timeout; \
-                 preemption frees resources for it"
-                    .into(),
-            ),
-            (SchedulingStatus::BelowFairShare, _) => Some(
-                "below its fair share; it becomes starving (and may preempt) after the \
-                 starvation timeout"
-                    .into(),
-            ),
-            _ => {
-                Some("at or above its fair share: it gets more only when resources are free".into())
-            }
+        // A FIFO pool shares in start order (its children are sorted so): name the one ahead.
+        if let Some(parent) = arena.elements[index].parent
+            && arena.elements[parent].fifo
+            && let Some(ahead) = arena.elements[parent]
+                .children
+                .iter()
+                .take_while(|&&c| c != index)
+                .find_map(|&c| match &arena.elements[c].kind {
+                    crate::tree::ElementRef::Operation(id) => self
+                        .operations
+                        .get(id)
+                        .filter(|o| o.state == OperationState::Running && o.pending_job_count() > 0)
+                        .map(|o| o.spec.id.0.clone()),
+                    _ => None,
+                })
+            && let crate::tree::ElementRef::Pool(pool) = &arena.elements[parent].kind
+        {
+            return Some(format!(
+                "waits behind operation {ahead:?} in FIFO pool {pool:?}"
+            ));
         }
+        let room = self
+            .nodes
+            .values()
+            .filter(in_its_trees)
+            .any(|n| n.scheduler_jobs_enabled && !n.draining && n.free().dominates(&job));
+        let full = if room {
+            String::new()
+        } else {
+            format!("no node has room for a job of {job} now; ")
+        };
+        // The highest ancestor at or above its own fair share holds its subtree back.
+        let satisfied_ancestor = arena
+            .ancestors(index)
+            .filter(|&a| a != fairsched_hdrf::ROOT)
+            .filter(|&a| {
+                let share = fairsched_resources::ResourceVector::from_resources(
+                    &usage[a],
+                    &arena.total_resources,
+                );
+                let attrs = &arena.elements[a].attrs;
+                crate::heartbeat::local_satisfaction(
+                    &share,
+                    &attrs.fair_share.total,
+                    &attrs.demand_share,
+                ) >= 1.0
+            })
+            .last()
+            .and_then(|a| match &arena.elements[a].kind {
+                crate::tree::ElementRef::Pool(p) => Some(p.clone()),
+                _ => None,
+            });
+        let e = &arena.elements[index];
+        let text = match (e.scheduling_status, e.starvation_status) {
+            (_, StarvationStatus::Starving | StarvationStatus::AggressivelyStarving) => format!(
+                "{full}starving: below its fair share for longer than the starvation timeout; \
+                 preemption frees resources for it"
+            ),
+            (SchedulingStatus::BelowFairShare, _) => format!(
+                "{full}below its fair share; it becomes starving (and may preempt) after the \
+                 starvation timeout"
+            ),
+            _ => match satisfied_ancestor {
+                Some(pool) => format!(
+                    "{full}pool {pool:?} uses its whole fair share, which its operations share: \
+                     this one gets more only when resources are free"
+                ),
+                None => format!(
+                    "{full}at or above its fair share: it gets more only when resources are free"
+                ),
+            },
+        };
+        Some(text)
     }
 }
 
