@@ -80,8 +80,11 @@ fn reasons_name_what_holds_an_operation_back() {
         }
         d.run(&mut s, 0, 900, 100);
         for &(id, pool) in late {
-            s.start_operation(1000, op(id, Some(pool), vec![task(10, res(1.0, 1.0), None)]))
-                .expect("operation");
+            s.start_operation(
+                1000,
+                op(id, Some(pool), vec![task(10, res(1.0, 1.0), None)]),
+            )
+            .expect("operation");
         }
         d.run(&mut s, 1000, 1500, 100);
         let reason = why(&s, asked);
