@@ -67,36 +67,45 @@ impl ApiClient {
         &self,
         request: reqwest::RequestBuilder,
     ) -> Result<T, ClientError> {
+        let response = self.respond(request).await?;
+        let bytes = response.bytes().await?;
+        serde_json::from_slice(&bytes).map_err(|e| {
+            ClientError::Api(ApiError::new(
+                codes::GENERIC,
+                format!("unreadable reply from the server: {e}"),
+            ))
+        })
+    }
+
+    /// Sends the request; a successful response, or the server's error.
+    async fn respond(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, ClientError> {
         let request = match &self.token {
             Some(t) => request.bearer_auth(t),
             None => request,
         };
         let response = request.send().await?;
         let status = response.status();
-        let bytes = response.bytes().await?;
         if status.is_success() {
-            serde_json::from_slice(&bytes).map_err(|e| {
-                ClientError::Api(ApiError::new(
-                    codes::GENERIC,
-                    format!("unreadable reply from the server: {e}"),
-                ))
-            })
-        } else {
-            Err(ClientError::Api(
-                serde_json::from_slice::<ApiError>(&bytes).unwrap_or_else(|_| {
-                    ApiError::new(
-                        codes::GENERIC,
-                        format!(
-                            "HTTP {status}: {}",
-                            String::from_utf8_lossy(&bytes)
-                                .chars()
-                                .take(500)
-                                .collect::<String>()
-                        ),
-                    )
-                }),
-            ))
+            return Ok(response);
         }
+        let bytes = response.bytes().await?;
+        Err(ClientError::Api(
+            serde_json::from_slice::<ApiError>(&bytes).unwrap_or_else(|_| {
+                ApiError::new(
+                    codes::GENERIC,
+                    format!(
+                        "HTTP {status}: {}",
+                        String::from_utf8_lossy(&bytes)
+                            .chars()
+                            .take(500)
+                            .collect::<String>()
+                    ),
+                )
+            }),
+        ))
     }
 
     fn path(template: &str, param: &str, value: &str) -> String {
@@ -173,6 +182,32 @@ impl ApiClient {
         self.send(self.http.get(self.url(routes::TREE))).await
     }
 
+    /// `GET /api/v1/events`: the event log, oldest first.
+    pub async fn events(&self, query: &EventQuery) -> Result<Vec<EventView>, ClientError> {
+        self.send(self.http.get(self.url(routes::EVENTS)).query(query))
+            .await
+    }
+
+    /// `GET /api/v1/events/stream`: the events that pass `query` as they are logged (after
+    /// `query.after`'s backlog, when given). The stream has no overall timeout; it fails when
+    /// the server sends nothing (not even its keep-alive) for a minute.
+    pub async fn event_stream(&self, query: &EventQuery) -> Result<EventStream, ClientError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(std::time::Duration::from_secs(10))
+            .read_timeout(std::time::Duration::from_secs(60))
+            .build()?;
+        let request = http
+            .get(self.url(routes::EVENTS_STREAM))
+            .query(query)
+            .header(reqwest::header::ACCEPT, "text/event-stream");
+        let response = self.respond(request).await?;
+        Ok(EventStream {
+            response,
+            buffer: Vec::new(),
+            data: String::new(),
+        })
+    }
+
     pub async fn register(&self, node: &RegisterNode) -> Result<RegisterReply, ClientError> {
         self.send(self.http.post(self.url(routes::AGENT_REGISTER)).json(node))
             .await
@@ -181,5 +216,52 @@ impl ApiClient {
     pub async fn heartbeat(&self, hb: &Heartbeat) -> Result<HeartbeatReply, ClientError> {
         self.send(self.http.post(self.url(routes::AGENT_HEARTBEAT)).json(hb))
             .await
+    }
+}
+
+/// Events as the server sends them (Server-Sent Events).
+#[derive(Debug)]
+pub struct EventStream {
+    response: reqwest::Response,
+    /// Bytes received, not yet a whole line.
+    buffer: Vec<u8>,
+    /// The `data:` lines of the message being read.
+    data: String,
+}
+
+impl EventStream {
+    /// The next event; `None` when the server ended the stream.
+    pub async fn next(&mut self) -> Result<Option<EventView>, ClientError> {
+        loop {
+            while let Some(end) = self.buffer.iter().position(|&b| b == b'\n') {
+                let raw: Vec<u8> = self.buffer.drain(..=end).collect();
+                let line = String::from_utf8_lossy(&raw);
+                let line = line.trim_end_matches(['\n', '\r']);
+                if line.is_empty() {
+                    // The end of a message (comments and keep-alives carry no data).
+                    if self.data.is_empty() {
+                        continue;
+                    }
+                    let data = std::mem::take(&mut self.data);
+                    return serde_json::from_str(&data).map(Some).map_err(|e| {
+                        ClientError::Api(ApiError::new(
+                            codes::GENERIC,
+                            format!("unreadable event from the server: {e}"),
+                        ))
+                    });
+                }
+                if let Some(rest) = line.strip_prefix("data:") {
+                    if !self.data.is_empty() {
+                        self.data.push('\n');
+                    }
+                    self.data.push_str(rest.strip_prefix(' ').unwrap_or(rest));
+                }
+                // `id:`, `event:`, `retry:` and `:` comments: nothing to keep.
+            }
+            match self.response.chunk().await? {
+                Some(bytes) => self.buffer.extend_from_slice(&bytes),
+                None => return Ok(None),
+            }
+        }
     }
 }

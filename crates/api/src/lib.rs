@@ -38,6 +38,11 @@ pub mod routes {
     pub const ORCHID_TREE: &str = "/api/v1/orchid/pool_trees/{tree}";
     pub const ORCHID_POOL: &str = "/api/v1/orchid/pool_trees/{tree}/pools/{pool}";
     pub const ORCHID_OPERATION: &str = "/api/v1/orchid/pool_trees/{tree}/operations/{id}";
+    /// The event log (query: [`EventQuery`]); oldest first.
+    pub const EVENTS: &str = "/api/v1/events";
+    /// The event log as it grows: Server-Sent Events, one [`EventView`] as JSON per message
+    /// with the sequence number as its `id` (query: [`EventQuery`]; `Last-Event-ID` resumes).
+    pub const EVENTS_STREAM: &str = "/api/v1/events/stream";
     pub const AGENT_REGISTER: &str = "/api/v1/agent/register";
     pub const AGENT_HEARTBEAT: &str = "/api/v1/agent/heartbeat";
 }
@@ -65,14 +70,30 @@ pub mod codes {
 }
 
 /// The body of every error reply.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, thiserror::Error)]
-#[error("error {code}: {message}")]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ApiError {
     pub code: u32,
     pub message: String,
     #[serde(default)]
     pub attributes: Map<String, Value>,
 }
+
+/// `error 500: node "x" does not exist (node: "x")`.
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "error {}: {}", self.code, self.message)?;
+        for (i, (k, v)) in self.attributes.iter().enumerate() {
+            let sep = if i == 0 { " (" } else { ", " };
+            write!(f, "{sep}{k}: {v}")?;
+        }
+        if !self.attributes.is_empty() {
+            write!(f, ")")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ApiError {}
 
 impl ApiError {
     pub fn new(code: u32, message: impl Into<String>) -> ApiError {
@@ -270,6 +291,92 @@ pub struct NodeView {
     pub last_heartbeat_ago_ms: u64,
 }
 
+// ---- the event log ------------------------------------------------------------------------
+
+/// Query of `GET /api/v1/events` and `GET /api/v1/events/stream`. Every filter given must hold.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EventQuery {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// A job id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    /// Event names, comma-separated (`allocation_started,allocation_preempted`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Events at or after this Unix time in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<u64>,
+    /// Events after this sequence number.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after: Option<u64>,
+    /// At most this many (`GET /events`: default 100, at most 10000). With `since` or `after`
+    /// the first ones from there, else the newest ones.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
+impl EventQuery {
+    /// The event names of `kind`.
+    pub fn kinds(&self) -> Vec<String> {
+        self.kind
+            .as_deref()
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Whether `e` passes the filters (all but `limit`).
+    pub fn matches(&self, e: &EventView) -> bool {
+        let field = |name: &str| e.fields.get(name).and_then(Value::as_str);
+        let kinds = self.kinds();
+        self.operation
+            .as_deref()
+            .is_none_or(|o| field("operation") == Some(o))
+            && self
+                .node
+                .as_deref()
+                .is_none_or(|n| field("node") == Some(n))
+            && self.job.as_deref().is_none_or(|j| field("job") == Some(j))
+            && (kinds.is_empty() || kinds.iter().any(|k| Some(k.as_str()) == field("event")))
+            && self.since.is_none_or(|t| e.unix_ms >= t)
+            && self.after.is_none_or(|s| e.seq > s)
+    }
+}
+
+/// One entry of the event log: the scheduling core's events (`allocation_started`,
+/// `allocation_finished` with the job's `exit_code`, `allocation_interrupted`,
+/// `allocation_preempted` with `reason`, `operation_state`, `error`) and the server's own
+/// (`job_adopted`, `node_registered`, `node_lost`, `node_changed`). Jobs are named by `job`
+/// (the job id).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventView {
+    /// Position in the log (1, 2, ...; never reused).
+    pub seq: u64,
+    /// Unix time in milliseconds.
+    pub unix_ms: u64,
+    /// `event` (the name), `t_ms` (the server's clock: milliseconds since it started), and the
+    /// event's own fields (`operation`, `job`, `node`, `reason`, ...).
+    #[serde(flatten)]
+    pub fields: Map<String, Value>,
+}
+
+impl EventView {
+    /// The event's name.
+    pub fn kind(&self) -> &str {
+        self.fields
+            .get("event")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+}
+
 // ---- the agent protocol -------------------------------------------------------------------
 
 /// `POST /api/v1/agent/register` (bearer token). A node the server still has keeps its jobs
@@ -402,5 +509,6 @@ mod tests {
             v,
             serde_json::json!({"code": 202, "message": "too many", "attributes": {"pool": "a"}})
         );
+        assert_eq!(e.to_string(), r#"error 202: too many (pool: "a")"#);
     }
 }

@@ -1,11 +1,12 @@
 //! The running system's subcommands: `server`, `agent`, `up`, and the CLI that talks to a server
-//! (`op`, `pool`, `node`, `tree`).
+//! (`op`, `pool`, `node`, `tree`, `events`).
 
 use anyhow::{Context, anyhow};
 use clap::{Args, Subcommand};
 use fairsched_api::client::ApiClient;
 use fairsched_api::{
-    CreatePool, OperationQuery, SubmitOperation, TaskSubmit, UpdatePool, format_resources,
+    CreatePool, EventQuery, EventView, OperationQuery, SubmitOperation, TaskSubmit, UpdatePool,
+    format_resources,
 };
 use fairsched_resources::{ResourceKind, Resources};
 use serde::Serialize;
@@ -50,6 +51,47 @@ pub enum ClusterCommand {
         #[command(subcommand)]
         command: TreeCommand,
     },
+    /// The event log: job starts and ends (with exit codes), interruptions, preemptions with
+    /// their reason, operation states, node changes; oldest first.
+    ///
+    /// Without --after or --since: the newest --limit events. With --follow, then the events
+    /// as they happen (Ctrl-C stops); --json prints one JSON object per line then.
+    Events {
+        #[command(flatten)]
+        conn: Conn,
+        #[command(flatten)]
+        args: EventsArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// Only events of this operation.
+    #[arg(long)]
+    operation: Option<String>,
+    /// Only events on this node.
+    #[arg(long)]
+    node: Option<String>,
+    /// Only events of this job (its id).
+    #[arg(long)]
+    job: Option<String>,
+    /// Only these events, comma-separated (allocation_started, allocation_finished,
+    /// allocation_interrupted, allocation_preempted, operation_state, error, job_adopted,
+    /// node_registered, node_lost, node_changed).
+    #[arg(long)]
+    kind: Option<String>,
+    /// Events after this sequence number (the first column).
+    #[arg(long)]
+    after: Option<u64>,
+    /// Events since a time: Unix milliseconds, or a duration ago (`90s`, `10m`, `2h`, `1d`).
+    #[arg(long, value_parser = parse_since)]
+    since: Option<u64>,
+    /// At most this many (at most 10000).
+    #[arg(long, default_value_t = 100)]
+    limit: usize,
+    /// Keep printing events as they happen.
+    #[arg(long, short = 'f')]
+    follow: bool,
 }
 
 #[derive(Debug, Args)]
@@ -292,6 +334,7 @@ fn run(command: ClusterCommand) -> anyhow::Result<()> {
         ClusterCommand::Op { conn, command } => runtime().block_on(op(conn, command)),
         ClusterCommand::Pool { conn, command } => runtime().block_on(pool(conn, command)),
         ClusterCommand::Node { conn, command } => runtime().block_on(node(conn, command)),
+        ClusterCommand::Events { conn, args } => runtime().block_on(events(conn, args)),
         ClusterCommand::Tree {
             conn,
             command: TreeCommand::Show,
@@ -483,6 +526,146 @@ async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `--since`: Unix milliseconds, or a duration ago.
+fn parse_since(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    if let Ok(ms) = text.parse::<u64>() {
+        return Ok(ms);
+    }
+    let unit = |u: &str| match u {
+        "ms" => Some(1),
+        "s" => Some(1_000),
+        "m" => Some(60_000),
+        "h" => Some(3_600_000),
+        "d" => Some(86_400_000),
+        _ => None,
+    };
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| format!("{text:?}: expected Unix milliseconds or a duration like 10m"))?;
+    let (n, u) = text.split_at(split);
+    let ago = n
+        .parse::<u64>()
+        .ok()
+        .zip(unit(u))
+        .map(|(n, u)| n * u)
+        .ok_or_else(|| {
+            format!("{text:?}: expected Unix milliseconds or a duration (90s, 10m, 2h, 1d)")
+        })?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    Ok(now.saturating_sub(ago))
+}
+
+/// `2026-11-22 10:04:05.123` (UTC) from Unix milliseconds.
+fn utc_time(unix_ms: u64) -> String {
+    let (days, ms) = (unix_ms / 86_400_000, unix_ms % 86_400_000);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{:03}",
+        ms / 3_600_000,
+        ms / 60_000 % 60,
+        ms / 1000 % 60,
+        ms % 1000
+    )
+}
+
+/// One event as a line: sequence number, time (UTC), name, then its fields.
+fn event_line(e: &EventView) -> String {
+    let mut line = format!("{:>7}  {}  {:<22}", e.seq, utc_time(e.unix_ms), e.kind());
+    let first = ["operation", "job", "node"];
+    let rest = e
+        .fields
+        .iter()
+        .filter(|(k, _)| !first.contains(&k.as_str()) && *k != "event" && *k != "t_ms");
+    let named = first
+        .iter()
+        .filter_map(|k| e.fields.get_key_value(*k))
+        .chain(rest);
+    for (k, v) in named {
+        let v = match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        line.push_str(&format!(" {k}={v}"));
+    }
+    line
+}
+
+async fn events(conn: Conn, args: EventsArgs) -> anyhow::Result<()> {
+    let client = ApiClient::new(&conn.server, None);
+    let query = EventQuery {
+        operation: args.operation,
+        node: args.node,
+        job: args.job,
+        kind: args.kind,
+        since: args.since,
+        after: args.after,
+        limit: Some(args.limit),
+    };
+    // Following from now on (no --after or --since): the newest event of all, before reading
+    // the filtered ones, is where the stream starts at the latest.
+    let now_seq = if args.follow && query.after.is_none() && query.since.is_none() {
+        let newest = client
+            .events(&EventQuery {
+                limit: Some(1),
+                ..EventQuery::default()
+            })
+            .await?;
+        newest.last().map_or(0, |e| e.seq)
+    } else {
+        0
+    };
+    let events = client.events(&query).await?;
+    if conn.json && !args.follow {
+        return print_json(&events);
+    }
+    let print = |e: &EventView| {
+        if conn.json {
+            println!("{}", serde_json::to_string(e).unwrap_or_default());
+        } else {
+            println!("{}", event_line(e));
+        }
+    };
+    for e in &events {
+        print(e);
+    }
+    if !args.follow {
+        return Ok(());
+    }
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let after = events
+        .last()
+        .map(|e| e.seq)
+        .or(query.after)
+        .unwrap_or(0)
+        .max(now_seq);
+    let mut stream = client
+        .event_stream(&EventQuery {
+            after: Some(after),
+            limit: None,
+            ..query
+        })
+        .await?;
+    while let Some(e) = stream.next().await? {
+        print(&e);
+        let _ = std::io::stdout().flush();
+    }
+    Err(anyhow!("the server ended the event stream"))
 }
 
 async fn node(conn: Conn, command: NodeCommand) -> anyhow::Result<()> {

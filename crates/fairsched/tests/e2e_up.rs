@@ -142,6 +142,59 @@ fn up_runs_completes_aborts_and_stops() {
     assert!(text.contains(&format!("job {} on", shown[0])), "{text}");
     let list = json(&url, &["op", "list"]);
     assert_eq!(list[0]["id"], id.as_str());
+    let listed = json(&url, &["op", "list", "--state", "completed"]);
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    assert!(
+        cli(&url, &["op", "list", "--state", "running"])
+            .lines()
+            .count()
+            == 1
+    );
+
+    // The event log: every job's start and end, with its exit code.
+    let events = json(&url, &["events", "--operation", &id]);
+    let of = |kind: &str| -> Vec<Value> {
+        events
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["event"] == kind)
+            .cloned()
+            .collect()
+    };
+    assert_eq!(of("allocation_started").len(), 5, "{events}");
+    let finished = of("allocation_finished");
+    assert_eq!(finished.len(), 5, "{events}");
+    assert!(finished.iter().all(|e| e["exit_code"] == 0), "{events}");
+    let text = cli(
+        &url,
+        &["events", "--operation", &id, "--kind", "operation_state"],
+    );
+    assert!(text.contains("state=completed"), "{text}");
+
+    // Follow the log while the next operation starts and is aborted.
+    let mut follower = Up(Command::new(BIN)
+        .args([
+            "events",
+            "--follow",
+            "--json",
+            "--kind",
+            "allocation_started,allocation_preempted",
+            "--limit",
+            "0",
+        ])
+        .env("FAIRSCHED_SERVER", &url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start fairsched events --follow"));
+    let follow_out = follower.0.stdout.take().unwrap();
+    let (follow_tx, followed) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(follow_out).lines().map_while(Result::ok) {
+            let _ = follow_tx.send(serde_json::from_str(&line).expect("a JSON line"));
+        }
+    });
 
     // Abort kills the processes.
     let long = cli(
@@ -180,6 +233,24 @@ fn up_runs_completes_aborts_and_stops() {
     );
     let aborted = json(&url, &["op", "abort", &long]);
     assert_eq!(aborted["state"], "aborted");
+    // The follower saw both jobs start and be preempted by the abort.
+    let mut seen = Vec::new();
+    while seen.len() < 4 {
+        let e = followed
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the follower prints the events within 10 s");
+        assert_eq!(e["operation"], long.as_str(), "{e}");
+        seen.push(e);
+    }
+    assert_eq!(seen[0]["event"], "allocation_started");
+    assert_eq!(seen[1]["event"], "allocation_started");
+    assert!(
+        seen[2..]
+            .iter()
+            .all(|e| e["event"] == "allocation_preempted" && e["reason"] == "operation_aborted"),
+        "{seen:?}"
+    );
+    drop(follower);
     wait_for(
         "the jobs' processes to end",
         Duration::from_secs(10),

@@ -4,8 +4,9 @@
 
 use crate::metrics::{self, ActorMetrics};
 use fairsched_api::{
-    ApiError, FinishedJob, Heartbeat, HeartbeatReply, JobCounts, JobInterrupt, JobLogs, JobStart,
-    JobView, NodeView, OperationView, RegisterNode, RegisterReply, codes,
+    ApiError, EventQuery, EventView, FinishedJob, Heartbeat, HeartbeatReply, JobCounts,
+    JobInterrupt, JobLogs, JobStart, JobView, NodeView, OperationView, RegisterNode, RegisterReply,
+    codes,
 };
 use fairsched_config::{PoolConfig, PoolTreeConfig, PoolTrees};
 use fairsched_core::{
@@ -13,13 +14,15 @@ use fairsched_core::{
     NodeId, NodeSpec, OperationId, OperationSpec, Scheduler, Snapshot, Stage,
 };
 use fairsched_resources::Resources;
-use fairsched_store::{Batch, Store, StoredEvent, StoredJob, StoredNode, StoredOperation};
+use fairsched_store::{
+    Batch, EventFilter, Store, StoredEvent, StoredJob, StoredNode, StoredOperation,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 /// What GET handlers read: the last published state.
 #[derive(Debug)]
@@ -59,6 +62,8 @@ pub enum Command {
     },
     Register(RegisterNode, Reply<RegisterReply>),
     Heartbeat(Heartbeat, Reply<HeartbeatReply>),
+    /// Reads the event log.
+    Events(EventQuery, Reply<Vec<EventView>>),
 }
 
 impl Command {
@@ -74,6 +79,7 @@ impl Command {
             Command::Node { .. } => "node",
             Command::Register(..) => "register",
             Command::Heartbeat(..) => "heartbeat",
+            Command::Events(..) => "events",
         }
     }
 }
@@ -170,7 +176,19 @@ pub struct Actor {
     /// Log tails reported with finished jobs (by job id), committed with the next batch.
     tails: BTreeMap<String, (String, String)>,
     metrics: ActorMetrics,
+    /// The next event's sequence number.
+    next_event_seq: u64,
+    /// Operations changed by events, to be stored.
+    touched: BTreeSet<String>,
+    /// Events, once committed, for live streams.
+    events: broadcast::Sender<Arc<EventView>>,
 }
+
+/// Events a live stream may fall behind by before it reads the store again.
+const EVENT_BUFFER: usize = 4096;
+/// Default and largest number of events `GET /api/v1/events` returns.
+pub const EVENTS_DEFAULT_LIMIT: usize = 100;
+pub const EVENTS_MAX_LIMIT: usize = 10_000;
 
 impl std::fmt::Debug for Actor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -242,6 +260,9 @@ impl Actor {
             batch: Batch::default(),
             tails: BTreeMap::new(),
             metrics: ActorMetrics::default(),
+            next_event_seq: loaded.last_event_seq + 1,
+            touched: BTreeSet::new(),
+            events: broadcast::channel(EVENT_BUFFER).0,
         };
         actor.save_tree();
         let mut jobs: BTreeMap<String, Vec<JobView>> = BTreeMap::new();
@@ -351,14 +372,95 @@ impl Actor {
     }
 
     /// Logs an event of the server's own (not the core's) in the event log.
-    fn server_event(&mut self, mut record: Value) {
-        if let Value::Object(m) = &mut record {
-            m.insert("t_ms".into(), json!(self.now()));
+    fn server_event(&mut self, record: Value) {
+        // The core's events so far come first.
+        self.take_core_events();
+        let fields = self.server_fields(record);
+        self.log_event(unix_ms(), fields);
+    }
+
+    /// A server event's fields: `t_ms`, then the record's.
+    fn server_fields(&self, record: Value) -> Map<String, Value> {
+        let mut fields = Map::new();
+        fields.insert("t_ms".into(), json!(self.now()));
+        if let Value::Object(m) = record {
+            fields.extend(m);
         }
-        self.batch.events.push(StoredEvent {
-            unix_ms: unix_ms(),
-            record: record.to_string(),
-        });
+        fields
+    }
+
+    /// Numbers an event and queues it for the store (streams get it once it is committed).
+    fn log_event(&mut self, unix_ms: u64, fields: Map<String, Value>) {
+        let text = |k: &str| fields.get(k).and_then(Value::as_str).map(str::to_string);
+        let event = StoredEvent {
+            seq: self.next_event_seq,
+            unix_ms,
+            kind: text("event").unwrap_or_default(),
+            operation: text("operation"),
+            node: text("node"),
+            job: text("job"),
+            record: Value::Object(fields).to_string(),
+        };
+        self.next_event_seq += 1;
+        self.batch.events.push(event);
+    }
+
+    /// A core event as the log keeps it: jobs named by their job id (not the core's allocation
+    /// number), and a finished job's exit code.
+    fn event_fields(&self, e: &Event) -> Map<String, Value> {
+        let mut fields = match serde_json::to_value(e) {
+            Ok(Value::Object(m)) => m,
+            _ => Map::new(),
+        };
+        let job_of = |a: &Value| {
+            a.as_u64().map(|a| {
+                self.alloc_job
+                    .get(&a)
+                    .cloned()
+                    .unwrap_or_else(|| self.new_job_id(a))
+            })
+        };
+        if let Some(job) = fields.remove("allocation").as_ref().and_then(job_of) {
+            if fields.get("event").and_then(Value::as_str) == Some("allocation_finished")
+                && let Some(code) = self.job(&job).and_then(|j| j.exit_code)
+            {
+                fields.insert("exit_code".into(), json!(code));
+            }
+            fields.insert("job".into(), json!(job));
+        }
+        if let Some(Value::Object(p)) = fields.get_mut("preemptor")
+            && let Some(job) = p.remove("allocation").as_ref().and_then(job_of)
+        {
+            p.insert("job".into(), json!(job));
+        }
+        fields
+    }
+
+    /// The event broadcast: subscribe for events as they are committed.
+    pub fn events(&self) -> broadcast::Sender<Arc<EventView>> {
+        self.events.clone()
+    }
+
+    fn read_events(&self, q: &EventQuery) -> Result<Vec<EventView>, ApiError> {
+        let filter = EventFilter {
+            operation: q.operation.clone(),
+            node: q.node.clone(),
+            job: q.job.clone(),
+            kinds: q.kinds(),
+            since_unix_ms: q.since,
+            after_seq: q.after,
+            limit: q
+                .limit
+                .unwrap_or(EVENTS_DEFAULT_LIMIT)
+                .min(EVENTS_MAX_LIMIT),
+        };
+        Ok(self
+            .store
+            .events(&filter)
+            .map_err(internal)?
+            .iter()
+            .map(event_view)
+            .collect())
     }
 
     /// The counters and histograms this actor updates (shared: clones see the same values).
@@ -408,6 +510,7 @@ impl Actor {
             .collect();
         for node in lost {
             tracing::warn!(node, "node lost (no heartbeat); its jobs are rescheduled");
+            self.server_event(json!({"event": "node_lost", "node": node}));
             self.seen.remove(&node);
             let _ = self.sched.remove_node(now, &NodeId(node.clone()));
             self.kill.remove(&node);
@@ -497,6 +600,9 @@ impl Actor {
             Command::Heartbeat(hb, reply) => {
                 let r = self.heartbeat(hb);
                 self.finish(reply, r);
+            }
+            Command::Events(q, reply) => {
+                let _ = reply.send(self.read_events(&q));
             }
         }
     }
@@ -678,6 +784,10 @@ impl Actor {
                 node = node.node_id,
                 "node registered again; its jobs are kept"
             );
+            let kept = self.sched.node(&id).map_or(0, |n| n.allocations.len());
+            self.server_event(
+                json!({"event": "node_registered", "node": node.node_id, "kept_jobs": kept}),
+            );
             return Ok(RegisterReply {
                 heartbeat_period_ms: self.sched.config.node_heartbeat_period_ms,
             });
@@ -718,6 +828,7 @@ impl Actor {
             draining,
         })?;
         tracing::info!(node = node.node_id, enabled, draining, "node registered");
+        self.server_event(json!({"event": "node_registered", "node": node.node_id}));
         Ok(RegisterReply {
             heartbeat_period_ms: self.sched.config.node_heartbeat_period_ms,
         })
@@ -741,6 +852,7 @@ impl Actor {
         if self.sched.node(&node).is_none() {
             return Err(no_such_node(id));
         }
+        self.take_core_events();
         let r = match action {
             NodeAction::Disable => self.sched.set_node(now, &node, None, None, Some(false)),
             NodeAction::Enable => self.sched.set_node(now, &node, None, None, Some(true)),
@@ -763,8 +875,13 @@ impl Actor {
             "node changed by request"
         );
         self.save_node(record)?;
+        let view = self.node_view(&node).expect("checked above");
+        // Logged before what it caused (the aborts of a disabled node's jobs).
+        let fields = self.server_fields(json!({"event": "node_changed", "node": id,
+            "action": action.name(), "state": view.state}));
+        self.log_event(unix_ms(), fields);
         self.after_change();
-        Ok(self.node_view(&node).expect("checked above"))
+        Ok(view)
     }
 
     fn node_view(&self, id: &NodeId) -> Option<NodeView> {
@@ -932,6 +1049,11 @@ impl Actor {
         self.dirty_jobs.insert(f.job.clone());
     }
 
+    fn job(&self, id: &str) -> Option<&JobView> {
+        let op = self.job_op.get(id)?;
+        self.ops.get(op)?.jobs.iter().find(|j| j.id == id)
+    }
+
     fn job_mut(&mut self, id: &str) -> Option<&mut JobView> {
         let op = self.job_op.get(id)?;
         self.ops.get_mut(op)?.jobs.iter_mut().find(|j| j.id == id)
@@ -944,25 +1066,28 @@ impl Actor {
 
     /// Folds the core's events into the records, queues them for the store, publishes a view.
     fn after_change(&mut self) {
-        let events = self.sched.take_events();
-        let now_unix = unix_ms();
-        let mut touched: BTreeSet<String> = BTreeSet::new();
-        for e in &events {
-            self.apply_event(e, now_unix, &mut touched);
-            if let Ok(record) = serde_json::to_string(e) {
-                self.batch.events.push(StoredEvent {
-                    unix_ms: now_unix,
-                    record,
-                });
-            }
-        }
-        for id in touched {
+        self.take_core_events();
+        for id in std::mem::take(&mut self.touched) {
             if let Some(view) = self.ops.get(&id).cloned() {
                 self.dirty_op(&view);
             }
         }
         self.save_jobs();
         self.publish_view();
+    }
+
+    /// Folds the core's new events into the records and logs them.
+    fn take_core_events(&mut self) {
+        let events = self.sched.take_events();
+        let now_unix = unix_ms();
+        let mut touched = std::mem::take(&mut self.touched);
+        for e in &events {
+            // Named before the event is applied (an ended job leaves the maps).
+            let fields = self.event_fields(e);
+            self.apply_event(e, now_unix, &mut touched);
+            self.log_event(now_unix, fields);
+        }
+        self.touched = touched;
     }
 
     fn apply_event(&mut self, e: &Event, now_unix: u64, touched: &mut BTreeSet<String>) {
@@ -1162,6 +1287,12 @@ impl Actor {
             .commit(&batch)
             .map_err(|e| ApiError::new(codes::INTERNAL, format!("not persisted: {e}")));
         metrics::observe(&self.metrics.store_commit_duration, started.elapsed());
+        if r.is_ok() {
+            for e in &batch.events {
+                // No receiver (no stream open) is fine.
+                let _ = self.events.send(Arc::new(event_view(e)));
+            }
+        }
         r
     }
 
@@ -1217,6 +1348,15 @@ impl Actor {
             nodes,
         };
         self.publish.send_replace(Arc::new(view));
+    }
+}
+
+/// A stored event as the API shows it.
+fn event_view(e: &StoredEvent) -> EventView {
+    EventView {
+        seq: e.seq,
+        unix_ms: e.unix_ms,
+        fields: serde_json::from_str(&e.record).unwrap_or_default(),
     }
 }
 

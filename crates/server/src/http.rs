@@ -1,24 +1,27 @@
 //! HTTP handlers. Writes go to the actor by message; reads come from the published [`View`].
 
-use crate::actor::{Command, NodeAction, View};
-use crate::metrics::ActorMetrics;
+use crate::actor::{Actor, Command, NodeAction, View};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::sse::{self, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use fairsched_api::{
-    ApiError, CreatePool, Heartbeat, NodeView, OPERATION_STATES, OperationQuery, OperationView,
-    RegisterNode, SubmitReply, UpdatePool, codes, routes,
+    ApiError, CreatePool, EventQuery, EventView, Heartbeat, NodeView, OPERATION_STATES,
+    OperationQuery, OperationView, RegisterNode, SubmitReply, UpdatePool, codes, routes,
 };
 use prometheus_client::registry::Registry;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use std::collections::VecDeque;
+use std::convert::Infallible;
 use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot, watch};
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 /// Shared by all handlers.
 #[derive(Clone, Debug)]
@@ -28,24 +31,35 @@ pub struct AppState {
     pub agent_token: Option<String>,
     /// What `GET /metrics` encodes (the actor's counters and the view's gauges).
     pub metrics: Arc<Registry>,
+    /// Committed events, for live streams.
+    pub events: broadcast::Sender<Arc<EventView>>,
+    /// Set when the server stops: live streams end (so that the graceful shutdown can).
+    pub stopping: Arc<watch::Sender<bool>>,
 }
 
 impl AppState {
-    /// The state of a router in front of an actor: `view` is what `Actor::new` returned and
-    /// `metrics` what its `metrics()` returns.
+    /// The state of a router in front of `actor` (before it runs): `view` is what
+    /// `Actor::new` returned.
     pub fn new(
         tx: mpsc::Sender<Command>,
         view: watch::Receiver<Arc<View>>,
         agent_token: Option<String>,
-        metrics: &ActorMetrics,
+        actor: &Actor,
     ) -> AppState {
-        let registry = crate::metrics::registry(metrics, view.clone());
+        let registry = crate::metrics::registry(&actor.metrics(), view.clone());
         AppState {
             tx,
             view,
             agent_token,
             metrics: Arc::new(registry),
+            events: actor.events(),
+            stopping: Arc::new(watch::channel(false).0),
         }
+    }
+
+    /// Ends the live streams.
+    pub fn stop_streams(&self) {
+        self.stopping.send_replace(true);
     }
 }
 
@@ -147,6 +161,8 @@ pub fn router(state: AppState) -> Router {
         .route(routes::ORCHID_TREE, get(orchid_tree))
         .route(routes::ORCHID_POOL, get(orchid_pool))
         .route(routes::ORCHID_OPERATION, get(orchid_operation))
+        .route(routes::EVENTS, get(list_events))
+        .route(routes::EVENTS_STREAM, get(stream_events))
         .route(routes::AGENT_REGISTER, post(register))
         .route(routes::AGENT_HEARTBEAT, post(heartbeat))
         .fallback(|| async { Failure(ApiError::new(codes::RESOLVE, "no such route")) })
@@ -390,6 +406,106 @@ async fn orchid_operation(
         Some(op) => ok(json!(op)),
         None => Err(no_such_operation(&id)),
     }
+}
+
+async fn list_events(
+    State(s): State<AppState>,
+    q: Result<Query<EventQuery>, QueryRejection>,
+) -> Reply<Vec<EventView>> {
+    let Query(q) = q.map_err(bad_query)?;
+    ok(ask(&s, |r| Command::Events(q, r)).await?)
+}
+
+/// Events a live stream reads from the store at a time while it catches up.
+const STREAM_PAGE: usize = 1000;
+
+/// A live stream's state.
+struct Follow {
+    app: AppState,
+    query: EventQuery,
+    rx: broadcast::Receiver<Arc<EventView>>,
+    stopping: watch::Receiver<bool>,
+    /// Read from the store, not sent yet.
+    backlog: VecDeque<EventView>,
+    /// The last sequence number sent (or the starting point).
+    last: u64,
+    /// The store has events after `last` the stream has not read (it started with `after` or
+    /// `since`, or fell behind the broadcast).
+    catching_up: bool,
+}
+
+impl Follow {
+    /// The next event to send; `None` ends the stream.
+    async fn next(&mut self) -> Option<Arc<EventView>> {
+        loop {
+            if let Some(e) = self.backlog.pop_front() {
+                self.last = e.seq;
+                return Some(Arc::new(e));
+            }
+            if self.catching_up {
+                let page = EventQuery {
+                    after: Some(self.last),
+                    limit: Some(STREAM_PAGE),
+                    ..self.query.clone()
+                };
+                let events = ask(&self.app, |r| Command::Events(page, r)).await.ok()?;
+                self.catching_up = events.len() >= STREAM_PAGE;
+                self.backlog.extend(events);
+                continue;
+            }
+            let received = tokio::select! {
+                r = self.rx.recv() => r,
+                _ = self.stopping.wait_for(|s| *s) => return None,
+            };
+            match received {
+                Ok(e) if e.seq > self.last && self.query.matches(&e) => {
+                    self.last = e.seq;
+                    return Some(e);
+                }
+                Ok(_) => {}
+                Err(broadcast::error::RecvError::Lagged(_)) => self.catching_up = true,
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+}
+
+/// `GET /api/v1/events/stream`: Server-Sent Events, one event (JSON) per message with its
+/// sequence number as the message id. With `after` (or a `Last-Event-ID` header) or `since`,
+/// the stored events from there come first; then events as they are committed.
+async fn stream_events(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    q: Result<Query<EventQuery>, QueryRejection>,
+) -> Result<Sse<impl futures_util::Stream<Item = Result<sse::Event, Infallible>>>, Failure> {
+    let Query(mut query) = q.map_err(bad_query)?;
+    if let Some(id) = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    {
+        query.after = Some(id);
+    }
+    // Subscribe before reading the store: nothing committed in between is missed (events
+    // read twice are dropped by their sequence numbers).
+    let follow = Follow {
+        rx: s.events.subscribe(),
+        stopping: s.stopping.subscribe(),
+        catching_up: query.after.is_some() || query.since.is_some(),
+        last: query.after.unwrap_or(0),
+        backlog: VecDeque::new(),
+        query,
+        app: s,
+    };
+    let stream = futures_util::stream::unfold(follow, |mut f| async move {
+        let e = f.next().await?;
+        let data = serde_json::to_string(&*e).unwrap_or_default();
+        Some((
+            Ok(sse::Event::default().id(e.seq.to_string()).data(data)),
+            f,
+        ))
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
 
 async fn register(

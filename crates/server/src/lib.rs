@@ -39,7 +39,7 @@ impl Server {
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
         let (tx, rx) = mpsc::channel(1024);
-        let state = http::AppState::new(tx, view, config.agent_token.clone(), &actor.metrics());
+        let state = http::AppState::new(tx, view, config.agent_token.clone(), &actor);
         Ok(Server {
             listener,
             actor,
@@ -59,9 +59,14 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         let actor = tokio::spawn(self.actor.run(self.rx));
+        let state = self.state.clone();
         let app = http::router(self.state);
         axum::serve(self.listener, app)
-            .with_graceful_shutdown(shutdown)
+            .with_graceful_shutdown(async move {
+                shutdown.await;
+                // Live event streams would keep their connections open forever.
+                state.stop_streams();
+            })
             .await?;
         // The router (and with it every command sender) is gone: the actor ends.
         actor.await?;

@@ -15,10 +15,10 @@ fn app(dir: &Path) -> axum::Router {
     };
     let store = fairsched_store::SqliteStore::open(dir).unwrap();
     let (actor, view) = actor::Actor::new(&config, Box::new(store)).unwrap();
-    let metrics = actor.metrics();
     let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let state = http::AppState::new(tx, view, config.agent_token, &actor);
     tokio::spawn(actor.run(rx));
-    http::router(http::AppState::new(tx, view, config.agent_token, &metrics))
+    http::router(state)
 }
 
 async fn call(

@@ -36,11 +36,37 @@ pub struct StoredNode {
 }
 
 /// One event-log entry.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StoredEvent {
+    /// Its place in the log: the server numbers events 1, 2, ... (see [`Loaded::last_event_seq`]).
+    pub seq: u64,
     /// Unix time in milliseconds.
     pub unix_ms: u64,
+    /// The event's name (`allocation_started`, ...).
+    pub kind: String,
+    /// What it is about, for filters.
+    pub operation: Option<String>,
+    pub node: Option<String>,
+    pub job: Option<String>,
+    /// The whole event (JSON).
     pub record: String,
+}
+
+/// Which events [`Store::events`] returns. Every filter given must hold.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EventFilter {
+    pub operation: Option<String>,
+    pub node: Option<String>,
+    pub job: Option<String>,
+    /// Any of these names (none: all).
+    pub kinds: Vec<String>,
+    /// Events at or after this Unix time (milliseconds).
+    pub since_unix_ms: Option<u64>,
+    /// Events after this sequence number.
+    pub after_seq: Option<u64>,
+    /// At most this many. With `since_unix_ms` or `after_seq`: the first ones from there;
+    /// without either: the newest ones. Oldest first in both cases.
+    pub limit: usize,
 }
 
 /// Changes committed together.
@@ -74,6 +100,8 @@ pub struct Loaded {
     pub nodes: Vec<StoredNode>,
     /// How many times the store was opened before (0 on a new store).
     pub incarnation: u64,
+    /// The highest event sequence number stored (0: none).
+    pub last_event_seq: u64,
 }
 
 /// A storage failure.
@@ -94,7 +122,14 @@ pub trait Store: Send {
     /// The captured output of one operation's jobs: `(job id, stdout, stderr)`.
     fn job_logs(&self, operation: &str) -> Result<Vec<(String, String, String)>, StoreError>;
     /// The newest `limit` events, oldest first.
-    fn recent_events(&self, limit: usize) -> Result<Vec<StoredEvent>, StoreError>;
+    fn recent_events(&self, limit: usize) -> Result<Vec<StoredEvent>, StoreError> {
+        self.events(&EventFilter {
+            limit,
+            ..EventFilter::default()
+        })
+    }
+    /// The events that pass `filter`, oldest first.
+    fn events(&self, filter: &EventFilter) -> Result<Vec<StoredEvent>, StoreError>;
 }
 
 /// Migrations: the schema after migration `i` has version `i + 1`.
@@ -119,6 +154,21 @@ const MIGRATIONS: &[&str] = &[
          seq INTEGER PRIMARY KEY AUTOINCREMENT,
          unix_ms INTEGER NOT NULL,
          record TEXT NOT NULL);",
+    // 2: the event log gets filter columns (filled in from the records) and indexes.
+    "ALTER TABLE events ADD COLUMN kind TEXT NOT NULL DEFAULT '';
+     ALTER TABLE events ADD COLUMN operation TEXT;
+     ALTER TABLE events ADD COLUMN node TEXT;
+     ALTER TABLE events ADD COLUMN job TEXT;
+     UPDATE events SET
+         kind = COALESCE(json_extract(record, '$.event'), ''),
+         operation = json_extract(record, '$.operation'),
+         node = json_extract(record, '$.node'),
+         job = json_extract(record, '$.job')
+       WHERE json_valid(record);
+     CREATE INDEX events_by_operation ON events (operation, seq);
+     CREATE INDEX events_by_node ON events (node, seq);
+     CREATE INDEX events_by_job ON events (job, seq);
+     CREATE INDEX events_by_time ON events (unix_ms);",
 ];
 
 /// [`Store`] in one SQLite database file.
@@ -239,12 +289,15 @@ impl Store for SqliteStore {
                 })
             })?
             .collect::<Result<_, _>>()?;
+        let last_event_seq: i64 =
+            c.query_row("SELECT COALESCE(MAX(seq), 0) FROM events", [], |r| r.get(0))?;
         Ok(Loaded {
             trees,
             operations,
             jobs,
             nodes,
             incarnation: self.incarnation,
+            last_event_seq: last_event_seq as u64,
         })
     }
 
@@ -290,8 +343,17 @@ impl Store for SqliteStore {
         }
         for e in &batch.events {
             tx.execute(
-                "INSERT INTO events (unix_ms, record) VALUES (?1, ?2)",
-                params![e.unix_ms as i64, e.record],
+                "INSERT INTO events (seq, unix_ms, kind, operation, node, job, record)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    e.seq as i64,
+                    e.unix_ms as i64,
+                    e.kind,
+                    e.operation,
+                    e.node,
+                    e.job,
+                    e.record
+                ],
             )?;
         }
         tx.commit()?;
@@ -312,18 +374,66 @@ impl Store for SqliteStore {
         Ok(rows)
     }
 
-    fn recent_events(&self, limit: usize) -> Result<Vec<StoredEvent>, StoreError> {
+    fn events(&self, filter: &EventFilter) -> Result<Vec<StoredEvent>, StoreError> {
+        let mut sql = String::from(
+            "SELECT seq, unix_ms, kind, operation, node, job, record FROM events WHERE 1",
+        );
+        let mut args: Vec<rusqlite::types::Value> = Vec::new();
+        let mut arg = |sql: &mut String, clause: &str, v: rusqlite::types::Value| {
+            args.push(v);
+            sql.push_str(&clause.replace('?', &format!("?{}", args.len())));
+        };
+        use rusqlite::types::Value as V;
+        if let Some(op) = &filter.operation {
+            arg(&mut sql, " AND operation = ?", V::Text(op.clone()));
+        }
+        if let Some(node) = &filter.node {
+            arg(&mut sql, " AND node = ?", V::Text(node.clone()));
+        }
+        if let Some(job) = &filter.job {
+            arg(&mut sql, " AND job = ?", V::Text(job.clone()));
+        }
+        if !filter.kinds.is_empty() {
+            sql.push_str(" AND kind IN (");
+            for (i, k) in filter.kinds.iter().enumerate() {
+                if i > 0 {
+                    sql.push(',');
+                }
+                arg(&mut sql, "?", V::Text(k.clone()));
+            }
+            sql.push(')');
+        }
+        if let Some(t) = filter.since_unix_ms {
+            arg(&mut sql, " AND unix_ms >= ?", V::Integer(t as i64));
+        }
+        if let Some(seq) = filter.after_seq {
+            arg(&mut sql, " AND seq > ?", V::Integer(seq as i64));
+        }
+        let newest = filter.since_unix_ms.is_none() && filter.after_seq.is_none();
+        sql.push_str(if newest {
+            " ORDER BY seq DESC"
+        } else {
+            " ORDER BY seq"
+        });
+        arg(&mut sql, " LIMIT ?", V::Integer(filter.limit as i64));
         let mut rows: Vec<StoredEvent> = self
             .conn
-            .prepare("SELECT unix_ms, record FROM events ORDER BY seq DESC LIMIT ?1")?
-            .query_map(params![limit as i64], |r| {
+            .prepare(&sql)?
+            .query_map(rusqlite::params_from_iter(args), |r| {
                 Ok(StoredEvent {
-                    unix_ms: r.get::<_, i64>(0)? as u64,
-                    record: r.get(1)?,
+                    seq: r.get::<_, i64>(0)? as u64,
+                    unix_ms: r.get::<_, i64>(1)? as u64,
+                    kind: r.get(2)?,
+                    operation: r.get(3)?,
+                    node: r.get(4)?,
+                    job: r.get(5)?,
+                    record: r.get(6)?,
                 })
             })?
             .collect::<Result<_, _>>()?;
-        rows.reverse();
+        if newest {
+            rows.reverse();
+        }
         Ok(rows)
     }
 }
@@ -361,8 +471,11 @@ mod tests {
                     record: "{}".into(),
                 }],
                 events: vec![StoredEvent {
+                    seq: 1,
                     unix_ms: 5,
+                    kind: "x".into(),
                     record: "{}".into(),
+                    ..StoredEvent::default()
                 }],
             })
             .unwrap();
@@ -396,7 +509,143 @@ mod tests {
             vec![("0.1".into(), "hi\n".into(), String::new())]
         );
         assert_eq!(s.recent_events(10).unwrap().len(), 1);
+        assert_eq!(loaded.last_event_seq, 1);
         assert_eq!(loaded.nodes.len(), 1);
+    }
+
+    fn event(seq: u64, kind: &str, operation: Option<&str>, node: Option<&str>) -> StoredEvent {
+        StoredEvent {
+            seq,
+            unix_ms: 1000 + seq * 10,
+            kind: kind.into(),
+            operation: operation.map(Into::into),
+            node: node.map(Into::into),
+            job: operation.map(|_| format!("0.{seq}")),
+            record: format!("{{\"event\":\"{kind}\"}}"),
+        }
+    }
+
+    #[test]
+    fn event_filters() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SqliteStore::open(dir.path()).unwrap();
+        s.commit(&Batch {
+            events: vec![
+                event(1, "allocation_started", Some("a"), Some("n1")),
+                event(2, "allocation_started", Some("b"), Some("n2")),
+                event(3, "operation_state", Some("a"), None),
+                event(4, "node_changed", None, Some("n1")),
+                event(5, "allocation_finished", Some("a"), Some("n1")),
+            ],
+            ..Batch::default()
+        })
+        .unwrap();
+        let seqs = |f: EventFilter| -> Vec<u64> {
+            s.events(&EventFilter { limit: 100, ..f })
+                .unwrap()
+                .iter()
+                .map(|e| e.seq)
+                .collect()
+        };
+        assert_eq!(seqs(EventFilter::default()), [1, 2, 3, 4, 5]);
+        let op_a = || EventFilter {
+            operation: Some("a".into()),
+            ..EventFilter::default()
+        };
+        assert_eq!(seqs(op_a()), [1, 3, 5]);
+        assert_eq!(
+            seqs(EventFilter {
+                node: Some("n1".into()),
+                ..EventFilter::default()
+            }),
+            [1, 4, 5]
+        );
+        assert_eq!(
+            seqs(EventFilter {
+                job: Some("0.2".into()),
+                ..EventFilter::default()
+            }),
+            [2]
+        );
+        assert_eq!(
+            seqs(EventFilter {
+                kinds: vec!["allocation_started".into(), "node_changed".into()],
+                ..EventFilter::default()
+            }),
+            [1, 2, 4]
+        );
+        assert_eq!(
+            seqs(EventFilter {
+                after_seq: Some(1),
+                ..op_a()
+            }),
+            [3, 5]
+        );
+        assert_eq!(
+            seqs(EventFilter {
+                since_unix_ms: Some(1030),
+                ..EventFilter::default()
+            }),
+            [3, 4, 5]
+        );
+        // A limit keeps the newest, or the first after a point.
+        let limited = |f: EventFilter| -> Vec<u64> {
+            s.events(&EventFilter { limit: 2, ..f })
+                .unwrap()
+                .iter()
+                .map(|e| e.seq)
+                .collect()
+        };
+        assert_eq!(limited(EventFilter::default()), [4, 5]);
+        assert_eq!(
+            limited(EventFilter {
+                after_seq: Some(0),
+                ..EventFilter::default()
+            }),
+            [1, 2]
+        );
+        let e = &s
+            .events(&EventFilter {
+                after_seq: Some(4),
+                limit: 1,
+                ..EventFilter::default()
+            })
+            .unwrap()[0];
+        assert_eq!(e, &event(5, "allocation_finished", Some("a"), Some("n1")));
+        assert_eq!(s.load().unwrap().last_event_seq, 5);
+    }
+
+    #[test]
+    fn migrates_version_1_events() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            // A store as version 1 left it.
+            let conn = Connection::open(dir.path().join("fairsched.db")).unwrap();
+            conn.execute_batch(
+                "CREATE TABLE schema_version (version INTEGER NOT NULL);
+                 INSERT INTO schema_version (version) VALUES (1);",
+            )
+            .unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.execute(
+                "INSERT INTO events (unix_ms, record) VALUES (7, ?1)",
+                params![r#"{"t_ms":1,"event":"allocation_started","operation":"a","node":"n1","allocation":3}"#],
+            )
+            .unwrap();
+        }
+        let s = SqliteStore::open(dir.path()).unwrap();
+        let events = s
+            .events(&EventFilter {
+                operation: Some("a".into()),
+                limit: 10,
+                ..EventFilter::default()
+            })
+            .unwrap();
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].kind, "allocation_started");
+        assert_eq!(events[0].node.as_deref(), Some("n1"));
+        assert_eq!(events[0].seq, 1);
+        assert_eq!(s.load().unwrap().last_event_seq, 1);
     }
 
     #[test]
