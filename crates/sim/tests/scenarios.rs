@@ -602,3 +602,36 @@ fn pool_presets_apply_in_order_through_the_core_and_own_options_win() {
         "{message}"
     );
 }
+
+#[test]
+fn conditional_preemption_keeps_an_under_served_pools_jobs_for_its_own_operations() {
+    let file = "scenarios/conditional_preemption.json";
+    let on = check(file, None, false);
+    assert_eq!(on.code, EXIT_OK, "{}", on.stderr);
+    // op_a is above its fair share, but its pool p is below its own: only operations inside p
+    // may take op_a's jobs (op_y's pool forbids normal preemption), so op_x takes nothing.
+    assert_eq!(on.events("allocation_preempted", None), Vec::<Value>::new());
+    let s = on.snapshot("after");
+    assert_eq!(s["operations"]["op_x"]["starvation_status"], "starving");
+    assert_eq!(s["operations"]["op_x"]["running_job_count"], 0);
+
+    // The same cluster without conditional preemption: op_x preempts op_a's newest job.
+    let text = std::fs::read_to_string(repo_root().join(file)).expect("scenario");
+    let off = text.replace(
+        "\"enable_conditional_preemption\": true",
+        "\"enable_conditional_preemption\": false",
+    );
+    assert_ne!(off, text);
+    let path = std::env::temp_dir().join(format!(
+        "fairsched-conditional-off-{}.json",
+        std::process::id()
+    ));
+    std::fs::write(&path, off).expect("write");
+    let run = check(path.to_str().expect("path"), None, false);
+    std::fs::remove_file(&path).ok();
+    assert_eq!(run.code, EXIT_OK, "{}", run.stderr);
+    let preempted = run.events("allocation_preempted", None);
+    assert_eq!(preempted.len(), 1, "{preempted:?}");
+    assert_eq!(preempted[0]["operation"], "op_a");
+    assert_eq!(preempted[0]["preemptor"]["operation"], "op_x");
+}
