@@ -64,6 +64,19 @@ pub fn local_satisfaction(
     max
 }
 
+/// Whether `free` lacks some resource of `min_spare` that the node has at all.
+fn below_min_spare(
+    free: &Resources,
+    node: &Resources,
+    min_spare: &fairsched_resources::PartialResources,
+) -> bool {
+    fairsched_resources::ResourceKind::ALL.iter().any(|&k| {
+        min_spare
+            .raw_of(k)
+            .is_some_and(|min| node.raw_of(k) > 0 && free.raw_of(k) < min)
+    })
+}
+
 /// Dynamic state of the tree for the descent: usage, activity and satisfaction of every
 /// element.
 ///
@@ -201,14 +214,24 @@ impl Scheduler {
         deactivated: &mut Vec<ElementIndex>,
         response: &mut HeartbeatResponse,
     ) {
+        let config = self.trees[walk.tree].config();
+        let max_started = config.max_started_allocations_per_heartbeat;
+        let min_spare = config.min_spare_allocation_resources_on_node;
+        let mut started = 0u32;
         while let Some(leaf) = self.best_leaf(walk) {
-            let available = self.nodes[node_id].free();
+            let node = &self.nodes[node_id];
+            let available = node.free();
             // A node that can no longer fit the smallest pending job is done for this heartbeat
-            // (trying every remaining operation would only fail).
+            // (trying every remaining operation would only fail); so is one with less than
+            // `min_spare_allocation_resources_on_node` free (resources the node does not have
+            // at all are not asked for), or one that started `max_started_allocations_per_
+            // heartbeat` allocations.
             if self
                 .min_pending_job
                 .as_ref()
                 .is_some_and(|min| !available.dominates(min))
+                || below_min_spare(&available, &node.resources, &min_spare)
+                || max_started.is_some_and(|max| started >= max)
             {
                 break;
             }
@@ -220,7 +243,10 @@ impl Scheduler {
                 continue;
             }
             match self.try_start(now, node_id, leaf, walk, Stage::Regular, available) {
-                Some(order) => response.start.push(order),
+                Some(order) => {
+                    started += 1;
+                    response.start.push(order);
+                }
                 None => {
                     self.deactivate(walk, leaf);
                     deactivated.push(leaf);
