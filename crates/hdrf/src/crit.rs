@@ -16,7 +16,7 @@
 //! segment the reference traverser uses between two critical points is the one from
 //! `(x_{k−1}, r_{k−1})` to `(x_k, l_k)`, and at a critical point it reads `(l_k, r_k)`.
 
-use crate::plf::{LimitCursor, Segment, absorb, inverse_lower_bound, push_segment};
+use crate::plf::{Segment, Value, inverse_lower_bound, push_segment};
 use fairsched_resources::{RESOURCE_COUNT, ResourceVector};
 
 type Rv = ResourceVector;
@@ -317,37 +317,28 @@ pub(crate) fn inverse_part_into(t: &[Pt], g: f64, limit: f64, out: &mut Vec<Pt>)
 
 /// Compresses a stream of segments as [`crate::plf::compress_into`] does.
 ///
-/// Resources that are zero everywhere in F (so in the composition too) take the shortcut of
-/// `compress_into` (`dx · ε > 0`); the others the general check. (`compress_into` decides which
-/// resources are zero on the composition itself; on a resource that is zero there but not in F
-/// the general check reduces to the same shortcut, so this agrees.) Every active resource is
-/// checked and its bounds updated even after one fails; that only skips nothing: the bounds are
-/// reset whenever a check fails.
+/// `compress_into` checks resources that are zero everywhere (in the whole function) by a
+/// shortcut, `dx · ε > 0`, and stops at the first resource that fails. Here every resource is
+/// checked the general way, without stopping: on a resource that is zero the general check
+/// reduces to the shortcut (its bounds are (dx, ±ε) and the chord (dx, 0)), and after a failure
+/// every bound is reset anyway. Straight-line code over the five lanes, which the compiler can
+/// vectorise.
 struct Compressor {
     eps: f64,
     out: Vec<Segment<Rv>>,
     /// The accumulated segment (valid once `started`).
     acc: Segment<Rv>,
     started: bool,
-    active: [usize; RESOURCE_COUNT],
-    active_count: usize,
-    any_zero: bool,
-    /// Per resource, the tightest upper and lower bound directions (dx, dy).
-    top: [(f64, f64); RESOURCE_COUNT],
-    bottom: [(f64, f64); RESOURCE_COUNT],
+    /// Per resource, the tightest upper (t) and lower (b) bound directions (dx, dy).
+    tx: [f64; RESOURCE_COUNT],
+    ty: [f64; RESOURCE_COUNT],
+    bx: [f64; RESOURCE_COUNT],
+    by: [f64; RESOURCE_COUNT],
 }
 
 impl Compressor {
-    fn new(eps: f64, zero: [bool; RESOURCE_COUNT], mut out: Vec<Segment<Rv>>) -> Compressor {
+    fn new(eps: f64, mut out: Vec<Segment<Rv>>) -> Compressor {
         out.clear();
-        let mut active = [0; RESOURCE_COUNT];
-        let mut active_count = 0;
-        for (r, &z) in zero.iter().enumerate() {
-            if !z {
-                active[active_count] = r;
-                active_count += 1;
-            }
-        }
         Compressor {
             eps,
             out,
@@ -358,69 +349,73 @@ impl Compressor {
                 y1: Rv::ZERO,
             },
             started: false,
-            active,
-            active_count,
-            any_zero: active_count < RESOURCE_COUNT,
-            top: [(0.0, 0.0); RESOURCE_COUNT],
-            bottom: [(0.0, 0.0); RESOURCE_COUNT],
+            tx: [0.0; RESOURCE_COUNT],
+            ty: [0.0; RESOURCE_COUNT],
+            bx: [0.0; RESOURCE_COUNT],
+            by: [0.0; RESOURCE_COUNT],
         }
     }
 
+    /// Starts a new accumulated segment.
     #[inline(always)]
-    fn reset(&mut self) {
-        let s = &self.acc;
-        let dx = s.x1 - s.x0;
+    fn restart(&mut self, x0: f64, y0: &Rv, x1: f64, y1: &Rv) {
+        self.acc = Segment {
+            x0,
+            y0: *y0,
+            x1,
+            y1: *y1,
+        };
+        let dx = x1 - x0;
+        let eps = self.eps;
         for r in 0..RESOURCE_COUNT {
-            self.top[r] = (dx, (s.y1[r] + self.eps) - s.y0[r]);
-            self.bottom[r] = (dx, (s.y1[r] - self.eps) - s.y0[r]);
+            self.tx[r] = dx;
+            self.ty[r] = (y1.0[r] + eps) - y0.0[r];
+            self.bx[r] = dx;
+            self.by[r] = (y1.0[r] - eps) - y0.0[r];
         }
     }
 
-    /// The next segment, `cur`.
+    /// The next segment, from (x0, y0) to (x1, y1).
     #[inline(always)]
-    fn feed(&mut self, cur: &Segment<Rv>) {
+    fn feed(&mut self, x0: f64, y0: &Rv, x1: f64, y1: &Rv) {
         if !self.started {
             self.started = true;
-            self.acc = *cur;
-            self.reset();
+            self.restart(x0, y0, x1, y1);
             return;
         }
-        let dx = cur.x1 - self.acc.x0;
+        let dx = x1 - self.acc.x0;
         let eps = self.eps;
-        let mut ok = !self.any_zero || dx * eps > 0.0;
-        if ok {
-            for &r in &self.active[..self.active_count] {
-                let (y0, y1) = (self.acc.y0[r], cur.y1[r]);
-                let dyt = (y1 + eps) - y0;
-                let dyb = (y1 - eps) - y0;
-                let dym = y1 - y0;
-                let (mut tx, mut ty) = self.top[r];
-                // compare((dx, dyt), top) > 0
-                if dx * ty - tx * dyt > 0.0 {
-                    (tx, ty) = (dx, dyt);
-                    self.top[r] = (tx, ty);
-                }
-                let (mut bx, mut by) = self.bottom[r];
-                // compare((dx, dyb), bottom) < 0
-                if dx * by - bx * dyb < 0.0 {
-                    (bx, by) = (dx, dyb);
-                    self.bottom[r] = (bx, by);
-                }
-                // The chord must stay strictly between: compare(bottom, m) > 0 and
-                // compare(top, m) < 0.
-                if !(bx * dym - dx * by > 0.0 && tx * dym - dx * ty < 0.0) {
-                    ok = false;
-                    break;
-                }
-            }
+        let a = &self.acc.y0.0;
+        let b = &y1.0;
+        let mut ok = [false; RESOURCE_COUNT];
+        for r in 0..RESOURCE_COUNT {
+            let dyt = (b[r] + eps) - a[r];
+            let dyb = (b[r] - eps) - a[r];
+            let dym = b[r] - a[r];
+            // compare((dx, dyt), top) > 0: a tighter upper bound.
+            let up = dx * self.ty[r] - self.tx[r] * dyt > 0.0;
+            let (tx, ty) = if up {
+                (dx, dyt)
+            } else {
+                (self.tx[r], self.ty[r])
+            };
+            // compare((dx, dyb), bottom) < 0: a tighter lower bound.
+            let down = dx * self.by[r] - self.bx[r] * dyb < 0.0;
+            let (bx, by) = if down {
+                (dx, dyb)
+            } else {
+                (self.bx[r], self.by[r])
+            };
+            (self.tx[r], self.ty[r], self.bx[r], self.by[r]) = (tx, ty, bx, by);
+            // The chord stays strictly between: compare(bottom, m) > 0, compare(top, m) < 0.
+            ok[r] = (bx * dym - dx * by > 0.0) & (tx * dym - dx * ty < 0.0);
         }
-        if ok {
-            self.acc.x1 = cur.x1;
-            self.acc.y1 = cur.y1;
+        if ok.iter().all(|&o| o) {
+            self.acc.x1 = x1;
+            self.acc.y1 = *y1;
         } else {
             push_segment(&mut self.out, self.acc);
-            self.acc = *cur;
-            self.reset();
+            self.restart(x0, y0, x1, y1);
         }
     }
 
@@ -431,65 +426,238 @@ impl Compressor {
     }
 }
 
-/// A builder (the merge rules of [`crate::plf::Builder`]) that hands every segment, once no
-/// later one can merge into it, to a [`Compressor`]; `finish` trims a final vertical as
+/// What the last segment of a [`VertexBuilder`] is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Point,
+    Vertical,
+    Horizontal,
+    Tilted,
+}
+
+/// A builder with the merge rules of [`crate::plf::Builder`], kept as the last segment's two
+/// ends (every segment starts where the previous one ends), that hands every segment to a
+/// [`Compressor`] once no later one can merge into it; `finish` trims a final vertical as
 /// `trim_in_place` does.
-struct StreamBuilder {
-    last_point: Option<(f64, Rv)>,
-    /// The last segment (valid when `count > 0`), which later ones may still absorb.
-    pending: Segment<Rv>,
+struct VertexBuilder {
+    /// Segments built so far (the last one is `prev → cur`).
     count: usize,
+    /// Whether a point was added (`cur` holds it; with no segment yet it only starts one).
+    started: bool,
+    prev_x: f64,
+    prev_y: Rv,
+    cur_x: f64,
+    cur_y: Rv,
+    kind: Kind,
     sink: Compressor,
 }
 
-impl StreamBuilder {
+impl VertexBuilder {
+    /// `absorb` of [`crate::plf`] on the segment from `cur` to (x, y), or a new segment.
     #[inline(always)]
-    fn push_segment(&mut self, seg: Segment<Rv>) {
-        if self.count > 0 {
-            if absorb(&mut self.pending, &seg) {
-                return;
-            }
-            self.sink.feed(&self.pending);
+    fn push_to(&mut self, x: f64, y: Rv) {
+        let same_x = self.cur_x == x;
+        let same_y = self.cur_y.same(y);
+        let kind = match (same_x, same_y) {
+            (true, true) => Kind::Point,
+            (true, false) => Kind::Vertical,
+            (false, true) => Kind::Horizontal,
+            (false, false) => Kind::Tilted,
+        };
+        if self.count == 0 {
+            // The first segment is kept whatever it is.
+            (self.prev_x, self.prev_y) = (self.cur_x, self.cur_y);
+            (self.cur_x, self.cur_y) = (x, y);
+            self.kind = kind;
+            self.count = 1;
+            return;
         }
-        self.pending = seg;
-        self.count += 1;
+        match (self.kind, kind) {
+            // A point is dropped.
+            (_, Kind::Point) => {}
+            // A point (the first segment) is replaced.
+            (Kind::Point, _) => {
+                (self.cur_x, self.cur_y) = (x, y);
+                self.kind = kind;
+            }
+            (Kind::Vertical, Kind::Vertical) => {
+                (self.cur_x, self.cur_y) = (x, y);
+                // The merged segment may have come back to its start.
+                if self.prev_y.same(self.cur_y) {
+                    self.kind = Kind::Point;
+                }
+            }
+            (Kind::Horizontal, Kind::Horizontal) => {
+                (self.cur_x, self.cur_y) = (x, y);
+                if self.prev_x == self.cur_x {
+                    self.kind = Kind::Point;
+                }
+            }
+            _ => {
+                self.sink
+                    .feed(self.prev_x, &self.prev_y, self.cur_x, &self.cur_y);
+                (self.prev_x, self.prev_y) = (self.cur_x, self.cur_y);
+                (self.cur_x, self.cur_y) = (x, y);
+                self.kind = kind;
+                self.count += 1;
+            }
+        }
     }
 
     #[inline(always)]
     fn add_point(&mut self, x: f64, y: Rv) {
-        if let Some((lx, ly)) = self.last_point {
-            self.push_segment(Segment::new(lx, ly, x, y));
+        if self.started {
+            self.push_to(x, y);
+        } else {
+            self.started = true;
+            (self.cur_x, self.cur_y) = (x, y);
         }
-        self.last_point = Some((x, y));
     }
 
     #[inline(always)]
     fn add_sample(&mut self, x: f64, left: Rv, right: Rv) {
-        if let Some((lx, ly)) = self.last_point {
-            self.push_segment(Segment::new(lx, ly, x, left));
+        if self.started {
+            self.push_to(x, left);
+        } else {
+            self.started = true;
+            (self.cur_x, self.cur_y) = (x, left);
         }
-        self.push_segment(Segment::new(x, left, x, right));
-        self.last_point = Some((x, right));
+        self.push_to(x, right);
     }
 
     fn finish(mut self) -> Vec<Segment<Rv>> {
         assert!(self.count > 0, "a function needs at least one segment");
-        let mut last = self.pending;
-        if last.is_vertical() {
+        if self.kind == Kind::Vertical {
             if self.count > 1 {
                 return self.sink.finish();
             }
-            let v = last.value_at(last.x0);
-            last = Segment::new(last.x0, v, last.x0, v);
+            // A lone vertical becomes the point at its lower end.
+            self.cur_y = self.prev_y;
         }
-        self.sink.feed(&last);
+        self.sink
+            .feed(self.prev_x, &self.prev_y, self.cur_x, &self.cur_y);
         self.sink.finish()
     }
 }
 
+/// Left and right limits of F at nondecreasing arguments, as [`LimitCursor`] reads them, on a
+/// forward cursor over F's segments (which must never decrease in argument) with the current
+/// segment's interpolation operands kept; an argument that goes backwards starts over.
+struct FSampler<'a> {
+    f: &'a [Segment<Rv>],
+    /// The first segment with `x1 >= x` for the last argument x.
+    j: usize,
+    /// Operands of the interpolation on segment j: dx, d, and whether it is horizontal.
+    dx: f64,
+    d: Rv,
+    horizontal: bool,
+}
+
+impl<'a> FSampler<'a> {
+    fn new(f: &'a [Segment<Rv>]) -> FSampler<'a> {
+        let mut s = FSampler {
+            f,
+            j: 0,
+            dx: 0.0,
+            d: Rv::ZERO,
+            horizontal: false,
+        };
+        s.load();
+        s
+    }
+
+    #[inline(always)]
+    fn load(&mut self) {
+        let s = &self.f[self.j];
+        self.dx = s.x1 - s.x0;
+        self.d = s.y1.sub(s.y0);
+        self.horizontal = s.y0.same(s.y1);
+    }
+
+    #[inline(always)]
+    fn seek(&mut self, x: f64) {
+        let f = self.f;
+        let n = f.len();
+        // Backwards (or onto the start of segment j, which only a backward move reaches): search.
+        if x <= f[self.j].x0 && self.j > 0 {
+            self.j = f.partition_point(|s| s.x1 < x).min(n - 1);
+            self.load();
+            return;
+        }
+        if f[self.j].x1 < x && self.j + 1 < n {
+            while f[self.j].x1 < x && self.j + 1 < n {
+                self.j += 1;
+            }
+            self.load();
+        }
+    }
+
+    /// `fast_value` on segment j.
+    #[inline(always)]
+    fn value(&self, x: f64) -> Rv {
+        let s = &self.f[self.j];
+        if x == s.x0 || self.horizontal {
+            s.y0
+        } else if x == s.x1 {
+            s.y1
+        } else {
+            let t = (x - s.x0) / self.dx;
+            if t < 0.5 {
+                s.y0.add(self.d.mul(t))
+            } else {
+                s.y1.sub(self.d.mul(1.0 - t))
+            }
+        }
+    }
+
+    /// (left limit, right limit) at `x`.
+    #[inline(always)]
+    fn limits(&mut self, x: f64) -> (Rv, Rv) {
+        self.seek(x);
+        let f = self.f;
+        let j = self.j;
+        let s = &f[j];
+        if s.x0 == s.x1 {
+            // A vertical (only at the left bound, or past its end for a single segment).
+            let right = if j + 1 < f.len() && f[j + 1].x0 <= x {
+                fast_value_right(&f[j + 1], x)
+            } else {
+                s.y1
+            };
+            return (s.y0, right);
+        }
+        let left = self.value(x);
+        // The right limit comes from the last segment starting at or before x.
+        if x == s.x1 && j + 1 < f.len() {
+            let mut k = j + 1;
+            while k + 1 < f.len() && f[k + 1].x0 <= x {
+                k += 1;
+            }
+            (left, fast_value_right(&f[k], x))
+        } else {
+            (left, left)
+        }
+    }
+}
+
+/// `fast_limits(s, x).1` of [`crate::plf`] for a segment starting at or before `x`.
+#[inline(always)]
+fn fast_value_right(s: &Segment<Rv>, x: f64) -> Rv {
+    if s.x0 == s.x1 {
+        s.y1
+    } else if x == s.x0 || s.y0.same(s.y1) {
+        s.y0
+    } else if x == s.x1 {
+        s.y1
+    } else {
+        s.interpolate(x)
+    }
+}
+
 /// `compress(F ∘ g)` into `out` for a nondecreasing scalar `g` given by its critical points whose
-/// values lie in F's domain: exactly `compose_into` (on `to_segments(g)`) followed by
-/// `compress_into`, without materialising the composition. `points` is scratch space.
+/// values lie in F's domain (F's arguments never decrease): exactly `compose_into` (on
+/// `to_segments(g)`) followed by `compress_into`, without materialising the composition.
+/// `outer` and `points` are scratch space.
 pub(crate) fn compose_compress_into(
     f: &[Segment<Rv>],
     g: &[Pt],
@@ -546,20 +714,17 @@ pub(crate) fn compose_compress_into(
         points.sort_unstable_by(by_argument_then_value);
     }
 
-    let zero: [bool; RESOURCE_COUNT] =
-        std::array::from_fn(|r| f.iter().all(|s| s.y0[r] == 0.0 && s.y1[r] == 0.0));
-    let mut cursor = LimitCursor::new(f);
+    let mut sampler = FSampler::new(f);
     let n = points.len();
-    let mut b = StreamBuilder {
-        last_point: None,
-        pending: Segment {
-            x0: 0.0,
-            y0: Rv::ZERO,
-            x1: 0.0,
-            y1: Rv::ZERO,
-        },
+    let mut b = VertexBuilder {
         count: 0,
-        sink: Compressor::new(eps, zero, std::mem::take(out)),
+        started: false,
+        prev_x: 0.0,
+        prev_y: Rv::ZERO,
+        cur_x: 0.0,
+        cur_y: Rv::ZERO,
+        kind: Kind::Point,
+        sink: Compressor::new(eps, std::mem::take(out)),
     };
     for i in 0..n {
         let (x, v) = points[i];
@@ -568,17 +733,13 @@ pub(crate) fn compose_compress_into(
         // The right limit where g increases right after x, else the (left-continuous) value.
         let increases = i + 1 < n && points[i + 1].1 > v;
         if first && last {
-            let (left, right) = cursor.limits(v);
+            let (left, right) = sampler.limits(v);
             b.add_sample(x, left, if increases { right } else { left });
         } else if first {
-            b.add_point(x, cursor.left_limit(v));
+            b.add_point(x, sampler.limits(v).0);
         } else if last {
-            let right = if increases {
-                cursor.right_limit(v)
-            } else {
-                cursor.left_limit(v)
-            };
-            b.add_point(x, right);
+            let (left, right) = sampler.limits(v);
+            b.add_point(x, if increases { right } else { left });
         }
     }
     *out = b.finish();
