@@ -98,6 +98,9 @@ pub struct OperationTreeSnapshot {
 pub struct TreeSnapshot {
     pub total_resources: Resources,
     pub pools: BTreeMap<String, PoolSnapshot>,
+    /// Ephemeral pools by the user they were created for (orchid `user_to_ephemeral_pools`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub user_to_ephemeral_pools: BTreeMap<String, Vec<String>>,
 }
 
 /// The whole picture at one moment.
@@ -108,6 +111,10 @@ pub struct Snapshot {
     pub total_resources: Resources,
     pub pools: BTreeMap<String, PoolSnapshot>,
     pub operations: BTreeMap<String, OperationSnapshot>,
+    /// The default tree's ephemeral pools by the user they were created for (orchid
+    /// `user_to_ephemeral_pools`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub user_to_ephemeral_pools: BTreeMap<String, Vec<String>>,
     /// The other trees (the fields above are of the default tree).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub pool_trees: BTreeMap<String, TreeSnapshot>,
@@ -169,6 +176,7 @@ impl Scheduler {
             total_resources: self.trees[d].arena.total_resources,
             pools: self.pool_snapshots(d, &usages[d]),
             operations,
+            user_to_ephemeral_pools: self.user_to_ephemeral_pools(d),
             pool_trees: (0..self.trees.len())
                 .filter(|&t| t != d)
                 .map(|t| {
@@ -177,11 +185,21 @@ impl Scheduler {
                         TreeSnapshot {
                             total_resources: self.trees[t].arena.total_resources,
                             pools: self.pool_snapshots(t, &usages[t]),
+                            user_to_ephemeral_pools: self.user_to_ephemeral_pools(t),
                         },
                     )
                 })
                 .collect(),
         }
+    }
+
+    /// Tree `t`'s ephemeral pools by user (names sorted).
+    fn user_to_ephemeral_pools(&self, t: usize) -> BTreeMap<String, Vec<String>> {
+        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (name, pool) in &self.trees[t].ephemeral {
+            out.entry(pool.user.clone()).or_default().push(name.clone());
+        }
+        out
     }
 
     /// Element `i` of tree `t`.

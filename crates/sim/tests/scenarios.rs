@@ -129,6 +129,11 @@ fn product_example_runs_and_the_guaranteed_pool_gets_its_jobs() {
     // The snapshot has the orchid field names.
     let snapshot = run.snapshot("after-op2");
     assert_eq!(snapshot["t_ms"], 2500);
+    // alice's operation named a pool that does not exist: an ephemeral pool, listed per user.
+    assert_eq!(
+        snapshot["user_to_ephemeral_pools"],
+        serde_json::json!({"alice": ["fake_pool"]})
+    );
     let pool = &snapshot["pools"]["test_pool"];
     for field in [
         "fair_share_ratio",

@@ -234,6 +234,8 @@ struct SnapshotLine<'a> {
     total_resources: &'a Resources,
     pools: &'a BTreeMap<String, PoolSnapshot>,
     operations: &'a BTreeMap<String, OperationSnapshot>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    user_to_ephemeral_pools: &'a BTreeMap<String, Vec<String>>,
     /// The other trees, when there are several.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pool_trees: &'a BTreeMap<String, fairsched_core::TreeSnapshot>,
@@ -449,6 +451,7 @@ impl Runner<'_, '_> {
             total_resources,
             pools,
             operations,
+            user_to_ephemeral_pools,
             pool_trees,
         } = self.meter.measure(|| self.core.snapshot(t));
         let line = SnapshotLine {
@@ -458,6 +461,7 @@ impl Runner<'_, '_> {
             total_resources: &total_resources,
             pools: &pools,
             operations: &operations,
+            user_to_ephemeral_pools: &user_to_ephemeral_pools,
             pool_trees: &pool_trees,
         };
         let text = serde_json::to_string(&line)
