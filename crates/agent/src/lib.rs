@@ -8,6 +8,11 @@
 //! * Abort (and preemption): SIGTERM to the whole group, SIGKILL after the grace period.
 //! * Interruption: the operation's signal to the group; the scheduler aborts the job if it does
 //!   not exit before its deadline.
+//! * Memory: a job that asked for `memory` may not use more. With cgroup v2 (when usable)
+//!   each such job runs in its own cgroup with `memory.max`; otherwise the RSS of its process
+//!   group is polled every 500 ms. Either way a job above its limit is killed and reported
+//!   as failed with the reason `memory limit exceeded: ...` ([`memory`];
+//!   `FAIRSCHED_MEMORY_ENFORCEMENT=auto|cgroup|poll`).
 //! * A short server outage does not stop the jobs: heartbeats are retried with backoff (200 ms
 //!   doubling to 2 s), jobs that end meanwhile are kept and reported, with their exit codes, by
 //!   the first heartbeat that gets through; the server keeps the jobs still running (after a
@@ -16,6 +21,10 @@
 //!   no longer has there.
 //!
 //! The agent knows nothing about fair share.
+
+pub mod memory;
+
+pub use memory::MemoryEnforcement;
 
 use fairsched_api::client::{ApiClient, ClientError};
 use fairsched_api::{FinishedJob, Heartbeat, JobStart, RegisterNode, codes};
@@ -28,6 +37,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::str::FromStr;
 use std::sync::Arc;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -71,8 +81,18 @@ pub fn detect_resources() -> Resources {
 
 struct Job {
     pgid: Pid,
+    state: Arc<JobState>,
+}
+
+/// What the agent and the job's tasks (its wait, the memory poller) share about a job.
+#[derive(Debug, Default)]
+pub(crate) struct JobState {
     /// Set when the agent kills the job (its outcome is then `aborted`).
-    killed: Arc<AtomicBool>,
+    killed: AtomicBool,
+    /// Set when the memory poller kills the job: the reason it failed.
+    memory: OnceLock<String>,
+    /// The job's process has exited.
+    done: AtomicBool,
 }
 
 /// Bytes of each stream reported to the server.
@@ -98,6 +118,9 @@ struct Agent {
     done_rx: mpsc::UnboundedReceiver<(String, FinishedJob)>,
     /// Finished jobs not yet acknowledged by a successful heartbeat.
     unreported: Vec<FinishedJob>,
+    memory: memory::Enforcer,
+    /// Jobs whose memory the poller watches.
+    watches: memory::Watches,
 }
 
 impl Agent {
@@ -108,7 +131,21 @@ impl Agent {
             .join("jobs")
             .join(&s.operation)
             .join(&s.job);
-        let spawn = || -> std::io::Result<tokio::process::Child> {
+        let limit = u64::try_from(s.resources.raw_of(ResourceKind::Memory)).unwrap_or(0);
+        // The job's cgroup, when cgroup v2 enforces its memory.
+        let mut cgroup = None;
+        if limit > 0
+            && let memory::Enforcer::Cgroup(base) = self.memory
+        {
+            match base.create_job(&s.job, limit) {
+                Ok(c) => cgroup = Some(c),
+                Err(e) => tracing::warn!(
+                    job = s.job,
+                    "cannot create the job's cgroup ({e}); polling its RSS instead"
+                ),
+            }
+        }
+        let spawn = |cgroup: Option<&memory::JobCgroup>| -> std::io::Result<tokio::process::Child> {
             std::fs::create_dir_all(&dir)?;
             let stdout = std::fs::File::create(dir.join("stdout"))?;
             let stderr = std::fs::File::create(dir.join("stderr"))?;
@@ -116,7 +153,17 @@ impl Agent {
                 .command
                 .split_first()
                 .ok_or_else(|| std::io::Error::other("empty command"))?;
-            let mut cmd = tokio::process::Command::new(program);
+            let mut cmd = match cgroup {
+                Some(c) => {
+                    let mut cmd = tokio::process::Command::new("/bin/sh");
+                    cmd.arg("-c")
+                        .arg(memory::CGROUP_WRAPPER)
+                        .arg(c.procs())
+                        .arg(program);
+                    cmd
+                }
+                None => tokio::process::Command::new(program),
+            };
             cmd.args(args)
                 .current_dir(&dir)
                 .stdin(Stdio::null())
@@ -142,21 +189,43 @@ impl Agent {
             cmd.spawn()
         };
         let job = s.job.clone();
-        match spawn() {
+        match spawn(cgroup.as_ref()) {
             Ok(mut child) => {
                 let pid = child.id().unwrap_or(0) as i32;
-                let killed = Arc::new(AtomicBool::new(false));
+                let state = Arc::new(JobState::default());
                 self.jobs.insert(
                     job.clone(),
                     Job {
                         pgid: Pid::from_raw(pid),
-                        killed: killed.clone(),
+                        state: state.clone(),
                     },
                 );
+                if limit > 0 && cgroup.is_none() && pid > 0 {
+                    self.watches
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(
+                            job.clone(),
+                            memory::Watch {
+                                pgid: pid,
+                                limit,
+                                state: state.clone(),
+                            },
+                        );
+                }
                 let tx = self.done_tx.clone();
                 let id = job.clone();
                 tokio::spawn(async move {
                     let status = child.wait().await;
+                    state.done.store(true, Ordering::SeqCst);
+                    let oom_kills = match cgroup {
+                        Some(c) => {
+                            let n = c.oom_kills();
+                            c.remove().await;
+                            n
+                        }
+                        None => 0,
+                    };
                     let (exit_code, signal) = match &status {
                         Ok(st) => {
                             use std::os::unix::process::ExitStatusExt;
@@ -164,12 +233,18 @@ impl Agent {
                         }
                         Err(_) => (None, None),
                     };
-                    let outcome = if killed.load(Ordering::SeqCst) {
-                        "aborted"
+                    let (outcome, reason) = if state.killed.load(Ordering::SeqCst) {
+                        ("aborted", None)
+                    } else if let Some(r) = state.memory.get() {
+                        ("failed", Some(r.clone()))
+                    } else if oom_kills > 0 && exit_code != Some(0) {
+                        let r = memory::cgroup_reason(limit);
+                        tracing::warn!(job = id, oom_kills, "{r}");
+                        ("failed", Some(r))
                     } else if exit_code == Some(0) {
-                        "completed"
+                        ("completed", None)
                     } else {
-                        "failed"
+                        ("failed", None)
                     };
                     let _ = tx.send((
                         id.clone(),
@@ -178,6 +253,7 @@ impl Agent {
                             outcome: outcome.into(),
                             exit_code,
                             signal,
+                            reason,
                             stdout_tail: tail(&dir.join("stdout")),
                             stderr_tail: tail(&dir.join("stderr")),
                         },
@@ -186,12 +262,16 @@ impl Agent {
                 tracing::info!(job, operation = s.operation, pid, "job started");
             }
             Err(e) => {
+                if let Some(c) = cgroup {
+                    tokio::spawn(c.remove());
+                }
                 tracing::warn!(job, "job could not start: {e}");
                 self.unreported.push(FinishedJob {
                     job,
                     outcome: "failed".into(),
                     exit_code: None,
                     signal: None,
+                    reason: None,
                     stdout_tail: String::new(),
                     stderr_tail: format!("fairsched agent: cannot start {:?}: {e}\n", s.command),
                 });
@@ -202,7 +282,7 @@ impl Agent {
     /// SIGTERM to the group now, SIGKILL after the grace period.
     fn kill(&mut self, id: &str) {
         if let Some(job) = self.jobs.get(id) {
-            job.killed.store(true, Ordering::SeqCst);
+            job.state.killed.store(true, Ordering::SeqCst);
             kill_group(job.pgid, self.config.kill_grace);
         }
     }
@@ -264,7 +344,7 @@ impl Agent {
     }
 }
 
-fn kill_group(pgid: Pid, grace: Duration) {
+pub(crate) fn kill_group(pgid: Pid, grace: Duration) {
     if pgid.as_raw() <= 0 {
         return;
     }
@@ -326,11 +406,25 @@ impl Outage {
 }
 
 /// Runs the agent until `shutdown` resolves; then kills its jobs (SIGTERM, SIGKILL after the
-/// grace period) and returns.
+/// grace period) and returns. Memory is enforced as `FAIRSCHED_MEMORY_ENFORCEMENT` says
+/// (`auto` when unset).
 pub async fn run(
     config: AgentConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let memory = MemoryEnforcement::from_env().map_err(|e| anyhow::anyhow!(e))?;
+    run_with_memory_enforcement(config, memory, shutdown).await
+}
+
+/// [`run`] with memory enforced as `memory` says.
+pub async fn run_with_memory_enforcement(
+    config: AgentConfig,
+    memory: MemoryEnforcement,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let memory = memory::Enforcer::start(memory)?;
+    let watches = memory::Watches::default();
+    let poller = tokio::spawn(memory::poll_rss(watches.clone(), config.kill_grace));
     let (done_tx, done_rx) = mpsc::unbounded_channel();
     let mut agent = Agent {
         client: ApiClient::with_timeout(&config.server, config.token.clone(), REQUEST_TIMEOUT),
@@ -339,6 +433,8 @@ pub async fn run(
         done_tx,
         done_rx,
         unreported: Vec::new(),
+        memory,
+        watches,
     };
     tokio::pin!(shutdown);
     // Some(period) once registered.
@@ -407,5 +503,6 @@ pub async fn run(
     }
     // Give the groups their grace period to exit.
     agent.stop_all().await;
+    poller.abort();
     Ok(())
 }

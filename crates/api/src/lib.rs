@@ -407,6 +407,10 @@ pub struct FinishedJob {
     /// The signal that ended the process, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<i32>,
+    /// Why the node ended the job, when it did (`memory limit exceeded: ...`); the server
+    /// keeps it as the job's `reason`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// The last bytes of stdout and stderr.
     #[serde(default)]
     pub stdout_tail: String,

@@ -1042,6 +1042,9 @@ impl Actor {
         if job.exit_code.is_none() {
             job.exit_code = f.exit_code;
         }
+        if f.reason.is_some() {
+            job.reason = f.reason.clone();
+        }
         self.tails.insert(
             f.job.clone(),
             (f.stdout_tail.clone(), f.stderr_tail.clone()),
