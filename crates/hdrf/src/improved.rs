@@ -23,12 +23,16 @@
 //! left-to-right fold of the same values. A sum rounded differently in the last bit would stop
 //! the fit factor at the start of such a plateau and change the result materially.
 
-use crate::plf::{Builder, MemberCursor, PlfRef, Segment, Value};
+use crate::plf::{Builder, MemberCursor, PlfRef, Segment, Value, for_each_limits};
 use fairsched_resources::ResourceVector;
 use std::cmp::Ordering;
 use std::ops::Range;
 
 type Rv = ResourceVector;
+
+/// Buffers of [`ImprovedPool::build`] reused from one pool to the next: the steps' arguments and
+/// the running (left, right) sums.
+pub(crate) type BuildScratch = (Vec<f64>, Vec<(Rv, Rv)>);
 
 /// What a normal pool keeps in improved mode to evaluate its children's shares by fit factor.
 #[derive(Debug)]
@@ -43,7 +47,11 @@ pub(crate) struct ImprovedPool {
 
 impl ImprovedPool {
     /// Builds the pool's F into `f` from the children's scaled functions.
-    pub(crate) fn build(children: &[&[Segment<Rv>]], f: &mut Vec<Segment<Rv>>) -> ImprovedPool {
+    pub(crate) fn build(
+        children: &[&[Segment<Rv>]],
+        scratch: &mut BuildScratch,
+        f: &mut Vec<Segment<Rv>>,
+    ) -> ImprovedPool {
         let mut points: Vec<(f64, u32)> = Vec::new();
         let mut segments = Vec::with_capacity(children.iter().map(|c| c.len()).sum());
         let mut ranges = Vec::with_capacity(children.len());
@@ -64,7 +72,7 @@ impl ImprovedPool {
         // The pairs are distinct (a child's critical points increase strictly), so any sort
         // gives the reference's order; the stable sort merges the children's sorted runs.
         points.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        exact_f(children, &points, f);
+        exact_f(children, &points, scratch, f);
         ImprovedPool {
             points,
             segments,
@@ -165,9 +173,60 @@ impl ShareEvaluator<'_> {
 
 /// The reference's F: at every step, the children's contributions added left to right.
 ///
-/// Up to the stepping child the left and right sums receive the same terms, so they are one
-/// fold there; they only part at the stepping child (when it jumps).
-fn exact_f(children: &[&[Segment<Rv>]], points: &[(f64, u32)], f: &mut Vec<Segment<Rv>>) {
+/// Up to the stepping child the left and right sums receive the same terms, so they agree
+/// there; they only part at the stepping child (when it jumps). The sums are accumulated child by
+/// child (each child swept once over all the steps), which gives every step its terms in child
+/// order: the same additions as adding left to right at each step.
+fn exact_f(
+    children: &[&[Segment<Rv>]],
+    points: &[(f64, u32)],
+    scratch: &mut BuildScratch,
+    f: &mut Vec<Segment<Rv>>,
+) {
+    if !children.iter().all(|c| c.iter().all(|s| s.x0 <= s.x1)) {
+        exact_f_by_step(children, points, f);
+        return;
+    }
+    let (xs, sums) = scratch;
+    xs.clear();
+    xs.extend(points.iter().map(|p| p.0));
+    sums.clear();
+    sums.resize(points.len(), (Rv::ZERO, Rv::ZERO));
+    for (i, child) in children.iter().enumerate() {
+        let i = i as u32;
+        for_each_limits(child, xs, |k, l, r, critical| {
+            let sum = &mut sums[k];
+            if critical {
+                // Before the stepping child j: the right limit; after it: the left limit; the
+                // stepping child itself goes from its left to its right limit.
+                let j = points[k].1;
+                let (cl, cr) = if i < j {
+                    (r, r)
+                } else if i > j {
+                    (l, l)
+                } else {
+                    (l, r)
+                };
+                sum.0 = sum.0.add(cl);
+                sum.1 = sum.1.add(cr);
+            } else {
+                sum.0 = sum.0.add(l);
+                sum.1 = sum.1.add(l);
+            }
+        });
+    }
+    let mut builder = Builder::from_buffer(std::mem::take(f));
+    let mut fit = 0.0;
+    for &(left, right) in sums.iter() {
+        builder.add_sample(fit, left, right);
+        fit += 1.0;
+    }
+    *f = builder.finish_buffer();
+}
+
+/// [`exact_f`] step by step, with a cursor per child (for children whose arguments decrease
+/// somewhere).
+fn exact_f_by_step(children: &[&[Segment<Rv>]], points: &[(f64, u32)], f: &mut Vec<Segment<Rv>>) {
     let mut traversers: Vec<MemberCursor<'_, Rv>> =
         children.iter().map(|c| MemberCursor::new(c)).collect();
     let mut builder = Builder::from_buffer(std::mem::take(f));

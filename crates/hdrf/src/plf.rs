@@ -1273,20 +1273,33 @@ pub(crate) fn sum_exact_into<V: Value>(
 }
 
 /// Adds `f`'s (left, right) limits at every point of `points` (increasing, inside `f`'s domain)
-/// to `sums`, reading them as the reference traverser does: at one of `f`'s critical points the
-/// end of the segment reaching it and, after a vertical there, the vertical's upper end; between
-/// critical points the segment covering the point ([`fast_value`]). Requires a builder-made `f`
-/// whose arguments never decrease.
+/// to `sums` (see [`for_each_limits`]).
 #[inline]
 fn add_sampled<V: Value>(f: &[Segment<V>], points: &[f64], sums: &mut [(V, V)]) {
-    let (n, np) = (f.len(), points.len());
-    let mut k = 0;
-    let mut add = |k: &mut usize, l: V, r: V| {
-        let sum = &mut sums[*k];
+    for_each_limits(f, points, |k, l, r, _| {
+        let sum = &mut sums[k];
         sum.0 = sum.0.add(l);
         sum.1 = sum.1.add(r);
-        *k += 1;
-    };
+    });
+}
+
+/// Calls `emit(k, left, right, critical)` with `f`'s limits at every point `points[k]`
+/// (nondecreasing,
+/// repetitions allowed, inside `f`'s domain), in order, reading them as the reference traverser
+/// does: at one of `f`'s critical points the end of the segment reaching it and, after a
+/// vertical there, the vertical's upper end; between critical points the segment covering the
+/// point ([`fast_value`], with the interpolation's operands hoisted per segment: along one
+/// segment t increases, so the branch on t < 0.5 switches once). Requires a builder-made `f`
+/// whose arguments never decrease. `critical` is false where the two limits are the same value
+/// read between critical points (it may be true where they happen to be equal).
+#[inline(always)]
+pub(crate) fn for_each_limits<V: Value>(
+    f: &[Segment<V>],
+    points: &[f64],
+    mut emit: impl FnMut(usize, V, V, bool),
+) {
+    let (n, np) = (f.len(), points.len());
+    let mut k = 0;
     for j in 0..n {
         let s = &f[j];
         if s.x0 == s.x1 {
@@ -1294,18 +1307,18 @@ fn add_sampled<V: Value>(f: &[Segment<V>], points: &[f64], sums: &mut [(V, V)]) 
             // segment it was read as that segment's right limit.
             if j == 0 {
                 while k < np && points[k] <= s.x1 {
-                    add(&mut k, s.y0, s.y1);
+                    emit(k, s.y0, s.y1, true);
+                    k += 1;
                 }
             }
             continue;
         }
         if s.y0.same(s.y1) {
             while k < np && points[k] < s.x1 {
-                add(&mut k, s.y0, s.y0);
+                emit(k, s.y0, s.y0, false);
+                k += 1;
             }
         } else {
-            // `Segment::interpolate` with its argument-independent operands hoisted. Along one
-            // segment t increases, so the branch on t < 0.5 switches once.
             let dx = s.x1 - s.x0;
             let d = s.y1.sub(s.y0);
             while k < np && points[k] < s.x1 {
@@ -1320,7 +1333,8 @@ fn add_sampled<V: Value>(f: &[Segment<V>], points: &[f64], sums: &mut [(V, V)]) 
                         s.y1.sub(d.mul(1.0 - t))
                     }
                 };
-                add(&mut k, v, v);
+                emit(k, v, v, false);
+                k += 1;
             }
         }
         if k < np && points[k] == s.x1 {
@@ -1329,7 +1343,10 @@ fn add_sampled<V: Value>(f: &[Segment<V>], points: &[f64], sums: &mut [(V, V)]) 
             } else {
                 s.y1
             };
-            add(&mut k, s.y1, r);
+            while k < np && points[k] == s.x1 {
+                emit(k, s.y1, r, true);
+                k += 1;
+            }
         }
         if k == np {
             break;

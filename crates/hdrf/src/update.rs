@@ -94,6 +94,8 @@ struct Scratch {
     /// Critical points of F and the composition's points (argument, value of M).
     compose_outer: Vec<f64>,
     compose_points: Vec<(f64, f64)>,
+    /// Normal pools in improved mode.
+    improved: crate::improved::BuildScratch,
 }
 
 struct Update<'a> {
@@ -1481,7 +1483,11 @@ impl Update<'_> {
             .opts
             .enable_improved_fair_share_by_fit_factor_computation
         {
-            Some(ImprovedPool::build(&slices, &mut scratch.f))
+            Some(ImprovedPool::build(
+                &slices,
+                &mut scratch.improved,
+                &mut scratch.f,
+            ))
         } else {
             sum_adaptive_into(
                 &slices,
