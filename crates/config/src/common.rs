@@ -1,6 +1,7 @@
 //! Small shared pieces: enums used by several configs, serde helpers, constants.
 
 use fairsched_resources::ResourceKind;
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Name of the implicit root of every pool tree (YTsaurus `RootPoolName`). It is reserved: no
@@ -37,7 +38,18 @@ pub const NESTED_PROMISED_GUARANTEE_FAIR_SHARE_POOLS: u32 = 29001;
 
 /// How a pool shares its resources among its children (YTsaurus `ESchedulingMode`).
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum SchedulingMode {
@@ -60,7 +72,9 @@ impl SchedulingMode {
 
 /// One criterion of a FIFO pool's order (YTsaurus `EFifoSortParameter`). Criteria are compared
 /// lexicographically in the order listed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum FifoSortParameter {
     /// Earlier start first.
@@ -80,7 +94,18 @@ pub fn default_fifo_sort_parameters() -> Vec<FifoSortParameter> {
 
 /// Kind of integral guarantee of a pool (YTsaurus `EIntegralGuaranteeType`).
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum IntegralGuaranteeType {
@@ -110,7 +135,18 @@ impl IntegralGuaranteeType {
 /// Order in which a FIFO pool's operations are offered heartbeats (YTsaurus
 /// `EFifoPoolSchedulingOrder`).
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum FifoPoolSchedulingOrder {
@@ -124,7 +160,18 @@ pub enum FifoPoolSchedulingOrder {
 /// Which starvation makes an operation eligible for preemptive scheduling (YTsaurus
 /// `EOperationPreemptionPriorityScope`).
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum PreemptionPriorityScope {
@@ -137,7 +184,18 @@ pub enum PreemptionPriorityScope {
 
 /// `allow` or `deny` in an access-control entry.
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum AceAction {
@@ -147,7 +205,9 @@ pub enum AceAction {
 }
 
 /// A permission on a pool.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Permission {
     /// Run operations in the pool (or its subtree).
@@ -164,7 +224,7 @@ pub enum Permission {
 
 /// One access-control entry of a pool, in the shape YTsaurus uses for Cypress ACLs:
 /// `{action: allow, subjects: [alice, team-ml], permissions: [use]}`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct AccessControlEntry {
     /// `allow` (default) or `deny`. A matching `deny` wins over any `allow`.

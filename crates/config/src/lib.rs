@@ -48,8 +48,12 @@
 //!    cluster's total; such trees are accepted and the guarantees are scaled down.
 //! 5. **Write back**: [`to_string`] writes TOML or JSON that loads to an equal value.
 //!
+//! 6. **Reference**: [`reference::json_schema`] / [`reference::markdown`] document every option
+//!    (name, aliases, type, default, doc comment) from these types: `docs/config-reference.md`.
+//!
 //! Module map: `tree` (tree options), `pool` (pool options, presets), `trees` (tree and tree
-//! set), `load`, `validate`, `presets`, `alert`, `error`, `common` (enums, constants).
+//! set), `load`, `validate`, `presets`, `alert`, `error`, `common` (enums, constants),
+//! `reference` (the generated configuration reference).
 
 mod alert;
 mod common;
@@ -57,6 +61,7 @@ mod error;
 mod load;
 mod pool;
 mod presets;
+pub mod reference;
 mod tag_filter;
 mod tree;
 mod trees;

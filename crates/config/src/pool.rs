@@ -6,6 +6,7 @@ use crate::common::{
     is_default_fifo_sort_parameters, is_true,
 };
 use fairsched_resources::PartialResources;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -19,10 +20,10 @@ macro_rules! pool_options {
         ///
         /// Options a preset may fill are `Option`s: unset means "take it from the first preset
         /// that sets it, else inherit / use the tree default" (see each field).
-        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
         #[serde(deny_unknown_fields, default)]
         pub struct PoolConfig {
-            $( $(#[$meta])* pub $name: $ty, )*
+            $( $(#[$meta])* #[schemars(!skip_serializing_if)] pub $name: $ty, )*
         }
 
         impl Default for PoolConfig {
@@ -33,12 +34,13 @@ macro_rules! pool_options {
 
         /// A pool as written in a tree: the options of [`PoolConfig`], flat, plus its child
         /// pools in `pools`.
-        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
         #[serde(deny_unknown_fields, default)]
         pub struct PoolNode {
-            $( $(#[$meta])* pub $name: $ty, )*
+            $( $(#[$meta])* #[schemars(!skip_serializing_if)] pub $name: $ty, )*
             /// Child pools by name. Names are unique in the whole tree, not only among
             /// siblings. Default: none.
+            #[schemars(!skip_serializing_if)]
             #[serde(skip_serializing_if = "BTreeMap::is_empty")]
             pub pools: BTreeMap<String, PoolNode>,
         }
@@ -82,6 +84,7 @@ pool_options! {
     /// proportionally to the tree's main resource, which must be present if anything is. The
     /// children's sum may not exceed the parent's value, per resource. Default: `{}`.
     #[serde(alias = "min_share_resources", skip_serializing_if = "PartialResources::is_empty")]
+    #[schemars(with = "crate::reference::ResourceMap")]
     strong_guarantee_resources: PartialResources = PartialResources::EMPTY,
 
     /// Integral (burst / relaxed) guarantees.
@@ -91,6 +94,7 @@ pool_options! {
     /// Hard cap on the subtree's usage, per resource. An unset component is unlimited.
     /// Default: `{}` (unlimited).
     #[serde(skip_serializing_if = "PartialResources::is_empty")]
+    #[schemars(with = "crate::reference::ResourceMap")]
     resource_limits: PartialResources = PartialResources::EMPTY,
 
     /// `fair_share` or `fifo`. A FIFO pool cannot have child pools nor create ephemeral
@@ -177,6 +181,7 @@ pool_options! {
     /// Operations using less than this (per resource) are not preempted. Default: unset
     /// (inherited; the tree's threshold at the top).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<crate::reference::ResourceMap>")]
     non_preemptible_resource_usage_threshold: Option<PartialResources> = None,
 
     /// Whether regular (non-SSD) allocations of this subtree may run on SSD nodes (alias
@@ -232,36 +237,44 @@ pool_options! {
 }
 
 /// A pool's integral-guarantee options (YTsaurus `TPoolIntegralGuaranteesConfig`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct PoolIntegralGuaranteesConfig {
     /// `none`, `burst` or `relaxed`. A `none` pool may still aggregate its descendants' flows
     /// and bursts (YTsaurus accepts flows and bursts on it and does not treat it as integral).
     /// Default: `none`.
+    #[schemars(!skip_serializing_if)]
     #[serde(skip_serializing_if = "is_default")]
     pub guarantee_type: IntegralGuaranteeType,
 
     /// Volume accumulation rate (resources per second). Children's sum may not exceed the
     /// parent's, per resource. Default: `{}`.
+    #[schemars(!skip_serializing_if)]
     #[serde(skip_serializing_if = "PartialResources::is_empty")]
+    #[schemars(with = "crate::reference::ResourceMap")]
     pub resource_flow: PartialResources,
 
     /// Burst pools: the most they may take at once from their volume. Not allowed for
     /// `relaxed` pools. Default: `{}`.
+    #[schemars(!skip_serializing_if)]
     #[serde(skip_serializing_if = "PartialResources::is_empty")]
+    #[schemars(with = "crate::reference::ResourceMap")]
     pub burst_guarantee_resources: PartialResources,
 
     /// Relaxed pools: cap on the integral share as a multiple of the flow ratio. Range [1, 10].
     /// Default: unset (the tree's `integral_guarantees.relaxed_share_multiplier_limit`, 3).
+    #[schemars(!skip_serializing_if)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub relaxed_share_multiplier_limit: Option<f64>,
 
     /// Whether the pool accepts volume other pools could not keep. Default: true.
+    #[schemars(!skip_serializing_if)]
     #[serde(default = "default_true", skip_serializing_if = "is_true")]
     pub can_accept_free_volume: bool,
 
     /// Whether a non-integral pool passes free volume on to its children. Default: unset (the
     /// tree's `should_distribute_free_volume_among_children`, false).
+    #[schemars(!skip_serializing_if)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub should_distribute_free_volume_among_children: Option<bool>,
 }
@@ -281,66 +294,81 @@ impl Default for PoolIntegralGuaranteesConfig {
 
 /// Options applied to ephemeral pools created under a pool (YTsaurus
 /// `TEphemeralSubpoolConfig`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct EphemeralSubpoolConfig {
     /// Mode of the ephemeral pools. Default: `fair_share`.
+    #[schemars(!skip_serializing_if)]
     #[serde(skip_serializing_if = "is_default")]
     pub mode: SchedulingMode,
     /// Their `max_running_operation_count`. Default: unset (tree per-pool default).
+    #[schemars(!skip_serializing_if)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_running_operation_count: Option<u32>,
     /// Their `max_operation_count`. Default: unset (tree per-pool default).
+    #[schemars(!skip_serializing_if)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_operation_count: Option<u32>,
     /// Their `resource_limits`. Default: `{}` (unlimited).
+    #[schemars(!skip_serializing_if)]
     #[serde(skip_serializing_if = "PartialResources::is_empty")]
+    #[schemars(with = "crate::reference::ResourceMap")]
     pub resource_limits: PartialResources,
 }
 
 /// A named partial pool config (a value of the tree's `pool_config_presets`, YTsaurus
 /// `TPoolPresetConfig`). Only the options YTsaurus allows in presets exist here; any other key
 /// is an error.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct PoolPresetConfig {
     /// See [`PoolConfig::fair_share_starvation_tolerance`].
+    #[schemars(!skip_serializing_if)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fair_share_starvation_tolerance: Option<f64>,
     /// See [`PoolConfig::fair_share_starvation_timeout_ms`].
+    #[schemars(!skip_serializing_if)]
     #[serde(
         alias = "fair_share_preemption_timeout_ms",
         skip_serializing_if = "Option::is_none"
     )]
     pub fair_share_starvation_timeout_ms: Option<u64>,
     /// See [`PoolConfig::enable_aggressive_starvation`].
+    #[schemars(!skip_serializing_if)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enable_aggressive_starvation: Option<bool>,
     /// See [`PoolConfig::allow_aggressive_preemption`].
+    #[schemars(!skip_serializing_if)]
     #[serde(
         alias = "allow_aggressive_starvation_preemption",
         skip_serializing_if = "Option::is_none"
     )]
     pub allow_aggressive_preemption: Option<bool>,
     /// See [`PoolConfig::allow_normal_preemption`].
+    #[schemars(!skip_serializing_if)]
     #[serde(
         alias = "allow_regular_preemption",
         skip_serializing_if = "Option::is_none"
     )]
     pub allow_normal_preemption: Option<bool>,
     /// See [`PoolConfig::non_preemptible_resource_usage_threshold`].
+    #[schemars(!skip_serializing_if)]
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<crate::reference::ResourceMap>")]
     pub non_preemptible_resource_usage_threshold: Option<PartialResources>,
     /// See [`PoolConfig::allow_regular_allocations_on_ssd_nodes`].
+    #[schemars(!skip_serializing_if)]
     #[serde(
         alias = "allow_regular_jobs_on_ssd_nodes",
         skip_serializing_if = "Option::is_none"
     )]
     pub allow_regular_allocations_on_ssd_nodes: Option<bool>,
     /// See [`PoolConfig::enable_lightweight_operations`].
+    #[schemars(!skip_serializing_if)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enable_lightweight_operations: Option<bool>,
     /// See [`PoolConfig::use_pool_satisfaction_for_scheduling`].
+    #[schemars(!skip_serializing_if)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub use_pool_satisfaction_for_scheduling: Option<bool>,
 }

@@ -5,6 +5,7 @@ use crate::common::{
 };
 use crate::pool::PoolPresetConfig;
 use fairsched_resources::{PartialResources, ResourceKind};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -14,12 +15,13 @@ use std::collections::BTreeMap;
 /// Names are the YTsaurus names; durations are the YTsaurus name plus `_ms`, in milliseconds.
 /// Every field has a default, so `{}` is a valid tree config. Defaults are those of the
 /// YTsaurus code unless the field's documentation says otherwise.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TreeConfig {
     // ----- Nodes, structure and operation limits -----
     /// Boolean expression over node tags selecting the nodes of this tree (alias
     /// `nodes_filter`). Absent: every node. Trees must not share nodes. Default: absent.
+    #[schemars(!skip_serializing_if)]
     #[serde(alias = "nodes_filter", skip_serializing_if = "Option::is_none")]
     pub node_tag_filter: Option<String>,
 
@@ -27,6 +29,7 @@ pub struct TreeConfig {
     /// (an explicit 0 is fine); unset guarantee components are inferred proportionally to it.
     /// Default: `cpu`.
     #[serde(with = "resource_kind_serde")]
+    #[schemars(with = "crate::reference::ResourceName")]
     pub main_resource: ResourceKind,
 
     /// Pool under which ephemeral pools (operations naming a pool that does not exist) are
@@ -67,6 +70,7 @@ pub struct TreeConfig {
     /// guarantee: `m × (strong guarantee share + resource flow ratio)` relative to its parent's.
     /// Aliases: `infer_weight_from_strong_guarantee_share_multiplier`,
     /// `infer_weight_from_min_share_ratio_multiplier`. Default: unset (weights default to 1).
+    #[schemars(!skip_serializing_if)]
     #[serde(
         alias = "infer_weight_from_strong_guarantee_share_multiplier",
         alias = "infer_weight_from_min_share_ratio_multiplier",
@@ -124,11 +128,13 @@ pub struct TreeConfig {
 
     /// An operation's allocations are never preempted while its usage is below this (per
     /// resource; unset resources do not protect). Default: `{}` (disabled).
+    #[schemars(with = "crate::reference::ResourceMap")]
     pub non_preemptible_resource_usage_threshold: PartialResources,
 
     /// Legacy form of `non_preemptible_resource_usage_threshold.user_slots`: used for it when
     /// the threshold does not set `user_slots` (aliases `max_unpreemptible_running_job_count`,
     /// `max_unpreemptable_running_job_count`). Default: unset.
+    #[schemars(!skip_serializing_if)]
     #[serde(
         alias = "max_unpreemptible_running_job_count",
         alias = "max_unpreemptable_running_job_count",
@@ -151,6 +157,7 @@ pub struct TreeConfig {
 
     /// Longest a new job may wait on its node for the resources of the jobs it preempted before
     /// the new job is aborted (alias `waiting_job_timeout_ms`). Default: unset (no limit).
+    #[schemars(!skip_serializing_if)]
     #[serde(
         alias = "waiting_job_timeout_ms",
         skip_serializing_if = "Option::is_none"
@@ -205,9 +212,11 @@ pub struct TreeConfig {
 
     /// A heartbeat keeps scheduling while the node has at least these resources free.
     /// Default: `{user_slots: 1, cpu: 1, memory: 256MiB}`.
+    #[schemars(with = "crate::reference::ResourceMap")]
     pub min_spare_allocation_resources_on_node: PartialResources,
 
     /// Most allocations started in one heartbeat. Default: unset (no limit).
+    #[schemars(!skip_serializing_if)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_started_allocations_per_heartbeat: Option<u32>,
 
@@ -226,6 +235,7 @@ pub struct TreeConfig {
 
     /// Only the first N schedulable operations of a FIFO pool are schedulable. Must be > 0.
     /// Default: unset (all).
+    #[schemars(!skip_serializing_if)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_schedulable_element_count_in_fifo_pool: Option<u32>,
 
@@ -326,7 +336,7 @@ impl TreeConfig {
 
 /// Tree-wide integral-guarantee settings (the tree's `integral_guarantees`, YTsaurus
 /// `TSchedulerIntegralGuaranteesConfig`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TreeIntegralGuaranteesConfig {
     /// Divisor turning accumulated volume into a share ratio: a pool can spend its whole
@@ -354,13 +364,14 @@ impl Default for TreeIntegralGuaranteesConfig {
 
 /// SSD priority preemption (YTsaurus `TFairShareStrategySsdPriorityPreemptionConfig`):
 /// allocations using an SSD medium on matching nodes are protected from non-SSD preemption.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SsdPriorityPreemptionConfig {
     /// Turns the feature on. Default: false.
     pub enable: bool,
     /// Nodes where SSD priority applies. Required (non-empty) when `enable` is true. Default:
     /// unset.
+    #[schemars(!skip_serializing_if)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_tag_filter: Option<String>,
     /// Disk media that count as SSD. Default: empty.

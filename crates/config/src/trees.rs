@@ -2,6 +2,7 @@
 
 use crate::pool::PoolNode;
 use crate::tree::TreeConfig;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -17,7 +18,7 @@ use std::collections::BTreeMap;
 /// [pools.research.pools.adhoc]
 /// weight = 2
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct PoolTreeConfig {
     /// The tree's options. Default: all defaults.
@@ -94,11 +95,12 @@ impl PoolTreeConfig {
 /// [pool_trees.gpu.config]
 /// node_tag_filter = "gpu"
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct PoolTrees {
     /// Tree used by operations that do not name their trees. Must name one of `pool_trees`.
     /// Default: unset, meaning the only tree when there is exactly one, else none.
+    #[schemars(!skip_serializing_if)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub default_tree: Option<String>,
     /// Trees by name.
