@@ -28,6 +28,11 @@ enum Command {
     /// the same bytes. Exit status: 0 ran, 1 output could not be written, 2 the file is
     /// malformed (each problem names the file and the JSON path).
     Scenario(ScenarioArgs),
+    /// Configuration files.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
     #[command(flatten)]
     Cluster(cluster::ClusterCommand),
 }
@@ -44,6 +49,23 @@ struct ScenarioArgs {
     /// fair_share_updates, core_cpu_ms) to stderr at the end.
     #[arg(long)]
     stats: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Print the reference of every option of a pool-trees file (docs/config-reference.md):
+    /// name, aliases, type, default and documentation, generated from the configuration types.
+    Reference {
+        /// markdown (the page in docs/) or json-schema (the JSON schema it is rendered from).
+        #[arg(long, value_enum, default_value = "markdown")]
+        format: ReferenceFormat,
+    },
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum ReferenceFormat {
+    Markdown,
+    JsonSchema,
 }
 
 #[derive(Debug, Subcommand)]
@@ -96,6 +118,20 @@ fn main() -> ExitCode {
             let code =
                 fairsched_sim::scenario::cli::main(&options, &mut stdout, &mut std::io::stderr());
             ExitCode::from(code)
+        }
+        Command::Config {
+            command: ConfigCommand::Reference { format },
+        } => {
+            let text = match format {
+                ReferenceFormat::Markdown => fairsched_config::reference::markdown(),
+                ReferenceFormat::JsonSchema => {
+                    format!("{:#}\n", fairsched_config::reference::json_schema())
+                }
+            };
+            match std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(_) => ExitCode::FAILURE,
+            }
         }
         Command::Cluster(command) => cluster::main(command),
     }
