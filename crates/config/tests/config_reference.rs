@@ -7,7 +7,10 @@ use fairsched_config::reference::{UPDATE_COMMAND, json_schema, markdown};
 use std::path::PathBuf;
 
 fn reference_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/config-reference.md")
+    // Cargo sets CARGO_MANIFEST_DIR when it runs the test too; prefer that to the build's.
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    manifest_dir.join("../../docs/config-reference.md")
 }
 
 #[test]
