@@ -101,6 +101,7 @@ impl ImprovedPool {
             arriving: Vec::with_capacity(n),
             leaving: Vec::with_capacity(n),
             arriving_next: Vec::with_capacity(n),
+            delta: Vec::with_capacity(n),
         }
     }
 }
@@ -116,6 +117,8 @@ pub(crate) struct ShareEvaluator<'a> {
     arriving: Vec<Rv>,
     leaving: Vec<Rv>,
     arriving_next: Vec<Rv>,
+    /// `arriving_next − leaving` (the interpolation's slope on the unit interval).
+    delta: Vec<Rv>,
 }
 
 impl ShareEvaluator<'_> {
@@ -128,25 +131,25 @@ impl ShareEvaluator<'_> {
         self.arriving.clear();
         self.leaving.clear();
         self.arriving_next.clear();
+        self.delta.clear();
         for c in 0..pool.ranges.len() {
             let (arriving, leaving) = pool.at_step(c, k);
             self.arriving.push(arriving);
             self.leaving.push(leaving);
             if k < last {
-                self.arriving_next.push(pool.at_step(c, k + 1).0);
+                let next = pool.at_step(c, k + 1).0;
+                self.arriving_next.push(next);
+                self.delta.push(next.sub(leaving));
             }
         }
         self.cached = Some(k);
     }
 
-    /// Every child's share at fit factor `fit` (in the pool's F domain `[0, steps − 1]`), into
-    /// `out`: the value at `fit` of the function the reference builds for each child.
-    pub(crate) fn shares(&mut self, fit: f64, out: &mut Vec<Rv>) {
-        debug_assert!(fit >= 0.0, "fit factor {fit} below the domain");
+    /// The step whose arriving values are the shares at `fit`: at the bounds and at integers.
+    #[inline]
+    fn step_at(&self, fit: f64) -> Option<usize> {
         let last = self.pool.points.len() - 1;
-        out.clear();
-        // At the bounds and at integers: the value arriving at that step.
-        let step = if fit <= 0.0 {
+        if fit <= 0.0 {
             Some(0)
         } else if fit >= last as f64 {
             debug_assert!(fit == last as f64, "fit factor {fit} beyond the domain");
@@ -155,8 +158,44 @@ impl ShareEvaluator<'_> {
             Some(fit as usize)
         } else {
             None
-        };
-        if let Some(k) = step {
+        }
+    }
+
+    /// The children's shares at `fit`, added left to right (starting from zero): what adding up
+    /// [`Self::shares`] gives, without storing the shares. Strictly inside a unit interval every
+    /// child's share is `Segment::interpolate` on (k, leaving) → (k + 1, arriving next), whose
+    /// parameter t is the same for all children.
+    pub(crate) fn sum(&mut self, fit: f64) -> Rv {
+        debug_assert!(fit >= 0.0, "fit factor {fit} below the domain");
+        if let Some(k) = self.step_at(fit) {
+            self.load(k);
+            return self.arriving.iter().fold(Rv::ZERO, |acc, v| acc.add(*v));
+        }
+        let k = fit.floor() as usize;
+        self.load(k);
+        let (x0, x1) = (k as f64, (k + 1) as f64);
+        let t = (fit - x0) / (x1 - x0);
+        let mut sum = Rv::ZERO;
+        if t < 0.5 {
+            for (y0, d) in self.leaving.iter().zip(&self.delta) {
+                sum = sum.add(y0.add(d.mul(t)));
+            }
+        } else {
+            let u = 1.0 - t;
+            for (y1, d) in self.arriving_next.iter().zip(&self.delta) {
+                sum = sum.add(y1.sub(d.mul(u)));
+            }
+        }
+        sum
+    }
+
+    /// Every child's share at fit factor `fit` (in the pool's F domain `[0, steps − 1]`), into
+    /// `out`: the value at `fit` of the function the reference builds for each child.
+    pub(crate) fn shares(&mut self, fit: f64, out: &mut Vec<Rv>) {
+        debug_assert!(fit >= 0.0, "fit factor {fit} below the domain");
+        out.clear();
+        // At the bounds and at integers: the value arriving at that step.
+        if let Some(k) = self.step_at(fit) {
             self.load(k);
             out.extend_from_slice(&self.arriving);
             return;

@@ -1750,9 +1750,13 @@ impl Update<'_> {
                 .as_ref()
                 .and_then(|f| f.improved.as_ref())
                 .map(ImprovedPool::evaluator);
-            // The same additions and comparisons as the vector operators, written so that
-            // they inline (this runs ~64 times per pool per search).
+            // The children's shares at a fit factor, added left to right. (Normal pools: the
+            // evaluator adds them without storing them.)
+            let fifo = this.mode(i) == PoolMode::Fifo;
             let mut sum_at = |fit: f64, buf: &mut Vec<Rv>| {
+                if !fifo && let Some(e) = evaluator.as_mut() {
+                    return e.sum(fit);
+                }
                 this.child_shares(i, &children, &mut evaluator, fit, buf);
                 buf.iter().fold(Rv::ZERO, |acc, v| acc.add(*v))
             };
@@ -1768,7 +1772,7 @@ impl Update<'_> {
             if fit < EPSILON {
                 fit = 0.0;
             }
-            sum_at(fit, &mut buf);
+            this.child_shares(i, &children, &mut evaluator, fit, &mut buf);
         }
         let mut used = Rv::ZERO;
         for (k, &c) in children.iter().enumerate() {
