@@ -92,6 +92,11 @@ pub(crate) fn is_nondecreasing(pts: &[Pt]) -> bool {
 /// The segments the builder makes of these critical points, into `out`.
 pub(crate) fn to_segments(pts: &[Pt], out: &mut Vec<Segment<f64>>) {
     out.clear();
+    append_segments(pts, out);
+}
+
+/// [`to_segments`] appended to `out`.
+pub(crate) fn append_segments(pts: &[Pt], out: &mut Vec<Segment<f64>>) {
     let p0 = pts[0];
     if pts.len() == 1 || p0.l != p0.r {
         out.push(Segment::new(p0.x, p0.l, p0.x, p0.r));
@@ -103,6 +108,13 @@ pub(crate) fn to_segments(pts: &[Pt], out: &mut Vec<Segment<f64>>) {
             out.push(Segment::new(q.x, q.l, q.x, q.r));
         }
     }
+}
+
+/// The number of segments [`to_segments`] makes.
+pub(crate) fn segment_count(pts: &[Pt]) -> usize {
+    let verticals = pts[1..].iter().filter(|p| p.l != p.r).count();
+    let first = usize::from(pts.len() == 1 || pts[0].l != pts[0].r);
+    first + pts.len() - 1 + verticals
 }
 
 /// The segment the reference traverser uses strictly between the critical points `k − 1` and

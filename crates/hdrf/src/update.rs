@@ -1294,6 +1294,11 @@ impl Update<'_> {
 
         let t1 = self.now_ns();
         let on_critical_points = self.max_fit_factor_by_suggestion(i, monotone, scratch);
+        let m_size = if on_critical_points {
+            crit::segment_count(&scratch.crit_acc)
+        } else {
+            scratch.min_acc.len()
+        };
         let t2 = self.now_ns();
         let (t3, t4);
         if on_critical_points && crit::is_nondecreasing(&scratch.crit_acc) {
@@ -1309,6 +1314,9 @@ impl Update<'_> {
             t3 = self.now_ns();
             t4 = t3;
         } else {
+            if on_critical_points {
+                crit::to_segments(&scratch.crit_acc, &mut scratch.min_acc);
+            }
             compose_into(
                 &scratch.f,
                 &scratch.min_acc,
@@ -1335,7 +1343,11 @@ impl Update<'_> {
                 .enable_improved_fair_share_by_fit_factor_computation;
         let m = keep_m.then(|| {
             let start = self.m_arena.len();
-            self.m_arena.extend_from_slice(&scratch.min_acc);
+            if on_critical_points {
+                crit::append_segments(&scratch.crit_acc, &mut self.m_arena);
+            } else {
+                self.m_arena.extend_from_slice(&scratch.min_acc);
+            }
             start..self.m_arena.len()
         });
         let s_start = self.s_arena.len();
@@ -1343,7 +1355,7 @@ impl Update<'_> {
         Functions {
             f_size: scratch.f.len(),
             f_right_bound: PlfRef::new(&scratch.f).right_bound(),
-            m_size: scratch.min_acc.len(),
+            m_size,
             m,
             s: s_start..self.s_arena.len(),
             improved,
@@ -1504,8 +1516,8 @@ impl Update<'_> {
 
     /// M: per resource, the inverse of F's component between the guarantee and the limit,
     /// shifted to start at 0 and extended to 1; then their pointwise minimum, folded in
-    /// resource order. Reads F from `scratch.f`, leaves M in `scratch.min_acc`, and returns
-    /// whether it was computed on critical points (then also left in `scratch.crit_acc`).
+    /// resource order. Reads F from `scratch.f`; returns whether M was computed on critical
+    /// points, left in `scratch.crit_acc` (otherwise as segments in `scratch.min_acc`).
     fn max_fit_factor_by_suggestion(
         &mut self,
         i: ElementIndex,
@@ -1543,7 +1555,6 @@ impl Update<'_> {
                 crit_parts,
                 crit_acc,
                 crit_next,
-                min_acc,
                 ..
             } = scratch;
             let mut ok = true;
@@ -1562,7 +1573,6 @@ impl Update<'_> {
                     crit::min_into(crit_acc, part, crit_next);
                     std::mem::swap(crit_acc, crit_next);
                 }
-                crit::to_segments(crit_acc, min_acc);
                 self.timings.pointwise_min_ns += self.now_ns() - t0;
                 return true;
             }
