@@ -70,8 +70,14 @@ impl ImprovedPool {
             ranges.push(start..segments.len());
         }
         // The pairs are distinct (a child's critical points increase strictly), so any sort
-        // gives the reference's order; the stable sort merges the children's sorted runs.
-        points.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        // gives the reference's order; the stable sort merges the children's sorted runs. With
+        // the sign bit clear (the usual case: fit factors are nonnegative) `total_cmp` orders
+        // doubles as their bit patterns, so the pairs compare as integers.
+        if points.iter().all(|p| p.0.to_bits() >> 63 == 0) {
+            points.sort_by_key(|&(x, c)| (u128::from(x.to_bits()) << 32) | u128::from(c));
+        } else {
+            points.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        }
         exact_f(children, &points, scratch, f);
         ImprovedPool {
             points,
