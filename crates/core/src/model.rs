@@ -129,6 +129,10 @@ pub struct OperationSpec {
     /// Starvation timeout of the operation; it may only raise its pool's.
     #[serde(default)]
     pub fair_share_starvation_timeout_ms: Option<u64>,
+    /// The operation fails when this many of its jobs have failed (YTsaurus
+    /// `max_failed_job_count`; default 10). Failed jobs run again until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_failed_job_count: Option<u32>,
     /// Trees the operation runs in (YTsaurus `pool_trees`); missing: the default tree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pool_trees: Option<Vec<String>>,
@@ -144,6 +148,9 @@ pub struct OperationSpec {
 
 /// Default `interruption_timeout` of an operation (seed 004).
 pub const DEFAULT_INTERRUPTION_TIMEOUT_MS: u64 = 15_000;
+
+/// Default `max_failed_job_count` of an operation (YTsaurus).
+pub const DEFAULT_MAX_FAILED_JOB_COUNT: u32 = 10;
 
 /// Operation lifecycle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -237,6 +244,8 @@ pub struct Operation {
     pub lightweight: bool,
     /// Why a pending operation waits (which pool's running limit).
     pub pending_reason: Option<String>,
+    /// Jobs that exited with an error so far.
+    pub failed_job_count: u32,
     /// Heartbeats in which the operation was chosen but nothing could start (hang detection).
     pub failed_schedule_attempts: u64,
     /// The scheduler's count of skipped heartbeats when the operation started (heartbeats
@@ -287,6 +296,13 @@ impl Operation {
 
     pub fn running_job_count(&self) -> u32 {
         self.tasks.iter().map(|t| t.running).sum()
+    }
+
+    /// `max_failed_job_count` or its default.
+    pub fn max_failed_job_count(&self) -> u32 {
+        self.spec
+            .max_failed_job_count
+            .unwrap_or(DEFAULT_MAX_FAILED_JOB_COUNT)
     }
 
     pub fn interruption_timeout_ms(&self) -> u64 {

@@ -688,6 +688,7 @@ impl Scheduler {
                 lightweight,
                 pending_reason: pending_reason.clone(),
                 failed_schedule_attempts: 0,
+                failed_job_count: 0,
                 skipped_heartbeats_at_start: self.skipped_heartbeats,
                 limiting_ancestor_since: None,
                 last_non_starving_at: now,
@@ -1086,6 +1087,7 @@ impl Scheduler {
             }
         }
         let mut completed = false;
+        let mut too_many_failed = None;
         if let Some(op) = self.operations.get_mut(&alloc.operation) {
             op.allocations.retain(|&a| a != id);
             if counted {
@@ -1106,6 +1108,17 @@ impl Scheduler {
                         t.pending += 1;
                         op.pending_demand = op.pending_demand.add(&alloc.resources);
                     }
+                }
+            }
+            // A failed job runs again, until the operation's failed-job limit.
+            if how == EndKind::Finished(JobOutcome::Failed) {
+                op.failed_job_count += 1;
+                let max = op.max_failed_job_count();
+                if op.state == OperationState::Running && op.failed_job_count >= max {
+                    too_many_failed = Some(format!(
+                        "failed jobs limit exceeded: {} jobs failed (max_failed_job_count = {max})",
+                        op.failed_job_count
+                    ));
                 }
             }
         }
@@ -1131,6 +1144,9 @@ impl Scheduler {
         self.log(now, kind);
         if completed {
             self.maybe_complete(now, &alloc.operation);
+        }
+        if let Some(reason) = too_many_failed {
+            self.fail_operation(now, &alloc.operation, reason);
         }
     }
 }

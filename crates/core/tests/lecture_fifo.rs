@@ -39,6 +39,7 @@ fn op(id: &str, t: TaskSpec) -> OperationSpec {
         interruption_timeout_ms: None,
         scheduling_tag_filter: None,
         operation_type: None,
+        max_failed_job_count: None,
         pool_trees: None,
         scheduling_options_per_pool_tree: Default::default(),
         fair_share_starvation_tolerance: None,

@@ -62,6 +62,7 @@ pub fn op(id: &str, pool: Option<&str>, tasks: Vec<TaskSpec>) -> OperationSpec {
         interruption_timeout_ms: None,
         scheduling_tag_filter: None,
         operation_type: None,
+        max_failed_job_count: None,
         pool_trees: None,
         scheduling_options_per_pool_tree: Default::default(),
         fair_share_starvation_tolerance: None,
