@@ -508,11 +508,11 @@ impl Scheduler {
         } else {
             format!("no node has room for a job of {job} now; ")
         };
-        // The highest ancestor at or above its own fair share holds its subtree back.
+        // The nearest ancestor at or above its own fair share holds its subtree back.
         let satisfied_ancestor = arena
             .ancestors(index)
             .filter(|&a| a != fairsched_hdrf::ROOT)
-            .filter(|&a| {
+            .find(|&a| {
                 let share = fairsched_resources::ResourceVector::from_resources(
                     &usage[a],
                     &arena.total_resources,
@@ -522,9 +522,8 @@ impl Scheduler {
                     &share,
                     &attrs.fair_share.total,
                     &attrs.demand_share,
-                ) >= 1.0
+                ) >= 1.0 - 1e-6
             })
-            .last()
             .and_then(|a| match &arena.elements[a].kind {
                 crate::tree::ElementRef::Pool(p) => Some(p.clone()),
                 _ => None,
