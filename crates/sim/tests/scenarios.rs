@@ -640,3 +640,115 @@ fn conditional_preemption_keeps_an_under_served_pools_jobs_for_its_own_operation
     assert_eq!(preempted[0]["operation"], "op_a");
     assert_eq!(preempted[0]["preemptor"]["operation"], "op_x");
 }
+
+#[test]
+fn seed001_project_root_shares_and_counts() {
+    let run = check("scenarios/seed001_project_root.json", None, false);
+    assert_eq!(run.code, EXIT_OK, "{}", run.stderr);
+    let share = |snapshot: &Value, pool: &str, field: &str| {
+        snapshot["pools"][pool][field]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{pool}.{field}"))
+    };
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-6;
+    // (snapshot, pool, fair share, usage) — seed 001: under full load the guarantees go to
+    // adhoc (80 cpu) and backup (20); batch takes what adhoc leaves.
+    let expected = [
+        ("batch-alone", "project-batch", 1.0, 1.0),
+        ("full-load", "project-adhoc", 0.8, 0.8),
+        ("full-load", "project-backup", 0.2, 0.2),
+        ("full-load", "project-batch", 0.0, 0.0),
+        ("adhoc-idle", "project-adhoc", 0.0, 0.0),
+        ("adhoc-idle", "project-batch", 0.8, 0.8),
+        ("adhoc-idle", "project-backup", 0.2, 0.2),
+        ("adhoc-idle", "project-root", 1.0, 1.0),
+    ];
+    for (label, pool, fair, usage) in expected {
+        let s = run.snapshot(label);
+        let (f, u) = (
+            share(&s, pool, "fair_share_ratio"),
+            share(&s, pool, "usage_ratio"),
+        );
+        assert!(
+            close(f, fair) && close(u, usage),
+            "{label} {pool}: fair {f}, usage {u}"
+        );
+    }
+    // Batch lost its jobs to the guarantees by preemption (80 to adhoc, 20 to backup), not
+    // the other way round; adhoc's own jobs ended only when it was aborted.
+    let preempted: Vec<Value> = run
+        .events("allocation_preempted", None)
+        .into_iter()
+        .filter(|e| e["reason"] == "preemption")
+        .collect();
+    assert!(preempted.iter().all(|e| e["operation"] == "batch1"));
+    let by = |op: &str| {
+        preempted
+            .iter()
+            .filter(|e| e["preemptor"]["operation"] == op)
+            .count()
+    };
+    assert_eq!((by("adhoc1"), by("backup1")), (80, 20));
+    // Operation counts: batch runs 4 (max_running_operation_count), backup 2; the rest wait.
+    let s = run.snapshot("limits");
+    let count = |pool: &str, field: &str| s["pools"][pool][field].as_u64().expect("count");
+    assert_eq!(count("project-batch", "operation_count"), 5);
+    assert_eq!(count("project-batch", "running_operation_count"), 4);
+    assert_eq!(count("project-backup", "operation_count"), 3);
+    assert_eq!(count("project-backup", "running_operation_count"), 2);
+    assert_eq!(count("project-root", "operation_count"), 8);
+    assert_eq!(count("project-root", "running_operation_count"), 6);
+    for (op, pool) in [("batch5", "project-batch"), ("backup3", "project-backup")] {
+        assert_eq!(s["operations"][op]["state"], "pending");
+        let why = s["operations"][op]["why"].as_str().expect("why");
+        assert!(why.contains(&format!("pool \"{pool}\"")), "{op}: {why}");
+    }
+}
+
+#[test]
+fn hub_pools_create_per_user_subpools_and_immediate_operations_can_be_forbidden() {
+    let run = check(
+        "scenarios/hub_pools_and_immediate_operations.json",
+        None,
+        false,
+    );
+    assert_eq!(run.code, EXIT_OK, "{}", run.stderr);
+    let s = run.snapshot("subpools");
+    // hub$user subpools with the hub's ephemeral_subpool_config (FIFO, 1 running).
+    for (op, pool) in [
+        ("alice1", "hub$alice"),
+        ("alice2", "hub$alice"),
+        ("bob1", "hub$bob"),
+    ] {
+        assert_eq!(s["operations"][op]["pool"], pool, "{op}");
+    }
+    for pool in ["hub$alice", "hub$bob"] {
+        assert_eq!(s["pools"][pool]["mode"], "fifo");
+        assert_eq!(s["pools"][pool]["is_ephemeral"], true);
+        assert_eq!(s["pools"][pool]["parent"], "hub");
+    }
+    assert_eq!(s["operations"]["alice2"]["state"], "pending");
+    assert_eq!(
+        s["user_to_ephemeral_pools"],
+        serde_json::json!({"alice": ["hub$alice"], "bob": ["hub$bob"]})
+    );
+    // Operations straight into a pool with forbid_immediate_operations, or into the root when
+    // the tree forbids it, are rejected naming the pool; a child of the closed pool is fine.
+    let errors: Vec<String> = run
+        .events("error", None)
+        .iter()
+        .map(|e| e["message"].as_str().expect("message").to_string())
+        .collect();
+    for pool in ["closed", "<Root>"] {
+        let expected = format!("starting operations immediately in pool \"{pool}\" is forbidden");
+        assert!(errors.iter().any(|m| m.contains(&expected)), "{errors:?}");
+    }
+    assert_eq!(s["operations"]["in_open"]["state"], "running");
+    assert!(s["operations"].get("in_closed").is_none());
+    assert!(s["operations"].get("in_root").is_none());
+    // Once their operations are done, the ephemeral subpools are gone.
+    let done = run.snapshot("done");
+    assert!(done["pools"].get("hub$alice").is_none());
+    assert!(done["pools"].get("hub$bob").is_none());
+    assert_eq!(done["operations"]["alice2"]["state"], "completed");
+}
