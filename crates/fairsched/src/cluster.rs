@@ -490,12 +490,16 @@ async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
             );
             for j in &o.jobs {
                 println!(
-                    "  job {} on {}: {}{}",
+                    "  job {} on {}: {}{}{}",
                     j.id,
                     j.node,
                     j.state,
                     j.exit_code
                         .map(|c| format!(" (exit {c})"))
+                        .unwrap_or_default(),
+                    j.reason
+                        .as_deref()
+                        .map(|r| format!(": {r}"))
                         .unwrap_or_default()
                 );
             }
@@ -768,10 +772,18 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
             .map(|d| d.as_nanos())
             .unwrap_or(0)
     );
+    // `up`'s nodes are slices of one machine (often 1 cpu each): the tree keeps scheduling on
+    // a node while any job fits, instead of stopping below YTsaurus' default spare of 1 cpu,
+    // 1 slot and 256 MiB (meant for big nodes; it would leave half of a 1-cpu node idle with
+    // 0.5-cpu jobs). A tree already in the store keeps its own settings.
+    let mut tree = fairsched_config::PoolTreeConfig::default();
+    tree.config.min_spare_allocation_resources_on_node =
+        fairsched_resources::PartialResources::EMPTY;
     let config = fairsched_server::ServerConfig {
         listen: format!("127.0.0.1:{}", args.port),
         data_dir: data_dir.join("store"),
         agent_token: Some(token.clone()),
+        pool_trees: Some(fairsched_config::PoolTrees::single("default", tree)),
         ..fairsched_server::ServerConfig::default()
     };
     let server = fairsched_server::Server::bind(&config).await?;
