@@ -866,6 +866,27 @@ mod tests {
     }
 
     #[test]
+    fn sum_of_two_matches_the_binary_operation() {
+        let mut rng = Rng(13);
+        let (mut expected, mut actual) = (Vec::new(), Vec::new());
+        for case in 0..10_000 {
+            let (xa, xb) = (rng.below(3) as f64 / 8.0, rng.below(3) as f64 / 8.0);
+            let a = random_vector(&mut rng, xa);
+            let b = random_vector(&mut rng, xb);
+            let (lb, rb) = (
+                a[0].x0.max(b[0].x0),
+                a[a.len() - 1].x1.min(b[b.len() - 1].x1),
+            );
+            if lb > rb {
+                continue;
+            }
+            crate::plf::binary_op_into(&a, &b, ResourceVector::add, &mut expected);
+            crate::plf::add_two_into(&a, &b, &mut actual);
+            assert_eq!(actual, expected, "case {case}");
+        }
+    }
+
+    #[test]
     fn parts_and_minimum_match_the_segment_implementation() {
         let mut rng = Rng(7);
         let (mut comp, mut part, mut t, mut p) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());

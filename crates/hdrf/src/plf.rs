@@ -1113,9 +1113,18 @@ pub(crate) fn scale_argument_extend_into<V: Value>(
     out: &mut Vec<Segment<V>>,
 ) {
     out.clear();
-    out.extend_from_slice(segs);
-    rebuild_in_place(out, |s| s.scale_argument(k));
-    extend_right_in_place(out, rb);
+    for s in segs {
+        push_segment(out, s.scale_argument(k));
+    }
+    // `extend_right` re-adds every segment to a builder. That changes nothing unless the first
+    // pass merged something (only a merge can leave a point between segments).
+    if out.len() != segs.len() {
+        rebuild_in_place(out, |s| *s);
+    }
+    let last = out[out.len() - 1];
+    if last.x1 < rb {
+        push_segment(out, Segment::new(last.x1, last.y1, rb, last.y1));
+    }
 }
 
 /// Drops a vertical segment at the right end; a lone vertical becomes its lower point.
@@ -1157,7 +1166,7 @@ fn extend_right_in_place<V: Value>(segs: &mut Vec<Segment<V>>, rb: f64) {
 
 /// `op` applied pointwise over the intersection of the domains, written into `out`: both
 /// limits of `a` and `b` are sampled at the union of their critical points.
-fn binary_op_into<V: Value>(
+pub(crate) fn binary_op_into<V: Value>(
     a: &[Segment<V>],
     b: &[Segment<V>],
     op: impl Fn(V, V) -> V,
@@ -1376,6 +1385,132 @@ pub(crate) fn sum_exact_by_point<V: Value>(
     *out = builder.finish_buffer();
 }
 
+/// A forward cursor over a builder-made function whose arguments never decrease, reading
+/// (left, right) limits at its critical points and between them exactly as [`CritCursor`]
+/// does, with the current segment's interpolation operands kept.
+struct SweepCursor<'a, V> {
+    f: &'a [Segment<V>],
+    /// The next critical point (+∞ past the last).
+    next: f64,
+    /// Before the left bound has been visited.
+    at_start: bool,
+    /// The segment reaching `next` (not vertical).
+    j: usize,
+    dx: f64,
+    d: V,
+    horizontal: bool,
+}
+
+impl<'a, V: Value> SweepCursor<'a, V> {
+    fn new(f: &'a [Segment<V>]) -> SweepCursor<'a, V> {
+        SweepCursor {
+            f,
+            next: f[0].x0,
+            at_start: true,
+            j: 0,
+            dx: 0.0,
+            d: V::zero(),
+            horizontal: false,
+        }
+    }
+
+    /// (left, right) limits at `x`, which is at most `next` and not before the previous point.
+    #[inline(always)]
+    fn limits(&self, x: f64) -> (V, V) {
+        let f = self.f;
+        if self.at_start {
+            let s = &f[0];
+            return if s.x0 == s.x1 {
+                (s.y0, s.y1)
+            } else {
+                (s.y0, s.y0)
+            };
+        }
+        let s = &f[self.j];
+        if x == self.next {
+            let j = self.j;
+            let r = if j + 1 < f.len() && f[j + 1].x0 == f[j + 1].x1 {
+                f[j + 1].y1
+            } else {
+                s.y1
+            };
+            (s.y1, r)
+        } else {
+            let v = if self.horizontal || x == s.x0 {
+                s.y0
+            } else {
+                let t = (x - s.x0) / self.dx;
+                if t < 0.5 {
+                    s.y0.add(self.d.mul(t))
+                } else {
+                    s.y1.sub(self.d.mul(1.0 - t))
+                }
+            };
+            (v, v)
+        }
+    }
+
+    /// Moves past `next`.
+    #[inline(always)]
+    fn advance(&mut self) {
+        let f = self.f;
+        let mut j = if self.at_start {
+            self.at_start = false;
+            usize::from(f[0].x0 == f[0].x1)
+        } else {
+            self.j + 1
+        };
+        if j < f.len() && f[j].x0 == f[j].x1 {
+            j += 1;
+        }
+        self.j = j;
+        if j < f.len() {
+            let s = &f[j];
+            self.next = s.x1;
+            self.dx = s.x1 - s.x0;
+            self.d = s.y1.sub(s.y0);
+            self.horizontal = s.y0.same(s.y1);
+        } else {
+            self.next = f64::INFINITY;
+        }
+    }
+}
+
+/// `binary_op_into(a, b, add)` for functions whose arguments never decrease, with
+/// [`SweepCursor`]s: the same points, limits and sums.
+pub(crate) fn add_two_into<V: Value>(
+    a: &[Segment<V>],
+    b: &[Segment<V>],
+    out: &mut Vec<Segment<V>>,
+) {
+    if !(a.iter().all(|s| s.x0 <= s.x1) && b.iter().all(|s| s.x0 <= s.x1)) {
+        binary_op_into(a, b, V::add, out);
+        return;
+    }
+    let lb = a[0].x0.max(b[0].x0);
+    let rb = a[a.len() - 1].x1.min(b[b.len() - 1].x1);
+    let mut builder = Builder::from_buffer(std::mem::take(out));
+    let (mut ca, mut cb) = (SweepCursor::new(a), SweepCursor::new(b));
+    loop {
+        let x = if ca.next <= cb.next { ca.next } else { cb.next };
+        if x > rb {
+            break;
+        }
+        if x >= lb {
+            let (al, ar) = ca.limits(x);
+            let (bl, br) = cb.limits(x);
+            builder.add_sample(x, al.add(bl), ar.add(br));
+        }
+        if ca.next == x {
+            ca.advance();
+        }
+        if cb.next == x {
+            cb.advance();
+        }
+    }
+    *out = builder.finish_buffer();
+}
+
 /// Balanced pairwise sum (see [`Plf::sum_adaptive`]) into `out`.
 fn sum_balanced_into<V: Value>(
     fs: &[&[Segment<V>]],
@@ -1389,13 +1524,13 @@ fn sum_balanced_into<V: Value>(
             out.clear();
             out.extend_from_slice(fs[0]);
         }
-        2 => binary_op_into(fs[0], fs[1], V::add, out),
+        2 => add_two_into(fs[0], fs[1], out),
         n => {
             let mut left = scratch.spare.pop().unwrap_or_default();
             let mut right = scratch.spare.pop().unwrap_or_default();
             sum_balanced_into(&fs[..n / 2], scratch, &mut left);
             sum_balanced_into(&fs[n / 2..], scratch, &mut right);
-            binary_op_into(&left, &right, V::add, out);
+            add_two_into(&left, &right, out);
             scratch.spare.push(left);
             scratch.spare.push(right);
         }
