@@ -1253,18 +1253,23 @@ impl Update<'_> {
 
     /// Builds F, M and S of `i` (and of its subtree first), unless they exist.
     fn prepare_functions(&mut self, i: ElementIndex) {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        self.prepare_functions_with(i, &mut scratch);
+        self.scratch = scratch;
+    }
+
+    /// [`Self::prepare_functions`] with the scratch buffers lent for the whole subtree.
+    fn prepare_functions_with(&mut self, i: ElementIndex, scratch: &mut Scratch) {
         if self.functions[i].is_some() {
             return;
         }
         if !self.is_operation(i) {
             for k in 0..self.children(i).len() {
                 let c = self.children(i)[k];
-                self.prepare_functions(c);
+                self.prepare_functions_with(c, scratch);
             }
         }
-        let mut scratch = std::mem::take(&mut self.scratch);
-        let functions = self.build_functions(i, &mut scratch);
-        self.scratch = scratch;
+        let functions = self.build_functions(i, scratch);
         self.functions[i] = Some(functions);
     }
 
