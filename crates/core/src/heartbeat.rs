@@ -237,7 +237,9 @@ impl Scheduler {
             }
             // Operations whose scheduling tag the node lacks are skipped without counting a
             // failed attempt.
-            if !self.eligible_on(walk.tree, leaf, node_id) {
+            if self.trees[walk.tree].arena.any_tag_filter
+                && !self.eligible_on(walk.tree, leaf, node_id)
+            {
                 self.deactivate(walk, leaf);
                 deactivated.push(leaf);
                 continue;
@@ -328,18 +330,20 @@ impl Scheduler {
     /// Brings the cached walk up to date after the operation's usage, pending jobs or state
     /// changed (no-op while a heartbeat holds the walk: it updates the walk itself).
     pub(crate) fn touch_operation(&mut self, id: &crate::model::OperationId) {
-        let trees: Vec<usize> = self
-            .operations
-            .get(id)
-            .map(|op| op.trees.iter().map(|o| o.tree).collect())
-            .unwrap_or_default();
-        for t in trees {
+        // One lookup of the operation: where it runs, its usage there, and what its activity
+        // depends on.
+        let Some(op) = self.operations.get(id) else {
+            return;
+        };
+        let wants_jobs = op.state == OperationState::Running && op.pending_job_count() > 0;
+        let graceful = op.spec.preemption_mode == PreemptionMode::Graceful;
+        let places: Vec<(usize, Resources)> = op.trees.iter().map(|o| (o.tree, o.usage)).collect();
+        for (t, new) in places {
             let Some(mut walk) = self.trees[t].walk_cache.take() else {
                 continue;
             };
             let arena = &self.trees[t].arena;
             if let Some(&i) = arena.by_operation.get(id) {
-                let new = self.usage_in(t, id);
                 let old = walk.usage[i];
                 if new != old {
                     let mut cur = Some(i);
@@ -348,7 +352,10 @@ impl Scheduler {
                         cur = arena.elements[e].parent;
                     }
                 }
-                walk.active[i] = self.globally_active(t, i);
+                // As `globally_active`, without looking the operation up again.
+                walk.active[i] = wants_jobs
+                    && (!graceful
+                        || arena.elements[i].scheduling_status == SchedulingStatus::BelowFairShare);
                 self.refresh_path(&mut walk, i);
             }
             self.trees[t].walk_cache = Some(walk);
@@ -519,7 +526,6 @@ impl Scheduler {
         let op = self.operations.get(op_id)?;
         let free = available;
         let path = || std::iter::once(leaf).chain(arena.ancestors(leaf));
-        let tags = &self.nodes[node_id].tags;
         let allow_regular = arena.elements[leaf].allow_regular_on_ssd;
         let task = op.spec.tasks.iter().enumerate().position(|(t, spec)| {
             op.tasks[t].pending > 0
@@ -527,7 +533,7 @@ impl Scheduler {
                 && arena
                     .ssd
                     .as_ref()
-                    .is_none_or(|ssd| ssd.allows(spec, tags, allow_regular))
+                    .is_none_or(|ssd| ssd.allows(spec, &self.nodes[node_id].tags, allow_regular))
                 && path().all(|e| {
                     arena.elements[e]
                         .resource_limits

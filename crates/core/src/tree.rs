@@ -144,6 +144,8 @@ pub struct Arena {
     pub computed_at: Option<Millis>,
     /// Some operation in the tree is in graceful preemption mode.
     pub any_graceful: bool,
+    /// Some operation in the tree has a `scheduling_tag_filter`.
+    pub any_tag_filter: bool,
     /// SSD nodes and media when `ssd_priority_preemption` is enabled.
     pub ssd: Option<SsdNodes>,
 }
@@ -470,6 +472,9 @@ impl PoolTree {
             any_graceful: operations
                 .iter()
                 .any(|op| op.spec.preemption_mode == crate::model::PreemptionMode::Graceful),
+            any_tag_filter: operations
+                .iter()
+                .any(|op| op.spec.scheduling_tag_filter.is_some()),
             ssd: config
                 .ssd_priority_preemption
                 .enable
