@@ -752,3 +752,36 @@ fn hub_pools_create_per_user_subpools_and_immediate_operations_can_be_forbidden(
     assert!(done["pools"].get("hub$bob").is_none());
     assert_eq!(done["operations"]["alice2"]["state"], "completed");
 }
+
+#[test]
+fn runtime_changes_move_shares_and_invalid_changes_change_nothing() {
+    let run = check("scenarios/runtime_changes.json", None, false);
+    assert_eq!(run.code, EXIT_OK, "{}", run.stderr);
+    let pool =
+        |label: &str, pool: &str, field: &str| run.snapshot(label)["pools"][pool][field].clone();
+    let close = |v: Value, x: f64| (v.as_f64().expect("number") - x).abs() < 1e-9;
+    // A new weight moves fair share and, as jobs end, usage.
+    assert!(close(pool("equal", "b", "fair_share_ratio"), 0.5));
+    assert!(close(pool("weighted", "b", "fair_share_ratio"), 0.75));
+    assert!(close(pool("weighted", "b", "usage_ratio"), 0.75));
+    assert!(close(pool("weighted", "a", "usage_ratio"), 0.25));
+    // Moving an operation: it counts in its new pool; the emptied pool could be removed.
+    let moved = run.snapshot("moved");
+    assert_eq!(moved["operations"]["op1"]["pool"], "b");
+    assert_eq!(moved["pools"]["b"]["operation_count"], 2);
+    assert!(moved["pools"].get("a").is_none());
+    // Rejected: removing a pool with operations; a negative weight (pool and field named).
+    let errors: Vec<String> = run
+        .events("error", None)
+        .iter()
+        .map(|e| e["message"].as_str().expect("message").to_string())
+        .collect();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(errors[0].contains("pool \"b\" cannot be removed: it has operations"));
+    assert!(errors[1].contains("pool \"b\": field \"weight\": must be > 0 (got -1)"));
+    // Nothing of the rejected changes applied; later changes did.
+    let nested = run.snapshot("nested");
+    assert_eq!(nested["pools"]["b"]["weight"], 3.0);
+    assert_eq!(nested["pools"]["c"]["parent"], "b");
+    assert_eq!(nested["operations"]["op2"]["pool"], "c");
+}
