@@ -549,6 +549,13 @@ fn multiple_trees_partition_nodes_and_an_operation_runs_in_both() {
     assert_eq!(s["total_resources"]["cpu"], 8.0);
     let gpu = &s["pool_trees"]["gpu"];
     assert_eq!(gpu["total_resources"]["gpu"], 4);
+    // Per-tree main resource: gpu's guarantee of 2 (half the tree's gpus) gives half of the
+    // tree's other resources too (in physical, a guarantee without cpu would be rejected).
+    let guarantee = &gpu["pools"]["training"]["effective_strong_guarantee_resources"];
+    assert_eq!(
+        (guarantee["gpu"].clone(), guarantee["cpu"].clone()),
+        (2.into(), 4.0.into())
+    );
     // both_op: pool prod in its first (the default) tree; pool shared, weight 3 in gpu.
     let both = &s["operations"]["both_op"];
     assert_eq!(both["pool"], "prod");
