@@ -94,19 +94,88 @@ pub struct EventsArgs {
     follow: bool,
 }
 
+/// How the CLI reaches the server. Each setting comes from its flag, else its environment
+/// variable, else the config file (`FAIRSCHED_CONFIG`, else
+/// `$XDG_CONFIG_HOME/fairsched/config.toml` or `~/.config/fairsched/config.toml`).
 #[derive(Debug, Args)]
 pub struct Conn {
-    /// Server URL.
-    #[arg(
-        long,
-        env = "FAIRSCHED_SERVER",
-        default_value = "http://127.0.0.1:9090",
-        global = true
-    )]
-    server: String,
+    /// Server URL [default: `server` in the config file, else http://127.0.0.1:9090].
+    #[arg(long, env = "FAIRSCHED_SERVER", global = true)]
+    server: Option<String>,
+    /// API token, sent as `Authorization: Bearer` [default: `token` in the config file].
+    #[arg(long, env = "FAIRSCHED_TOKEN", global = true, hide_env_values = true)]
+    token: Option<String>,
     /// Print JSON.
     #[arg(long, global = true)]
     json: bool,
+}
+
+/// The server URL when neither a flag, the environment nor the config file gives one.
+const DEFAULT_SERVER: &str = "http://127.0.0.1:9090";
+
+/// The CLI's config file: `server = "http://..."`, `token = "..."`.
+#[derive(Debug, Default, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    server: Option<String>,
+    token: Option<String>,
+}
+
+/// Where the config file is: `FAIRSCHED_CONFIG` (which must exist), else the first of
+/// `$XDG_CONFIG_HOME/fairsched/config.toml` and `$HOME/.config/fairsched/config.toml` (either
+/// may be absent). `(path, required)`.
+fn config_path(env: impl Fn(&str) -> Option<String>) -> Option<(PathBuf, bool)> {
+    let set = |k: &str| env(k).filter(|v| !v.is_empty());
+    if let Some(p) = set("FAIRSCHED_CONFIG") {
+        return Some((PathBuf::from(p), true));
+    }
+    let base = set("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| set("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some((base.join("fairsched").join("config.toml"), false))
+}
+
+fn read_config_file(path: &std::path::Path, required: bool) -> anyhow::Result<ConfigFile> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => {
+            return Ok(ConfigFile::default());
+        }
+        Err(e) => {
+            return Err(anyhow!(
+                "cannot read the config file {} (FAIRSCHED_CONFIG): {e}",
+                path.display()
+            ));
+        }
+    };
+    toml::from_str(&text).map_err(|e| anyhow!("config file {}: {e}", path.display()))
+}
+
+/// The server URL and token: flag, else environment (clap merged those two), else file, else
+/// the default URL and no token.
+fn resolve_conn(
+    server: Option<String>,
+    token: Option<String>,
+    file: ConfigFile,
+) -> (String, Option<String>) {
+    (
+        server
+            .or(file.server)
+            .unwrap_or_else(|| DEFAULT_SERVER.to_string()),
+        token.or(file.token),
+    )
+}
+
+impl Conn {
+    /// A client of the server this invocation names.
+    fn client(&self) -> anyhow::Result<ApiClient> {
+        let file = match config_path(|k| std::env::var(k).ok()) {
+            Some((path, required)) => read_config_file(&path, required)?,
+            None => ConfigFile::default(),
+        };
+        let (server, token) = resolve_conn(self.server.clone(), self.token.clone(), file);
+        Ok(ApiClient::new(&server, token))
+    }
 }
 
 #[derive(Debug, Args)]
@@ -160,30 +229,56 @@ pub struct UpArgs {
     data_dir: PathBuf,
 }
 
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The pool (default: an ephemeral pool named after the user).
+    #[arg(long)]
+    pool: Option<String>,
+    /// Number of jobs.
+    #[arg(long, default_value_t = 1)]
+    jobs: u32,
+    /// CPU of each job (`0.5`).
+    #[arg(long, default_value = "1")]
+    cpu: String,
+    /// Memory of each job (`1GiB`); a job that uses more is killed.
+    #[arg(long, default_value = "256MiB")]
+    memory: String,
+    /// GPUs of each job.
+    #[arg(long)]
+    gpu: Option<String>,
+    /// The user (default: $USER).
+    #[arg(long)]
+    user: Option<String>,
+    /// The operation id (default: chosen by the server).
+    #[arg(long)]
+    id: Option<String>,
+    /// Extra environment, `KEY=VALUE` (repeatable).
+    #[arg(long = "env")]
+    env: Vec<String>,
+    /// The operation's weight among its pool's children (default 1).
+    #[arg(long)]
+    weight: Option<f64>,
+    /// `normal` (default): preempted by starving operations. `graceful`: never preempted
+    /// that way; instead, while above its fair share, its jobs are interrupted (reason
+    /// `graceful_preemption`) with the tree's `allocation_graceful_preemption_timeout_ms`.
+    #[arg(long, value_parser = ["normal", "graceful"])]
+    preemption_mode: Option<String>,
+    /// A preempted job is sent this signal (`SIGINT`, `INT`, `SIGUSR1`, ...) and may exit by
+    /// itself within --interruption-timeout, instead of being killed at once.
+    #[arg(long, value_parser = parse_signal)]
+    interruption_signal: Option<String>,
+    /// How long an interrupted job may take to exit before it is killed: milliseconds or a
+    /// duration (`500ms`, `30s`, `2m`); default 15s.
+    #[arg(long, value_parser = parse_duration_ms)]
+    interruption_timeout: Option<u64>,
+    #[arg(required = true, last = true)]
+    command: Vec<String>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum OpCommand {
     /// Submit an operation of N identical jobs running CMD.
-    Run {
-        #[arg(long)]
-        pool: Option<String>,
-        #[arg(long, default_value_t = 1)]
-        jobs: u32,
-        #[arg(long, default_value = "1")]
-        cpu: String,
-        #[arg(long, default_value = "256MiB")]
-        memory: String,
-        #[arg(long)]
-        gpu: Option<String>,
-        #[arg(long)]
-        user: Option<String>,
-        #[arg(long)]
-        id: Option<String>,
-        /// Extra environment, `KEY=VALUE` (repeatable).
-        #[arg(long = "env")]
-        env: Vec<String>,
-        #[arg(required = true, last = true)]
-        command: Vec<String>,
-    },
+    Run(Box<RunArgs>),
     /// List operations (in submission order).
     List {
         /// Only these states, comma-separated (pending, running, completed, failed, aborted).
@@ -339,7 +434,7 @@ fn run(command: ClusterCommand) -> anyhow::Result<()> {
             conn,
             command: TreeCommand::Show,
         } => runtime().block_on(async {
-            let tree = ApiClient::new(&conn.server, None).tree().await?;
+            let tree = conn.client()?.tree().await?;
             if conn.json {
                 return print_json(&tree);
             }
@@ -392,19 +487,24 @@ fn amount(kind: ResourceKind, text: &str) -> anyhow::Result<i64> {
 }
 
 async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
-    let client = ApiClient::new(&conn.server, None);
+    let client = conn.client()?;
     match command {
-        OpCommand::Run {
-            pool,
-            jobs,
-            cpu,
-            memory,
-            gpu,
-            user,
-            id,
-            env,
-            command,
-        } => {
+        OpCommand::Run(args) => {
+            let RunArgs {
+                pool,
+                jobs,
+                cpu,
+                memory,
+                gpu,
+                user,
+                id,
+                env,
+                weight,
+                preemption_mode,
+                interruption_signal,
+                interruption_timeout,
+                command,
+            } = *args;
             let mut resources = Resources::ZERO;
             resources.set_raw(ResourceKind::Cpu, amount(ResourceKind::Cpu, &cpu)?);
             resources.set_raw(ResourceKind::Memory, amount(ResourceKind::Memory, &memory)?);
@@ -420,6 +520,19 @@ async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
                 })
                 .collect::<anyhow::Result<_>>()?;
             let user = user.or_else(|| std::env::var("USER").ok());
+            let mut options = Map::new();
+            if let Some(w) = weight {
+                options.insert("weight".into(), w.into());
+            }
+            if let Some(m) = preemption_mode {
+                options.insert("preemption_mode".into(), m.into());
+            }
+            if let Some(s) = interruption_signal {
+                options.insert("interruption_signal".into(), s.into());
+            }
+            if let Some(t) = interruption_timeout {
+                options.insert("interruption_timeout_ms".into(), t.into());
+            }
             let reply = client
                 .submit(&SubmitOperation {
                     id,
@@ -432,7 +545,7 @@ async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
                         env,
                         gang: false,
                     }],
-                    options: Map::new(),
+                    options,
                 })
                 .await?;
             if conn.json {
@@ -532,6 +645,49 @@ async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
     }
 }
 
+/// A duration in milliseconds: a plain number of milliseconds, or a number with a unit
+/// (`ms`, `s`, `m`, `h`; `1.5s`).
+fn parse_duration_ms(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    if let Ok(ms) = text.parse::<u64>() {
+        return Ok(ms);
+    }
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (n, unit) = text.split_at(split);
+    let scale = match unit {
+        "ms" => 1.0,
+        "s" => 1e3,
+        "m" => 60e3,
+        "h" => 3600e3,
+        _ => {
+            return Err(format!(
+                "{text:?}: expected milliseconds or a duration (500ms, 30s, 2m)"
+            ));
+        }
+    };
+    match n.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok((v * scale).round() as u64),
+        _ => Err(format!(
+            "{text:?}: expected milliseconds or a duration (500ms, 30s, 2m)"
+        )),
+    }
+}
+
+/// A signal name (`SIGINT`, `INT`, `sigusr1`) as `SIGINT`.
+fn parse_signal(text: &str) -> Result<String, String> {
+    let upper = text.trim().to_ascii_uppercase();
+    let name = if upper.starts_with("SIG") {
+        upper
+    } else {
+        format!("SIG{upper}")
+    };
+    <nix::sys::signal::Signal as std::str::FromStr>::from_str(&name)
+        .map(|_| name)
+        .map_err(|_| format!("{text:?} is not a signal name (SIGINT, SIGTERM, SIGUSR1, ...)"))
+}
+
 /// `--since`: Unix milliseconds, or a duration ago.
 fn parse_since(text: &str) -> Result<u64, String> {
     let text = text.trim();
@@ -610,7 +766,7 @@ fn event_line(e: &EventView) -> String {
 }
 
 async fn events(conn: Conn, args: EventsArgs) -> anyhow::Result<()> {
-    let client = ApiClient::new(&conn.server, None);
+    let client = conn.client()?;
     let query = EventQuery {
         operation: args.operation,
         node: args.node,
@@ -673,7 +829,7 @@ async fn events(conn: Conn, args: EventsArgs) -> anyhow::Result<()> {
 }
 
 async fn node(conn: Conn, command: NodeCommand) -> anyhow::Result<()> {
-    let client = ApiClient::new(&conn.server, None);
+    let client = conn.client()?;
     let (id, action) = match command {
         NodeCommand::List => {
             let nodes = client.list_nodes().await?;
@@ -716,7 +872,7 @@ fn json_object(text: Option<&str>) -> anyhow::Result<Option<Map<String, Value>>>
 }
 
 async fn pool(conn: Conn, command: PoolCommand) -> anyhow::Result<()> {
-    let client = ApiClient::new(&conn.server, None);
+    let client = conn.client()?;
     let reply = match command {
         PoolCommand::List => {
             let pools = client.list_pools().await?;
@@ -838,4 +994,98 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     }
     server_task.await??;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(text: &str) -> ConfigFile {
+        toml::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn flag_or_env_beats_the_config_file_which_beats_the_default() {
+        let f = || file("server = \"http://file:1\"\ntoken = \"file-token\"\n");
+        // clap gives the flag, else the environment variable, as one value.
+        assert_eq!(
+            resolve_conn(Some("http://flag:2".into()), Some("t".into()), f()),
+            ("http://flag:2".to_string(), Some("t".to_string()))
+        );
+        assert_eq!(
+            resolve_conn(None, None, f()),
+            ("http://file:1".to_string(), Some("file-token".to_string()))
+        );
+        assert_eq!(
+            resolve_conn(None, None, ConfigFile::default()),
+            (DEFAULT_SERVER.to_string(), None)
+        );
+        assert_eq!(
+            resolve_conn(None, None, file("token = \"x\"")).0,
+            DEFAULT_SERVER
+        );
+    }
+
+    #[test]
+    fn config_file_location() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        assert_eq!(
+            config_path(env(&[("FAIRSCHED_CONFIG", "/x.toml"), ("HOME", "/home/a")])),
+            Some((PathBuf::from("/x.toml"), true))
+        );
+        assert_eq!(
+            config_path(env(&[("XDG_CONFIG_HOME", "/cfg"), ("HOME", "/home/a")])),
+            Some((PathBuf::from("/cfg/fairsched/config.toml"), false))
+        );
+        assert_eq!(
+            config_path(env(&[("HOME", "/home/a")])),
+            Some((
+                PathBuf::from("/home/a/.config/fairsched/config.toml"),
+                false
+            ))
+        );
+        assert_eq!(config_path(env(&[])), None);
+    }
+
+    #[test]
+    fn config_file_errors_name_the_file_and_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        // An absent default file is no error; an absent FAIRSCHED_CONFIG is.
+        assert_eq!(
+            read_config_file(&path, false).unwrap(),
+            ConfigFile::default()
+        );
+        let err = read_config_file(&path, true).unwrap_err().to_string();
+        assert!(
+            err.contains("config.toml") && err.contains("FAIRSCHED_CONFIG"),
+            "{err}"
+        );
+        std::fs::write(&path, "servr = \"http://x\"\n").unwrap();
+        let err = read_config_file(&path, false).unwrap_err().to_string();
+        assert!(
+            err.contains("config.toml") && err.contains("servr"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn durations_and_signals() {
+        assert_eq!(parse_duration_ms("2500"), Ok(2500));
+        assert_eq!(parse_duration_ms("500ms"), Ok(500));
+        assert_eq!(parse_duration_ms("1.5s"), Ok(1500));
+        assert_eq!(parse_duration_ms("2m"), Ok(120_000));
+        assert!(parse_duration_ms("10 parsecs").is_err());
+        assert!(parse_duration_ms("s").is_err());
+        assert_eq!(parse_signal("SIGINT"), Ok("SIGINT".to_string()));
+        assert_eq!(parse_signal("usr1"), Ok("SIGUSR1".to_string()));
+        assert!(parse_signal("SIGNOPE").is_err());
+    }
 }
