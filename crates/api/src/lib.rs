@@ -205,7 +205,8 @@ pub struct JobView {
     pub state: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
-    /// Why the job was ended by the scheduler (preemption reason), if it was.
+    /// Why the job was ended by the scheduler (preemption reason, also when it was interrupted
+    /// and then exited by itself), or by its node (`memory limit exceeded: ...`), if it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Unix time in milliseconds.

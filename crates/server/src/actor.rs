@@ -1182,6 +1182,11 @@ impl Actor {
                     .operation(operation)
                     .and_then(|op| op.spec.interruption_signal.clone());
                 if let Some(job) = self.alloc_job.get(&allocation.0).cloned() {
+                    // The job keeps the reason however it ends (exits in time: completed).
+                    if let Some(j) = self.job_mut(&job) {
+                        j.reason = Some((*reason).to_string());
+                        self.dirty_jobs.insert(job.clone());
+                    }
                     self.interrupts
                         .entry(node.0.clone())
                         .or_default()
