@@ -1,0 +1,243 @@
+//! A cluster of real processes on 127.0.0.1 for end-to-end tests: `fairsched server` with a
+//! given configuration and `fairsched agent`s, each started by the test and stopped by its PID,
+//! driven through the `fairsched` CLI. Every wait is bounded.
+
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_fairsched");
+
+/// A process killed by its PID when dropped (a failing test leaves nothing behind).
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Proc {
+    pub fn signal(&self, signal: nix::sys::signal::Signal) {
+        let pid = nix::unistd::Pid::from_raw(self.0.id() as i32);
+        nix::sys::signal::kill(pid, signal).unwrap();
+    }
+
+    /// Waits (at most `limit`) for the process to exit; its success.
+    pub fn wait(mut self, limit: Duration) -> bool {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.0.try_wait().unwrap() {
+                return status.success();
+            }
+            assert!(start.elapsed() < limit, "the process did not exit");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// Polls `done` every 100 ms until it holds; fails the test after `timeout`.
+pub fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A server and its agents.
+pub struct Cluster {
+    // Dropped in this order: the agents, the server, then the files.
+    agents: Vec<Proc>,
+    server: Option<Proc>,
+    /// Holds the server's data (`server/`), each agent's work directory (`<node>/`) and logs
+    /// (`server.log`, `<node>.log`). Kept when the test fails.
+    pub dir: tempfile::TempDir,
+    pub url: String,
+}
+
+impl Cluster {
+    /// Starts `fairsched server` with `config` (TOML tables: `[scheduler]`, `[pool_trees]`, ...;
+    /// `listen` and `data_dir` are added) and one agent per `(node id, resources)`, and waits
+    /// until every node is registered.
+    pub fn start(config: &str, nodes: &[(&str, &str)]) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let config_path = dir.path().join("server.toml");
+        std::fs::write(
+            &config_path,
+            format!(
+                "listen = \"127.0.0.1:0\"\ndata_dir = {:?}\n\n{config}",
+                dir.path().join("server")
+            ),
+        )
+        .unwrap();
+        let mut child = Command::new(BIN)
+            .arg("server")
+            .arg("--config")
+            .arg(&config_path)
+            .env("FAIRSCHED_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(dir.path().join("server.log")).unwrap())
+            .spawn()
+            .expect("start fairsched server");
+        let stdout = child.stdout.take().unwrap();
+        let server = Proc(child);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the server prints its address");
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no URL in {line:?}"))
+            .to_string();
+        let mut cluster = Cluster {
+            url,
+            dir,
+            server: Some(server),
+            agents: Vec::new(),
+        };
+        for (node, resources) in nodes {
+            let log = std::fs::File::create(cluster.dir.path().join(format!("{node}.log")));
+            cluster.agents.push(Proc(
+                Command::new(BIN)
+                    .args([
+                        "agent",
+                        "--server",
+                        &cluster.url,
+                        "--node-id",
+                        node,
+                        "--resources",
+                        resources,
+                        "--kill-grace-ms",
+                        "1000",
+                        "--work-dir",
+                    ])
+                    .arg(cluster.dir.path().join(node))
+                    .env("FAIRSCHED_LOG", "fairsched_agent=info")
+                    // The test's own cgroup is not the agent's to take over.
+                    .env("FAIRSCHED_MEMORY_ENFORCEMENT", "poll")
+                    .stdout(Stdio::null())
+                    .stderr(log.unwrap())
+                    .spawn()
+                    .expect("start fairsched agent"),
+            ));
+        }
+        wait_for("every node to register", Duration::from_secs(30), || {
+            cluster.json(&["node", "list"]).as_array().unwrap().len() == nodes.len()
+        });
+        cluster
+    }
+
+    /// Runs the CLI against the server (`FAIRSCHED_SERVER`); its stdout. Fails on an error.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new(BIN)
+            .args(args)
+            .env("FAIRSCHED_SERVER", &self.url)
+            .env_remove("FAIRSCHED_CONFIG")
+            .output()
+            .expect("run the CLI");
+        assert!(
+            out.status.success(),
+            "fairsched {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8 output")
+    }
+
+    /// The CLI with `--json`, parsed.
+    pub fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        serde_json::from_str(&self.cli(&all)).expect("JSON output")
+    }
+
+    /// `op run --id ID ARGS... -- sh -c SCRIPT`.
+    pub fn submit(&self, id: &str, args: &[&str], script: &str) {
+        let mut all = vec!["op", "run", "--id", id];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--", "sh", "-c", script]);
+        assert_eq!(self.cli(&all).trim(), id);
+    }
+
+    pub fn op(&self, id: &str) -> Value {
+        self.json(&["op", "show", id])
+    }
+
+    /// Events (oldest first) of one operation.
+    pub fn events(&self, operation: &str) -> Vec<Value> {
+        self.json(&["events", "--operation", operation, "--limit", "10000"])
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
+    /// The PIDs the jobs of `operation` wrote to `pid` in their directories, by job id.
+    pub fn job_pids(&self, operation: &str) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for node in std::fs::read_dir(self.dir.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let jobs = node.path().join("jobs").join(operation);
+            for job in std::fs::read_dir(&jobs).into_iter().flatten().flatten() {
+                let pid = std::fs::read_to_string(job.path().join("pid")).unwrap_or_default();
+                if pid.ends_with('\n') {
+                    out.push((
+                        job.file_name().to_string_lossy().into_owned(),
+                        pid.trim().to_string(),
+                    ));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// Stops the agents, then the server, with SIGTERM; each must exit cleanly.
+    pub fn stop(mut self) {
+        for agent in std::mem::take(&mut self.agents) {
+            agent.signal(nix::sys::signal::Signal::SIGTERM);
+            assert!(
+                agent.wait(Duration::from_secs(20)),
+                "an agent stops cleanly"
+            );
+        }
+        let server = self.server.take().unwrap();
+        server.signal(nix::sys::signal::Signal::SIGTERM);
+        assert!(
+            server.wait(Duration::from_secs(20)),
+            "the server stops cleanly"
+        );
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            // Keep the logs and job directories of a failed test.
+            let kept = std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap()).keep();
+            eprintln!("cluster files kept in {}", kept.display());
+        }
+    }
+}
+
+/// Whether the process is gone (or a zombie nobody reaped yet).
+pub fn process_gone(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| s.contains(") Z "))
+        .unwrap_or(true)
+}
