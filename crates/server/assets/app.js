@@ -1,4 +1,5 @@
-// The Scheduling page: the pool tree, operations and nodes, polled from the JSON API.
+// The Scheduling page: the pool tree, operations, nodes and the newest events, polled from the
+// JSON API.
 // Every string from the server goes into the page as text (textContent, attributes), never
 // as HTML.
 'use strict';
@@ -6,6 +7,7 @@
 const RESOURCES = ['user_slots', 'cpu', 'gpu', 'memory', 'network'];
 const ROOT = '<Root>';
 const POLL_MS = 1500;
+const EVENT_LIMIT = 50;
 const FINISHED = new Set(['completed', 'failed', 'aborted']);
 
 const ui = {
@@ -301,6 +303,41 @@ function renderNodes(nodes, total) {
     rows, 'no nodes registered');
 }
 
+// ---- events -----------------------------------------------------------------------------
+
+const EVENT_COLUMNS = new Set(['seq', 'unix_ms', 't_ms', 'event', 'operation', 'job', 'node']);
+
+function fmtValue(v) {
+  if (v === null || v === undefined) return '';
+  if (typeof v !== 'object') return String(v);
+  // The preemptor: its operation and job.
+  if (v.operation !== undefined && Object.keys(v).every((k) => k === 'operation' || k === 'job')) {
+    return v.job === undefined ? v.operation : `${v.operation} (job ${v.job})`;
+  }
+  return JSON.stringify(v);
+}
+
+function renderEvents(events) {
+  const rows = events.slice().reverse().map((e) => {
+    const details = Object.entries(e)
+      .filter(([k]) => !EVENT_COLUMNS.has(k))
+      .map(([k, v]) => h('span', { class: 'kv' }, h('span', { class: 'k' }, k), fmtValue(v)));
+    return h('tr', { 'data-event': e.seq },
+      h('td', { class: 'num' }, e.seq),
+      h('td', { class: 'num', title: new Date(e.unix_ms).toISOString() },
+        new Date(e.unix_ms).toLocaleTimeString()),
+      h('td', null, h('span', { class: 'event ' + String(e.event).replace(/[^a-z_]/g, '') }, e.event)),
+      h('td', null, e.operation || ''),
+      h('td', null, e.job || ''),
+      h('td', null, e.node || ''),
+      h('td', { class: 'details' }, details));
+  });
+  setRows(document.getElementById('events'),
+    [{ text: '#', cls: 'num' }, { text: 'Time', cls: 'num' }, 'Event', 'Operation', 'Job', 'Node',
+      'Details'],
+    rows, 'no events yet');
+}
+
 // ---- summary ----------------------------------------------------------------------------
 
 function card(label, value, sub, extra) {
@@ -350,6 +387,7 @@ function render(data) {
   renderPools(data.tree);
   renderOperations(data.operations, data.tree.snapshot);
   renderNodes(data.nodes, data.tree.snapshot.total_resources);
+  renderEvents(data.events);
 }
 
 async function fetchJson(path) {
@@ -370,12 +408,13 @@ async function poll() {
   try {
     let data;
     try {
-      const [tree, operations, nodes] = await Promise.all([
+      const [tree, operations, nodes, events] = await Promise.all([
         fetchJson('/api/v1/tree'),
         fetchJson('/api/v1/operations?jobs=false'),
         fetchJson('/api/v1/nodes'),
+        fetchJson('/api/v1/events?limit=' + EVENT_LIMIT),
       ]);
-      data = { tree, operations, nodes };
+      data = { tree, operations, nodes, events };
     } catch (e) {
       fail('Cannot reach the scheduler: ', e);
       return;

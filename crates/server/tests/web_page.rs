@@ -1,7 +1,7 @@
 //! The Scheduling page in a real browser: headless Chromium (Debian's `chromium`) loads `/`
 //! from a server with the seed 001 pool layout, nodes and operations; the DOM after the page's
-//! JavaScript ran must show the pools, the operations, the nodes and the bars. A screenshot is
-//! kept as `target/test-artifacts/web_page.png`.
+//! JavaScript ran must show the pools, the operations, the nodes, the bars and the newest
+//! events. A screenshot is kept as `target/test-artifacts/web_page.png`.
 //!
 //! Chromium is required: without it this test fails (CI installs it, see `.ci/run`). Set
 //! `FAIRSCHED_CHROMIUM` to use another binary.
@@ -145,6 +145,9 @@ async fn scheduling_page_in_headless_chromium() {
         "nothing runs: {ops}"
     );
 
+    let events = server.get("/api/v1/events?limit=1").await;
+    let newest_before = events[0]["seq"].as_u64().expect("events");
+
     let url = format!("{}/", server.url);
     let dom = run_chromium(&chromium, &url, &["--dump-dom"]).await;
     let artifacts = common::artifacts_dir();
@@ -164,6 +167,10 @@ async fn scheduling_page_in_headless_chromium() {
         "class=\"usage\"",
         "class=\"guarantee\"",
         "data-state=\"live\"",
+        // The Events panel: the newest events, newest first.
+        "id=\"events\"",
+        "data-event=\"",
+        "allocation_started",
     ] {
         assert!(
             dom.contains(needle),
@@ -171,6 +178,17 @@ async fn scheduling_page_in_headless_chromium() {
             artifacts.join("web_page.html").display()
         );
     }
+    // The Events panel shows the events the API has, the newest first.
+    let first_row: u64 = dom
+        .find("data-event=\"")
+        .map(|i| &dom[i + 12..])
+        .and_then(|rest| rest.split('"').next())
+        .and_then(|seq| seq.parse().ok())
+        .unwrap();
+    assert!(
+        first_row >= newest_before,
+        "the newest event first: row {first_row}, newest before the page loaded {newest_before}"
+    );
     // User strings are text, never markup.
     assert!(dom.contains("adhoc-&lt;b&gt;query&lt;/b&gt;"), "{dom}");
     assert!(!dom.contains("<b>query</b>"), "{dom}");
