@@ -135,6 +135,16 @@ impl ApiClient {
         self.send(self.http.post(self.url(&path))).await
     }
 
+    pub async fn update_operation(
+        &self,
+        id: &str,
+        update: &UpdateOperation,
+    ) -> Result<OperationView, ClientError> {
+        let path = Self::path(routes::OPERATION_UPDATE, "id", id);
+        self.send(self.http.post(self.url(&path)).json(update))
+            .await
+    }
+
     pub async fn operation_logs(&self, id: &str) -> Result<Vec<JobLogs>, ClientError> {
         let path = Self::path(routes::OPERATION_LOGS, "id", id);
         self.send(self.http.get(self.url(&path))).await

@@ -24,6 +24,8 @@ pub mod routes {
     pub const OPERATION: &str = "/api/v1/operations/{id}";
     pub const OPERATION_ABORT: &str = "/api/v1/operations/{id}/abort";
     pub const OPERATION_LOGS: &str = "/api/v1/operations/{id}/logs";
+    /// POST [`UpdateOperation`](crate::UpdateOperation): weight, resource limits, pool.
+    pub const OPERATION_UPDATE: &str = "/api/v1/operations/{id}/update";
     pub const POOLS: &str = "/api/v1/pools";
     pub const POOL: &str = "/api/v1/pools/{name}";
     pub const NODES: &str = "/api/v1/nodes";
@@ -153,6 +155,21 @@ pub struct SubmitOperation {
     pub tasks: Vec<TaskSubmit>,
     #[serde(flatten)]
     pub options: Map<String, Value>,
+}
+
+/// `POST /api/v1/operations/{id}/update` (YTsaurus `update_op_parameters`): what changes in
+/// a running or pending operation; a field left out stays. `weight` and `resource_limits`
+/// apply in every tree without its own per-tree value, `pool` in the operation's first tree
+/// (an ephemeral pool is created as at submission). The reply is the operation.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct UpdateOperation {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<f64>,
+    /// Replaces the operation's limits: a resource left out is unlimited (`{}`: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_limits: Option<fairsched_resources::PartialResources>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
 }
 
 /// Query of `GET /api/v1/operations`: every filter given must hold.
@@ -354,7 +371,7 @@ impl EventQuery {
 /// One entry of the event log: the scheduling core's events (`allocation_started`,
 /// `allocation_finished` with the job's `exit_code`, `allocation_interrupted`,
 /// `allocation_preempted` with `reason`, `operation_state`, `error`) and the server's own
-/// (`job_adopted`, `node_registered`, `node_lost`, `node_changed`). Jobs are named by `job`
+/// (`job_adopted`, `node_registered`, `node_lost`, `node_changed`, `operation_updated`). Jobs are named by `job`
 /// (the job id).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EventView {

@@ -5,10 +5,10 @@ use anyhow::{Context, anyhow};
 use clap::{Args, Subcommand};
 use fairsched_api::client::ApiClient;
 use fairsched_api::{
-    CreatePool, EventQuery, EventView, OperationQuery, SubmitOperation, TaskSubmit, UpdatePool,
-    format_resources,
+    CreatePool, EventQuery, EventView, OperationQuery, SubmitOperation, TaskSubmit,
+    UpdateOperation, UpdatePool, format_resources,
 };
-use fairsched_resources::{ResourceKind, Resources};
+use fairsched_resources::{PartialResources, ResourceKind, Resources};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::path::PathBuf;
@@ -23,7 +23,7 @@ pub enum ClusterCommand {
     Agent(AgentArgs),
     /// A whole cluster on this machine: the server and N agents sharing its resources.
     Up(UpArgs),
-    /// Operations: run, list, show, abort, logs.
+    /// Operations: run, list, show, update, abort, logs.
     Op {
         #[command(flatten)]
         conn: Conn,
@@ -76,8 +76,8 @@ pub struct EventsArgs {
     #[arg(long)]
     job: Option<String>,
     /// Only these events, comma-separated (allocation_started, allocation_finished,
-    /// allocation_interrupted, allocation_preempted, operation_state, error, job_adopted,
-    /// node_registered, node_lost, node_changed).
+    /// allocation_interrupted, allocation_preempted, operation_state, operation_updated, error,
+    /// job_adopted, node_registered, node_lost, node_changed).
     #[arg(long)]
     kind: Option<String>,
     /// Events after this sequence number (the first column).
@@ -271,6 +271,10 @@ pub struct RunArgs {
     /// duration (`500ms`, `30s`, `2m`); default 15s.
     #[arg(long, value_parser = parse_duration_ms)]
     interruption_timeout: Option<u64>,
+    /// The operation's resource limits (`cpu=4,memory=8GiB`; a resource left out is
+    /// unlimited).
+    #[arg(long, value_parser = parse_limits)]
+    resource_limits: Option<PartialResources>,
     #[arg(required = true, last = true)]
     command: Vec<String>,
 }
@@ -293,6 +297,21 @@ pub enum OpCommand {
     },
     /// Show one operation with its jobs.
     Show { id: String },
+    /// Change a running or pending operation's weight, resource limits or pool (YTsaurus
+    /// `update_op_parameters`); what is not given stays. Takes effect at the next fair-share
+    /// update: new jobs follow the new shares (running jobs are not moved).
+    Update {
+        id: String,
+        /// The new weight.
+        #[arg(long)]
+        weight: Option<f64>,
+        /// Move it to this pool (of its first tree; an ephemeral pool is created as at submit).
+        #[arg(long)]
+        pool: Option<String>,
+        /// The new resource limits (`cpu=4,memory=8GiB`; `none`: unlimited).
+        #[arg(long, value_parser = parse_limits)]
+        resource_limits: Option<PartialResources>,
+    },
     /// Abort an operation (its jobs are killed).
     Abort { id: String },
     /// Print the captured output of an operation's jobs.
@@ -503,6 +522,7 @@ async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
                 preemption_mode,
                 interruption_signal,
                 interruption_timeout,
+                resource_limits,
                 command,
             } = *args;
             let mut resources = Resources::ZERO;
@@ -532,6 +552,9 @@ async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
             }
             if let Some(t) = interruption_timeout {
                 options.insert("interruption_timeout_ms".into(), t.into());
+            }
+            if let Some(l) = resource_limits {
+                options.insert("resource_limits".into(), serde_json::to_value(l)?);
             }
             let reply = client
                 .submit(&SubmitOperation {
@@ -618,6 +641,34 @@ async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        OpCommand::Update {
+            id,
+            weight,
+            pool,
+            resource_limits,
+        } => {
+            if weight.is_none() && pool.is_none() && resource_limits.is_none() {
+                return Err(anyhow!(
+                    "nothing to change: give --weight, --pool or --resource-limits"
+                ));
+            }
+            let o = client
+                .update_operation(
+                    &id,
+                    &UpdateOperation {
+                        weight,
+                        resource_limits,
+                        pool,
+                    },
+                )
+                .await?;
+            if conn.json {
+                print_json(&o)
+            } else {
+                println!("{} {} in pool {}", o.id, o.state, o.pool);
+                Ok(())
+            }
+        }
         OpCommand::Abort { id } => {
             let o = client.abort_operation(&id).await?;
             if conn.json {
@@ -673,6 +724,24 @@ fn parse_duration_ms(text: &str) -> Result<u64, String> {
             "{text:?}: expected milliseconds or a duration (500ms, 30s, 2m)"
         )),
     }
+}
+
+/// Resource limits: `cpu=4,memory=8GiB` (a resource left out is unlimited), or `none`.
+fn parse_limits(text: &str) -> Result<PartialResources, String> {
+    if text.trim() == "none" {
+        return Ok(PartialResources::default());
+    }
+    let mut map = Map::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (name, value) = part
+            .split_once('=')
+            .ok_or_else(|| format!("{part:?}: expected NAME=AMOUNT (cpu=4,memory=8GiB) or none"))?;
+        map.insert(
+            name.trim().to_string(),
+            Value::String(value.trim().to_string()),
+        );
+    }
+    serde_json::from_value(Value::Object(map)).map_err(|e| e.to_string())
 }
 
 /// A signal name (`SIGINT`, `INT`, `sigusr1`) as `SIGINT`.
@@ -1087,5 +1156,14 @@ mod tests {
         assert_eq!(parse_signal("SIGINT"), Ok("SIGINT".to_string()));
         assert_eq!(parse_signal("usr1"), Ok("SIGUSR1".to_string()));
         assert!(parse_signal("SIGNOPE").is_err());
+        let l = parse_limits("cpu=4, memory=8GiB").unwrap();
+        assert_eq!(
+            serde_json::to_value(l).unwrap(),
+            serde_json::json!({"cpu": 4.0, "memory": 8u64 << 30})
+        );
+        assert_eq!(parse_limits("none"), Ok(PartialResources::default()));
+        let err = parse_limits("cpuu=1").unwrap_err();
+        assert!(err.contains("cpuu"), "{err}");
+        assert!(parse_limits("cpu").is_err());
     }
 }

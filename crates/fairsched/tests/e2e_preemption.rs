@@ -9,7 +9,8 @@
 //! * Graceful preemption: a `graceful` operation above its fair share has exactly its excess
 //!   jobs interrupted (`graceful_preemption`) once another operation needs the share.
 //! * A pool change under load: with short jobs churning, a pool's weight and then another
-//!   pool's guarantee change; the fair shares in `tree show` follow, and so do the jobs.
+//!   pool's guarantee change, then an operation moves to another pool and gets a weight
+//!   (`op update`); the fair shares in `tree show` follow, and so do the jobs.
 //!
 //! Every wait is bounded and generous (the machine may be loaded); nothing asserts on a sleep.
 
@@ -403,6 +404,29 @@ min_spare_allocation_resources_on_node = {}
         running(&c, ["L", "R"]) == [1, 3]
     });
     stays(&c, "L stays at its quarter", |[l, _]| l <= 1);
+
+    // L moves into right: left has nothing to run, the two halve right's share.
+    let moved = c.json(&["op", "update", "L", "--pool", "right"]);
+    assert_eq!(moved["pool"], "right", "{moved}");
+    assert_eq!(c.op("L")["spec"]["pool"], "right");
+    wait_for("right to hold both operations", LONG, || {
+        let tree = c.json(&["tree", "show"]);
+        let pools = &tree["snapshot"]["pools"];
+        pools["right"]["operation_count"] == 2 && pools["left"]["operation_count"] == 0
+    });
+    wait_for("L and R to run 2 jobs each", LONG, || {
+        running(&c, ["L", "R"]) == [2, 2]
+    });
+    // Then weight 3 for L inside right: three quarters for L.
+    c.cli(&["op", "update", "L", "--weight", "3"]);
+    assert_eq!(c.op("L")["spec"]["weight"], 3.0);
+    wait_for("L to run 3 jobs and R 1", LONG, || {
+        running(&c, ["L", "R"]) == [3, 1]
+    });
+    stays(&c, "R stays at its quarter", |[_, r]| r <= 1);
+    let updates = c.json(&["events", "--operation", "L", "--kind", "operation_updated"]);
+    assert_eq!(updates[0]["pool"], "right", "{updates}");
+    assert_eq!(updates[1]["weight"], 3.0, "{updates}");
 
     // Jobs really ran all along: completed ones of both, from both nodes.
     for op in ["L", "R"] {

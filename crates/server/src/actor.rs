@@ -6,7 +6,7 @@ use crate::metrics::{self, ActorMetrics};
 use fairsched_api::{
     ApiError, EventQuery, EventView, FinishedJob, Heartbeat, HeartbeatReply, JobCounts,
     JobInterrupt, JobLogs, JobStart, JobView, NodeView, OperationView, RegisterNode, RegisterReply,
-    codes,
+    UpdateOperation, codes,
 };
 use fairsched_config::{PoolConfig, PoolTreeConfig, PoolTrees};
 use fairsched_core::{
@@ -41,6 +41,7 @@ type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
 pub enum Command {
     Submit(Value, Reply<String>),
     Abort(String, Reply<OperationView>),
+    UpdateOperation(String, UpdateOperation, Reply<OperationView>),
     Logs(String, Reply<Vec<JobLogs>>),
     CreatePool {
         name: String,
@@ -72,6 +73,7 @@ impl Command {
         match self {
             Command::Submit(..) => "submit",
             Command::Abort(..) => "abort",
+            Command::UpdateOperation(..) => "update_operation",
             Command::Logs(..) => "logs",
             Command::CreatePool { .. } => "create_pool",
             Command::UpdatePool { .. } => "update_pool",
@@ -533,6 +535,10 @@ impl Actor {
                 let r = self.abort(&id);
                 self.finish(reply, r);
             }
+            Command::UpdateOperation(id, update, reply) => {
+                let r = self.update_operation(&id, update);
+                self.finish(reply, r);
+            }
             Command::Logs(id, reply) => {
                 let _ = reply.send(self.logs(&id));
             }
@@ -714,6 +720,78 @@ impl Actor {
             .abort_operation(now, &OperationId(id.to_string()))
             .map_err(core_error)?;
         tracing::info!(operation = id, "operation aborted by request");
+        self.after_change();
+        Ok(self.ops[id].clone())
+    }
+
+    /// Changes an operation's weight, limits or pool in the core, and in its stored spec (a
+    /// restart submits that again).
+    fn update_operation(
+        &mut self,
+        id: &str,
+        update: UpdateOperation,
+    ) -> Result<OperationView, ApiError> {
+        let Some(view) = self.ops.get(id) else {
+            return Err(ApiError::new(
+                codes::NO_SUCH_OPERATION,
+                format!("operation {id:?} does not exist"),
+            ));
+        };
+        if is_finished(&view.state) {
+            return Err(ApiError::new(
+                codes::GENERIC,
+                format!("operation {id:?} is {} and cannot change", view.state),
+            )
+            .with_attribute("operation", id));
+        }
+        let now = self.now();
+        let op_id = OperationId(id.to_string());
+        self.sched
+            .update_operation(
+                now,
+                &op_id,
+                update.weight,
+                update.resource_limits,
+                update.pool.clone(),
+            )
+            .map_err(core_error)?;
+        // The pool the core chose applies in the operation's first tree.
+        let first_tree = self.sched.operation(&op_id).and_then(|op| {
+            let tree = op.trees.first()?.tree;
+            Some((self.sched.trees()[tree].name.clone(), op.pool.clone()))
+        });
+        let view = self.ops.get_mut(id).expect("checked above");
+        if let Value::Object(spec) = &mut view.spec {
+            if let Some(w) = update.weight {
+                spec.insert("weight".into(), json!(w));
+            }
+            if let Some(l) = &update.resource_limits {
+                spec.insert("resource_limits".into(), json!(l));
+            }
+            if let (Some(_), Some((tree, pool))) = (&update.pool, &first_tree) {
+                spec.insert("pool".into(), json!(pool));
+                if let Some(Value::Object(per_tree)) = spec
+                    .get_mut("scheduling_options_per_pool_tree")
+                    .and_then(|m| m.get_mut(tree))
+                    && per_tree.contains_key("pool")
+                {
+                    per_tree.insert("pool".into(), json!(pool));
+                }
+            }
+        }
+        tracing::info!(
+            operation = id,
+            weight = update.weight,
+            pool = update.pool,
+            "operation updated"
+        );
+        let mut record = serde_json::to_value(&update).unwrap_or_default();
+        if let Value::Object(m) = &mut record {
+            m.insert("event".into(), json!("operation_updated"));
+            m.insert("operation".into(), json!(id));
+        }
+        self.server_event(record);
+        self.touched.insert(id.to_string());
         self.after_change();
         Ok(self.ops[id].clone())
     }

@@ -11,7 +11,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use fairsched_api::{
     ApiError, CreatePool, EventQuery, EventView, Heartbeat, NodeView, OPERATION_STATES,
-    OperationQuery, OperationView, RegisterNode, SubmitReply, UpdatePool, codes, routes,
+    OperationQuery, OperationView, RegisterNode, SubmitReply, UpdateOperation, UpdatePool, codes,
+    routes,
 };
 use prometheus_client::registry::Registry;
 use serde::Serialize;
@@ -146,6 +147,7 @@ pub fn router(state: AppState) -> Router {
         .route(routes::OPERATION, get(get_operation))
         .route(routes::OPERATION_ABORT, post(abort))
         .route(routes::OPERATION_LOGS, get(logs))
+        .route(routes::OPERATION_UPDATE, post(update_operation))
         .route(routes::POOLS, get(list_pools).post(create_pool))
         .route(
             routes::POOL,
@@ -263,6 +265,15 @@ async fn get_operation(State(s): State<AppState>, Path(id): Path<String>) -> Rep
 
 async fn abort(State(s): State<AppState>, Path(id): Path<String>) -> Reply<OperationView> {
     ok(ask(&s, |r| Command::Abort(id, r)).await?)
+}
+
+async fn update_operation(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Reply<OperationView> {
+    let update: UpdateOperation = parse(&body)?;
+    ok(ask(&s, |r| Command::UpdateOperation(id, update, r)).await?)
 }
 
 async fn logs(

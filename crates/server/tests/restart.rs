@@ -162,3 +162,104 @@ async fn a_node_that_does_not_come_back_loses_its_jobs() {
     assert_eq!(server.get("/api/v1/nodes").await, json!([]));
     server.stop().await;
 }
+
+#[tokio::test]
+async fn operation_updates_are_checked_and_kept_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = || {
+        json!({
+            "pool_trees": {"pool_trees": {"default": {"pools": {"p": {}, "q": {}}}}},
+            "scheduler": {"fair_share_update_period_ms": 50},
+        })
+    };
+    let server = common::start_config(dir.path(), config()).await;
+    server
+        .post(
+            "/api/v1/operations",
+            json!({"id": "u", "pool": "p",
+                   "tasks": [{"job_count": 2, "resources": {"cpu": 1}, "command": ["sleep", "60"]}]}),
+        )
+        .await;
+    let op = server
+        .post(
+            "/api/v1/operations/u/update",
+            json!({"pool": "q", "weight": 2.5, "resource_limits": {"cpu": 1}}),
+        )
+        .await;
+    assert_eq!(op["pool"], "q", "{op}");
+    assert_eq!(op["spec"]["weight"], 2.5, "{op}");
+    assert_eq!(op["spec"]["resource_limits"], json!({"cpu": 1.0}), "{op}");
+    let events = server
+        .get("/api/v1/events?operation=u&kind=operation_updated")
+        .await;
+    assert_eq!(events[0]["pool"], "q", "{events}");
+    assert_eq!(events[0]["weight"], 2.5, "{events}");
+
+    // Rejected updates change nothing.
+    for (path, body, status, code) in [
+        (
+            "/api/v1/operations/nope/update",
+            json!({"weight": 2}),
+            404,
+            1915,
+        ),
+        ("/api/v1/operations/u/update", json!({"weight": -1}), 400, 1),
+        (
+            "/api/v1/operations/u/update",
+            json!({"weight": "x"}),
+            400,
+            100_400,
+        ),
+        (
+            "/api/v1/operations/u/update",
+            json!({"resource_limits": {"cpuu": 1}}),
+            400,
+            100_400,
+        ),
+    ] {
+        let (s, e) = server.call("POST", path, Some(body.clone())).await;
+        assert_eq!(
+            (s, &e["code"]),
+            (status, &json!(code)),
+            "{path} {body}: {e}"
+        );
+    }
+    let op = server.get("/api/v1/operations/u").await;
+    assert_eq!(
+        (&op["pool"], &op["spec"]["weight"]),
+        (&json!("q"), &json!(2.5))
+    );
+
+    // After a restart the operation is where the update put it.
+    server.stop().await;
+    let server = common::start_config(dir.path(), config()).await;
+    let op = server.get("/api/v1/operations/u").await;
+    assert_eq!(
+        (&op["pool"], &op["state"]),
+        (&json!("q"), &json!("running")),
+        "{op}"
+    );
+    server
+        .wait_for(
+            "the restored operation in q",
+            Duration::from_secs(10),
+            || async {
+                let tree = server.get("/api/v1/tree").await;
+                let o = &tree["snapshot"]["operations"]["u"];
+                o["pool"] == "q" && o["weight"] == 2.5
+            },
+        )
+        .await;
+    // A finished operation cannot change.
+    server.post("/api/v1/operations/u/abort", json!(null)).await;
+    let (s, e) = server
+        .call(
+            "POST",
+            "/api/v1/operations/u/update",
+            Some(json!({"weight": 1})),
+        )
+        .await;
+    assert_eq!(s, 400, "{e}");
+    assert!(e["message"].as_str().unwrap().contains("aborted"), "{e}");
+    server.stop().await;
+}
