@@ -193,6 +193,21 @@ impl ApiClient {
     }
 
     /// `GET /api/v1/events`: the event log, oldest first.
+    /// Replaces the default tree's configuration (or, with `dry_run`, only says what would
+    /// change).
+    pub async fn apply_tree(
+        &self,
+        config: &Value,
+        dry_run: bool,
+    ) -> Result<TreeApplyReply, ClientError> {
+        let request = self
+            .http
+            .put(self.url(routes::TREE))
+            .query(&TreeApplyQuery { dry_run })
+            .json(config);
+        self.send(request).await
+    }
+
     pub async fn events(&self, query: &EventQuery) -> Result<Vec<EventView>, ClientError> {
         self.send(self.http.get(self.url(routes::EVENTS)).query(query))
             .await

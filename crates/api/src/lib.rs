@@ -36,6 +36,9 @@ pub mod routes {
     /// Nothing new starts on the node; its running jobs finish.
     pub const NODE_DRAIN: &str = "/api/v1/nodes/{id}/drain";
     pub const NODE_UNDRAIN: &str = "/api/v1/nodes/{id}/undrain";
+    /// GET: the default tree (`tree`, `config`, `snapshot`). PUT: replaces its whole
+    /// configuration (query [`TreeApplyQuery`](crate::TreeApplyQuery); reply
+    /// [`TreeApplyReply`](crate::TreeApplyReply)).
     pub const TREE: &str = "/api/v1/tree";
     pub const ORCHID_TREE: &str = "/api/v1/orchid/pool_trees/{tree}";
     pub const ORCHID_POOL: &str = "/api/v1/orchid/pool_trees/{tree}/pools/{pool}";
@@ -290,6 +293,36 @@ pub struct UpdatePool {
     pub parent: Option<String>,
 }
 
+/// Query of `PUT /api/v1/tree`, whose body is the default tree's whole configuration (the
+/// `config` of `GET /api/v1/tree`: tree options under `config`, pools under `pools`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TreeApplyQuery {
+    /// Validate and compare only; change nothing.
+    pub dry_run: bool,
+}
+
+/// Reply of `PUT /api/v1/tree`: what the new configuration changes (pools matched by name).
+/// The new tree is validated as a whole and applied at once, or not at all; operations keep
+/// their pools (one whose pool is gone continues in an ephemeral pool of that name).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TreeApplyReply {
+    pub tree: String,
+    /// Paths (`parent/child`) of the pools that did not exist.
+    pub added: Vec<String>,
+    /// Paths of the pools that no longer exist.
+    pub removed: Vec<String>,
+    /// Paths of the pools whose own options or parent changed.
+    pub changed: Vec<String>,
+    /// Whether the tree's own options (`config`) changed.
+    pub tree_config_changed: bool,
+    /// Whether it was applied (`false` for a dry run).
+    pub applied: bool,
+    /// The new configuration's warnings.
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
 /// A node as the API shows it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NodeView {
@@ -371,7 +404,8 @@ impl EventQuery {
 /// One entry of the event log: the scheduling core's events (`allocation_started`,
 /// `allocation_finished` with the job's `exit_code`, `allocation_interrupted`,
 /// `allocation_preempted` with `reason`, `operation_state`, `error`) and the server's own
-/// (`job_adopted`, `node_registered`, `node_lost`, `node_changed`, `operation_updated`). Jobs are named by `job`
+/// (`job_adopted`, `node_registered`, `node_lost`, `node_changed`, `operation_updated`,
+/// `tree_applied`). Jobs are named by `job`
 /// (the job id).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EventView {

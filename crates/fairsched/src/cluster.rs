@@ -11,6 +11,7 @@ use fairsched_api::{
 use fairsched_resources::{PartialResources, ResourceKind, Resources};
 use serde::Serialize;
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -30,7 +31,7 @@ pub enum ClusterCommand {
         #[command(subcommand)]
         command: OpCommand,
     },
-    /// Pools of the default tree: list, create, set, remove.
+    /// Pools of the default tree: list, create, set, remove, apply.
     Pool {
         #[command(flatten)]
         conn: Conn,
@@ -77,7 +78,7 @@ pub struct EventsArgs {
     job: Option<String>,
     /// Only these events, comma-separated (allocation_started, allocation_finished,
     /// allocation_interrupted, allocation_preempted, operation_state, operation_updated, error,
-    /// job_adopted, node_registered, node_lost, node_changed).
+    /// job_adopted, node_registered, node_lost, node_changed, tree_applied).
     #[arg(long)]
     kind: Option<String>,
     /// Events after this sequence number (the first column).
@@ -339,6 +340,17 @@ pub enum PoolCommand {
     },
     Remove {
         name: String,
+    },
+    /// Replace the default tree's whole configuration with FILE (`.toml` or `.json`): one tree
+    /// (`[config]` and `[pools.NAME]`, as `tree show --json` shows under `config`) or a
+    /// pool-trees file (`[pool_trees.TREE...]`, the server's tree taken from it). The new tree
+    /// is validated as a whole and applied at once, or not at all. Prints what changes: `+`
+    /// added pools, `-` removed ones, `~` changed ones with their changed options.
+    Apply {
+        file: PathBuf,
+        /// Print what would change; change nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 
@@ -976,6 +988,9 @@ async fn pool(conn: Conn, command: PoolCommand) -> anyhow::Result<()> {
                 .await?
         }
         PoolCommand::Remove { name } => client.remove_pool(&name).await?,
+        PoolCommand::Apply { file, dry_run } => {
+            return apply_tree(&client, conn.json, &file, dry_run).await;
+        }
     };
     if conn.json {
         print_json(&reply)
@@ -983,6 +998,118 @@ async fn pool(conn: Conn, command: PoolCommand) -> anyhow::Result<()> {
         println!("ok");
         Ok(())
     }
+}
+
+/// `pool apply`: reads the file, sends it, prints the difference.
+async fn apply_tree(
+    client: &ApiClient,
+    json: bool,
+    file: &std::path::Path,
+    dry_run: bool,
+) -> anyhow::Result<()> {
+    let current = client.tree().await?;
+    let tree = current["tree"].as_str().unwrap_or("default").to_string();
+    let document: Value = fairsched_config::from_file(file)?;
+    let new = if document.get("pool_trees").is_some() {
+        let trees = fairsched_config::load_pool_trees_file(file)?;
+        let names: Vec<&String> = trees.pool_trees.keys().collect();
+        trees.pool_trees.get(&tree).cloned().ok_or_else(|| {
+            anyhow!(
+                "{}: no tree {tree:?} (the server's tree) in it; it has {names:?}",
+                file.display()
+            )
+        })?
+    } else {
+        fairsched_config::load_pool_tree_file(file)?
+    };
+    let new = serde_json::to_value(&new)?;
+    let reply = client.apply_tree(&new, dry_run).await?;
+    if json {
+        return print_json(&reply);
+    }
+    for w in &reply.warnings {
+        eprintln!("warning: {w}");
+    }
+    let old_pools = pool_options(&current["config"]);
+    let new_pools = pool_options(&new);
+    for path in &reply.added {
+        println!("+ {path}");
+    }
+    for path in &reply.removed {
+        println!("- {path}");
+    }
+    for path in &reply.changed {
+        let name = path.rsplit('/').next().unwrap_or(path);
+        let mut changes = Vec::new();
+        if let (Some((old_path, old)), Some((_, new))) = (old_pools.get(name), new_pools.get(name))
+        {
+            if old_path != path {
+                changes.push(format!("moved from {old_path}"));
+            }
+            changes.extend(option_changes(old, new));
+        }
+        println!("~ {path}: {}", changes.join(", "));
+    }
+    if reply.tree_config_changed {
+        let options = |v: &Value| v["config"].as_object().cloned().unwrap_or_default();
+        let changes = option_changes(&options(&current["config"]), &options(&new));
+        println!("~ tree options: {}", changes.join(", "));
+    }
+    let n = reply.added.len() + reply.removed.len() + reply.changed.len();
+    let what = if n == 0 && !reply.tree_config_changed {
+        "no changes".to_string()
+    } else {
+        format!(
+            "{} added, {} removed, {} changed{}",
+            reply.added.len(),
+            reply.removed.len(),
+            reply.changed.len(),
+            if reply.tree_config_changed {
+                ", tree options changed"
+            } else {
+                ""
+            }
+        )
+    };
+    if reply.applied {
+        println!("tree {}: {what}; applied", reply.tree);
+    } else {
+        println!("tree {}: {what}; dry run, nothing applied", reply.tree);
+    }
+    Ok(())
+}
+
+/// Every pool of a tree's configuration (JSON) by name: its path and its own options.
+fn pool_options(tree: &Value) -> BTreeMap<String, (String, Map<String, Value>)> {
+    fn walk(pools: &Value, prefix: &str, out: &mut BTreeMap<String, (String, Map<String, Value>)>) {
+        for (name, pool) in pools.as_object().into_iter().flatten() {
+            let path = if prefix.is_empty() {
+                name.clone()
+            } else {
+                format!("{prefix}/{name}")
+            };
+            let mut own = pool.as_object().cloned().unwrap_or_default();
+            let children = own.remove("pools").unwrap_or(Value::Null);
+            out.entry(name.clone()).or_insert((path.clone(), own));
+            walk(&children, &path, out);
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(&tree["pools"], "", &mut out);
+    out
+}
+
+/// `option old -> new` for every option that differs (`unset` where there is none).
+fn option_changes(old: &Map<String, Value>, new: &Map<String, Value>) -> Vec<String> {
+    let keys: std::collections::BTreeSet<&String> = old.keys().chain(new.keys()).collect();
+    let show = |v: Option<&Value>| match v {
+        None | Some(Value::Null) => "unset".to_string(),
+        Some(v) => v.to_string(),
+    };
+    keys.into_iter()
+        .filter(|k| old.get(*k) != new.get(*k))
+        .map(|k| format!("{k} {} -> {}", show(old.get(k)), show(new.get(k))))
+        .collect()
 }
 
 async fn up(args: UpArgs) -> anyhow::Result<()> {
@@ -1142,6 +1269,23 @@ mod tests {
         assert!(
             err.contains("config.toml") && err.contains("servr"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn tree_differences_by_pool_and_option() {
+        let old = serde_json::json!({"pools": {"a": {"weight": 1.0, "pools": {"b": {}}}}});
+        let new = serde_json::json!({"pools": {"a": {}, "c": {"pools": {"b": {"weight": 2.0}}}}});
+        let (old, new) = (pool_options(&old), pool_options(&new));
+        assert_eq!(old["b"].0, "a/b");
+        assert_eq!(new["b"].0, "c/b");
+        assert_eq!(
+            option_changes(&old["a"].1, &new["a"].1),
+            ["weight 1.0 -> unset"]
+        );
+        assert_eq!(
+            option_changes(&old["b"].1, &new["b"].1),
+            ["weight unset -> 2.0"]
         );
     }
 

@@ -8,9 +8,10 @@
 //!   interruption timeout, and the guaranteed operation's jobs run.
 //! * Graceful preemption: a `graceful` operation above its fair share has exactly its excess
 //!   jobs interrupted (`graceful_preemption`) once another operation needs the share.
-//! * A pool change under load: with short jobs churning, a pool's weight and then another
-//!   pool's guarantee change, then an operation moves to another pool and gets a weight
-//!   (`op update`); the fair shares in `tree show` follow, and so do the jobs.
+//! * A pool change under load: with short jobs churning, a pool's weight changes (`pool set`),
+//!   then another pool gets a guarantee (`pool apply` of a whole tree file), then an operation
+//!   moves to another pool and gets a weight (`op update`); the fair shares in `tree show`
+//!   follow, and so do the jobs.
 //!
 //! Every wait is bounded and generous (the machine may be loaded); nothing asserts on a sleep.
 
@@ -386,14 +387,36 @@ min_spare_allocation_resources_on_node = {}
     });
     stays(&c, "R stays at its quarter", |[_, r]| r <= 1);
 
-    // A strong guarantee of 1.5 cpu (of 2) for right: now R gets three quarters.
-    c.cli(&[
-        "pool",
-        "set",
-        "right",
-        "--config",
-        r#"{"strong_guarantee_resources": {"cpu": 1.5}}"#,
-    ]);
+    // The whole tree applied from a file: left keeps weight 3, right gets a strong guarantee
+    // of 1.5 cpu (of 2); now R gets three quarters.
+    let file = c.dir.path().join("tree.toml");
+    std::fs::write(
+        &file,
+        r#"
+[config]
+min_spare_allocation_resources_on_node = {}
+
+[pools.left]
+weight = 3
+
+[pools.right]
+strong_guarantee_resources = { cpu = 1.5 }
+"#,
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let dry = c.cli(&["pool", "apply", "--dry-run", file]);
+    assert!(
+        dry.contains("~ right: strong_guarantee_resources unset -> {\"cpu\":1.5}"),
+        "{dry}"
+    );
+    assert!(dry.contains("dry run, nothing applied"), "{dry}");
+    assert!(fair_share(&c, "right") < 0.5, "a dry run changes nothing");
+    let applied = c.cli(&["pool", "apply", file]);
+    assert!(
+        applied.contains("0 added, 0 removed, 1 changed; applied"),
+        "{applied}"
+    );
     wait_for("right's fair share to cover its guarantee", LONG, || {
         fair_share(&c, "right") >= 0.75 - 1e-6 && fair_share(&c, "left") <= 0.25 + 1e-6
     });

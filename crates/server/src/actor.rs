@@ -6,7 +6,7 @@ use crate::metrics::{self, ActorMetrics};
 use fairsched_api::{
     ApiError, EventQuery, EventView, FinishedJob, Heartbeat, HeartbeatReply, JobCounts,
     JobInterrupt, JobLogs, JobStart, JobView, NodeView, OperationView, RegisterNode, RegisterReply,
-    UpdateOperation, codes,
+    TreeApplyReply, UpdateOperation, codes,
 };
 use fairsched_config::{PoolConfig, PoolTreeConfig, PoolTrees};
 use fairsched_core::{
@@ -56,6 +56,12 @@ pub enum Command {
         reply: Reply<()>,
     },
     RemovePool(String, Reply<()>),
+    /// Replaces the default tree's configuration (`dry_run`: only compares).
+    ApplyTree {
+        config: Value,
+        dry_run: bool,
+        reply: Reply<TreeApplyReply>,
+    },
     Node {
         id: String,
         action: NodeAction,
@@ -78,6 +84,7 @@ impl Command {
             Command::CreatePool { .. } => "create_pool",
             Command::UpdatePool { .. } => "update_pool",
             Command::RemovePool(..) => "remove_pool",
+            Command::ApplyTree { .. } => "apply_tree",
             Command::Node { .. } => "node",
             Command::Register(..) => "register",
             Command::Heartbeat(..) => "heartbeat",
@@ -595,6 +602,14 @@ impl Actor {
                 }
                 self.finish(reply, r);
             }
+            Command::ApplyTree {
+                config,
+                dry_run,
+                reply,
+            } => {
+                let r = self.apply_tree(config, dry_run);
+                self.finish(reply, r);
+            }
             Command::Node { id, action, reply } => {
                 let r = self.node_action(&id, action);
                 self.finish(reply, r);
@@ -627,6 +642,72 @@ impl Actor {
             tracing::debug!(code = e.code, message = %e.message, "request rejected");
         }
         let _ = reply.send(result);
+    }
+
+    /// Validates a new configuration of the default tree as a whole and, unless `dry_run`,
+    /// applies it at once (the other trees keep theirs).
+    fn apply_tree(&mut self, config: Value, dry_run: bool) -> Result<TreeApplyReply, ApiError> {
+        let new: PoolTreeConfig = serde_json::from_value(config)
+            .map_err(|e| ApiError::new(codes::BAD_REQUEST, format!("bad pool tree: {e}")))?;
+        let update = fairsched_config::validate_update(self.sched.tree_config(), &new)
+            .map_err(|errors| ApiError::new(codes::BAD_REQUEST, errors.to_string()))?;
+        let name = self.sched.tree().name.clone();
+        let diff = &update.diff;
+        let reply = TreeApplyReply {
+            tree: name.clone(),
+            added: diff.added.clone(),
+            removed: diff.removed.clone(),
+            changed: diff.changed.clone(),
+            tree_config_changed: diff.tree_config_changed,
+            applied: !dry_run,
+            warnings: update
+                .validated
+                .warnings
+                .iter()
+                .map(|w| w.to_string())
+                .collect(),
+        };
+        if dry_run || diff.is_empty() {
+            return Ok(reply);
+        }
+        let trees = fairsched_config::ValidatedPoolTrees {
+            trees: self
+                .sched
+                .trees()
+                .iter()
+                .map(|t| {
+                    let validated = if t.name == name {
+                        update.validated.clone()
+                    } else {
+                        t.validated.clone()
+                    };
+                    (t.name.clone(), validated)
+                })
+                .collect(),
+            default_tree: Some(name.clone()),
+            warnings: Vec::new(),
+        };
+        let now = self.now();
+        self.sched
+            .replace_tree_config(now, trees)
+            .map_err(core_error)?;
+        self.save_tree();
+        tracing::info!(
+            tree = name,
+            added = reply.added.len(),
+            removed = reply.removed.len(),
+            changed = reply.changed.len(),
+            "pool tree applied"
+        );
+        self.server_event(json!({
+            "event": "tree_applied",
+            "tree": name,
+            "added": reply.added,
+            "removed": reply.removed,
+            "changed": reply.changed,
+            "tree_config_changed": reply.tree_config_changed,
+        }));
+        Ok(reply)
     }
 
     fn save_tree(&mut self) {

@@ -11,8 +11,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use fairsched_api::{
     ApiError, CreatePool, EventQuery, EventView, Heartbeat, NodeView, OPERATION_STATES,
-    OperationQuery, OperationView, RegisterNode, SubmitReply, UpdateOperation, UpdatePool, codes,
-    routes,
+    OperationQuery, OperationView, RegisterNode, SubmitReply, TreeApplyQuery, TreeApplyReply,
+    UpdateOperation, UpdatePool, codes, routes,
 };
 use prometheus_client::registry::Registry;
 use serde::Serialize;
@@ -159,7 +159,7 @@ pub fn router(state: AppState) -> Router {
         .route(routes::NODE_ENABLE, post(enable_node))
         .route(routes::NODE_DRAIN, post(drain_node))
         .route(routes::NODE_UNDRAIN, post(undrain_node))
-        .route(routes::TREE, get(tree))
+        .route(routes::TREE, get(tree).put(apply_tree))
         .route(routes::ORCHID_TREE, get(orchid_tree))
         .route(routes::ORCHID_POOL, get(orchid_pool))
         .route(routes::ORCHID_OPERATION, get(orchid_operation))
@@ -379,6 +379,21 @@ async fn tree(State(s): State<AppState>) -> Reply<Value> {
         "config": view.tree_config,
         "snapshot": view.snapshot,
     }))
+}
+
+async fn apply_tree(
+    State(s): State<AppState>,
+    query: Result<Query<TreeApplyQuery>, QueryRejection>,
+    body: Bytes,
+) -> Reply<TreeApplyReply> {
+    let Query(query) = query.map_err(bad_query)?;
+    let config: Value = parse(&body)?;
+    ok(ask(&s, |reply| Command::ApplyTree {
+        config,
+        dry_run: query.dry_run,
+        reply,
+    })
+    .await?)
 }
 
 fn check_tree(view: &View, tree: &str) -> Result<(), Failure> {
