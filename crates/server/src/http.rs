@@ -396,21 +396,52 @@ async fn apply_tree(
     .await?)
 }
 
-fn check_tree(view: &View, tree: &str) -> Result<(), Failure> {
+/// Which tree a route names: the default one (`None`) or another one the scheduler runs.
+fn check_tree(view: &View, tree: &str) -> Result<Option<String>, Failure> {
     if view.snapshot.tree == tree {
-        Ok(())
+        Ok(None)
+    } else if view.snapshot.pool_trees.contains_key(tree) {
+        Ok(Some(tree.to_string()))
     } else {
+        let mut known: Vec<String> = std::iter::once(&view.snapshot.tree)
+            .chain(view.snapshot.pool_trees.keys())
+            .map(|t| format!("{t:?}"))
+            .collect();
+        known.sort();
         Err(Failure(ApiError::new(
             codes::RESOLVE,
-            format!("pool tree {tree:?} does not exist"),
+            format!(
+                "pool tree {tree:?} does not exist (trees: {})",
+                known.join(", ")
+            ),
         )))
     }
 }
 
 async fn orchid_tree(State(s): State<AppState>, Path(tree): Path<String>) -> Reply<Value> {
     let view = s.view.borrow().clone();
-    check_tree(&view, &tree)?;
-    ok(json!(view.snapshot))
+    match check_tree(&view, &tree)? {
+        None => ok(json!(view.snapshot)),
+        Some(other) => {
+            let t = &view.snapshot.pool_trees[&other];
+            let operations: serde_json::Map<String, Value> = view
+                .snapshot
+                .operations
+                .keys()
+                .filter_map(|id| {
+                    let op = &view.snapshot.operations[id];
+                    op.pool_trees.get(&other).map(|o| (id.clone(), json!(o)))
+                })
+                .collect();
+            ok(json!({
+                "tree": other,
+                "total_resources": t.total_resources,
+                "pools": t.pools,
+                "user_to_ephemeral_pools": t.user_to_ephemeral_pools,
+                "operations": operations,
+            }))
+        }
+    }
 }
 
 async fn orchid_pool(
@@ -418,8 +449,16 @@ async fn orchid_pool(
     Path((tree, pool)): Path<(String, String)>,
 ) -> Reply<Value> {
     let view = s.view.borrow().clone();
-    check_tree(&view, &tree)?;
-    pool_of(&view, &pool)
+    match check_tree(&view, &tree)? {
+        None => pool_of(&view, &pool),
+        Some(other) => match view.snapshot.pool_trees[&other].pools.get(&pool) {
+            Some(p) => ok(json!(p)),
+            None => Err(Failure(ApiError::new(
+                codes::RESOLVE,
+                format!("pool {pool:?} does not exist in tree {other:?}"),
+            ))),
+        },
+    }
 }
 
 async fn orchid_operation(
@@ -427,10 +466,20 @@ async fn orchid_operation(
     Path((tree, id)): Path<(String, String)>,
 ) -> Reply<Value> {
     let view = s.view.borrow().clone();
-    check_tree(&view, &tree)?;
-    match view.snapshot.operations.get(&id) {
-        Some(op) => ok(json!(op)),
-        None => Err(no_such_operation(&id)),
+    match check_tree(&view, &tree)? {
+        None => match view.snapshot.operations.get(&id) {
+            Some(op) => ok(json!(op)),
+            None => Err(no_such_operation(&id)),
+        },
+        Some(other) => match view
+            .snapshot
+            .operations
+            .get(&id)
+            .and_then(|op| op.pool_trees.get(&other))
+        {
+            Some(op) => ok(json!(op)),
+            None => Err(no_such_operation(&id)),
+        },
     }
 }
 

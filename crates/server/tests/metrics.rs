@@ -35,7 +35,17 @@ async fn metrics_follow_placements_and_preemptions() {
     )
     .await;
 
-    let (status, ctype, text) = server.get_text("/metrics").await;
+    // Pool series come from the published snapshot, which the first fair-share update fills:
+    // scrape until it has (bounded), so the test does not race the server's first timer tick.
+    let first_pool = "fairsched_pool_fair_share_ratio{tree=\"default\",pool=\"guaranteed\"}";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (status, ctype, text) = loop {
+        let (status, ctype, text) = server.get_text("/metrics").await;
+        if sample(&text, first_pool).is_some() || Instant::now() > deadline {
+            break (status, ctype, text);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert_eq!(status, 200);
     assert!(ctype.starts_with("application/openmetrics-text"), "{ctype}");
     assert!(text.ends_with("# EOF\n"), "{text}");
