@@ -217,6 +217,11 @@ impl Agent {
                 let id = job.clone();
                 tokio::spawn(async move {
                     let status = child.wait().await;
+                    // A job ends with its main process: whatever it left running in its
+                    // process group (background children) is killed with it.
+                    if pid > 0 {
+                        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+                    }
                     state.done.store(true, Ordering::SeqCst);
                     let oom_kills = match cgroup {
                         Some(c) => {
