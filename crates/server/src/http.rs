@@ -199,6 +199,53 @@ async fn submit(State(s): State<AppState>, body: Bytes) -> Reply<SubmitReply> {
     ok(SubmitReply { id })
 }
 
+/// Each pool's parent: explicit pools from the tree's configuration, ephemeral ones from the
+/// last snapshot.
+fn pool_parents(view: &View) -> std::collections::BTreeMap<String, String> {
+    fn walk(
+        pools: &Value,
+        parent: Option<&str>,
+        out: &mut std::collections::BTreeMap<String, String>,
+    ) {
+        if let Some(map) = pools.as_object() {
+            for (name, node) in map {
+                if let Some(p) = parent {
+                    out.insert(name.clone(), p.to_string());
+                }
+                walk(&node["pools"], Some(name), out);
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(&view.tree_config["pools"], None, &mut out);
+    for (name, pool) in &view.snapshot.pools {
+        if let Some(parent) = &pool.parent {
+            out.entry(name.clone()).or_insert_with(|| parent.clone());
+        }
+    }
+    out
+}
+
+/// Whether `pool` is `ancestor` or lies in its subtree.
+fn pool_within(
+    parents: &std::collections::BTreeMap<String, String>,
+    pool: &str,
+    ancestor: &str,
+) -> bool {
+    let mut cur = pool;
+    // Bounded by the number of pools, whatever the map holds.
+    for _ in 0..=parents.len() {
+        if cur == ancestor {
+            return true;
+        }
+        match parents.get(cur) {
+            Some(parent) => cur = parent,
+            None => return false,
+        }
+    }
+    false
+}
+
 async fn list_operations(
     State(s): State<AppState>,
     q: Result<Query<OperationQuery>, QueryRejection>,
@@ -225,6 +272,7 @@ async fn list_operations(
         }
     }
     let view = s.view.borrow().clone();
+    let parents = pool_parents(&view);
     ok(view
         .operations
         .iter()
@@ -233,7 +281,11 @@ async fn list_operations(
                 .as_ref()
                 .is_none_or(|s| s.contains(&o.state.as_str()))
         })
-        .filter(|o| q.pool.as_ref().is_none_or(|p| *p == o.pool))
+        .filter(|o| {
+            q.pool
+                .as_ref()
+                .is_none_or(|p| pool_within(&parents, &o.pool, p))
+        })
         .filter(|o| q.user.as_ref().is_none_or(|u| *u == o.user))
         .map(|o| {
             if q.jobs == Some(false) {

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use std::time::Duration;
 
 fn trees() -> Value {
-    json!({"pool_trees": {"default": {"pools": {"research": {}, "prod": {}}}}})
+    json!({"pool_trees": {"default": {"pools": {"research": {"pools": {"adhoc": {}}}, "prod": {}}}}})
 }
 
 fn ids(v: &Value) -> Vec<String> {
@@ -153,6 +153,7 @@ async fn operation_list_filters() {
         ("a", "research", "alice"),
         ("b", "prod", "bob"),
         ("c", "research", "bob"),
+        ("d", "adhoc", "carol"),
     ] {
         server
             .post(
@@ -164,17 +165,19 @@ async fn operation_list_filters() {
     }
     server.post("/api/v1/operations/c/abort", json!(null)).await;
     let all = server.get("/api/v1/operations").await;
-    assert_eq!(ids(&all), ["a", "b", "c"]);
+    assert_eq!(ids(&all), ["a", "b", "c", "d"]);
     let get = |q: &'static str| {
         let server = &server;
         async move { ids(&server.get(&format!("/api/v1/operations?{q}")).await) }
     };
-    assert_eq!(get("pool=research").await, ["a", "c"]);
+    // A pool's filter takes its subtree.
+    assert_eq!(get("pool=research").await, ["a", "c", "d"]);
+    assert_eq!(get("pool=adhoc").await, ["d"]);
     assert_eq!(get("user=bob").await, ["b", "c"]);
     assert_eq!(get("user=bob&pool=research").await, ["c"]);
     assert_eq!(get("state=aborted").await, ["c"]);
-    assert_eq!(get("state=running,aborted").await, ["a", "b", "c"]);
-    assert_eq!(get("state=running&pool=research").await, ["a"]);
+    assert_eq!(get("state=running,aborted").await, ["a", "b", "c", "d"]);
+    assert_eq!(get("state=running&pool=research").await, ["a", "d"]);
     assert!(get("pool=nope").await.is_empty());
     let without_jobs = server.get("/api/v1/operations?jobs=false&user=alice").await;
     assert_eq!(without_jobs[0]["jobs"], json!([]));
