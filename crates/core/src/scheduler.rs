@@ -923,46 +923,10 @@ impl Scheduler {
         node_id: &NodeId,
         stage: Stage,
     ) -> StartOrder {
-        let id = AllocationId(self.next_allocation);
-        self.next_allocation += 1;
-        let op = self
-            .operations
-            .get_mut(op_id)
-            .expect("placed operation exists");
-        let resources = op.spec.tasks[task].resources;
         let tree = self.nodes[node_id]
             .tree
             .expect("allocations start only on nodes of a tree");
-        op.tasks[task].pending -= 1;
-        op.tasks[task].running += 1;
-        op.allocations.push(id);
-        op.usage = op.usage.add(&resources);
-        if let Some(o) = op.in_tree_mut(tree) {
-            o.usage = o.usage.add(&resources);
-        }
-        op.pending_demand = op.pending_demand.sub(&resources);
-        op.last_scheduled_at = Some(now);
-        self.trees[tree].class_cache.remove(op_id);
-        let node = self
-            .nodes
-            .get_mut(node_id)
-            .expect("heartbeating node exists");
-        node.allocations.insert(id);
-        node.usage = node.usage.add(&resources);
-        self.allocations.insert(
-            id,
-            Allocation {
-                id,
-                operation: op_id.clone(),
-                task,
-                node: node_id.clone(),
-                tree,
-                resources,
-                start_time: now,
-                state: AllocationState::Running,
-            },
-        );
-        self.touch_operation(op_id);
+        let (id, resources) = self.book_allocation(now, op_id, task, node_id, tree);
         self.stats.placements += 1;
         self.log(
             now,
@@ -1036,8 +1000,27 @@ impl Scheduler {
                 op_id.0, node_id.0
             )));
         }
+        let (id, _) = self.book_allocation(now, op_id, task, node_id, tree);
+        Ok(id)
+    }
+
+    /// Books one pending job of `task` as a running allocation on `node_id` (in `tree`, the
+    /// node's): the operation's, the node's and the tree's usage, the walk and the class cache.
+    /// The caller has checked that the operation, the node and a pending job exist.
+    fn book_allocation(
+        &mut self,
+        now: Millis,
+        op_id: &OperationId,
+        task: usize,
+        node_id: &NodeId,
+        tree: usize,
+    ) -> (AllocationId, Resources) {
         let id = AllocationId(self.next_allocation);
         self.next_allocation += 1;
+        let op = self
+            .operations
+            .get_mut(op_id)
+            .expect("booked operation exists");
         let resources = op.spec.tasks[task].resources;
         op.tasks[task].pending -= 1;
         op.tasks[task].running += 1;
@@ -1049,7 +1032,7 @@ impl Scheduler {
         op.pending_demand = op.pending_demand.sub(&resources);
         op.last_scheduled_at = Some(now);
         self.trees[tree].class_cache.remove(op_id);
-        let node = self.nodes.get_mut(node_id).expect("checked above");
+        let node = self.nodes.get_mut(node_id).expect("booked node exists");
         node.allocations.insert(id);
         node.usage = node.usage.add(&resources);
         self.allocations.insert(
@@ -1066,7 +1049,7 @@ impl Scheduler {
             },
         );
         self.touch_operation(op_id);
-        Ok(id)
+        (id, resources)
     }
 
     /// Removes an allocation from the books and logs how it ended. A job that did not
