@@ -6,42 +6,14 @@
 //! reported afterwards with its exit code; the long one is adopted by the new server and
 //! finishes once. Neither job is started twice.
 
+mod common;
+
+use common::{BIN, Proc, cli, json, wait_for};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_fairsched");
-
-/// Kills the process by its PID when the test ends (or fails half-way).
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Proc {
-    fn signal(&self, signal: nix::sys::signal::Signal) {
-        let pid = nix::unistd::Pid::from_raw(self.0.id() as i32);
-        nix::sys::signal::kill(pid, signal).unwrap();
-    }
-
-    /// Waits (at most `limit`) for the process to exit; its success.
-    fn wait(mut self, limit: Duration) -> bool {
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.0.try_wait().unwrap() {
-                return status.success();
-            }
-            assert!(start.elapsed() < limit, "the process did not exit");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -77,34 +49,6 @@ fn server(port: u16, data: &Path) -> Proc {
         .expect("the server prints its address");
     assert!(line.contains("listening"), "{line}");
     Proc(child)
-}
-
-fn cli(url: &str, args: &[&str]) -> String {
-    let out = Command::new(BIN)
-        .args(args)
-        .env("FAIRSCHED_SERVER", url)
-        .output()
-        .expect("run the CLI");
-    assert!(
-        out.status.success(),
-        "fairsched {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8 output")
-}
-
-fn json(url: &str, args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.push("--json");
-    serde_json::from_str(&cli(url, &all)).expect("JSON output")
-}
-
-fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 fn lines(path: &Path) -> Vec<String> {

@@ -1,50 +1,13 @@
 //! End to end: `fairsched up` on 127.0.0.1 with real processes, driven by the CLI.
 
+mod common;
+
+use common::{BIN, Proc, cli, json, wait_for};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_fairsched");
-
-/// Stops the cluster by its PID if a test fails half-way.
-struct Up(Child);
-
-impl Drop for Up {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn cli(url: &str, args: &[&str]) -> String {
-    let out = Command::new(BIN)
-        .args(args)
-        .env("FAIRSCHED_SERVER", url)
-        .output()
-        .expect("run the CLI");
-    assert!(
-        out.status.success(),
-        "fairsched {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8 output")
-}
-
-fn json(url: &str, args: &[&str]) -> Value {
-    let mut all = args.to_vec();
-    all.push("--json");
-    serde_json::from_str(&cli(url, &all)).expect("JSON output")
-}
-
-fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 fn pid_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
@@ -68,7 +31,7 @@ fn up_runs_completes_aborts_and_stops() {
         .spawn()
         .expect("start fairsched up");
     let stdout = child.stdout.take().unwrap();
-    let up = Up(child);
+    let up = Proc(child);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -173,21 +136,23 @@ fn up_runs_completes_aborts_and_stops() {
     assert!(text.contains("state=completed"), "{text}");
 
     // Follow the log while the next operation starts and is aborted.
-    let mut follower = Up(Command::new(BIN)
-        .args([
-            "events",
-            "--follow",
-            "--json",
-            "--kind",
-            "allocation_started,allocation_preempted",
-            "--limit",
-            "0",
-        ])
-        .env("FAIRSCHED_SERVER", &url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start fairsched events --follow"));
+    let mut follower = Proc(
+        Command::new(BIN)
+            .args([
+                "events",
+                "--follow",
+                "--json",
+                "--kind",
+                "allocation_started,allocation_preempted",
+                "--limit",
+                "0",
+            ])
+            .env("FAIRSCHED_SERVER", &url)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start fairsched events --follow"),
+    );
     let follow_out = follower.0.stdout.take().unwrap();
     let (follow_tx, followed) = std::sync::mpsc::channel::<Value>();
     std::thread::spawn(move || {

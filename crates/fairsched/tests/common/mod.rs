@@ -52,6 +52,30 @@ pub fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// Runs the CLI against the server at `url` (no config file); its standard output. Fails the
+/// test when the command fails.
+pub fn cli(url: &str, args: &[&str]) -> String {
+    let out = Command::new(BIN)
+        .args(args)
+        .env("FAIRSCHED_SERVER", url)
+        .env_remove("FAIRSCHED_CONFIG")
+        .output()
+        .expect("run the CLI");
+    assert!(
+        out.status.success(),
+        "fairsched {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+/// [`cli`] with `--json`, parsed.
+pub fn json(url: &str, args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    serde_json::from_str(&cli(url, &all)).expect("JSON output")
+}
+
 /// A server and its agents.
 pub struct Cluster {
     // Dropped in this order: the agents, the server, then the files.
@@ -143,25 +167,12 @@ impl Cluster {
 
     /// Runs the CLI against the server (`FAIRSCHED_SERVER`); its stdout. Fails on an error.
     pub fn cli(&self, args: &[&str]) -> String {
-        let out = Command::new(BIN)
-            .args(args)
-            .env("FAIRSCHED_SERVER", &self.url)
-            .env_remove("FAIRSCHED_CONFIG")
-            .output()
-            .expect("run the CLI");
-        assert!(
-            out.status.success(),
-            "fairsched {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).expect("utf-8 output")
+        cli(&self.url, args)
     }
 
     /// The CLI with `--json`, parsed.
     pub fn json(&self, args: &[&str]) -> Value {
-        let mut all = args.to_vec();
-        all.push("--json");
-        serde_json::from_str(&self.cli(&all)).expect("JSON output")
+        json(&self.url, args)
     }
 
     /// `op run --id ID ARGS... -- sh -c SCRIPT`.
