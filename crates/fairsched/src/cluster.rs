@@ -16,6 +16,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+mod demo;
+
 #[derive(Debug, Subcommand)]
 pub enum ClusterCommand {
     /// Run the scheduler server.
@@ -228,6 +230,11 @@ pub struct UpArgs {
     /// Data directory (store, job directories).
     #[arg(long, default_value = ".fairsched")]
     data_dir: PathBuf,
+    /// Once up, run a short demo on seed 001's project-root pool layout: a batch operation
+    /// fills the cluster, then an adhoc operation with a guarantee starves and preempts it
+    /// (about a minute; the cluster stays up afterwards).
+    #[arg(long)]
+    demo: bool,
 }
 
 #[derive(Debug, Args)]
@@ -391,6 +398,16 @@ fn init_tracing() {
 }
 
 /// Resolves on Ctrl-C or SIGTERM.
+/// `fairsched` as found on PATH (canonical), if it is there.
+fn which_fairsched() -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("fairsched"))
+            .find(|p| p.is_file())
+            .and_then(|p| p.canonicalize().ok())
+    })
+}
+
 async fn stop_signal() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .expect("SIGTERM handler");
@@ -1174,13 +1191,37 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         format_resources(&share),
         data_dir.display()
     );
+    // The command as this user can type it: the binary's own path unless it is on PATH.
+    let me = std::env::current_exe()
+        .ok()
+        .filter(|exe| which_fairsched().as_deref() != Some(exe.as_path()))
+        .map(|exe| exe.display().to_string())
+        .unwrap_or_else(|| "fairsched".into());
+    println!("in another terminal:");
+    println!("  export FAIRSCHED_SERVER={url}");
     println!(
-        "try: fairsched op run --server {url} --jobs 4 --cpu 0.5 -- sh -c 'echo hello from $FAIRSCHED_JOB_ID; sleep 1'"
+        "  {me} op run --jobs 4 --cpu 0.5 -- sh -c 'echo hello from $FAIRSCHED_JOB_ID; sleep 1'"
     );
-    println!("     fairsched op list --server {url}");
+    println!("  {me} op list");
+    println!("  {me} tree show");
+    println!("Ctrl-C stops the cluster");
     use std::io::Write;
     let _ = std::io::stdout().flush();
-    stop_signal().await;
+    if args.demo {
+        let client = ApiClient::new(&url, None);
+        tokio::select! {
+            r = demo::run(&client, n) => {
+                if let Err(e) = r {
+                    eprintln!("[demo] failed: {e:#}");
+                }
+                let _ = std::io::stdout().flush();
+                stop_signal().await;
+            }
+            _ = stop_signal() => {}
+        }
+    } else {
+        stop_signal().await;
+    }
     eprintln!("stopping");
     let _ = stop_tx.send(true);
     for a in agents {

@@ -252,3 +252,102 @@ fn up_runs_completes_aborts_and_stops() {
     };
     assert!(status.success(), "{status:?}");
 }
+
+/// `up --demo`: the batch operation fills the cluster with the whole fair share, then the
+/// guaranteed adhoc operation starves and preempts batch jobs; the cluster stays up.
+#[test]
+fn up_demo_shows_fair_share_and_preemption() {
+    let data = tempfile::tempdir().unwrap();
+    let mut child = Command::new(BIN)
+        .args(["up", "--demo", "--nodes", "2", "--port", "0", "--data-dir"])
+        .arg(data.path())
+        .env("FAIRSCHED_MEMORY_ENFORCEMENT", "poll")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start fairsched up --demo");
+    let stdout = child.stdout.take().unwrap();
+    let up = Proc(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut lines: Vec<String> = Vec::new();
+    let start = Instant::now();
+    while !lines.iter().any(|l| l.starts_with("[demo] done")) {
+        let left = Duration::from_secs(120).saturating_sub(start.elapsed());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                assert!(!line.contains("[demo] failed"), "{line}\n{lines:#?}");
+                lines.push(line);
+            }
+            Err(_) => panic!("the demo did not finish in 120 s:\n{lines:#?}"),
+        }
+    }
+    let url = lines[0]
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("a URL")
+        .trim_end_matches('/')
+        .to_string();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l == &format!("  export FAIRSCHED_SERVER={url}")),
+        "up tells the user what to set:\n{lines:#?}"
+    );
+    // Batch alone has the whole cluster; after adhoc arrives it keeps only part of it.
+    let batch_shares: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("project-batch   fair share"))
+        .collect();
+    assert_eq!(batch_shares.len(), 2, "{lines:#?}");
+    assert!(batch_shares[0].contains("fair share 100.0 %"), "{lines:#?}");
+    assert!(
+        !batch_shares[1].contains("fair share 100.0 %"),
+        "{lines:#?}"
+    );
+    let preempted = lines
+        .iter()
+        .filter(|l| l.starts_with("[demo] preempted job"))
+        .count();
+    assert!(preempted > 0, "{lines:#?}");
+
+    // The API agrees: batch jobs ended by preemption, adhoc running or done.
+    let ops = json(&url, &["op", "list"]);
+    let ops = ops.as_array().unwrap();
+    let in_pool = |pool: &str| {
+        let id = ops.iter().find(|o| o["pool"] == pool).unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        json(&url, &["op", "show", &id])
+    };
+    let batch = in_pool("project-batch");
+    let preempted_jobs = batch["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| {
+            j["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("preemption"))
+        })
+        .count();
+    assert_eq!(preempted_jobs, preempted, "{batch:#}");
+    let adhoc = in_pool("project-adhoc");
+    assert!(
+        adhoc["job_counts"]["running"].as_u64().unwrap()
+            + adhoc["job_counts"]["completed"].as_u64().unwrap()
+            >= 1,
+        "{adhoc:#}"
+    );
+
+    up.signal(nix::sys::signal::Signal::SIGTERM);
+    assert!(
+        up.wait(Duration::from_secs(15)),
+        "fairsched up stops cleanly"
+    );
+}
