@@ -3,7 +3,7 @@
 
 use anyhow::{Context, anyhow};
 use clap::{Args, Subcommand};
-use fairsched_api::client::ApiClient;
+use fairsched_api::client::{ApiClient, ClientError};
 use fairsched_api::{
     CreatePool, EventQuery, EventView, OperationQuery, SubmitOperation, TaskSubmit,
     UpdateOperation, UpdatePool, format_resources,
@@ -906,25 +906,54 @@ async fn events(conn: Conn, args: EventsArgs) -> anyhow::Result<()> {
     }
     use std::io::Write;
     let _ = std::io::stdout().flush();
-    let after = events
+    let mut after = events
         .last()
         .map(|e| e.seq)
         .or(query.after)
         .unwrap_or(0)
         .max(now_seq);
-    let mut stream = client
-        .event_stream(&EventQuery {
-            after: Some(after),
-            limit: None,
-            ..query
-        })
-        .await?;
-    while let Some(e) = stream.next().await? {
-        print(&e);
-        let _ = std::io::stdout().flush();
+    // Follow until stopped: when the server goes away (a restart, a network blip) the stream
+    // is opened again from the last event printed, so nothing is missed or printed twice (the
+    // log is durable and its numbers are never reused). Errors the server answers with (a bad
+    // filter) end the command.
+    let mut backoff = FOLLOW_BACKOFF_MIN;
+    loop {
+        let lost = match client
+            .event_stream(&EventQuery {
+                after: Some(after),
+                limit: None,
+                ..query.clone()
+            })
+            .await
+        {
+            Err(ClientError::Api(e)) => return Err(e.into()),
+            Err(e) => e.to_string(),
+            Ok(mut stream) => loop {
+                match stream.next().await {
+                    Ok(Some(e)) => {
+                        after = after.max(e.seq);
+                        print(&e);
+                        let _ = std::io::stdout().flush();
+                        backoff = FOLLOW_BACKOFF_MIN;
+                    }
+                    Ok(None) => break "the server ended the event stream".to_string(),
+                    Err(ClientError::Api(e)) => return Err(e.into()),
+                    Err(e) => break e.to_string(),
+                }
+            },
+        };
+        eprintln!(
+            "events: {lost}; reconnecting in {:.1} s (from event {after})",
+            backoff.as_secs_f64()
+        );
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(FOLLOW_BACKOFF_MAX);
     }
-    Err(anyhow!("the server ended the event stream"))
 }
+
+/// `events --follow` waits this long before reconnecting, doubling up to the maximum.
+const FOLLOW_BACKOFF_MIN: Duration = Duration::from_millis(250);
+const FOLLOW_BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 async fn node(conn: Conn, command: NodeCommand) -> anyhow::Result<()> {
     let client = conn.client()?;

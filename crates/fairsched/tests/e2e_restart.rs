@@ -103,6 +103,19 @@ fn jobs_survive_a_server_restart() {
         json(&url, &["node", "list"]).as_array().unwrap().len() == 1
     });
 
+    // `events --follow` runs through the restart: it reconnects and resumes after the last
+    // event it printed.
+    let follow_out = dir.path().join("follow.jsonl");
+    let follow = Proc(
+        Command::new(BIN)
+            .args(["events", "--follow", "--json"])
+            .env("FAIRSCHED_SERVER", &url)
+            .stdout(std::fs::File::create(&follow_out).unwrap())
+            .stderr(std::fs::File::create(dir.path().join("follow.err")).unwrap())
+            .spawn()
+            .expect("start fairsched events --follow"),
+    );
+
     // Each job appends its PID to a file when it starts: a second start would show.
     let long_starts = dir.path().join("long.starts");
     let short_starts = dir.path().join("short.starts");
@@ -188,6 +201,38 @@ fn jobs_survive_a_server_restart() {
     assert_eq!(logs[0]["stdout"], "done\n", "{logs}");
     assert_eq!(lines(&long_starts), [long_pid], "started once");
     assert_eq!(lines(&short_starts).len(), 1, "started once");
+
+    // The follower saw events from before and after the restart, each once, in order.
+    let followed = || -> Vec<Value> {
+        lines(&follow_out)
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    wait_for(
+        "the follower to print the long job's end",
+        Duration::from_secs(20),
+        || {
+            followed()
+                .iter()
+                .any(|e| e["event"] == "allocation_finished" && e["job"] == long_job.as_str())
+        },
+    );
+    let events = followed();
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "each event once, in order: {seqs:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "allocation_started" && e["job"] == long_job.as_str()),
+        "{events:?}"
+    );
+    let err = std::fs::read_to_string(dir.path().join("follow.err")).unwrap();
+    assert!(err.contains("reconnecting"), "{err}");
+    drop(follow);
 
     // The agent said what happened.
     let log = std::fs::read_to_string(&agent_log).unwrap();
