@@ -55,6 +55,7 @@
 //! set), `load`, `validate`, `presets`, `alert`, `error`, `common` (enums, constants),
 //! `reference` (the generated configuration reference).
 
+pub mod acl;
 mod alert;
 mod common;
 mod error;
@@ -67,6 +68,7 @@ mod tree;
 mod trees;
 mod validate;
 
+pub use acl::{AccessDenied, Subject};
 pub use alert::{Alert, OvercommitAttributes, guarantee_overcommit_alert};
 pub use common::{
     AccessControlEntry, AceAction, FifoPoolSchedulingOrder, FifoSortParameter,
