@@ -24,7 +24,7 @@ pub mod tree;
 pub use event::{Event, EventKind, Preemptor, Stage};
 pub use model::*;
 pub use scheduler::{
-    CoreError, FinishedAllocation, HeartbeatResponse, InterruptOrder, NodeHeartbeat, Scheduler,
-    SchedulerConfig, StartOrder, Stats,
+    CoreError, FinishedAllocation, HeartbeatResponse, InterruptOrder, NodeHeartbeat,
+    OperationUpdate, Scheduler, SchedulerConfig, StartOrder, Stats,
 };
 pub use snapshot::{OperationTreeSnapshot, Snapshot, TreeSnapshot};

@@ -278,16 +278,22 @@ impl Scheduler {
     }
 
     /// Rejects the operation with error 202 if any pool on its path (or the tree) is full.
+    /// `moving_from`: the pool an operation being moved is in now, whose path counts it
+    /// already (a move inside that path does not add it twice).
     pub(crate) fn check_operation_count(
         &self,
         t: usize,
         placement: &Placement,
+        moving_from: Option<&str>,
     ) -> Result<(), CoreError> {
         self.debug_check_counts(t);
         let counts = &self.trees[t].counts;
+        let counted: Vec<String> =
+            moving_from.map_or_else(Vec::new, |pool| self.pool_chain(t, pool, None));
         for name in self.pool_chain(t, &placement.pool, placement.create.as_ref()) {
             let (max_ops, _) = self.pool_limits(t, &name, placement.create.as_ref());
-            let current = counts.get(&name).map_or(0, |c| c.operation_count);
+            let current = counts.get(&name).map_or(0, |c| c.operation_count)
+                - u32::from(counted.contains(&name));
             if current >= max_ops {
                 return Err(CoreError::with_code(
                     ERROR_TOO_MANY_OPERATIONS,

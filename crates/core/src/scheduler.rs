@@ -5,6 +5,7 @@ use crate::event::{Event, EventKind, Preemptor, Stage};
 use crate::model::{
     Allocation, AllocationId, AllocationState, JobOutcome, Millis, Node, NodeId, NodeSpec,
     Operation, OperationId, OperationSpec, OperationState, PreemptionReason, TaskProgress,
+    TreeSchedulingOptions,
 };
 use crate::tree::{EphemeralPool, PoolTree, ROOT_NAME};
 use fairsched_config::{PoolConfig, ValidatedPoolTrees};
@@ -89,6 +90,20 @@ pub struct FinishedAllocation {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NodeHeartbeat {
     pub finished: Vec<FinishedAllocation>,
+}
+
+/// What [`Scheduler::update_operation_with`] changes; a field left `None` stays.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OperationUpdate {
+    /// Weight in every tree without its own per-tree weight.
+    pub weight: Option<f64>,
+    /// Limits in every tree without its own per-tree limits.
+    pub resource_limits: Option<PartialResources>,
+    /// Pool in the operation's first tree (its default tree, when it runs there).
+    pub pool: Option<String>,
+    /// Per tree (by name; the operation must run there): pool, weight and limits in that
+    /// tree, kept in the spec's `scheduling_options_per_pool_tree`.
+    pub per_tree: BTreeMap<String, TreeSchedulingOptions>,
 }
 
 /// Start a job.
@@ -615,7 +630,7 @@ impl Scheduler {
                 .and_then(|o| o.pool.as_deref())
                 .or(spec.pool.as_deref());
             let placement = self.plan_placement(t, requested, &user)?;
-            self.check_operation_count(t, &placement)?;
+            self.check_operation_count(t, &placement, None)?;
             placements.push((t, placement));
         }
         let mut op_trees = Vec::new();
@@ -777,7 +792,8 @@ impl Scheduler {
         Ok(())
     }
 
-    /// Changes an operation's weight, resource limits or pool.
+    /// Changes an operation's weight, resource limits or pool (the pool in its first tree); see
+    /// [`Scheduler::update_operation_with`].
     pub fn update_operation(
         &mut self,
         now: Millis,
@@ -786,64 +802,144 @@ impl Scheduler {
         resource_limits: Option<PartialResources>,
         pool: Option<String>,
     ) -> Result<(), CoreError> {
+        self.update_operation_with(
+            now,
+            id,
+            OperationUpdate {
+                weight,
+                resource_limits,
+                pool,
+                per_tree: BTreeMap::new(),
+            },
+        )
+    }
+
+    /// Changes an operation's parameters (YTsaurus `update_op_parameters`): everything is
+    /// checked first (weights, trees, pools and their operation limits), then all of it
+    /// applies, or nothing does. Running jobs stay where they are; new ones follow.
+    pub fn update_operation_with(
+        &mut self,
+        now: Millis,
+        id: &OperationId,
+        update: OperationUpdate,
+    ) -> Result<(), CoreError> {
         let op = self
             .operations
             .get(id)
             .ok_or_else(|| CoreError::new(format!("operation {:?} does not exist", id.0)))?;
-        if let Some(w) = weight
-            && !(w.is_finite() && w > 0.0)
-        {
+        if op.state.is_finished() {
             return Err(CoreError::new(format!(
-                "operation {:?}: weight must be a positive number (got {w})",
-                id.0
+                "operation {:?} is already {}",
+                id.0,
+                op.state.name()
             )));
         }
-        let user = op.user.clone();
-        // A new pool applies in the operation's first tree.
-        let first = op.trees[0].tree;
-        let new_pool = match pool {
-            Some(p) => {
-                let placement = self.plan_placement(first, Some(&p), &user)?;
-                self.check_operation_count(first, &placement)?;
-                if let Some((name, pool)) = placement.create.clone() {
-                    self.trees[first].ephemeral.insert(name, pool);
-                }
-                Some(placement.pool)
-            }
-            None => None,
+        let check_weight = |field: &str, w: Option<f64>| match w {
+            Some(w) if !(w.is_finite() && w > 0.0) => Err(CoreError::new(format!(
+                "operation {:?}: {field} must be a positive number (got {w})",
+                id.0
+            ))),
+            _ => Ok(()),
         };
+        check_weight("weight", update.weight)?;
+        let user = op.user.clone();
+        // The new pool of each tree: a per-tree pool, else the top-level pool for the first
+        // tree (the default tree when the operation runs there).
+        // (slot in op.trees, tree, requested pool, from the top-level `pool`)
+        let mut moves: Vec<(usize, usize, Option<String>, bool)> = Vec::new();
+        for (name, o) in &update.per_tree {
+            check_weight(
+                &format!("scheduling_options_per_pool_tree.{name}.weight"),
+                o.weight,
+            )?;
+            let slot = self
+                .tree_index(name)
+                .and_then(|t| op.trees.iter().position(|x| x.tree == t))
+                .ok_or_else(|| {
+                    CoreError::new(format!(
+                        "operation {:?}: scheduling_options_per_pool_tree.{name}: the operation \
+                         does not run in tree {name:?}",
+                        id.0
+                    ))
+                })?;
+            if o.pool.is_some() {
+                moves.push((slot, op.trees[slot].tree, o.pool.clone(), false));
+            }
+        }
+        if update.pool.is_some() && !moves.iter().any(|m| m.0 == 0) {
+            moves.push((0, op.trees[0].tree, update.pool.clone(), true));
+        }
+        let mut planned = Vec::new();
+        for (slot, t, pool, top_level) in &moves {
+            let placement = self.plan_placement(*t, pool.as_deref(), &user)?;
+            self.check_operation_count(*t, &placement, Some(&op.trees[*slot].pool))?;
+            planned.push((*slot, *t, placement, *top_level));
+        }
+        self.count_operation(id, false);
+        // Apply.
         let names: Vec<String> = self.trees.iter().map(|t| t.name.clone()).collect();
         let op = self.operations.get_mut(id).expect("checked above");
-        // Weight and limits apply in every tree without its own per-tree value.
-        if let Some(w) = weight {
+        for (name, o) in &update.per_tree {
+            let own = op
+                .spec
+                .scheduling_options_per_pool_tree
+                .entry(name.clone())
+                .or_default();
+            if o.weight.is_some() {
+                own.weight = o.weight;
+            }
+            if o.resource_limits.is_some() {
+                own.resource_limits = o.resource_limits;
+            }
+            if o.pool.is_some() {
+                own.pool = o.pool.clone();
+            }
+        }
+        if let Some(w) = update.weight {
             op.spec.weight = Some(w);
-            for o in &mut op.trees {
-                let own = op.spec.scheduling_options_per_pool_tree.get(&names[o.tree]);
-                if own.is_none_or(|x| x.weight.is_none()) {
-                    o.weight = Some(w);
+        }
+        if let Some(l) = update.resource_limits {
+            op.spec.resource_limits = l;
+        }
+        // Each tree's weight and limits: its own value, else the operation's.
+        for o in &mut op.trees {
+            let own = op.spec.scheduling_options_per_pool_tree.get(&names[o.tree]);
+            if update.weight.is_some() || update.per_tree.contains_key(&names[o.tree]) {
+                o.weight = own.and_then(|x| x.weight).or(op.spec.weight);
+            }
+            if update.resource_limits.is_some() || update.per_tree.contains_key(&names[o.tree]) {
+                o.resource_limits = own
+                    .and_then(|x| x.resource_limits)
+                    .unwrap_or(op.spec.resource_limits);
+            }
+        }
+        for (slot, t, placement, top_level) in planned {
+            if let Some((name, pool)) = placement.create.clone() {
+                self.trees[t].ephemeral.insert(name, pool);
+            }
+            let op = self.operations.get_mut(id).expect("checked above");
+            op.trees[slot].pool = placement.pool.clone();
+            if slot == 0 {
+                op.pool = placement.pool.clone();
+            }
+            // The spec says where the operation runs now (a restart resubmits it): the
+            // top-level `pool` replaces the first tree's pool wherever the spec had it.
+            if top_level {
+                op.spec.pool = Some(placement.pool.clone());
+                if let Some(own) = op.spec.scheduling_options_per_pool_tree.get_mut(&names[t])
+                    && own.pool.is_some()
+                {
+                    own.pool = Some(placement.pool);
                 }
             }
         }
-        if let Some(l) = resource_limits {
-            op.spec.resource_limits = l;
-            for o in &mut op.trees {
-                let own = op.spec.scheduling_options_per_pool_tree.get(&names[o.tree]);
-                if own.is_none_or(|x| x.resource_limits.is_none()) {
-                    o.resource_limits = l;
-                }
-            }
+        self.count_operation(id, true);
+        if update.resource_limits.is_some() || !update.per_tree.is_empty() {
             for t in &mut self.trees {
                 t.limits_maybe_violated = true;
             }
         }
-        if let Some(p) = new_pool {
-            self.count_operation(id, false);
-            let op = self.operations.get_mut(id).expect("checked above");
-            op.pool = p.clone();
-            op.trees[0].pool = p;
-            op.spec.pool = Some(op.pool.clone());
-            self.count_operation(id, true);
-        }
+        self.touch_operation(id);
         self.remove_empty_ephemeral_pools();
         self.try_run_pending(now);
         Ok(())

@@ -4,7 +4,10 @@
 mod common;
 
 use common::{Driver, op, res, scheduler, task};
-use fairsched_core::{NodeId, NodeSpec, OperationId, OperationState, SchedulerConfig};
+use fairsched_core::{
+    NodeId, NodeSpec, OperationId, OperationState, OperationUpdate, SchedulerConfig,
+    TreeSchedulingOptions,
+};
 
 const TREES: &str = r#"{"default_tree": "physical", "pool_trees": {
     "physical": {"config": {"node_tag_filter": "physical"}, "pools": {"prod": {}}},
@@ -133,4 +136,134 @@ fn a_configuration_that_makes_trees_share_a_node_is_rejected_whole() {
         s.node(&NodeId("p".into())).expect("node").tree,
         s.tree_index("physical")
     );
+}
+
+const MOVES: &str = r#"{"default_tree": "physical", "pool_trees": {
+    "physical": {"config": {"node_tag_filter": "physical"}, "pools": {
+        "prod": {"max_operation_count": 1, "pools": {"prod-child": {}}}, "dev": {}}},
+    "gpu": {"config": {"node_tag_filter": "gpu"}, "pools": {
+        "shared": {}, "full": {"max_operation_count": 1}}}
+}}"#;
+
+fn per_tree(json: serde_json::Value) -> std::collections::BTreeMap<String, TreeSchedulingOptions> {
+    serde_json::from_value(json).expect("per-tree options")
+}
+
+/// (pool, weight) of operation `id` in each of its trees, by tree index.
+fn places(s: &fairsched_core::Scheduler, id: &str) -> Vec<(String, Option<f64>)> {
+    s.operation(&OperationId(id.into()))
+        .expect("op")
+        .trees
+        .iter()
+        .map(|o| (o.pool.clone(), o.weight))
+        .collect()
+}
+
+#[test]
+fn an_update_changes_pool_and_weight_per_tree() {
+    let mut s = scheduler(MOVES, SchedulerConfig::default());
+    s.start_operation(0, in_both("a")).expect("a");
+    // The default tree first.
+    assert_eq!(
+        places(&s, "a"),
+        [("prod".to_string(), None), ("shared".to_string(), None)]
+    );
+    // A per-tree pool and weight touch that tree only; the top-level weight the others.
+    s.update_operation_with(
+        10,
+        &OperationId("a".into()),
+        OperationUpdate {
+            weight: Some(2.0),
+            per_tree: per_tree(serde_json::json!({"gpu": {"pool": "gpu-user", "weight": 5.0}})),
+            ..OperationUpdate::default()
+        },
+    )
+    .expect("update");
+    assert_eq!(
+        places(&s, "a"),
+        [
+            ("prod".to_string(), Some(2.0)),
+            ("gpu-user".to_string(), Some(5.0))
+        ]
+    );
+    let gpu = s.trees().iter().position(|t| t.name == "gpu").unwrap();
+    let counts = s.pool_counts_in(gpu);
+    assert_eq!(counts["gpu-user"].operation_count, 1, "an ephemeral pool");
+    assert!(
+        counts.get("shared").is_none_or(|c| c.operation_count == 0),
+        "{counts:?}"
+    );
+    // Kept in the spec, so that a restart (which resubmits the spec) puts it back there.
+    let spec = &s.operation(&OperationId("a".into())).unwrap().spec;
+    assert_eq!(
+        spec.scheduling_options_per_pool_tree["gpu"].pool.as_deref(),
+        Some("gpu-user")
+    );
+    assert_eq!(spec.weight, Some(2.0));
+}
+
+#[test]
+fn a_rejected_update_changes_nothing() {
+    let mut s = scheduler(MOVES, SchedulerConfig::default());
+    s.start_operation(0, in_both("a")).expect("a");
+    let mut other = in_both("b");
+    other.pool = Some("dev".into());
+    other.scheduling_options_per_pool_tree = per_tree(serde_json::json!({"gpu": {"pool": "full"}}));
+    s.start_operation(0, other).expect("b");
+    let before = s.operation(&OperationId("a".into())).unwrap().clone();
+    let id = OperationId("a".into());
+    let cases: Vec<(OperationUpdate, &str)> = vec![
+        // The first tree's move is fine, the gpu one hits max_operation_count.
+        (
+            OperationUpdate {
+                pool: Some("dev".into()),
+                per_tree: per_tree(serde_json::json!({"gpu": {"pool": "full"}})),
+                ..OperationUpdate::default()
+            },
+            "\"full\"",
+        ),
+        // A tree the operation does not run in.
+        (
+            OperationUpdate {
+                weight: Some(3.0),
+                per_tree: per_tree(serde_json::json!({"nope": {"weight": 2.0}})),
+                ..OperationUpdate::default()
+            },
+            "scheduling_options_per_pool_tree.nope",
+        ),
+        // A bad per-tree weight.
+        (
+            OperationUpdate {
+                pool: Some("dev".into()),
+                per_tree: per_tree(serde_json::json!({"gpu": {"weight": -1.0}})),
+                ..OperationUpdate::default()
+            },
+            "scheduling_options_per_pool_tree.gpu.weight",
+        ),
+    ];
+    for (update, names) in cases {
+        let e = s
+            .update_operation_with(10, &id, update.clone())
+            .expect_err("rejected");
+        assert!(e.message.contains(names), "{update:?}: {e}");
+        assert_eq!(s.operation(&id).unwrap(), &before, "{update:?} changed it");
+    }
+}
+
+#[test]
+fn a_move_inside_a_full_pool_does_not_count_the_operation_twice() {
+    let mut s = scheduler(MOVES, SchedulerConfig::default());
+    s.start_operation(0, in_both("a")).expect("a");
+    // prod holds one operation (a); prod-child is inside prod, so a may move there.
+    s.update_operation(
+        10,
+        &OperationId("a".into()),
+        None,
+        None,
+        Some("prod-child".into()),
+    )
+    .expect("move into the subtree");
+    assert_eq!(places(&s, "a")[0].0, "prod-child");
+    assert_eq!(s.pool_counts()["prod"].operation_count, 1);
+    assert_eq!(s.pool_counts()["prod-child"].operation_count, 1);
 }
