@@ -48,8 +48,10 @@
 //!    cluster's total; such trees are accepted and the guarantees are scaled down.
 //! 5. **Write back**: [`to_string`] writes TOML or JSON that loads to an equal value.
 //!
-//! 6. **Reference**: [`reference::json_schema`] / [`reference::markdown`] document every option
-//!    (name, aliases, type, default, doc comment) from these types: `docs/config-reference.md`.
+//! 6. **Reference**: [`reference::pool_trees`] documents every option (name, aliases, type,
+//!    default, doc comment) from these types as a JSON schema and as
+//!    `docs/config-reference.md`; [`reference::Reference`] builds the same for any root type
+//!    (the server's file).
 //!
 //! Module map: `tree` (tree options), `pool` (pool options, presets), `trees` (tree and tree
 //! set), `load`, `validate`, `presets`, `alert`, `error`, `common` (enums, constants),

@@ -53,13 +53,35 @@ struct ScenarioArgs {
 
 #[derive(Debug, Subcommand)]
 enum ConfigCommand {
-    /// Print the reference of every option of a pool-trees file (docs/config-reference.md):
-    /// name, aliases, type, default and documentation, generated from the configuration types.
+    /// Print the reference of every option of a configuration file: name, aliases, type,
+    /// default and documentation, generated from the configuration types.
+    ///
+    /// `--for server` (the default) documents the server's file, `fairsched server --config
+    /// FILE` with its `[scheduler]` block (docs/server-config-reference.md); `--for
+    /// pool-trees` documents a pool-trees file, the server's `pool_trees_file` and what
+    /// `fairsched pool apply` takes (docs/config-reference.md).
     Reference {
-        /// markdown (the page in docs/) or json-schema (the JSON schema it is rendered from).
+        /// Which file: server (`fairsched server --config`) or pool-trees.
+        #[arg(
+            long = "for",
+            value_enum,
+            default_value = "server",
+            value_name = "FILE"
+        )]
+        file: ReferenceFile,
+        /// markdown (the page in docs/) or json-schema (the JSON schema it is rendered from;
+        /// the server's is complete, inline pool trees included).
         #[arg(long, value_enum, default_value = "markdown")]
         format: ReferenceFormat,
     },
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum ReferenceFile {
+    /// The server's file, `fairsched server --config FILE`.
+    Server,
+    /// A pool-trees file.
+    PoolTrees,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -120,13 +142,15 @@ fn main() -> ExitCode {
             ExitCode::from(code)
         }
         Command::Config {
-            command: ConfigCommand::Reference { format },
+            command: ConfigCommand::Reference { file, format },
         } => {
+            let reference = match file {
+                ReferenceFile::Server => fairsched_server::reference::server_config(),
+                ReferenceFile::PoolTrees => fairsched_config::reference::pool_trees(),
+            };
             let text = match format {
-                ReferenceFormat::Markdown => fairsched_config::reference::markdown(),
-                ReferenceFormat::JsonSchema => {
-                    format!("{:#}\n", fairsched_config::reference::json_schema())
-                }
+                ReferenceFormat::Markdown => reference.markdown(),
+                ReferenceFormat::JsonSchema => format!("{:#}\n", reference.json_schema()),
             };
             match std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes()) {
                 Ok(()) => ExitCode::SUCCESS,

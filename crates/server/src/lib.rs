@@ -14,6 +14,7 @@ pub mod actor;
 pub mod config;
 pub mod http;
 pub mod metrics;
+pub mod reference;
 
 pub use config::ServerConfig;
 

@@ -1,54 +1,20 @@
-//! Renders the reference schema ([`super::json_schema`]) as Markdown: one section per option
-//! group (a struct of the configuration), reached depth-first from the top of the file in
-//! declaration order, each a table of its options; then the value types (resource maps and
-//! enumerations).
+//! Renders a reference schema ([`super::Reference::json_schema`]) as Markdown: one section
+//! per option group (a struct of the configuration), reached depth-first from the top of the
+//! file in declaration order, each a table of its options; then the value types (resource maps
+//! and enumerations). Groups documented on a linked page are linked, not repeated.
 
+use super::{LinkedPage, Page, SectionStyle};
 use fairsched_resources::{PartialResources, ResourceKind, format_amount};
 use serde_json::{Map, Value};
 use std::fmt::Write as _;
-
-/// Presentation of the option groups: schema name, section title, and the placeholder that
-/// names a map key whose value is of this type (`pool_trees.<tree>`). Types missing here get
-/// their schema name as title.
-const SECTIONS: &[(&str, &str, &str)] = &[
-    ("PoolTrees", "File layout", "name"),
-    ("PoolTreeConfig", "Pool trees", "tree"),
-    ("TreeConfig", "Tree options", "name"),
-    (
-        "TreeIntegralGuaranteesConfig",
-        "Tree integral guarantees",
-        "name",
-    ),
-    ("PoolPresetConfig", "Pool presets", "preset"),
-    (
-        "SsdPriorityPreemptionConfig",
-        "SSD priority preemption",
-        "name",
-    ),
-    ("PoolNode", "Pool options", "pool"),
-    (
-        "PoolIntegralGuaranteesConfig",
-        "Pool integral guarantees",
-        "name",
-    ),
-    ("EphemeralSubpoolConfig", "Ephemeral subpools", "name"),
-    ("AccessControlEntry", "Access-control entries", "name"),
-];
-
-/// Other names the doc comments use for a section's type (`[`PoolConfig::weight`]`).
-const TYPE_ALIASES: &[(&str, &str)] = &[("PoolConfig", "PoolNode")];
 
 const RESOURCE_MAP: &str = "ResourceMap";
 const RESOURCE_NAME: &str = "ResourceName";
 const RESOURCE_MAPS_TITLE: &str = "Resource maps";
 
-/// The command that rewrites `docs/config-reference.md`.
-pub const UPDATE_COMMAND: &str =
-    "UPDATE_DOCS=1 cargo test -p fairsched-config --test config_reference";
-
-/// The configuration reference as Markdown (`docs/config-reference.md`).
-pub fn markdown() -> String {
-    Renderer::new(super::json_schema()).render()
+/// The page of a reference schema.
+pub(super) fn render(schema: Value, page: &Page) -> String {
+    Renderer::new(schema, page).render()
 }
 
 struct Section {
@@ -57,23 +23,35 @@ struct Section {
     paths: Vec<String>,
 }
 
-struct Renderer {
+/// Where a struct is documented.
+enum Home<'a> {
+    /// In a section of this page.
+    Here(&'a str),
+    /// In a section of a linked page.
+    There(&'a LinkedPage, &'a str),
+}
+
+struct Renderer<'a> {
+    page: &'a Page,
     definitions: Map<String, Value>,
     sections: Vec<Section>,
     enums: Vec<String>,
+    resource_maps: bool,
 }
 
-impl Renderer {
-    fn new(schema: Value) -> Renderer {
+impl<'a> Renderer<'a> {
+    fn new(schema: Value, page: &'a Page) -> Renderer<'a> {
         let definitions = match schema.get("$defs") {
             Some(Value::Object(definitions)) => definitions.clone(),
             _ => panic!("the reference schema has no $defs"),
         };
         let root = ref_name(&schema).expect("the reference schema's root is a $ref");
         let mut renderer = Renderer {
+            page,
             definitions,
             sections: Vec::new(),
             enums: Vec::new(),
+            resource_maps: false,
         };
         renderer.visit(&root, String::new());
         renderer
@@ -100,7 +78,9 @@ impl Renderer {
                 let inner = non_null(target);
                 if let Some(Value::Object(_)) = inner.get("additionalProperties") {
                     let value = &inner["additionalProperties"];
-                    let placeholder = ref_name(value).map(|n| placeholder(&n)).unwrap_or("name");
+                    let placeholder = ref_name(value)
+                        .map(|n| self.placeholder(&n))
+                        .unwrap_or("name");
                     child_path = format!("{child_path}.<{placeholder}>");
                     target = value;
                 } else if let Some(items) = inner.get("items") {
@@ -115,10 +95,13 @@ impl Renderer {
                 continue;
             };
             let referenced_definition = self.definition(&referenced);
-            if is_struct(referenced_definition) && referenced != RESOURCE_MAP {
-                // Visit children after this section's own list is complete only for new
-                // sections; paths of known ones are just recorded.
-                self.visit(&referenced, child_path);
+            if referenced == RESOURCE_MAP {
+                self.resource_maps = true;
+            } else if is_struct(referenced_definition) {
+                // Groups of a linked page are only linked to.
+                if matches!(self.home(&referenced), Home::Here(_)) {
+                    self.visit(&referenced, child_path);
+                }
             } else if is_enum(referenced_definition)
                 && referenced != RESOURCE_NAME
                 && !self.enums.contains(&referenced)
@@ -134,48 +117,91 @@ impl Renderer {
             .unwrap_or_else(|| panic!("the reference schema has no definition {name}"))
     }
 
+    /// Where a struct (by schema name) is documented: a section of a linked page if one has
+    /// it and this page does not, else here.
+    fn home<'n>(&self, name: &'n str) -> Home<'n>
+    where
+        'a: 'n,
+    {
+        if self.page.sections.iter().any(|s| s.type_name == name) {
+            return Home::Here(name);
+        }
+        for linked in &self.page.linked {
+            if linked.sections.iter().any(|s| s.type_name == name) {
+                return Home::There(linked, name);
+            }
+        }
+        Home::Here(name)
+    }
+
+    /// The style of a struct's section, on this page or a linked one.
+    fn style(&self, name: &str) -> Option<&'a SectionStyle> {
+        self.page
+            .sections
+            .iter()
+            .chain(self.page.linked.iter().flat_map(|l| l.sections))
+            .find(|s| s.type_name == name)
+    }
+
+    /// The section title of a struct (its schema name when it has none).
+    fn title<'n>(&self, name: &'n str) -> &'n str
+    where
+        'a: 'n,
+    {
+        self.style(name).map_or(name, |s| s.title)
+    }
+
+    /// The placeholder of map keys whose values are of this type.
+    fn placeholder(&self, name: &str) -> &'static str {
+        self.style(name).map_or("name", |s| s.placeholder)
+    }
+
+    /// A link to a struct's section (`#tree-options`, `config-reference.md#tree-options`).
+    fn section_link(&self, name: &str) -> String {
+        match self.home(name) {
+            Home::Here(name) => format!("#{}", slug(self.title(name))),
+            Home::There(linked, name) => format!("{}#{}", linked.file, slug(self.title(name))),
+        }
+    }
+
     fn render(&self) -> String {
         let mut out = String::new();
         self.intro(&mut out);
         for section in &self.sections {
             self.struct_section(&mut out, section);
         }
-        out.push_str("## Value types\n\n");
-        self.resource_maps(&mut out);
+        if self.resource_maps || !self.enums.is_empty() {
+            out.push_str("## Value types\n\n");
+        }
+        if self.resource_maps {
+            self.resource_maps(&mut out);
+        }
         for name in &self.enums {
             self.enum_section(&mut out, name);
+        }
+        // One newline at the end of the file.
+        while out.ends_with("\n\n") {
+            out.pop();
         }
         out
     }
 
     fn intro(&self, out: &mut String) {
+        let page = self.page;
         let _ = write!(
             out,
-            "# Configuration reference\n\n\
-             <!-- Generated from the configuration types in crates/config by \
-             `fairsched config reference`; do not edit. To update: {UPDATE_COMMAND} -->\n\n\
-             Every option of a pool-trees file: its name as written in the file, the aliases \
-             also accepted, its type, its default (what it is when left out) and its \
-             documentation. This page is generated from the configuration types in \
-             `crates/config` (their doc comments, serde names and aliases, and `Default` \
-             impls); `fairsched config reference` prints it, and `fairsched config reference \
-             --format json-schema` prints the JSON schema it is rendered from. A test fails \
-             when the page and the code disagree; `{UPDATE_COMMAND}` rewrites it.\n\n\
-             Conventions:\n\n\
-             - A file is TOML or JSON, with the same shape in both. Option names are the \
-             YTsaurus names; an unknown name is an error that names the pool and the field.\n\
-             - Durations are the YTsaurus name plus `_ms`, in milliseconds.\n\
-             - Resource amounts are [resource maps](#{}) such as `{{\"cpu\": 4, \"memory\": \
-             \"4GiB\"}}`.\n\
-             - *unset* is the default of an option that may be left out without a value of \
-             its own; its documentation says what applies then (the parent's value, the \
-             tree's default, ...).\n\
-             - `<tree>`, `<pool>`, `<preset>` in a path stand for names you choose.\n\n\
+            "# {}\n\n\
+             <!-- Generated from {} by `{}`; do not edit. To update: {} -->\n\n\
+             {}\n\n\
              Sections:\n\n",
-            slug(RESOURCE_MAPS_TITLE)
+            page.title,
+            page.source,
+            page.command,
+            page.update_command,
+            page.intro.trim(),
         );
         for section in &self.sections {
-            let title = title(&section.name);
+            let title = self.title(&section.name);
             let _ = writeln!(
                 out,
                 "- [{title}](#{}) — {}",
@@ -183,16 +209,26 @@ impl Renderer {
                 self.where_text(section)
             );
         }
-        let _ = writeln!(
-            out,
-            "- [Value types](#value-types): [{RESOURCE_MAPS_TITLE}](#{}), {}\n",
-            slug(RESOURCE_MAPS_TITLE),
+        let mut value_types = Vec::new();
+        if self.resource_maps {
+            value_types.push(format!(
+                "[{RESOURCE_MAPS_TITLE}](#{})",
+                slug(RESOURCE_MAPS_TITLE)
+            ));
+        }
+        value_types.extend(
             self.enums
                 .iter()
-                .map(|name| format!("[{name}](#{})", slug(name)))
-                .collect::<Vec<_>>()
-                .join(", ")
+                .map(|name| format!("[{name}](#{})", slug(name))),
         );
+        if !value_types.is_empty() {
+            let _ = writeln!(
+                out,
+                "- [Value types](#value-types): {}",
+                value_types.join(", ")
+            );
+        }
+        out.push('\n');
     }
 
     fn where_text(&self, section: &Section) -> String {
@@ -211,7 +247,7 @@ impl Renderer {
     }
 
     fn struct_section(&self, out: &mut String, section: &Section) {
-        let title = title(&section.name);
+        let title = self.title(&section.name);
         let definition = self.definition(&section.name);
         let _ = write!(
             out,
@@ -220,7 +256,7 @@ impl Renderer {
             section.name
         );
         if let Some(description) = definition.get("description").and_then(Value::as_str) {
-            out.push_str(&doc_text(description));
+            out.push_str(&self.doc_text(description));
             out.push_str("\n\n");
         }
         out.push_str("| option | type | default | description |\n|---|---|---|---|\n");
@@ -246,7 +282,7 @@ impl Renderer {
             let description = schema
                 .get("description")
                 .and_then(Value::as_str)
-                .map(|d| cell(&doc_text(d)))
+                .map(|d| cell(&self.doc_text(d)))
                 .unwrap_or_default();
             let _ = writeln!(
                 out,
@@ -273,8 +309,14 @@ impl Renderer {
                     slug(&name)
                 )
             } else {
-                let title = title(&name);
-                format!("object ([{title}](#{}))", slug(title))
+                let title = self.title(&name);
+                let link = self.section_link(&name);
+                match self.home(&name) {
+                    Home::Here(_) => format!("object ([{title}]({link}))"),
+                    Home::There(linked, _) => {
+                        format!("object ([{title}]({link}) in {})", linked.name)
+                    }
+                }
             };
         }
         if let Some(items) = schema.get("items") {
@@ -286,7 +328,9 @@ impl Renderer {
             };
         }
         if let Some(values @ Value::Object(_)) = schema.get("additionalProperties") {
-            let placeholder = ref_name(values).map(|n| placeholder(&n)).unwrap_or("name");
+            let placeholder = ref_name(values)
+                .map(|n| self.placeholder(&n))
+                .unwrap_or("name");
             return format!("map: `<{placeholder}>` → {}", self.type_text("", values));
         }
         let base = match schema.get("type") {
@@ -313,8 +357,7 @@ impl Renderer {
         match ref_name(non_null(schema)) {
             Some(name) if name == RESOURCE_MAP => return format!("`{}`", resources_text(value)),
             Some(name) if is_struct(self.definition(&name)) => {
-                let title = title(&name);
-                return format!("[its options' defaults](#{})", slug(title));
+                return format!("[its options' defaults]({})", self.section_link(&name));
             }
             _ => {}
         }
@@ -325,7 +368,7 @@ impl Renderer {
         let definition = self.definition(RESOURCE_MAP);
         let _ = write!(out, "### {RESOURCE_MAPS_TITLE}\n\n");
         if let Some(description) = definition.get("description").and_then(Value::as_str) {
-            out.push_str(&doc_text(description));
+            out.push_str(&self.doc_text(description));
             out.push_str("\n\n");
         }
         out.push_str("| resource | amount |\n|---|---|\n");
@@ -334,7 +377,7 @@ impl Renderer {
                 .get("description")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
-            let _ = writeln!(out, "| `{name}` | {} |", cell(&doc_text(description)));
+            let _ = writeln!(out, "| `{name}` | {} |", cell(&self.doc_text(description)));
         }
         out.push('\n');
     }
@@ -343,7 +386,7 @@ impl Renderer {
         let definition = self.definition(name);
         let _ = write!(out, "### {name}\n\n");
         if let Some(description) = definition.get("description").and_then(Value::as_str) {
-            out.push_str(&doc_text(description));
+            out.push_str(&self.doc_text(description));
             out.push_str("\n\n");
         }
         let aliases = |value: &str| -> Vec<String> {
@@ -369,7 +412,7 @@ impl Renderer {
                     let description = variant
                         .get("description")
                         .and_then(Value::as_str)
-                        .map(|d| cell(&doc_text(d)))
+                        .map(|d| cell(&self.doc_text(d)))
                         .unwrap_or_default();
                     let _ = writeln!(out, "| {value_cell} | {description} |");
                 }
@@ -380,6 +423,72 @@ impl Renderer {
             }
         }
         out.push('\n');
+    }
+
+    /// A doc comment as Markdown: intra-doc links (`[`PoolConfig::weight`]`) become links to
+    /// the option (or plain code when the target is not in the reference).
+    fn doc_text(&self, doc: &str) -> String {
+        let mut out = String::new();
+        let mut rest = doc;
+        while let Some(start) = rest.find("[`") {
+            let after = &rest[start + 2..];
+            let Some(end) = after.find("`]") else {
+                break;
+            };
+            let target = &after[..end];
+            let is_link = after[end + 2..].starts_with('(');
+            let is_path = !target.is_empty()
+                && target
+                    .chars()
+                    .all(|c| c.is_alphanumeric() || c == '_' || c == ':');
+            if is_link || !is_path {
+                out.push_str(&rest[..start + 2]);
+                rest = after;
+                continue;
+            }
+            out.push_str(&rest[..start]);
+            out.push_str(&self.intra_doc_link(target));
+            rest = &after[end + 2..];
+        }
+        out.push_str(rest);
+        out
+    }
+
+    fn intra_doc_link(&self, target: &str) -> String {
+        // `Type::option`, or a type alone (members are snake case, types camel case).
+        let (type_name, member) = match target.rsplit_once("::") {
+            Some((_, last)) if last.starts_with(char::is_uppercase) => (last, None),
+            Some((type_name, member)) => (type_name, Some(member)),
+            None => (target, None),
+        };
+        // A path (`fairsched_config::TreeConfig`) names the type by its last segment.
+        let type_name = type_name.rsplit("::").next().unwrap_or(type_name);
+        // Other names of a section's type apply to its members only: `[`PoolConfig`]` itself
+        // is not the section `PoolNode`.
+        let type_name = match member {
+            Some(_) => self
+                .page
+                .type_aliases
+                .iter()
+                .chain(self.page.linked.iter().flat_map(|l| l.type_aliases))
+                .find(|(alias, _)| *alias == type_name)
+                .map_or(type_name, |(_, name)| *name),
+            None => type_name,
+        };
+        let known =
+            self.style(type_name).is_some() || self.sections.iter().any(|s| s.name == type_name);
+        if !known {
+            return format!("`{target}`");
+        }
+        let title = self.title(type_name);
+        let link = self.section_link(type_name);
+        match member {
+            Some(member) => {
+                let (file, _) = link.split_once('#').unwrap_or(("", ""));
+                format!("[`{member}`]({file}#{})", option_anchor(title, member))
+            }
+            None => format!("[{title}]({link})"),
+        }
     }
 }
 
@@ -395,22 +504,6 @@ fn options(definition: &Value) -> Vec<(&str, &Value)> {
             .collect(),
         _ => Vec::new(),
     }
-}
-
-/// The section title of a struct (its schema name when it has none).
-fn title(name: &str) -> &str {
-    SECTIONS
-        .iter()
-        .find(|(n, _, _)| *n == name)
-        .map_or(name, |(_, title, _)| title)
-}
-
-/// The placeholder of map keys whose values are of this type.
-fn placeholder(name: &str) -> &'static str {
-    SECTIONS
-        .iter()
-        .find(|(n, _, _)| *n == name)
-        .map_or("name", |(_, _, placeholder)| placeholder)
 }
 
 fn is_struct(definition: &Value) -> bool {
@@ -504,63 +597,6 @@ fn option_anchor(section_title: &str, option: &str) -> String {
     format!("{}.{option}", slug(section_title))
 }
 
-/// A doc comment as Markdown: intra-doc links (`[`PoolConfig::weight`]`) become links to the
-/// option (or plain code when the target is not in the reference).
-fn doc_text(doc: &str) -> String {
-    let mut out = String::new();
-    let mut rest = doc;
-    while let Some(start) = rest.find("[`") {
-        let after = &rest[start + 2..];
-        let Some(end) = after.find("`]") else {
-            break;
-        };
-        let target = &after[..end];
-        let is_link = after[end + 2..].starts_with('(');
-        let is_path = !target.is_empty()
-            && target
-                .chars()
-                .all(|c| c.is_alphanumeric() || c == '_' || c == ':');
-        if is_link || !is_path {
-            out.push_str(&rest[..start + 2]);
-            rest = after;
-            continue;
-        }
-        out.push_str(&rest[..start]);
-        out.push_str(&intra_doc_link(target));
-        rest = &after[end + 2..];
-    }
-    out.push_str(rest);
-    out
-}
-
-fn intra_doc_link(target: &str) -> String {
-    let (type_name, member) = match target.rsplit_once("::") {
-        Some((type_name, member)) => (type_name, Some(member)),
-        None => (target, None),
-    };
-    // Other names of a section's type apply to its members only: `[`PoolConfig`]` itself is
-    // not the section `PoolNode`.
-    let type_name = match member {
-        Some(_) => TYPE_ALIASES
-            .iter()
-            .find(|(alias, _)| *alias == type_name)
-            .map_or(type_name, |(_, name)| *name),
-        None => type_name,
-    };
-    let known = SECTIONS.iter().any(|(name, _, _)| *name == type_name);
-    match (known, member) {
-        (true, Some(member)) => {
-            let title = title(type_name);
-            format!("[`{member}`](#{})", option_anchor(title, member))
-        }
-        (true, None) => {
-            let title = title(type_name);
-            format!("[{title}](#{})", slug(title))
-        }
-        (false, _) => format!("`{target}`"),
-    }
-}
-
 /// Text for one table cell: lines joined, paragraphs separated by `<br><br>`, `|` escaped.
 fn cell(text: &str) -> String {
     text.split("\n\n")
@@ -622,10 +658,35 @@ mod tests {
 
     #[test]
     fn intra_doc_links_point_at_options() {
+        let reference = crate::reference::pool_trees();
+        let renderer = Renderer::new(reference.json_schema(), &reference.page);
         assert_eq!(
-            doc_text("See [`PoolConfig::weight`]; [`Foo`] and [`x`](y) stay."),
+            renderer.doc_text("See [`PoolConfig::weight`]; [`Foo`] and [`x`](y) stay."),
             "See [`weight`](#pool-options.weight); `Foo` and [`x`](y) stay."
         );
+    }
+
+    #[test]
+    fn links_to_a_linked_page() {
+        let reference = crate::reference::pool_trees();
+        let page = Page {
+            sections: &[],
+            type_aliases: &[],
+            linked: vec![crate::reference::POOL_TREES_LINK],
+            ..reference.page.clone()
+        };
+        let renderer = Renderer::new(reference.json_schema(), &page);
+        assert_eq!(
+            renderer.doc_text(
+                "[`fairsched_config::TreeConfig::enable_limiting_ancestor_check`], \
+                 [`fairsched_config::PoolTrees`]"
+            ),
+            "[`enable_limiting_ancestor_check`](config-reference.md#tree-options.\
+             enable_limiting_ancestor_check), [File layout](config-reference.md#file-layout)"
+        );
+        // Nothing of the linked page is repeated: the root is the only section.
+        assert_eq!(renderer.sections.len(), 1);
+        assert!(!renderer.resource_maps && renderer.enums.is_empty());
     }
 
     #[test]
