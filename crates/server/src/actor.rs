@@ -15,7 +15,7 @@ use fairsched_core::{
 };
 use fairsched_resources::Resources;
 use fairsched_store::{
-    Batch, EventFilter, Store, StoredEvent, StoredJob, StoredNode, StoredOperation,
+    Batch, EventFilter, Store, StoredEvent, StoredJob, StoredNode, StoredOperation, StoredTree,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -220,17 +220,15 @@ impl Actor {
         store: Box<dyn Store>,
     ) -> anyhow::Result<(Actor, watch::Receiver<Arc<View>>)> {
         let loaded = store.load()?;
-        let trees = match loaded.trees.first() {
-            Some((name, json)) => {
-                let tree: PoolTreeConfig = serde_json::from_str(json)?;
-                PoolTrees::single(name.clone(), tree)
-            }
-            None => match (&config.pool_trees_file, &config.pool_trees) {
+        let trees = if loaded.trees.is_empty() {
+            match (&config.pool_trees_file, &config.pool_trees) {
                 (Some(path), _) => fairsched_config::load_pool_trees_file(path)
                     .map_err(|e| anyhow::anyhow!("{e}"))?,
                 (None, Some(t)) => t.clone(),
                 (None, None) => PoolTrees::single("default", PoolTreeConfig::default()),
-            },
+            }
+        } else {
+            stored_trees(&loaded.trees)?
         };
         let validated = fairsched_config::validate_pool_trees(&trees)
             .map_err(|e| anyhow::anyhow!("pool trees: {e}"))?;
@@ -273,7 +271,7 @@ impl Actor {
             touched: BTreeSet::new(),
             events: broadcast::channel(EVENT_BUFFER).0,
         };
-        actor.save_tree();
+        actor.save_trees();
         let mut jobs: BTreeMap<String, Vec<JobView>> = BTreeMap::new();
         // Running jobs in store order: (job, operation, task, node).
         let mut running: Vec<(String, String, usize, String)> = Vec::new();
@@ -563,7 +561,7 @@ impl Actor {
                 });
                 if r.is_ok() {
                     tracing::info!(pool = name, parent, "pool created");
-                    self.save_tree();
+                    self.save_tree(&self.sched.tree().name.clone());
                 }
                 self.finish(reply, r);
             }
@@ -590,7 +588,7 @@ impl Actor {
                 if r.is_ok() {
                     tracing::info!(pool = name, "pool updated");
                 }
-                self.save_tree();
+                self.save_tree(&self.sched.tree().name.clone());
                 self.finish(reply, r);
             }
             Command::RemovePool(name, reply) => {
@@ -598,7 +596,7 @@ impl Actor {
                 let r = self.sched.remove_pool(now, &name).map_err(core_error);
                 if r.is_ok() {
                     tracing::info!(pool = name, "pool removed");
-                    self.save_tree();
+                    self.save_tree(&self.sched.tree().name.clone());
                 }
                 self.finish(reply, r);
             }
@@ -691,7 +689,7 @@ impl Actor {
         self.sched
             .replace_tree_config(now, trees)
             .map_err(core_error)?;
-        self.save_tree();
+        self.save_tree(&self.sched.tree().name.clone());
         tracing::info!(
             tree = name,
             added = reply.added.len(),
@@ -710,11 +708,30 @@ impl Actor {
         Ok(reply)
     }
 
-    fn save_tree(&mut self) {
-        if let Ok(json) = serde_json::to_string(self.sched.tree_config()) {
-            let name = self.sched.snapshot(0).tree;
-            self.batch.trees = vec![(name, json)];
+    /// Queues every tree for the store, with which one is the default.
+    fn save_trees(&mut self) {
+        let names: Vec<String> = self.sched.trees().iter().map(|t| t.name.clone()).collect();
+        for name in names {
+            self.save_tree(&name);
         }
+    }
+
+    /// Queues the tree named `name` (its configuration now) for the store.
+    fn save_tree(&mut self, name: &str) {
+        let Some(t) = self.sched.tree_index(name) else {
+            return;
+        };
+        let tree = &self.sched.trees()[t];
+        let Ok(config) = serde_json::to_string(&tree.validated.tree) else {
+            return;
+        };
+        let stored = StoredTree {
+            name: tree.name.clone(),
+            config,
+            is_default: tree.name == self.sched.tree().name,
+        };
+        self.batch.trees.retain(|s| s.name != stored.name);
+        self.batch.trees.push(stored);
     }
 
     fn submit(&mut self, mut body: Value) -> Result<String, ApiError> {
@@ -1516,6 +1533,27 @@ impl Actor {
         };
         self.publish.send_replace(Arc::new(view));
     }
+}
+
+/// The pool trees as the store keeps them: every tree with its API changes, and the default
+/// one. Errors name the tree.
+fn stored_trees(stored: &[StoredTree]) -> anyhow::Result<PoolTrees> {
+    let mut trees = PoolTrees::default();
+    for t in stored {
+        let tree: PoolTreeConfig = serde_json::from_str(&t.config)
+            .map_err(|e| anyhow::anyhow!("the stored pool tree {:?} is unreadable: {e}", t.name))?;
+        trees.pool_trees.insert(t.name.clone(), tree);
+        if t.is_default {
+            trees.default_tree = Some(t.name.clone());
+        }
+    }
+    if trees.default_tree_name().is_none() {
+        anyhow::bail!(
+            "the store holds pool trees {:?} and none is marked the default",
+            trees.pool_trees.keys().collect::<Vec<_>>()
+        );
+    }
+    Ok(trees)
 }
 
 /// A stored event as the API shows it.

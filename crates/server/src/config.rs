@@ -26,7 +26,8 @@ pub struct ServerConfig {
     /// Shared secret of the agents; none: agent endpoints are open.
     pub agent_token: Option<String>,
     /// Pool trees file (TOML, YAML or JSON; the `PoolTrees` layout). Used when the store has no
-    /// pool tree yet; afterwards the stored tree (with its API changes) wins.
+    /// pool tree yet; afterwards the stored trees (with their API changes) and the stored
+    /// default tree win.
     pub pool_trees_file: Option<PathBuf>,
     /// Pool trees given inline (same layout as the file).
     pub pool_trees: Option<PoolTrees>,
