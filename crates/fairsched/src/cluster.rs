@@ -465,7 +465,7 @@ fn run(command: ClusterCommand) -> anyhow::Result<()> {
             conn,
             command: TreeCommand::Show,
         } => runtime().block_on(async {
-            let tree = conn.client()?.tree().await?;
+            let tree = conn.client()?.tree(None).await?;
             if conn.json {
                 return print_json(&tree);
             }
@@ -956,7 +956,7 @@ async fn pool(conn: Conn, command: PoolCommand) -> anyhow::Result<()> {
     let client = conn.client()?;
     let reply = match command {
         PoolCommand::List => {
-            let pools = client.list_pools().await?;
+            let pools = client.list_pools(None).await?;
             if conn.json {
                 return print_json(&pools);
             }
@@ -970,11 +970,14 @@ async fn pool(conn: Conn, command: PoolCommand) -> anyhow::Result<()> {
         } => {
             let config = json_object(config.as_deref())?.unwrap_or_default();
             client
-                .create_pool(&CreatePool {
-                    name,
-                    parent,
-                    config,
-                })
+                .create_pool(
+                    None,
+                    &CreatePool {
+                        name,
+                        parent,
+                        config,
+                    },
+                )
                 .await?
         }
         PoolCommand::Set {
@@ -984,10 +987,10 @@ async fn pool(conn: Conn, command: PoolCommand) -> anyhow::Result<()> {
         } => {
             let config = json_object(config.as_deref())?;
             client
-                .update_pool(&name, &UpdatePool { config, parent })
+                .update_pool(None, &name, &UpdatePool { config, parent })
                 .await?
         }
-        PoolCommand::Remove { name } => client.remove_pool(&name).await?,
+        PoolCommand::Remove { name } => client.remove_pool(None, &name).await?,
         PoolCommand::Apply { file, dry_run } => {
             return apply_tree(&client, conn.json, &file, dry_run).await;
         }
@@ -1007,7 +1010,7 @@ async fn apply_tree(
     file: &std::path::Path,
     dry_run: bool,
 ) -> anyhow::Result<()> {
-    let current = client.tree().await?;
+    let current = client.tree(None).await?;
     let tree = current["tree"].as_str().unwrap_or("default").to_string();
     let document: Value = fairsched_config::from_file(file)?;
     let new = if document.get("pool_trees").is_some() {
@@ -1023,7 +1026,7 @@ async fn apply_tree(
         fairsched_config::load_pool_tree_file(file)?
     };
     let new = serde_json::to_value(&new)?;
-    let reply = client.apply_tree(&new, dry_run).await?;
+    let reply = client.apply_tree(None, &new, dry_run).await?;
     if json {
         return print_json(&reply);
     }
