@@ -27,8 +27,12 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 /// What GET handlers read: the last published state.
 #[derive(Debug)]
 pub struct View {
-    /// Every tree (the default one at the top, the others under `pool_trees`).
+    /// Every tree (the default one at the top, the others under `pool_trees`). An operation's
+    /// fields are of its first tree ([`View::operation_trees`]), its other trees' under its
+    /// `pool_trees`.
     pub snapshot: Snapshot,
+    /// The first tree of each operation in the snapshot (the default tree if it runs there).
+    pub operation_trees: BTreeMap<String, String>,
     /// Every tree, sorted by name.
     pub trees: Vec<TreeView>,
     /// In submission order.
@@ -290,6 +294,7 @@ impl Actor {
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let empty = View {
             snapshot: sched.snapshot(0),
+            operation_trees: BTreeMap::new(),
             trees: Vec::new(),
             operations: Vec::new(),
             nodes: Vec::new(),
@@ -1641,8 +1646,17 @@ impl Actor {
             .filter_map(|n| self.node_view(&n.id))
             .collect();
         let trees = self.tree_views(&snapshot.tree);
+        let operation_trees = self
+            .sched
+            .operations()
+            .filter_map(|op| {
+                let first = op.trees.first()?.tree;
+                Some((op.spec.id.0.clone(), self.sched.trees()[first].name.clone()))
+            })
+            .collect();
         let view = View {
             snapshot,
+            operation_trees,
             trees,
             operations: self
                 .order

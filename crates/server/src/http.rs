@@ -514,26 +514,34 @@ async fn apply_tree(
     .await?)
 }
 
-/// Which tree a route names: the default one (`None`) or another one the scheduler runs.
-fn check_tree(view: &View, tree: &str) -> Result<Option<String>, Failure> {
-    let t = view.resolve_tree(Some(tree))?;
-    Ok((!t.info.is_default).then(|| t.info.name.clone()))
+/// An operation as the orchid of `tree` shows it: its fields there, or `None` when it does
+/// not run in that tree.
+fn operation_in_tree(view: &View, tree: &str, id: &str) -> Option<Value> {
+    let op = view.snapshot.operations.get(id)?;
+    if view.operation_trees.get(id).map(String::as_str) == Some(tree) {
+        // Its first tree: the operation's own fields (its other trees under `pool_trees`).
+        Some(json!(op))
+    } else {
+        op.pool_trees.get(tree).map(|o| json!(o))
+    }
 }
 
-/// The orchid of one tree: the default tree's is the whole snapshot (the other trees under
-/// `pool_trees`); another tree's has the same fields (`tree`, `total_resources`, `pools`,
-/// `operations` running in it, `user_to_ephemeral_pools`).
+/// The orchid of one tree: `tree`, `t_ms`, `total_resources`, `pools`, the operations that run
+/// in it (with their fields in that tree), `user_to_ephemeral_pools`; the default tree's also
+/// has the other trees under `pool_trees`.
 fn tree_snapshot(view: &View, tree: &str) -> Value {
-    if tree == view.snapshot.tree {
-        return json!(view.snapshot);
-    }
-    let t = &view.snapshot.pool_trees[tree];
     let operations: serde_json::Map<String, Value> = view
         .snapshot
         .operations
-        .iter()
-        .filter_map(|(id, op)| op.pool_trees.get(tree).map(|o| (id.clone(), json!(o))))
+        .keys()
+        .filter_map(|id| Some((id.clone(), operation_in_tree(view, tree, id)?)))
         .collect();
+    if tree == view.snapshot.tree {
+        let mut snapshot = json!(view.snapshot);
+        snapshot["operations"] = Value::Object(operations);
+        return snapshot;
+    }
+    let t = &view.snapshot.pool_trees[tree];
     json!({
         "t_ms": view.snapshot.t_ms,
         "tree": tree,
@@ -564,20 +572,17 @@ async fn orchid_operation(
     Path((tree, id)): Path<(String, String)>,
 ) -> Reply<Value> {
     let view = s.view.borrow().clone();
-    match check_tree(&view, &tree)? {
-        None => match view.snapshot.operations.get(&id) {
-            Some(op) => ok(json!(op)),
-            None => Err(no_such_operation(&id)),
-        },
-        Some(other) => match view
-            .snapshot
-            .operations
-            .get(&id)
-            .and_then(|op| op.pool_trees.get(&other))
-        {
-            Some(op) => ok(json!(op)),
-            None => Err(no_such_operation(&id)),
-        },
+    let name = &view.resolve_tree(Some(&tree))?.info.name;
+    match operation_in_tree(&view, name, &id) {
+        Some(op) => ok(op),
+        None => Err(Failure(
+            ApiError::new(
+                codes::NO_SUCH_OPERATION,
+                format!("operation {id:?} does not run in tree {name:?}"),
+            )
+            .with_attribute("operation", id.as_str())
+            .with_attribute("tree", name.as_str()),
+        )),
     }
 }
 

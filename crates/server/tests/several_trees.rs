@@ -70,6 +70,50 @@ async fn orchid_routes_serve_every_tree() {
         .await;
     assert_eq!(op["pool"], "prod");
     assert_eq!(op["resource_usage"]["cpu"], 2.0);
+    // An operation that runs in the gpu tree only is in that tree's orchid (with its own
+    // fields), not in the default tree's.
+    server
+        .post(
+            "/api/v1/operations",
+            json!({"id": "gpu-only", "pool": "shared", "pool_trees": ["gpu"],
+                   "tasks": [{"job_count": 1, "resources": {"cpu": 1, "user_slots": 1},
+                              "command": ["sleep", "60"]}]}),
+        )
+        .await;
+    let (status, op) = server
+        .call(
+            "GET",
+            "/api/v1/orchid/pool_trees/gpu/operations/gpu-only",
+            None,
+        )
+        .await;
+    assert_eq!((status, &op["pool"]), (200, &json!("shared")), "{op}");
+    assert_eq!(op["state"], "running", "{op}");
+    let (status, e) = server
+        .call(
+            "GET",
+            "/api/v1/orchid/pool_trees/physical/operations/gpu-only",
+            None,
+        )
+        .await;
+    assert_eq!((status, &e["code"]), (404, &json!(1915)), "{e}");
+    let gpu = server.get("/api/v1/tree?tree=gpu").await;
+    let ops = gpu["snapshot"]["operations"].as_object().unwrap();
+    assert_eq!(
+        ops.keys().collect::<Vec<_>>(),
+        ["both", "gpu-only"],
+        "{gpu}"
+    );
+    let physical = server.get("/api/v1/tree").await;
+    let ops = physical["snapshot"]["operations"].as_object().unwrap();
+    assert_eq!(ops.keys().collect::<Vec<_>>(), ["both"], "{physical}");
+    let trees = server.get("/api/v1/pool_trees").await;
+    assert_eq!(
+        (&trees[0]["operation_count"], &trees[1]["operation_count"]),
+        (&json!(2), &json!(1)),
+        "{trees}"
+    );
+
     // Unknown names are errors that say what exists.
     let (status, e) = server
         .call(
