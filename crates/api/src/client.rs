@@ -150,24 +150,55 @@ impl ApiClient {
         self.send(self.http.get(self.url(&path))).await
     }
 
-    /// Pools of the default tree as the orchid shows them (name → fields).
-    pub async fn list_pools(&self) -> Result<Map<String, Value>, ClientError> {
-        self.send(self.http.get(self.url(routes::POOLS))).await
+    /// Pools of `tree` (`None`: the default tree) as the orchid shows them (name → fields).
+    pub async fn list_pools(&self, tree: Option<&str>) -> Result<Map<String, Value>, ClientError> {
+        let request = self
+            .http
+            .get(self.url(routes::POOLS))
+            .query(&tree_query(tree));
+        self.send(request).await
     }
 
-    pub async fn create_pool(&self, pool: &CreatePool) -> Result<Value, ClientError> {
-        self.send(self.http.post(self.url(routes::POOLS)).json(pool))
-            .await
+    /// Creates a pool in `tree` (`None`: the default tree).
+    pub async fn create_pool(
+        &self,
+        tree: Option<&str>,
+        pool: &CreatePool,
+    ) -> Result<Value, ClientError> {
+        let request = self
+            .http
+            .post(self.url(routes::POOLS))
+            .query(&tree_query(tree))
+            .json(pool);
+        self.send(request).await
     }
 
-    pub async fn update_pool(&self, name: &str, update: &UpdatePool) -> Result<Value, ClientError> {
+    /// Replaces a pool's options and/or moves it, in `tree` (`None`: the default tree).
+    pub async fn update_pool(
+        &self,
+        tree: Option<&str>,
+        name: &str,
+        update: &UpdatePool,
+    ) -> Result<Value, ClientError> {
         let path = Self::path(routes::POOL, "name", name);
-        self.send(self.http.put(self.url(&path)).json(update)).await
+        let request = self
+            .http
+            .put(self.url(&path))
+            .query(&tree_query(tree))
+            .json(update);
+        self.send(request).await
     }
 
-    pub async fn remove_pool(&self, name: &str) -> Result<Value, ClientError> {
+    /// Removes a pool from `tree` (`None`: the default tree).
+    pub async fn remove_pool(&self, tree: Option<&str>, name: &str) -> Result<Value, ClientError> {
         let path = Self::path(routes::POOL, "name", name);
-        self.send(self.http.delete(self.url(&path))).await
+        let request = self.http.delete(self.url(&path)).query(&tree_query(tree));
+        self.send(request).await
+    }
+
+    /// Every pool tree, sorted by name.
+    pub async fn pool_trees(&self) -> Result<Vec<PoolTreeView>, ClientError> {
+        self.send(self.http.get(self.url(routes::POOL_TREES))).await
     }
 
     pub async fn list_nodes(&self) -> Result<Vec<NodeView>, ClientError> {
@@ -187,27 +218,35 @@ impl ApiClient {
         self.send(self.http.post(self.url(&path))).await
     }
 
-    /// The default tree: its configuration and the orchid snapshot.
-    pub async fn tree(&self) -> Result<Value, ClientError> {
-        self.send(self.http.get(self.url(routes::TREE))).await
+    /// A tree (`None`: the default tree): its name, configuration and orchid snapshot.
+    pub async fn tree(&self, tree: Option<&str>) -> Result<Value, ClientError> {
+        let request = self
+            .http
+            .get(self.url(routes::TREE))
+            .query(&tree_query(tree));
+        self.send(request).await
     }
 
-    /// `GET /api/v1/events`: the event log, oldest first.
-    /// Replaces the default tree's configuration (or, with `dry_run`, only says what would
-    /// change).
+    /// Replaces a tree's configuration (`None`: the default tree's), or, with `dry_run`, only
+    /// says what would change.
     pub async fn apply_tree(
         &self,
+        tree: Option<&str>,
         config: &Value,
         dry_run: bool,
     ) -> Result<TreeApplyReply, ClientError> {
         let request = self
             .http
             .put(self.url(routes::TREE))
-            .query(&TreeApplyQuery { dry_run })
+            .query(&TreeApplyQuery {
+                dry_run,
+                tree: tree.map(str::to_string),
+            })
             .json(config);
         self.send(request).await
     }
 
+    /// `GET /api/v1/events`: the event log, oldest first.
     pub async fn events(&self, query: &EventQuery) -> Result<Vec<EventView>, ClientError> {
         self.send(self.http.get(self.url(routes::EVENTS)).query(query))
             .await
@@ -241,6 +280,12 @@ impl ApiClient {
     pub async fn heartbeat(&self, hb: &Heartbeat) -> Result<HeartbeatReply, ClientError> {
         self.send(self.http.post(self.url(routes::AGENT_HEARTBEAT)).json(hb))
             .await
+    }
+}
+
+fn tree_query(tree: Option<&str>) -> TreeQuery {
+    TreeQuery {
+        tree: tree.map(str::to_string),
     }
 }
 

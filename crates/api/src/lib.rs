@@ -26,8 +26,15 @@ pub mod routes {
     pub const OPERATION_LOGS: &str = "/api/v1/operations/{id}/logs";
     /// POST [`UpdateOperation`](crate::UpdateOperation): weight, resource limits, pool.
     pub const OPERATION_UPDATE: &str = "/api/v1/operations/{id}/update";
+    /// GET: the pools of a tree as the orchid shows them (name → fields); POST
+    /// [`CreatePool`](crate::CreatePool) creates one. Query [`TreeQuery`](crate::TreeQuery):
+    /// `?tree=NAME` (default: the default tree).
     pub const POOLS: &str = "/api/v1/pools";
+    /// GET, PUT [`UpdatePool`](crate::UpdatePool), DELETE one pool; query
+    /// [`TreeQuery`](crate::TreeQuery) as for [`POOLS`].
     pub const POOL: &str = "/api/v1/pools/{name}";
+    /// GET: every pool tree ([`PoolTreeView`](crate::PoolTreeView)), sorted by name.
+    pub const POOL_TREES: &str = "/api/v1/pool_trees";
     pub const NODES: &str = "/api/v1/nodes";
     pub const NODE: &str = "/api/v1/nodes/{id}";
     /// `scheduler_jobs_enabled = false`: its jobs are aborted and go back to pending.
@@ -36,9 +43,10 @@ pub mod routes {
     /// Nothing new starts on the node; its running jobs finish.
     pub const NODE_DRAIN: &str = "/api/v1/nodes/{id}/drain";
     pub const NODE_UNDRAIN: &str = "/api/v1/nodes/{id}/undrain";
-    /// GET: the default tree (`tree`, `config`, `snapshot`). PUT: replaces its whole
-    /// configuration (query [`TreeApplyQuery`](crate::TreeApplyQuery); reply
-    /// [`TreeApplyReply`](crate::TreeApplyReply)).
+    /// GET: one tree (`tree`, `is_default`, `config`, `snapshot`; query
+    /// [`TreeQuery`](crate::TreeQuery), default: the default tree). PUT: replaces that tree's
+    /// whole configuration (query [`TreeApplyQuery`](crate::TreeApplyQuery); reply
+    /// [`TreeApplyReply`](crate::TreeApplyReply)); the other trees keep theirs.
     pub const TREE: &str = "/api/v1/tree";
     pub const ORCHID_TREE: &str = "/api/v1/orchid/pool_trees/{tree}";
     pub const ORCHID_POOL: &str = "/api/v1/orchid/pool_trees/{tree}/pools/{pool}";
@@ -293,13 +301,47 @@ pub struct UpdatePool {
     pub parent: Option<String>,
 }
 
-/// Query of `PUT /api/v1/tree`, whose body is the default tree's whole configuration (the
-/// `config` of `GET /api/v1/tree`: tree options under `config`, pools under `pools`).
+/// Query of the pool routes and of `GET /api/v1/tree`: which pool tree. A tree the server
+/// does not run is an error (code [`codes::RESOLVE`], attribute `tree`) and changes nothing.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TreeQuery {
+    /// The tree's name; absent: the default tree.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tree: Option<String>,
+}
+
+/// Query of `PUT /api/v1/tree`, whose body is the tree's whole configuration (the `config` of
+/// `GET /api/v1/tree`: tree options under `config`, pools under `pools`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct TreeApplyQuery {
     /// Validate and compare only; change nothing.
     pub dry_run: bool,
+    /// The tree to replace; absent: the default tree (as in [`TreeQuery`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tree: Option<String>,
+}
+
+/// One pool tree in `GET /api/v1/pool_trees`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PoolTreeView {
+    pub name: String,
+    /// Operations that name no tree run in the default tree; routes without `?tree=` use it.
+    pub is_default: bool,
+    /// Which nodes the tree takes (absent: every node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_tag_filter: Option<String>,
+    /// Explicit (configured) pools.
+    pub pool_count: usize,
+    /// Ephemeral pools (created for operations).
+    pub ephemeral_pool_count: usize,
+    /// Nodes in the tree.
+    pub node_count: usize,
+    /// Unfinished operations that run in the tree.
+    pub operation_count: usize,
+    /// Resources of its schedulable nodes.
+    pub total_resources: Resources,
 }
 
 /// Reply of `PUT /api/v1/tree`: what the new configuration changes (pools matched by name).
@@ -340,6 +382,9 @@ pub struct NodeView {
     pub state: String,
     /// Milliseconds since its last heartbeat.
     pub last_heartbeat_ago_ms: u64,
+    /// The pool tree whose `node_tag_filter` takes it (absent: none does; it gets no jobs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree: Option<String>,
 }
 
 // ---- the event log ------------------------------------------------------------------------

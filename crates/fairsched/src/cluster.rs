@@ -33,10 +33,13 @@ pub enum ClusterCommand {
         #[command(subcommand)]
         command: OpCommand,
     },
-    /// Pools of the default tree: list, create, set, remove, apply.
+    /// Pools of a pool tree (--tree; default: the default tree): list, create, set, remove,
+    /// apply.
     Pool {
         #[command(flatten)]
         conn: Conn,
+        #[command(flatten)]
+        tree: TreeArg,
         #[command(subcommand)]
         command: PoolCommand,
     },
@@ -47,10 +50,12 @@ pub enum ClusterCommand {
         #[command(subcommand)]
         command: NodeCommand,
     },
-    /// The pool tree.
+    /// Pool trees: list them, show one (--tree; default: the default tree).
     Tree {
         #[command(flatten)]
         conn: Conn,
+        #[command(flatten)]
+        tree: TreeArg,
         #[command(subcommand)]
         command: TreeCommand,
     },
@@ -111,6 +116,14 @@ pub struct Conn {
     /// Print JSON.
     #[arg(long, global = true)]
     json: bool,
+}
+
+/// Which pool tree a `pool` or `tree` command acts on.
+#[derive(Debug, Args)]
+pub struct TreeArg {
+    /// The pool tree (`fairsched tree list` lists them) [default: the server's default tree].
+    #[arg(long, global = true, value_name = "NAME")]
+    tree: Option<String>,
 }
 
 /// The server URL when neither a flag, the environment nor the config file gives one.
@@ -328,6 +341,7 @@ pub enum OpCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum PoolCommand {
+    /// The tree's pools with their fair share, usage and demand (dominant resource).
     List,
     /// Create a pool; options as JSON (`--config '{"weight":2}'`).
     Create {
@@ -348,11 +362,12 @@ pub enum PoolCommand {
     Remove {
         name: String,
     },
-    /// Replace the default tree's whole configuration with FILE (`.toml` or `.json`): one tree
+    /// Replace the tree's whole configuration with FILE (`.toml` or `.json`): one tree
     /// (`[config]` and `[pools.NAME]`, as `tree show --json` shows under `config`) or a
-    /// pool-trees file (`[pool_trees.TREE...]`, the server's tree taken from it). The new tree
-    /// is validated as a whole and applied at once, or not at all. Prints what changes: `+`
-    /// added pools, `-` removed ones, `~` changed ones with their changed options.
+    /// pool-trees file (`[pool_trees.TREE...]`, the tree of that name taken from it). The new
+    /// tree is validated as a whole and applied at once, or not at all; the other trees keep
+    /// theirs. Prints what changes: `+` added pools, `-` removed ones, `~` changed ones with
+    /// their changed options.
     Apply {
         file: PathBuf,
         /// Print what would change; change nothing.
@@ -378,7 +393,12 @@ pub enum NodeCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum TreeCommand {
+    /// The tree's name, then its pools with their fair share, usage and demand (--json: also
+    /// its configuration and orchid snapshot).
     Show,
+    /// Every pool tree: the default one (`*`), its node tag filter, pools, nodes, unfinished
+    /// operations and resources.
+    List,
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -475,18 +495,42 @@ fn run(command: ClusterCommand) -> anyhow::Result<()> {
             runtime().block_on(up(args))
         }
         ClusterCommand::Op { conn, command } => runtime().block_on(op(conn, command)),
-        ClusterCommand::Pool { conn, command } => runtime().block_on(pool(conn, command)),
+        ClusterCommand::Pool {
+            conn,
+            tree,
+            command,
+        } => runtime().block_on(pool(conn, tree.tree, command)),
         ClusterCommand::Node { conn, command } => runtime().block_on(node(conn, command)),
         ClusterCommand::Events { conn, args } => runtime().block_on(events(conn, args)),
         ClusterCommand::Tree {
             conn,
-            command: TreeCommand::Show,
-        } => runtime().block_on(async {
-            let tree = conn.client()?.tree().await?;
+            tree,
+            command,
+        } => runtime().block_on(tree_command(conn, tree.tree, command)),
+    }
+}
+
+async fn tree_command(
+    conn: Conn,
+    tree: Option<String>,
+    command: TreeCommand,
+) -> anyhow::Result<()> {
+    let client = conn.client()?;
+    match command {
+        TreeCommand::Show => {
+            let tree = client.tree(tree.as_deref()).await?;
             if conn.json {
                 return print_json(&tree);
             }
-            println!("tree {}", tree["tree"].as_str().unwrap_or(""));
+            println!(
+                "tree {}{}",
+                tree["tree"].as_str().unwrap_or(""),
+                if tree["is_default"] == true {
+                    " (default)"
+                } else {
+                    ""
+                }
+            );
             print_pools(
                 tree["snapshot"]["pools"]
                     .as_object()
@@ -494,7 +538,34 @@ fn run(command: ClusterCommand) -> anyhow::Result<()> {
                     .unwrap_or_default(),
             );
             Ok(())
-        }),
+        }
+        TreeCommand::List => {
+            if tree.is_some() {
+                return Err(anyhow!("tree list lists every tree; --tree does not apply"));
+            }
+            let trees = client.pool_trees().await?;
+            if conn.json {
+                return print_json(&trees);
+            }
+            println!(
+                "{:<16} {:<7} {:<16} {:>6} {:>9} {:>6} {:>6}  RESOURCES",
+                "TREE", "DEFAULT", "NODE FILTER", "POOLS", "EPHEMERAL", "NODES", "OPS"
+            );
+            for t in trees {
+                println!(
+                    "{:<16} {:<7} {:<16} {:>6} {:>9} {:>6} {:>6}  {}",
+                    t.name,
+                    if t.is_default { "*" } else { "" },
+                    t.node_tag_filter.as_deref().unwrap_or("-"),
+                    t.pool_count,
+                    t.ephemeral_pool_count,
+                    t.node_count,
+                    t.operation_count,
+                    format_resources(&t.total_resources)
+                );
+            }
+            Ok(())
+        }
     }
 }
 
@@ -998,11 +1069,12 @@ fn json_object(text: Option<&str>) -> anyhow::Result<Option<Map<String, Value>>>
         .transpose()
 }
 
-async fn pool(conn: Conn, command: PoolCommand) -> anyhow::Result<()> {
+async fn pool(conn: Conn, tree: Option<String>, command: PoolCommand) -> anyhow::Result<()> {
     let client = conn.client()?;
+    let tree = tree.as_deref();
     let reply = match command {
         PoolCommand::List => {
-            let pools = client.list_pools().await?;
+            let pools = client.list_pools(tree).await?;
             if conn.json {
                 return print_json(&pools);
             }
@@ -1016,11 +1088,14 @@ async fn pool(conn: Conn, command: PoolCommand) -> anyhow::Result<()> {
         } => {
             let config = json_object(config.as_deref())?.unwrap_or_default();
             client
-                .create_pool(&CreatePool {
-                    name,
-                    parent,
-                    config,
-                })
+                .create_pool(
+                    tree,
+                    &CreatePool {
+                        name,
+                        parent,
+                        config,
+                    },
+                )
                 .await?
         }
         PoolCommand::Set {
@@ -1030,12 +1105,12 @@ async fn pool(conn: Conn, command: PoolCommand) -> anyhow::Result<()> {
         } => {
             let config = json_object(config.as_deref())?;
             client
-                .update_pool(&name, &UpdatePool { config, parent })
+                .update_pool(tree, &name, &UpdatePool { config, parent })
                 .await?
         }
-        PoolCommand::Remove { name } => client.remove_pool(&name).await?,
+        PoolCommand::Remove { name } => client.remove_pool(tree, &name).await?,
         PoolCommand::Apply { file, dry_run } => {
-            return apply_tree(&client, conn.json, &file, dry_run).await;
+            return apply_tree(&client, tree, conn.json, &file, dry_run).await;
         }
     };
     if conn.json {
@@ -1049,11 +1124,12 @@ async fn pool(conn: Conn, command: PoolCommand) -> anyhow::Result<()> {
 /// `pool apply`: reads the file, sends it, prints the difference.
 async fn apply_tree(
     client: &ApiClient,
+    tree: Option<&str>,
     json: bool,
     file: &std::path::Path,
     dry_run: bool,
 ) -> anyhow::Result<()> {
-    let current = client.tree().await?;
+    let current = client.tree(tree).await?;
     let tree = current["tree"].as_str().unwrap_or("default").to_string();
     let document: Value = fairsched_config::from_file(file)?;
     let new = if document.get("pool_trees").is_some() {
@@ -1061,7 +1137,8 @@ async fn apply_tree(
         let names: Vec<&String> = trees.pool_trees.keys().collect();
         trees.pool_trees.get(&tree).cloned().ok_or_else(|| {
             anyhow!(
-                "{}: no tree {tree:?} (the server's tree) in it; it has {names:?}",
+                "{}: no tree {tree:?} in it (the tree to apply; --tree names another); it has \
+                 {names:?}",
                 file.display()
             )
         })?
@@ -1069,7 +1146,7 @@ async fn apply_tree(
         fairsched_config::load_pool_tree_file(file)?
     };
     let new = serde_json::to_value(&new)?;
-    let reply = client.apply_tree(&new, dry_run).await?;
+    let reply = client.apply_tree(Some(&tree), &new, dry_run).await?;
     if json {
         return print_json(&reply);
     }

@@ -1,5 +1,6 @@
 // The Scheduling page: the pool tree, operations, nodes and the newest events, polled from the
-// JSON API.
+// JSON API. With several pool trees, tabs above choose the tree the page shows (`?tree=NAME`
+// in the address; default: the default tree).
 // Every string from the server goes into the page as text (textContent, attributes), never
 // as HTML.
 'use strict';
@@ -14,6 +15,8 @@ const ui = {
   collapsed: new Set(),
   showFinished: false,
   last: null,
+  // The tree asked for (`?tree=`); null: the default tree.
+  tree: new URLSearchParams(window.location.search).get('tree'),
 };
 
 // ---- DOM helpers ------------------------------------------------------------------------
@@ -69,6 +72,10 @@ function fmtPct(x) {
   const p = x * 100;
   if (p === 0) return '0%';
   return (p < 1 ? p.toFixed(2) : p < 10 ? p.toFixed(1) : p.toFixed(0)) + '%';
+}
+
+function plural(n, what) {
+  return `${n} ${what}${n === 1 ? '' : 's'}`;
 }
 
 function fmtAgo(ms) {
@@ -249,7 +256,7 @@ function toggle(name) {
 
 // ---- operations -------------------------------------------------------------------------
 
-function renderOperations(ops, snap) {
+function renderOperations(ops, snap, severalTrees) {
   const shown = ops
     .filter((o) => ui.showFinished || !FINISHED.has(o.state))
     .slice()
@@ -261,10 +268,13 @@ function renderOperations(ops, snap) {
     const e = s.fair_share_ratio === undefined ? null : s;
     const c = o.job_counts;
     const why = o.why || (FINISHED.has(o.state) ? (o.reason || '') : '');
+    const elsewhere = severalTrees && s.pool === undefined && !FINISHED.has(o.state);
     return h('tr', { 'data-operation': o.id },
       h('td', null, h('strong', null, o.id)),
       h('td', null, o.user),
-      h('td', null, o.pool),
+      // Its pool in the tree shown (an operation may run in several trees).
+      h('td', null, s.pool || o.pool,
+        elsewhere ? h('span', { class: 'tag', title: 'runs in another pool tree' }, 'other tree') : null),
       h('td', null, badge(o.state)),
       h('td', { title: `${c.completed} completed, ${c.running} running, ${c.pending} pending, ` +
         `${c.failed} failed, ${c.aborted} aborted of ${c.total}` },
@@ -286,10 +296,11 @@ function renderOperations(ops, snap) {
 
 // ---- nodes ------------------------------------------------------------------------------
 
-function renderNodes(nodes, total) {
+function renderNodes(nodes, total, severalTrees) {
   const cols = resourceColumns(total);
   const rows = nodes.map((n) => h('tr', { 'data-node': n.id },
     h('td', null, h('strong', null, n.id)),
+    severalTrees ? h('td', null, n.tree || '–') : null,
     h('td', null, n.tags.length ? n.tags.map((t) => h('span', { class: 'tag' }, t)) : '–'),
     h('td', null, !n.scheduler_jobs_enabled ? badge('disabled') : n.draining ? badge('draining') : 'enabled'),
     h('td', { class: 'num' }, n.allocation_count),
@@ -298,7 +309,7 @@ function renderNodes(nodes, total) {
       h('div', { class: 'res-text' }, `${fmtAmount(r, n.usage[r])} / ${fmtAmount(r, n.resources[r])}`))),
     h('td', { class: 'num' }, fmtAgo(n.last_heartbeat_ago_ms))));
   setRows(document.getElementById('nodes'),
-    ['Node', 'Tags', 'Scheduling', { text: 'Jobs', cls: 'num' }, ...cols,
+    ['Node', ...(severalTrees ? ['Tree'] : []), 'Tags', 'Scheduling', { text: 'Jobs', cls: 'num' }, ...cols,
       { text: 'Last heartbeat', cls: 'num' }],
     rows, 'no nodes registered');
 }
@@ -353,19 +364,25 @@ function renderSummary(data) {
   const total = snap.total_resources;
   const root = snap.pools[ROOT];
   const used = root ? root.resource_usage : {};
+  // With several trees: the operations and nodes of the tree shown.
+  const severalTrees = data.trees.length > 1;
+  const operations = severalTrees
+    ? data.operations.filter((o) => snap.operations[o.id] !== undefined)
+    : data.operations;
   const byState = {};
-  for (const o of data.operations) byState[o.state] = (byState[o.state] || 0) + 1;
+  for (const o of operations) byState[o.state] = (byState[o.state] || 0) + 1;
   let runningJobs = 0;
   let pendingJobs = 0;
-  for (const o of data.operations) {
+  for (const o of operations) {
     runningJobs += o.job_counts.running;
     pendingJobs += o.job_counts.pending;
   }
   const starving = Object.values(snap.operations)
     .filter((o) => o.starvation_status && o.starvation_status !== 'non_starving').length;
+  const nodes = severalTrees ? data.nodes.filter((n) => n.tree === data.tree.tree) : data.nodes;
   const cards = [
-    card('Nodes', String(data.nodes.length),
-      `${data.nodes.filter((n) => n.scheduler_jobs_enabled).length} scheduling`),
+    card('Nodes', String(nodes.length),
+      `${nodes.filter((n) => n.scheduler_jobs_enabled).length} scheduling`),
     card('Operations', `${byState.running || 0} running`,
       `${byState.pending || 0} pending · ${starving} starving`),
     card('Jobs', `${runningJobs} running`, `${pendingJobs} pending`),
@@ -379,14 +396,53 @@ function renderSummary(data) {
   document.getElementById('tree-name').textContent = `pool tree “${snap.tree}”`;
 }
 
+// ---- the tree tabs ---------------------------------------------------------------------
+
+function renderTreeTabs(trees, shown) {
+  const nav = document.getElementById('tree-tabs');
+  if (trees.length < 2) {
+    nav.hidden = true;
+    nav.replaceChildren();
+    return;
+  }
+  nav.replaceChildren(...trees.map((t) => h('a', {
+    class: 'tab',
+    role: 'tab',
+    href: '?tree=' + encodeURIComponent(t.name),
+    'aria-selected': String(t.name === shown),
+    'data-tree': t.name,
+    title: (t.node_tag_filter ? `nodes tagged ${t.node_tag_filter}` : 'every node') +
+      ` · ${t.operation_count} operations`,
+    onclick: (ev) => {
+      ev.preventDefault();
+      selectTree(t.name);
+    },
+  },
+  t.name,
+  t.is_default ? h('span', { class: 'tag' }, 'default') : null,
+  h('span', { class: 'tab-sub' },
+    `${plural(t.node_count, 'node')} · ${plural(t.pool_count, 'pool')}`))));
+  nav.hidden = false;
+}
+
+// Shows another tree at once (and keeps it in the address, so that a reload keeps it).
+function selectTree(name) {
+  ui.tree = name;
+  ui.collapsed.clear();
+  window.history.replaceState(null, '', '?tree=' + encodeURIComponent(name));
+  refresh();
+}
+
 // ---- the loop ---------------------------------------------------------------------------
 
 function render(data) {
   ui.last = data;
+  const severalTrees = data.trees.length > 1;
+  renderTreeTabs(data.trees, data.tree.tree);
   renderSummary(data);
   renderPools(data.tree);
-  renderOperations(data.operations, data.tree.snapshot);
-  renderNodes(data.nodes, data.tree.snapshot.total_resources);
+  renderOperations(data.operations, data.tree.snapshot, severalTrees);
+  renderNodes(data.nodes, data.tree.snapshot.total_resources, severalTrees);
   renderEvents(data.events);
 }
 
@@ -396,7 +452,26 @@ async function fetchJson(path) {
   return resp.json();
 }
 
-async function poll() {
+// Loads everything the page shows, for the tree asked for (an unknown one: the default tree,
+// with `missing` naming it). Null when a newer load started meanwhile.
+let loads = 0;
+async function load() {
+  const seq = ++loads;
+  const trees = await fetchJson('/api/v1/pool_trees');
+  const known = ui.tree !== null && trees.some((t) => t.name === ui.tree);
+  const missing = ui.tree !== null && !known ? ui.tree : null;
+  const query = known ? '?tree=' + encodeURIComponent(ui.tree) : '';
+  const [tree, operations, nodes, events] = await Promise.all([
+    fetchJson('/api/v1/tree' + query),
+    fetchJson('/api/v1/operations?jobs=false'),
+    fetchJson('/api/v1/nodes'),
+    fetchJson('/api/v1/events?limit=' + EVENT_LIMIT),
+  ]);
+  if (seq !== loads) return null;
+  return { trees, tree, operations, nodes, events, missing };
+}
+
+async function refresh() {
   const status = document.getElementById('status');
   const error = document.getElementById('error');
   const fail = (what, e) => {
@@ -405,29 +480,34 @@ async function poll() {
     error.textContent = what + (e && e.message ? e.message : e) + '. Retrying…';
     error.hidden = false;
   };
+  let data;
   try {
-    let data;
-    try {
-      const [tree, operations, nodes, events] = await Promise.all([
-        fetchJson('/api/v1/tree'),
-        fetchJson('/api/v1/operations?jobs=false'),
-        fetchJson('/api/v1/nodes'),
-        fetchJson('/api/v1/events?limit=' + EVENT_LIMIT),
-      ]);
-      data = { tree, operations, nodes, events };
-    } catch (e) {
-      fail('Cannot reach the scheduler: ', e);
-      return;
-    }
-    try {
-      render(data);
-    } catch (e) {
-      fail('Cannot show the scheduler\'s state: ', e);
-      return;
-    }
-    status.dataset.state = 'live';
-    status.textContent = 'live · updated ' + new Date().toLocaleTimeString();
+    data = await load();
+  } catch (e) {
+    fail('Cannot reach the scheduler: ', e);
+    return;
+  }
+  if (data === null) return;
+  try {
+    render(data);
+  } catch (e) {
+    fail('Cannot show the scheduler\'s state: ', e);
+    return;
+  }
+  status.dataset.state = 'live';
+  status.textContent = 'live · updated ' + new Date().toLocaleTimeString();
+  if (data.missing !== null) {
+    error.textContent = `There is no pool tree “${data.missing}”; showing the default tree ` +
+      `“${data.tree.tree}”.`;
+    error.hidden = false;
+  } else {
     error.hidden = true;
+  }
+}
+
+async function poll() {
+  try {
+    await refresh();
   } finally {
     setTimeout(poll, POLL_MS);
   }

@@ -5,8 +5,8 @@
 use crate::metrics::{self, ActorMetrics};
 use fairsched_api::{
     ApiError, EventQuery, EventView, FinishedJob, Heartbeat, HeartbeatReply, JobCounts,
-    JobInterrupt, JobLogs, JobStart, JobView, NodeView, OperationView, RegisterNode, RegisterReply,
-    TreeApplyReply, UpdateOperation, codes,
+    JobInterrupt, JobLogs, JobStart, JobView, NodeView, OperationView, PoolTreeView, RegisterNode,
+    RegisterReply, TreeApplyReply, UpdateOperation, codes,
 };
 use fairsched_config::{PoolConfig, PoolTreeConfig, PoolTrees};
 use fairsched_core::{
@@ -15,7 +15,7 @@ use fairsched_core::{
 };
 use fairsched_resources::Resources;
 use fairsched_store::{
-    Batch, EventFilter, Store, StoredEvent, StoredJob, StoredNode, StoredOperation,
+    Batch, EventFilter, Store, StoredEvent, StoredJob, StoredNode, StoredOperation, StoredTree,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -27,11 +27,59 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 /// What GET handlers read: the last published state.
 #[derive(Debug)]
 pub struct View {
+    /// Every tree (the default one at the top, the others under `pool_trees`). An operation's
+    /// fields are of its first tree ([`View::operation_trees`]), its other trees' under its
+    /// `pool_trees`.
     pub snapshot: Snapshot,
-    pub tree_config: Value,
+    /// The first tree of each operation in the snapshot (the default tree if it runs there).
+    pub operation_trees: BTreeMap<String, String>,
+    /// Every tree, sorted by name.
+    pub trees: Vec<TreeView>,
     /// In submission order.
     pub operations: Vec<OperationView>,
     pub nodes: Vec<NodeView>,
+}
+
+/// One pool tree in the [`View`].
+#[derive(Debug)]
+pub struct TreeView {
+    pub info: PoolTreeView,
+    /// Its configuration as stored (`config` and `pools`).
+    pub config: Arc<Value>,
+}
+
+impl View {
+    /// The tree named `name`.
+    pub fn tree(&self, name: &str) -> Option<&TreeView> {
+        self.trees.iter().find(|t| t.info.name == name)
+    }
+
+    /// The default tree's configuration.
+    pub fn default_config(&self) -> &Value {
+        self.tree(&self.snapshot.tree)
+            .map_or(&Value::Null, |t| t.config.as_ref())
+    }
+
+    /// The tree a request names (`None`: the default tree); an unknown one is an error naming
+    /// the trees there are.
+    pub fn resolve_tree(&self, tree: Option<&str>) -> Result<&TreeView, ApiError> {
+        let name = tree.unwrap_or(&self.snapshot.tree);
+        self.tree(name)
+            .ok_or_else(|| unknown_tree(name, self.trees.iter().map(|t| t.info.name.as_str())))
+    }
+}
+
+/// The error for a pool tree the server does not run.
+pub fn unknown_tree<'a>(name: &str, known: impl Iterator<Item = &'a str>) -> ApiError {
+    let known: Vec<String> = known.map(|t| format!("{t:?}")).collect();
+    ApiError::new(
+        codes::RESOLVE,
+        format!(
+            "pool tree {name:?} does not exist (trees: {})",
+            known.join(", ")
+        ),
+    )
+    .with_attribute("tree", name)
 }
 
 type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
@@ -43,21 +91,29 @@ pub enum Command {
     Abort(String, Reply<OperationView>),
     UpdateOperation(String, UpdateOperation, Reply<OperationView>),
     Logs(String, Reply<Vec<JobLogs>>),
+    /// Pool commands act in `tree` (`None`: the default tree).
     CreatePool {
+        tree: Option<String>,
         name: String,
         parent: Option<String>,
         config: Map<String, Value>,
         reply: Reply<()>,
     },
     UpdatePool {
+        tree: Option<String>,
         name: String,
         config: Option<Map<String, Value>>,
         parent: Option<String>,
         reply: Reply<()>,
     },
-    RemovePool(String, Reply<()>),
-    /// Replaces the default tree's configuration (`dry_run`: only compares).
+    RemovePool {
+        tree: Option<String>,
+        name: String,
+        reply: Reply<()>,
+    },
+    /// Replaces a tree's configuration (`None`: the default tree's; `dry_run`: only compares).
     ApplyTree {
+        tree: Option<String>,
         config: Value,
         dry_run: bool,
         reply: Reply<TreeApplyReply>,
@@ -83,7 +139,7 @@ impl Command {
             Command::Logs(..) => "logs",
             Command::CreatePool { .. } => "create_pool",
             Command::UpdatePool { .. } => "update_pool",
-            Command::RemovePool(..) => "remove_pool",
+            Command::RemovePool { .. } => "remove_pool",
             Command::ApplyTree { .. } => "apply_tree",
             Command::Node { .. } => "node",
             Command::Register(..) => "register",
@@ -191,6 +247,8 @@ pub struct Actor {
     touched: BTreeSet<String>,
     /// Events, once committed, for live streams.
     events: broadcast::Sender<Arc<EventView>>,
+    /// Each tree's configuration as JSON, refreshed when it changes (see `save_tree`).
+    tree_configs: BTreeMap<String, Arc<Value>>,
 }
 
 /// Events a live stream may fall behind by before it reads the store again.
@@ -220,17 +278,15 @@ impl Actor {
         store: Box<dyn Store>,
     ) -> anyhow::Result<(Actor, watch::Receiver<Arc<View>>)> {
         let loaded = store.load()?;
-        let trees = match loaded.trees.first() {
-            Some((name, json)) => {
-                let tree: PoolTreeConfig = serde_json::from_str(json)?;
-                PoolTrees::single(name.clone(), tree)
-            }
-            None => match (&config.pool_trees_file, &config.pool_trees) {
+        let trees = if loaded.trees.is_empty() {
+            match (&config.pool_trees_file, &config.pool_trees) {
                 (Some(path), _) => fairsched_config::load_pool_trees_file(path)
                     .map_err(|e| anyhow::anyhow!("{e}"))?,
                 (None, Some(t)) => t.clone(),
                 (None, None) => PoolTrees::single("default", PoolTreeConfig::default()),
-            },
+            }
+        } else {
+            stored_trees(&loaded.trees)?
         };
         let validated = fairsched_config::validate_pool_trees(&trees)
             .map_err(|e| anyhow::anyhow!("pool trees: {e}"))?;
@@ -238,7 +294,8 @@ impl Actor {
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         let empty = View {
             snapshot: sched.snapshot(0),
-            tree_config: Value::Null,
+            operation_trees: BTreeMap::new(),
+            trees: Vec::new(),
             operations: Vec::new(),
             nodes: Vec::new(),
         };
@@ -272,8 +329,9 @@ impl Actor {
             next_event_seq: loaded.last_event_seq + 1,
             touched: BTreeSet::new(),
             events: broadcast::channel(EVENT_BUFFER).0,
+            tree_configs: BTreeMap::new(),
         };
-        actor.save_tree();
+        actor.save_trees();
         let mut jobs: BTreeMap<String, Vec<JobView>> = BTreeMap::new();
         // Running jobs in store order: (job, operation, task, node).
         let mut running: Vec<(String, String, usize, String)> = Vec::new();
@@ -550,64 +608,36 @@ impl Actor {
                 let _ = reply.send(self.logs(&id));
             }
             Command::CreatePool {
+                tree,
                 name,
                 parent,
                 config,
                 reply,
             } => {
-                let now = self.now();
-                let r = pool_config(config).and_then(|c| {
-                    self.sched
-                        .create_pool(now, parent.as_deref(), &name, c)
-                        .map_err(core_error)
-                });
-                if r.is_ok() {
-                    tracing::info!(pool = name, parent, "pool created");
-                    self.save_tree();
-                }
+                let r = self.create_pool(tree.as_deref(), &name, parent.as_deref(), config);
                 self.finish(reply, r);
             }
             Command::UpdatePool {
+                tree,
                 name,
                 config,
                 parent,
                 reply,
             } => {
-                let now = self.now();
-                let r = (|| {
-                    if let Some(c) = config {
-                        self.sched
-                            .set_pool(now, &name, pool_config(c)?)
-                            .map_err(core_error)?;
-                    }
-                    if let Some(p) = parent {
-                        self.sched
-                            .move_pool(now, &name, Some(&p))
-                            .map_err(core_error)?;
-                    }
-                    Ok(())
-                })();
-                if r.is_ok() {
-                    tracing::info!(pool = name, "pool updated");
-                }
-                self.save_tree();
+                let r = self.update_pool(tree.as_deref(), &name, config, parent.as_deref());
                 self.finish(reply, r);
             }
-            Command::RemovePool(name, reply) => {
-                let now = self.now();
-                let r = self.sched.remove_pool(now, &name).map_err(core_error);
-                if r.is_ok() {
-                    tracing::info!(pool = name, "pool removed");
-                    self.save_tree();
-                }
+            Command::RemovePool { tree, name, reply } => {
+                let r = self.remove_pool(tree.as_deref(), &name);
                 self.finish(reply, r);
             }
             Command::ApplyTree {
+                tree,
                 config,
                 dry_run,
                 reply,
             } => {
-                let r = self.apply_tree(config, dry_run);
+                let r = self.apply_tree(tree.as_deref(), config, dry_run);
                 self.finish(reply, r);
             }
             Command::Node { id, action, reply } => {
@@ -644,14 +674,102 @@ impl Actor {
         let _ = reply.send(result);
     }
 
-    /// Validates a new configuration of the default tree as a whole and, unless `dry_run`,
-    /// applies it at once (the other trees keep theirs).
-    fn apply_tree(&mut self, config: Value, dry_run: bool) -> Result<TreeApplyReply, ApiError> {
+    /// The name of the tree a request names (`None`: the default tree), or an error naming
+    /// the trees there are.
+    fn resolve_tree(&self, tree: Option<&str>) -> Result<String, ApiError> {
+        match tree {
+            None => Ok(self.sched.tree().name.clone()),
+            Some(name) if self.sched.tree_index(name).is_some() => Ok(name.to_string()),
+            Some(name) => Err(unknown_tree(
+                name,
+                self.sched.trees().iter().map(|t| t.name.as_str()),
+            )),
+        }
+    }
+
+    fn create_pool(
+        &mut self,
+        tree: Option<&str>,
+        name: &str,
+        parent: Option<&str>,
+        config: Map<String, Value>,
+    ) -> Result<(), ApiError> {
+        let tree = self.resolve_tree(tree)?;
+        let config = pool_config(config)?;
+        let now = self.now();
+        self.sched
+            .create_pool_in(now, &tree, parent, name, config)
+            .map_err(|e| core_error(e).with_attribute("tree", tree.as_str()))?;
+        tracing::info!(tree, pool = name, parent, "pool created");
+        self.save_tree(&tree);
+        Ok(())
+    }
+
+    /// Replaces a pool's options and/or moves it: both or neither (a rejected move undoes the
+    /// options' change).
+    fn update_pool(
+        &mut self,
+        tree: Option<&str>,
+        name: &str,
+        config: Option<Map<String, Value>>,
+        parent: Option<&str>,
+    ) -> Result<(), ApiError> {
+        let tree = self.resolve_tree(tree)?;
+        let config = config.map(pool_config).transpose()?;
+        let now = self.now();
+        let t = self.sched.tree_index(&tree).expect("resolved above");
+        let before = self.sched.trees()[t].validated.tree.clone();
+        let r = (|| {
+            if let Some(c) = config {
+                self.sched.set_pool_in(now, &tree, name, c)?;
+            }
+            if let Some(p) = parent {
+                self.sched.move_pool_in(now, &tree, name, Some(p))?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = r {
+            if self.sched.trees()[t].validated.tree != before {
+                // The options changed, the move was rejected: back to how it was.
+                if let Err(undo) = self.sched.set_tree_config_in(now, &tree, before) {
+                    tracing::error!(tree, pool = name, "cannot undo a pool change: {undo}");
+                }
+            }
+            return Err(core_error(e).with_attribute("tree", tree.as_str()));
+        }
+        tracing::info!(tree, pool = name, "pool updated");
+        self.save_tree(&tree);
+        Ok(())
+    }
+
+    fn remove_pool(&mut self, tree: Option<&str>, name: &str) -> Result<(), ApiError> {
+        let tree = self.resolve_tree(tree)?;
+        let now = self.now();
+        self.sched
+            .remove_pool_in(now, &tree, name)
+            .map_err(|e| core_error(e).with_attribute("tree", tree.as_str()))?;
+        tracing::info!(tree, pool = name, "pool removed");
+        self.save_tree(&tree);
+        Ok(())
+    }
+
+    /// Validates a new configuration of a tree (`None`: the default tree) as a whole and,
+    /// unless `dry_run`, applies it at once (the other trees keep theirs).
+    fn apply_tree(
+        &mut self,
+        tree: Option<&str>,
+        config: Value,
+        dry_run: bool,
+    ) -> Result<TreeApplyReply, ApiError> {
+        let name = self.resolve_tree(tree)?;
+        let t = self.sched.tree_index(&name).expect("resolved above");
         let new: PoolTreeConfig = serde_json::from_value(config)
             .map_err(|e| ApiError::new(codes::BAD_REQUEST, format!("bad pool tree: {e}")))?;
-        let update = fairsched_config::validate_update(self.sched.tree_config(), &new)
-            .map_err(|errors| ApiError::new(codes::BAD_REQUEST, errors.to_string()))?;
-        let name = self.sched.tree().name.clone();
+        let update = fairsched_config::validate_update(&self.sched.trees()[t].validated.tree, &new)
+            .map_err(|errors| {
+                ApiError::new(codes::BAD_REQUEST, errors.to_string())
+                    .with_attribute("tree", name.as_str())
+            })?;
         let diff = &update.diff;
         let reply = TreeApplyReply {
             tree: name.clone(),
@@ -684,14 +802,14 @@ impl Actor {
                     (t.name.clone(), validated)
                 })
                 .collect(),
-            default_tree: Some(name.clone()),
+            default_tree: Some(self.sched.tree().name.clone()),
             warnings: Vec::new(),
         };
         let now = self.now();
         self.sched
             .replace_tree_config(now, trees)
-            .map_err(core_error)?;
-        self.save_tree();
+            .map_err(|e| core_error(e).with_attribute("tree", name.as_str()))?;
+        self.save_tree(&name);
         tracing::info!(
             tree = name,
             added = reply.added.len(),
@@ -710,11 +828,33 @@ impl Actor {
         Ok(reply)
     }
 
-    fn save_tree(&mut self) {
-        if let Ok(json) = serde_json::to_string(self.sched.tree_config()) {
-            let name = self.sched.snapshot(0).tree;
-            self.batch.trees = vec![(name, json)];
+    /// Queues every tree for the store, with which one is the default.
+    fn save_trees(&mut self) {
+        let names: Vec<String> = self.sched.trees().iter().map(|t| t.name.clone()).collect();
+        for name in names {
+            self.save_tree(&name);
         }
+    }
+
+    /// Queues the tree named `name` (its configuration now) for the store.
+    fn save_tree(&mut self, name: &str) {
+        let Some(t) = self.sched.tree_index(name) else {
+            return;
+        };
+        let tree = &self.sched.trees()[t];
+        let Ok(config) = serde_json::to_string(&tree.validated.tree) else {
+            return;
+        };
+        if let Ok(value) = serde_json::from_str(&config) {
+            self.tree_configs.insert(tree.name.clone(), Arc::new(value));
+        }
+        let stored = StoredTree {
+            name: tree.name.clone(),
+            config,
+            is_default: tree.name == self.sched.tree().name,
+        };
+        self.batch.trees.retain(|s| s.name != stored.name);
+        self.batch.trees.push(stored);
     }
 
     fn submit(&mut self, mut body: Value) -> Result<String, ApiError> {
@@ -1066,6 +1206,7 @@ impl Actor {
                 .get(&n.id.0)
                 .map(|t| t.elapsed().as_millis() as u64)
                 .unwrap_or(0),
+            tree: n.tree.map(|t| self.sched.trees()[t].name.clone()),
         })
     }
 
@@ -1504,9 +1645,19 @@ impl Actor {
             .nodes()
             .filter_map(|n| self.node_view(&n.id))
             .collect();
+        let trees = self.tree_views(&snapshot.tree);
+        let operation_trees = self
+            .sched
+            .operations()
+            .filter_map(|op| {
+                let first = op.trees.first()?.tree;
+                Some((op.spec.id.0.clone(), self.sched.trees()[first].name.clone()))
+            })
+            .collect();
         let view = View {
             snapshot,
-            tree_config: serde_json::to_value(self.sched.tree_config()).unwrap_or(Value::Null),
+            operation_trees,
+            trees,
             operations: self
                 .order
                 .iter()
@@ -1516,6 +1667,71 @@ impl Actor {
         };
         self.publish.send_replace(Arc::new(view));
     }
+
+    /// Every tree's summary and configuration.
+    fn tree_views(&self, default_tree: &str) -> Vec<TreeView> {
+        let trees = self.sched.trees();
+        let mut nodes = vec![0usize; trees.len()];
+        let mut totals = vec![Resources::ZERO; trees.len()];
+        for n in self.sched.nodes() {
+            if let Some(t) = n.tree {
+                nodes[t] += 1;
+                if n.scheduler_jobs_enabled {
+                    totals[t] = totals[t].add(&n.resources);
+                }
+            }
+        }
+        let mut operations = vec![0usize; trees.len()];
+        for op in self.sched.operations() {
+            if !op.state.is_finished() {
+                for o in &op.trees {
+                    operations[o.tree] += 1;
+                }
+            }
+        }
+        trees
+            .iter()
+            .enumerate()
+            .map(|(t, tree)| TreeView {
+                info: PoolTreeView {
+                    name: tree.name.clone(),
+                    is_default: tree.name == default_tree,
+                    node_tag_filter: tree.validated.config().node_tag_filter.clone(),
+                    pool_count: tree.validated.pools.len(),
+                    ephemeral_pool_count: tree.ephemeral.len(),
+                    node_count: nodes[t],
+                    operation_count: operations[t],
+                    total_resources: totals[t],
+                },
+                config: self
+                    .tree_configs
+                    .get(&tree.name)
+                    .cloned()
+                    .unwrap_or_default(),
+            })
+            .collect()
+    }
+}
+
+/// The pool trees as the store keeps them: every tree with its API changes, and the default
+/// one. Errors name the tree.
+fn stored_trees(stored: &[StoredTree]) -> anyhow::Result<PoolTrees> {
+    let mut trees = PoolTrees::default();
+    for t in stored {
+        let tree: PoolTreeConfig = serde_json::from_str(&t.config)
+            .map_err(|e| anyhow::anyhow!("the stored pool tree {:?} is unreadable: {e}", t.name))?;
+        trees.pool_trees.insert(t.name.clone(), tree);
+        if t.is_default {
+            trees.default_tree = Some(t.name.clone());
+        }
+    }
+    if trees.default_tree_name().is_none() {
+        anyhow::bail!(
+            "the store holds pool trees {:?} and none is marked the default",
+            trees.pool_trees.keys().collect::<Vec<_>>()
+        );
+    }
+    Ok(trees)
 }
 
 /// A stored event as the API shows it.

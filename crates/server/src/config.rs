@@ -43,11 +43,12 @@ pub struct ServerConfig {
     /// A pool-trees file (`.toml` or `.json`, by extension; the layout of the [pool-trees
     /// reference](config-reference.md)) the server starts with when its store holds no pool
     /// tree yet, that is on the first start with a new `data_dir`. From then on the stored
-    /// tree wins: it keeps the changes made through the API (`fairsched pool ...`), and
-    /// editing this file has no effect (apply it with `fairsched pool apply` instead). The
-    /// store keeps the default tree only, so after a restart a file's other trees are gone.
-    /// A relative path is relative to the server's working directory. Wins over `pool_trees`
-    /// when both are set. Both unset: one tree, `default`, with default options and no pools.
+    /// trees win: the store keeps every tree (and which one is the default) with the changes
+    /// made through the API (`fairsched pool ...`), and editing this file has no effect (apply
+    /// it with `fairsched pool apply [--tree NAME]` instead); a tree added to the file later
+    /// is not picked up. A relative path is relative to the server's working directory. Wins
+    /// over `pool_trees` when both are set. Both unset: one tree, `default`, with default
+    /// options and no pools.
     pub pool_trees_file: Option<PathBuf>,
     /// Pool trees given inline, in the layout of a pool-trees file; used as
     /// `pool_trees_file` is (first start only) and ignored when that is set. In TOML the name

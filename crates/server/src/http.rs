@@ -11,8 +11,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use fairsched_api::{
     ApiError, CreatePool, EventQuery, EventView, Heartbeat, NodeView, OPERATION_STATES,
-    OperationQuery, OperationView, RegisterNode, SubmitReply, TreeApplyQuery, TreeApplyReply,
-    UpdateOperation, UpdatePool, codes, routes,
+    OperationQuery, OperationView, PoolTreeView, RegisterNode, SubmitReply, TreeApplyQuery,
+    TreeApplyReply, TreeQuery, UpdateOperation, UpdatePool, codes, routes,
 };
 use prometheus_client::registry::Registry;
 use serde::Serialize;
@@ -160,6 +160,7 @@ pub fn router(state: AppState) -> Router {
         .route(routes::NODE_DRAIN, post(drain_node))
         .route(routes::NODE_UNDRAIN, post(undrain_node))
         .route(routes::TREE, get(tree).put(apply_tree))
+        .route(routes::POOL_TREES, get(pool_trees))
         .route(routes::ORCHID_TREE, get(orchid_tree))
         .route(routes::ORCHID_POOL, get(orchid_pool))
         .route(routes::ORCHID_OPERATION, get(orchid_operation))
@@ -217,7 +218,7 @@ fn pool_parents(view: &View) -> std::collections::BTreeMap<String, String> {
         }
     }
     let mut out = std::collections::BTreeMap::new();
-    walk(&view.tree_config["pools"], None, &mut out);
+    walk(&view.default_config()["pools"], None, &mut out);
     for (name, pool) in &view.snapshot.pools {
         if let Some(parent) = &pool.parent {
             out.entry(name.clone()).or_insert_with(|| parent.clone());
@@ -335,30 +336,69 @@ async fn logs(
     ok(ask(&s, |r| Command::Logs(id, r)).await?)
 }
 
-async fn list_pools(State(s): State<AppState>) -> Reply<Value> {
-    let view = s.view.borrow().clone();
-    ok(json!(view.snapshot.pools))
+/// The tree a pool route names (`?tree=`, default: the default tree).
+fn tree_query(q: Result<Query<TreeQuery>, QueryRejection>) -> Result<Option<String>, Failure> {
+    let Query(q) = q.map_err(bad_query)?;
+    Ok(q.tree)
 }
 
-async fn get_pool(State(s): State<AppState>, Path(name): Path<String>) -> Reply<Value> {
-    let view = s.view.borrow().clone();
-    pool_of(&view, &name)
-}
-
-fn pool_of(view: &View, name: &str) -> Reply<Value> {
-    match view.snapshot.pools.get(name) {
-        Some(p) => ok(json!(p)),
-        None => Err(Failure(ApiError::new(
-            codes::RESOLVE,
-            format!("pool {name:?} does not exist"),
-        ))),
+/// The pools of the tree named `tree` (as the orchid shows them).
+fn pools_of<'a>(
+    view: &'a View,
+    tree: &str,
+) -> &'a std::collections::BTreeMap<String, fairsched_core::snapshot::PoolSnapshot> {
+    if tree == view.snapshot.tree {
+        &view.snapshot.pools
+    } else {
+        &view.snapshot.pool_trees[tree].pools
     }
 }
 
-async fn create_pool(State(s): State<AppState>, body: Bytes) -> Reply<Value> {
+async fn list_pools(
+    State(s): State<AppState>,
+    q: Result<Query<TreeQuery>, QueryRejection>,
+) -> Reply<Value> {
+    let tree = tree_query(q)?;
+    let view = s.view.borrow().clone();
+    let name = &view.resolve_tree(tree.as_deref())?.info.name;
+    ok(json!(pools_of(&view, name)))
+}
+
+async fn get_pool(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    q: Result<Query<TreeQuery>, QueryRejection>,
+) -> Reply<Value> {
+    let tree = tree_query(q)?;
+    let view = s.view.borrow().clone();
+    let tree = &view.resolve_tree(tree.as_deref())?.info.name;
+    pool_of(&view, tree, &name)
+}
+
+fn pool_of(view: &View, tree: &str, name: &str) -> Reply<Value> {
+    match pools_of(view, tree).get(name) {
+        Some(p) => ok(json!(p)),
+        None => Err(Failure(
+            ApiError::new(
+                codes::RESOLVE,
+                format!("pool {name:?} does not exist in tree {tree:?}"),
+            )
+            .with_attribute("pool", name)
+            .with_attribute("tree", tree),
+        )),
+    }
+}
+
+async fn create_pool(
+    State(s): State<AppState>,
+    q: Result<Query<TreeQuery>, QueryRejection>,
+    body: Bytes,
+) -> Reply<Value> {
+    let tree = tree_query(q)?;
     let req: CreatePool = parse(&body)?;
     let name = req.name.clone();
     ask(&s, |reply| Command::CreatePool {
+        tree,
         name: req.name,
         parent: req.parent,
         config: req.config,
@@ -371,11 +411,14 @@ async fn create_pool(State(s): State<AppState>, body: Bytes) -> Reply<Value> {
 async fn update_pool(
     State(s): State<AppState>,
     Path(name): Path<String>,
+    q: Result<Query<TreeQuery>, QueryRejection>,
     body: Bytes,
 ) -> Reply<Value> {
+    let tree = tree_query(q)?;
     let req: UpdatePool = parse(&body)?;
     let n = name.clone();
     ask(&s, |reply| Command::UpdatePool {
+        tree,
         name: n,
         config: req.config,
         parent: req.parent,
@@ -385,9 +428,19 @@ async fn update_pool(
     ok(json!({"name": name}))
 }
 
-async fn remove_pool(State(s): State<AppState>, Path(name): Path<String>) -> Reply<Value> {
+async fn remove_pool(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    q: Result<Query<TreeQuery>, QueryRejection>,
+) -> Reply<Value> {
+    let tree = tree_query(q)?;
     let n = name.clone();
-    ask(&s, |r| Command::RemovePool(n, r)).await?;
+    ask(&s, |reply| Command::RemovePool {
+        tree,
+        name: n,
+        reply,
+    })
+    .await?;
     ok(json!({"name": name}))
 }
 
@@ -424,13 +477,25 @@ async fn undrain_node(State(s): State<AppState>, Path(id): Path<String>) -> Repl
     node_action(s, id, NodeAction::Undrain).await
 }
 
-async fn tree(State(s): State<AppState>) -> Reply<Value> {
+/// `GET /api/v1/tree`: one tree's name, configuration and orchid snapshot.
+async fn tree(
+    State(s): State<AppState>,
+    q: Result<Query<TreeQuery>, QueryRejection>,
+) -> Reply<Value> {
+    let tree = tree_query(q)?;
     let view = s.view.borrow().clone();
+    let t = view.resolve_tree(tree.as_deref())?;
     ok(json!({
-        "tree": view.snapshot.tree,
-        "config": view.tree_config,
-        "snapshot": view.snapshot,
+        "tree": t.info.name,
+        "is_default": t.info.is_default,
+        "config": t.config.as_ref(),
+        "snapshot": tree_snapshot(&view, &t.info.name),
     }))
+}
+
+async fn pool_trees(State(s): State<AppState>) -> Reply<Vec<PoolTreeView>> {
+    let view = s.view.borrow().clone();
+    ok(view.trees.iter().map(|t| t.info.clone()).collect())
 }
 
 async fn apply_tree(
@@ -441,6 +506,7 @@ async fn apply_tree(
     let Query(query) = query.map_err(bad_query)?;
     let config: Value = parse(&body)?;
     ok(ask(&s, |reply| Command::ApplyTree {
+        tree: query.tree,
         config,
         dry_run: query.dry_run,
         reply,
@@ -448,52 +514,48 @@ async fn apply_tree(
     .await?)
 }
 
-/// Which tree a route names: the default one (`None`) or another one the scheduler runs.
-fn check_tree(view: &View, tree: &str) -> Result<Option<String>, Failure> {
-    if view.snapshot.tree == tree {
-        Ok(None)
-    } else if view.snapshot.pool_trees.contains_key(tree) {
-        Ok(Some(tree.to_string()))
+/// An operation as the orchid of `tree` shows it: its fields there, or `None` when it does
+/// not run in that tree.
+fn operation_in_tree(view: &View, tree: &str, id: &str) -> Option<Value> {
+    let op = view.snapshot.operations.get(id)?;
+    if view.operation_trees.get(id).map(String::as_str) == Some(tree) {
+        // Its first tree: the operation's own fields (its other trees under `pool_trees`).
+        Some(json!(op))
     } else {
-        let mut known: Vec<String> = std::iter::once(&view.snapshot.tree)
-            .chain(view.snapshot.pool_trees.keys())
-            .map(|t| format!("{t:?}"))
-            .collect();
-        known.sort();
-        Err(Failure(ApiError::new(
-            codes::RESOLVE,
-            format!(
-                "pool tree {tree:?} does not exist (trees: {})",
-                known.join(", ")
-            ),
-        )))
+        op.pool_trees.get(tree).map(|o| json!(o))
     }
+}
+
+/// The orchid of one tree: `tree`, `t_ms`, `total_resources`, `pools`, the operations that run
+/// in it (with their fields in that tree), `user_to_ephemeral_pools`; the default tree's also
+/// has the other trees under `pool_trees`.
+fn tree_snapshot(view: &View, tree: &str) -> Value {
+    let operations: serde_json::Map<String, Value> = view
+        .snapshot
+        .operations
+        .keys()
+        .filter_map(|id| Some((id.clone(), operation_in_tree(view, tree, id)?)))
+        .collect();
+    if tree == view.snapshot.tree {
+        let mut snapshot = json!(view.snapshot);
+        snapshot["operations"] = Value::Object(operations);
+        return snapshot;
+    }
+    let t = &view.snapshot.pool_trees[tree];
+    json!({
+        "t_ms": view.snapshot.t_ms,
+        "tree": tree,
+        "total_resources": t.total_resources,
+        "pools": t.pools,
+        "user_to_ephemeral_pools": t.user_to_ephemeral_pools,
+        "operations": operations,
+    })
 }
 
 async fn orchid_tree(State(s): State<AppState>, Path(tree): Path<String>) -> Reply<Value> {
     let view = s.view.borrow().clone();
-    match check_tree(&view, &tree)? {
-        None => ok(json!(view.snapshot)),
-        Some(other) => {
-            let t = &view.snapshot.pool_trees[&other];
-            let operations: serde_json::Map<String, Value> = view
-                .snapshot
-                .operations
-                .keys()
-                .filter_map(|id| {
-                    let op = &view.snapshot.operations[id];
-                    op.pool_trees.get(&other).map(|o| (id.clone(), json!(o)))
-                })
-                .collect();
-            ok(json!({
-                "tree": other,
-                "total_resources": t.total_resources,
-                "pools": t.pools,
-                "user_to_ephemeral_pools": t.user_to_ephemeral_pools,
-                "operations": operations,
-            }))
-        }
-    }
+    let name = &view.resolve_tree(Some(&tree))?.info.name;
+    ok(tree_snapshot(&view, name))
 }
 
 async fn orchid_pool(
@@ -501,16 +563,8 @@ async fn orchid_pool(
     Path((tree, pool)): Path<(String, String)>,
 ) -> Reply<Value> {
     let view = s.view.borrow().clone();
-    match check_tree(&view, &tree)? {
-        None => pool_of(&view, &pool),
-        Some(other) => match view.snapshot.pool_trees[&other].pools.get(&pool) {
-            Some(p) => ok(json!(p)),
-            None => Err(Failure(ApiError::new(
-                codes::RESOLVE,
-                format!("pool {pool:?} does not exist in tree {other:?}"),
-            ))),
-        },
-    }
+    let name = &view.resolve_tree(Some(&tree))?.info.name;
+    pool_of(&view, name, &pool)
 }
 
 async fn orchid_operation(
@@ -518,20 +572,17 @@ async fn orchid_operation(
     Path((tree, id)): Path<(String, String)>,
 ) -> Reply<Value> {
     let view = s.view.borrow().clone();
-    match check_tree(&view, &tree)? {
-        None => match view.snapshot.operations.get(&id) {
-            Some(op) => ok(json!(op)),
-            None => Err(no_such_operation(&id)),
-        },
-        Some(other) => match view
-            .snapshot
-            .operations
-            .get(&id)
-            .and_then(|op| op.pool_trees.get(&other))
-        {
-            Some(op) => ok(json!(op)),
-            None => Err(no_such_operation(&id)),
-        },
+    let name = &view.resolve_tree(Some(&tree))?.info.name;
+    match operation_in_tree(&view, name, &id) {
+        Some(op) => ok(op),
+        None => Err(Failure(
+            ApiError::new(
+                codes::NO_SUCH_OPERATION,
+                format!("operation {id:?} does not run in tree {name:?}"),
+            )
+            .with_attribute("operation", id.as_str())
+            .with_attribute("tree", name.as_str()),
+        )),
     }
 }
 

@@ -4,6 +4,7 @@
 mod common;
 
 use serde_json::json;
+use std::time::Duration;
 
 #[tokio::test]
 async fn orchid_routes_serve_every_tree() {
@@ -69,6 +70,50 @@ async fn orchid_routes_serve_every_tree() {
         .await;
     assert_eq!(op["pool"], "prod");
     assert_eq!(op["resource_usage"]["cpu"], 2.0);
+    // An operation that runs in the gpu tree only is in that tree's orchid (with its own
+    // fields), not in the default tree's.
+    server
+        .post(
+            "/api/v1/operations",
+            json!({"id": "gpu-only", "pool": "shared", "pool_trees": ["gpu"],
+                   "tasks": [{"job_count": 1, "resources": {"cpu": 1, "user_slots": 1},
+                              "command": ["sleep", "60"]}]}),
+        )
+        .await;
+    let (status, op) = server
+        .call(
+            "GET",
+            "/api/v1/orchid/pool_trees/gpu/operations/gpu-only",
+            None,
+        )
+        .await;
+    assert_eq!((status, &op["pool"]), (200, &json!("shared")), "{op}");
+    assert_eq!(op["state"], "running", "{op}");
+    let (status, e) = server
+        .call(
+            "GET",
+            "/api/v1/orchid/pool_trees/physical/operations/gpu-only",
+            None,
+        )
+        .await;
+    assert_eq!((status, &e["code"]), (404, &json!(1915)), "{e}");
+    let gpu = server.get("/api/v1/tree?tree=gpu").await;
+    let ops = gpu["snapshot"]["operations"].as_object().unwrap();
+    assert_eq!(
+        ops.keys().collect::<Vec<_>>(),
+        ["both", "gpu-only"],
+        "{gpu}"
+    );
+    let physical = server.get("/api/v1/tree").await;
+    let ops = physical["snapshot"]["operations"].as_object().unwrap();
+    assert_eq!(ops.keys().collect::<Vec<_>>(), ["both"], "{physical}");
+    let trees = server.get("/api/v1/pool_trees").await;
+    assert_eq!(
+        (&trees[0]["operation_count"], &trees[1]["operation_count"]),
+        (&json!(2), &json!(1)),
+        "{trees}"
+    );
+
     // Unknown names are errors that say what exists.
     let (status, e) = server
         .call(
@@ -84,5 +129,356 @@ async fn orchid_routes_serve_every_tree() {
         .call("GET", "/api/v1/orchid/pool_trees/gpu/pools/prod", None)
         .await;
     assert_eq!(status, 404, "{e}");
+    server.stop().await;
+}
+
+fn two_trees() -> serde_json::Value {
+    json!({"default_tree": "physical", "pool_trees": {
+        "physical": {"config": {"node_tag_filter": "physical"}, "pools": {"prod": {}}},
+        "gpu": {"config": {"node_tag_filter": "gpu", "main_resource": "gpu"},
+                "pools": {"shared": {"weight": 2}}}
+    }})
+}
+
+#[tokio::test]
+async fn a_restart_keeps_every_tree_and_the_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start_in(dir.path(), two_trees(), json!({})).await;
+    server
+        .post(
+            "/api/v1/operations",
+            json!({"id": "both", "pool": "prod", "pool_trees": ["physical", "gpu"],
+                   "scheduling_options_per_pool_tree": {"gpu": {"pool": "shared"}},
+                   "tasks": [{"job_count": 1, "resources": {"cpu": 1},
+                              "command": ["sleep", "60"]}]}),
+        )
+        .await;
+    server.stop().await;
+
+    // Restarted without any configured trees: the store has them all.
+    let server = common::start_config(
+        dir.path(),
+        json!({"scheduler": {"fair_share_update_period_ms": 50}}),
+    )
+    .await;
+    let tree = server.get("/api/v1/tree").await;
+    assert_eq!(tree["tree"], "physical", "the default tree: {tree}");
+    assert!(tree["config"]["pools"]["prod"].is_object(), "{tree}");
+    let (status, gpu) = server
+        .call("GET", "/api/v1/orchid/pool_trees/gpu", None)
+        .await;
+    assert_eq!(status, 200, "the gpu tree is restored: {gpu}");
+    server
+        .wait_for(
+            "a fair-share update of the gpu tree",
+            std::time::Duration::from_secs(10),
+            || async {
+                let (_, gpu) = server
+                    .call("GET", "/api/v1/orchid/pool_trees/gpu", None)
+                    .await;
+                gpu["pools"]["<Root>"].is_object()
+            },
+        )
+        .await;
+    let gpu = server.get("/api/v1/orchid/pool_trees/gpu").await;
+    assert_eq!(gpu["pools"]["shared"]["weight"], 2.0, "{gpu}");
+    assert_eq!(gpu["operations"]["both"]["pool"], "shared", "{gpu}");
+    let op = server.get("/api/v1/operations/both").await;
+    assert_eq!(op["state"], "running", "{op}");
+    server.stop().await;
+}
+
+/// Each tree's configuration as `GET /api/v1/tree?tree=` shows it.
+async fn configs(server: &common::Running) -> (serde_json::Value, serde_json::Value) {
+    (
+        server.get("/api/v1/tree?tree=physical").await["config"].clone(),
+        server.get("/api/v1/tree?tree=gpu").await["config"].clone(),
+    )
+}
+
+#[tokio::test]
+async fn pools_of_a_named_tree_through_the_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let scheduler = json!({"fair_share_update_period_ms": 50});
+    let server = common::start_in(dir.path(), two_trees(), scheduler.clone()).await;
+    for (node, tag) in [("p1", "physical"), ("g1", "gpu"), ("g2", "gpu")] {
+        server
+            .post(
+                "/api/v1/agent/register",
+                json!({"node_id": node, "resources": {"cpu": 2, "gpu": 1, "user_slots": 2},
+                       "tags": [tag]}),
+            )
+            .await;
+    }
+
+    // The trees, sorted by name.
+    let trees = server.get("/api/v1/pool_trees").await;
+    assert_eq!(
+        trees,
+        json!([
+            {"name": "gpu", "is_default": false, "node_tag_filter": "gpu", "pool_count": 1,
+             "ephemeral_pool_count": 0, "node_count": 2, "operation_count": 0,
+             "total_resources": {"user_slots": 4, "cpu": 4.0, "gpu": 2, "memory": 0, "network": 0}},
+            {"name": "physical", "is_default": true, "node_tag_filter": "physical",
+             "pool_count": 1, "ephemeral_pool_count": 0, "node_count": 1, "operation_count": 0,
+             "total_resources": {"user_slots": 2, "cpu": 2.0, "gpu": 1, "memory": 0, "network": 0}},
+        ])
+    );
+    let nodes = server.get("/api/v1/nodes").await;
+    assert_eq!(nodes[0]["tree"], "gpu", "{nodes}");
+    assert_eq!(nodes[2]["tree"], "physical", "{nodes}");
+
+    // Create, change, move and remove a pool in the gpu tree; a pool of the same name in the
+    // default tree is another pool (names are unique per tree).
+    server
+        .post(
+            "/api/v1/pools?tree=gpu",
+            json!({"name": "training", "parent": "shared", "config": {"weight": 3}}),
+        )
+        .await;
+    server
+        .post("/api/v1/pools", json!({"name": "training"}))
+        .await;
+    let (physical, gpu) = configs(&server).await;
+    assert_eq!(
+        gpu["pools"]["shared"]["pools"]["training"],
+        json!({"weight": 3.0}),
+        "{gpu}"
+    );
+    assert_eq!(physical["pools"]["training"], json!({}), "{physical}");
+    server
+        .wait_for(
+            "training in the gpu orchid",
+            Duration::from_secs(10),
+            || async {
+                let (_, pools) = server.call("GET", "/api/v1/pools?tree=gpu", None).await;
+                pools["training"]["parent"] == "shared"
+            },
+        )
+        .await;
+    let pool = server.get("/api/v1/pools/training?tree=gpu").await;
+    assert_eq!(pool["weight"], 3.0, "{pool}");
+    let (status, body) = server
+        .call(
+            "PUT",
+            "/api/v1/pools/training?tree=gpu",
+            Some(json!({"config": {"weight": 5},
+                                                                    "parent": "<Root>"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (physical, gpu) = configs(&server).await;
+    assert_eq!(gpu["pools"]["training"], json!({"weight": 5.0}), "{gpu}");
+    assert!(
+        gpu["pools"]["shared"]["pools"].get("training").is_none(),
+        "{gpu}"
+    );
+    assert_eq!(physical["pools"]["training"], json!({}), "{physical}");
+
+    // A rejected change (a move under a pool that does not exist) changes nothing, not even
+    // the options given with it; the error names the tree.
+    let (status, e) = server
+        .call(
+            "PUT",
+            "/api/v1/pools/training?tree=gpu",
+            Some(json!({"config": {"weight": 7},
+                                                                   "parent": "nowhere"})),
+        )
+        .await;
+    assert_eq!(status, 400, "{e}");
+    assert_eq!(e["attributes"]["tree"], "gpu", "{e}");
+    assert_eq!(configs(&server).await, (physical.clone(), gpu.clone()));
+
+    // The core kept the options too: the next change (a move back) shows weight 5.
+    let (status, body) = server
+        .call(
+            "PUT",
+            "/api/v1/pools/training?tree=gpu",
+            Some(json!({"parent": "shared"})),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (physical, gpu) = configs(&server).await;
+    assert_eq!(
+        gpu["pools"]["shared"]["pools"]["training"],
+        json!({"weight": 5.0}),
+        "{gpu}"
+    );
+
+    // Unknown trees: a RESOLVE error naming the tree, and nothing changes.
+    let events_before = server.get("/api/v1/events?limit=1").await[0]["seq"].clone();
+    for (method, path, body) in [
+        ("GET", "/api/v1/pools?tree=nope", None),
+        ("GET", "/api/v1/pools/shared?tree=nope", None),
+        (
+            "POST",
+            "/api/v1/pools?tree=nope",
+            Some(json!({"name": "x"})),
+        ),
+        (
+            "PUT",
+            "/api/v1/pools/shared?tree=nope",
+            Some(json!({"config": {"weight": 9}})),
+        ),
+        ("DELETE", "/api/v1/pools/training?tree=nope", None),
+        ("GET", "/api/v1/tree?tree=nope", None),
+        ("PUT", "/api/v1/tree?tree=nope", Some(json!({"pools": {}}))),
+        (
+            "PUT",
+            "/api/v1/tree?tree=nope&dry_run=true",
+            Some(json!({"pools": {}})),
+        ),
+        ("GET", "/api/v1/orchid/pool_trees/nope", None),
+    ] {
+        let (status, e) = server.call(method, path, body).await;
+        assert_eq!(
+            (status, &e["code"]),
+            (404, &json!(500)),
+            "{method} {path}: {e}"
+        );
+        assert_eq!(e["attributes"]["tree"], "nope", "{method} {path}: {e}");
+        let message = e["message"].as_str().unwrap();
+        assert!(
+            message.contains("\"nope\"") && message.contains("trees: \"gpu\", \"physical\""),
+            "{method} {path}: {e}"
+        );
+    }
+    assert_eq!(configs(&server).await, (physical.clone(), gpu.clone()));
+    assert_eq!(
+        server.get("/api/v1/events?limit=1").await[0]["seq"],
+        events_before
+    );
+    // A pool the tree does not have.
+    let (status, e) = server
+        .call("GET", "/api/v1/pools/prod?tree=gpu", None)
+        .await;
+    assert_eq!(
+        (status, &e["attributes"]["tree"]),
+        (404, &json!("gpu")),
+        "{e}"
+    );
+
+    // Removal is of the named tree's pool only.
+    let (status, body) = server
+        .call("DELETE", "/api/v1/pools/training?tree=gpu", None)
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (physical, gpu) = configs(&server).await;
+    assert!(gpu["pools"].get("training").is_none(), "{gpu}");
+    assert_eq!(physical["pools"]["training"], json!({}), "{physical}");
+    server
+        .post(
+            "/api/v1/pools?tree=gpu",
+            json!({"name": "inference", "config": {"strong_guarantee_resources": {"gpu": 1}}}),
+        )
+        .await;
+    let before_restart = configs(&server).await;
+    server.stop().await;
+
+    // A restart keeps both trees with every change.
+    let server = common::start_in(dir.path(), two_trees(), scheduler).await;
+    assert_eq!(configs(&server).await, before_restart);
+    let trees = server.get("/api/v1/pool_trees").await;
+    assert_eq!(
+        (
+            &trees[0]["name"],
+            &trees[0]["pool_count"],
+            &trees[1]["is_default"]
+        ),
+        (&json!("gpu"), &json!(2), &json!(true)),
+        "{trees}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn applying_a_named_tree_changes_only_that_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start_in(
+        dir.path(),
+        two_trees(),
+        json!({"fair_share_update_period_ms": 50}),
+    )
+    .await;
+    let (physical, gpu) = configs(&server).await;
+    let new = json!({"config": {"node_tag_filter": "gpu", "main_resource": "gpu"},
+                     "pools": {"shared": {"weight": 4}, "batch": {}}});
+
+    // A dry run says what would change in that tree, and changes nothing.
+    let (status, dry) = server
+        .call(
+            "PUT",
+            "/api/v1/tree?tree=gpu&dry_run=true",
+            Some(new.clone()),
+        )
+        .await;
+    assert_eq!(status, 200, "{dry}");
+    assert_eq!(
+        dry,
+        json!({"tree": "gpu", "added": ["batch"], "removed": [], "changed": ["shared"],
+               "tree_config_changed": false, "applied": false, "warnings": []})
+    );
+    assert_eq!(configs(&server).await, (physical.clone(), gpu.clone()));
+
+    // A bad tree is rejected as a whole, naming the tree.
+    let (status, e) = server
+        .call(
+            "PUT",
+            "/api/v1/tree?tree=gpu",
+            Some(json!({"pools": {"shared": {"weight": -1}}})),
+        )
+        .await;
+    assert_eq!(
+        (status, &e["attributes"]["tree"]),
+        (400, &json!("gpu")),
+        "{e}"
+    );
+    assert!(e["message"].as_str().unwrap().contains("weight"), "{e}");
+    assert_eq!(configs(&server).await, (physical.clone(), gpu.clone()));
+
+    // Applied: only the gpu tree changes.
+    let (status, applied) = server
+        .call("PUT", "/api/v1/tree?tree=gpu", Some(new.clone()))
+        .await;
+    assert_eq!(status, 200, "{applied}");
+    assert_eq!(
+        (&applied["tree"], &applied["applied"]),
+        (&json!("gpu"), &json!(true))
+    );
+    let (physical_now, gpu_now) = configs(&server).await;
+    assert_eq!(physical_now, physical);
+    assert_eq!(
+        gpu_now["pools"],
+        json!({"shared": {"weight": 4.0}, "batch": {}})
+    );
+    let events = server.get("/api/v1/events?kind=tree_applied").await;
+    assert_eq!(events[0]["tree"], "gpu", "{events}");
+    let tree = server.get("/api/v1/tree?tree=gpu").await;
+    assert_eq!(
+        (&tree["tree"], &tree["is_default"]),
+        (&json!("gpu"), &json!(false))
+    );
+    server
+        .wait_for(
+            "batch in the gpu snapshot",
+            Duration::from_secs(10),
+            || async {
+                let tree = server.get("/api/v1/tree?tree=gpu").await;
+                tree["snapshot"]["pools"]["batch"].is_object()
+                    && tree["snapshot"]["pools"].get("prod").is_none()
+            },
+        )
+        .await;
+    // The default tree is what `GET /api/v1/tree` shows without a name.
+    let default = server.get("/api/v1/tree").await;
+    assert_eq!(
+        (&default["tree"], &default["is_default"]),
+        (&json!("physical"), &json!(true))
+    );
+    assert_eq!(default["config"], physical);
+    server.stop().await;
+
+    let server = common::start_in(dir.path(), two_trees(), json!({})).await;
+    assert_eq!(configs(&server).await, (physical, gpu_now));
     server.stop().await;
 }

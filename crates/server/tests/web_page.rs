@@ -1,7 +1,9 @@
 //! The Scheduling page in a real browser: headless Chromium (Debian's `chromium`) loads `/`
 //! from a server with the seed 001 pool layout, nodes and operations; the DOM after the page's
 //! JavaScript ran must show the pools, the operations, the nodes, the bars and the newest
-//! events. A screenshot is kept as `target/test-artifacts/web_page.png`.
+//! events. A screenshot is kept as `target/test-artifacts/web_page.png`. With two pool trees,
+//! tabs choose the tree: the gpu tab's link shows the gpu tree's pools and bars
+//! (`web_page_gpu_tree.png`).
 //!
 //! Chromium is required: without it this test fails (CI installs it, see `.ci/run`). Set
 //! `FAIRSCHED_CHROMIUM` to use another binary.
@@ -189,6 +191,9 @@ async fn scheduling_page_in_headless_chromium() {
         first_row >= newest_before,
         "the newest event first: row {first_row}, newest before the page loaded {newest_before}"
     );
+    // One tree: no tree tabs.
+    let nav = tag_with(&dom, "id=\"tree-tabs\"");
+    assert!(nav.contains("hidden"), "one tree, no tabs: {nav}");
     // User strings are text, never markup.
     assert!(dom.contains("adhoc-&lt;b&gt;query&lt;/b&gt;"), "{dom}");
     assert!(!dom.contains("<b>query</b>"), "{dom}");
@@ -211,4 +216,144 @@ async fn scheduling_page_in_headless_chromium() {
         "suspiciously small screenshot: {} bytes",
         png.len()
     );
+}
+
+/// The opening tag of the element that has `attr` (e.g. `data-tree="gpu"`) in a dumped DOM.
+fn tag_with<'a>(dom: &'a str, attr: &str) -> &'a str {
+    let at = dom
+        .find(attr)
+        .unwrap_or_else(|| panic!("no element with {attr} in:\n{dom}"));
+    let start = dom[..at].rfind('<').unwrap();
+    let end = at + dom[at..].find('>').unwrap();
+    &dom[start..=end]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_tree_can_be_selected() {
+    let chromium = chromium();
+    let trees = json!({"default_tree": "physical", "pool_trees": {
+        "physical": {"config": {"node_tag_filter": "physical"},
+                     "pools": {"prod": {}, "dev": {}}},
+        "gpu": {"config": {"node_tag_filter": "gpu", "main_resource": "gpu"},
+                "pools": {"shared": {"strong_guarantee_resources": {"gpu": 2}}, "training": {}}},
+    }});
+    let server = common::start(trees, json!({"fair_share_update_period_ms": 100})).await;
+    for (node, tag, resources) in [
+        ("p1", "physical", json!({"cpu": 8, "user_slots": 8})),
+        ("g1", "gpu", json!({"cpu": 8, "gpu": 4, "user_slots": 8})),
+    ] {
+        server
+            .post(
+                "/api/v1/agent/register",
+                json!({"node_id": node, "resources": resources, "tags": [tag]}),
+            )
+            .await;
+    }
+    for (id, pool, trees, resources) in [
+        (
+            "web-prod",
+            "prod",
+            json!(["physical"]),
+            json!({"cpu": 1, "user_slots": 1}),
+        ),
+        (
+            "gpu-train",
+            "training",
+            json!(["gpu"]),
+            json!({"cpu": 1, "gpu": 1, "user_slots": 1}),
+        ),
+    ] {
+        server
+            .post(
+                "/api/v1/operations",
+                json!({"id": id, "pool": pool, "pool_trees": trees,
+                       "tasks": [{"job_count": 2, "resources": resources,
+                                  "command": ["sleep", "600"]}]}),
+            )
+            .await;
+    }
+    server.heartbeat_until_started("p1", 2).await;
+    server.heartbeat_until_started("g1", 2).await;
+    server
+        .wait_for(
+            "the gpu tree's usage in its snapshot",
+            Duration::from_secs(10),
+            || async {
+                let tree = server.get("/api/v1/tree?tree=gpu").await;
+                tree["snapshot"]["pools"]["training"]["resource_usage"]["gpu"] == 2
+            },
+        )
+        .await;
+    let artifacts = common::artifacts_dir();
+
+    // The default tree first, with a tab per tree.
+    let url = format!("{}/", server.url);
+    let dom = run_chromium(&chromium, &url, &["--dump-dom"]).await;
+    std::fs::write(artifacts.join("web_page_trees_default.html"), &dom).unwrap();
+    let nav = tag_with(&dom, "id=\"tree-tabs\"");
+    assert!(!nav.contains("hidden"), "the tabs are shown: {nav}");
+    let physical_tab = tag_with(&dom, "data-tree=\"physical\"");
+    assert!(
+        physical_tab.contains("aria-selected=\"true\""),
+        "{physical_tab}"
+    );
+    let gpu_tab = tag_with(&dom, "data-tree=\"gpu\"");
+    assert!(gpu_tab.contains("aria-selected=\"false\""), "{gpu_tab}");
+    assert!(dom.contains("data-pool=\"prod\""), "{dom}");
+    assert!(!dom.contains("data-pool=\"training\""), "{dom}");
+    assert!(dom.contains("pool tree “physical”"), "{dom}");
+
+    // Selecting the gpu tab shows the gpu tree: its pools, bars and the operation's pool there.
+    let href = gpu_tab
+        .split("href=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("the gpu tab has no link: {gpu_tab}"));
+    assert_eq!(href, "?tree=gpu");
+    let gpu_url = format!("{}/{href}", server.url);
+    let dom = run_chromium(&chromium, &gpu_url, &["--dump-dom"]).await;
+    std::fs::write(artifacts.join("web_page_trees_gpu.html"), &dom).unwrap();
+    let gpu_tab = tag_with(&dom, "data-tree=\"gpu\"");
+    assert!(gpu_tab.contains("aria-selected=\"true\""), "{gpu_tab}");
+    for needle in [
+        "pool tree “gpu”",
+        "data-pool=\"training\"",
+        "data-pool=\"shared\"",
+        "class=\"usage\"",
+        "class=\"guarantee\"",
+        "data-state=\"live\"",
+    ] {
+        assert!(
+            dom.contains(needle),
+            "no {needle:?} in the gpu tree's page:\n{dom}"
+        );
+    }
+    assert!(!dom.contains("data-pool=\"prod\""), "{dom}");
+    let row = &dom[dom.find("data-operation=\"gpu-train\"").unwrap()..];
+    let row = &row[..row.find("</tr>").unwrap()];
+    assert!(row.contains("<td>training</td>"), "{row}");
+
+    // An unknown tree: the default tree, and a notice naming the tree asked for.
+    let dom = run_chromium(
+        &chromium,
+        &format!("{}/?tree=nope", server.url),
+        &["--dump-dom"],
+    )
+    .await;
+    assert!(dom.contains("There is no pool tree “nope”"), "{dom}");
+    assert!(dom.contains("data-pool=\"prod\""), "{dom}");
+
+    let shot = artifacts.join("web_page_gpu_tree.png");
+    let _ = std::fs::remove_file(&shot);
+    run_chromium(
+        &chromium,
+        &gpu_url,
+        &[
+            &format!("--screenshot={}", shot.display()),
+            "--window-size=1400,900",
+        ],
+    )
+    .await;
+    let png = std::fs::read(&shot).unwrap_or_else(|e| panic!("no screenshot at {shot:?}: {e}"));
+    assert!(png.starts_with(b"\x89PNG"), "not a PNG: {shot:?}");
 }

@@ -1,7 +1,7 @@
 //! Durable state of the fairsched server.
 //!
 //! [`Store`] is what the server needs: load everything at start, and commit one batch of
-//! changes (pool tree, operations, jobs, nodes, events) atomically before it replies.
+//! changes (pool trees, operations, jobs, nodes, events) atomically before it replies.
 //! [`SqliteStore`] keeps it in one SQLite file (WAL journal, `schema_version` table, migrations
 //! as SQL strings). Records are JSON documents with a few indexed columns, so the server owns
 //! their shape and the schema changes only for new tables or indexes.
@@ -69,11 +69,21 @@ pub struct EventFilter {
     pub limit: usize,
 }
 
+/// A stored pool tree: its name, its configuration (JSON) and whether it is the default tree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredTree {
+    pub name: String,
+    pub config: String,
+    /// At most one stored tree is the default: committing a default tree makes every other
+    /// tree a non-default one.
+    pub is_default: bool,
+}
+
 /// Changes committed together.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Batch {
-    /// The pool tree configuration (JSON), keyed by tree name.
-    pub trees: Vec<(String, String)>,
+    /// Pool trees, each replacing the stored tree of its name (trees not named stay).
+    pub trees: Vec<StoredTree>,
     pub operations: Vec<StoredOperation>,
     pub jobs: Vec<StoredJob>,
     pub nodes: Vec<StoredNode>,
@@ -93,7 +103,8 @@ impl Batch {
 /// Everything the server restores at start.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Loaded {
-    pub trees: Vec<(String, String)>,
+    /// Every stored pool tree, by name.
+    pub trees: Vec<StoredTree>,
     /// In submission order.
     pub operations: Vec<StoredOperation>,
     pub jobs: Vec<StoredJob>,
@@ -169,6 +180,10 @@ const MIGRATIONS: &[&str] = &[
      CREATE INDEX events_by_node ON events (node, seq);
      CREATE INDEX events_by_job ON events (job, seq);
      CREATE INDEX events_by_time ON events (unix_ms);",
+    // 3: several pool trees: which one is the default. Earlier versions stored one tree (the
+    // default one), which becomes the default.
+    "ALTER TABLE pool_trees ADD COLUMN is_default INTEGER NOT NULL DEFAULT 0;
+     UPDATE pool_trees SET is_default = 1 WHERE (SELECT COUNT(*) FROM pool_trees) = 1;",
 ];
 
 /// [`Store`] in one SQLite database file.
@@ -253,8 +268,14 @@ impl Store for SqliteStore {
     fn load(&self) -> Result<Loaded, StoreError> {
         let c = &self.conn;
         let trees = c
-            .prepare("SELECT tree, config FROM pool_trees ORDER BY tree")?
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .prepare("SELECT tree, config, is_default FROM pool_trees ORDER BY tree")?
+            .query_map([], |r| {
+                Ok(StoredTree {
+                    name: r.get(0)?,
+                    config: r.get(1)?,
+                    is_default: r.get::<_, i64>(2)? != 0,
+                })
+            })?
             .collect::<Result<_, _>>()?;
         let operations = c
             .prepare("SELECT id, state, record FROM operations ORDER BY seq")?
@@ -306,10 +327,18 @@ impl Store for SqliteStore {
             return Ok(());
         }
         let tx = self.conn.transaction()?;
-        for (tree, config) in &batch.trees {
+        for tree in &batch.trees {
+            if tree.is_default {
+                tx.execute(
+                    "UPDATE pool_trees SET is_default = 0 WHERE tree <> ?1",
+                    params![tree.name],
+                )?;
+            }
             tx.execute(
-                "INSERT OR REPLACE INTO pool_trees (tree, config) VALUES (?1, ?2)",
-                params![tree, config],
+                "INSERT INTO pool_trees (tree, config, is_default) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (tree) DO UPDATE SET config = excluded.config,
+                   is_default = excluded.is_default",
+                params![tree.name, tree.config, i64::from(tree.is_default)],
             )?;
         }
         for op in &batch.operations {
@@ -450,6 +479,14 @@ mod tests {
         }
     }
 
+    fn tree(name: &str, config: &str, is_default: bool) -> StoredTree {
+        StoredTree {
+            name: name.into(),
+            config: config.into(),
+            is_default,
+        }
+    }
+
     #[test]
     fn round_trip_and_restart() {
         let dir = tempfile::tempdir().unwrap();
@@ -457,7 +494,7 @@ mod tests {
             let mut s = SqliteStore::open(dir.path()).unwrap();
             assert_eq!(s.load().unwrap().incarnation, 0);
             s.commit(&Batch {
-                trees: vec![("default".into(), "{}".into())],
+                trees: vec![tree("default", "{}", true)],
                 operations: vec![op("b", "running"), op("a", "running")],
                 jobs: vec![StoredJob {
                     id: "0.1".into(),
@@ -496,7 +533,7 @@ mod tests {
         let s = SqliteStore::open(dir.path()).unwrap();
         let loaded = s.load().unwrap();
         assert_eq!(loaded.incarnation, 1);
-        assert_eq!(loaded.trees, vec![("default".into(), "{}".into())]);
+        assert_eq!(loaded.trees, vec![tree("default", "{}", true)]);
         let ids: Vec<_> = loaded
             .operations
             .iter()
@@ -646,6 +683,81 @@ mod tests {
         assert_eq!(events[0].node.as_deref(), Some("n1"));
         assert_eq!(events[0].seq, 1);
         assert_eq!(s.load().unwrap().last_event_seq, 1);
+    }
+
+    #[test]
+    fn several_trees_with_one_default() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut s = SqliteStore::open(dir.path()).unwrap();
+            s.commit(&Batch {
+                trees: vec![tree("gpu", "{}", false), tree("physical", "{}", true)],
+                ..Batch::default()
+            })
+            .unwrap();
+            // A change of one tree leaves the others (and the default) as they are.
+            s.commit(&Batch {
+                trees: vec![tree("gpu", r#"{"pools":{"a":{}}}"#, false)],
+                ..Batch::default()
+            })
+            .unwrap();
+        }
+        let mut s = SqliteStore::open(dir.path()).unwrap();
+        assert_eq!(
+            s.load().unwrap().trees,
+            vec![
+                tree("gpu", r#"{"pools":{"a":{}}}"#, false),
+                tree("physical", "{}", true)
+            ]
+        );
+        // Another default: the former one is no longer the default.
+        s.commit(&Batch {
+            trees: vec![tree("gpu", "{}", true)],
+            ..Batch::default()
+        })
+        .unwrap();
+        assert_eq!(
+            s.load().unwrap().trees,
+            vec![tree("gpu", "{}", true), tree("physical", "{}", false)]
+        );
+    }
+
+    #[test]
+    fn migrates_a_version_2_tree_to_the_default() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            // A store as version 2 left it: one tree, the server's default one.
+            let conn = Connection::open(dir.path().join("fairsched.db")).unwrap();
+            conn.execute_batch(
+                "CREATE TABLE schema_version (version INTEGER NOT NULL);
+                 INSERT INTO schema_version (version) VALUES (1), (2);",
+            )
+            .unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.execute_batch(MIGRATIONS[1]).unwrap();
+            conn.execute(
+                "INSERT INTO pool_trees (tree, config) VALUES ('main', '{}')",
+                [],
+            )
+            .unwrap();
+        }
+        let s = SqliteStore::open(dir.path()).unwrap();
+        assert_eq!(s.load().unwrap().trees, vec![tree("main", "{}", true)]);
+        // An empty version-2 store migrates too.
+        let empty = tempfile::tempdir().unwrap();
+        {
+            let conn = Connection::open(empty.path().join("fairsched.db")).unwrap();
+            conn.execute_batch(
+                "CREATE TABLE schema_version (version INTEGER NOT NULL);
+                 INSERT INTO schema_version (version) VALUES (1), (2);",
+            )
+            .unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.execute_batch(MIGRATIONS[1]).unwrap();
+        }
+        let s = SqliteStore::open(empty.path()).unwrap();
+        assert_eq!(s.load().unwrap().trees, vec![]);
+        assert_eq!(SqliteStore::schema_version(), 3);
     }
 
     #[test]

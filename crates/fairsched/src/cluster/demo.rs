@@ -194,7 +194,7 @@ async fn create_pools(client: &ApiClient, total_cpu: f64) -> anyhow::Result<()> 
                    "max_running_operation_count": 2, "max_operation_count": 50}),
         ),
     ];
-    let existing = client.list_pools().await?;
+    let existing = client.list_pools(None).await?;
     for (name, parent, config) in pools {
         if existing.contains_key(name) {
             say(&format!("pool {name} exists; it keeps its settings"));
@@ -205,11 +205,14 @@ async fn create_pools(client: &ApiClient, total_cpu: f64) -> anyhow::Result<()> 
             _ => unreachable!("pool options are an object"),
         };
         client
-            .create_pool(&CreatePool {
-                name: name.into(),
-                parent: parent.map(String::from),
-                config,
-            })
+            .create_pool(
+                None,
+                &CreatePool {
+                    name: name.into(),
+                    parent: parent.map(String::from),
+                    config,
+                },
+            )
             .await
             .with_context(|| format!("creating pool {name}"))?;
     }
@@ -275,7 +278,7 @@ async fn last_event_seq(client: &ApiClient) -> anyhow::Result<u64> {
 
 /// One line per demo pool: fair share, usage (dominant shares of the cluster) and starvation.
 async fn print_shares(client: &ApiClient) -> anyhow::Result<()> {
-    let tree = client.tree().await?;
+    let tree = client.tree(None).await?;
     let pools = tree
         .pointer("/snapshot/pools")
         .and_then(Value::as_object)
