@@ -171,8 +171,11 @@ pub struct SubmitOperation {
 /// `POST /api/v1/operations/{id}/update` (YTsaurus `update_op_parameters`): what changes in
 /// a running or pending operation; a field left out stays. `weight` and `resource_limits`
 /// apply in every tree without its own per-tree value, `pool` in the operation's first tree
-/// (an ephemeral pool is created as at submission). The reply is the operation.
+/// (an ephemeral pool is created as at submission); `scheduling_options_per_pool_tree` sets
+/// them in one tree. Everything is checked before anything changes. The reply is the
+/// operation.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct UpdateOperation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<f64>,
@@ -181,6 +184,31 @@ pub struct UpdateOperation {
     pub resource_limits: Option<fairsched_resources::PartialResources>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pool: Option<String>,
+    /// Per tree (the operation must run there): its pool, weight and limits in that tree.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scheduling_options_per_pool_tree: BTreeMap<String, TreeOptionsUpdate>,
+}
+
+impl UpdateOperation {
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.weight.is_none()
+            && self.resource_limits.is_none()
+            && self.pool.is_none()
+            && self.scheduling_options_per_pool_tree.is_empty()
+    }
+}
+
+/// An operation's options in one tree, in [`UpdateOperation`]; a field left out stays.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TreeOptionsUpdate {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_limits: Option<fairsched_resources::PartialResources>,
 }
 
 /// Query of `GET /api/v1/operations`: every filter given must hold.

@@ -6,7 +6,7 @@ use clap::{Args, Subcommand};
 use fairsched_api::client::{ApiClient, ClientError};
 use fairsched_api::{
     CreatePool, EventQuery, EventView, OperationQuery, SubmitOperation, TaskSubmit,
-    UpdateOperation, UpdatePool, format_resources,
+    TreeOptionsUpdate, UpdateOperation, UpdatePool, format_resources,
 };
 use fairsched_resources::{PartialResources, ResourceKind, Resources};
 use serde::Serialize;
@@ -332,6 +332,10 @@ pub enum OpCommand {
         /// The new resource limits (`cpu=4,memory=8GiB`; `none`: unlimited).
         #[arg(long, value_parser = parse_limits)]
         resource_limits: Option<PartialResources>,
+        /// Change --pool, --weight and --resource-limits in this pool tree only (the
+        /// operation's `scheduling_options_per_pool_tree`).
+        #[arg(long)]
+        tree: Option<String>,
     },
     /// Abort an operation (its jobs are killed).
     Abort { id: String },
@@ -746,22 +750,34 @@ async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
             weight,
             pool,
             resource_limits,
+            tree,
         } => {
             if weight.is_none() && pool.is_none() && resource_limits.is_none() {
                 return Err(anyhow!(
                     "nothing to change: give --weight, --pool or --resource-limits"
                 ));
             }
-            let o = client
-                .update_operation(
-                    &id,
-                    &UpdateOperation {
-                        weight,
-                        resource_limits,
-                        pool,
-                    },
-                )
-                .await?;
+            let update = match tree {
+                None => UpdateOperation {
+                    weight,
+                    resource_limits,
+                    pool,
+                    ..UpdateOperation::default()
+                },
+                Some(tree) => UpdateOperation {
+                    scheduling_options_per_pool_tree: [(
+                        tree,
+                        TreeOptionsUpdate {
+                            pool,
+                            weight,
+                            resource_limits,
+                        },
+                    )]
+                    .into(),
+                    ..UpdateOperation::default()
+                },
+            };
+            let o = client.update_operation(&id, &update).await?;
             if conn.json {
                 print_json(&o)
             } else {

@@ -967,37 +967,61 @@ impl Actor {
         }
         let now = self.now();
         let op_id = OperationId(id.to_string());
+        let per_tree = update
+            .scheduling_options_per_pool_tree
+            .iter()
+            .map(|(tree, o)| {
+                let options = fairsched_core::TreeSchedulingOptions {
+                    pool: o.pool.clone(),
+                    weight: o.weight,
+                    resource_limits: o.resource_limits,
+                };
+                (tree.clone(), options)
+            })
+            .collect();
         self.sched
-            .update_operation(
+            .update_operation_with(
                 now,
                 &op_id,
-                update.weight,
-                update.resource_limits,
-                update.pool.clone(),
+                fairsched_core::OperationUpdate {
+                    weight: update.weight,
+                    resource_limits: update.resource_limits,
+                    pool: update.pool.clone(),
+                    per_tree,
+                },
             )
             .map_err(core_error)?;
-        // The pool the core chose applies in the operation's first tree.
-        let first_tree = self.sched.operation(&op_id).and_then(|op| {
-            let tree = op.trees.first()?.tree;
-            Some((self.sched.trees()[tree].name.clone(), op.pool.clone()))
+        // The stored spec follows the core's, which says where the operation runs now (a
+        // restart resubmits it).
+        let core_spec = self.sched.operation(&op_id).map(|op| {
+            (
+                op.pool.clone(),
+                op.spec.weight,
+                op.spec.resource_limits,
+                op.spec.scheduling_options_per_pool_tree.clone(),
+            )
         });
         let view = self.ops.get_mut(id).expect("checked above");
-        if let Value::Object(spec) = &mut view.spec {
-            if let Some(w) = update.weight {
+        view.pool = core_spec
+            .as_ref()
+            .map_or(view.pool.clone(), |c| c.0.clone());
+        if let (Value::Object(spec), Some((_, weight, limits, per_tree))) =
+            (&mut view.spec, core_spec)
+        {
+            if update.pool.is_some() {
+                spec.insert("pool".into(), json!(view.pool));
+            }
+            if let Some(w) = weight {
                 spec.insert("weight".into(), json!(w));
             }
-            if let Some(l) = &update.resource_limits {
-                spec.insert("resource_limits".into(), json!(l));
+            if update.resource_limits.is_some() {
+                spec.insert("resource_limits".into(), json!(limits));
             }
-            if let (Some(_), Some((tree, pool))) = (&update.pool, &first_tree) {
-                spec.insert("pool".into(), json!(pool));
-                if let Some(Value::Object(per_tree)) = spec
-                    .get_mut("scheduling_options_per_pool_tree")
-                    .and_then(|m| m.get_mut(tree))
-                    && per_tree.contains_key("pool")
-                {
-                    per_tree.insert("pool".into(), json!(pool));
-                }
+            if !per_tree.is_empty() {
+                spec.insert(
+                    "scheduling_options_per_pool_tree".into(),
+                    serde_json::to_value(&per_tree).unwrap_or_default(),
+                );
             }
         }
         tracing::info!(

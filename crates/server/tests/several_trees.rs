@@ -482,3 +482,95 @@ async fn applying_a_named_tree_changes_only_that_tree() {
     assert_eq!(configs(&server).await, (physical, gpu_now));
     server.stop().await;
 }
+
+/// `POST /api/v1/operations/{id}/update` with `scheduling_options_per_pool_tree` moves the
+/// operation in one tree only, keeps it across a restart, and a rejected update (one part
+/// bad) changes nothing.
+#[tokio::test]
+async fn an_operation_update_per_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start_in(dir.path(), two_trees(), json!({})).await;
+    server
+        .post(
+            "/api/v1/operations",
+            json!({"id": "both", "pool": "prod", "pool_trees": ["physical", "gpu"],
+                   "scheduling_options_per_pool_tree": {"gpu": {"pool": "shared"}},
+                   "tasks": [{"job_count": 1, "resources": {"cpu": 1},
+                              "command": ["sleep", "60"]}]}),
+        )
+        .await;
+    let op = server
+        .post(
+            "/api/v1/operations/both/update",
+            json!({"weight": 3.0,
+                   "scheduling_options_per_pool_tree": {"gpu": {"pool": "gpu-team", "weight": 7.0}}}),
+        )
+        .await;
+    assert_eq!(op["pool"], "prod", "the first tree keeps its pool: {op}");
+    assert_eq!(
+        op["spec"]["scheduling_options_per_pool_tree"]["gpu"],
+        json!({"pool": "gpu-team", "weight": 7.0}),
+        "{op}"
+    );
+    assert_eq!(op["spec"]["weight"], 3.0, "{op}");
+
+    // Rejected as a whole: the first tree's pool would change, the second tree is unknown.
+    let before = server.get("/api/v1/operations/both").await;
+    let (status, e) = server
+        .call(
+            "POST",
+            "/api/v1/operations/both/update",
+            Some(json!({"pool": "other",
+                        "scheduling_options_per_pool_tree": {"nope": {"weight": 2.0}}})),
+        )
+        .await;
+    assert_eq!(status, 400, "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("scheduling_options_per_pool_tree.nope"),
+        "{e}"
+    );
+    assert_eq!(server.get("/api/v1/operations/both").await, before);
+    // An unknown field is named.
+    let (status, e) = server
+        .call(
+            "POST",
+            "/api/v1/operations/both/update",
+            Some(json!({"scheduling_options_per_pool_tree": {"gpu": {"wieght": 2.0}}})),
+        )
+        .await;
+    assert_eq!(status, 400, "{e}");
+    assert!(e["message"].as_str().unwrap().contains("wieght"), "{e}");
+    server.stop().await;
+
+    // After a restart the operation is still where the update put it, in each tree.
+    let server = common::start_config(
+        dir.path(),
+        json!({"scheduler": {"fair_share_update_period_ms": 50}}),
+    )
+    .await;
+    server
+        .wait_for(
+            "a fair-share update of the gpu tree",
+            Duration::from_secs(10),
+            || async {
+                let (_, gpu) = server
+                    .call("GET", "/api/v1/orchid/pool_trees/gpu", None)
+                    .await;
+                gpu["operations"]["both"]["pool"] == "gpu-team"
+            },
+        )
+        .await;
+    let gpu = server
+        .get("/api/v1/orchid/pool_trees/gpu/operations/both")
+        .await;
+    assert_eq!(gpu["weight"], 7.0, "{gpu}");
+    let physical = server
+        .get("/api/v1/orchid/pool_trees/physical/operations/both")
+        .await;
+    assert_eq!(physical["pool"], "prod", "{physical}");
+    assert_eq!(physical["weight"], 3.0, "{physical}");
+    server.stop().await;
+}
