@@ -583,6 +583,23 @@ fn multiple_trees_partition_nodes_and_an_operation_runs_in_both() {
     // Rejected operations left nothing behind.
     assert!(s["operations"].get("lost_op").is_none());
     assert!(s["operations"].get("stray_options_op").is_none());
+
+    // A per-tree update moves both_op in gpu only; the rejected one changed nothing.
+    let s = run.snapshot("moved");
+    let both = &s["operations"]["both_op"];
+    assert_eq!(both["pool"], "prod");
+    assert_eq!(both["weight"], 1.0, "the rejected update's weight did not apply");
+    assert_eq!(both["pool_trees"]["gpu"]["pool"], "inference");
+    assert_eq!(both["pool_trees"]["gpu"]["weight"], 5.0);
+    let gpu = &s["pool_trees"]["gpu"];
+    assert_eq!(gpu["pools"]["inference"]["operation_count"], 1);
+    assert_eq!(gpu["pools"]["shared"]["operation_count"], 0);
+    assert!(
+        errors
+            .iter()
+            .any(|m| m.contains("scheduling_options_per_pool_tree.nowhere")),
+        "{errors:#?}"
+    );
 }
 
 #[test]

@@ -126,7 +126,9 @@ impl Command {
     }
 }
 
-/// `update_operation`: `{"id": .., "weight": .., "resource_limits": .., "pool": ..}`.
+/// `update_operation`: `{"id": .., "weight": .., "resource_limits": .., "pool": ..,
+/// "scheduling_options_per_pool_tree": {tree: {pool, weight, resource_limits}}}` (the
+/// core's `update_operation_with`: all of it applies, or nothing).
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateOperation {
@@ -138,6 +140,8 @@ pub struct UpdateOperation {
     pub resource_limits: Option<PartialResources>,
     #[serde(default)]
     pub pool: Option<String>,
+    #[serde(default)]
+    pub scheduling_options_per_pool_tree: BTreeMap<String, fairsched_core::TreeSchedulingOptions>,
 }
 
 /// `create_pool`: `{"tree"?, "name", "parent"?, ...pool options}`.

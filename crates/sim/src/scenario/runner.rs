@@ -327,12 +327,15 @@ impl Runner<'_, '_> {
             Command::UpdateOperation(u) => self
                 .meter
                 .measure(|| {
-                    self.core.update_operation(
+                    self.core.update_operation_with(
                         t,
                         &u.id,
-                        u.weight,
-                        u.resource_limits,
-                        u.pool.clone(),
+                        fairsched_core::OperationUpdate {
+                            weight: u.weight,
+                            resource_limits: u.resource_limits,
+                            pool: u.pool.clone(),
+                            per_tree: u.scheduling_options_per_pool_tree.clone(),
+                        },
                     )
                 })
                 .map_err(Rejection::from),
