@@ -363,9 +363,9 @@ pub enum PoolCommand {
         #[arg(long)]
         parent: Option<String>,
     },
-    Remove {
-        name: String,
-    },
+    /// Remove a pool (refused while it has child pools or unfinished operations; `pool
+    /// apply` removes pools with operations, which go on in ephemeral pools).
+    Remove { name: String },
     /// Replace the tree's whole configuration with FILE (`.toml` or `.json`): one tree
     /// (`[config]` and `[pools.NAME]`, as `tree show --json` shows under `config`) or a
     /// pool-trees file (`[pool_trees.TREE...]`, the tree of that name taken from it). The new
