@@ -588,7 +588,10 @@ fn multiple_trees_partition_nodes_and_an_operation_runs_in_both() {
     let s = run.snapshot("moved");
     let both = &s["operations"]["both_op"];
     assert_eq!(both["pool"], "prod");
-    assert_eq!(both["weight"], 1.0, "the rejected update's weight did not apply");
+    assert_eq!(
+        both["weight"], 1.0,
+        "the rejected update's weight did not apply"
+    );
     assert_eq!(both["pool_trees"]["gpu"]["pool"], "inference");
     assert_eq!(both["pool_trees"]["gpu"]["weight"], 5.0);
     let gpu = &s["pool_trees"]["gpu"];
