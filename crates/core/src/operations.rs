@@ -570,15 +570,6 @@ impl Scheduler {
             if op.state != OperationState::Running || op.pending_job_count() == 0 {
                 continue;
             }
-            // Checked in the operation's first tree.
-            let t = op.trees[0].tree;
-            let arena = &self.trees[t].arena;
-            let limiting_check = self.trees[t].config().enable_limiting_ancestor_check
-                && !arena.total_resources.is_zero();
-            let Some(&index) = arena.by_operation.get(&op.spec.id) else {
-                continue;
-            };
-            let starving = arena.elements[index].starvation_status != StarvationStatus::NonStarving;
             // Smallest pending job (componentwise minimum over tasks with pending jobs).
             let min_job = op
                 .spec
@@ -588,24 +579,53 @@ impl Scheduler {
                 .filter(|(t, _)| op.tasks[*t].pending > 0)
                 .map(|(_, t)| t.resources)
                 .reduce(|a, b| a.min(&b));
-            let limiting = min_job.and_then(|job| {
-                std::iter::once(index)
-                    .chain(arena.ancestors(index))
-                    .find(|&e| !arena.elements[e].resource_limits.dominates(&job))
-                    .map(|e| (e, job))
-            });
+            // An operation in several trees is hung only if it is in every one of them: it
+            // can progress in any tree where it is not limited or not starving.
+            let mut starving = true;
+            let mut limiting_check = true;
+            let mut limiting = None;
+            let mut in_arena = false;
+            for o in &op.trees {
+                let t = o.tree;
+                let arena = &self.trees[t].arena;
+                let Some(&index) = arena.by_operation.get(&op.spec.id) else {
+                    starving = false;
+                    limiting_check = false;
+                    continue;
+                };
+                in_arena = true;
+                starving &=
+                    arena.elements[index].starvation_status != StarvationStatus::NonStarving;
+                limiting_check &= self.trees[t].config().enable_limiting_ancestor_check
+                    && !arena.total_resources.is_zero();
+                let here = min_job.and_then(|job| {
+                    std::iter::once(index)
+                        .chain(arena.ancestors(index))
+                        .find(|&e| !arena.elements[e].resource_limits.dominates(&job))
+                        .map(|e| (t, e, job))
+                });
+                match here {
+                    // The first tree's limiting element names the failure.
+                    Some(found) => limiting = limiting.or(Some(found)),
+                    None => limiting_check = false,
+                }
+            }
+            if !in_arena {
+                continue;
+            }
             let since = match (limiting_check, limiting) {
                 (true, Some(_)) => Some(op.limiting_ancestor_since.unwrap_or(now)),
                 _ => None,
             };
             updates.push((op.spec.id.clone(), Some(since), starving));
-            if let (Some(since), Some((e, job))) = (since, limiting)
+            if let (Some(since), Some((t, e, job))) = (since, limiting)
                 && now
                     >= since
                         + self
                             .config
                             .operation_hangup_due_to_limiting_ancestor_safe_timeout_ms
             {
+                let arena = &self.trees[t].arena;
                 let name = match &arena.elements[e].kind {
                     ElementRef::Pool(p) => p.clone(),
                     ElementRef::Operation(o) => o.0.clone(),
@@ -619,11 +639,17 @@ impl Scheduler {
                         .unwrap_or_default(),
                     _ => op.spec.resource_limits,
                 };
+                let in_tree = if op.trees.len() > 1 {
+                    format!(" in tree {:?}", self.trees[t].name)
+                } else {
+                    String::new()
+                };
                 to_fail.push((
                     op.spec.id.clone(),
                     format!(
-                        "scheduling hung: operation has ancestor {name:?} (limiting_ancestor: {name}) \
-                         whose specified resource limits {} are too small for its minimum job {job}",
+                        "scheduling hung: operation has ancestor {name:?}{in_tree} (limiting_ancestor: \
+                         {name}) whose specified resource limits {} are too small for its minimum \
+                         job {job}",
                         specified
                     ),
                 ));

@@ -129,3 +129,56 @@ fn a_starving_operation_that_never_fits_is_failed_after_the_safe_timeout() {
         "{reasons:?}"
     );
 }
+
+/// An operation in two trees is hung only when it is limited in both: where it is not, it
+/// still runs. (Case: (gpu tree's pool limit, failed).)
+#[test]
+fn an_operation_in_two_trees_is_hung_only_when_limited_in_both() {
+    for (gpu_limit, failed) in [(4.0, false), (1.0, true)] {
+        let tree = format!(
+            r#"{{"default_tree": "a", "pool_trees": {{
+            "a": {{"config": {{"node_tag_filter": "a", "enable_limiting_ancestor_check": true}},
+                   "pools": {{"small": {{"resource_limits": {{"cpu": 1.0}}}}}}}},
+            "b": {{"config": {{"node_tag_filter": "b", "enable_limiting_ancestor_check": true}},
+                   "pools": {{"other": {{"resource_limits": {{"cpu": {gpu_limit}}}}}}}}}}}}}"#
+        );
+        let mut s = scheduler(&tree, config());
+        for (id, tag) in [("na", "a"), ("nb", "b")] {
+            s.add_node(
+                0,
+                fairsched_core::NodeSpec {
+                    id: fairsched_core::NodeId(id.into()),
+                    resources: res(4.0, 4.0),
+                    tags: [tag.to_string()].into(),
+                },
+            )
+            .expect("node");
+        }
+        let mut spec = op("big", Some("small"), vec![task(10, res(2.0, 1.0), None)]);
+        spec.pool_trees = Some(vec!["a".into(), "b".into()]);
+        spec.scheduling_options_per_pool_tree = [(
+            "b".to_string(),
+            serde_json::from_value(serde_json::json!({"pool": "other"})).expect("options"),
+        )]
+        .into();
+        s.start_operation(0, spec).unwrap();
+        let mut d = Driver::new();
+        d.run(&mut s, 0, 7000, 100);
+        let state = s.operation(&OperationId("big".into())).unwrap().state;
+        assert_eq!(
+            state == OperationState::Failed,
+            failed,
+            "limit {gpu_limit}: {state:?}"
+        );
+        if failed {
+            let reasons = events_with_reason(&d, "big");
+            assert!(
+                reasons
+                    .iter()
+                    .any(|r| r.contains("\"small\" in tree \"a\"")
+                        && r.contains("limiting_ancestor")),
+                "{reasons:?}"
+            );
+        }
+    }
+}
