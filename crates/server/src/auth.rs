@@ -121,9 +121,18 @@ impl Auth {
         !self.users.is_empty()
     }
 
-    /// Validates `[auth]` and reads the token files. Errors name the option
-    /// (`auth.users[1].token`) and never print a token.
+    /// Validates `[auth]` and reads the token files, warning about files others may read.
+    /// Errors name the option (`auth.users[1].token`) and never print a token.
     pub fn from_config(config: &ServerConfig) -> anyhow::Result<Auth> {
+        Auth::load(config, true)
+    }
+
+    /// [`Auth::from_config`] without the warnings (a check of the file).
+    pub fn check(config: &ServerConfig) -> anyhow::Result<()> {
+        Auth::load(config, false).map(|_| ())
+    }
+
+    fn load(config: &ServerConfig, warn: bool) -> anyhow::Result<Auth> {
         let auth = &config.auth;
         let mut names: BTreeMap<&str, usize> = BTreeMap::new();
         let mut users: Vec<(Vec<u8>, Arc<Identity>)> = Vec::new();
@@ -164,7 +173,9 @@ impl Auth {
                     let text = std::fs::read_to_string(path).map_err(|e| {
                         anyhow::anyhow!("{at}.token_file: cannot read {}: {e}", path.display())
                     })?;
-                    warn_if_readable_by_others(path, "a token file");
+                    if warn {
+                        warn_if_readable_by_others(path, "a token file");
+                    }
                     let t = text.trim().to_string();
                     if t.is_empty() {
                         anyhow::bail!("{at}.token_file: {} is empty", path.display());

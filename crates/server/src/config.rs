@@ -209,6 +209,6 @@ impl ServerConfig {
     /// Checks what parsing cannot: the `[auth]` section (users, tokens and token files,
     /// superusers). Errors name the option (`auth.users[1].token`).
     pub fn validate(&self) -> anyhow::Result<()> {
-        crate::auth::Auth::from_config(self).map(|_| ())
+        crate::auth::Auth::check(self)
     }
 }

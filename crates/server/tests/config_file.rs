@@ -129,8 +129,8 @@ fn auth_errors_name_the_option() {
     }
 }
 
-/// A token in a file (only its surrounding whitespace is dropped); a file others may read
-/// loads (with a warning in the log).
+/// A token in a file (only its surrounding whitespace is dropped). A file others may read
+/// loads too (the server warns about it when it starts).
 #[test]
 fn tokens_from_files() {
     let dir = tempfile::tempdir().expect("temporary directory");
