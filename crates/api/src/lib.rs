@@ -64,8 +64,12 @@ pub mod routes {
 pub mod codes {
     /// Generic error (YTsaurus `Generic`).
     pub const GENERIC: u32 = 1;
-    /// Authentication failed (YTsaurus `RPC AuthenticationError`).
+    /// Authentication failed: no token, or one the server does not know (YTsaurus
+    /// `RPC AuthenticationError`). HTTP 401.
     pub const AUTHENTICATION: u32 = 109;
+    /// The user may not do this: a pool ACL or a superuser-only action refused it (YTsaurus
+    /// `AuthorizationError`). HTTP 403; attributes `user`, `permission`, `pool`, `tree`.
+    pub const AUTHORIZATION: u32 = 901;
     /// No such object: pool, node, job (YTsaurus `ResolveError`).
     pub const RESOLVE: u32 = 500;
     /// Too many operations in a pool (YTsaurus `TooManyOperations`).
@@ -126,6 +130,7 @@ impl ApiError {
     pub fn http_status(&self) -> u16 {
         match self.code {
             codes::AUTHENTICATION => 401,
+            codes::AUTHORIZATION => 403,
             codes::RESOLVE | codes::NO_SUCH_OPERATION | codes::NODE_NOT_REGISTERED => 404,
             codes::INTERNAL => 500,
             _ => 400,

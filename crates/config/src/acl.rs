@@ -117,7 +117,7 @@ impl PoolTreeConfig {
             &path,
             format!(
                 "no ACL entry allows it (pools' acl and inherit_acl; subjects checked: {:?}, \
-                 its groups {:?}, {EVERYONE:?})",
+                 their groups {:?}, {EVERYONE:?})",
                 who.user, who.groups
             ),
         ))

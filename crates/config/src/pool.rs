@@ -226,8 +226,12 @@ pool_options! {
     #[serde(alias = "scheduling_tag", skip_serializing_if = "Option::is_none")]
     scheduling_tag_filter: Option<String> = None,
 
-    /// Access-control list: who may use (run operations in) and administer the pool.
-    /// Default: `[]` (inherited from the parent when `inherit_acl`).
+    /// Access-control list: who may use (run operations in), administer (change its options,
+    /// move or remove it, create subpools) and manage (abort or update others' operations in)
+    /// the pool. The server enforces it when its `[auth]` section has users (the server
+    /// configuration reference). A pool whose own and inherited entries are all empty is open
+    /// to everyone; `deny` wins over `allow`. Default: `[]` (inherited from the parent when
+    /// `inherit_acl`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     acl: Vec<AccessControlEntry> = Vec::new(),
 

@@ -2,6 +2,7 @@
 //! the reply; after every change it commits what changed to the store (before replying) and
 //! publishes a new [`View`] that GET handlers read without reaching the actor.
 
+use crate::auth::Caller;
 use crate::metrics::{self, ActorMetrics};
 use fairsched_api::{
     ApiError, EventQuery, EventView, FinishedJob, Heartbeat, HeartbeatReply, JobCounts,
@@ -84,7 +85,15 @@ pub fn unknown_tree<'a>(name: &str, known: impl Iterator<Item = &'a str>) -> Api
 
 type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
 
-/// A request to the actor.
+/// What handlers send the actor: a command and who asks ([`crate::auth::authorize`] decides
+/// whether they may, before the command runs).
+#[derive(Debug)]
+pub struct Request {
+    pub caller: Caller,
+    pub command: Command,
+}
+
+/// A command to the actor.
 #[derive(Debug)]
 pub enum Command {
     Submit(Value, Reply<String>),
@@ -145,6 +154,38 @@ impl Command {
             Command::Register(..) => "register",
             Command::Heartbeat(..) => "heartbeat",
             Command::Events(..) => "events",
+        }
+    }
+
+    /// Whether the command is a user's change (logged with the user; agents' are not).
+    fn is_users_change(&self) -> bool {
+        !matches!(
+            self,
+            Command::Logs(..)
+                | Command::Events(..)
+                | Command::Register(..)
+                | Command::Heartbeat(..)
+        )
+    }
+
+    /// Replies `error` without running the command.
+    fn refuse(self, error: ApiError) {
+        fn send<T>(reply: Reply<T>, error: ApiError) {
+            let _ = reply.send(Err(error));
+        }
+        match self {
+            Command::Submit(_, r) => send(r, error),
+            Command::Abort(_, r) => send(r, error),
+            Command::UpdateOperation(_, _, r) => send(r, error),
+            Command::Logs(_, r) => send(r, error),
+            Command::CreatePool { reply, .. } => send(reply, error),
+            Command::UpdatePool { reply, .. } => send(reply, error),
+            Command::RemovePool { reply, .. } => send(reply, error),
+            Command::ApplyTree { reply, .. } => send(reply, error),
+            Command::Node { reply, .. } => send(reply, error),
+            Command::Register(_, r) => send(r, error),
+            Command::Heartbeat(_, r) => send(r, error),
+            Command::Events(_, r) => send(r, error),
         }
     }
 }
@@ -540,14 +581,14 @@ impl Actor {
     }
 
     /// Runs until every sender is dropped.
-    pub async fn run(mut self, mut rx: mpsc::Receiver<Command>) {
+    pub async fn run(mut self, mut rx: mpsc::Receiver<Request>) {
         let period = self.sched.config.fair_share_update_period_ms.max(10);
         let mut timer = tokio::time::interval(Duration::from_millis(period));
         timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                cmd = rx.recv() => match cmd {
-                    Some(cmd) => self.handle(cmd),
+                req = rx.recv() => match req {
+                    Some(req) => self.authorize_and_handle(req),
                     None => break,
                 },
                 _ = timer.tick() => self.on_timer(),
@@ -587,6 +628,27 @@ impl Actor {
         if let Err(e) = self.commit() {
             tracing::error!("{}", e.message);
         }
+    }
+
+    /// Runs the request's command if its caller may (decided on the trees as they are now,
+    /// so that a refused command changes nothing); refusals and changes are logged with the
+    /// user.
+    fn authorize_and_handle(&mut self, Request { caller, command }: Request) {
+        if let Err(e) = crate::auth::authorize(&self.sched, &caller, &command) {
+            tracing::warn!(
+                user = caller.name(),
+                command = command.name(),
+                code = e.code,
+                message = %e.message,
+                "request refused"
+            );
+            command.refuse(e);
+            return;
+        }
+        if command.is_users_change() && caller != Caller::Unchecked {
+            tracing::info!(user = caller.name(), command = command.name(), "request");
+        }
+        self.handle(command);
     }
 
     fn handle(&mut self, cmd: Command) {

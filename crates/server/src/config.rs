@@ -19,6 +19,16 @@ use std::path::{Path, PathBuf};
 /// [scheduler]
 /// fair_share_update_period_ms = 200
 /// node_heartbeat_period_ms = 100
+///
+/// [auth]                          # API tokens and pool ACLs; no users: everything open
+/// superusers = ["root"]
+/// [[auth.users]]
+/// name = "root"
+/// token_file = "/etc/fairsched/root.token"
+/// [[auth.users]]
+/// name = "alice"
+/// token_file = "/etc/fairsched/alice.token"
+/// groups = ["ml"]
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
@@ -38,7 +48,7 @@ pub struct ServerConfig {
     /// Shared secret of the agents: the agent endpoints (register, heartbeat) accept only
     /// requests with `Authorization: Bearer <token>`, which agents send from their `--token`
     /// (or `FAIRSCHED_AGENT_TOKEN`). Unset: the agent endpoints are open to anyone who can reach
-    /// `listen`. The CLI's endpoints do not check it.
+    /// `listen`. The other endpoints do not take it; `[auth]` users' tokens protect them.
     pub agent_token: Option<String>,
     /// A pool-trees file (`.toml` or `.json`, by extension; the layout of the [pool-trees
     /// reference](config-reference.md)) the server starts with when its store holds no pool
@@ -66,6 +76,93 @@ pub struct ServerConfig {
     /// agent retries a failed heartbeat with backoff (200 ms doubling to 2 s), and a node lost
     /// on a short hiccup has its jobs run twice.
     pub node_timeout_ms: u64,
+    /// Who may use the API: users with their tokens and groups, superusers, and whether reads
+    /// need a token. No users (the default, and what `fairsched up` runs with): authentication
+    /// is off, every request may do everything and an operation's `user` is what the request
+    /// says. With users, pool ACLs (`acl` in the pool-tree options) decide who may use and
+    /// administer each pool.
+    pub auth: AuthConfig,
+}
+
+/// The `[auth]` section: API tokens and who is who.
+///
+/// With at least one user, every request to `/api/v1` (except the agents' register and
+/// heartbeat, which take `agent_token`) must send `Authorization: Bearer <token>` with a
+/// user's token; a missing or unknown token is refused (HTTP 401, code 109). Reads (`GET`)
+/// without a token are allowed as an anonymous reader unless `authenticate_reads` is set.
+/// What an authenticated user may change is decided by the pools' ACLs (`use` to run
+/// operations in a pool, `administer` to change it and its subpools, `manage` to abort or
+/// update others' operations in it); superusers may do everything, and only they may apply
+/// a whole tree, create top-level pools and disable, enable, drain or undrain nodes (HTTP
+/// 403, code 901, otherwise). Keep tokens in files only the server's user may read
+/// (`token_file`, mode 0600).
+///
+/// ```toml
+/// [auth]
+/// superusers = ["root"]
+/// authenticate_reads = false
+/// [[auth.users]]
+/// name = "root"
+/// token_file = "/etc/fairsched/root.token"
+/// [[auth.users]]
+/// name = "alice"
+/// token = "s3cret-alice"
+/// groups = ["ml"]
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// Names of users (each one of `users`) who may do everything: every pool permission,
+    /// whole-tree applies (`PUT /api/v1/tree`, `fairsched pool apply`), top-level pools, node
+    /// actions, and operations submitted on behalf of another user.
+    pub superusers: Vec<String>,
+    /// `true`: reads (`GET` under `/api/v1`, and `/metrics`) need a user's token too.
+    /// `false`: reads without a token are allowed (the web page and Prometheus work without
+    /// one); a request that does send a token must send a valid one. The web page's own files
+    /// (`/`, `/assets/...`) hold no data and are always served; with `true` the page cannot
+    /// load its data. Needs `users`.
+    pub authenticate_reads: bool,
+    /// The users the server knows: `[[auth.users]]` tables. Empty: authentication is off.
+    pub users: Vec<AuthUser>,
+}
+
+/// One user of the API: `[[auth.users]]`.
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthUser {
+    /// The user's name (required): the `user` of the operations they submit and an ACL
+    /// subject (pools' `acl` entries name users and groups). Unique; not `everyone`.
+    pub name: String,
+    /// The user's secret, sent as `Authorization: Bearer <token>` (the CLI's `--token`,
+    /// `FAIRSCHED_TOKEN` or its config file's `token`). Unique among the users and not the
+    /// `agent_token`. Exactly one of `token` and `token_file`; prefer `token_file` (a token
+    /// here is as secret as this file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(!skip_serializing_if)]
+    pub token: Option<String>,
+    /// A file that holds the user's token (surrounding whitespace and the final newline are
+    /// ignored), read when the server starts; it should be readable by the server's user
+    /// only (the server warns when others may read it). A relative path is relative to the
+    /// server's working directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(!skip_serializing_if)]
+    pub token_file: Option<PathBuf>,
+    /// Groups the user belongs to: ACL entries that name a group apply to its members.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schemars(!skip_serializing_if)]
+    pub groups: Vec<String>,
+}
+
+/// Never prints the token.
+impl std::fmt::Debug for AuthUser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthUser")
+            .field("name", &self.name)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("token_file", &self.token_file)
+            .field("groups", &self.groups)
+            .finish()
+    }
 }
 
 impl Default for ServerConfig {
@@ -78,6 +175,7 @@ impl Default for ServerConfig {
             pool_trees: None,
             scheduler: SchedulerConfig::default(),
             node_timeout_ms: 15_000,
+            auth: AuthConfig::default(),
         }
     }
 }
@@ -88,13 +186,29 @@ impl ServerConfig {
     pub fn from_file(path: &Path) -> anyhow::Result<ServerConfig> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-        fairsched_config::from_str(&text, fairsched_config::Format::Toml)
-            .map_err(|e| anyhow::anyhow!("{}", e.with_file(path.to_path_buf())))
+        let config: ServerConfig =
+            fairsched_config::from_str(&text, fairsched_config::Format::Toml)
+                .map_err(|e| anyhow::anyhow!("{}", e.with_file(path.to_path_buf())))?;
+        config
+            .validate()
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        if config.auth.users.iter().any(|u| u.token.is_some()) {
+            crate::auth::warn_if_readable_by_others(path, "the server's file holds tokens");
+        }
+        Ok(config)
     }
 
     /// Parses the file's text (TOML); errors name the line and the option with its path.
     pub fn from_toml(text: &str) -> anyhow::Result<ServerConfig> {
-        fairsched_config::from_str(text, fairsched_config::Format::Toml)
-            .map_err(|e| anyhow::anyhow!("{e}"))
+        let config: ServerConfig = fairsched_config::from_str(text, fairsched_config::Format::Toml)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks what parsing cannot: the `[auth]` section (users, tokens and token files,
+    /// superusers). Errors name the option (`auth.users[1].token`).
+    pub fn validate(&self) -> anyhow::Result<()> {
+        crate::auth::Auth::check(self)
     }
 }

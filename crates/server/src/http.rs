@@ -1,10 +1,11 @@
 //! HTTP handlers. Writes go to the actor by message; reads come from the published [`View`].
 
-use crate::actor::{Actor, Command, NodeAction, View};
+use crate::actor::{Actor, Command, NodeAction, Request, View};
+use crate::auth::{Auth, Caller};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{self, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -27,9 +28,11 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 /// Shared by all handlers.
 #[derive(Clone, Debug)]
 pub struct AppState {
-    pub tx: mpsc::Sender<Command>,
+    pub tx: mpsc::Sender<Request>,
     pub view: watch::Receiver<Arc<View>>,
     pub agent_token: Option<String>,
+    /// The users and their tokens (none: authentication is off).
+    pub auth: Arc<Auth>,
     /// What `GET /metrics` encodes (the actor's counters and the view's gauges).
     pub metrics: Arc<Registry>,
     /// Committed events, for live streams.
@@ -42,7 +45,7 @@ impl AppState {
     /// The state of a router in front of `actor` (before it runs): `view` is what
     /// `Actor::new` returned.
     pub fn new(
-        tx: mpsc::Sender<Command>,
+        tx: mpsc::Sender<Request>,
         view: watch::Receiver<Arc<View>>,
         agent_token: Option<String>,
         actor: &Actor,
@@ -52,9 +55,18 @@ impl AppState {
             tx,
             view,
             agent_token,
+            auth: Arc::new(Auth::off()),
             metrics: Arc::new(registry),
             events: actor.events(),
             stopping: Arc::new(watch::channel(false).0),
+        }
+    }
+
+    /// With `auth`'s users (authentication on when there are some).
+    pub fn with_auth(self, auth: Auth) -> AppState {
+        AppState {
+            auth: Arc::new(auth),
+            ..self
         }
     }
 
@@ -94,6 +106,7 @@ fn parse<T: DeserializeOwned>(body: &Bytes) -> Result<T, Failure> {
 
 async fn ask<T>(
     state: &AppState,
+    caller: &Caller,
     make: impl FnOnce(oneshot::Sender<Result<T, ApiError>>) -> Command,
 ) -> Result<T, Failure> {
     let (tx, rx) = oneshot::channel();
@@ -103,7 +116,11 @@ async fn ask<T>(
             "the scheduler is shutting down",
         ))
     };
-    state.tx.send(make(tx)).await.map_err(|_| gone())?;
+    let request = Request {
+        caller: caller.clone(),
+        command: make(tx),
+    };
+    state.tx.send(request).await.map_err(|_| gone())?;
     rx.await.map_err(|_| gone())?.map_err(Failure)
 }
 
@@ -115,7 +132,7 @@ fn check_token(state: &AppState, headers: &HeaderMap) -> Result<(), Failure> {
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
-    if given == Some(expected.as_str()) {
+    if given.is_some_and(|t| crate::auth::same_secret(t, expected)) {
         Ok(())
     } else {
         Err(Failure(ApiError::new(
@@ -169,8 +186,80 @@ pub fn router(state: AppState) -> Router {
         .route(routes::AGENT_REGISTER, post(register))
         .route(routes::AGENT_HEARTBEAT, post(heartbeat))
         .fallback(|| async { Failure(ApiError::new(codes::RESOLVE, "no such route")) })
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authenticate,
+        ))
         .layer(axum::middleware::from_fn(log_request))
         .with_state(state)
+}
+
+/// Names the caller of every request (a [`Caller`] extension the handlers pass to the
+/// actor). With users configured, every request but the agent endpoints (which check
+/// `agent_token`) and the page's own files needs a user's token, except reads (`GET`,
+/// `HEAD`: the API and `/metrics`) while `authenticate_reads` is off, which go as an
+/// anonymous reader; a token that is sent must be valid.
+async fn authenticate(
+    State(s): State<AppState>,
+    mut req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let path = req.uri().path();
+    // Everything else (the API, `/metrics`, unknown paths) is guarded.
+    let open = [
+        routes::AGENT_REGISTER,
+        routes::AGENT_HEARTBEAT,
+        "/",
+        "/assets/app.js",
+        "/assets/style.css",
+    ]
+    .contains(&path);
+    let caller = if !s.auth.enabled() {
+        Caller::Unchecked
+    } else if open {
+        Caller::Anonymous
+    } else {
+        let read = matches!(
+            *req.method(),
+            axum::http::Method::GET | axum::http::Method::HEAD
+        );
+        match req.headers().get(header::AUTHORIZATION) {
+            None if read && !s.auth.authenticate_reads => Caller::Anonymous,
+            None => {
+                tracing::warn!(method = %req.method(), path, "request without a token refused");
+                return Failure(crate::auth::authentication_required()).into_response();
+            }
+            Some(value) => {
+                let user = value
+                    .to_str()
+                    .ok()
+                    .and_then(|v| v.strip_prefix("Bearer "))
+                    .and_then(|token| s.auth.identify(token.trim()));
+                match user {
+                    Some(user) => Caller::User(user),
+                    None => {
+                        tracing::warn!(
+                            method = %req.method(),
+                            path,
+                            "request with an unknown token refused"
+                        );
+                        return Failure(ApiError::new(
+                            codes::AUTHENTICATION,
+                            "the token is not valid: send a user's token as `Authorization: \
+                             Bearer <token>` (the CLI's --token, FAIRSCHED_TOKEN or its \
+                             config file's token)",
+                        ))
+                        .into_response();
+                    }
+                }
+            }
+        }
+    };
+    if let Caller::User(user) = &caller {
+        tracing::debug!(user = user.name, method = %req.method(), path, "authenticated");
+    }
+    req.extensions_mut().insert(caller);
+    next.run(req).await
 }
 
 /// Logs every request (debug level) with its method, path, status and time.
@@ -194,9 +283,20 @@ async fn log_request(req: axum::extract::Request, next: axum::middleware::Next) 
     resp
 }
 
-async fn submit(State(s): State<AppState>, body: Bytes) -> Reply<SubmitReply> {
-    let spec: Value = parse(&body)?;
-    let id = ask(&s, |r| Command::Submit(spec, r)).await?;
+async fn submit(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> Reply<SubmitReply> {
+    let mut spec: Value = parse(&body)?;
+    // An authenticated user submits as themself unless the body says otherwise (which the
+    // actor allows superusers only).
+    if let (Some(user), Value::Object(obj)) = (caller.user(), &mut spec)
+        && obj.get("user").is_none_or(Value::is_null)
+    {
+        obj.insert("user".into(), Value::String(user.name.clone()));
+    }
+    let id = ask(&s, &caller, |r| Command::Submit(spec, r)).await?;
     ok(SubmitReply { id })
 }
 
@@ -316,24 +416,30 @@ async fn get_operation(State(s): State<AppState>, Path(id): Path<String>) -> Rep
     }
 }
 
-async fn abort(State(s): State<AppState>, Path(id): Path<String>) -> Reply<OperationView> {
-    ok(ask(&s, |r| Command::Abort(id, r)).await?)
+async fn abort(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Reply<OperationView> {
+    ok(ask(&s, &caller, |r| Command::Abort(id, r)).await?)
 }
 
 async fn update_operation(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Reply<OperationView> {
     let update: UpdateOperation = parse(&body)?;
-    ok(ask(&s, |r| Command::UpdateOperation(id, update, r)).await?)
+    ok(ask(&s, &caller, |r| Command::UpdateOperation(id, update, r)).await?)
 }
 
 async fn logs(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Reply<Vec<fairsched_api::JobLogs>> {
-    ok(ask(&s, |r| Command::Logs(id, r)).await?)
+    ok(ask(&s, &caller, |r| Command::Logs(id, r)).await?)
 }
 
 /// The tree a pool route names (`?tree=`, default: the default tree).
@@ -391,13 +497,14 @@ fn pool_of(view: &View, tree: &str, name: &str) -> Reply<Value> {
 
 async fn create_pool(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     q: Result<Query<TreeQuery>, QueryRejection>,
     body: Bytes,
 ) -> Reply<Value> {
     let tree = tree_query(q)?;
     let req: CreatePool = parse(&body)?;
     let name = req.name.clone();
-    ask(&s, |reply| Command::CreatePool {
+    ask(&s, &caller, |reply| Command::CreatePool {
         tree,
         name: req.name,
         parent: req.parent,
@@ -410,6 +517,7 @@ async fn create_pool(
 
 async fn update_pool(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
     q: Result<Query<TreeQuery>, QueryRejection>,
     body: Bytes,
@@ -417,7 +525,7 @@ async fn update_pool(
     let tree = tree_query(q)?;
     let req: UpdatePool = parse(&body)?;
     let n = name.clone();
-    ask(&s, |reply| Command::UpdatePool {
+    ask(&s, &caller, |reply| Command::UpdatePool {
         tree,
         name: n,
         config: req.config,
@@ -430,12 +538,13 @@ async fn update_pool(
 
 async fn remove_pool(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
     q: Result<Query<TreeQuery>, QueryRejection>,
 ) -> Reply<Value> {
     let tree = tree_query(q)?;
     let n = name.clone();
-    ask(&s, |reply| Command::RemovePool {
+    ask(&s, &caller, |reply| Command::RemovePool {
         tree,
         name: n,
         reply,
@@ -457,24 +566,45 @@ async fn get_node(State(s): State<AppState>, Path(id): Path<String>) -> Reply<No
     }
 }
 
-async fn node_action(s: AppState, id: String, action: NodeAction) -> Reply<NodeView> {
-    ok(ask(&s, |reply| Command::Node { id, action, reply }).await?)
+async fn node_action(
+    s: AppState,
+    caller: Caller,
+    id: String,
+    action: NodeAction,
+) -> Reply<NodeView> {
+    ok(ask(&s, &caller, |reply| Command::Node { id, action, reply }).await?)
 }
 
-async fn disable_node(State(s): State<AppState>, Path(id): Path<String>) -> Reply<NodeView> {
-    node_action(s, id, NodeAction::Disable).await
+async fn disable_node(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Reply<NodeView> {
+    node_action(s, caller, id, NodeAction::Disable).await
 }
 
-async fn enable_node(State(s): State<AppState>, Path(id): Path<String>) -> Reply<NodeView> {
-    node_action(s, id, NodeAction::Enable).await
+async fn enable_node(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Reply<NodeView> {
+    node_action(s, caller, id, NodeAction::Enable).await
 }
 
-async fn drain_node(State(s): State<AppState>, Path(id): Path<String>) -> Reply<NodeView> {
-    node_action(s, id, NodeAction::Drain).await
+async fn drain_node(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Reply<NodeView> {
+    node_action(s, caller, id, NodeAction::Drain).await
 }
 
-async fn undrain_node(State(s): State<AppState>, Path(id): Path<String>) -> Reply<NodeView> {
-    node_action(s, id, NodeAction::Undrain).await
+async fn undrain_node(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Reply<NodeView> {
+    node_action(s, caller, id, NodeAction::Undrain).await
 }
 
 /// `GET /api/v1/tree`: one tree's name, configuration and orchid snapshot.
@@ -500,12 +630,13 @@ async fn pool_trees(State(s): State<AppState>) -> Reply<Vec<PoolTreeView>> {
 
 async fn apply_tree(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     query: Result<Query<TreeApplyQuery>, QueryRejection>,
     body: Bytes,
 ) -> Reply<TreeApplyReply> {
     let Query(query) = query.map_err(bad_query)?;
     let config: Value = parse(&body)?;
-    ok(ask(&s, |reply| Command::ApplyTree {
+    ok(ask(&s, &caller, |reply| Command::ApplyTree {
         tree: query.tree,
         config,
         dry_run: query.dry_run,
@@ -588,10 +719,11 @@ async fn orchid_operation(
 
 async fn list_events(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     q: Result<Query<EventQuery>, QueryRejection>,
 ) -> Reply<Vec<EventView>> {
     let Query(q) = q.map_err(bad_query)?;
-    ok(ask(&s, |r| Command::Events(q, r)).await?)
+    ok(ask(&s, &caller, |r| Command::Events(q, r)).await?)
 }
 
 /// Events a live stream reads from the store at a time while it catches up.
@@ -600,6 +732,7 @@ const STREAM_PAGE: usize = 1000;
 /// A live stream's state.
 struct Follow {
     app: AppState,
+    caller: Caller,
     query: EventQuery,
     rx: broadcast::Receiver<Arc<EventView>>,
     stopping: watch::Receiver<bool>,
@@ -626,7 +759,9 @@ impl Follow {
                     limit: Some(STREAM_PAGE),
                     ..self.query.clone()
                 };
-                let events = ask(&self.app, |r| Command::Events(page, r)).await.ok()?;
+                let events = ask(&self.app, &self.caller, |r| Command::Events(page, r))
+                    .await
+                    .ok()?;
                 self.catching_up = events.len() >= STREAM_PAGE;
                 self.backlog.extend(events);
                 continue;
@@ -653,6 +788,7 @@ impl Follow {
 /// the stored events from there come first; then events as they are committed.
 async fn stream_events(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     q: Result<Query<EventQuery>, QueryRejection>,
 ) -> Result<Sse<impl futures_util::Stream<Item = Result<sse::Event, Infallible>>>, Failure> {
@@ -674,6 +810,7 @@ async fn stream_events(
         backlog: VecDeque::new(),
         query,
         app: s,
+        caller,
     };
     let stream = futures_util::stream::unfold(follow, |mut f| async move {
         let e = f.next().await?;
@@ -688,22 +825,24 @@ async fn stream_events(
 
 async fn register(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Reply<fairsched_api::RegisterReply> {
     check_token(&s, &headers)?;
     let req: RegisterNode = parse(&body)?;
-    ok(ask(&s, |r| Command::Register(req, r)).await?)
+    ok(ask(&s, &caller, |r| Command::Register(req, r)).await?)
 }
 
 async fn heartbeat(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Reply<fairsched_api::HeartbeatReply> {
     check_token(&s, &headers)?;
     let req: Heartbeat = parse(&body)?;
-    ok(ask(&s, |r| Command::Heartbeat(req, r)).await?)
+    ok(ask(&s, &caller, |r| Command::Heartbeat(req, r)).await?)
 }
 
 /// `GET /metrics`: OpenMetrics text.

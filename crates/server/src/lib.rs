@@ -8,15 +8,18 @@
 //!   unfinished operations are submitted again and their running jobs adopted on their nodes
 //!   (restored with the operator's settings; the node's next heartbeat reconciles them, a node
 //!   that does not come back within `node_timeout_ms` loses them to pending).
+//! * With users in `[auth]`, requests carry a user's token ([`auth`]): the handlers name the
+//!   caller, the actor checks the pools' ACLs before a command changes anything.
 //! * Time given to the core: milliseconds since the server started (monotonic).
 
 pub mod actor;
+pub mod auth;
 pub mod config;
 pub mod http;
 pub mod metrics;
 pub mod reference;
 
-pub use config::ServerConfig;
+pub use config::{AuthConfig, AuthUser, ServerConfig};
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -28,19 +31,21 @@ pub struct Server {
     listener: tokio::net::TcpListener,
     actor: actor::Actor,
     state: http::AppState,
-    rx: mpsc::Receiver<actor::Command>,
+    rx: mpsc::Receiver<actor::Request>,
 }
 
 impl Server {
     /// Opens the store, restores state and binds the listen address.
     pub async fn bind(config: &ServerConfig) -> anyhow::Result<Server> {
+        let auth = auth::Auth::from_config(config)?;
         let store = fairsched_store::SqliteStore::open(&config.data_dir)?;
         let (actor, view) = actor::Actor::new(config, Box::new(store))?;
         let listener = tokio::net::TcpListener::bind(&config.listen)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
         let (tx, rx) = mpsc::channel(1024);
-        let state = http::AppState::new(tx, view, config.agent_token.clone(), &actor);
+        let state =
+            http::AppState::new(tx, view, config.agent_token.clone(), &actor).with_auth(auth);
         Ok(Server {
             listener,
             actor,

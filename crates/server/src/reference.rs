@@ -2,7 +2,7 @@
 //! generated from the types like the pool-trees reference it links to
 //! (`fairsched_config::reference`): `docs/server-config-reference.md`.
 
-use crate::ServerConfig;
+use crate::{AuthConfig, AuthUser, ServerConfig};
 use fairsched_config::reference::{
     Described, POOL_TREES_LINK, Page, Reference, SectionStyle, pool_trees_types,
 };
@@ -23,6 +23,16 @@ const SECTIONS: &[SectionStyle] = &[
         title: "Scheduler",
         placeholder: "name",
     },
+    SectionStyle {
+        type_name: "AuthConfig",
+        title: "Authentication",
+        placeholder: "name",
+    },
+    SectionStyle {
+        type_name: "AuthUser",
+        title: "Users",
+        placeholder: "user",
+    },
 ];
 
 /// The reference of `fairsched server --config FILE`. Its JSON schema is complete (inline
@@ -31,6 +41,8 @@ pub fn server_config() -> Reference {
     let mut types = vec![
         Described::structure::<ServerConfig>(),
         Described::structure::<SchedulerConfig>(),
+        Described::structure::<AuthConfig>(),
+        Described::structure::<AuthUser>(),
     ];
     types.extend(pool_trees_types());
     Reference::new::<ServerConfig>(

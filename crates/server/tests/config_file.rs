@@ -50,3 +50,108 @@ fn misspelt_options_are_errors_naming_them() {
     assert!(error.contains("fairsched.toml:2:1:"), "{error}");
     assert!(error.contains("node_heartbeat_period"), "{error}");
 }
+
+/// `[auth]` is checked at load: each case is a section and a piece of the error, which names
+/// the option; no error prints a token.
+#[test]
+fn auth_errors_name_the_option() {
+    let user = |name: &str, token: &str| {
+        format!("[[auth.users]]\nname = \"{name}\"\ntoken = \"{token}\"\n")
+    };
+    let cases: Vec<(String, &str)> = vec![
+        (
+            format!("{}{}", user("alice", "tok-a"), user("bob", "tok-a")),
+            "auth.users[1].token: the same token as auth.users[0] (\"alice\")",
+        ),
+        (
+            format!("{}{}", user("alice", "tok-a"), user("alice", "tok-b")),
+            "auth.users[1].name: user \"alice\" is already auth.users[0]",
+        ),
+        (user("alice", ""), "auth.users[0].token: the token is empty"),
+        (
+            user("alice", "  "),
+            "auth.users[0].token: the token is empty",
+        ),
+        (
+            "[[auth.users]]\nname = \"alice\"\n".to_string(),
+            "auth.users[0]: user \"alice\" needs a token or token_file",
+        ),
+        (
+            "[[auth.users]]\ntoken = \"tok-a\"\n".to_string(),
+            "auth.users[0].name: a user needs a name",
+        ),
+        (
+            user("everyone", "tok-a"),
+            "auth.users[0].name: \"everyone\" is reserved",
+        ),
+        (
+            format!(
+                "[auth]\nsuperusers = [\"root\"]\n{}",
+                user("alice", "tok-a")
+            ),
+            "auth.superusers[0]: \"root\" is not a user",
+        ),
+        (
+            "[auth]\nsuperusers = [\"root\"]\n".to_string(),
+            "auth.superusers[0]: \"root\" is not a user",
+        ),
+        (
+            "[auth]\nauthenticate_reads = true\n".to_string(),
+            "auth.authenticate_reads: needs auth.users",
+        ),
+        (
+            format!("agent_token = \"tok-a\"\n{}", user("alice", "tok-a")),
+            "auth.users[0].token: the same token as agent_token",
+        ),
+        (
+            "[[auth.users]]\nname = \"alice\"\ntoken = \"tok-a\"\ntoken_file = \"/x\"\n"
+                .to_string(),
+            "auth.users[0]: give either token or token_file, not both",
+        ),
+        (
+            "[[auth.users]]\nname = \"alice\"\ntoken_file = \"/nonexistent/alice.token\"\n"
+                .to_string(),
+            "auth.users[0].token_file: cannot read /nonexistent/alice.token",
+        ),
+        (
+            "[[auth.users]]\nname = \"alice\"\ntokn = \"tok-a\"\n".to_string(),
+            "tokn",
+        ),
+        ("[auth]\nsuperuser = []\n".to_string(), "superuser"),
+    ];
+    for (text, expected) in cases {
+        let error = ServerConfig::from_toml(&text).expect_err(&text).to_string();
+        assert!(error.contains(expected), "{text}\n---\n{error}");
+        assert!(
+            !error.contains("tok-a\""),
+            "an error shows a token: {error}"
+        );
+    }
+}
+
+/// A token in a file (only its surrounding whitespace is dropped). A file others may read
+/// loads too (the server warns about it when it starts).
+#[test]
+fn tokens_from_files() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let token = dir.path().join("alice.token");
+    std::fs::write(&token, "s3cret-alice\n").expect("write");
+    let path = dir.path().join("fairsched.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[auth]\nsuperusers = [\"alice\"]\n[[auth.users]]\nname = \"alice\"\ntoken_file = {:?}\ngroups = [\"ml\"]\n",
+            token.display().to_string()
+        ),
+    )
+    .expect("write");
+    let config = ServerConfig::from_file(&path).expect("loads");
+    let auth = fairsched_server::auth::Auth::from_config(&config).expect("resolves");
+    let alice = auth.identify("s3cret-alice").expect("alice's token");
+    assert_eq!(alice.name, "alice");
+    assert!(alice.superuser);
+    assert_eq!(alice.groups, ["ml"]);
+    assert!(auth.identify("s3cret-alice\n").is_none());
+    assert!(auth.identify("s3cret-alic").is_none());
+    assert!(!format!("{auth:?} {config:?}").contains("s3cret"));
+}

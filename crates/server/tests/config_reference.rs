@@ -105,7 +105,8 @@ fn schema_is_complete_with_inline_pool_trees() {
             "pool_trees_file",
             "pool_trees",
             "scheduler",
-            "node_timeout_ms"
+            "node_timeout_ms",
+            "auth"
         ])
     );
 }

@@ -47,6 +47,15 @@ pub async fn start(pool_trees: Value, scheduler: Value) -> Running {
     running
 }
 
+/// Starts a server on a new store with `config` (`ServerConfig` fields; `listen` and
+/// `data_dir` are set here).
+pub async fn start_with(config: Value) -> Running {
+    let dir = tempfile::tempdir().unwrap();
+    let mut running = start_config(dir.path(), config).await;
+    running._dir = Some(dir);
+    running
+}
+
 /// Starts a server on the store in `dir` (a restart when it was used before).
 pub async fn start_in(dir: &std::path::Path, pool_trees: Value, scheduler: Value) -> Running {
     start_config(
@@ -97,8 +106,22 @@ impl Running {
 
     /// Any request: status and JSON body (`Value::Null` when the body is not JSON).
     pub async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        self.call_as(None, method, path, body).await
+    }
+
+    /// Any request with `token` (if any) as `Authorization: Bearer`: status and JSON body.
+    pub async fn call_as(
+        &self,
+        token: Option<&str>,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
         let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
         let mut req = self.client.request(method, format!("{}{path}", self.url));
+        if let Some(token) = token {
+            req = req.bearer_auth(token);
+        }
         if let Some(b) = body {
             req = req.json(&b);
         }

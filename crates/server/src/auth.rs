@@ -1,0 +1,610 @@
+//! API tokens and pool ACLs.
+//!
+//! * Authentication ([`Auth`], used by `http.rs`): with users configured (`[auth]`), a request
+//!   to `/api/v1` names its user by a bearer token, compared in constant time; the request
+//!   goes to the actor with its [`Caller`]. No users: authentication is off
+//!   ([`Caller::Unchecked`]).
+//! * Authorization ([`authorize`], called by the actor for every command before it changes
+//!   anything): the pools' ACLs (`fairsched_config::acl`) in the tree's configuration as it is
+//!   when the command runs, and the superusers.
+//!
+//! Which permission each command needs:
+//!
+//! | command | needs (superusers pass every check) |
+//! |---|---|
+//! | submit | `user` is the caller's own name (another one: superusers only); `use` on its pool in every tree it runs in |
+//! | abort, update an operation | the operation's own user, or `manage` on its pool in one of its trees; moving it also needs `use` on the new pool |
+//! | create a pool | `administer` on its parent; a top-level pool: superusers only |
+//! | set a pool's options, move or remove it | `administer` on it; a move also on the new parent (to the top: superusers only) |
+//! | apply a whole tree, node actions | superusers only |
+//! | reads, agents' register and heartbeat | nothing here (`http.rs` decides) |
+//!
+//! A pool that is not in the configuration (an ephemeral one) is checked on its parent: the
+//! pool it was created under when it exists, else where it would be created, the tree's
+//! `default_parent_pool` when that is configured; an ephemeral pool at the root (no parent
+//! pool) may be used by everyone, and only superusers may administer or manage it. The root
+//! itself has no ACL: everyone may run operations directly in it (unless the tree's
+//! `forbid_immediate_operations_in_root`), only superusers may administer it.
+
+use crate::ServerConfig;
+use crate::actor::Command;
+use fairsched_api::{ApiError, codes};
+use fairsched_config::Permission;
+use fairsched_config::acl::{AccessDenied, Subject, permission_name};
+use fairsched_core::tree::{PoolTree, ROOT_NAME};
+use fairsched_core::{OperationId, Scheduler};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+use subtle::ConstantTimeEq;
+
+/// A user the server knows (without the token).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    pub name: String,
+    pub groups: Vec<String>,
+    pub superuser: bool,
+}
+
+impl Identity {
+    fn subject(&self) -> Subject<'_> {
+        Subject {
+            user: &self.name,
+            groups: &self.groups,
+        }
+    }
+}
+
+/// Who sends a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Caller {
+    /// Authentication is off (no users in `[auth]`): the request may do everything, and an
+    /// operation's `user` is what the request says.
+    Unchecked,
+    /// No token where none is needed: a read while `authenticate_reads` is off, or an agent
+    /// endpoint (which checks `agent_token` itself).
+    Anonymous,
+    /// A user, by their token.
+    User(Arc<Identity>),
+}
+
+impl Caller {
+    /// For logs: the user's name, `anonymous`, or `-` when authentication is off.
+    pub fn name(&self) -> &str {
+        match self {
+            Caller::Unchecked => "-",
+            Caller::Anonymous => "anonymous",
+            Caller::User(u) => &u.name,
+        }
+    }
+
+    /// The user, when the request was authenticated.
+    pub fn user(&self) -> Option<&Identity> {
+        match self {
+            Caller::User(u) => Some(u),
+            _ => None,
+        }
+    }
+}
+
+/// The server's users by token, from `[auth]`.
+#[derive(Clone, Default)]
+pub struct Auth {
+    /// (token, user), in the file's order.
+    users: Vec<(Vec<u8>, Arc<Identity>)>,
+    /// Reads need a token too.
+    pub authenticate_reads: bool,
+}
+
+/// Never prints the tokens.
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Auth")
+            .field(
+                "users",
+                &self.users.iter().map(|(_, u)| &u.name).collect::<Vec<_>>(),
+            )
+            .field("authenticate_reads", &self.authenticate_reads)
+            .finish()
+    }
+}
+
+impl Auth {
+    /// Authentication off: no users.
+    pub fn off() -> Auth {
+        Auth::default()
+    }
+
+    /// Whether requests must name a user (some users are configured).
+    pub fn enabled(&self) -> bool {
+        !self.users.is_empty()
+    }
+
+    /// Validates `[auth]` and reads the token files, warning about files others may read.
+    /// Errors name the option (`auth.users[1].token`) and never print a token.
+    pub fn from_config(config: &ServerConfig) -> anyhow::Result<Auth> {
+        Auth::load(config, true)
+    }
+
+    /// [`Auth::from_config`] without the warnings (a check of the file).
+    pub fn check(config: &ServerConfig) -> anyhow::Result<()> {
+        Auth::load(config, false).map(|_| ())
+    }
+
+    fn load(config: &ServerConfig, warn: bool) -> anyhow::Result<Auth> {
+        let auth = &config.auth;
+        let mut names: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut users: Vec<(Vec<u8>, Arc<Identity>)> = Vec::new();
+        for (i, u) in auth.users.iter().enumerate() {
+            let at = format!("auth.users[{i}]");
+            if u.name.trim().is_empty() {
+                anyhow::bail!("{at}.name: a user needs a name");
+            }
+            if u.name == fairsched_config::acl::EVERYONE {
+                anyhow::bail!(
+                    "{at}.name: {:?} is reserved (the ACL subject every user belongs to)",
+                    u.name
+                );
+            }
+            if let Some(first) = names.insert(&u.name, i) {
+                anyhow::bail!(
+                    "{at}.name: user {:?} is already auth.users[{first}]; names must be unique",
+                    u.name
+                );
+            }
+            if let Some(g) = u.groups.iter().position(|g| g.trim().is_empty()) {
+                anyhow::bail!("{at}.groups[{g}]: a group needs a name");
+            }
+            let token = match (&u.token, &u.token_file) {
+                (Some(_), Some(_)) => {
+                    anyhow::bail!("{at}: give either token or token_file, not both")
+                }
+                (None, None) => {
+                    anyhow::bail!("{at}: user {:?} needs a token or token_file", u.name)
+                }
+                (Some(t), None) => {
+                    if t.trim().is_empty() {
+                        anyhow::bail!("{at}.token: the token is empty");
+                    }
+                    t.clone()
+                }
+                (None, Some(path)) => {
+                    let text = std::fs::read_to_string(path).map_err(|e| {
+                        anyhow::anyhow!("{at}.token_file: cannot read {}: {e}", path.display())
+                    })?;
+                    if warn {
+                        warn_if_readable_by_others(path, "a token file");
+                    }
+                    let t = text.trim().to_string();
+                    if t.is_empty() {
+                        anyhow::bail!("{at}.token_file: {} is empty", path.display());
+                    }
+                    t
+                }
+            };
+            let field = if u.token.is_some() {
+                "token"
+            } else {
+                "token_file"
+            };
+            if let Some(j) = users
+                .iter()
+                .position(|(other, _)| *other == token.as_bytes())
+            {
+                anyhow::bail!(
+                    "{at}.{field}: the same token as auth.users[{j}] ({:?}); every user needs \
+                     their own",
+                    users[j].1.name
+                );
+            }
+            if config.agent_token.as_deref() == Some(token.as_str()) {
+                anyhow::bail!(
+                    "{at}.{field}: the same token as agent_token; users and agents need \
+                     different tokens"
+                );
+            }
+            users.push((
+                token.into_bytes(),
+                Arc::new(Identity {
+                    name: u.name.clone(),
+                    groups: u.groups.clone(),
+                    superuser: auth.superusers.contains(&u.name),
+                }),
+            ));
+        }
+        for (i, s) in auth.superusers.iter().enumerate() {
+            if !names.contains_key(s.as_str()) {
+                anyhow::bail!(
+                    "auth.superusers[{i}]: {s:?} is not a user (auth.users names {:?})",
+                    names.keys().collect::<Vec<_>>()
+                );
+            }
+        }
+        if auth.authenticate_reads && users.is_empty() {
+            anyhow::bail!(
+                "auth.authenticate_reads: needs auth.users (without users authentication is off)"
+            );
+        }
+        Ok(Auth {
+            users,
+            authenticate_reads: auth.authenticate_reads,
+        })
+    }
+
+    /// The user whose token this is. Every user's token is compared, in constant time, so
+    /// that the time taken tells nothing about the tokens.
+    pub fn identify(&self, token: &str) -> Option<Arc<Identity>> {
+        let mut found = None;
+        for (known, user) in &self.users {
+            if bool::from(known.as_slice().ct_eq(token.as_bytes())) {
+                found = Some(user.clone());
+            }
+        }
+        found
+    }
+}
+
+/// Compares a secret in constant time (for the agent token).
+pub fn same_secret(given: &str, expected: &str) -> bool {
+    bool::from(given.as_bytes().ct_eq(expected.as_bytes()))
+}
+
+/// Warns (once, at load) when a file holding secrets may be read by other users.
+pub fn warn_if_readable_by_others(path: &Path, what: &str) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = std::fs::metadata(path) {
+            let mode = meta.permissions().mode();
+            if mode & 0o077 != 0 {
+                tracing::warn!(
+                    path = %path.display(),
+                    mode = format!("{:o}", mode & 0o777),
+                    "{what} may be read by other users; make it readable by the server's user \
+                     only (chmod 600)"
+                );
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (path, what);
+}
+
+// ---- authorization ------------------------------------------------------------------------
+
+/// The error of a refused permission: code 901, attributes `user`, `permission`, `pool`,
+/// `tree` (and more where they help).
+fn refused(who: &Identity, permission: &str, pool: &str, tree: &str, message: String) -> ApiError {
+    ApiError::new(codes::AUTHORIZATION, message)
+        .with_attribute("user", who.name.as_str())
+        .with_attribute("permission", permission)
+        .with_attribute("pool", pool)
+        .with_attribute("tree", tree)
+}
+
+/// The error for a request that needs a user and has none.
+pub fn authentication_required() -> ApiError {
+    ApiError::new(
+        codes::AUTHENTICATION,
+        "authentication required: send a user's token as `Authorization: Bearer <token>` \
+         (the CLI's --token, FAIRSCHED_TOKEN or its config file's token)",
+    )
+}
+
+/// A permission a pool's ACL (or the root) refused.
+#[derive(Debug)]
+struct Refusal {
+    permission: &'static str,
+    /// The pool whose ACL decided (an ephemeral pool's parent, or the root).
+    pool: String,
+    tree: String,
+    /// `no use permission on pool "adhoc" (research/adhoc) in tree "default": why`.
+    text: String,
+}
+
+impl Refusal {
+    /// Code 901 with `user`, `permission`, `pool` and `tree`; `message` leads the text.
+    fn error(self, who: &Identity, lead: &str) -> ApiError {
+        refused(
+            who,
+            self.permission,
+            &self.pool,
+            &self.tree,
+            format!("{lead}: {}", self.text),
+        )
+    }
+
+    /// `user "bob" has no use permission on pool ...`.
+    fn plain(self, who: &Identity) -> ApiError {
+        let text = format!("user {:?} has {}", who.name, self.text);
+        refused(who, self.permission, &self.pool, &self.tree, text)
+    }
+}
+
+/// Whether `who` has `permission` on `pool` (explicit, ephemeral or the root) in `tree`.
+fn pool_access(
+    tree: &PoolTree,
+    pool: &str,
+    who: &Identity,
+    permission: Permission,
+) -> Result<(), Refusal> {
+    let config = &tree.validated.tree;
+    let name = permission_name(permission);
+    let refusal = |checked: &str, shown: String, why: String| Refusal {
+        permission: name,
+        pool: checked.to_string(),
+        tree: tree.name.clone(),
+        text: format!(
+            "no {name} permission on pool {shown} in tree {:?}: {why}",
+            tree.name
+        ),
+    };
+    // `"adhoc" (research/adhoc)`: the path when the pool is not at the top.
+    let shown = |e: &AccessDenied, name: &str| {
+        if e.pool == name {
+            format!("{name:?}")
+        } else {
+            format!("{name:?} ({})", e.pool)
+        }
+    };
+    let root = |shown: String, why: &str| {
+        if permission == Permission::Use {
+            Ok(())
+        } else {
+            Err(refusal(ROOT_NAME, shown, why.to_string()))
+        }
+    };
+    if pool == ROOT_NAME {
+        return root(
+            format!("{ROOT_NAME:?}"),
+            "the root has no ACL; only superusers may administer it",
+        );
+    }
+    if config.find_pool(pool).is_some() {
+        return config
+            .check_access(pool, who.subject(), permission)
+            .map_err(|e| refusal(pool, shown(&e, pool), e.why.clone()));
+    }
+    // Ephemeral (or about to be): its parent decides.
+    let parent = tree
+        .ephemeral
+        .get(pool)
+        .map(|e| e.parent.clone())
+        .or_else(|| tree.validated.default_parent_pool().map(str::to_string))
+        .unwrap_or_else(|| ROOT_NAME.to_string());
+    if parent == ROOT_NAME {
+        return root(
+            format!("{pool:?} (an ephemeral pool at the root)"),
+            "the root has no ACL; only superusers may administer or manage its pools",
+        );
+    }
+    config
+        .check_access(&parent, who.subject(), permission)
+        .map_err(|e| {
+            let shown = format!(
+                "{} (the parent of the ephemeral pool {pool:?})",
+                shown(&e, &parent)
+            );
+            refusal(&parent, shown, e.why.clone())
+        })
+}
+
+/// The error for what only superusers may do.
+fn superusers_only(who: &Identity, what: &str, pool: &str, tree: &str) -> ApiError {
+    refused(
+        who,
+        "administer",
+        pool,
+        tree,
+        format!(
+            "user {:?} may not {what}: only superusers may (auth.superusers)",
+            who.name
+        ),
+    )
+}
+
+/// The tree a pool command names (`None`: the default one); an unknown tree is the actor's
+/// to report.
+fn named_tree<'a>(sched: &'a Scheduler, tree: Option<&str>) -> Option<&'a PoolTree> {
+    match tree {
+        None => Some(sched.tree()),
+        Some(name) => sched.tree_index(name).map(|t| &sched.trees()[t]),
+    }
+}
+
+/// Whether `caller` may run `cmd`, decided on the trees as they are now and before anything
+/// changes (see the module's table). A command about something that does not exist passes:
+/// the actor refuses it with the usual error.
+pub fn authorize(sched: &Scheduler, caller: &Caller, cmd: &Command) -> Result<(), ApiError> {
+    if matches!(
+        cmd,
+        Command::Logs(..) | Command::Events(..) | Command::Register(..) | Command::Heartbeat(..)
+    ) {
+        return Ok(());
+    }
+    let who = match caller {
+        Caller::Unchecked => return Ok(()),
+        Caller::Anonymous => return Err(authentication_required()),
+        Caller::User(u) => u.as_ref(),
+    };
+    if who.superuser {
+        return Ok(());
+    }
+    match cmd {
+        Command::Submit(spec, _) => authorize_submit(sched, who, spec),
+        Command::Abort(id, _) => authorize_operation(sched, who, id, "abort", &[]),
+        Command::UpdateOperation(id, update, _) => {
+            // The new pool of the operation's first tree (`None`: that tree).
+            let moves = update.pool.iter().map(|p| (None, p.as_str()));
+            let moves: Vec<(Option<&str>, &str)> = moves.collect();
+            authorize_operation(sched, who, id, "update", &moves)
+        }
+        Command::CreatePool {
+            tree, name, parent, ..
+        } => {
+            let Some(t) = named_tree(sched, tree.as_deref()) else {
+                return Ok(());
+            };
+            match parent.as_deref() {
+                None | Some(ROOT_NAME) => Err(superusers_only(
+                    who,
+                    &format!("create the top-level pool {name:?}"),
+                    ROOT_NAME,
+                    &t.name,
+                )),
+                Some(p) => explicit_access(t, p, who, Permission::Administer),
+            }
+        }
+        Command::UpdatePool {
+            tree, name, parent, ..
+        } => {
+            let Some(t) = named_tree(sched, tree.as_deref()) else {
+                return Ok(());
+            };
+            explicit_access(t, name, who, Permission::Administer)?;
+            match parent.as_deref() {
+                None => Ok(()),
+                Some(ROOT_NAME) => Err(superusers_only(
+                    who,
+                    &format!("move pool {name:?} to the top level"),
+                    ROOT_NAME,
+                    &t.name,
+                )),
+                Some(p) => explicit_access(t, p, who, Permission::Administer),
+            }
+        }
+        Command::RemovePool { tree, name, .. } => {
+            let Some(t) = named_tree(sched, tree.as_deref()) else {
+                return Ok(());
+            };
+            explicit_access(t, name, who, Permission::Administer)
+        }
+        Command::ApplyTree { tree, .. } => {
+            let name = tree.clone().unwrap_or_else(|| sched.tree().name.clone());
+            Err(superusers_only(
+                who,
+                &format!("replace the configuration of tree {name:?}"),
+                ROOT_NAME,
+                &name,
+            ))
+        }
+        Command::Node { id, action, .. } => Err(ApiError::new(
+            codes::AUTHORIZATION,
+            format!(
+                "user {:?} may not {} node {id:?}: only superusers may (auth.superusers)",
+                who.name,
+                action.name()
+            ),
+        )
+        .with_attribute("user", who.name.as_str())
+        .with_attribute("permission", "superuser")
+        .with_attribute("node", id.as_str())),
+        Command::Logs(..)
+        | Command::Events(..)
+        | Command::Register(..)
+        | Command::Heartbeat(..) => Ok(()),
+    }
+}
+
+/// A permission on an explicit pool; a pool that is not configured passes (the core refuses
+/// to change it).
+fn explicit_access(
+    tree: &PoolTree,
+    pool: &str,
+    who: &Identity,
+    permission: Permission,
+) -> Result<(), ApiError> {
+    if tree.validated.tree.find_pool(pool).is_none() {
+        return Ok(());
+    }
+    pool_access(tree, pool, who, permission).map_err(|r| r.plain(who))
+}
+
+/// Submit: as oneself, with `use` on the operation's pool in each of its trees.
+fn authorize_submit(sched: &Scheduler, who: &Identity, spec: &Value) -> Result<(), ApiError> {
+    // The handler filled in the caller's name when the body gave none.
+    let user = spec.get("user").and_then(Value::as_str).unwrap_or("root");
+    if user != who.name {
+        return Err(ApiError::new(
+            codes::AUTHORIZATION,
+            format!(
+                "user {:?} may not submit an operation as user {user:?}: only superusers may \
+                 (leave `user` out, or give your own name)",
+                who.name
+            ),
+        )
+        .with_attribute("user", who.name.as_str())
+        .with_attribute("permission", "superuser")
+        .with_attribute("operation_user", user));
+    }
+    let trees: Vec<&str> = match spec.get("pool_trees").and_then(Value::as_array) {
+        Some(names) => names.iter().filter_map(Value::as_str).collect(),
+        None => vec![sched.tree().name.as_str()],
+    };
+    let per_tree = spec.get("scheduling_options_per_pool_tree");
+    let seen: BTreeSet<&str> = trees.into_iter().collect();
+    for name in seen {
+        let Some(t) = sched.tree_index(name).map(|t| &sched.trees()[t]) else {
+            continue;
+        };
+        let pool = per_tree
+            .and_then(|m| m.get(name))
+            .and_then(|o| o.get("pool"))
+            .and_then(Value::as_str)
+            .or_else(|| spec.get("pool").and_then(Value::as_str))
+            .unwrap_or(user);
+        pool_access(t, pool, who, Permission::Use).map_err(|r| r.plain(who))?;
+    }
+    Ok(())
+}
+
+/// Abort or update: the operation's own user, or `manage` on its pool in one of its trees;
+/// each move (tree name, `None`: its first tree; new pool) also needs `use` there.
+fn authorize_operation(
+    sched: &Scheduler,
+    who: &Identity,
+    id: &str,
+    what: &str,
+    moves: &[(Option<&str>, &str)],
+) -> Result<(), ApiError> {
+    let Some(op) = sched.operation(&OperationId(id.to_string())) else {
+        return Ok(());
+    };
+    if op.user != who.name {
+        let mut first_refusal = None;
+        for o in &op.trees {
+            match pool_access(&sched.trees()[o.tree], &o.pool, who, Permission::Manage) {
+                Ok(()) => {
+                    first_refusal = None;
+                    break;
+                }
+                Err(e) => {
+                    first_refusal.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(r) = first_refusal {
+            let lead = format!(
+                "user {:?} may not {what} operation {id:?} of user {:?}",
+                who.name, op.user
+            );
+            return Err(r.error(who, &lead).with_attribute("operation", id));
+        }
+    }
+    for (tree, pool) in moves {
+        let t = match tree {
+            Some(name) => sched.tree_index(name),
+            None => op.trees.first().map(|o| o.tree),
+        };
+        if let Some(t) = t {
+            pool_access(&sched.trees()[t], pool, who, Permission::Use).map_err(|r| {
+                r.error(
+                    who,
+                    &format!("user {:?} may not move operation {id:?}", who.name),
+                )
+            })?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,732 @@
+//! API tokens and pool ACLs: a server with `[auth]` users and a tree with ACLs, driven by
+//! cases of (who, request) → expected status and error code. After every refused request the
+//! operations, the trees' configurations and the nodes are what they were before.
+
+mod common;
+
+use common::Running;
+use serde_json::{Value, json};
+
+const ROOT: &str = "t-root";
+const ALICE: &str = "t-alice";
+const BOB: &str = "t-bob";
+const CAROL: &str = "t-carol";
+const DAVE: &str = "t-dave";
+const MALLORY: &str = "t-mallory";
+const AGENT: &str = "t-agent";
+
+fn users() -> Value {
+    json!([
+        {"name": "root", "token": ROOT},
+        {"name": "alice", "token": ALICE, "groups": ["ml"]},
+        {"name": "bob", "token": BOB},
+        {"name": "carol", "token": CAROL},
+        {"name": "dave", "token": DAVE, "groups": ["opsteam"]},
+        {"name": "mallory", "token": MALLORY, "groups": ["ml"]},
+    ])
+}
+
+fn allow(subjects: &[&str], permissions: &[&str]) -> Value {
+    json!({"action": "allow", "subjects": subjects, "permissions": permissions})
+}
+
+fn deny(subjects: &[&str], permissions: &[&str]) -> Value {
+    json!({"action": "deny", "subjects": subjects, "permissions": permissions})
+}
+
+/// Two trees. `default` (no `default_parent_pool`: ephemeral pools at the root):
+/// `research` (ml may use, alice administers and manages, mallory is denied) with `adhoc`
+/// (bob may use; inherits) and `private` (carol only, `inherit_acl = false`), `open` (no
+/// ACL), `locked` (carol uses and administers), `ops` (everyone uses, opsteam manages).
+/// `gpu` (`default_parent_pool = "team"`): `team` (ml may use), `secret` (carol only).
+fn trees() -> Value {
+    json!({"default_tree": "default", "pool_trees": {
+        "default": {"config": {"node_tag_filter": "cpu"}, "pools": {
+            "research": {
+                "acl": [allow(&["ml"], &["use"]), allow(&["alice"], &["administer", "manage"]),
+                        deny(&["mallory"], &["use"])],
+                "pools": {
+                    "adhoc": {"acl": [allow(&["bob"], &["use"])]},
+                    "private": {"inherit_acl": false, "acl": [allow(&["carol"], &["use"])]}
+                }
+            },
+            "open": {},
+            "locked": {"acl": [allow(&["carol"], &["use", "administer"])]},
+            "ops": {"acl": [allow(&["everyone"], &["use"]), allow(&["opsteam"], &["manage"])]}
+        }},
+        "gpu": {
+            "config": {"node_tag_filter": "gpu", "default_parent_pool": "team"},
+            "pools": {
+                "team": {"acl": [allow(&["ml"], &["use"])]},
+                "secret": {"acl": [allow(&["carol"], &["use"])]}
+            }
+        }
+    }})
+}
+
+async fn start(auth: Value, agent_token: Option<&str>) -> Running {
+    let mut config = json!({"pool_trees": trees(), "auth": auth, "node_timeout_ms": 600_000});
+    if let Some(t) = agent_token {
+        config["agent_token"] = json!(t);
+    }
+    common::start_with(config).await
+}
+
+/// An operation of one job in `pool`, with extra fields.
+fn op(id: &str, pool: &str, extra: Value) -> Value {
+    let mut body = json!({"id": id, "pool": pool,
+        "tasks": [{"job_count": 1, "resources": {"cpu": 1}, "command": ["true"]}]});
+    if let (Value::Object(b), Value::Object(e)) = (&mut body, extra) {
+        b.extend(e);
+    }
+    body
+}
+
+/// What a refused request must not change: operations (id, state, pool, user), every tree's
+/// configuration, the nodes' states.
+async fn state(server: &Running) -> Value {
+    let (_, ops) = server
+        .call_as(Some(ROOT), "GET", "/api/v1/operations?jobs=false", None)
+        .await;
+    let ops: Vec<Value> = ops
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| json!([o["id"], o["state"], o["pool"], o["user"]]))
+        .collect();
+    let mut trees = serde_json::Map::new();
+    for tree in ["default", "gpu"] {
+        let (_, t) = server
+            .call_as(
+                Some(ROOT),
+                "GET",
+                &format!("/api/v1/tree?tree={tree}"),
+                None,
+            )
+            .await;
+        trees.insert(tree.into(), t["config"].clone());
+    }
+    let (_, nodes) = server
+        .call_as(Some(ROOT), "GET", "/api/v1/nodes", None)
+        .await;
+    let nodes: Vec<Value> = nodes
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| json!([n["id"], n["state"]]))
+        .collect();
+    json!({"operations": ops, "trees": trees, "nodes": nodes})
+}
+
+/// One case: what it shows, the token sent, the request, the expected status and error code.
+struct Case {
+    what: &'static str,
+    token: Option<&'static str>,
+    method: &'static str,
+    path: &'static str,
+    body: Option<Value>,
+    status: u16,
+    code: Option<u64>,
+}
+
+fn case(
+    what: &'static str,
+    token: Option<&'static str>,
+    (method, path, body): (&'static str, &'static str, Option<Value>),
+    (status, code): (u16, Option<u64>),
+) -> Case {
+    Case {
+        what,
+        token,
+        method,
+        path,
+        body,
+        status,
+        code,
+    }
+}
+
+const OK: (u16, Option<u64>) = (200, None);
+/// HTTP 401, code 109 (AuthenticationError).
+const UNAUTHENTICATED: (u16, Option<u64>) = (401, Some(109));
+/// HTTP 403, code 901 (AuthorizationError).
+const FORBIDDEN: (u16, Option<u64>) = (403, Some(901));
+
+fn post(path: &'static str, body: Value) -> (&'static str, &'static str, Option<Value>) {
+    ("POST", path, Some(body))
+}
+
+fn get(path: &'static str) -> (&'static str, &'static str, Option<Value>) {
+    ("GET", path, None)
+}
+
+/// Runs the cases in order; a refused one must change nothing.
+async fn check(server: &Running, cases: Vec<Case>) {
+    for c in cases {
+        let before = state(server).await;
+        let (status, body) = server
+            .call_as(c.token, c.method, c.path, c.body.clone())
+            .await;
+        let label = format!("{} ({} {} as {:?})", c.what, c.method, c.path, c.token);
+        assert_eq!(status, c.status, "{label}: {body}");
+        if let Some(code) = c.code {
+            assert_eq!(body["code"], code, "{label}: {body}");
+        }
+        if status == 403 {
+            let attributes = &body["attributes"];
+            assert!(attributes["user"].is_string(), "{label}: {body}");
+            assert!(attributes["permission"].is_string(), "{label}: {body}");
+        }
+        if let (Some(token), 401) = (c.token, status) {
+            assert!(
+                !body.to_string().contains(token),
+                "{label}: the reply echoes the token: {body}"
+            );
+        }
+        if status >= 400 {
+            assert_eq!(state(server).await, before, "{label} changed something");
+        }
+    }
+}
+
+#[tokio::test]
+async fn tokens_and_pool_acls_decide_who_may_do_what() {
+    let server = start(json!({"superusers": ["root"], "users": users()}), None).await;
+    // Agents' endpoints are as before (no agent_token here: open).
+    server
+        .post(
+            "/api/v1/agent/register",
+            json!({"node_id": "n1", "resources": {"cpu": 0}, "tags": ["cpu"]}),
+        )
+        .await;
+    let (_, tree) = server.call("GET", "/api/v1/tree", None).await;
+    let tree_config = tree["config"].clone();
+
+    let cases = vec![
+        // Authentication.
+        case(
+            "no token: a change is refused",
+            None,
+            post("/api/v1/operations", op("x1", "open", json!({}))),
+            UNAUTHENTICATED,
+        ),
+        case(
+            "an unknown token is refused (and not echoed)",
+            Some("nope-token"),
+            post("/api/v1/operations", op("x1", "open", json!({}))),
+            UNAUTHENTICATED,
+        ),
+        case(
+            "no token: a node action is refused",
+            None,
+            post("/api/v1/nodes/n1/drain", json!({})),
+            UNAUTHENTICATED,
+        ),
+        case(
+            "an anonymous read is allowed",
+            None,
+            get("/api/v1/operations"),
+            OK,
+        ),
+        case(
+            "an anonymous read of a tree",
+            None,
+            get("/api/v1/tree?tree=gpu"),
+            OK,
+        ),
+        case(
+            "a read with an unknown token is refused",
+            Some("nope-token"),
+            get("/api/v1/operations"),
+            UNAUTHENTICATED,
+        ),
+        case(
+            "an authenticated read",
+            Some(ALICE),
+            get("/api/v1/pool_trees"),
+            OK,
+        ),
+        case(
+            "agents' heartbeat needs no user token",
+            None,
+            post(
+                "/api/v1/agent/heartbeat",
+                json!({"node_id": "n1", "running": []}),
+            ),
+            OK,
+        ),
+        // Submit.
+        case(
+            "submit as another user",
+            Some(BOB),
+            post(
+                "/api/v1/operations",
+                op("b-as-a", "open", json!({"user": "alice"})),
+            ),
+            FORBIDDEN,
+        ),
+        case(
+            "a superuser submits for another user",
+            Some(ROOT),
+            post(
+                "/api/v1/operations",
+                op("r-for-a", "open", json!({"user": "alice"})),
+            ),
+            OK,
+        ),
+        case(
+            "use allowed through a group",
+            Some(ALICE),
+            post("/api/v1/operations", op("a1", "research", json!({}))),
+            OK,
+        ),
+        case(
+            "no entry allows use",
+            Some(BOB),
+            post(
+                "/api/v1/operations",
+                op("b-research", "research", json!({})),
+            ),
+            FORBIDDEN,
+        ),
+        case(
+            "deny wins over a group's allow",
+            Some(MALLORY),
+            post("/api/v1/operations", op("m1", "research", json!({}))),
+            FORBIDDEN,
+        ),
+        case(
+            "a subpool's own entry",
+            Some(BOB),
+            post("/api/v1/operations", op("b1", "adhoc", json!({}))),
+            OK,
+        ),
+        case(
+            "an inherited entry (the parent's group allow)",
+            Some(ALICE),
+            post("/api/v1/operations", op("a-adhoc", "adhoc", json!({}))),
+            OK,
+        ),
+        case(
+            "an inherited deny",
+            Some(MALLORY),
+            post("/api/v1/operations", op("m-adhoc", "adhoc", json!({}))),
+            FORBIDDEN,
+        ),
+        case(
+            "inherit_acl = false drops the parent's entries",
+            Some(ALICE),
+            post("/api/v1/operations", op("a-private", "private", json!({}))),
+            FORBIDDEN,
+        ),
+        case(
+            "a pool without ACL is open",
+            Some(CAROL),
+            post("/api/v1/operations", op("c-open", "open", json!({}))),
+            OK,
+        ),
+        case(
+            "without `user` the operation is the caller's",
+            Some(BOB),
+            post("/api/v1/operations", op("b-nouser", "open", json!({}))),
+            OK,
+        ),
+        case(
+            "an ephemeral pool at the root",
+            Some(ALICE),
+            post("/api/v1/operations", op("a-eph", "alices", json!({}))),
+            OK,
+        ),
+        case(
+            "an ephemeral pool is checked on default_parent_pool (refused)",
+            Some(BOB),
+            post(
+                "/api/v1/operations",
+                op("b-gpu", "bobs", json!({"pool_trees": ["gpu"]})),
+            ),
+            FORBIDDEN,
+        ),
+        case(
+            "an ephemeral pool is checked on default_parent_pool (allowed)",
+            Some(ALICE),
+            post(
+                "/api/v1/operations",
+                op("a-gpu", "alices", json!({"pool_trees": ["gpu"]})),
+            ),
+            OK,
+        ),
+        case(
+            "use is needed in every tree the operation runs in",
+            Some(ALICE),
+            post(
+                "/api/v1/operations",
+                op(
+                    "a-both",
+                    "research",
+                    json!({"pool_trees": ["default", "gpu"],
+                           "scheduling_options_per_pool_tree": {"gpu": {"pool": "secret"}}}),
+                ),
+            ),
+            FORBIDDEN,
+        ),
+        // Abort and update.
+        case(
+            "another user aborts (refused)",
+            Some(BOB),
+            post("/api/v1/operations/a1/abort", json!({})),
+            FORBIDDEN,
+        ),
+        case(
+            "another user updates (refused)",
+            Some(BOB),
+            post("/api/v1/operations/a1/update", json!({"weight": 2})),
+            FORBIDDEN,
+        ),
+        case(
+            "the owner moves it to a pool they may not use",
+            Some(ALICE),
+            post("/api/v1/operations/a1/update", json!({"pool": "private"})),
+            FORBIDDEN,
+        ),
+        case(
+            "the owner updates their operation",
+            Some(ALICE),
+            post("/api/v1/operations/a1/update", json!({"weight": 2})),
+            OK,
+        ),
+        case(
+            "manage through the parent's ACL aborts another's operation",
+            Some(ALICE),
+            post("/api/v1/operations/b1/abort", json!({})),
+            OK,
+        ),
+        case(
+            "the owner aborts their operation",
+            Some(BOB),
+            post("/api/v1/operations/b-nouser/abort", json!({})),
+            OK,
+        ),
+        case(
+            "an ephemeral pool at the root: others may not manage",
+            Some(CAROL),
+            post("/api/v1/operations/a-eph/abort", json!({})),
+            FORBIDDEN,
+        ),
+        case(
+            "everyone may use `ops`",
+            Some(CAROL),
+            post("/api/v1/operations", op("c-ops", "ops", json!({}))),
+            OK,
+        ),
+        case(
+            "use is not manage",
+            Some(BOB),
+            post("/api/v1/operations/c-ops/abort", json!({})),
+            FORBIDDEN,
+        ),
+        case(
+            "the manage permission (a group's) aborts",
+            Some(DAVE),
+            post("/api/v1/operations/c-ops/abort", json!({})),
+            OK,
+        ),
+        case(
+            "a superuser aborts any operation",
+            Some(ROOT),
+            post("/api/v1/operations/a-adhoc/abort", json!({})),
+            OK,
+        ),
+        // Pools.
+        case(
+            "administer on the parent creates a pool",
+            Some(ALICE),
+            post(
+                "/api/v1/pools",
+                json!({"name": "alice-sub", "parent": "research", "config": {}}),
+            ),
+            OK,
+        ),
+        case(
+            "no administer on the parent",
+            Some(BOB),
+            post(
+                "/api/v1/pools",
+                json!({"name": "bob-sub", "parent": "research", "config": {}}),
+            ),
+            FORBIDDEN,
+        ),
+        case(
+            "a top-level pool by a non-superuser",
+            Some(ALICE),
+            post("/api/v1/pools", json!({"name": "toplevel", "config": {}})),
+            FORBIDDEN,
+        ),
+        case(
+            "a top-level pool by a superuser",
+            Some(ROOT),
+            post("/api/v1/pools", json!({"name": "toplevel", "config": {}})),
+            OK,
+        ),
+        case(
+            "a pool in another tree: administer there",
+            Some(ALICE),
+            post(
+                "/api/v1/pools?tree=gpu",
+                json!({"name": "gpu-sub", "parent": "team", "config": {}}),
+            ),
+            FORBIDDEN,
+        ),
+        case(
+            "set options without administer",
+            Some(BOB),
+            (
+                "PUT",
+                "/api/v1/pools/research",
+                Some(json!({"config": {"weight": 5}})),
+            ),
+            FORBIDDEN,
+        ),
+        case(
+            "set options with administer (inherited)",
+            Some(ALICE),
+            (
+                "PUT",
+                "/api/v1/pools/alice-sub",
+                Some(json!({"config": {"weight": 2}})),
+            ),
+            OK,
+        ),
+        case(
+            "move under a parent without administer there",
+            Some(ALICE),
+            (
+                "PUT",
+                "/api/v1/pools/alice-sub",
+                Some(json!({"parent": "locked"})),
+            ),
+            FORBIDDEN,
+        ),
+        case(
+            "move without administer on the pool",
+            Some(CAROL),
+            (
+                "PUT",
+                "/api/v1/pools/alice-sub",
+                Some(json!({"parent": "locked"})),
+            ),
+            FORBIDDEN,
+        ),
+        case(
+            "move to the top level by a non-superuser",
+            Some(ALICE),
+            (
+                "PUT",
+                "/api/v1/pools/alice-sub",
+                Some(json!({"parent": "<Root>"})),
+            ),
+            FORBIDDEN,
+        ),
+        case(
+            "remove without administer",
+            Some(BOB),
+            ("DELETE", "/api/v1/pools/alice-sub", None),
+            FORBIDDEN,
+        ),
+        case(
+            "remove with administer",
+            Some(ALICE),
+            ("DELETE", "/api/v1/pools/alice-sub", None),
+            OK,
+        ),
+        // Whole trees and nodes: superusers only.
+        case(
+            "apply a tree by a non-superuser",
+            Some(ALICE),
+            ("PUT", "/api/v1/tree", Some(tree_config.clone())),
+            FORBIDDEN,
+        ),
+        case(
+            "a dry-run apply by a non-superuser",
+            Some(ALICE),
+            (
+                "PUT",
+                "/api/v1/tree?dry_run=true",
+                Some(tree_config.clone()),
+            ),
+            FORBIDDEN,
+        ),
+        case(
+            "apply a tree by a superuser",
+            Some(ROOT),
+            ("PUT", "/api/v1/tree?dry_run=true", Some(tree_config)),
+            OK,
+        ),
+        case(
+            "a node action by a non-superuser",
+            Some(ALICE),
+            post("/api/v1/nodes/n1/drain", json!({})),
+            FORBIDDEN,
+        ),
+        case(
+            "a node action by a superuser",
+            Some(ROOT),
+            post("/api/v1/nodes/n1/drain", json!({})),
+            OK,
+        ),
+    ];
+    check(&server, cases).await;
+
+    // Who submitted what.
+    let users: Vec<(String, String)> = ["r-for-a", "a1", "b-nouser", "a-gpu"]
+        .iter()
+        .map(|id| id.to_string())
+        .zip(["alice", "alice", "bob", "alice"].map(String::from))
+        .collect();
+    for (id, user) in users {
+        let (_, o) = server
+            .call("GET", &format!("/api/v1/operations/{id}"), None)
+            .await;
+        assert_eq!(o["user"], json!(user), "{id}: {o}");
+    }
+    // A refusal names the user, the permission, the pool and the tree, and says why.
+    let (status, e) = server
+        .call_as(
+            Some(MALLORY),
+            "POST",
+            "/api/v1/operations",
+            Some(op("m2", "adhoc", json!({}))),
+        )
+        .await;
+    assert_eq!(status, 403, "{e}");
+    assert_eq!(
+        e["attributes"],
+        json!({"user": "mallory", "permission": "use", "pool": "adhoc", "tree": "default"})
+    );
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        message.contains(r#"user "mallory" has no use permission on pool "adhoc""#)
+            && message.contains(r#"denied by the ACL of "research""#),
+        "{message}"
+    );
+    let (_, e) = server
+        .call_as(
+            Some(CAROL),
+            "POST",
+            "/api/v1/operations/a1/abort",
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(e["attributes"]["operation"], "a1", "{e}");
+    assert_eq!(e["attributes"]["permission"], "manage", "{e}");
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(r#"user "carol" may not abort operation "a1" of user "alice""#),
+        "{message}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn authenticate_reads_and_agent_tokens() {
+    let server = start(
+        json!({"superusers": ["root"], "authenticate_reads": true, "users": users()}),
+        Some(AGENT),
+    )
+    .await;
+    let register = json!({"node_id": "n1", "resources": {"cpu": 1}});
+    let cases = vec![
+        case(
+            "an anonymous read is refused",
+            None,
+            get("/api/v1/operations"),
+            UNAUTHENTICATED,
+        ),
+        case(
+            "an anonymous event read is refused",
+            None,
+            get("/api/v1/events"),
+            UNAUTHENTICATED,
+        ),
+        case(
+            "an authenticated read",
+            Some(BOB),
+            get("/api/v1/operations"),
+            OK,
+        ),
+        case("metrics need a token", None, get("/metrics"), (401, None)),
+        case("metrics with a token", Some(BOB), get("/metrics"), OK),
+        case("the page is served", None, get("/"), OK),
+        case(
+            "the page's files are served",
+            None,
+            get("/assets/app.js"),
+            OK,
+        ),
+        case(
+            "an unknown path needs a token too",
+            None,
+            get("/api/v1/nope"),
+            UNAUTHENTICATED,
+        ),
+        case(
+            "an unknown path with a token",
+            Some(BOB),
+            get("/api/v1/nope"),
+            (404, Some(500)),
+        ),
+        case(
+            "a user's token is not the agents'",
+            Some(ROOT),
+            post("/api/v1/agent/register", register.clone()),
+            UNAUTHENTICATED,
+        ),
+        case(
+            "the agents' token is not a user's",
+            Some(AGENT),
+            get("/api/v1/nodes"),
+            UNAUTHENTICATED,
+        ),
+        case(
+            "an agent registers with its token",
+            Some(AGENT),
+            post("/api/v1/agent/register", register),
+            OK,
+        ),
+    ];
+    check(&server, cases).await;
+    server.stop().await;
+}
+
+/// Without users authentication is off: no token is needed and `user` is what the request
+/// says, whatever the ACLs.
+#[tokio::test]
+async fn without_users_everything_is_open() {
+    let server = start(json!({}), None).await;
+    let cases = vec![
+        case(
+            "submit into a pool with an ACL, as anyone",
+            None,
+            post(
+                "/api/v1/operations",
+                op("o1", "private", json!({"user": "someone"})),
+            ),
+            OK,
+        ),
+        case(
+            "a top-level pool",
+            None,
+            post("/api/v1/pools", json!({"name": "new", "config": {}})),
+            OK,
+        ),
+        case(
+            "any token is ignored",
+            Some("whatever"),
+            post("/api/v1/operations/o1/abort", json!({})),
+            OK,
+        ),
+    ];
+    check(&server, cases).await;
+    let (_, o) = server.call("GET", "/api/v1/operations/o1", None).await;
+    assert_eq!(o["user"], "someone");
+    server.stop().await;
+}
