@@ -4,8 +4,10 @@
 //! The rules, in order:
 //! 1. A pool's *effective* ACL is its own entries, then (while `inherit_acl` holds, the
 //!    default) its parent's, up to the top-level pool. The root has no ACL.
-//! 2. A pool whose effective ACL is empty is open: every permission is granted to everyone.
-//!    Access control starts where a tree's owner writes the first entry.
+//! 2. A pool whose effective ACL is empty is open to use: `use` and `read` are granted to
+//!    everyone; `administer`, `write` and `manage` (changing the pool, managing others'
+//!    operations) need an entry that allows them, so a tree without ACLs is changed by the
+//!    server's superusers only.
 //! 3. Otherwise an entry *matches* when one of its subjects is the user, one of the user's
 //!    groups, or `everyone`, and it lists the permission. A matching `deny` refuses (it wins
 //!    over any `allow`); else a matching `allow` grants; else the permission is refused.
@@ -100,7 +102,13 @@ impl PoolTreeConfig {
         };
         let acl = self.effective_acl(&path).unwrap_or_default();
         if acl.is_empty() {
-            return Ok(());
+            return match permission {
+                Permission::Use | Permission::Read => Ok(()),
+                _ => Err(denied(
+                    &path,
+                    "the pool has no ACL, and without one only its use is open to everyone".into(),
+                )),
+            };
         }
         let matching = |action: AceAction| {
             acl.iter().find(|(_, e)| {
@@ -158,9 +166,12 @@ mod tests {
         let ml = vec!["ml".to_string()];
         let none: Vec<String> = Vec::new();
         let cases: &[(&str, &str, &Vec<String>, Permission, bool)] = &[
-            // An empty effective ACL is open.
+            // An empty effective ACL is open to use, not to change.
             ("open", "anyone", &none, Permission::Use, true),
-            ("open", "anyone", &none, Permission::Administer, true),
+            ("open", "anyone", &none, Permission::Read, true),
+            ("open", "anyone", &none, Permission::Administer, false),
+            ("open", "anyone", &none, Permission::Manage, false),
+            ("open", "anyone", &none, Permission::Write, false),
             // Groups and users; a permission no entry lists is refused.
             ("research", "dave", &ml, Permission::Use, true),
             ("research", "dave", &none, Permission::Use, false),

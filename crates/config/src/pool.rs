@@ -230,8 +230,8 @@ pool_options! {
     /// move or remove it, create subpools) and manage (abort or update others' operations in)
     /// the pool. The server enforces it when its `[auth]` section has users (the server
     /// configuration reference). A pool whose own and inherited entries are all empty is open
-    /// to everyone; `deny` wins over `allow`. Default: `[]` (inherited from the parent when
-    /// `inherit_acl`).
+    /// to use by everyone, and only superusers may administer or manage it; `deny` wins over
+    /// `allow`. Default: `[]` (inherited from the parent when `inherit_acl`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     acl: Vec<AccessControlEntry> = Vec::new(),
 

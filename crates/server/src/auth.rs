@@ -435,9 +435,14 @@ pub fn authorize(sched: &Scheduler, caller: &Caller, cmd: &Command) -> Result<()
         Command::Submit(spec, _) => authorize_submit(sched, who, spec),
         Command::Abort(id, _) => authorize_operation(sched, who, id, "abort", &[]),
         Command::UpdateOperation(id, update, _) => {
-            // The new pool of the operation's first tree (`None`: that tree).
+            // The new pool of the operation's first tree (`None`: that tree), then each
+            // per-tree pool in its tree.
+            let per_tree = update
+                .scheduling_options_per_pool_tree
+                .iter()
+                .filter_map(|(tree, o)| Some((Some(tree.as_str()), o.pool.as_deref()?)));
             let moves = update.pool.iter().map(|p| (None, p.as_str()));
-            let moves: Vec<(Option<&str>, &str)> = moves.collect();
+            let moves: Vec<(Option<&str>, &str)> = moves.chain(per_tree).collect();
             authorize_operation(sched, who, id, "update", &moves)
         }
         Command::CreatePool {

@@ -369,6 +369,29 @@ async fn tokens_and_pool_acls_decide_who_may_do_what() {
             ),
             FORBIDDEN,
         ),
+        case(
+            "use in both trees",
+            Some(ALICE),
+            post(
+                "/api/v1/operations",
+                op(
+                    "a-both",
+                    "research",
+                    json!({"pool_trees": ["default", "gpu"],
+                           "scheduling_options_per_pool_tree": {"gpu": {"pool": "team"}}}),
+                ),
+            ),
+            OK,
+        ),
+        case(
+            "a per-tree move needs use on the new pool in that tree",
+            Some(ALICE),
+            post(
+                "/api/v1/operations/a-both/update",
+                json!({"scheduling_options_per_pool_tree": {"gpu": {"pool": "secret"}}}),
+            ),
+            FORBIDDEN,
+        ),
         // Abort and update.
         case(
             "another user aborts (refused)",
@@ -454,6 +477,35 @@ async fn tokens_and_pool_acls_decide_who_may_do_what() {
                 json!({"name": "bob-sub", "parent": "research", "config": {}}),
             ),
             FORBIDDEN,
+        ),
+        case(
+            "a pool without ACL is open to use, not to change: no subpool",
+            Some(CAROL),
+            post(
+                "/api/v1/pools",
+                json!({"name": "carol-sub", "parent": "open", "config": {}}),
+            ),
+            FORBIDDEN,
+        ),
+        case(
+            "a pool without ACL: no option change",
+            Some(CAROL),
+            (
+                "PUT",
+                "/api/v1/pools/open",
+                Some(json!({"config": {"weight": 5}})),
+            ),
+            FORBIDDEN,
+        ),
+        case(
+            "a pool without ACL: a superuser changes it",
+            Some(ROOT),
+            (
+                "PUT",
+                "/api/v1/pools/open",
+                Some(json!({"config": {"weight": 2}})),
+            ),
+            OK,
         ),
         case(
             "a top-level pool by a non-superuser",
