@@ -446,8 +446,29 @@ function render(data) {
   renderEvents(data.events);
 }
 
+// The API token, when the server asks for one to read (`authenticate_reads`): given in the
+// form, or once in the address as `#token=...` (removed from the address at once); kept in
+// sessionStorage, so only this tab has it.
+const TOKEN_KEY = 'fairsched-token';
+
+class Unauthenticated extends Error {}
+
+// Whether the last token given was refused (shown until another one is given).
+let tokenRefused = false;
+
+function takeTokenFromAddress() {
+  const match = /(?:^#|&)token=([^&]*)/.exec(location.hash);
+  if (match) {
+    sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(match[1]));
+    history.replaceState(null, '', location.pathname + location.search);
+  }
+}
+
 async function fetchJson(path) {
-  const resp = await fetch(path, { cache: 'no-store' });
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  const headers = token ? { Authorization: `Bearer ${token}` } : {};
+  const resp = await fetch(path, { cache: 'no-store', headers });
+  if (resp.status === 401) throw new Unauthenticated(`${path}: HTTP 401`);
   if (!resp.ok) throw new Error(`${path}: HTTP ${resp.status}`);
   return resp.json();
 }
@@ -480,13 +501,27 @@ async function refresh() {
     error.textContent = what + (e && e.message ? e.message : e) + '. Retrying…';
     error.hidden = false;
   };
+  const form = document.getElementById('token-form');
   let data;
   try {
     data = await load();
   } catch (e) {
+    if (e instanceof Unauthenticated) {
+      if (sessionStorage.getItem(TOKEN_KEY) !== null) {
+        tokenRefused = true;
+        sessionStorage.removeItem(TOKEN_KEY);
+      }
+      status.dataset.state = 'error';
+      status.textContent = 'needs a token';
+      error.textContent = tokenRefused ? 'The scheduler did not accept that token.' : '';
+      error.hidden = !tokenRefused;
+      form.hidden = false;
+      return;
+    }
     fail('Cannot reach the scheduler: ', e);
     return;
   }
+  form.hidden = true;
   if (data === null) return;
   try {
     render(data);
@@ -514,6 +549,16 @@ async function poll() {
 }
 
 document.addEventListener('DOMContentLoaded', () => {
+  takeTokenFromAddress();
+  const form = document.getElementById('token-form');
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    const input = document.getElementById('token-input');
+    sessionStorage.setItem(TOKEN_KEY, input.value);
+    tokenRefused = false;
+    input.value = '';
+    refresh();
+  });
   const box = document.getElementById('show-finished');
   box.addEventListener('change', () => {
     ui.showFinished = box.checked;

@@ -119,8 +119,8 @@ pub struct AuthConfig {
     /// `true`: reads (`GET` under `/api/v1`, and `/metrics`) need a user's token too.
     /// `false`: reads without a token are allowed (the web page and Prometheus work without
     /// one); a request that does send a token must send a valid one. The web page's own files
-    /// (`/`, `/assets/...`) hold no data and are always served; with `true` the page cannot
-    /// load its data. Needs `users`.
+    /// (`/`, `/assets/...`) hold no data and are always served; with `true` the page asks for
+    /// a token (or takes one from its address, `/#token=...`). Needs `users`.
     pub authenticate_reads: bool,
     /// The users the server knows: `[[auth.users]]` tables. Empty: authentication is off.
     pub users: Vec<AuthUser>,

@@ -357,3 +357,54 @@ async fn a_second_tree_can_be_selected() {
     let png = std::fs::read(&shot).unwrap_or_else(|e| panic!("no screenshot at {shot:?}: {e}"));
     assert!(png.starts_with(b"\x89PNG"), "not a PNG: {shot:?}");
 }
+
+/// With `authenticate_reads`, the page asks for a token (and says when one is refused); a
+/// token given once in the address as `#token=` shows the scheduler.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_that_needs_a_token_asks_for_it() {
+    let chromium = chromium();
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start_config(
+        dir.path(),
+        json!({
+            "pool_trees": {"pool_trees": {"default": {"pools": {"research-pool": {}}}}},
+            "auth": {"authenticate_reads": true,
+                     "users": [{"name": "alice", "token": "page-token-1"}]},
+            "scheduler": {"fair_share_update_period_ms": 100}
+        }),
+    )
+    .await;
+    let (status, _) = server.call("GET", "/api/v1/pool_trees", None).await;
+    assert_eq!(status, 401, "reads need a token");
+    let cases = [
+        // (address suffix, token form shown, pools shown, refusal shown)
+        ("/", true, false, false),
+        ("/#token=wrong-token", true, false, true),
+        ("/#token=page-token-1", false, true, false),
+    ];
+    for (suffix, form_shown, pools_shown, refused) in cases {
+        let dom = run_chromium(
+            &chromium,
+            &format!("{}{suffix}", server.url),
+            &["--dump-dom"],
+        )
+        .await;
+        let form = tag_with(&dom, "id=\"token-form\"");
+        assert_eq!(!form.contains("hidden"), form_shown, "{suffix}: {form}");
+        assert_eq!(
+            dom.contains("research-pool"),
+            pools_shown,
+            "{suffix}:\n{dom}"
+        );
+        assert_eq!(
+            dom.contains("did not accept that token"),
+            refused,
+            "{suffix}:\n{dom}"
+        );
+        assert!(
+            !dom.contains("page-token-1\""),
+            "the token is not in the page"
+        );
+    }
+    server.stop().await;
+}
