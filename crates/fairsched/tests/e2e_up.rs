@@ -20,33 +20,46 @@ fn pid_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-#[test]
-fn up_runs_completes_aborts_and_stops() {
-    let data = tempfile::tempdir().unwrap();
+/// Starts `fairsched up --nodes 2 --port 0` with `extra` arguments on `data`; the process and
+/// its standard output, line by line.
+fn spawn_up(extra: &[&str], data: &Path) -> (Proc, std::sync::mpsc::Receiver<String>) {
     let mut child = Command::new(BIN)
-        .args(["up", "--nodes", "2", "--port", "0", "--data-dir"])
-        .arg(data.path())
+        .args(["up", "--nodes", "2", "--port", "0"])
+        .args(extra)
+        .arg("--data-dir")
+        .arg(data)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .expect("start fairsched up");
     let stdout = child.stdout.take().unwrap();
-    let up = Proc(child);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
             let _ = tx.send(line);
         }
     });
-    let first = rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("fairsched up prints its URL");
-    let url = first
+    (Proc(child), rx)
+}
+
+/// The URL in `up`'s first line, without the trailing `/`.
+fn url_in(first: &str) -> String {
+    first
         .split_whitespace()
         .find(|w| w.starts_with("http://"))
         .expect("a URL")
         .trim_end_matches('/')
-        .to_string();
+        .to_string()
+}
+
+#[test]
+fn up_runs_completes_aborts_and_stops() {
+    let data = tempfile::tempdir().unwrap();
+    let (up, rx) = spawn_up(&[], data.path());
+    let first = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("fairsched up prints its URL");
+    let url = url_in(&first);
 
     // Both nodes register.
     wait_for("2 nodes", Duration::from_secs(10), || {
@@ -258,22 +271,7 @@ fn up_runs_completes_aborts_and_stops() {
 #[test]
 fn up_demo_shows_fair_share_and_preemption() {
     let data = tempfile::tempdir().unwrap();
-    let mut child = Command::new(BIN)
-        .args(["up", "--demo", "--nodes", "2", "--port", "0", "--data-dir"])
-        .arg(data.path())
-        .env("FAIRSCHED_MEMORY_ENFORCEMENT", "poll")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start fairsched up --demo");
-    let stdout = child.stdout.take().unwrap();
-    let up = Proc(child);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let (up, rx) = spawn_up(&["--demo"], data.path());
     let mut lines: Vec<String> = Vec::new();
     let start = Instant::now();
     while !lines.iter().any(|l| l.starts_with("[demo] done")) {
@@ -286,12 +284,7 @@ fn up_demo_shows_fair_share_and_preemption() {
             Err(_) => panic!("the demo did not finish in 120 s:\n{lines:#?}"),
         }
     }
-    let url = lines[0]
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .expect("a URL")
-        .trim_end_matches('/')
-        .to_string();
+    let url = url_in(&lines[0]);
     assert!(
         lines
             .iter()

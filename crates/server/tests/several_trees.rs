@@ -140,10 +140,8 @@ fn two_trees() -> serde_json::Value {
     }})
 }
 
-#[tokio::test]
-async fn a_restart_keeps_every_tree_and_the_default() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = common::start_in(dir.path(), two_trees(), json!({})).await;
+/// Submits operation `both`: pool `prod` in `physical`, `shared` in `gpu` (of `two_trees`).
+async fn submit_in_both_trees(server: &common::Running) {
     server
         .post(
             "/api/v1/operations",
@@ -153,6 +151,13 @@ async fn a_restart_keeps_every_tree_and_the_default() {
                               "command": ["sleep", "60"]}]}),
         )
         .await;
+}
+
+#[tokio::test]
+async fn a_restart_keeps_every_tree_and_the_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start_in(dir.path(), two_trees(), json!({})).await;
+    submit_in_both_trees(&server).await;
     server.stop().await;
 
     // Restarted without any configured trees: the store has them all.
@@ -490,15 +495,7 @@ async fn applying_a_named_tree_changes_only_that_tree() {
 async fn an_operation_update_per_tree() {
     let dir = tempfile::tempdir().unwrap();
     let server = common::start_in(dir.path(), two_trees(), json!({})).await;
-    server
-        .post(
-            "/api/v1/operations",
-            json!({"id": "both", "pool": "prod", "pool_trees": ["physical", "gpu"],
-                   "scheduling_options_per_pool_tree": {"gpu": {"pool": "shared"}},
-                   "tasks": [{"job_count": 1, "resources": {"cpu": 1},
-                              "command": ["sleep", "60"]}]}),
-        )
-        .await;
+    submit_in_both_trees(&server).await;
     let op = server
         .post(
             "/api/v1/operations/both/update",
