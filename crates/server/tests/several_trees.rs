@@ -556,7 +556,13 @@ async fn an_operation_update_per_tree() {
                 let (_, gpu) = server
                     .call("GET", "/api/v1/orchid/pool_trees/gpu", None)
                     .await;
+                let (_, physical) = server
+                    .call("GET", "/api/v1/orchid/pool_trees/physical", None)
+                    .await;
+                // Placed, and through a fair-share update in both trees.
                 gpu["operations"]["both"]["pool"] == "gpu-team"
+                    && gpu["operations"]["both"]["weight"].is_number()
+                    && physical["operations"]["both"]["weight"].is_number()
             },
         )
         .await;
