@@ -145,10 +145,17 @@ pub struct TreeConfig {
     /// Minimum interval between preemptive scheduling passes on one node. Default: 5000 ms.
     pub preemptive_scheduling_backoff_ms: u64,
 
-    /// Interruption window given to a preempted allocation's job before it is aborted (alias
-    /// `job_interrupt_timeout_ms`). Default: 10000 ms.
-    #[serde(alias = "job_interrupt_timeout_ms")]
-    pub allocation_preemption_timeout_ms: u64,
+    /// Interruption window given to a preempted allocation's job (of an operation with an
+    /// `interruption_signal`) before it is aborted, for operations that do not set their own
+    /// `interruption_timeout_ms` (alias `job_interrupt_timeout_ms`). Default: unset: such
+    /// operations get 15000 ms (seed 004's standard `interruption_timeout`; YTsaurus' tree
+    /// default is 10000 ms).
+    #[schemars(!skip_serializing_if)]
+    #[serde(
+        alias = "job_interrupt_timeout_ms",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub allocation_preemption_timeout_ms: Option<u64>,
 
     /// Interruption window for allocations of `graceful` operations shrunk to their fair share
     /// (alias `job_graceful_interrupt_timeout_ms`). Default: 60000 ms.
@@ -288,7 +295,7 @@ impl Default for TreeConfig {
             non_preemptible_resource_usage_threshold: PartialResources::EMPTY,
             max_unpreemptible_running_allocation_count: None,
             preemptive_scheduling_backoff_ms: 5_000,
-            allocation_preemption_timeout_ms: 10_000,
+            allocation_preemption_timeout_ms: None,
             allocation_graceful_preemption_timeout_ms: 60_000,
             waiting_for_resources_on_node_timeout_ms: None,
             scheduling_preemption_priority_scope: PreemptionPriorityScope::OperationAndAncestors,

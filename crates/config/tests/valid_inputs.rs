@@ -53,7 +53,7 @@ fn empty_documents_give_the_ytsaurus_defaults() {
     assert!(c.non_preemptible_resource_usage_threshold.is_empty());
     assert_eq!(c.max_unpreemptible_running_allocation_count, None);
     assert_eq!(c.preemptive_scheduling_backoff_ms, 5_000);
-    assert_eq!(c.allocation_preemption_timeout_ms, 10_000);
+    assert_eq!(c.allocation_preemption_timeout_ms, None);
     assert_eq!(c.allocation_graceful_preemption_timeout_ms, 60_000);
     assert_eq!(c.waiting_for_resources_on_node_timeout_ms, None);
     assert_eq!(
@@ -421,7 +421,7 @@ fn ytsaurus_aliases_are_accepted() {
     let c = &tree.config;
     assert_eq!(c.node_tag_filter.as_deref(), Some("default"));
     assert_eq!(c.fair_share_starvation_timeout_ms, 1500);
-    assert_eq!(c.allocation_preemption_timeout_ms, 2000);
+    assert_eq!(c.allocation_preemption_timeout_ms, Some(2000));
     assert_eq!(c.max_unpreemptible_running_allocation_count, Some(0));
     assert_eq!(c.infer_weight_from_guarantees_share_multiplier, Some(10.0));
     assert_eq!(c.max_ephemeral_pools_per_user, 2);

@@ -276,6 +276,8 @@ struct VictimCase {
     name: &'static str,
     signal: bool,
     interruption_timeout_ms: Option<u64>,
+    /// The tree's `allocation_preemption_timeout_ms`.
+    tree_timeout_ms: Option<u64>,
     exit_after_ms: Option<u64>,
     expected_timeout_ms: u64,
     fate: VictimFate,
@@ -286,6 +288,7 @@ const VICTIM_CASES: &[VictimCase] = &[
         name: "exits within its timeout",
         signal: true,
         interruption_timeout_ms: Some(2000),
+        tree_timeout_ms: None,
         exit_after_ms: Some(500),
         expected_timeout_ms: 2000,
         fate: VictimFate::CompletedInTime,
@@ -294,6 +297,7 @@ const VICTIM_CASES: &[VictimCase] = &[
         name: "exits within the default 15 s",
         signal: true,
         interruption_timeout_ms: None,
+        tree_timeout_ms: None,
         exit_after_ms: Some(10_000),
         expected_timeout_ms: 15_000,
         fate: VictimFate::CompletedInTime,
@@ -302,6 +306,7 @@ const VICTIM_CASES: &[VictimCase] = &[
         name: "ignores the signal",
         signal: true,
         interruption_timeout_ms: Some(2000),
+        tree_timeout_ms: None,
         exit_after_ms: None,
         expected_timeout_ms: 2000,
         fate: VictimFate::AbortedAtDeadline,
@@ -310,6 +315,7 @@ const VICTIM_CASES: &[VictimCase] = &[
         name: "exits after its timeout",
         signal: true,
         interruption_timeout_ms: Some(1000),
+        tree_timeout_ms: None,
         exit_after_ms: Some(3000),
         expected_timeout_ms: 1000,
         fate: VictimFate::AbortedAtDeadline,
@@ -318,6 +324,7 @@ const VICTIM_CASES: &[VictimCase] = &[
         name: "ignores the signal, default timeout",
         signal: true,
         interruption_timeout_ms: None,
+        tree_timeout_ms: None,
         exit_after_ms: None,
         expected_timeout_ms: 15_000,
         fate: VictimFate::AbortedAtDeadline,
@@ -326,14 +333,34 @@ const VICTIM_CASES: &[VictimCase] = &[
         name: "has no interruption signal",
         signal: false,
         interruption_timeout_ms: None,
+        tree_timeout_ms: None,
         exit_after_ms: Some(100),
         expected_timeout_ms: 0,
         fate: VictimFate::AbortedAtOnce,
     },
+    VictimCase {
+        name: "ignores the signal, the tree's timeout",
+        signal: true,
+        interruption_timeout_ms: None,
+        tree_timeout_ms: Some(4000),
+        exit_after_ms: None,
+        expected_timeout_ms: 4000,
+        fate: VictimFate::AbortedAtDeadline,
+    },
+    VictimCase {
+        name: "exits in time, its own timeout over the tree's",
+        signal: true,
+        interruption_timeout_ms: Some(2000),
+        tree_timeout_ms: Some(4000),
+        exit_after_ms: Some(1500),
+        expected_timeout_ms: 2000,
+        fate: VictimFate::CompletedInTime,
+    },
 ];
 
 /// Scheduler spec §2.6, seed 004, YT-S2: a preempted victim with `interruption_signal` gets an
-/// interrupt order with its `interruption_timeout_ms` (15 s by default); exiting in time counts
+/// interrupt order with its `interruption_timeout_ms` (else the tree's
+/// `allocation_preemption_timeout_ms`, else 15 s); exiting in time counts
 /// as a completed job (its task gets a completion and nothing is re-run); otherwise the core
 /// aborts it at the deadline (abort order, `allocation_preempted`) and the job goes back to
 /// pending. Without a signal the victim is aborted at once.
@@ -346,7 +373,16 @@ fn preempted_victims_are_interrupted_or_aborted() {
 
 fn check_victim_case(case: &VictimCase) {
     let name = case.name;
-    let mut c = Cluster::new(YT_S2_TREE, fast_updates(), &three_small_nodes());
+    let tree = match case.tree_timeout_ms {
+        None => YT_S2_TREE.to_string(),
+        Some(ms) => YT_S2_TREE.replace(
+            r#""max_ephemeral_pools_per_user": 2"#,
+            &format!(
+                r#""max_ephemeral_pools_per_user": 2, "allocation_preemption_timeout_ms": {ms}"#
+            ),
+        ),
+    };
+    let mut c = Cluster::new(&tree, fast_updates(), &three_small_nodes());
     let mut op1 = op("op1", Some("fake_pool"), vec![task(3, 1.0, None)]);
     if case.signal {
         op1.interruption_signal = Some("SIGINT".into());
