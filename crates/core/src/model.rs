@@ -366,6 +366,9 @@ pub enum PreemptionReason {
     ResourceLimitsViolated,
     /// The node stopped accepting jobs or left.
     NodeDisabled,
+    /// The node moved to another pool tree (its tags or the trees' `node_tag_filter`
+    /// changed): its allocations belonged to the old tree (YTsaurus `NodeFairShareTreeChanged`).
+    NodeFairShareTreeChanged,
     /// The operation was aborted.
     OperationAborted,
 }
@@ -379,6 +382,7 @@ impl PreemptionReason {
             PreemptionReason::ResourceOvercommit => "resource_overcommit",
             PreemptionReason::ResourceLimitsViolated => "resource_limits_violated",
             PreemptionReason::NodeDisabled => "node_disabled",
+            PreemptionReason::NodeFairShareTreeChanged => "node_fair_share_tree_changed",
             PreemptionReason::OperationAborted => "operation_aborted",
         }
     }

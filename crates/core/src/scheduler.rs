@@ -422,10 +422,17 @@ impl Scheduler {
             tree.set_validated(validated);
             tree.limits_maybe_violated = true;
         }
+        let mut moved = Vec::new();
         for (id, t) in assignment {
-            if let Some(node) = self.nodes.get_mut(&id) {
+            if let Some(node) = self.nodes.get_mut(&id)
+                && node.tree != t
+            {
                 node.tree = t;
+                moved.push(id);
             }
+        }
+        for id in moved {
+            self.abort_allocations_of_moved_node(now, &id);
         }
         for t in 0..self.trees.len() {
             let tree = &mut self.trees[t];
@@ -576,6 +583,7 @@ impl Scheduler {
             .nodes
             .get_mut(id)
             .ok_or_else(|| CoreError::new(format!("node {:?} does not exist", id.0)))?;
+        let moved = new_tree.is_some_and(|t| t != node.tree);
         if let Some(tree) = new_tree {
             node.tree = tree;
         }
@@ -589,6 +597,10 @@ impl Scheduler {
         if let Some(t) = tags {
             node.tags = t;
         }
+        if moved {
+            self.abort_allocations_of_moved_node(now, id);
+        }
+        let node = self.nodes.get_mut(id).expect("checked above");
         if let Some(enabled) = scheduler_jobs_enabled {
             node.scheduler_jobs_enabled = enabled;
             if !enabled {
@@ -603,6 +615,23 @@ impl Scheduler {
             }
         }
         Ok(())
+    }
+
+    /// A node that moved to another tree loses its allocations: they belonged to the old tree
+    /// (their jobs go back to pending and run again in the trees of their operations).
+    fn abort_allocations_of_moved_node(&mut self, now: Millis, id: &NodeId) {
+        let ids: Vec<AllocationId> = self
+            .nodes
+            .get(id)
+            .map(|n| n.allocations.iter().copied().collect())
+            .unwrap_or_default();
+        for a in ids {
+            self.end_allocation(
+                now,
+                a,
+                EndKind::Preempted(PreemptionReason::NodeFairShareTreeChanged, None),
+            );
+        }
     }
 
     /// Starts (`true`) or ends draining a node: while draining, no new allocation starts on it

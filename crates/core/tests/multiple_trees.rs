@@ -267,3 +267,50 @@ fn a_move_inside_a_full_pool_does_not_count_the_operation_twice() {
     assert_eq!(s.pool_counts()["prod"].operation_count, 1);
     assert_eq!(s.pool_counts()["prod-child"].operation_count, 1);
 }
+
+/// A node that moves to another tree (new tags, YTsaurus `NodeFairShareTreeChanged`) loses its
+/// allocations of the old tree: their jobs go back to pending.
+#[test]
+fn a_node_that_moves_to_another_tree_loses_its_allocations() {
+    let mut s = scheduler(TREES, SchedulerConfig::default());
+    node(&mut s, "p", "physical");
+    let mut spec = op("a", Some("prod"), vec![task(2, res(1.0, 1.0), None)]);
+    spec.pool_trees = Some(vec!["physical".into()]);
+    s.start_operation(0, spec).expect("a");
+    let mut d = Driver::new();
+    d.run(&mut s, 0, 200, 100);
+    let a = OperationId("a".into());
+    assert_eq!(s.operation(&a).unwrap().running_job_count(), 2);
+    s.set_node(
+        300,
+        &NodeId("p".into()),
+        None,
+        Some(["gpu".to_string()].into()),
+        None,
+    )
+    .expect("retag");
+    let op = s.operation(&a).unwrap();
+    assert_eq!(op.running_job_count(), 0);
+    assert_eq!(op.pending_job_count(), 2);
+    let reasons: Vec<String> = s
+        .take_events()
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .filter(|e| e["event"] == "allocation_preempted")
+        .map(|e| e["reason"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(reasons, ["node_fair_share_tree_changed"; 2]);
+    // Retagging within the same tree keeps them.
+    node(&mut s, "p2", "physical");
+    d.run(&mut s, 400, 600, 100);
+    assert_eq!(s.operation(&a).unwrap().running_job_count(), 2);
+    s.set_node(
+        700,
+        &NodeId("p2".into()),
+        None,
+        Some(["physical".to_string(), "fast".to_string()].into()),
+        None,
+    )
+    .expect("retag in the same tree");
+    assert_eq!(s.operation(&a).unwrap().running_job_count(), 2);
+}

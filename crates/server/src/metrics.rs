@@ -30,13 +30,14 @@ type OneLabel = [(&'static str, &'static str); 1];
 /// Starvation statuses of the core, in the order they are reported.
 const STARVATION_STATUSES: [&str; 3] = ["non_starving", "starving", "aggressively_starving"];
 /// Preemption reasons of the core (`PreemptionReason::name`); others are counted as they come.
-const PREEMPTION_REASONS: [&str; 7] = [
+const PREEMPTION_REASONS: [&str; 8] = [
     "preemption",
     "aggressive_preemption",
     "graceful_preemption",
     "resource_overcommit",
     "resource_limits_violated",
     "node_disabled",
+    "node_fair_share_tree_changed",
     "operation_aborted",
 ];
 const STAGES: [&str; 3] = ["regular", "preemptive", "aggressive"];
