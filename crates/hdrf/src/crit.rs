@@ -162,8 +162,8 @@ fn limits(f: &[Pt], k: usize, x: f64) -> (f64, f64) {
 
 /// The minimum of `a` and `b` without any work (as `trivial_min` in [`crate::plf`]): when one is
 /// a constant on the same non-degenerate domain as the other, nondecreasing one, which lies
-/// entirely below or above it.
-fn trivial_min<'a>(a: &'a [Pt], b: &'a [Pt]) -> Option<&'a [Pt]> {
+/// entirely below or above it. `Some(true)`: the minimum is `a`; `Some(false)`: it is `b`.
+fn trivial_min(a: &[Pt], b: &[Pt]) -> Option<bool> {
     let constant = |f: &[Pt]| {
         (f.len() == 2 && f[0].l == f[0].r && f[1].l == f[1].r && f[0].r == f[1].l).then_some(f[0].r)
     };
@@ -171,9 +171,10 @@ fn trivial_min<'a>(a: &'a [Pt], b: &'a [Pt]) -> Option<&'a [Pt]> {
     if !same_domain || a[0].x >= a[a.len() - 1].x {
         return None;
     }
-    let (c, f, constant_fn) = match (constant(a), constant(b)) {
-        (_, Some(c)) => (c, a, b),
-        (Some(c), None) => (c, b, a),
+    // (the constant, the other function, whether the other function is `a`)
+    let (c, f, f_is_a) = match (constant(a), constant(b)) {
+        (_, Some(c)) => (c, a, true),
+        (Some(c), None) => (c, b, false),
         (None, None) => return None,
     };
     let nondecreasing =
@@ -182,26 +183,65 @@ fn trivial_min<'a>(a: &'a [Pt], b: &'a [Pt]) -> Option<&'a [Pt]> {
         return None;
     }
     if f[f.len() - 1].r <= c {
-        Some(f)
+        Some(f_is_a)
     } else if f[0].l >= c {
-        Some(constant_fn)
+        Some(!f_is_a)
     } else {
         None
+    }
+}
+
+/// The pointwise minimum of `parts`, folded in order (`min(min(parts[0], parts[1]), …)`, each
+/// step exactly [`min_into`]), into `acc`. A step whose minimum is one of its operands as it is
+/// (see [`trivial_min`]) copies nothing: the fold goes on with that operand, and a part that is
+/// the result at the end is swapped into `acc`. `parts` and `next` are left unspecified.
+pub(crate) fn min_fold(parts: &mut [Vec<Pt>], acc: &mut Vec<Pt>, next: &mut Vec<Pt>) {
+    // Where the minimum so far is: `Some(k)`: `parts[k]`; `None`: `acc`.
+    let mut in_part = Some(0);
+    for r in 1..parts.len() {
+        let a: &[Pt] = match in_part {
+            Some(k) => &parts[k],
+            None => acc,
+        };
+        let b: &[Pt] = &parts[r];
+        match trivial_min(a, b) {
+            Some(true) => {}
+            Some(false) => in_part = Some(r),
+            None => {
+                min_general_into(a, b, next);
+                std::mem::swap(acc, next);
+                in_part = None;
+            }
+        }
+    }
+    if let Some(k) = in_part {
+        std::mem::swap(acc, &mut parts[k]);
     }
 }
 
 /// Pointwise minimum of `a` and `b` over the intersection of their domains, into `out`: exactly
 /// what [`crate::plf::pointwise_min_into`] computes (the same samples, crossings searched the
 /// same way), on critical points.
+#[cfg(test)]
 pub(crate) fn min_into(a: &[Pt], b: &[Pt], out: &mut Vec<Pt>) {
+    match trivial_min(a, b) {
+        Some(first) => {
+            let lb = a[0].x.max(b[0].x);
+            let rb = a[a.len() - 1].x.min(b[b.len() - 1].x);
+            assert!(lb <= rb);
+            out.clear();
+            out.extend_from_slice(if first { a } else { b });
+        }
+        None => min_general_into(a, b, out),
+    }
+}
+
+/// [`min_into`] where [`trivial_min`] does not apply.
+fn min_general_into(a: &[Pt], b: &[Pt], out: &mut Vec<Pt>) {
     let lb = a[0].x.max(b[0].x);
     let rb = a[a.len() - 1].x.min(b[b.len() - 1].x);
     assert!(lb <= rb);
     out.clear();
-    if let Some(min) = trivial_min(a, b) {
-        out.extend_from_slice(min);
-        return;
-    }
     let (na, nb) = (a.len(), b.len());
     let (mut ia, mut ib) = (0, 0);
     // Skip what lies before the intersection.
@@ -927,6 +967,10 @@ mod tests {
                 from_segments(&acc, &mut pnext);
                 assert_eq!(pnext, pacc, "case {case}: critical points of the minimum");
             }
+            let mut folded_parts = pt_parts.clone();
+            let (mut folded, mut spare) = (Vec::new(), Vec::new());
+            min_fold(&mut folded_parts, &mut folded, &mut spare);
+            assert_eq!(folded, pacc, "case {case}: the fold");
             if is_nondecreasing(&pacc) && pacc[pacc.len() - 1].x <= f[f.len() - 1].x1 {
                 // M's values are fit factors within F's domain.
                 let (mut composed, mut expected) = (Vec::new(), Vec::new());

@@ -1709,12 +1709,7 @@ impl Update<'_> {
             }
             if ok {
                 let t0 = self.now_ns();
-                crit_acc.clear();
-                crit_acc.extend_from_slice(&crit_parts[0]);
-                for part in &crit_parts[1..] {
-                    crit::min_into(crit_acc, part, crit_next);
-                    std::mem::swap(crit_acc, crit_next);
-                }
+                crit::min_fold(crit_parts, crit_acc, crit_next);
                 self.timings.pointwise_min_ns += self.now_ns() - t0;
                 return true;
             }
