@@ -378,6 +378,8 @@ pub(crate) fn inverse_part_into(t: &[Pt], g: f64, limit: f64, out: &mut Vec<Pt>)
 struct Compressor {
     eps: f64,
     out: Vec<Segment<Rv>>,
+    /// Where this function's segments start in `out`.
+    base: usize,
     /// The accumulated segment (valid once `started`).
     acc: Segment<Rv>,
     started: bool,
@@ -389,10 +391,11 @@ struct Compressor {
 }
 
 impl Compressor {
-    fn new(eps: f64, mut out: Vec<Segment<Rv>>) -> Compressor {
-        out.clear();
+    /// A compressor appending to `out` (what it holds stays as it is).
+    fn new(eps: f64, out: Vec<Segment<Rv>>) -> Compressor {
         Compressor {
             eps,
+            base: out.len(),
             out,
             acc: Segment {
                 x0: 0.0,
@@ -405,6 +408,16 @@ impl Compressor {
             ty: [0.0; RESOURCE_COUNT],
             bx: [0.0; RESOURCE_COUNT],
             by: [0.0; RESOURCE_COUNT],
+        }
+    }
+
+    /// `push_segment` on this function's segments.
+    #[inline(always)]
+    fn push(&mut self, seg: Segment<Rv>) {
+        if self.out.len() > self.base {
+            push_segment(&mut self.out, seg);
+        } else {
+            self.out.push(seg);
         }
     }
 
@@ -466,14 +479,14 @@ impl Compressor {
             self.acc.x1 = x1;
             self.acc.y1 = *y1;
         } else {
-            push_segment(&mut self.out, self.acc);
+            self.push(self.acc);
             self.restart(x0, y0, x1, y1);
         }
     }
 
     fn finish(mut self) -> Vec<Segment<Rv>> {
         assert!(self.started, "a function needs at least one segment");
-        push_segment(&mut self.out, self.acc);
+        self.push(self.acc);
         self.out
     }
 }
@@ -706,11 +719,25 @@ fn fast_value_right(s: &Segment<Rv>, x: f64) -> Rv {
     }
 }
 
-/// `compress(F ∘ g)` into `out` for a nondecreasing scalar `g` given by its critical points whose
+/// [`compose_compress_append`] into `out`, cleared first.
+#[cfg(test)]
+pub(crate) fn compose_compress_into(
+    f: &[Segment<Rv>],
+    g: &[Pt],
+    eps: f64,
+    outer: &mut Vec<f64>,
+    points: &mut Vec<(f64, f64)>,
+    out: &mut Vec<Segment<Rv>>,
+) {
+    out.clear();
+    compose_compress_append(f, g, eps, outer, points, out);
+}
+
+/// `compress(F ∘ g)` appended to `out` for a nondecreasing scalar `g` given by its critical points whose
 /// values lie in F's domain (F's arguments never decrease): exactly `compose_into` (on
 /// `to_segments(g)`) followed by `compress_into`, without materialising the composition.
 /// `outer` and `points` are scratch space.
-pub(crate) fn compose_compress_into(
+pub(crate) fn compose_compress_append(
     f: &[Segment<Rv>],
     g: &[Pt],
     eps: f64,
@@ -984,6 +1011,12 @@ mod tests {
                 let (mut outer, mut points, mut actual) = (Vec::new(), Vec::new(), Vec::new());
                 compose_compress_into(&f, &pacc, 1e-15, &mut outer, &mut points, &mut actual);
                 assert_eq!(actual, expected, "case {case}: composition");
+                // Appended after another function's segments, which it must leave alone.
+                let point = Segment::new(-1.0, ResourceVector::ZERO, -1.0, ResourceVector::ZERO);
+                let mut appended = vec![point];
+                compose_compress_append(&f, &pacc, 1e-15, &mut outer, &mut points, &mut appended);
+                assert_eq!(appended[0], point, "case {case}: appended");
+                assert_eq!(appended[1..], expected[..], "case {case}: appended");
                 compositions += 1;
             }
         }

@@ -1443,15 +1443,17 @@ impl Update<'_> {
         };
         let t2 = self.now_ns();
         let (t3, t4);
+        // S goes straight into its arena.
+        let s_start = self.s_arena.len();
         if on_critical_points && crit::is_nondecreasing(&scratch.crit_acc) {
             // Composition and compression in one pass (the time counts as composition).
-            crit::compose_compress_into(
+            crit::compose_compress_append(
                 &scratch.f,
                 &scratch.crit_acc,
                 COMPRESS_FUNCTION_EPSILON,
                 &mut scratch.compose_outer,
                 &mut scratch.compose_points,
-                &mut scratch.s,
+                &mut self.s_arena,
             );
             t3 = self.now_ns();
             t4 = t3;
@@ -1467,12 +1469,13 @@ impl Update<'_> {
             );
             t3 = self.now_ns();
             compress_into(&scratch.composed, COMPRESS_FUNCTION_EPSILON, &mut scratch.s);
+            self.s_arena.extend_from_slice(&scratch.s);
             t4 = self.now_ns();
         }
         self.timings.max_fit_factor_ns += t2 - t1;
         self.timings.compose_ns += t3 - t2;
         self.timings.compress_ns += t4 - t3;
-        let s = PlfRef::new(&scratch.s);
+        let s = PlfRef::new(&self.s_arena[s_start..]);
         if s.left_bound() != 0.0 || s.right_bound() != 1.0 || !s.is_nondecreasing() {
             self.warn(
                 i,
@@ -1492,8 +1495,6 @@ impl Update<'_> {
             }
             start..self.m_arena.len()
         });
-        let s_start = self.s_arena.len();
-        self.s_arena.extend_from_slice(&scratch.s);
         Functions {
             f_size: scratch.f.len(),
             f_right_bound: PlfRef::new(&scratch.f).right_bound(),
