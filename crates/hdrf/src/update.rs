@@ -213,6 +213,9 @@ struct Update<'a> {
     relaxed_pools: Vec<ElementIndex>,
     fifo_pools: Vec<ElementIndex>,
     priority_without_donor: Vec<bool>,
+    /// Whether each element is an operation (the passes over all elements ask this of every
+    /// element; the tree's records are several hundred bytes each).
+    is_op: Vec<bool>,
     errors: Vec<UpdateError>,
     warnings: Vec<UpdateWarning>,
     clock: &'a dyn PhaseClock,
@@ -328,6 +331,7 @@ pub(crate) fn update_with_into(
     m_arena.clear();
     let mut attrs = std::mem::take(&mut buffers.attrs);
     attrs.reset(n);
+    let is_op = tree.elements().iter().map(|e| e.is_operation()).collect();
     let mut u = Update {
         tree,
         total: input.total_resources,
@@ -345,6 +349,7 @@ pub(crate) fn update_with_into(
         relaxed_pools: Vec::new(),
         fifo_pools: Vec::new(),
         priority_without_donor: vec![false; n],
+        is_op,
         errors: Vec::new(),
         warnings: Vec::new(),
         clock,
@@ -437,7 +442,7 @@ impl Update<'_> {
     }
 
     fn is_operation(&self, i: ElementIndex) -> bool {
-        self.tree.element(i).is_operation()
+        self.is_op[i]
     }
 
     fn weight(&self, i: ElementIndex) -> f64 {
