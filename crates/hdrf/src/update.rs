@@ -265,9 +265,9 @@ thread_local! {
 /// Runs one fair-share update over `tree` (advancing its persistent integral state) and returns
 /// every element's attributes, indexed like the tree.
 ///
-/// The update keeps its working memory (function arenas, per-element tables; about as large as
-/// the returned attributes) for the next update on the same thread; it holds no other state
-/// between calls.
+/// The update keeps its working memory (function arenas and per-element tables, among them
+/// every attribute of every element; together about twice as large as the returned
+/// attributes) for the next update on the same thread; it holds no other state between calls.
 pub fn update(tree: &mut Tree, input: &UpdateInput, clock: &dyn PhaseClock) -> UpdateOutput {
     update_with(tree, input, clock, Tuning::default())
 }
