@@ -367,6 +367,47 @@ pub(crate) fn inverse_part_into(t: &[Pt], g: f64, limit: f64, out: &mut Vec<Pt>)
     true
 }
 
+/// [`inverse_part_into`] that may take `t`'s buffer (leaving `t` unspecified): where the part
+/// keeps every critical point of `t` (the guarantee at its first argument, the limit at its
+/// last; the common case), `t` is shifted in place and swapped into `out` instead of being
+/// re-sampled point by point. The same operations on every point give the same bits, and the
+/// builder's merges cannot differ: they compare values only, which are those `t` was built from
+/// (but for the first point's left limit, which no later merge test reads).
+pub(crate) fn inverse_part_take(t: &mut Vec<Pt>, g: f64, limit: f64, out: &mut Vec<Pt>) -> bool {
+    let n = t.len();
+    if !(n >= 2 && t[0].x == g && t[n - 1].x == limit && limit > g) {
+        return inverse_part_into(t, g, limit, out);
+    }
+    let dx = -g;
+    let r0 = t[0].r + 0.0;
+    let mut last_x = g + dx;
+    t[0] = Pt {
+        x: last_x,
+        l: r0,
+        r: r0,
+    };
+    for p in &mut t[1..] {
+        let x = p.x + dx;
+        if x <= last_x {
+            return false;
+        }
+        last_x = x;
+        *p = Pt {
+            x,
+            l: p.l + 0.0,
+            r: p.r + 0.0,
+        };
+    }
+    let last = t[n - 1];
+    if last.x < 1.0 {
+        push_sample(t, 1.0, last.r, last.r);
+    } else if last.l != last.r {
+        t[n - 1].r = last.l;
+    }
+    std::mem::swap(t, out);
+    true
+}
+
 /// Compresses a stream of segments as [`crate::plf::compress_into`] does.
 ///
 /// `compress_into` checks resources that are zero everywhere (in the whole function) by a
@@ -975,6 +1016,9 @@ mod tests {
                 crate::plf::inverse_part_into(&mut comp, g, limit, true, &mut part);
                 transposed_component_into(&f, r, &mut t);
                 assert!(inverse_part_into(&t, g, limit, &mut p), "case {case}");
+                let (mut taken_from, mut taken) = (t.clone(), Vec::new());
+                assert!(inverse_part_take(&mut taken_from, g, limit, &mut taken));
+                assert_eq!(taken, p, "case {case} resource {r}: part taken");
                 let mut back = Vec::new();
                 to_segments(&p, &mut back);
                 assert_eq!(back, part, "case {case} resource {r}: part");

@@ -1708,7 +1708,7 @@ impl Update<'_> {
             let mut ok = true;
             for (r, &(g, limit)) in bounds.iter().enumerate() {
                 crit::transposed_component_into(f, r, crit_t);
-                if !crit::inverse_part_into(crit_t, g, limit, &mut crit_parts[r]) {
+                if !crit::inverse_part_take(crit_t, g, limit, &mut crit_parts[r]) {
                     ok = false;
                     break;
                 }
