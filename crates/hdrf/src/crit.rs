@@ -110,6 +110,44 @@ pub(crate) fn append_segments(pts: &[Pt], out: &mut Vec<Segment<f64>>) {
     }
 }
 
+/// The value at `x` (the left limit) of the function [`to_segments`] makes of `pts`, exactly as
+/// [`crate::plf::PlfRef::value_at`] reads it from those segments: the first segment ending at or
+/// after `x` (the last one if none), its lower end if it is vertical, else the interpolation
+/// ([`crate::plf::Segment::interpolate`]; beyond the last critical point it extrapolates).
+pub(crate) fn value_at(pts: &[Pt], x: f64) -> f64 {
+    let n = pts.len();
+    let interpolate = |k: usize| {
+        let (p, q) = (pts[k - 1], pts[k]);
+        let t = (x - p.x) / (q.x - p.x);
+        let d = q.l - p.r;
+        if t < 0.5 {
+            p.r + d * t
+        } else {
+            q.l - d * (1.0 - t)
+        }
+    };
+    let p0 = pts[0];
+    if x <= p0.x {
+        // The vertical (or point) at the first critical point, else the first segment.
+        return if n == 1 || p0.l != p0.r {
+            p0.l
+        } else {
+            interpolate(1)
+        };
+    }
+    let k = pts.partition_point(|p| p.x < x);
+    if k < n {
+        interpolate(k)
+    } else {
+        let last = pts[n - 1];
+        if last.l != last.r {
+            last.l
+        } else {
+            interpolate(n - 1)
+        }
+    }
+}
+
 /// The number of segments [`to_segments`] makes.
 pub(crate) fn segment_count(pts: &[Pt]) -> usize {
     let verticals = pts[1..].iter().filter(|p| p.l != p.r).count();
@@ -1037,6 +1075,25 @@ mod tests {
                 assert_eq!(back, acc, "case {case}: minimum after resource {r}");
                 from_segments(&acc, &mut pnext);
                 assert_eq!(pnext, pacc, "case {case}: critical points of the minimum");
+            }
+            // Values read from the critical points and from the segments.
+            let m = crate::plf::PlfRef::new(&acc);
+            let (lo, hi) = (pacc[0].x, pacc[pacc.len() - 1].x);
+            let mut xs = vec![lo - 0.5, hi + 0.5, (lo + hi) / 2.0];
+            for w in pacc.windows(2) {
+                xs.extend([
+                    w[0].x,
+                    w[1].x,
+                    (w[0].x + w[1].x) / 2.0,
+                    w[0].x * 0.9 + w[1].x * 0.1,
+                ]);
+            }
+            for x in xs {
+                assert_eq!(
+                    value_at(&pacc, x).to_bits(),
+                    m.value_at(x).to_bits(),
+                    "case {case}: value at {x}"
+                );
             }
             let mut folded_parts = pt_parts.clone();
             let (mut folded, mut spare) = (Vec::new(), Vec::new());

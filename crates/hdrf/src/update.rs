@@ -59,10 +59,18 @@ struct Functions {
     f_right_bound: f64,
     m_size: usize,
     /// M is kept only where the top-down pass reads it: pools in classic mode.
-    m: Option<Range<usize>>,
+    m: Option<KeptM>,
     s: Range<usize>,
     /// Normal pools in improved mode: how to evaluate the children's shares by fit factor.
     improved: Option<ImprovedPool>,
+}
+
+/// Where an element's M is kept: as critical points in `m_points` (when it was built on
+/// them) or as segments in `m_arena`.
+#[derive(Clone)]
+enum KeptM {
+    Points(Range<usize>),
+    Segments(Range<usize>),
 }
 
 /// Buffers reused from one element's functions to the next.
@@ -209,6 +217,7 @@ struct Update<'a> {
     /// Segments of every element's S and M (ranges in `Functions`).
     s_arena: Vec<Segment<Rv>>,
     m_arena: Vec<Segment<f64>>,
+    m_points: Vec<Pt>,
     burst_pools: Vec<ElementIndex>,
     relaxed_pools: Vec<ElementIndex>,
     fifo_pools: Vec<ElementIndex>,
@@ -254,6 +263,7 @@ struct Buffers {
     functions: Vec<Option<Functions>>,
     s_arena: Vec<Segment<Rv>>,
     m_arena: Vec<Segment<f64>>,
+    m_points: Vec<Pt>,
     scratch: Scratch,
 }
 
@@ -329,6 +339,8 @@ pub(crate) fn update_with_into(
     s_arena.clear();
     let mut m_arena = std::mem::take(&mut buffers.m_arena);
     m_arena.clear();
+    let mut m_points = std::mem::take(&mut buffers.m_points);
+    m_points.clear();
     let mut attrs = std::mem::take(&mut buffers.attrs);
     attrs.reset(n);
     let is_op = tree.elements().iter().map(|e| e.is_operation()).collect();
@@ -345,6 +357,7 @@ pub(crate) fn update_with_into(
         functions,
         s_arena,
         m_arena,
+        m_points,
         burst_pools: Vec::new(),
         relaxed_pools: Vec::new(),
         fifo_pools: Vec::new(),
@@ -369,6 +382,7 @@ pub(crate) fn update_with_into(
         functions: std::mem::take(&mut u.functions),
         s_arena: std::mem::take(&mut u.s_arena),
         m_arena: std::mem::take(&mut u.m_arena),
+        m_points: std::mem::take(&mut u.m_points),
         scratch: std::mem::take(&mut u.scratch),
     };
     BUFFERS.with(|b| *b.borrow_mut() = Some(buffers));
@@ -1387,10 +1401,13 @@ impl Update<'_> {
         PlfRef::new(&self.s_arena[self.functions_of(i).s.clone()])
     }
 
-    /// M, the maximal fit factor by suggestion (pools in classic mode).
-    fn m(&self, i: ElementIndex) -> PlfRef<'_, f64> {
-        let range = self.functions_of(i).m.clone();
-        PlfRef::new(&self.m_arena[range.expect("M is kept for pools in classic mode")])
+    /// M, the maximal fit factor by suggestion (pools in classic mode), at `x`.
+    fn m_value_at(&self, i: ElementIndex, x: f64) -> f64 {
+        match self.functions_of(i).m.clone() {
+            Some(KeptM::Points(range)) => crit::value_at(&self.m_points[range], x),
+            Some(KeptM::Segments(range)) => PlfRef::new(&self.m_arena[range]).value_at(x),
+            None => panic!("M is kept for pools in classic mode"),
+        }
     }
 
     /// Builds F, M and S of `i` (and of its subtree first), unless they exist.
@@ -1492,13 +1509,15 @@ impl Update<'_> {
                 .opts
                 .enable_improved_fair_share_by_fit_factor_computation;
         let m = keep_m.then(|| {
-            let start = self.m_arena.len();
             if on_critical_points {
-                crit::append_segments(&scratch.crit_acc, &mut self.m_arena);
+                let start = self.m_points.len();
+                self.m_points.extend_from_slice(&scratch.crit_acc);
+                KeptM::Points(start..self.m_points.len())
             } else {
+                let start = self.m_arena.len();
                 self.m_arena.extend_from_slice(&scratch.min_acc);
+                KeptM::Segments(start..self.m_arena.len())
             }
-            start..self.m_arena.len()
         });
         Functions {
             f_size: scratch.f.len(),
@@ -1817,7 +1836,7 @@ impl Update<'_> {
             sum
         };
         let mut fit = if self.functions[i].is_some() {
-            self.m(i).value_at(suggestion)
+            self.m_value_at(i, suggestion)
         } else {
             0.0
         };
