@@ -454,7 +454,12 @@ pub(crate) fn inverse_part_take(t: &mut Vec<Pt>, g: f64, limit: f64, out: &mut V
 /// reduces to the shortcut (its bounds are (dx, ±ε) and the chord (dx, 0)), and after a failure
 /// every bound is reset anyway. Straight-line code over the five lanes, which the compiler can
 /// vectorise.
-struct Compressor {
+///
+/// `N` is the number of resources checked the general way: with `N == RESOURCE_COUNT − 1` the
+/// last resource (network) must be zero in every segment fed. On such a resource the general
+/// check always reduces to `dx · ε > 0` (its bounds stay (·, ±ε) and the chord is (dx, 0)),
+/// which is what is checked for it instead.
+struct Compressor<const N: usize> {
     eps: f64,
     out: Vec<Segment<Rv>>,
     /// Where this function's segments start in `out`.
@@ -469,9 +474,9 @@ struct Compressor {
     by: [f64; RESOURCE_COUNT],
 }
 
-impl Compressor {
+impl<const N: usize> Compressor<N> {
     /// A compressor appending to `out` (what it holds stays as it is).
-    fn new(eps: f64, out: Vec<Segment<Rv>>) -> Compressor {
+    fn new(eps: f64, out: Vec<Segment<Rv>>) -> Compressor<N> {
         Compressor {
             eps,
             base: out.len(),
@@ -511,7 +516,7 @@ impl Compressor {
         };
         let dx = x1 - x0;
         let eps = self.eps;
-        for r in 0..RESOURCE_COUNT {
+        for r in 0..N {
             self.tx[r] = dx;
             self.ty[r] = (y1.0[r] + eps) - y0.0[r];
             self.bx[r] = dx;
@@ -531,8 +536,8 @@ impl Compressor {
         let eps = self.eps;
         let a = &self.acc.y0.0;
         let b = &y1.0;
-        let mut ok = [false; RESOURCE_COUNT];
-        for r in 0..RESOURCE_COUNT {
+        let mut ok = [false; N];
+        for r in 0..N {
             let dyt = (b[r] + eps) - a[r];
             let dyb = (b[r] - eps) - a[r];
             let dym = b[r] - a[r];
@@ -554,7 +559,9 @@ impl Compressor {
             // The chord stays strictly between: compare(bottom, m) > 0, compare(top, m) < 0.
             ok[r] = (bx * dym - dx * by > 0.0) & (tx * dym - dx * ty < 0.0);
         }
-        if ok.iter().all(|&o| o) {
+        // The zero resources (see the type's documentation).
+        let zero_ok = N == RESOURCE_COUNT || dx * eps > 0.0;
+        if ok.iter().all(|&o| o) && zero_ok {
             self.acc.x1 = x1;
             self.acc.y1 = *y1;
         } else {
@@ -583,7 +590,7 @@ enum Kind {
 /// ends (every segment starts where the previous one ends), that hands every segment to a
 /// [`Compressor`] once no later one can merge into it; `finish` trims a final vertical as
 /// `trim_in_place` does.
-struct VertexBuilder {
+struct VertexBuilder<const N: usize> {
     /// Segments built so far (the last one is `prev → cur`).
     count: usize,
     /// Whether a point was added (`cur` holds it; with no segment yet it only starts one).
@@ -593,10 +600,10 @@ struct VertexBuilder {
     cur_x: f64,
     cur_y: Rv,
     kind: Kind,
-    sink: Compressor,
+    sink: Compressor<N>,
 }
 
-impl VertexBuilder {
+impl<const N: usize> VertexBuilder<N> {
     /// `absorb` of [`crate::plf`] on the segment from `cur` to (x, y), or a new segment.
     #[inline(always)]
     fn push_to(&mut self, x: f64, y: Rv) {
@@ -872,9 +879,28 @@ pub(crate) fn compose_compress_append(
         points.sort_unstable_by(by_argument_then_value);
     }
 
+    // Network is zero in many trees (and in the benchmark's): then the compressor skips it.
+    if f.iter()
+        .all(|s| s.y0.0[RESOURCE_COUNT - 1] == 0.0 && s.y1.0[RESOURCE_COUNT - 1] == 0.0)
+    {
+        sample_and_compress::<{ RESOURCE_COUNT - 1 }>(f, points, eps, out);
+    } else {
+        sample_and_compress::<RESOURCE_COUNT>(f, points, eps, out);
+    }
+}
+
+/// The composition's points, sampled on F, through the builder into the compressor (appended
+/// to `out`); with `N < RESOURCE_COUNT`, F's last resource must be zero everywhere.
+#[inline(always)]
+fn sample_and_compress<const N: usize>(
+    f: &[Segment<Rv>],
+    points: &[(f64, f64)],
+    eps: f64,
+    out: &mut Vec<Segment<Rv>>,
+) {
     let mut sampler = FSampler::new(f);
     let n = points.len();
-    let mut b = VertexBuilder {
+    let mut b = VertexBuilder::<N> {
         count: 0,
         started: false,
         prev_x: 0.0,
@@ -1118,6 +1144,21 @@ mod tests {
                 compose_compress_append(&f, &pacc, 1e-15, &mut outer, &mut points, &mut appended);
                 assert_eq!(appended[0], point, "case {case}: appended");
                 assert_eq!(appended[1..], expected[..], "case {case}: appended");
+                // With network zero everywhere (the compressor then skips it).
+                let mut f0 = f.clone();
+                for s in &mut f0 {
+                    s.y0.0[4] = 0.0;
+                    s.y1.0[4] = 0.0;
+                }
+                crate::plf::compose_into(
+                    &f0,
+                    &acc,
+                    &mut crate::plf::ComposeScratch::default(),
+                    &mut composed,
+                );
+                crate::plf::compress_into(&composed, 1e-15, &mut expected);
+                compose_compress_into(&f0, &pacc, 1e-15, &mut outer, &mut points, &mut actual);
+                assert_eq!(actual, expected, "case {case}: composition without network");
                 compositions += 1;
             }
         }
