@@ -326,6 +326,7 @@ fn min_general_into(a: &[Pt], b: &[Pt], out: &mut Vec<Pt>) {
 /// points: what `component_into` followed by transposing every segment gives (the builder's rules
 /// are symmetric in arguments and values), for a function whose arguments and component `r`
 /// never decrease.
+#[cfg(test)]
 pub(crate) fn transposed_component_into(f: &[Segment<Rv>], r: usize, out: &mut Vec<Pt>) {
     out.clear();
     let first = f[0];
@@ -344,6 +345,32 @@ pub(crate) fn transposed_component_into(f: &[Segment<Rv>], r: usize, out: &mut V
             }
         } else {
             push_sample(out, b, s.x1, s.x1);
+        }
+    }
+}
+
+/// [`transposed_component_into`] for every resource, in one pass over `f`.
+pub(crate) fn transposed_components_into(f: &[Segment<Rv>], out: &mut [Vec<Pt>; RESOURCE_COUNT]) {
+    let first = f[0];
+    for (r, o) in out.iter_mut().enumerate() {
+        o.clear();
+        o.push(Pt {
+            x: first.y0[r],
+            l: first.x0,
+            r: first.x0,
+        });
+    }
+    for s in f {
+        for (r, o) in out.iter_mut().enumerate() {
+            let (a, b) = (s.y0[r], s.y1[r]);
+            if a == b {
+                if s.x0 != s.x1 {
+                    let n = o.len();
+                    o[n - 1].r = s.x1;
+                }
+            } else {
+                push_sample(o, b, s.x1, s.x1);
+            }
         }
     }
 }
@@ -1079,6 +1106,12 @@ mod tests {
                 let g = pick(&mut rng, lo, limit).min(limit);
                 crate::plf::inverse_part_into(&mut comp, g, limit, true, &mut part);
                 transposed_component_into(&f, r, &mut t);
+                let mut all: [Vec<Pt>; 5] = Default::default();
+                transposed_components_into(&f, &mut all);
+                assert_eq!(
+                    all[r], t,
+                    "case {case} resource {r}: transposed in one pass"
+                );
                 assert!(inverse_part_into(&t, g, limit, &mut p), "case {case}");
                 let (mut taken_from, mut taken) = (t.clone(), Vec::new());
                 assert!(inverse_part_take(&mut taken_from, g, limit, &mut taken));

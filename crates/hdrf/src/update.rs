@@ -95,7 +95,7 @@ struct Scratch {
     compose: ComposeScratch,
     /// On critical points: a transposed component of F, the parts of M, and the
     /// pointwise-minimum accumulators.
-    crit_t: Vec<Pt>,
+    crit_t: [Vec<Pt>; RESOURCE_COUNT],
     crit_parts: [Vec<Pt>; RESOURCE_COUNT],
     crit_acc: Vec<Pt>,
     crit_next: Vec<Pt>,
@@ -1725,9 +1725,9 @@ impl Update<'_> {
                 ..
             } = scratch;
             let mut ok = true;
+            crit::transposed_components_into(f, crit_t);
             for (r, &(g, limit)) in bounds.iter().enumerate() {
-                crit::transposed_component_into(f, r, crit_t);
-                if !crit::inverse_part_take(crit_t, g, limit, &mut crit_parts[r]) {
+                if !crit::inverse_part_take(&mut crit_t[r], g, limit, &mut crit_parts[r]) {
                     ok = false;
                     break;
                 }
