@@ -110,6 +110,44 @@ pub(crate) fn append_segments(pts: &[Pt], out: &mut Vec<Segment<f64>>) {
     }
 }
 
+/// The value at `x` (the left limit) of the function [`to_segments`] makes of `pts`, exactly as
+/// [`crate::plf::PlfRef::value_at`] reads it from those segments: the first segment ending at or
+/// after `x` (the last one if none), its lower end if it is vertical, else the interpolation
+/// ([`crate::plf::Segment::interpolate`]; beyond the last critical point it extrapolates).
+pub(crate) fn value_at(pts: &[Pt], x: f64) -> f64 {
+    let n = pts.len();
+    let interpolate = |k: usize| {
+        let (p, q) = (pts[k - 1], pts[k]);
+        let t = (x - p.x) / (q.x - p.x);
+        let d = q.l - p.r;
+        if t < 0.5 {
+            p.r + d * t
+        } else {
+            q.l - d * (1.0 - t)
+        }
+    };
+    let p0 = pts[0];
+    if x <= p0.x {
+        // The vertical (or point) at the first critical point, else the first segment.
+        return if n == 1 || p0.l != p0.r {
+            p0.l
+        } else {
+            interpolate(1)
+        };
+    }
+    let k = pts.partition_point(|p| p.x < x);
+    if k < n {
+        interpolate(k)
+    } else {
+        let last = pts[n - 1];
+        if last.l != last.r {
+            last.l
+        } else {
+            interpolate(n - 1)
+        }
+    }
+}
+
 /// The number of segments [`to_segments`] makes.
 pub(crate) fn segment_count(pts: &[Pt]) -> usize {
     let verticals = pts[1..].iter().filter(|p| p.l != p.r).count();
@@ -162,8 +200,8 @@ fn limits(f: &[Pt], k: usize, x: f64) -> (f64, f64) {
 
 /// The minimum of `a` and `b` without any work (as `trivial_min` in [`crate::plf`]): when one is
 /// a constant on the same non-degenerate domain as the other, nondecreasing one, which lies
-/// entirely below or above it.
-fn trivial_min<'a>(a: &'a [Pt], b: &'a [Pt]) -> Option<&'a [Pt]> {
+/// entirely below or above it. `Some(true)`: the minimum is `a`; `Some(false)`: it is `b`.
+fn trivial_min(a: &[Pt], b: &[Pt]) -> Option<bool> {
     let constant = |f: &[Pt]| {
         (f.len() == 2 && f[0].l == f[0].r && f[1].l == f[1].r && f[0].r == f[1].l).then_some(f[0].r)
     };
@@ -171,9 +209,10 @@ fn trivial_min<'a>(a: &'a [Pt], b: &'a [Pt]) -> Option<&'a [Pt]> {
     if !same_domain || a[0].x >= a[a.len() - 1].x {
         return None;
     }
-    let (c, f, constant_fn) = match (constant(a), constant(b)) {
-        (_, Some(c)) => (c, a, b),
-        (Some(c), None) => (c, b, a),
+    // (the constant, the other function, whether the other function is `a`)
+    let (c, f, f_is_a) = match (constant(a), constant(b)) {
+        (_, Some(c)) => (c, a, true),
+        (Some(c), None) => (c, b, false),
         (None, None) => return None,
     };
     let nondecreasing =
@@ -182,26 +221,65 @@ fn trivial_min<'a>(a: &'a [Pt], b: &'a [Pt]) -> Option<&'a [Pt]> {
         return None;
     }
     if f[f.len() - 1].r <= c {
-        Some(f)
+        Some(f_is_a)
     } else if f[0].l >= c {
-        Some(constant_fn)
+        Some(!f_is_a)
     } else {
         None
+    }
+}
+
+/// The pointwise minimum of `parts`, folded in order (`min(min(parts[0], parts[1]), …)`, each
+/// step exactly [`min_into`]), into `acc`. A step whose minimum is one of its operands as it is
+/// (see [`trivial_min`]) copies nothing: the fold goes on with that operand, and a part that is
+/// the result at the end is swapped into `acc`. `parts` and `next` are left unspecified.
+pub(crate) fn min_fold(parts: &mut [Vec<Pt>], acc: &mut Vec<Pt>, next: &mut Vec<Pt>) {
+    // Where the minimum so far is: `Some(k)`: `parts[k]`; `None`: `acc`.
+    let mut in_part = Some(0);
+    for r in 1..parts.len() {
+        let a: &[Pt] = match in_part {
+            Some(k) => &parts[k],
+            None => acc,
+        };
+        let b: &[Pt] = &parts[r];
+        match trivial_min(a, b) {
+            Some(true) => {}
+            Some(false) => in_part = Some(r),
+            None => {
+                min_general_into(a, b, next);
+                std::mem::swap(acc, next);
+                in_part = None;
+            }
+        }
+    }
+    if let Some(k) = in_part {
+        std::mem::swap(acc, &mut parts[k]);
     }
 }
 
 /// Pointwise minimum of `a` and `b` over the intersection of their domains, into `out`: exactly
 /// what [`crate::plf::pointwise_min_into`] computes (the same samples, crossings searched the
 /// same way), on critical points.
+#[cfg(test)]
 pub(crate) fn min_into(a: &[Pt], b: &[Pt], out: &mut Vec<Pt>) {
+    match trivial_min(a, b) {
+        Some(first) => {
+            let lb = a[0].x.max(b[0].x);
+            let rb = a[a.len() - 1].x.min(b[b.len() - 1].x);
+            assert!(lb <= rb);
+            out.clear();
+            out.extend_from_slice(if first { a } else { b });
+        }
+        None => min_general_into(a, b, out),
+    }
+}
+
+/// [`min_into`] where [`trivial_min`] does not apply.
+fn min_general_into(a: &[Pt], b: &[Pt], out: &mut Vec<Pt>) {
     let lb = a[0].x.max(b[0].x);
     let rb = a[a.len() - 1].x.min(b[b.len() - 1].x);
     assert!(lb <= rb);
     out.clear();
-    if let Some(min) = trivial_min(a, b) {
-        out.extend_from_slice(min);
-        return;
-    }
     let (na, nb) = (a.len(), b.len());
     let (mut ia, mut ib) = (0, 0);
     // Skip what lies before the intersection.
@@ -248,6 +326,7 @@ pub(crate) fn min_into(a: &[Pt], b: &[Pt], out: &mut Vec<Pt>) {
 /// points: what `component_into` followed by transposing every segment gives (the builder's rules
 /// are symmetric in arguments and values), for a function whose arguments and component `r`
 /// never decrease.
+#[cfg(test)]
 pub(crate) fn transposed_component_into(f: &[Segment<Rv>], r: usize, out: &mut Vec<Pt>) {
     out.clear();
     let first = f[0];
@@ -266,6 +345,32 @@ pub(crate) fn transposed_component_into(f: &[Segment<Rv>], r: usize, out: &mut V
             }
         } else {
             push_sample(out, b, s.x1, s.x1);
+        }
+    }
+}
+
+/// [`transposed_component_into`] for every resource, in one pass over `f`.
+pub(crate) fn transposed_components_into(f: &[Segment<Rv>], out: &mut [Vec<Pt>; RESOURCE_COUNT]) {
+    let first = f[0];
+    for (r, o) in out.iter_mut().enumerate() {
+        o.clear();
+        o.push(Pt {
+            x: first.y0[r],
+            l: first.x0,
+            r: first.x0,
+        });
+    }
+    for s in f {
+        for (r, o) in out.iter_mut().enumerate() {
+            let (a, b) = (s.y0[r], s.y1[r]);
+            if a == b {
+                if s.x0 != s.x1 {
+                    let n = o.len();
+                    o[n - 1].r = s.x1;
+                }
+            } else {
+                push_sample(o, b, s.x1, s.x1);
+            }
         }
     }
 }
@@ -327,6 +432,47 @@ pub(crate) fn inverse_part_into(t: &[Pt], g: f64, limit: f64, out: &mut Vec<Pt>)
     true
 }
 
+/// [`inverse_part_into`] that may take `t`'s buffer (leaving `t` unspecified): where the part
+/// keeps every critical point of `t` (the guarantee at its first argument, the limit at its
+/// last; the common case), `t` is shifted in place and swapped into `out` instead of being
+/// re-sampled point by point. The same operations on every point give the same bits, and the
+/// builder's merges cannot differ: they compare values only, which are those `t` was built from
+/// (but for the first point's left limit, which no later merge test reads).
+pub(crate) fn inverse_part_take(t: &mut Vec<Pt>, g: f64, limit: f64, out: &mut Vec<Pt>) -> bool {
+    let n = t.len();
+    if !(n >= 2 && t[0].x == g && t[n - 1].x == limit && limit > g) {
+        return inverse_part_into(t, g, limit, out);
+    }
+    let dx = -g;
+    let r0 = t[0].r + 0.0;
+    let mut last_x = g + dx;
+    t[0] = Pt {
+        x: last_x,
+        l: r0,
+        r: r0,
+    };
+    for p in &mut t[1..] {
+        let x = p.x + dx;
+        if x <= last_x {
+            return false;
+        }
+        last_x = x;
+        *p = Pt {
+            x,
+            l: p.l + 0.0,
+            r: p.r + 0.0,
+        };
+    }
+    let last = t[n - 1];
+    if last.x < 1.0 {
+        push_sample(t, 1.0, last.r, last.r);
+    } else if last.l != last.r {
+        t[n - 1].r = last.l;
+    }
+    std::mem::swap(t, out);
+    true
+}
+
 /// Compresses a stream of segments as [`crate::plf::compress_into`] does.
 ///
 /// `compress_into` checks resources that are zero everywhere (in the whole function) by a
@@ -335,9 +481,16 @@ pub(crate) fn inverse_part_into(t: &[Pt], g: f64, limit: f64, out: &mut Vec<Pt>)
 /// reduces to the shortcut (its bounds are (dx, ±ε) and the chord (dx, 0)), and after a failure
 /// every bound is reset anyway. Straight-line code over the five lanes, which the compiler can
 /// vectorise.
-struct Compressor {
+///
+/// `N` is the number of resources checked the general way: with `N == RESOURCE_COUNT − 1` the
+/// last resource (network) must be zero in every segment fed. On such a resource the general
+/// check always reduces to `dx · ε > 0` (its bounds stay (·, ±ε) and the chord is (dx, 0)),
+/// which is what is checked for it instead.
+struct Compressor<const N: usize> {
     eps: f64,
     out: Vec<Segment<Rv>>,
+    /// Where this function's segments start in `out`.
+    base: usize,
     /// The accumulated segment (valid once `started`).
     acc: Segment<Rv>,
     started: bool,
@@ -348,11 +501,12 @@ struct Compressor {
     by: [f64; RESOURCE_COUNT],
 }
 
-impl Compressor {
-    fn new(eps: f64, mut out: Vec<Segment<Rv>>) -> Compressor {
-        out.clear();
+impl<const N: usize> Compressor<N> {
+    /// A compressor appending to `out` (what it holds stays as it is).
+    fn new(eps: f64, out: Vec<Segment<Rv>>) -> Compressor<N> {
         Compressor {
             eps,
+            base: out.len(),
             out,
             acc: Segment {
                 x0: 0.0,
@@ -368,6 +522,16 @@ impl Compressor {
         }
     }
 
+    /// `push_segment` on this function's segments.
+    #[inline(always)]
+    fn push(&mut self, seg: Segment<Rv>) {
+        if self.out.len() > self.base {
+            push_segment(&mut self.out, seg);
+        } else {
+            self.out.push(seg);
+        }
+    }
+
     /// Starts a new accumulated segment.
     #[inline(always)]
     fn restart(&mut self, x0: f64, y0: &Rv, x1: f64, y1: &Rv) {
@@ -379,7 +543,7 @@ impl Compressor {
         };
         let dx = x1 - x0;
         let eps = self.eps;
-        for r in 0..RESOURCE_COUNT {
+        for r in 0..N {
             self.tx[r] = dx;
             self.ty[r] = (y1.0[r] + eps) - y0.0[r];
             self.bx[r] = dx;
@@ -399,8 +563,8 @@ impl Compressor {
         let eps = self.eps;
         let a = &self.acc.y0.0;
         let b = &y1.0;
-        let mut ok = [false; RESOURCE_COUNT];
-        for r in 0..RESOURCE_COUNT {
+        let mut ok = [false; N];
+        for r in 0..N {
             let dyt = (b[r] + eps) - a[r];
             let dyb = (b[r] - eps) - a[r];
             let dym = b[r] - a[r];
@@ -422,18 +586,20 @@ impl Compressor {
             // The chord stays strictly between: compare(bottom, m) > 0, compare(top, m) < 0.
             ok[r] = (bx * dym - dx * by > 0.0) & (tx * dym - dx * ty < 0.0);
         }
-        if ok.iter().all(|&o| o) {
+        // The zero resources (see the type's documentation).
+        let zero_ok = N == RESOURCE_COUNT || dx * eps > 0.0;
+        if ok.iter().all(|&o| o) && zero_ok {
             self.acc.x1 = x1;
             self.acc.y1 = *y1;
         } else {
-            push_segment(&mut self.out, self.acc);
+            self.push(self.acc);
             self.restart(x0, y0, x1, y1);
         }
     }
 
     fn finish(mut self) -> Vec<Segment<Rv>> {
         assert!(self.started, "a function needs at least one segment");
-        push_segment(&mut self.out, self.acc);
+        self.push(self.acc);
         self.out
     }
 }
@@ -451,7 +617,7 @@ enum Kind {
 /// ends (every segment starts where the previous one ends), that hands every segment to a
 /// [`Compressor`] once no later one can merge into it; `finish` trims a final vertical as
 /// `trim_in_place` does.
-struct VertexBuilder {
+struct VertexBuilder<const N: usize> {
     /// Segments built so far (the last one is `prev → cur`).
     count: usize,
     /// Whether a point was added (`cur` holds it; with no segment yet it only starts one).
@@ -461,10 +627,10 @@ struct VertexBuilder {
     cur_x: f64,
     cur_y: Rv,
     kind: Kind,
-    sink: Compressor,
+    sink: Compressor<N>,
 }
 
-impl VertexBuilder {
+impl<const N: usize> VertexBuilder<N> {
     /// `absorb` of [`crate::plf`] on the segment from `cur` to (x, y), or a new segment.
     #[inline(always)]
     fn push_to(&mut self, x: f64, y: Rv) {
@@ -666,11 +832,25 @@ fn fast_value_right(s: &Segment<Rv>, x: f64) -> Rv {
     }
 }
 
-/// `compress(F ∘ g)` into `out` for a nondecreasing scalar `g` given by its critical points whose
+/// [`compose_compress_append`] into `out`, cleared first.
+#[cfg(test)]
+pub(crate) fn compose_compress_into(
+    f: &[Segment<Rv>],
+    g: &[Pt],
+    eps: f64,
+    outer: &mut Vec<f64>,
+    points: &mut Vec<(f64, f64)>,
+    out: &mut Vec<Segment<Rv>>,
+) {
+    out.clear();
+    compose_compress_append(f, g, eps, outer, points, out);
+}
+
+/// `compress(F ∘ g)` appended to `out` for a nondecreasing scalar `g` given by its critical points whose
 /// values lie in F's domain (F's arguments never decrease): exactly `compose_into` (on
 /// `to_segments(g)`) followed by `compress_into`, without materialising the composition.
 /// `outer` and `points` are scratch space.
-pub(crate) fn compose_compress_into(
+pub(crate) fn compose_compress_append(
     f: &[Segment<Rv>],
     g: &[Pt],
     eps: f64,
@@ -726,9 +906,28 @@ pub(crate) fn compose_compress_into(
         points.sort_unstable_by(by_argument_then_value);
     }
 
+    // Network is zero in many trees (and in the benchmark's): then the compressor skips it.
+    if f.iter()
+        .all(|s| s.y0.0[RESOURCE_COUNT - 1] == 0.0 && s.y1.0[RESOURCE_COUNT - 1] == 0.0)
+    {
+        sample_and_compress::<{ RESOURCE_COUNT - 1 }>(f, points, eps, out);
+    } else {
+        sample_and_compress::<RESOURCE_COUNT>(f, points, eps, out);
+    }
+}
+
+/// The composition's points, sampled on F, through the builder into the compressor (appended
+/// to `out`); with `N < RESOURCE_COUNT`, F's last resource must be zero everywhere.
+#[inline(always)]
+fn sample_and_compress<const N: usize>(
+    f: &[Segment<Rv>],
+    points: &[(f64, f64)],
+    eps: f64,
+    out: &mut Vec<Segment<Rv>>,
+) {
     let mut sampler = FSampler::new(f);
     let n = points.len();
-    let mut b = VertexBuilder {
+    let mut b = VertexBuilder::<N> {
         count: 0,
         started: false,
         prev_x: 0.0,
@@ -907,7 +1106,16 @@ mod tests {
                 let g = pick(&mut rng, lo, limit).min(limit);
                 crate::plf::inverse_part_into(&mut comp, g, limit, true, &mut part);
                 transposed_component_into(&f, r, &mut t);
+                let mut all: [Vec<Pt>; 5] = Default::default();
+                transposed_components_into(&f, &mut all);
+                assert_eq!(
+                    all[r], t,
+                    "case {case} resource {r}: transposed in one pass"
+                );
                 assert!(inverse_part_into(&t, g, limit, &mut p), "case {case}");
+                let (mut taken_from, mut taken) = (t.clone(), Vec::new());
+                assert!(inverse_part_take(&mut taken_from, g, limit, &mut taken));
+                assert_eq!(taken, p, "case {case} resource {r}: part taken");
                 let mut back = Vec::new();
                 to_segments(&p, &mut back);
                 assert_eq!(back, part, "case {case} resource {r}: part");
@@ -927,6 +1135,29 @@ mod tests {
                 from_segments(&acc, &mut pnext);
                 assert_eq!(pnext, pacc, "case {case}: critical points of the minimum");
             }
+            // Values read from the critical points and from the segments.
+            let m = crate::plf::PlfRef::new(&acc);
+            let (lo, hi) = (pacc[0].x, pacc[pacc.len() - 1].x);
+            let mut xs = vec![lo - 0.5, hi + 0.5, (lo + hi) / 2.0];
+            for w in pacc.windows(2) {
+                xs.extend([
+                    w[0].x,
+                    w[1].x,
+                    (w[0].x + w[1].x) / 2.0,
+                    w[0].x * 0.9 + w[1].x * 0.1,
+                ]);
+            }
+            for x in xs {
+                assert_eq!(
+                    value_at(&pacc, x).to_bits(),
+                    m.value_at(x).to_bits(),
+                    "case {case}: value at {x}"
+                );
+            }
+            let mut folded_parts = pt_parts.clone();
+            let (mut folded, mut spare) = (Vec::new(), Vec::new());
+            min_fold(&mut folded_parts, &mut folded, &mut spare);
+            assert_eq!(folded, pacc, "case {case}: the fold");
             if is_nondecreasing(&pacc) && pacc[pacc.len() - 1].x <= f[f.len() - 1].x1 {
                 // M's values are fit factors within F's domain.
                 let (mut composed, mut expected) = (Vec::new(), Vec::new());
@@ -940,6 +1171,27 @@ mod tests {
                 let (mut outer, mut points, mut actual) = (Vec::new(), Vec::new(), Vec::new());
                 compose_compress_into(&f, &pacc, 1e-15, &mut outer, &mut points, &mut actual);
                 assert_eq!(actual, expected, "case {case}: composition");
+                // Appended after another function's segments, which it must leave alone.
+                let point = Segment::new(-1.0, ResourceVector::ZERO, -1.0, ResourceVector::ZERO);
+                let mut appended = vec![point];
+                compose_compress_append(&f, &pacc, 1e-15, &mut outer, &mut points, &mut appended);
+                assert_eq!(appended[0], point, "case {case}: appended");
+                assert_eq!(appended[1..], expected[..], "case {case}: appended");
+                // With network zero everywhere (the compressor then skips it).
+                let mut f0 = f.clone();
+                for s in &mut f0 {
+                    s.y0.0[4] = 0.0;
+                    s.y1.0[4] = 0.0;
+                }
+                crate::plf::compose_into(
+                    &f0,
+                    &acc,
+                    &mut crate::plf::ComposeScratch::default(),
+                    &mut composed,
+                );
+                crate::plf::compress_into(&composed, 1e-15, &mut expected);
+                compose_compress_into(&f0, &pacc, 1e-15, &mut outer, &mut points, &mut actual);
+                assert_eq!(actual, expected, "case {case}: composition without network");
                 compositions += 1;
             }
         }

@@ -43,6 +43,9 @@ pub(crate) struct ImprovedPool {
     /// concatenated; `ranges[c]` holds child c's.
     segments: Vec<Segment<Rv>>,
     ranges: Vec<Range<usize>>,
+    /// Whether no child's arguments decrease (then one search finds a child's segments at two
+    /// consecutive steps).
+    forward: bool,
 }
 
 impl ImprovedPool {
@@ -79,10 +82,12 @@ impl ImprovedPool {
             points.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         }
         exact_f(children, &points, scratch, f);
+        let forward = children.iter().all(|c| c.iter().all(|s| s.x0 <= s.x1));
         ImprovedPool {
             points,
             segments,
             ranges,
+            forward,
         }
     }
 
@@ -90,12 +95,36 @@ impl ImprovedPool {
     fn at_step(&self, c: usize, k: usize) -> (Rv, Rv) {
         let (x, j) = self.points[k];
         let f = PlfRef::new(&self.segments[self.ranges[c].clone()]);
-        let (left, right) = f.limits_at(x);
-        match c.cmp(&(j as usize)) {
-            Ordering::Less => (right, right),
-            Ordering::Greater => (left, left),
-            Ordering::Equal => (left, right),
+        step_values(c, j, f.limits_at(x))
+    }
+
+    /// Child `c`'s values arriving at and leaving step k, and arriving at step k + 1 (which
+    /// exists): what [`Self::at_step`] gives, with one search where no child's arguments
+    /// decrease (the first segment reaching the argument of step k + 1, which is not below
+    /// that of step k, is found by moving forward from the one reaching step k's).
+    fn at_step_and_next(&self, c: usize, k: usize) -> (Rv, Rv, Rv) {
+        if !self.forward {
+            let (arriving, leaving) = self.at_step(c, k);
+            return (arriving, leaving, self.at_step(c, k + 1).0);
         }
+        let ((x, j), (x_next, j_next)) = (self.points[k], self.points[k + 1]);
+        let segs = &self.segments[self.ranges[c].clone()];
+        let n = segs.len();
+        // `PlfRef::limits_at` from the first segment with x1 >= x (searched from `p`).
+        let limits = |p: usize, x: f64| {
+            let mut i = p.min(n - 1);
+            if segs[i].x1 == x && i + 1 < n && segs[i + 1].is_vertical() {
+                i += 1;
+            }
+            segs[i].limits_at(x)
+        };
+        let mut p = segs.partition_point(|s| s.x1 < x);
+        let (arriving, leaving) = step_values(c, j, limits(p, x));
+        while p < n && segs[p].x1 < x_next {
+            p += 1;
+        }
+        let (next, _) = step_values(c, j_next, limits(p, x_next));
+        (arriving, leaving, next)
     }
 
     /// An evaluator of all children's shares, with room for `children` values.
@@ -109,6 +138,17 @@ impl ImprovedPool {
             arriving_next: Vec::with_capacity(n),
             delta: Vec::with_capacity(n),
         }
+    }
+}
+
+/// Child `c`'s values arriving at and leaving a step whose stepping child is `j`, from its
+/// (left, right) limits at the step's argument: children before `j` have already stepped
+/// (their right limit), children after it have not (their left limit), `j` itself steps.
+fn step_values(c: usize, j: u32, (left, right): (Rv, Rv)) -> (Rv, Rv) {
+    match c.cmp(&(j as usize)) {
+        Ordering::Less => (right, right),
+        Ordering::Greater => (left, left),
+        Ordering::Equal => (left, right),
     }
 }
 
@@ -139,13 +179,16 @@ impl ShareEvaluator<'_> {
         self.arriving_next.clear();
         self.delta.clear();
         for c in 0..pool.ranges.len() {
-            let (arriving, leaving) = pool.at_step(c, k);
-            self.arriving.push(arriving);
-            self.leaving.push(leaving);
             if k < last {
-                let next = pool.at_step(c, k + 1).0;
+                let (arriving, leaving, next) = pool.at_step_and_next(c, k);
+                self.arriving.push(arriving);
+                self.leaving.push(leaving);
                 self.arriving_next.push(next);
                 self.delta.push(next.sub(leaving));
+            } else {
+                let (arriving, leaving) = pool.at_step(c, k);
+                self.arriving.push(arriving);
+                self.leaving.push(leaving);
             }
         }
         self.cached = Some(k);

@@ -59,10 +59,18 @@ struct Functions {
     f_right_bound: f64,
     m_size: usize,
     /// M is kept only where the top-down pass reads it: pools in classic mode.
-    m: Option<Range<usize>>,
+    m: Option<KeptM>,
     s: Range<usize>,
     /// Normal pools in improved mode: how to evaluate the children's shares by fit factor.
     improved: Option<ImprovedPool>,
+}
+
+/// Where an element's M is kept: as critical points in `m_points` (when it was built on
+/// them) or as segments in `m_arena`.
+#[derive(Clone)]
+enum KeptM {
+    Points(Range<usize>),
+    Segments(Range<usize>),
 }
 
 /// Buffers reused from one element's functions to the next.
@@ -87,7 +95,7 @@ struct Scratch {
     compose: ComposeScratch,
     /// On critical points: a transposed component of F, the parts of M, and the
     /// pointwise-minimum accumulators.
-    crit_t: Vec<Pt>,
+    crit_t: [Vec<Pt>; RESOURCE_COUNT],
     crit_parts: [Vec<Pt>; RESOURCE_COUNT],
     crit_acc: Vec<Pt>,
     crit_next: Vec<Pt>,
@@ -98,13 +106,109 @@ struct Scratch {
     improved: crate::improved::BuildScratch,
 }
 
+/// Every element's attributes while the update computes them, one vector per attribute
+/// ([`ElementAttributes`] without what the functions give at the end): the passes over all
+/// elements read and write a few attributes each, and a record per element (about a kilobyte)
+/// would make every pass stride through a hundred megabytes. The output records are written
+/// once, at the end ([`Update::write_attributes`]).
+#[derive(Default)]
+struct Attrs {
+    weight: Vec<f64>,
+    fair_share: Vec<DetailedFairShare>,
+    promised_guarantee_fair_share: Vec<DetailedFairShare>,
+    usage_share: Vec<Rv>,
+    demand_share: Vec<Rv>,
+    limits_share: Vec<Rv>,
+    strong_guarantee_share: Vec<Rv>,
+    strong_guarantee_share_by_tier: Vec<[Rv; 2]>,
+    proposed_integral_share: Vec<Rv>,
+    estimated_guarantee_share: Vec<Rv>,
+    inferred_strong_guarantee_resources: Vec<Resources>,
+    burst_ratio: Vec<f64>,
+    total_burst_ratio: Vec<f64>,
+    resource_flow_ratio: Vec<f64>,
+    total_resource_flow_ratio: Vec<f64>,
+    volume_overflow: Vec<ResourceVolume>,
+    acceptable_volume: Vec<ResourceVolume>,
+    accepted_free_volume: Vec<ResourceVolume>,
+    children_volume_overflow: Vec<ResourceVolume>,
+    dominant_resource: Vec<ResourceKind>,
+    fifo_index: Vec<Option<usize>>,
+    effective_fifo_index: Vec<Option<usize>>,
+}
+
+impl Attrs {
+    /// `n` elements with [`ElementAttributes::default`]'s values, keeping the allocations.
+    fn reset(&mut self, n: usize) {
+        let d = ElementAttributes::default();
+        fn fill<T: Clone>(v: &mut Vec<T>, n: usize, value: T) {
+            v.clear();
+            v.resize(n, value);
+        }
+        fill(&mut self.weight, n, d.weight);
+        fill(&mut self.fair_share, n, d.fair_share);
+        fill(
+            &mut self.promised_guarantee_fair_share,
+            n,
+            d.promised_guarantee_fair_share,
+        );
+        fill(&mut self.usage_share, n, d.usage_share);
+        fill(&mut self.demand_share, n, d.demand_share);
+        fill(&mut self.limits_share, n, d.limits_share);
+        fill(
+            &mut self.strong_guarantee_share,
+            n,
+            d.strong_guarantee_share,
+        );
+        fill(
+            &mut self.strong_guarantee_share_by_tier,
+            n,
+            d.strong_guarantee_share_by_tier,
+        );
+        fill(
+            &mut self.proposed_integral_share,
+            n,
+            d.proposed_integral_share,
+        );
+        fill(
+            &mut self.estimated_guarantee_share,
+            n,
+            d.estimated_guarantee_share,
+        );
+        fill(
+            &mut self.inferred_strong_guarantee_resources,
+            n,
+            d.inferred_strong_guarantee_resources,
+        );
+        fill(&mut self.burst_ratio, n, d.burst_ratio);
+        fill(&mut self.total_burst_ratio, n, d.total_burst_ratio);
+        fill(&mut self.resource_flow_ratio, n, d.resource_flow_ratio);
+        fill(
+            &mut self.total_resource_flow_ratio,
+            n,
+            d.total_resource_flow_ratio,
+        );
+        fill(&mut self.volume_overflow, n, d.volume_overflow);
+        fill(&mut self.acceptable_volume, n, d.acceptable_volume);
+        fill(&mut self.accepted_free_volume, n, d.accepted_free_volume);
+        fill(
+            &mut self.children_volume_overflow,
+            n,
+            d.children_volume_overflow,
+        );
+        fill(&mut self.dominant_resource, n, d.dominant_resource);
+        fill(&mut self.fifo_index, n, d.fifo_index);
+        fill(&mut self.effective_fifo_index, n, d.effective_fifo_index);
+    }
+}
+
 struct Update<'a> {
     tree: &'a mut Tree,
     total: Resources,
     opts: &'a UpdateOptions,
     now: f64,
     previous: Option<f64>,
-    attrs: Vec<ElementAttributes>,
+    attrs: Attrs,
     usage: Vec<Resources>,
     demand: Vec<Resources>,
     /// Children in the order the update uses (FIFO pools: sorted, maybe reordered).
@@ -113,10 +217,14 @@ struct Update<'a> {
     /// Segments of every element's S and M (ranges in `Functions`).
     s_arena: Vec<Segment<Rv>>,
     m_arena: Vec<Segment<f64>>,
+    m_points: Vec<Pt>,
     burst_pools: Vec<ElementIndex>,
     relaxed_pools: Vec<ElementIndex>,
     fifo_pools: Vec<ElementIndex>,
     priority_without_donor: Vec<bool>,
+    /// Whether each element is an operation (the passes over all elements ask this of every
+    /// element; the tree's records are several hundred bytes each).
+    is_op: Vec<bool>,
     errors: Vec<UpdateError>,
     warnings: Vec<UpdateWarning>,
     clock: &'a dyn PhaseClock,
@@ -148,12 +256,14 @@ impl Default for Tuning {
 /// allocating them afresh costs a page fault per page on every update.
 #[derive(Default)]
 struct Buffers {
+    attrs: Attrs,
     usage: Vec<Resources>,
     demand: Vec<Resources>,
     order: Vec<Vec<ElementIndex>>,
     functions: Vec<Option<Functions>>,
     s_arena: Vec<Segment<Rv>>,
     m_arena: Vec<Segment<f64>>,
+    m_points: Vec<Pt>,
     scratch: Scratch,
 }
 
@@ -165,9 +275,9 @@ thread_local! {
 /// Runs one fair-share update over `tree` (advancing its persistent integral state) and returns
 /// every element's attributes, indexed like the tree.
 ///
-/// The update keeps its working memory (function arenas, per-element tables; about as large as
-/// the returned attributes) for the next update on the same thread; it holds no other state
-/// between calls.
+/// The update keeps its working memory (function arenas and per-element tables, among them
+/// every attribute of every element; together about twice as large as the returned
+/// attributes) for the next update on the same thread; it holds no other state between calls.
 pub fn update(tree: &mut Tree, input: &UpdateInput, clock: &dyn PhaseClock) -> UpdateOutput {
     update_with(tree, input, clock, Tuning::default())
 }
@@ -229,27 +339,30 @@ pub(crate) fn update_with_into(
     s_arena.clear();
     let mut m_arena = std::mem::take(&mut buffers.m_arena);
     m_arena.clear();
+    let mut m_points = std::mem::take(&mut buffers.m_points);
+    m_points.clear();
+    let mut attrs = std::mem::take(&mut buffers.attrs);
+    attrs.reset(n);
+    let is_op = tree.elements().iter().map(|e| e.is_operation()).collect();
     let mut u = Update {
         tree,
         total: input.total_resources,
         opts: &input.options,
         now: input.now_seconds,
         previous: input.previous_update_seconds,
-        attrs: refill(
-            std::mem::take(&mut out.attributes),
-            n,
-            ElementAttributes::default(),
-        ),
+        attrs,
         usage: refill(std::mem::take(&mut buffers.usage), n, Resources::ZERO),
         demand: refill(std::mem::take(&mut buffers.demand), n, Resources::ZERO),
         order,
         functions,
         s_arena,
         m_arena,
+        m_points,
         burst_pools: Vec::new(),
         relaxed_pools: Vec::new(),
         fifo_pools: Vec::new(),
         priority_without_donor: vec![false; n],
+        is_op,
         errors: Vec::new(),
         warnings: Vec::new(),
         clock,
@@ -259,20 +372,24 @@ pub(crate) fn update_with_into(
         scratch: std::mem::take(&mut buffers.scratch),
     };
     u.run();
+    let mut attributes = std::mem::take(&mut out.attributes);
+    u.write_attributes(&mut attributes);
     let buffers = Buffers {
+        attrs: std::mem::take(&mut u.attrs),
         usage: std::mem::take(&mut u.usage),
         demand: std::mem::take(&mut u.demand),
         order: std::mem::take(&mut u.order),
         functions: std::mem::take(&mut u.functions),
         s_arena: std::mem::take(&mut u.s_arena),
         m_arena: std::mem::take(&mut u.m_arena),
+        m_points: std::mem::take(&mut u.m_points),
         scratch: std::mem::take(&mut u.scratch),
     };
     BUFFERS.with(|b| *b.borrow_mut() = Some(buffers));
     let mut timings = u.timings;
     timings.total_ns = clock.now_ns().saturating_sub(start);
     *out = UpdateOutput {
-        attributes: u.attrs,
+        attributes,
         errors: u.errors,
         warnings: u.warnings,
         timings,
@@ -339,11 +456,11 @@ impl Update<'_> {
     }
 
     fn is_operation(&self, i: ElementIndex) -> bool {
-        self.tree.element(i).is_operation()
+        self.is_op[i]
     }
 
     fn weight(&self, i: ElementIndex) -> f64 {
-        self.attrs[i].weight
+        self.attrs.weight[i]
     }
 
     fn integral_type(&self, i: ElementIndex) -> IntegralGuaranteeType {
@@ -363,7 +480,7 @@ impl Update<'_> {
     }
 
     fn guarantee_share(&self, i: ElementIndex) -> Rv {
-        self.attrs[i].strong_guarantee_share + self.attrs[i].proposed_integral_share
+        self.attrs.strong_guarantee_share[i] + self.attrs.proposed_integral_share[i]
     }
 
     fn run(&mut self) {
@@ -399,17 +516,55 @@ impl Update<'_> {
         self.compute_promised_guarantee(ROOT);
         self.update_root_fair_share();
         self.timings.top_down_ns = self.now_ns() - t2;
+    }
 
-        for i in 0..self.tree.len() {
-            if let Some(f) = &self.functions[i] {
-                self.attrs[i].limited_demand_share = self.s_arena[f.s.end - 1].y1;
-                self.attrs[i].function_sizes = FunctionSizes {
-                    fair_share_by_fit_factor: f.f_size,
-                    max_fit_factor_by_suggestion: f.m_size,
-                    fair_share_by_suggestion: f.s.len(),
-                };
+    /// The output records, into `out` (cleared first, its allocation kept), in one sequential
+    /// pass: the attributes and, from the functions, the limited demand share and the
+    /// functions' sizes.
+    fn write_attributes(&self, out: &mut Vec<ElementAttributes>) {
+        let n = self.tree.len();
+        out.clear();
+        out.reserve(n);
+        let a = &self.attrs;
+        out.extend((0..n).map(|i| {
+            let (limited_demand_share, function_sizes) = match &self.functions[i] {
+                Some(f) => (
+                    self.s_arena[f.s.end - 1].y1,
+                    FunctionSizes {
+                        fair_share_by_fit_factor: f.f_size,
+                        max_fit_factor_by_suggestion: f.m_size,
+                        fair_share_by_suggestion: f.s.len(),
+                    },
+                ),
+                None => (Rv::ZERO, FunctionSizes::default()),
+            };
+            ElementAttributes {
+                weight: a.weight[i],
+                fair_share: a.fair_share[i],
+                promised_guarantee_fair_share: a.promised_guarantee_fair_share[i],
+                usage_share: a.usage_share[i],
+                demand_share: a.demand_share[i],
+                limits_share: a.limits_share[i],
+                strong_guarantee_share: a.strong_guarantee_share[i],
+                strong_guarantee_share_by_tier: a.strong_guarantee_share_by_tier[i],
+                proposed_integral_share: a.proposed_integral_share[i],
+                estimated_guarantee_share: a.estimated_guarantee_share[i],
+                inferred_strong_guarantee_resources: a.inferred_strong_guarantee_resources[i],
+                burst_ratio: a.burst_ratio[i],
+                total_burst_ratio: a.total_burst_ratio[i],
+                resource_flow_ratio: a.resource_flow_ratio[i],
+                total_resource_flow_ratio: a.total_resource_flow_ratio[i],
+                volume_overflow: a.volume_overflow[i],
+                acceptable_volume: a.acceptable_volume[i],
+                accepted_free_volume: a.accepted_free_volume[i],
+                children_volume_overflow: a.children_volume_overflow[i],
+                dominant_resource: a.dominant_resource[i],
+                fifo_index: a.fifo_index[i],
+                effective_fifo_index: a.effective_fifo_index[i],
+                limited_demand_share,
+                function_sizes,
             }
-        }
+        }));
     }
 
     // ---- 1. validation ---------------------------------------------------------------------
@@ -463,7 +618,7 @@ impl Update<'_> {
     // ---- 2. inferred strong guarantees -----------------------------------------------------
 
     fn infer_strong_guarantees(&mut self) {
-        self.attrs[ROOT].inferred_strong_guarantee_resources = self.total;
+        self.attrs.inferred_strong_guarantee_resources[ROOT] = self.total;
         let main = self.opts.main_resource;
         for p in self.tree.preorder() {
             if self.is_operation(p) {
@@ -479,10 +634,10 @@ impl Update<'_> {
                     .map(|pool| pool.strong_guarantee_resources)
                     .unwrap_or_default();
                 let inferred = configured.or_zero();
-                self.attrs[c].inferred_strong_guarantee_resources = inferred;
+                self.attrs.inferred_strong_guarantee_resources[c] = inferred;
                 explicit_sum = explicit_sum.add(&inferred);
             }
-            let parent = self.attrs[p].inferred_strong_guarantee_resources;
+            let parent = self.attrs.inferred_strong_guarantee_resources[p];
             let residual = parent.sub(&explicit_sum).max(&Resources::ZERO);
             let parent_main = parent.get(main);
             let is_root = p == ROOT;
@@ -501,7 +656,7 @@ impl Update<'_> {
                     if configured {
                         continue;
                     }
-                    let child_main = self.attrs[c].inferred_strong_guarantee_resources.get(main);
+                    let child_main = self.attrs.inferred_strong_guarantee_resources[c].get(main);
                     let ratio = if parent_main > 0.0 {
                         child_main / parent_main
                     } else {
@@ -520,9 +675,7 @@ impl Update<'_> {
                 }
                 for (k, &c) in children.iter().enumerate() {
                     if let Some(v) = implicit[k] {
-                        self.attrs[c]
-                            .inferred_strong_guarantee_resources
-                            .set(kind, v);
+                        self.attrs.inferred_strong_guarantee_resources[c].set(kind, v);
                     }
                 }
             }
@@ -556,17 +709,17 @@ impl Update<'_> {
                 ),
                 _ => (0.0, 0.0),
             };
-            self.attrs[i].burst_ratio = burst;
-            self.attrs[i].total_burst_ratio = burst;
-            self.attrs[i].resource_flow_ratio = flow;
-            self.attrs[i].total_resource_flow_ratio = flow;
+            self.attrs.burst_ratio[i] = burst;
+            self.attrs.total_burst_ratio[i] = burst;
+            self.attrs.resource_flow_ratio[i] = flow;
+            self.attrs.total_resource_flow_ratio[i] = flow;
             let mut usage = Resources::ZERO;
             let mut demand = Resources::ZERO;
             for k in 0..self.children(i).len() {
                 let c = self.children(i)[k];
                 self.update_cumulative_attributes(c);
-                self.attrs[i].total_resource_flow_ratio += self.attrs[c].total_resource_flow_ratio;
-                self.attrs[i].total_burst_ratio += self.attrs[c].total_burst_ratio;
+                self.attrs.total_resource_flow_ratio[i] += self.attrs.total_resource_flow_ratio[c];
+                self.attrs.total_burst_ratio[i] += self.attrs.total_burst_ratio[c];
                 usage = usage.add(&self.usage[c]);
                 demand = demand.add(&self.demand[c]);
             }
@@ -581,22 +734,21 @@ impl Update<'_> {
         if let Some(op) = element.operation() {
             limits_share = limits_share.min(&op.best_allocation_share);
         }
-        let a = &mut self.attrs[i];
-        a.limits_share = limits_share;
-        a.strong_guarantee_share =
-            Rv::from_resources(&a.inferred_strong_guarantee_resources, &total);
-        a.dominant_resource = if self.usage[i].is_zero() {
+        let a = &mut self.attrs;
+        a.limits_share[i] = limits_share;
+        a.strong_guarantee_share[i] =
+            Rv::from_resources(&a.inferred_strong_guarantee_resources[i], &total);
+        a.dominant_resource[i] = if self.usage[i].is_zero() {
             dominant_resource(&self.demand[i], &total)
         } else {
             dominant_resource(&self.usage[i], &total)
         };
-        a.usage_share = Rv::from_resources(&self.usage[i], &total);
-        a.demand_share = Rv::from_resources(&self.demand[i], &total);
-        if !a.demand_share.dominates(&a.usage_share) {
-            let msg = format!(
-                "usage share {:?} exceeds demand share {:?}",
-                a.usage_share, a.demand_share
-            );
+        let usage_share = Rv::from_resources(&self.usage[i], &total);
+        let demand_share = Rv::from_resources(&self.demand[i], &total);
+        a.usage_share[i] = usage_share;
+        a.demand_share[i] = demand_share;
+        if !demand_share.dominates(&usage_share) {
+            let msg = format!("usage share {usage_share:?} exceeds demand share {demand_share:?}");
             self.warn(i, msg);
         }
 
@@ -607,9 +759,9 @@ impl Update<'_> {
         if i == ROOT {
             let mut sg = Rv::ZERO;
             for &c in self.children(ROOT) {
-                sg = sg + self.attrs[c].strong_guarantee_share;
+                sg = sg + self.attrs.strong_guarantee_share[c];
             }
-            self.attrs[ROOT].strong_guarantee_share = sg;
+            self.attrs.strong_guarantee_share[ROOT] = sg;
         }
     }
 
@@ -649,8 +801,8 @@ impl Update<'_> {
             std::cmp::Ordering::Equal
         });
         for (k, &c) in sorted.iter().enumerate() {
-            self.attrs[c].fifo_index = Some(k);
-            self.attrs[c].effective_fifo_index = None;
+            self.attrs.fifo_index[c] = Some(k);
+            self.attrs.effective_fifo_index[c] = None;
         }
         self.order[i] = sorted;
     }
@@ -659,14 +811,16 @@ impl Update<'_> {
     /// (`infer_weight_from_guarantees_share_multiplier`).
     fn infer_weights(&mut self) {
         for i in 0..self.tree.len() {
-            self.attrs[i].weight = self.tree.element(i).weight;
+            self.attrs.weight[i] = self.tree.element(i).weight;
         }
         let Some(multiplier) = self.opts.infer_weight_from_guarantees_share_multiplier else {
             return;
         };
-        let quantity = |a: &ElementAttributes| {
-            a.strong_guarantee_share.max_component() + a.total_resource_flow_ratio
+        let a = &self.attrs;
+        let quantity = |i: ElementIndex| {
+            a.strong_guarantee_share[i].max_component() + a.total_resource_flow_ratio[i]
         };
+        let mut weights = Vec::new();
         for i in 0..self.tree.len() {
             let infer = self.tree.element(i).pool().is_some_and(|p| p.infer_weight);
             let Some(parent) = self.tree.element(i).parent else {
@@ -675,13 +829,19 @@ impl Update<'_> {
             if !infer {
                 continue;
             }
-            let own = quantity(&self.attrs[i]);
-            let of_parent = quantity(&self.attrs[parent]);
-            self.attrs[i].weight = if own < EPSILON || of_parent < EPSILON {
-                1.0
-            } else {
-                multiplier * own / of_parent
-            };
+            let own = quantity(i);
+            let of_parent = quantity(parent);
+            weights.push((
+                i,
+                if own < EPSILON || of_parent < EPSILON {
+                    1.0
+                } else {
+                    multiplier * own / of_parent
+                },
+            ));
+        }
+        for (i, w) in weights {
+            self.attrs.weight[i] = w;
         }
     }
 
@@ -709,7 +869,7 @@ impl Update<'_> {
             return;
         };
         let period = self.now - previous;
-        let flow_ratio = self.attrs[p].resource_flow_ratio;
+        let flow_ratio = self.attrs.resource_flow_ratio[p];
         let can_accept = self
             .tree
             .element(p)
@@ -724,9 +884,9 @@ impl Update<'_> {
         acc = acc.sub(&period_volume.scale(state.last_share_ratio));
         acc = acc.max(&ResourceVolume::ZERO);
         let upper = old.max(&capacity);
-        self.attrs[p].volume_overflow = acc.sub(&upper).max(&ResourceVolume::ZERO);
+        self.attrs.volume_overflow[p] = acc.sub(&upper).max(&ResourceVolume::ZERO);
         if can_accept {
-            self.attrs[p].acceptable_volume = capacity.sub(&acc).max(&ResourceVolume::ZERO);
+            self.attrs.acceptable_volume[p] = capacity.sub(&acc).max(&ResourceVolume::ZERO);
         }
         state.accumulated_volume = acc.min(&upper);
     }
@@ -736,16 +896,16 @@ impl Update<'_> {
             return;
         }
         let mut children_acceptable = ResourceVolume::ZERO;
-        let mut children_overflow = self.attrs[i].children_volume_overflow;
+        let mut children_overflow = self.attrs.children_volume_overflow[i];
         for k in 0..self.children(i).len() {
             let c = self.children(i)[k];
             if self.tree.element(c).pool().is_some() {
                 self.update_overflow_and_acceptable_volumes(c);
-                children_overflow = children_overflow.add(&self.attrs[c].volume_overflow);
-                children_acceptable = children_acceptable.add(&self.attrs[c].acceptable_volume);
+                children_overflow = children_overflow.add(&self.attrs.volume_overflow[c]);
+                children_acceptable = children_acceptable.add(&self.attrs.acceptable_volume[c]);
             }
         }
-        self.attrs[i].children_volume_overflow = children_overflow;
+        self.attrs.children_volume_overflow[i] = children_overflow;
         let can_accept = self
             .tree
             .element(i)
@@ -761,12 +921,12 @@ impl Update<'_> {
                 acceptable.set_raw(r, -diff);
             }
         }
-        self.attrs[i].volume_overflow = overflow;
-        self.attrs[i].acceptable_volume = acceptable;
+        self.attrs.volume_overflow[i] = overflow;
+        self.attrs.acceptable_volume[i] = acceptable;
     }
 
     fn distribute_free_volume(&mut self, i: ElementIndex) {
-        let mut free = self.attrs[i].accepted_free_volume;
+        let mut free = self.attrs.accepted_free_volume[i];
         if self.integral_type(i) != IntegralGuaranteeType::None {
             if !free.is_zero() {
                 let state = &mut self.tree.element_mut(i).integral_state;
@@ -778,7 +938,7 @@ impl Update<'_> {
             p.integral_guarantees
                 .should_distribute_free_volume_among_children
         });
-        let overflow = self.attrs[i].children_volume_overflow;
+        let overflow = self.attrs.children_volume_overflow[i];
         if distribute && !(free.is_zero() && overflow.is_zero()) {
             free = free.add(&overflow);
             let children = self.children(i).to_vec();
@@ -790,8 +950,8 @@ impl Update<'_> {
                 let mut hungry: Vec<(ElementIndex, f64, f64)> = Vec::new();
                 let mut weight_sum = 0.0;
                 for &c in &children {
-                    let acceptable_natural = self.attrs[c].acceptable_volume.values()[r];
-                    let weight = self.attrs[c].total_resource_flow_ratio;
+                    let acceptable_natural = self.attrs.acceptable_volume[c].values()[r];
+                    let weight = self.attrs.total_resource_flow_ratio[c];
                     if acceptable_natural > EPSILON && weight > EPSILON {
                         hungry.push((c, weight, acceptable_natural / weight));
                         weight_sum += weight;
@@ -802,7 +962,7 @@ impl Update<'_> {
                 while k < hungry.len() {
                     let (c, w, _) = hungry[k];
                     let suggested = free.raw(r) * (w / weight_sum);
-                    let acceptable = self.attrs[c].acceptable_volume.raw(r);
+                    let acceptable = self.attrs.acceptable_volume[c].raw(r);
                     let suggested_cast = if r == ResourceKind::Cpu.index() {
                         suggested.round()
                     } else {
@@ -811,7 +971,7 @@ impl Update<'_> {
                     if suggested_cast < acceptable {
                         break;
                     }
-                    self.attrs[c].accepted_free_volume.set_raw(r, acceptable);
+                    self.attrs.accepted_free_volume[c].set_raw(r, acceptable);
                     free.set_raw(r, free.raw(r) - acceptable);
                     weight_sum -= w;
                     k += 1;
@@ -819,7 +979,7 @@ impl Update<'_> {
                 while k < hungry.len() {
                     let (c, w, _) = hungry[k];
                     let suggested = free.raw(r) * (w / weight_sum);
-                    self.attrs[c].accepted_free_volume.set_raw(r, suggested);
+                    self.attrs.accepted_free_volume[c].set_raw(r, suggested);
                     k += 1;
                 }
             }
@@ -836,11 +996,11 @@ impl Update<'_> {
 
     fn validate_and_adjust_guarantees(&mut self) {
         let total = self.total;
-        let flow = total.scale(self.attrs[ROOT].total_resource_flow_ratio);
-        let burst = total.scale(self.attrs[ROOT].total_burst_ratio);
+        let flow = total.scale(self.attrs.total_resource_flow_ratio[ROOT]);
+        let burst = total.scale(self.attrs.total_burst_ratio[ROOT]);
         let mut strong = Resources::ZERO;
         for &c in self.children(ROOT) {
-            strong = strong.add(&self.attrs[c].inferred_strong_guarantee_resources);
+            strong = strong.add(&self.attrs.inferred_strong_guarantee_resources[c]);
         }
         let strong_plus_flow = strong.add(&flow);
         if !total.dominates(&strong_plus_flow) {
@@ -857,11 +1017,11 @@ impl Update<'_> {
                     total,
                     strong_plus_burst,
                 });
-            let root_sg = self.attrs[ROOT].strong_guarantee_share;
+            let root_sg = self.attrs.strong_guarantee_share[ROOT];
             let ratios: Vec<f64> = self
                 .burst_pools
                 .iter()
-                .map(|&p| self.attrs[p].burst_ratio)
+                .map(|&p| self.attrs.burst_ratio[p])
                 .collect();
             let fit = inverse_lower_bound(0.0, 1.0, |f| {
                 let mut sum = root_sg * f;
@@ -870,15 +1030,15 @@ impl Update<'_> {
                 }
                 Rv::ONES.dominates(&sum)
             });
-            self.attrs[ROOT].strong_guarantee_share = root_sg * fit;
+            self.attrs.strong_guarantee_share[ROOT] = root_sg * fit;
             for k in 0..self.burst_pools.len() {
                 let p = self.burst_pools[k];
-                self.attrs[p].burst_ratio *= fit;
+                self.attrs.burst_ratio[p] *= fit;
             }
         }
         self.compute_tiers(ROOT);
         self.adjust_strong_guarantees(ROOT);
-        self.attrs[ROOT].estimated_guarantee_share = self.attrs[ROOT].strong_guarantee_share;
+        self.attrs.estimated_guarantee_share[ROOT] = self.attrs.strong_guarantee_share[ROOT];
         self.compute_estimated_guarantee_share(ROOT);
     }
 
@@ -891,7 +1051,7 @@ impl Update<'_> {
             let c = self.children(i)[k];
             self.compute_tiers(c);
             child_priority =
-                child_priority + self.attrs[c].strong_guarantee_share_by_tier[TIER_PRIORITY_POOLS];
+                child_priority + self.attrs.strong_guarantee_share_by_tier[c][TIER_PRIORITY_POOLS];
         }
         let (priority, donor) = self.tree.element(i).pool().map_or((false, false), |p| {
             (
@@ -900,8 +1060,8 @@ impl Update<'_> {
             )
         });
         let priority = priority && !self.priority_without_donor[i];
-        let sg = self.attrs[i].strong_guarantee_share;
-        self.attrs[i].strong_guarantee_share_by_tier = if priority {
+        let sg = self.attrs.strong_guarantee_share[i];
+        self.attrs.strong_guarantee_share_by_tier[i] = if priority {
             [sg, Rv::ZERO]
         } else if donor {
             [Rv::ZERO, sg]
@@ -914,10 +1074,8 @@ impl Update<'_> {
         if self.is_operation(p) {
             return;
         }
-        let sg = self.attrs[p]
-            .strong_guarantee_share
-            .min(&self.attrs[p].limits_share);
-        self.attrs[p].strong_guarantee_share = sg;
+        let sg = self.attrs.strong_guarantee_share[p].min(&self.attrs.limits_share[p]);
+        self.attrs.strong_guarantee_share[p] = sg;
         let children = self.children(p).to_vec();
         let tiers = [TIER_PRIORITY_POOLS, TIER_REGULAR_POOLS];
         let mut fixed = Rv::ZERO;
@@ -926,7 +1084,7 @@ impl Update<'_> {
             let tier = tiers[tier_index];
             let mut tier_total = Rv::ZERO;
             for &c in &children {
-                tier_total = tier_total + self.attrs[c].strong_guarantee_share_by_tier[tier];
+                tier_total = tier_total + self.attrs.strong_guarantee_share_by_tier[c][tier];
             }
             let mut available = sg - fixed;
             if !(available + EPS_VEC).dominates(&Rv::ZERO) {
@@ -939,7 +1097,7 @@ impl Update<'_> {
             if !available.dominates(&tier_total) {
                 let values: Vec<Rv> = children
                     .iter()
-                    .map(|&c| self.attrs[c].strong_guarantee_share_by_tier[tier])
+                    .map(|&c| self.attrs.strong_guarantee_share_by_tier[c][tier])
                     .collect();
                 let fit = inverse_lower_bound(0.0, 1.0, |f| {
                     let mut sum = Rv::ZERO;
@@ -949,7 +1107,7 @@ impl Update<'_> {
                     available.dominates(&sum)
                 });
                 for (k, &c) in children.iter().enumerate() {
-                    self.attrs[c].strong_guarantee_share_by_tier[tier] = values[k] * fit;
+                    self.attrs.strong_guarantee_share_by_tier[c][tier] = values[k] * fit;
                 }
                 break;
             }
@@ -959,16 +1117,16 @@ impl Update<'_> {
         tier_index += 1;
         while tier_index < tiers.len() {
             for &c in &children {
-                self.attrs[c].strong_guarantee_share_by_tier[tiers[tier_index]] = Rv::ZERO;
+                self.attrs.strong_guarantee_share_by_tier[c][tiers[tier_index]] = Rv::ZERO;
             }
             tier_index += 1;
         }
         for &c in &children {
             let mut sum = Rv::ZERO;
             for tier in tiers {
-                sum = sum + self.attrs[c].strong_guarantee_share_by_tier[tier];
+                sum = sum + self.attrs.strong_guarantee_share_by_tier[c][tier];
             }
-            self.attrs[c].strong_guarantee_share = sum;
+            self.attrs.strong_guarantee_share[c] = sum;
         }
         for &c in &children {
             self.adjust_strong_guarantees(c);
@@ -981,17 +1139,17 @@ impl Update<'_> {
         }
         let children = self.children(p).to_vec();
         let mut weight_sum = 0.0;
-        let mut undistributed = self.attrs[p].estimated_guarantee_share;
+        let mut undistributed = self.attrs.estimated_guarantee_share[p];
         for &c in &children {
             weight_sum += self.weight(c);
-            let egs = self.attrs[c].strong_guarantee_share.min(&undistributed);
-            self.attrs[c].estimated_guarantee_share = egs;
+            let egs = self.attrs.strong_guarantee_share[c].min(&undistributed);
+            self.attrs.estimated_guarantee_share[c] = egs;
             undistributed = undistributed - egs;
         }
         for r in 0..RESOURCE_COUNT {
             for &c in &children {
                 let w = self.weight(c);
-                self.attrs[c].estimated_guarantee_share[r] += undistributed[r] * w / weight_sum;
+                self.attrs.estimated_guarantee_share[c][r] += undistributed[r] * w / weight_sum;
             }
         }
         for &c in &children {
@@ -1027,7 +1185,7 @@ impl Update<'_> {
         {
             return;
         }
-        let guarantee = self.attrs[p].strong_guarantee_share;
+        let guarantee = self.attrs.strong_guarantee_share[p];
         if EPS_VEC.dominates(&guarantee) {
             return;
         }
@@ -1038,11 +1196,11 @@ impl Update<'_> {
         for k in 0..self.order[p].len() {
             let c = self.order[p][k];
             let gang = self.is_gang(c);
-            let a = &self.attrs[c];
-            let charge = if gang && !a.limits_share.dominates(&a.demand_share) {
+            let (limits, demand) = (self.attrs.limits_share[c], self.attrs.demand_share[c]);
+            let charge = if gang && !limits.dominates(&demand) {
                 Rv::ZERO
             } else {
-                a.demand_share.min(&a.limits_share)
+                demand.min(&limits)
             };
             let running = !self.usage[c].is_zero();
             let fits = (guarantee + EPS_VEC).dominates(&(accepted + charge));
@@ -1059,7 +1217,7 @@ impl Update<'_> {
         emitted.extend(deferred);
         if emitted != self.order[p] {
             for (k, &c) in emitted.iter().enumerate() {
-                self.attrs[c].effective_fifo_index = Some(k);
+                self.attrs.effective_fifo_index[c] = Some(k);
             }
             self.order[p] = emitted;
         }
@@ -1098,7 +1256,7 @@ impl Update<'_> {
         let mut result = Rv::ONES;
         let mut cur = i;
         while cur != ROOT {
-            result = result.min(&(self.attrs[cur].limits_share - self.guarantee_share(cur)));
+            result = result.min(&(self.attrs.limits_share[cur] - self.guarantee_share(cur)));
             if !result.dominates(&Rv::ZERO) {
                 self.warn(
                     i,
@@ -1113,15 +1271,15 @@ impl Update<'_> {
     fn increase_hierarchical_integral_share(&mut self, i: ElementIndex, delta: Rv) {
         let mut cur = Some(i);
         while let Some(c) = cur {
-            let mut increased = self.attrs[c].proposed_integral_share + delta;
+            let mut increased = self.attrs.proposed_integral_share[c] + delta;
             if c != ROOT {
                 let (limits, sg) = (
-                    self.attrs[c].limits_share,
-                    self.attrs[c].strong_guarantee_share,
+                    self.attrs.limits_share[c],
+                    self.attrs.strong_guarantee_share[c],
                 );
                 increased = self.adjust_proposed_integral_share(c, limits, sg, increased);
             }
-            self.attrs[c].proposed_integral_share = increased;
+            self.attrs.proposed_integral_share[c] = increased;
             cur = self.tree.element(c).parent;
         }
     }
@@ -1138,22 +1296,20 @@ impl Update<'_> {
     fn update_burst_pool_integral_shares(&mut self) {
         for k in 0..self.burst_pools.len() {
             let p = self.burst_pools[k];
-            let ratio = self.attrs[p]
-                .burst_ratio
-                .min(self.integral_share_ratio_by_volume(p));
+            let ratio = self.attrs.burst_ratio[p].min(self.integral_share_ratio_by_volume(p));
             let hal = self.hierarchical_available_limits_share(p);
             let mut proposed = Rv::splat(ratio).min(&hal);
             if !proposed.dominates(&Rv::ZERO) {
                 self.warn(p, format!("negative proposed integral share {proposed:?}"));
             }
             let (limits, sg) = (
-                self.attrs[p].limits_share,
-                self.attrs[p].strong_guarantee_share,
+                self.attrs.limits_share[p],
+                self.attrs.strong_guarantee_share[p],
             );
             proposed = self.adjust_proposed_integral_share(p, limits, sg, proposed);
-            self.attrs[p].proposed_integral_share = proposed;
+            self.attrs.proposed_integral_share[p] = proposed;
             self.prepare_functions(p);
-            self.attrs[p].proposed_integral_share = Rv::ZERO;
+            self.attrs.proposed_integral_share[p] = Rv::ZERO;
             let within = self.s(p).value_at(0.0);
             let integral = (within - sg).max(&Rv::ZERO);
             self.increase_hierarchical_integral_share(p, integral);
@@ -1168,7 +1324,7 @@ impl Update<'_> {
         }
         let mut available = Rv::ONES;
         for &c in self.children(ROOT) {
-            let used = self.guarantee_share(c).min(&self.attrs[c].demand_share);
+            let used = self.guarantee_share(c).min(&self.attrs.demand_share[c]);
             available = available - used;
         }
         available = available.max(&Rv::ZERO);
@@ -1184,17 +1340,17 @@ impl Update<'_> {
             }
             pools.push(p);
             weights.push(ratio);
-            original_limits.push(self.attrs[p].limits_share);
+            original_limits.push(self.attrs.limits_share[p]);
             let multiplier = self
                 .tree
                 .element(p)
                 .pool()
                 .and_then(|pool| pool.integral_guarantees.relaxed_share_multiplier_limit)
                 .unwrap_or(self.opts.relaxed_share_multiplier_limit);
-            let share_limit = Rv::splat(self.attrs[p].resource_flow_ratio * multiplier);
+            let share_limit = Rv::splat(self.attrs.resource_flow_ratio[p] * multiplier);
             let relaxed_limit =
-                Rv::splat(ratio).min(&share_limit) + self.attrs[p].strong_guarantee_share;
-            self.attrs[p].limits_share = self.attrs[p].limits_share.min(&relaxed_limit);
+                Rv::splat(ratio).min(&share_limit) + self.attrs.strong_guarantee_share[p];
+            self.attrs.limits_share[p] = self.attrs.limits_share[p].min(&relaxed_limit);
             self.prepare_functions(p);
         }
         if pools.is_empty() {
@@ -1211,7 +1367,7 @@ impl Update<'_> {
                 for (k, &p) in pools.iter().enumerate() {
                     let suggestion = (f * weights[k]).min(1.0);
                     let share = this.s(p).value_at(suggestion);
-                    sum = sum + (share - this.attrs[p].strong_guarantee_share).max(&Rv::ZERO);
+                    sum = sum + (share - this.attrs.strong_guarantee_share[p]).max(&Rv::ZERO);
                 }
                 available.dominates(&sum)
             })
@@ -1219,8 +1375,8 @@ impl Update<'_> {
         for (k, &p) in pools.iter().enumerate() {
             let suggestion = (fit * weights[k]).min(1.0);
             let within = self.s(p).value_at(suggestion);
-            let integral = (within - self.attrs[p].strong_guarantee_share).max(&Rv::ZERO);
-            self.attrs[p].limits_share = original_limits[k];
+            let integral = (within - self.attrs.strong_guarantee_share[p]).max(&Rv::ZERO);
+            self.attrs.limits_share[p] = original_limits[k];
             let hal = self.hierarchical_available_limits_share(p);
             let limited = integral.min(&hal);
             if !limited.dominates(&Rv::ZERO) {
@@ -1245,10 +1401,13 @@ impl Update<'_> {
         PlfRef::new(&self.s_arena[self.functions_of(i).s.clone()])
     }
 
-    /// M, the maximal fit factor by suggestion (pools in classic mode).
-    fn m(&self, i: ElementIndex) -> PlfRef<'_, f64> {
-        let range = self.functions_of(i).m.clone();
-        PlfRef::new(&self.m_arena[range.expect("M is kept for pools in classic mode")])
+    /// M, the maximal fit factor by suggestion (pools in classic mode), at `x`.
+    fn m_value_at(&self, i: ElementIndex, x: f64) -> f64 {
+        match self.functions_of(i).m.clone() {
+            Some(KeptM::Points(range)) => crit::value_at(&self.m_points[range], x),
+            Some(KeptM::Segments(range)) => PlfRef::new(&self.m_arena[range]).value_at(x),
+            None => panic!("M is kept for pools in classic mode"),
+        }
     }
 
     /// Builds F, M and S of `i` (and of its subtree first), unless they exist.
@@ -1306,15 +1465,17 @@ impl Update<'_> {
         };
         let t2 = self.now_ns();
         let (t3, t4);
+        // S goes straight into its arena.
+        let s_start = self.s_arena.len();
         if on_critical_points && crit::is_nondecreasing(&scratch.crit_acc) {
             // Composition and compression in one pass (the time counts as composition).
-            crit::compose_compress_into(
+            crit::compose_compress_append(
                 &scratch.f,
                 &scratch.crit_acc,
                 COMPRESS_FUNCTION_EPSILON,
                 &mut scratch.compose_outer,
                 &mut scratch.compose_points,
-                &mut scratch.s,
+                &mut self.s_arena,
             );
             t3 = self.now_ns();
             t4 = t3;
@@ -1330,12 +1491,13 @@ impl Update<'_> {
             );
             t3 = self.now_ns();
             compress_into(&scratch.composed, COMPRESS_FUNCTION_EPSILON, &mut scratch.s);
+            self.s_arena.extend_from_slice(&scratch.s);
             t4 = self.now_ns();
         }
         self.timings.max_fit_factor_ns += t2 - t1;
         self.timings.compose_ns += t3 - t2;
         self.timings.compress_ns += t4 - t3;
-        let s = PlfRef::new(&scratch.s);
+        let s = PlfRef::new(&self.s_arena[s_start..]);
         if s.left_bound() != 0.0 || s.right_bound() != 1.0 || !s.is_nondecreasing() {
             self.warn(
                 i,
@@ -1347,16 +1509,16 @@ impl Update<'_> {
                 .opts
                 .enable_improved_fair_share_by_fit_factor_computation;
         let m = keep_m.then(|| {
-            let start = self.m_arena.len();
             if on_critical_points {
-                crit::append_segments(&scratch.crit_acc, &mut self.m_arena);
+                let start = self.m_points.len();
+                self.m_points.extend_from_slice(&scratch.crit_acc);
+                KeptM::Points(start..self.m_points.len())
             } else {
+                let start = self.m_arena.len();
                 self.m_arena.extend_from_slice(&scratch.min_acc);
+                KeptM::Segments(start..self.m_arena.len())
             }
-            start..self.m_arena.len()
         });
-        let s_start = self.s_arena.len();
-        self.s_arena.extend_from_slice(&scratch.s);
         Functions {
             f_size: scratch.f.len(),
             f_right_bound: PlfRef::new(&scratch.f).right_bound(),
@@ -1368,7 +1530,7 @@ impl Update<'_> {
     }
 
     fn operation_fair_share_by_fit_factor(&self, i: ElementIndex, out: &mut Vec<Segment<Rv>>) {
-        let a = &self.attrs[i];
+        let (usage_share, demand_share) = (self.attrs.usage_share[i], self.attrs.demand_share[i]);
         let parent = self.tree.element(i).parent.unwrap_or(ROOT);
         let mut b = Builder::from_buffer(std::mem::take(out));
         if self.opts.enable_step_function_for_gang_operations
@@ -1376,28 +1538,28 @@ impl Update<'_> {
             && self.is_gang(i)
         {
             b.push_segment(Segment::new(0.0, Rv::ZERO, 1.0, Rv::ZERO));
-            b.push_segment(Segment::new(1.0, Rv::ZERO, 1.0, a.demand_share));
-            b.push_segment(Segment::new(1.0, a.demand_share, 2.0, a.demand_share));
+            b.push_segment(Segment::new(1.0, Rv::ZERO, 1.0, demand_share));
+            b.push_segment(Segment::new(1.0, demand_share, 2.0, demand_share));
             *out = b.finish_buffer();
             return;
         }
-        let max_usage = a.usage_share.max_component();
+        let max_usage = usage_share.max_component();
         if max_usage == 0.0 {
             b.push_segment(Segment::new(0.0, Rv::ZERO, 1.0, Rv::ZERO));
         } else {
-            let mut sorted = a.usage_share.0;
+            let mut sorted = usage_share.0;
             sorted.sort_by(f64::total_cmp);
             b.add_point(0.0, Rv::ZERO);
             let mut previous = 0.0;
             for usage in sorted {
                 let fit = usage / max_usage;
                 if fit > previous {
-                    b.add_point(fit, Rv::splat(usage).min(&a.usage_share));
+                    b.add_point(fit, Rv::splat(usage).min(&usage_share));
                     previous = fit;
                 }
             }
         }
-        b.push_segment(Segment::new(1.0, a.usage_share, 2.0, a.demand_share));
+        b.push_segment(Segment::new(1.0, usage_share, 2.0, demand_share));
         *out = b.finish_buffer();
     }
 
@@ -1529,7 +1691,7 @@ impl Update<'_> {
         monotone: bool,
         scratch: &mut Scratch,
     ) -> bool {
-        let limits = self.attrs[i].limits_share;
+        let limits = self.attrs.limits_share[i];
         let guarantee = self.guarantee_share(i);
         // Per resource: the guarantee and the limit, clamped to the component's range.
         let mut bounds = [(0.0, 0.0); RESOURCE_COUNT];
@@ -1563,21 +1725,16 @@ impl Update<'_> {
                 ..
             } = scratch;
             let mut ok = true;
+            crit::transposed_components_into(f, crit_t);
             for (r, &(g, limit)) in bounds.iter().enumerate() {
-                crit::transposed_component_into(f, r, crit_t);
-                if !crit::inverse_part_into(crit_t, g, limit, &mut crit_parts[r]) {
+                if !crit::inverse_part_take(&mut crit_t[r], g, limit, &mut crit_parts[r]) {
                     ok = false;
                     break;
                 }
             }
             if ok {
                 let t0 = self.now_ns();
-                crit_acc.clear();
-                crit_acc.extend_from_slice(&crit_parts[0]);
-                for part in &crit_parts[1..] {
-                    crit::min_into(crit_acc, part, crit_next);
-                    std::mem::swap(crit_acc, crit_next);
-                }
+                crit::min_fold(crit_parts, crit_acc, crit_next);
                 self.timings.pointwise_min_ns += self.now_ns() - t0;
                 return true;
             }
@@ -1613,9 +1770,9 @@ impl Update<'_> {
     // ---- 11. top-down ------------------------------------------------------------------------
 
     fn set_detailed(&mut self, i: ElementIndex, total: Rv, kind: FairShareType) {
-        let a = &mut self.attrs[i];
-        let sg = total.min(&a.strong_guarantee_share);
-        let ig = (total - sg).min(&a.proposed_integral_share);
+        let a = &mut self.attrs;
+        let sg = total.min(&a.strong_guarantee_share[i]);
+        let ig = (total - sg).min(&a.proposed_integral_share[i]);
         let detailed = DetailedFairShare {
             total,
             strong_guarantee: sg,
@@ -1623,8 +1780,8 @@ impl Update<'_> {
             weight_proportional: total - sg - ig,
         };
         match kind {
-            FairShareType::Regular => a.fair_share = detailed,
-            FairShareType::PromisedGuarantee => a.promised_guarantee_fair_share = detailed,
+            FairShareType::Regular => a.fair_share[i] = detailed,
+            FairShareType::PromisedGuarantee => a.promised_guarantee_fair_share[i] = detailed,
         }
     }
 
@@ -1679,7 +1836,7 @@ impl Update<'_> {
             sum
         };
         let mut fit = if self.functions[i].is_some() {
-            self.m(i).value_at(suggestion)
+            self.m_value_at(i, suggestion)
         } else {
             0.0
         };
@@ -1702,8 +1859,8 @@ impl Update<'_> {
 
     fn fair_share(&self, i: ElementIndex, kind: FairShareType) -> Rv {
         match kind {
-            FairShareType::Regular => self.attrs[i].fair_share.total,
-            FairShareType::PromisedGuarantee => self.attrs[i].promised_guarantee_fair_share.total,
+            FairShareType::Regular => self.attrs.fair_share[i].total,
+            FairShareType::PromisedGuarantee => self.attrs.promised_guarantee_fair_share[i].total,
         }
     }
 
@@ -1831,13 +1988,13 @@ impl Update<'_> {
         let mut used_sg = Rv::ZERO;
         let mut total = Rv::ZERO;
         for &c in self.children(ROOT) {
-            used_sg = used_sg + self.attrs[c].fair_share.strong_guarantee;
-            total = total + self.attrs[c].fair_share.total;
+            used_sg = used_sg + self.attrs.fair_share[c].strong_guarantee;
+            total = total + self.attrs.fair_share[c].total;
         }
-        let configured = self.attrs[ROOT].strong_guarantee_share;
-        self.attrs[ROOT].strong_guarantee_share = used_sg;
+        let configured = self.attrs.strong_guarantee_share[ROOT];
+        self.attrs.strong_guarantee_share[ROOT] = used_sg;
         self.set_detailed(ROOT, total, FairShareType::Regular);
-        self.attrs[ROOT].strong_guarantee_share = configured;
+        self.attrs.strong_guarantee_share[ROOT] = configured;
     }
 }
 

@@ -42,6 +42,7 @@ impl ResourceKind {
     ];
 
     /// Index in canonical order (0..5).
+    #[inline]
     pub const fn index(self) -> usize {
         self as usize
     }
@@ -71,6 +72,7 @@ impl ResourceKind {
     }
 
     /// Raw units per whole unit: 100 for cpu (hundredths), 1 otherwise.
+    #[inline]
     pub const fn scale(self) -> i64 {
         match self {
             ResourceKind::Cpu => 100,
@@ -103,6 +105,7 @@ impl Resources {
     };
 
     /// "Infinite" amounts: each component's type maximum divided by 4, as in YTsaurus.
+    #[inline]
     pub fn infinite() -> Resources {
         let mut r = Resources::ZERO;
         for k in ResourceKind::ALL {
@@ -112,26 +115,31 @@ impl Resources {
     }
 
     /// Builds from raw units (cpu in hundredths).
+    #[inline]
     pub const fn from_raw(raw: [i64; RESOURCE_COUNT]) -> Resources {
         Resources { raw }
     }
 
     /// Raw units (cpu in hundredths).
+    #[inline]
     pub const fn raw(&self) -> [i64; RESOURCE_COUNT] {
         self.raw
     }
 
     /// Raw value of one component (cpu in hundredths).
+    #[inline]
     pub const fn raw_of(&self, kind: ResourceKind) -> i64 {
         self.raw[kind.index()]
     }
 
     /// Sets one component in raw units.
+    #[inline]
     pub fn set_raw(&mut self, kind: ResourceKind, raw: i64) {
         self.raw[kind.index()] = raw.clamp(-kind.type_max(), kind.type_max());
     }
 
     /// Value of one component in natural units (cpu as a decimal, memory in bytes).
+    #[inline]
     pub fn get(&self, kind: ResourceKind) -> f64 {
         let raw = self.raw[kind.index()];
         match kind {
@@ -141,11 +149,13 @@ impl Resources {
     }
 
     /// Sets one component from a double in natural units, with YTsaurus' conversion rules.
+    #[inline]
     pub fn set(&mut self, kind: ResourceKind, value: f64) {
         self.raw[kind.index()] = Self::convert(kind, value);
     }
 
     /// Converts a double in natural units into raw units for `kind`.
+    #[inline]
     pub fn convert(kind: ResourceKind, value: f64) -> i64 {
         let max = kind.type_max() as f64;
         let raw = match kind {
@@ -160,6 +170,7 @@ impl Resources {
     }
 
     /// Builds from natural-unit values in canonical order.
+    #[inline]
     pub fn from_values(values: [f64; RESOURCE_COUNT]) -> Resources {
         let mut r = Resources::ZERO;
         for k in ResourceKind::ALL {
@@ -169,6 +180,7 @@ impl Resources {
     }
 
     /// Natural-unit values in canonical order.
+    #[inline]
     pub fn values(&self) -> [f64; RESOURCE_COUNT] {
         ResourceKind::ALL.map(|k| self.get(k))
     }
@@ -182,6 +194,7 @@ impl Resources {
 
     /// Componentwise saturating sum.
     #[must_use]
+    #[inline]
     pub fn add(&self, other: &Resources) -> Resources {
         Resources {
             raw: std::array::from_fn(|i| self.raw[i].saturating_add(other.raw[i])),
@@ -190,6 +203,7 @@ impl Resources {
 
     /// Componentwise saturating difference.
     #[must_use]
+    #[inline]
     pub fn sub(&self, other: &Resources) -> Resources {
         Resources {
             raw: std::array::from_fn(|i| self.raw[i].saturating_sub(other.raw[i])),
@@ -198,6 +212,7 @@ impl Resources {
 
     /// Componentwise minimum.
     #[must_use]
+    #[inline]
     pub fn min(&self, other: &Resources) -> Resources {
         Resources {
             raw: std::array::from_fn(|i| self.raw[i].min(other.raw[i])),
@@ -206,6 +221,7 @@ impl Resources {
 
     /// Componentwise maximum.
     #[must_use]
+    #[inline]
     pub fn max(&self, other: &Resources) -> Resources {
         Resources {
             raw: std::array::from_fn(|i| self.raw[i].max(other.raw[i])),
@@ -215,6 +231,7 @@ impl Resources {
     /// Multiplies every component by `factor`, rounding half away from zero (cpu on its
     /// hundredths), as YTsaurus' `TJobResources * double` does.
     #[must_use]
+    #[inline]
     pub fn scale(&self, factor: f64) -> Resources {
         let mut out = Resources::ZERO;
         for k in ResourceKind::ALL {
@@ -231,6 +248,7 @@ impl Resources {
 
     /// Multiplies each component by the matching share, with the rounding of [`Self::scale`].
     #[must_use]
+    #[inline]
     pub fn scale_by(&self, shares: &ResourceVector) -> Resources {
         let mut out = Resources::ZERO;
         for k in ResourceKind::ALL {
@@ -246,11 +264,13 @@ impl Resources {
     }
 
     /// `self >= other` on every component.
+    #[inline]
     pub fn dominates(&self, other: &Resources) -> bool {
         (0..RESOURCE_COUNT).all(|i| self.raw[i] >= other.raw[i])
     }
 
     /// True when every component is zero.
+    #[inline]
     pub fn is_zero(&self) -> bool {
         self.raw.iter().all(|&v| v == 0)
     }
@@ -303,6 +323,7 @@ impl PartialResources {
     };
 
     /// Builds from raw optional components.
+    #[inline]
     pub const fn from_raw(raw: [Option<i64>; RESOURCE_COUNT]) -> PartialResources {
         PartialResources { raw }
     }
@@ -315,16 +336,19 @@ impl PartialResources {
     }
 
     /// Raw optional components.
+    #[inline]
     pub const fn raw(&self) -> [Option<i64>; RESOURCE_COUNT] {
         self.raw
     }
 
     /// The raw value of one component, if set.
+    #[inline]
     pub const fn raw_of(&self, kind: ResourceKind) -> Option<i64> {
         self.raw[kind.index()]
     }
 
     /// Whether a component is set.
+    #[inline]
     pub const fn is_set(&self, kind: ResourceKind) -> bool {
         self.raw[kind.index()].is_some()
     }
@@ -335,11 +359,13 @@ impl PartialResources {
     }
 
     /// Sets a component from natural units.
+    #[inline]
     pub fn set(&mut self, kind: ResourceKind, value: f64) {
         self.raw[kind.index()] = Some(Resources::convert(kind, value));
     }
 
     /// Sets a component in raw units.
+    #[inline]
     pub fn set_raw(&mut self, kind: ResourceKind, raw: Option<i64>) {
         self.raw[kind.index()] = raw;
     }
@@ -352,6 +378,7 @@ impl PartialResources {
     }
 
     /// Absent components become `default`'s.
+    #[inline]
     pub fn or(&self, default: &Resources) -> Resources {
         Resources::from_raw(std::array::from_fn(|i| {
             self.raw[i].unwrap_or(default.raw()[i])
@@ -359,11 +386,13 @@ impl PartialResources {
     }
 
     /// Absent components become 0.
+    #[inline]
     pub fn or_zero(&self) -> Resources {
         self.or(&Resources::ZERO)
     }
 
     /// Absent components become "infinite".
+    #[inline]
     pub fn or_infinite(&self) -> Resources {
         self.or(&Resources::infinite())
     }
@@ -401,6 +430,7 @@ impl fmt::Display for PartialResources {
 }
 
 /// Rounds half away from zero (C's `round`, Rust's `f64::round`).
+#[inline]
 pub fn round_half_away(x: f64) -> f64 {
     x.round()
 }

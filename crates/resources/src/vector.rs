@@ -16,11 +16,13 @@ impl ResourceVector {
     pub const ONES: ResourceVector = ResourceVector([1.0; RESOURCE_COUNT]);
 
     /// The same value on every resource.
+    #[inline]
     pub const fn splat(x: f64) -> ResourceVector {
         ResourceVector([x; RESOURCE_COUNT])
     }
 
     /// `amount_r / total_r`, and 0 where `total_r == 0`.
+    #[inline]
     pub fn from_resources(amount: &Resources, total: &Resources) -> ResourceVector {
         // Natural units on both sides (cpu as a decimal), as YTsaurus divides doubles.
         let a = amount.values();
@@ -31,11 +33,13 @@ impl ResourceVector {
     }
 
     /// Component for `kind`.
+    #[inline]
     pub fn get(&self, kind: ResourceKind) -> f64 {
         self.0[kind.index()]
     }
 
     /// `self_r >= other_r` on every resource.
+    #[inline]
     pub fn dominates(&self, other: &ResourceVector) -> bool {
         (0..RESOURCE_COUNT).all(|i| self.0[i] >= other.0[i])
     }
@@ -47,27 +51,32 @@ impl ResourceVector {
 
     /// Componentwise minimum.
     #[must_use]
+    #[inline]
     pub fn min(&self, other: &ResourceVector) -> ResourceVector {
         ResourceVector(std::array::from_fn(|i| self.0[i].min(other.0[i])))
     }
 
     /// Componentwise maximum.
     #[must_use]
+    #[inline]
     pub fn max(&self, other: &ResourceVector) -> ResourceVector {
         ResourceVector(std::array::from_fn(|i| self.0[i].max(other.0[i])))
     }
 
     /// Largest component.
+    #[inline]
     pub fn max_component(&self) -> f64 {
         self.0.iter().copied().fold(f64::NEG_INFINITY, f64::max)
     }
 
     /// Smallest component.
+    #[inline]
     pub fn min_component(&self) -> f64 {
         self.0.iter().copied().fold(f64::INFINITY, f64::min)
     }
 
     /// True when every component is exactly zero.
+    #[inline]
     pub fn is_zero(&self) -> bool {
         self.0.iter().all(|&v| v == 0.0)
     }
@@ -81,12 +90,14 @@ impl ResourceVector {
 
 impl Index<usize> for ResourceVector {
     type Output = f64;
+    #[inline]
     fn index(&self, i: usize) -> &f64 {
         &self.0[i]
     }
 }
 
 impl IndexMut<usize> for ResourceVector {
+    #[inline]
     fn index_mut(&mut self, i: usize) -> &mut f64 {
         &mut self.0[i]
     }
@@ -94,6 +105,7 @@ impl IndexMut<usize> for ResourceVector {
 
 impl Add for ResourceVector {
     type Output = ResourceVector;
+    #[inline]
     fn add(self, o: ResourceVector) -> ResourceVector {
         ResourceVector(std::array::from_fn(|i| self.0[i] + o.0[i]))
     }
@@ -101,6 +113,7 @@ impl Add for ResourceVector {
 
 impl Sub for ResourceVector {
     type Output = ResourceVector;
+    #[inline]
     fn sub(self, o: ResourceVector) -> ResourceVector {
         ResourceVector(std::array::from_fn(|i| self.0[i] - o.0[i]))
     }
@@ -108,6 +121,7 @@ impl Sub for ResourceVector {
 
 impl Mul<f64> for ResourceVector {
     type Output = ResourceVector;
+    #[inline]
     fn mul(self, k: f64) -> ResourceVector {
         ResourceVector(std::array::from_fn(|i| self.0[i] * k))
     }
