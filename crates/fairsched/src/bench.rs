@@ -311,7 +311,16 @@ impl Counters {
             self.errors.fetch_add(1, Ordering::Relaxed);
         }
         let mut messages = self.error_messages.lock().expect("not poisoned");
-        let message = format!("{what}: {e}");
+        // With the causes: reqwest's own message does not say "timed out" or "refused".
+        let mut message = format!("{what}: {e}");
+        let mut source = std::error::Error::source(e);
+        while let Some(cause) = source {
+            let cause_text = cause.to_string();
+            if !message.contains(&cause_text) {
+                message.push_str(&format!(": {cause_text}"));
+            }
+            source = cause.source();
+        }
         if let Some(n) = messages.get_mut(&message) {
             *n += 1;
         } else if messages.len() < 64 {
