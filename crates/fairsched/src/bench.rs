@@ -609,12 +609,24 @@ async fn drive(args: &ServerBenchArgs, url: &str, token: &str) -> anyhow::Result
     let window_s = end_cpu.2.duration_since(start_at).as_secs_f64();
     let _ = stop_tx.send(true);
     let mut latencies: Vec<u32> = Vec::new();
-    for t in tasks {
-        match tokio::time::timeout(timeout + Duration::from_secs(5), t).await {
+    // Agents drop their request in flight when told to stop; this bounds the wait anyway.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut unfinished = 0;
+    for mut t in tasks {
+        match tokio::time::timeout_at(deadline, &mut t).await {
             Ok(Ok(l)) => latencies.extend(l),
             Ok(Err(e)) => bail!("a simulated agent failed: {e}"),
-            Err(_) => bail!("a simulated agent did not stop within the request timeout"),
+            Err(_) => {
+                t.abort();
+                unfinished += 1;
+            }
         }
+    }
+    if unfinished > 0 {
+        eprintln!(
+            "warning: {unfinished} simulated agents did not stop within 10 s; their latencies \
+             are left out"
+        );
     }
     let pending_jobs_at_end = client
         .list_operations(&OperationQuery {
@@ -733,15 +745,18 @@ async fn simulate_agent(
         next += setup.period.mul_f64(jitter);
         if !registered {
             let sent = Instant::now();
-            match setup
-                .client
-                .register(&RegisterNode {
-                    node_id: node_id.clone(),
-                    resources: setup.resources,
-                    tags: Vec::new(),
-                })
-                .await
-            {
+            let node = RegisterNode {
+                node_id: node_id.clone(),
+                resources: setup.resources,
+                tags: Vec::new(),
+            };
+            let register = setup.client.register(&node);
+            // A request still waiting when the run ends is dropped: it is past the window.
+            let reply = tokio::select! {
+                _ = stop.wait_for(|s| *s) => break,
+                r = register => r,
+            };
+            match reply {
                 Ok(_) => registered = true,
                 Err(e) => {
                     counters.error(setup.window.contains(sent), "register", &e);
@@ -773,7 +788,10 @@ async fn simulate_agent(
             finished: std::mem::take(&mut finished),
         };
         let sent = Instant::now();
-        let reply = setup.client.heartbeat(&hb).await;
+        let reply = tokio::select! {
+            _ = stop.wait_for(|s| *s) => break,
+            r = setup.client.heartbeat(&hb) => r,
+        };
         let got = Instant::now();
         let in_window = setup.window.contains(got);
         counters.all_heartbeats.fetch_add(1, Ordering::Relaxed);
