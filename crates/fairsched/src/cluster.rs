@@ -814,7 +814,7 @@ async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
 
 /// A duration in milliseconds: a plain number of milliseconds, or a number with a unit
 /// (`ms`, `s`, `m`, `h`; `1.5s`).
-fn parse_duration_ms(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_duration_ms(text: &str) -> Result<u64, String> {
     let text = text.trim();
     if let Ok(ms) = text.parse::<u64>() {
         return Ok(ms);

@@ -1,5 +1,6 @@
 //! The `fairsched` binary.
 
+mod bench;
 mod cluster;
 mod hdrf_check;
 
@@ -32,6 +33,12 @@ enum Command {
     Config {
         #[command(subcommand)]
         command: ConfigCommand,
+    },
+    /// Benchmarks of the running system (`bench server`: the scheduler server's throughput
+    /// with simulated agents).
+    Bench {
+        #[command(subcommand)]
+        command: bench::BenchCommand,
     },
     #[command(flatten)]
     Cluster(cluster::ClusterCommand),
@@ -157,6 +164,7 @@ fn main() -> ExitCode {
                 Err(_) => ExitCode::FAILURE,
             }
         }
+        Command::Bench { command } => bench::main(command),
         Command::Cluster(command) => cluster::main(command),
     }
 }

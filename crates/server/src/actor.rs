@@ -262,7 +262,9 @@ pub struct Actor {
     order: Vec<String>,
     ops: BTreeMap<String, OperationView>,
     /// Job id → operation id (every job, also those of earlier incarnations).
-    job_op: BTreeMap<String, String>,
+    /// ... and the job's position in its operation's `jobs` (a hint, checked at every use:
+    /// finding a job by id among an operation's jobs would cost O(jobs)).
+    job_op: BTreeMap<String, (String, usize)>,
     /// The core's allocation → its job id, and back (running jobs only).
     alloc_job: BTreeMap<u64, String>,
     job_alloc: BTreeMap<String, u64>,
@@ -290,6 +292,10 @@ pub struct Actor {
     events: broadcast::Sender<Arc<EventView>>,
     /// Each tree's configuration as JSON, refreshed when it changes (see `save_tree`).
     tree_configs: BTreeMap<String, Arc<Value>>,
+    /// More requests were waiting when the current one was taken: a heartbeat then leaves
+    /// the published view to the last request of the queue (or the timer), since building
+    /// it costs O(cluster) (see `finish_heartbeat`).
+    queued: bool,
 }
 
 /// Events a live stream may fall behind by before it reads the store again.
@@ -371,6 +377,7 @@ impl Actor {
             touched: BTreeSet::new(),
             events: broadcast::channel(EVENT_BUFFER).0,
             tree_configs: BTreeMap::new(),
+            queued: false,
         };
         actor.save_trees();
         let mut jobs: BTreeMap<String, Vec<JobView>> = BTreeMap::new();
@@ -378,7 +385,10 @@ impl Actor {
         let mut running: Vec<(String, String, usize, String)> = Vec::new();
         for j in &loaded.jobs {
             if let Ok(job) = serde_json::from_str::<JobView>(&j.record) {
-                actor.job_op.insert(job.id.clone(), j.operation.clone());
+                let pos = jobs.get(&j.operation).map_or(0, Vec::len);
+                actor
+                    .job_op
+                    .insert(job.id.clone(), (j.operation.clone(), pos));
                 if job.state == "running" {
                     running.push((
                         job.id.clone(),
@@ -588,7 +598,10 @@ impl Actor {
         loop {
             tokio::select! {
                 req = rx.recv() => match req {
-                    Some(req) => self.authorize_and_handle(req),
+                    Some(req) => {
+                        self.queued = !rx.is_empty();
+                        self.authorize_and_handle(req)
+                    }
                     None => break,
                 },
                 _ = timer.tick() => self.on_timer(),
@@ -712,7 +725,7 @@ impl Actor {
             }
             Command::Heartbeat(hb, reply) => {
                 let r = self.heartbeat(hb);
-                self.finish(reply, r);
+                self.finish_heartbeat(reply, r);
             }
             Command::Events(q, reply) => {
                 let _ = reply.send(self.read_events(&q));
@@ -723,6 +736,27 @@ impl Actor {
     /// Applies the events, commits, publishes, then replies (a commit failure is the reply).
     fn finish<T>(&mut self, reply: Reply<T>, result: Result<T, ApiError>) {
         self.after_change();
+        self.commit_and_reply(reply, result);
+    }
+
+    /// [`Actor::finish`] for a heartbeat: publishes the view only when no other request is
+    /// waiting. Building the view costs O(cluster) (every operation with its jobs, every
+    /// node, a core snapshot), which per heartbeat made the actor spend most of its time
+    /// on views nobody read; under load the last request of a burst (or the timer)
+    /// publishes instead. A client that waits for its reply and then reads sees its change
+    /// whenever the server is not busy, as before; under load reads lag by at most the
+    /// queue.
+    fn finish_heartbeat<T>(&mut self, reply: Reply<T>, result: Result<T, ApiError>) {
+        if self.queued {
+            self.fold_changes();
+        } else {
+            self.after_change();
+        }
+        self.commit_and_reply(reply, result);
+    }
+
+    /// Commits, then replies (a commit failure is the reply).
+    fn commit_and_reply<T>(&mut self, reply: Reply<T>, result: Result<T, ApiError>) {
         let result = match self.commit() {
             Ok(()) => result,
             Err(e) => {
@@ -1385,8 +1419,9 @@ impl Actor {
             }
         }
         // The events name the new jobs; interruptions and aborts also come through them
-        // (aborted operations, lowered limits, ...): collect them all there.
-        self.after_change();
+        // (aborted operations, lowered limits, ...): collect them all there. The view is
+        // published when the request finishes.
+        self.fold_changes();
         let mut reply = HeartbeatReply::default();
         for s in response.start {
             let task = self
@@ -1439,13 +1474,16 @@ impl Actor {
     }
 
     fn job(&self, id: &str) -> Option<&JobView> {
-        let op = self.job_op.get(id)?;
-        self.ops.get(op)?.jobs.iter().find(|j| j.id == id)
+        let (op, pos) = self.job_op.get(id)?;
+        let jobs = &self.ops.get(op)?.jobs;
+        jobs.get(find_job(jobs, *pos, id)?)
     }
 
     fn job_mut(&mut self, id: &str) -> Option<&mut JobView> {
-        let op = self.job_op.get(id)?;
-        self.ops.get_mut(op)?.jobs.iter_mut().find(|j| j.id == id)
+        let (op, pos) = self.job_op.get(id)?;
+        let jobs = &mut self.ops.get_mut(op)?.jobs;
+        let at = find_job(jobs, *pos, id)?;
+        jobs.get_mut(at)
     }
 
     /// A new job's id: `<incarnation>.<allocation>`.
@@ -1455,14 +1493,25 @@ impl Actor {
 
     /// Folds the core's events into the records, queues them for the store, publishes a view.
     fn after_change(&mut self) {
+        self.fold_changes();
+        self.publish_view();
+    }
+
+    /// Folds the core's events into the records and queues them for the store.
+    fn fold_changes(&mut self) {
         self.take_core_events();
         for id in std::mem::take(&mut self.touched) {
-            if let Some(view) = self.ops.get(&id).cloned() {
-                self.dirty_op(&view);
-            }
+            // The stored operation leaves out its jobs (stored one by one): no need to copy
+            // them, which would cost O(jobs of the operation) per change.
+            let Some(view) = self.ops.get_mut(&id) else {
+                continue;
+            };
+            let jobs = std::mem::take(&mut view.jobs);
+            let stored = view.clone();
+            view.jobs = jobs;
+            self.dirty_op(&stored);
         }
         self.save_jobs();
-        self.publish_view();
     }
 
     /// Folds the core's new events into the records and logs them.
@@ -1504,7 +1553,8 @@ impl Actor {
                     started_at: now_unix,
                     finished_at: None,
                 };
-                self.job_op.insert(id.clone(), operation.0.clone());
+                let pos = self.ops.get(&operation.0).map_or(0, |v| v.jobs.len());
+                self.job_op.insert(id.clone(), (operation.0.clone(), pos));
                 self.alloc_job.insert(allocation.0, id.clone());
                 self.job_alloc.insert(id.clone(), allocation.0);
                 self.dirty_jobs.insert(id);
@@ -1646,13 +1696,13 @@ impl Actor {
     /// Queues the changed jobs (with the output tails reported for them) for the store.
     fn save_jobs(&mut self) {
         for id in std::mem::take(&mut self.dirty_jobs) {
-            let Some(op) = self.job_op.get(&id) else {
+            let Some((op, pos)) = self.job_op.get(&id) else {
                 continue;
             };
             let Some(job) = self
                 .ops
                 .get(op)
-                .and_then(|v| v.jobs.iter().find(|j| j.id == id))
+                .and_then(|v| v.jobs.get(find_job(&v.jobs, *pos, &id)?))
             else {
                 continue;
             };
@@ -1837,6 +1887,14 @@ fn stage_name(stage: Stage) -> &'static str {
     }
 }
 
+/// Where job `id` is among `jobs`: at `hint` when it is there, else found by a scan.
+fn find_job(jobs: &[JobView], hint: usize, id: &str) -> Option<usize> {
+    match jobs.get(hint) {
+        Some(j) if j.id == id => Some(hint),
+        _ => jobs.iter().position(|j| j.id == id),
+    }
+}
+
 fn is_finished(state: &str) -> bool {
     matches!(state, "completed" | "failed" | "aborted")
 }
@@ -1844,4 +1902,33 @@ fn is_finished(state: &str) -> bool {
 fn pool_config(config: Map<String, Value>) -> Result<PoolConfig, ApiError> {
     serde_json::from_value(Value::Object(config))
         .map_err(|e| ApiError::new(codes::BAD_REQUEST, format!("bad pool config: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: &str) -> JobView {
+        JobView {
+            id: id.into(),
+            task: 0,
+            node: "n".into(),
+            state: "running".into(),
+            exit_code: None,
+            reason: None,
+            started_at: 0,
+            finished_at: None,
+        }
+    }
+
+    #[test]
+    fn a_job_is_found_at_its_hint_else_by_a_scan() {
+        let jobs = vec![job("1.1"), job("1.2"), job("1.3")];
+        assert_eq!(find_job(&jobs, 1, "1.2"), Some(1));
+        // A stale or wrong hint still finds the job.
+        assert_eq!(find_job(&jobs, 0, "1.3"), Some(2));
+        assert_eq!(find_job(&jobs, 7, "1.1"), Some(0));
+        assert_eq!(find_job(&jobs, 1, "1.9"), None);
+        assert_eq!(find_job(&[], 0, "1.1"), None);
+    }
 }

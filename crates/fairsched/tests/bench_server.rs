@@ -1,0 +1,109 @@
+//! `fairsched bench server` end to end: the real binary with a tiny setup. A smoke test of the
+//! command and its JSON, not a timing assertion.
+
+use serde_json::Value;
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_fairsched");
+
+/// Runs the command, killing it (by its PID) if it has not ended within `limit`.
+fn run(args: &[&str], limit: Duration) -> (bool, String, String) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start fairsched");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("fairsched {args:?} did not end within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut out = String::new();
+    let mut err = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (status.success(), out, err)
+}
+
+#[test]
+fn bench_server_runs_jobs_through_a_real_server() {
+    let (ok, out, err) = run(
+        &[
+            "bench",
+            "server",
+            "--agents",
+            "20",
+            "--slots",
+            "2",
+            "--heartbeat-ms",
+            "100",
+            "--job-ms",
+            "150",
+            "--operations",
+            "4",
+            "--pools",
+            "2",
+            "--warmup",
+            "1s",
+            "--duration",
+            "2s",
+            "--json",
+        ],
+        Duration::from_secs(120),
+    );
+    assert!(ok, "the benchmark failed: {err}");
+    let report: Value = serde_json::from_str(&out).expect("JSON on stdout");
+    let number = |key: &str| {
+        report[key]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{key} missing in {report:#}"))
+    };
+    assert!(number("placements") > 0.0, "{report:#}");
+    assert!(number("completed") > 0.0, "{report:#}");
+    assert!(number("heartbeats") > 0.0, "{report:#}");
+    assert!(number("placements_per_s") > 0.0, "{report:#}");
+    assert_eq!(number("errors"), 0.0, "{report:#}");
+    assert_eq!(number("agents"), 20.0);
+    assert!(report["heartbeat_latency_ms"]["p99"].as_f64().is_some());
+    assert!(
+        report["pending_jobs_at_end"].as_u64().unwrap_or(0) > 0,
+        "the workload should outlast the run: {report:#}"
+    );
+}
+
+#[test]
+fn bench_server_rejects_bad_options() {
+    for (flags, message) in [
+        (&["--agents", "0"][..], "--agents must be greater than 0"),
+        (
+            &["--duration", "0"][..],
+            "--duration must be greater than 0",
+        ),
+    ] {
+        let mut args = vec!["bench", "server"];
+        args.extend_from_slice(flags);
+        let (ok, _, err) = run(&args, Duration::from_secs(30));
+        assert!(!ok, "{flags:?} should fail");
+        assert!(err.contains(message), "{flags:?}: {err}");
+    }
+}
