@@ -5,8 +5,7 @@
 
 mod common;
 
-use common::{BIN, Cluster};
-use std::process::{Command, Output};
+use common::{Cluster, cli_fails, run_cli};
 
 const CONFIG: &str = r#"
 [auth]
@@ -32,40 +31,15 @@ acl = [
 ]
 "#;
 
-/// Runs the CLI against `url` with `env` (the token variables are cleared first).
-fn run(url: &str, env: &[(&str, &str)], args: &[&str]) -> Output {
-    let mut cmd = Command::new(BIN);
-    cmd.args(args)
-        .env("FAIRSCHED_SERVER", url)
-        .env_remove("FAIRSCHED_CONFIG")
-        .env_remove("FAIRSCHED_TOKEN");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("run the CLI")
-}
-
 /// As `token` (`FAIRSCHED_TOKEN`): its stdout; the command must succeed.
 fn ok(url: &str, token: &str, args: &[&str]) -> String {
-    let out = run(url, &[("FAIRSCHED_TOKEN", token)], args);
+    let out = run_cli(url, &[("FAIRSCHED_TOKEN", token)], args);
     assert!(
         out.status.success(),
         "fairsched {args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
-}
-
-/// The command must fail with exit status 1; its stderr.
-fn refused(url: &str, env: &[(&str, &str)], args: &[&str]) -> String {
-    let out = run(url, env, args);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "fairsched {args:?} should fail: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8(out.stderr).unwrap()
 }
 
 #[test]
@@ -79,7 +53,7 @@ fn tokens_and_acls_through_the_cli() {
     assert_eq!(c.op("a1")["user"], "alice");
 
     // Bob may not abort it: a clear message, exit 1, nothing changes.
-    let err = refused(
+    let err = cli_fails(
         url,
         &[("FAIRSCHED_TOKEN", "tok-bob-1234")],
         &["op", "abort", "a1"],
@@ -94,12 +68,12 @@ fn tokens_and_acls_through_the_cli() {
     assert_ne!(c.op("a1")["state"], "aborted");
 
     // Nor run there, nor create a top-level pool.
-    let err = refused(url, &[("FAIRSCHED_TOKEN", "tok-bob-1234")], &submit("b1"));
+    let err = cli_fails(url, &[("FAIRSCHED_TOKEN", "tok-bob-1234")], &submit("b1"));
     assert!(
         err.contains(r#"error 901: user "bob" has no use permission on pool "research""#),
         "{err}"
     );
-    let err = refused(
+    let err = cli_fails(
         url,
         &[("FAIRSCHED_TOKEN", "tok-bob-1234")],
         &["pool", "create", "bobs"],
@@ -110,12 +84,12 @@ fn tokens_and_acls_through_the_cli() {
     );
 
     // No token, or a wrong one (never shown back).
-    let err = refused(url, &[], &submit("x1"));
+    let err = cli_fails(url, &[], &submit("x1"));
     assert!(
         err.contains("error 109: authentication required") && err.contains("Authorization: Bearer"),
         "{err}"
     );
-    let err = refused(
+    let err = cli_fails(
         url,
         &[],
         &["op", "abort", "a1", "--token", "tok-wrong-9876"],
@@ -133,7 +107,7 @@ fn tokens_and_acls_through_the_cli() {
     );
     let file = c.dir.path().join("cli.toml");
     std::fs::write(&file, "token = \"tok-alice-1234\"\n").unwrap();
-    let out = run(
+    let out = run_cli(
         url,
         &[("FAIRSCHED_CONFIG", file.to_str().unwrap())],
         &["op", "abort", "a1"],

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{BIN, Cluster, wait_for};
+use common::{Cluster, cli_fails, wait_for};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -33,22 +33,6 @@ main_resource = "gpu"
 [pool_trees.pool_trees.gpu.pools.shared]
 weight = 2
 "#;
-
-/// Runs the CLI, which must fail; its standard error.
-fn fails(url: &str, args: &[&str]) -> String {
-    let out = std::process::Command::new(BIN)
-        .args(args)
-        .env("FAIRSCHED_SERVER", url)
-        .env_remove("FAIRSCHED_CONFIG")
-        .output()
-        .expect("run the CLI");
-    assert!(
-        !out.status.success(),
-        "fairsched {args:?} should fail: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
 
 /// Both trees' configurations, as `tree show --json` shows them.
 fn configs(c: &Cluster) -> (Value, Value) {
@@ -173,7 +157,7 @@ weight = 4
         &["pool", "apply", "--tree", "nope", file],
         &["tree", "show", "--tree", "nope"],
     ] {
-        let err = fails(&c.url, args);
+        let err = cli_fails(&c.url, &[], args);
         assert!(
             err.contains("pool tree \"nope\" does not exist")
                 && err.contains("trees: \"gpu\", \"physical\""),
@@ -213,6 +197,6 @@ weight = 4
     assert_eq!(events.as_array().unwrap().len(), 1, "{events}");
     assert_eq!(events[0]["tree"], "gpu", "{events}");
     // `tree list` takes no --tree.
-    assert!(fails(&c.url, &["tree", "list", "--tree", "gpu"]).contains("--tree"));
+    assert!(cli_fails(&c.url, &[], &["tree", "list", "--tree", "gpu"]).contains("--tree"));
     c.stop();
 }

@@ -52,15 +52,36 @@ pub fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// Runs the CLI against the server at `url` with `env` (no config file, no token unless
+/// `env` sets one).
+pub fn run_cli(url: &str, env: &[(&str, &str)], args: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args)
+        .env("FAIRSCHED_SERVER", url)
+        .env_remove("FAIRSCHED_CONFIG")
+        .env_remove("FAIRSCHED_TOKEN");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run the CLI")
+}
+
+/// The CLI must fail with exit status 1; its standard error.
+pub fn cli_fails(url: &str, env: &[(&str, &str)], args: &[&str]) -> String {
+    let out = run_cli(url, env, args);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "fairsched {args:?} should fail: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// Runs the CLI against the server at `url` (no config file); its standard output. Fails the
 /// test when the command fails.
 pub fn cli(url: &str, args: &[&str]) -> String {
-    let out = Command::new(BIN)
-        .args(args)
-        .env("FAIRSCHED_SERVER", url)
-        .env_remove("FAIRSCHED_CONFIG")
-        .output()
-        .expect("run the CLI");
+    let out = run_cli(url, &[], args);
     assert!(
         out.status.success(),
         "fairsched {args:?} failed: {}",
