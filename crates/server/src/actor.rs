@@ -721,7 +721,7 @@ impl Actor {
             }
             Command::Register(node, reply) => {
                 let r = self.register(node);
-                self.finish(reply, r);
+                self.finish_heartbeat(reply, r);
             }
             Command::Heartbeat(hb, reply) => {
                 let r = self.heartbeat(hb);
@@ -739,8 +739,9 @@ impl Actor {
         self.commit_and_reply(reply, result);
     }
 
-    /// [`Actor::finish`] for a heartbeat: publishes the view only when no other request is
-    /// waiting. Building the view costs O(cluster) (every operation with its jobs, every
+    /// [`Actor::finish`] for an agent's heartbeat or registration: publishes the view only
+    /// when no other request is waiting (a burst of registrations, as when a whole cluster
+    /// starts, rebuilt the view once per node: quadratic in the nodes). Building the view costs O(cluster) (every operation with its jobs, every
     /// node, a core snapshot), which per heartbeat made the actor spend most of its time
     /// on views nobody read; under load the last request of a burst (or the timer)
     /// publishes instead. A client that waits for its reply and then reads sees its change
