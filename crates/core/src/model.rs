@@ -305,9 +305,12 @@ impl Operation {
             .unwrap_or(DEFAULT_MAX_FAILED_JOB_COUNT)
     }
 
-    pub fn interruption_timeout_ms(&self) -> u64 {
+    /// The interruption window of its preempted jobs: its own `interruption_timeout_ms`,
+    /// else its tree's `allocation_preemption_timeout_ms`, else the standard 15 s.
+    pub fn interruption_timeout_ms(&self, tree_default: Option<u64>) -> u64 {
         self.spec
             .interruption_timeout_ms
+            .or(tree_default)
             .unwrap_or(DEFAULT_INTERRUPTION_TIMEOUT_MS)
     }
 }

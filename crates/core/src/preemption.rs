@@ -3,8 +3,8 @@
 
 use crate::event::{EventKind, Preemptor, Stage};
 use crate::model::{
-    AllocationId, AllocationState, DEFAULT_INTERRUPTION_TIMEOUT_MS, Millis, NodeId, Operation,
-    OperationState, PreemptionMode, PreemptionReason,
+    AllocationId, AllocationState, Millis, NodeId, Operation, OperationState, PreemptionMode,
+    PreemptionReason,
 };
 use crate::scheduler::{EndKind, HeartbeatResponse, InterruptOrder, Scheduler};
 use crate::status::strictly_dominates_on_non_blocked;
@@ -277,12 +277,10 @@ impl Scheduler {
         let op = &self.operations[&a.operation];
         let signal = op.spec.interruption_signal.clone();
         if signal.is_some() || timeout_override.is_some() {
-            // The operation's own window, else its tree's, else the standard 15 s.
             let timeout = timeout_override.unwrap_or_else(|| {
-                op.spec
-                    .interruption_timeout_ms
-                    .or(self.trees[a.tree].config().allocation_preemption_timeout_ms)
-                    .unwrap_or(DEFAULT_INTERRUPTION_TIMEOUT_MS)
+                op.interruption_timeout_ms(
+                    self.trees[a.tree].config().allocation_preemption_timeout_ms,
+                )
             });
             let (op_id, node_id, resources, tree) =
                 (a.operation.clone(), a.node.clone(), a.resources, a.tree);

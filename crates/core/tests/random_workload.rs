@@ -1189,12 +1189,13 @@ impl Checker {
             "{victim} of graceful-mode {} preempted with reason {reason}",
             a.op
         );
+        let window =
+            op.interruption_timeout_ms(s.tree_config().config.allocation_preemption_timeout_ms);
         match interrupt_timeout {
             Some(t) => ensure!(
-                has_signal && t == op.interruption_timeout_ms(),
-                "{victim} interrupted ({reason}) with timeout {t}; signal {:?}, timeout {}",
+                has_signal && t == window,
+                "{victim} interrupted ({reason}) with timeout {t}; signal {:?}, timeout {window}",
                 op.spec.interruption_signal,
-                op.interruption_timeout_ms()
             ),
             None => ensure!(
                 !has_signal,
