@@ -85,14 +85,16 @@ impl Scheduler {
     /// bound, aggressively preemptible while below the regular bound, preemptible after.
     pub fn classify(&self, t: usize, op: &Operation) -> Vec<(AllocationId, PreemptionStatus)> {
         let arena = &self.trees[t].arena;
-        // Only its allocations in this tree.
+        // Only its allocations in this tree (each looked up once).
         let mine = op
             .allocations
             .iter()
-            .copied()
-            .filter(|a| self.allocations.get(a).is_some_and(|a| a.tree == t));
+            .filter_map(|id| Some((*id, self.allocations.get(id)?)))
+            .filter(|(_, a)| a.tree == t);
         let Some(&index) = arena.by_operation.get(&op.spec.id) else {
-            return mine.map(|a| (a, PreemptionStatus::Preemptible)).collect();
+            return mine
+                .map(|(id, _)| (id, PreemptionStatus::Preemptible))
+                .collect();
         };
         let attrs = &arena.elements[index].attrs;
         let fair = attrs.fair_share.total;
@@ -118,10 +120,7 @@ impl Scheduler {
         };
         let mut prefix = Resources::ZERO;
         let mut out = Vec::with_capacity(op.allocations.len());
-        for id in mine {
-            let Some(a) = self.allocations.get(&id) else {
-                continue;
-            };
+        for (id, a) in mine {
             if a.state != AllocationState::Running {
                 continue;
             }

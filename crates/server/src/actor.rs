@@ -3,6 +3,7 @@
 //! publishes a new [`View`] that GET handlers read without reaching the actor.
 
 use crate::auth::Caller;
+use crate::jobs::JobList;
 use crate::metrics::{self, ActorMetrics};
 use fairsched_api::{
     ApiError, EventQuery, EventView, FinishedJob, Heartbeat, HeartbeatReply, JobCounts,
@@ -37,8 +38,43 @@ pub struct View {
     /// Every tree, sorted by name.
     pub trees: Vec<TreeView>,
     /// In submission order.
-    pub operations: Vec<OperationView>,
+    pub operations: Vec<OperationRecord>,
     pub nodes: Vec<NodeView>,
+}
+
+/// An operation as the actor keeps it and the [`View`] shows it: its record (with `jobs`
+/// always empty) and its jobs apart. Both are shared with the published views and copied only
+/// where they change, so publishing costs O(operations), not O(jobs ever run).
+#[derive(Clone, Debug)]
+pub struct OperationRecord {
+    pub view: Arc<OperationView>,
+    pub jobs: JobList,
+}
+
+impl OperationRecord {
+    fn new(view: OperationView, jobs: JobList) -> OperationRecord {
+        OperationRecord {
+            view: Arc::new(OperationView {
+                jobs: Vec::new(),
+                ..view
+            }),
+            jobs,
+        }
+    }
+
+    /// The operation as the API shows it, with its jobs or without.
+    pub fn to_view(&self, with_jobs: bool) -> OperationView {
+        let mut view = (*self.view).clone();
+        if with_jobs {
+            view.jobs = self.jobs.to_vec();
+        }
+        view
+    }
+
+    /// The record to change (copied first if a published view shares it).
+    fn view_mut(&mut self) -> &mut OperationView {
+        Arc::make_mut(&mut self.view)
+    }
 }
 
 /// One pool tree in the [`View`].
@@ -260,9 +296,9 @@ pub struct Actor {
     store: Box<dyn Store>,
     incarnation: u64,
     order: Vec<String>,
-    ops: BTreeMap<String, OperationView>,
+    ops: BTreeMap<String, OperationRecord>,
     /// Job id → operation id (every job, also those of earlier incarnations).
-    /// ... and the job's position in its operation's `jobs` (a hint, checked at every use:
+    /// ... and the job's position among its operation's jobs (a hint, checked at every use:
     /// finding a job by id among an operation's jobs would cost O(jobs)).
     job_op: BTreeMap<String, (String, usize)>,
     /// The core's allocation → its job id, and back (running jobs only).
@@ -296,7 +332,15 @@ pub struct Actor {
     /// the published view to the last request of the queue (or the timer), since building
     /// it costs O(cluster) (see `finish_heartbeat`).
     queued: bool,
+    /// Replies to heartbeats whose changes wait for the next commit (see `finish_heartbeat`).
+    deferred: Vec<DeferredReply>,
 }
+
+/// A reply sent once the commit it waits for ends: with the commit's error if it failed.
+type DeferredReply = Box<dyn FnOnce(Option<&ApiError>) + Send>;
+
+/// At most this many heartbeats share a commit (bounds the wait of the first).
+const MAX_DEFERRED: usize = 128;
 
 /// Events a live stream may fall behind by before it reads the store again.
 const EVENT_BUFFER: usize = 4096;
@@ -378,14 +422,15 @@ impl Actor {
             events: broadcast::channel(EVENT_BUFFER).0,
             tree_configs: BTreeMap::new(),
             queued: false,
+            deferred: Vec::new(),
         };
         actor.save_trees();
-        let mut jobs: BTreeMap<String, Vec<JobView>> = BTreeMap::new();
+        let mut jobs: BTreeMap<String, JobList> = BTreeMap::new();
         // Running jobs in store order: (job, operation, task, node).
         let mut running: Vec<(String, String, usize, String)> = Vec::new();
         for j in &loaded.jobs {
             if let Ok(job) = serde_json::from_str::<JobView>(&j.record) {
-                let pos = jobs.get(&j.operation).map_or(0, Vec::len);
+                let pos = jobs.get(&j.operation).map_or(0, JobList::len);
                 actor
                     .job_op
                     .insert(job.id.clone(), (j.operation.clone(), pos));
@@ -402,12 +447,11 @@ impl Actor {
         }
         for stored in &loaded.operations {
             let mut view: OperationView = serde_json::from_str(&stored.record)?;
-            view.jobs = jobs.remove(&view.id).unwrap_or_default();
+            let op_jobs = jobs.remove(&view.id).unwrap_or_default();
             if !is_finished(&view.state) {
                 let mut spec: OperationSpec = serde_json::from_value(view.spec.clone())?;
                 for (t, task) in spec.tasks.iter_mut().enumerate() {
-                    let done = view
-                        .jobs
+                    let done = op_jobs
                         .iter()
                         .filter(|j| j.task == t && j.state == "completed")
                         .count() as u32;
@@ -421,7 +465,9 @@ impl Actor {
                 actor.dirty_op(&view);
             }
             actor.order.push(view.id.clone());
-            actor.ops.insert(view.id.clone(), view);
+            actor
+                .ops
+                .insert(view.id.clone(), OperationRecord::new(view, op_jobs));
         }
         actor.adopt_running(running);
         actor.after_change();
@@ -464,11 +510,11 @@ impl Actor {
                 }
                 Err(e) => {
                     tracing::warn!(job, operation = op, node, "running job not adopted: {e}");
-                    if let Some(j) = self.job_mut(&job) {
+                    self.update_job(&job, |j| {
                         j.state = "aborted".into();
                         j.reason = Some("server_restart".into());
                         j.finished_at = Some(unix_ms());
-                    }
+                    });
                     self.dirty_jobs.insert(job);
                 }
             }
@@ -600,7 +646,14 @@ impl Actor {
                 req = rx.recv() => match req {
                     Some(req) => {
                         self.queued = !rx.is_empty();
-                        self.authorize_and_handle(req)
+                        self.authorize_and_handle(req);
+                        if !self.queued && !self.deferred.is_empty() {
+                            // The last request of a burst did not commit (a read, a refusal).
+                            self.after_change();
+                            if let Err(e) = self.commit() {
+                                tracing::error!("{}", e.message);
+                            }
+                        }
                     }
                     None => break,
                 },
@@ -739,15 +792,36 @@ impl Actor {
         self.commit_and_reply(reply, result);
     }
 
-    /// [`Actor::finish`] for an agent's heartbeat or registration: publishes the view only
-    /// when no other request is waiting (a burst of registrations, as when a whole cluster
-    /// starts, rebuilt the view once per node: quadratic in the nodes). Building the view costs O(cluster) (every operation with its jobs, every
-    /// node, a core snapshot), which per heartbeat made the actor spend most of its time
-    /// on views nobody read; under load the last request of a burst (or the timer)
-    /// publishes instead. A client that waits for its reply and then reads sees its change
-    /// whenever the server is not busy, as before; under load reads lag by at most the
-    /// queue.
-    fn finish_heartbeat<T>(&mut self, reply: Reply<T>, result: Result<T, ApiError>) {
+    /// [`Actor::finish`] for an agent's heartbeat or registration. While other requests wait
+    /// (a burst, as when a whole cluster starts or under load), it neither publishes the view
+    /// nor commits: the last request of the burst (or the timer) publishes once, and up to
+    /// [`MAX_DEFERRED`] heartbeats share one commit, each replied to only after it. Building
+    /// the view costs O(cluster) (a core snapshot, every node, every operation's summary);
+    /// per heartbeat it made the actor spend most of its time on views nobody read (a burst of
+    /// registrations rebuilt it once per node: quadratic in the nodes), and a commit per
+    /// heartbeat spent most of the rest in SQLite's per-transaction work. A client that waits
+    /// for its reply and then reads sees its change whenever the server is not busy; under
+    /// load reads lag by at most the queue.
+    fn finish_heartbeat<T: Send + 'static>(
+        &mut self,
+        reply: Reply<T>,
+        result: Result<T, ApiError>,
+    ) {
+        if self.queued && self.deferred.len() < MAX_DEFERRED {
+            self.fold_changes();
+            self.deferred
+                .push(Box::new(move |failed: Option<&ApiError>| {
+                    let result = match failed {
+                        Some(e) => Err(e.clone()),
+                        None => result,
+                    };
+                    if let Err(e) = &result {
+                        tracing::debug!(code = e.code, message = %e.message, "request rejected");
+                    }
+                    let _ = reply.send(result);
+                }));
+            return;
+        }
         if self.queued {
             self.fold_changes();
         } else {
@@ -1022,7 +1096,8 @@ impl Actor {
             "operation submitted"
         );
         self.order.push(id.clone());
-        self.ops.insert(id.clone(), view);
+        self.ops
+            .insert(id.clone(), OperationRecord::new(view, JobList::default()));
         Ok(id)
     }
 
@@ -1039,7 +1114,7 @@ impl Actor {
             .map_err(core_error)?;
         tracing::info!(operation = id, "operation aborted by request");
         self.after_change();
-        Ok(self.ops[id].clone())
+        Ok(self.ops[id].to_view(true))
     }
 
     /// Changes an operation's weight, limits or pool in the core, and in its stored spec (a
@@ -1049,12 +1124,13 @@ impl Actor {
         id: &str,
         update: UpdateOperation,
     ) -> Result<OperationView, ApiError> {
-        let Some(view) = self.ops.get(id) else {
+        let Some(record) = self.ops.get(id) else {
             return Err(ApiError::new(
                 codes::NO_SUCH_OPERATION,
                 format!("operation {id:?} does not exist"),
             ));
         };
+        let view = &record.view;
         if is_finished(&view.state) {
             return Err(ApiError::new(
                 codes::GENERIC,
@@ -1098,7 +1174,7 @@ impl Actor {
                 op.spec.scheduling_options_per_pool_tree.clone(),
             )
         });
-        let view = self.ops.get_mut(id).expect("checked above");
+        let view = self.ops.get_mut(id).expect("checked above").view_mut();
         view.pool = core_spec
             .as_ref()
             .map_or(view.pool.clone(), |c| c.0.clone());
@@ -1135,7 +1211,7 @@ impl Actor {
         self.server_event(record);
         self.touched.insert(id.to_string());
         self.after_change();
-        Ok(self.ops[id].clone())
+        Ok(self.ops[id].to_view(true))
     }
 
     fn logs(&self, id: &str) -> Result<Vec<JobLogs>, ApiError> {
@@ -1376,9 +1452,7 @@ impl Actor {
                 job,
                 "job lost: the node neither runs it nor reported its end"
             );
-            if let Some(view) = self.job_mut(&job) {
-                view.reason = Some("lost".into());
-            }
+            self.update_job(&job, |j| j.reason = Some("lost".into()));
             finished.push(FinishedAllocation {
                 allocation: AllocationId(allocation),
                 outcome: JobOutcome::Aborted,
@@ -1458,14 +1532,16 @@ impl Actor {
     /// Keeps a finished job's exit code and output (also for a job that the scheduler had
     /// already given up, e.g. one that ended while its node was away).
     fn record_exit(&mut self, f: &FinishedJob) {
-        let Some(job) = self.job_mut(&f.job) else {
+        let known = self.update_job(&f.job, |job| {
+            if job.exit_code.is_none() {
+                job.exit_code = f.exit_code;
+            }
+            if f.reason.is_some() {
+                job.reason = f.reason.clone();
+            }
+        });
+        if known.is_none() {
             return;
-        };
-        if job.exit_code.is_none() {
-            job.exit_code = f.exit_code;
-        }
-        if f.reason.is_some() {
-            job.reason = f.reason.clone();
         }
         self.tails.insert(
             f.job.clone(),
@@ -1477,14 +1553,15 @@ impl Actor {
     fn job(&self, id: &str) -> Option<&JobView> {
         let (op, pos) = self.job_op.get(id)?;
         let jobs = &self.ops.get(op)?.jobs;
-        jobs.get(find_job(jobs, *pos, id)?)
+        jobs.get(jobs.find(*pos, id)?)
     }
 
-    fn job_mut(&mut self, id: &str) -> Option<&mut JobView> {
+    /// Changes job `id` with `f` (`None`: no such job).
+    fn update_job<R>(&mut self, id: &str, f: impl FnOnce(&mut JobView) -> R) -> Option<R> {
         let (op, pos) = self.job_op.get(id)?;
         let jobs = &mut self.ops.get_mut(op)?.jobs;
-        let at = find_job(jobs, *pos, id)?;
-        jobs.get_mut(at)
+        let at = jobs.find(*pos, id)?;
+        jobs.update(at, f)
     }
 
     /// A new job's id: `<incarnation>.<allocation>`.
@@ -1498,19 +1575,22 @@ impl Actor {
         self.publish_view();
     }
 
-    /// Folds the core's events into the records and queues them for the store.
+    /// Folds the core's events into the records; the changed operations and jobs are queued
+    /// for the store at the next commit ([`Actor::stage_changes`]).
     fn fold_changes(&mut self) {
         self.take_core_events();
+    }
+
+    /// Queues the operations and jobs changed since the last commit for the store, each once
+    /// however often it changed (heartbeats committed together touch the same operations).
+    fn stage_changes(&mut self) {
         for id in std::mem::take(&mut self.touched) {
-            // The stored operation leaves out its jobs (stored one by one): no need to copy
-            // them, which would cost O(jobs of the operation) per change.
-            let Some(view) = self.ops.get_mut(&id) else {
+            // The stored operation leaves out its jobs (stored one by one).
+            let Some(record) = self.ops.get(&id) else {
                 continue;
             };
-            let jobs = std::mem::take(&mut view.jobs);
-            let stored = view.clone();
-            view.jobs = jobs;
-            self.dirty_op(&stored);
+            let view = Arc::clone(&record.view);
+            self.dirty_op(&view);
         }
         self.save_jobs();
     }
@@ -1559,8 +1639,8 @@ impl Actor {
                 self.alloc_job.insert(allocation.0, id.clone());
                 self.job_alloc.insert(id.clone(), allocation.0);
                 self.dirty_jobs.insert(id);
-                if let Some(view) = self.ops.get_mut(&operation.0) {
-                    view.jobs.push(job);
+                if let Some(record) = self.ops.get_mut(&operation.0) {
+                    record.jobs.push(job);
                 }
                 touched.insert(operation.0.clone());
             }
@@ -1620,8 +1700,10 @@ impl Actor {
                     .and_then(|op| op.spec.interruption_signal.clone());
                 if let Some(job) = self.alloc_job.get(&allocation.0).cloned() {
                     // The job keeps the reason however it ends (exits in time: completed).
-                    if let Some(j) = self.job_mut(&job) {
-                        j.reason = Some((*reason).to_string());
+                    if self
+                        .update_job(&job, |j| j.reason = Some((*reason).to_string()))
+                        .is_some()
+                    {
                         self.dirty_jobs.insert(job.clone());
                     }
                     self.interrupts
@@ -1645,7 +1727,8 @@ impl Actor {
                     reason = reason.as_deref(),
                     "operation state"
                 );
-                if let Some(view) = self.ops.get_mut(&operation.0) {
+                if let Some(record) = self.ops.get_mut(&operation.0) {
+                    let view = record.view_mut();
                     view.state = (*state).to_string();
                     if reason.is_some() {
                         view.reason = reason.clone();
@@ -1668,23 +1751,26 @@ impl Actor {
             return;
         };
         self.job_alloc.remove(&id);
-        if let Some(job) = self.job_mut(&id)
-            && job.state == "running"
-        {
+        let ended = self.update_job(&id, |job| {
+            if job.state != "running" {
+                return false;
+            }
             job.state = state.to_string();
             if let Some(r) = reason {
                 job.reason = Some(r.to_string());
             }
             job.finished_at = Some(now_unix);
+            true
+        });
+        if ended == Some(true) {
             self.dirty_jobs.insert(id);
         }
     }
 
-    /// Queues an operation and its jobs for the store.
+    /// Queues an operation (without its jobs: they are stored one by one) for the store.
     fn dirty_op(&mut self, view: &OperationView) {
-        let mut stored = view.clone();
-        stored.jobs = Vec::new();
-        if let Ok(record) = serde_json::to_string(&stored) {
+        debug_assert!(view.jobs.is_empty(), "records keep their jobs apart");
+        if let Ok(record) = serde_json::to_string(view) {
             self.batch.operations.retain(|o| o.id != view.id);
             self.batch.operations.push(StoredOperation {
                 id: view.id.clone(),
@@ -1703,7 +1789,7 @@ impl Actor {
             let Some(job) = self
                 .ops
                 .get(op)
-                .and_then(|v| v.jobs.get(find_job(&v.jobs, *pos, &id)?))
+                .and_then(|v| v.jobs.get(v.jobs.find(*pos, &id)?))
             else {
                 continue;
             };
@@ -1721,7 +1807,18 @@ impl Actor {
         }
     }
 
+    /// Commits everything changed (see [`Actor::stage_changes`]), then sends the replies that
+    /// waited for this commit (a failure is their reply too).
     fn commit(&mut self) -> Result<(), ApiError> {
+        let r = self.commit_batch();
+        for reply in std::mem::take(&mut self.deferred) {
+            reply(r.as_ref().err());
+        }
+        r
+    }
+
+    fn commit_batch(&mut self) -> Result<(), ApiError> {
+        self.stage_changes();
         let batch = std::mem::take(&mut self.batch);
         if batch.is_empty() {
             return Ok(());
@@ -1744,10 +1841,12 @@ impl Actor {
     fn publish_view(&mut self) {
         let now = self.now();
         let snapshot = self.sched.snapshot(now);
-        for (id, view) in self.ops.iter_mut() {
+        for (id, record) in self.ops.iter_mut() {
             let core = self.sched.operation(&OperationId(id.clone()));
-            let mut counts = JobCounts {
-                total: view
+            let jobs = record.jobs.counts();
+            let counts = JobCounts {
+                total: record
+                    .view
                     .spec
                     .get("tasks")
                     .and_then(Value::as_array)
@@ -1761,20 +1860,25 @@ impl Actor {
                     .filter(|op| !op.state.is_finished())
                     .map(|op| op.pending_job_count())
                     .unwrap_or(0),
-                ..JobCounts::default()
+                running: jobs.running,
+                completed: jobs.completed,
+                failed: jobs.failed,
+                aborted: jobs.aborted,
             };
-            for j in &view.jobs {
-                match j.state.as_str() {
-                    "running" => counts.running += 1,
-                    "completed" => counts.completed += 1,
-                    "failed" => counts.failed += 1,
-                    _ => counts.aborted += 1,
+            let why = snapshot.operations.get(id).and_then(|o| o.why.as_ref());
+            let pool = core.map(|op| &op.pool);
+            let view = &record.view;
+            // Copied (if a published view shares it) only when something shown changed.
+            if view.job_counts != counts
+                || view.why.as_ref() != why
+                || pool.is_some_and(|p| *p != view.pool)
+            {
+                let view = record.view_mut();
+                view.job_counts = counts;
+                view.why = why.cloned();
+                if let Some(p) = pool {
+                    view.pool = p.clone();
                 }
-            }
-            view.job_counts = counts;
-            view.why = snapshot.operations.get(id).and_then(|o| o.why.clone());
-            if let Some(op) = core {
-                view.pool = op.pool.clone();
             }
         }
         let nodes = self
@@ -1888,14 +1992,6 @@ fn stage_name(stage: Stage) -> &'static str {
     }
 }
 
-/// Where job `id` is among `jobs`: at `hint` when it is there, else found by a scan.
-fn find_job(jobs: &[JobView], hint: usize, id: &str) -> Option<usize> {
-    match jobs.get(hint) {
-        Some(j) if j.id == id => Some(hint),
-        _ => jobs.iter().position(|j| j.id == id),
-    }
-}
-
 fn is_finished(state: &str) -> bool {
     matches!(state, "completed" | "failed" | "aborted")
 }
@@ -1903,33 +1999,4 @@ fn is_finished(state: &str) -> bool {
 fn pool_config(config: Map<String, Value>) -> Result<PoolConfig, ApiError> {
     serde_json::from_value(Value::Object(config))
         .map_err(|e| ApiError::new(codes::BAD_REQUEST, format!("bad pool config: {e}")))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn job(id: &str) -> JobView {
-        JobView {
-            id: id.into(),
-            task: 0,
-            node: "n".into(),
-            state: "running".into(),
-            exit_code: None,
-            reason: None,
-            started_at: 0,
-            finished_at: None,
-        }
-    }
-
-    #[test]
-    fn a_job_is_found_at_its_hint_else_by_a_scan() {
-        let jobs = vec![job("1.1"), job("1.2"), job("1.3")];
-        assert_eq!(find_job(&jobs, 1, "1.2"), Some(1));
-        // A stale or wrong hint still finds the job.
-        assert_eq!(find_job(&jobs, 0, "1.3"), Some(2));
-        assert_eq!(find_job(&jobs, 7, "1.1"), Some(0));
-        assert_eq!(find_job(&jobs, 1, "1.9"), None);
-        assert_eq!(find_job(&[], 0, "1.1"), None);
-    }
 }

@@ -380,24 +380,15 @@ async fn list_operations(
         .filter(|o| {
             states
                 .as_ref()
-                .is_none_or(|s| s.contains(&o.state.as_str()))
+                .is_none_or(|s| s.contains(&o.view.state.as_str()))
         })
         .filter(|o| {
             q.pool
                 .as_ref()
-                .is_none_or(|p| pool_within(&parents, &o.pool, p))
+                .is_none_or(|p| pool_within(&parents, &o.view.pool, p))
         })
-        .filter(|o| q.user.as_ref().is_none_or(|u| *u == o.user))
-        .map(|o| {
-            if q.jobs == Some(false) {
-                OperationView {
-                    jobs: Vec::new(),
-                    ..o.clone()
-                }
-            } else {
-                o.clone()
-            }
-        })
+        .filter(|o| q.user.as_ref().is_none_or(|u| *u == o.view.user))
+        .map(|o| o.to_view(q.jobs != Some(false)))
         .collect())
 }
 
@@ -410,8 +401,8 @@ fn bad_query(e: QueryRejection) -> Failure {
 
 async fn get_operation(State(s): State<AppState>, Path(id): Path<String>) -> Reply<OperationView> {
     let view = s.view.borrow().clone();
-    match view.operations.iter().find(|o| o.id == id) {
-        Some(op) => ok(op.clone()),
+    match view.operations.iter().find(|o| o.view.id == id) {
+        Some(op) => ok(op.to_view(true)),
         None => Err(no_such_operation(&id)),
     }
 }

@@ -16,6 +16,7 @@ pub mod actor;
 pub mod auth;
 pub mod config;
 pub mod http;
+pub mod jobs;
 pub mod metrics;
 pub mod reference;
 

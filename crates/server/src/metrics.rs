@@ -292,7 +292,7 @@ impl Collector for ViewCollector {
             .map(|s| (s, 0.0))
             .collect();
         for op in &view.operations {
-            *by_state.entry(op.state.as_str()).or_default() += 1.0;
+            *by_state.entry(op.view.state.as_str()).or_default() += 1.0;
         }
         let mut ops = Gauges::<[(&str, &str); 1]>::new(
             "fairsched_operations",
@@ -323,8 +323,8 @@ impl Collector for ViewCollector {
         );
         let (mut pending, mut running) = (0.0, 0.0);
         for op in &view.operations {
-            pending += f64::from(op.job_counts.pending);
-            running += f64::from(op.job_counts.running);
+            pending += f64::from(op.view.job_counts.pending);
+            running += f64::from(op.view.job_counts.running);
         }
         jobs.add([("state", "pending")], pending);
         jobs.add([("state", "running")], running);

@@ -341,40 +341,49 @@ impl Store for SqliteStore {
                 params![tree.name, tree.config, i64::from(tree.is_default)],
             )?;
         }
-        for op in &batch.operations {
-            tx.execute(
+        // Each statement is prepared once per commit (and cached across commits), not once
+        // per row: parsing the SQL was a good part of a heartbeat's commit.
+        if !batch.operations.is_empty() {
+            let mut stmt = tx.prepare_cached(
                 "INSERT INTO operations (id, state, record) VALUES (?1, ?2, ?3)
                  ON CONFLICT (id) DO UPDATE SET state = excluded.state, record = excluded.record",
-                params![op.id, op.state, op.record],
             )?;
+            for op in &batch.operations {
+                stmt.execute(params![op.id, op.state, op.record])?;
+            }
         }
-        for job in &batch.jobs {
-            tx.execute(
+        if !batch.jobs.is_empty() {
+            let mut stmt = tx.prepare_cached(
                 "INSERT INTO jobs (id, operation, record, stdout_tail, stderr_tail)
                  VALUES (?1, ?2, ?3, ?4, ?5)
                  ON CONFLICT (id) DO UPDATE SET record = excluded.record,
                    stdout_tail = COALESCE(excluded.stdout_tail, jobs.stdout_tail),
                    stderr_tail = COALESCE(excluded.stderr_tail, jobs.stderr_tail)",
-                params![
+            )?;
+            for job in &batch.jobs {
+                stmt.execute(params![
                     job.id,
                     job.operation,
                     job.record,
                     job.stdout_tail,
                     job.stderr_tail
-                ],
-            )?;
+                ])?;
+            }
         }
-        for node in &batch.nodes {
-            tx.execute(
-                "INSERT OR REPLACE INTO nodes (id, record) VALUES (?1, ?2)",
-                params![node.id, node.record],
-            )?;
+        if !batch.nodes.is_empty() {
+            let mut stmt =
+                tx.prepare_cached("INSERT OR REPLACE INTO nodes (id, record) VALUES (?1, ?2)")?;
+            for node in &batch.nodes {
+                stmt.execute(params![node.id, node.record])?;
+            }
         }
-        for e in &batch.events {
-            tx.execute(
+        if !batch.events.is_empty() {
+            let mut stmt = tx.prepare_cached(
                 "INSERT INTO events (seq, unix_ms, kind, operation, node, job, record)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
+            )?;
+            for e in &batch.events {
+                stmt.execute(params![
                     e.seq as i64,
                     e.unix_ms as i64,
                     e.kind,
@@ -382,8 +391,8 @@ impl Store for SqliteStore {
                     e.node,
                     e.job,
                     e.record
-                ],
-            )?;
+                ])?;
+            }
         }
         tx.commit()?;
         Ok(())
