@@ -203,6 +203,9 @@ pub struct Report {
     pub server_cpu_cores: Option<f64>,
     /// CPU time of the whole process (server and simulated agents) in the window.
     pub process_cpu_s: Option<f64>,
+    /// Peak resident memory of the whole process (server, simulated agents and their HTTP
+    /// client) from its start to the end of the window, in bytes (`getrusage`'s `ru_maxrss`).
+    pub process_peak_rss_bytes: Option<u64>,
     /// Jobs still pending at the end: 0 means the workload ran out and the figure is a floor.
     pub pending_jobs_at_end: Option<u64>,
 }
@@ -277,6 +280,15 @@ impl Report {
         }
         if let Some(cpu) = self.process_cpu_s {
             row("process CPU", format!("{cpu:.2} s (server and agents)"));
+        }
+        if let Some(rss) = self.process_peak_rss_bytes {
+            row(
+                "peak RSS",
+                format!(
+                    "{:.1} MiB (the whole process: server and agents)",
+                    rss as f64 / (1024.0 * 1024.0)
+                ),
+            );
         }
         if let Some(p) = self.pending_jobs_at_end {
             let note = if p == 0 {
@@ -397,6 +409,13 @@ fn threads_cpu_s(prefix: &str) -> Option<f64> {
         total += utime + stime;
     }
     Some(total as f64 / ticks as f64)
+}
+
+/// Peak resident memory of the whole process so far, in bytes (Linux reports KiB).
+fn process_peak_rss_bytes() -> Option<u64> {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let usage = getrusage(UsageWho::RUSAGE_SELF).ok()?;
+    u64::try_from(usage.max_rss()).ok().map(|kib| kib * 1024)
 }
 
 /// CPU seconds of the whole process.
@@ -605,6 +624,7 @@ async fn drive(args: &ServerBenchArgs, url: &str, token: &str) -> anyhow::Result
         process_cpu_s(),
         Instant::now(),
     );
+    let process_peak_rss_bytes = process_peak_rss_bytes();
     let (start_server, start_process, start_at) = cpu_start.unwrap_or((None, None, window.start));
     let window_s = end_cpu.2.duration_since(start_at).as_secs_f64();
     let _ = stop_tx.send(true);
@@ -695,6 +715,7 @@ async fn drive(args: &ServerBenchArgs, url: &str, token: &str) -> anyhow::Result
         server_cpu_s,
         server_cpu_cores: server_cpu_s.map(|c| if window_s > 0.0 { c / window_s } else { 0.0 }),
         process_cpu_s: start_process.zip(end_cpu.1).map(|(a, b)| b - a),
+        process_peak_rss_bytes,
         pending_jobs_at_end,
     })
 }

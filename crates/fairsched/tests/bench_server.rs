@@ -86,6 +86,12 @@ fn bench_server_runs_jobs_through_a_real_server() {
     assert_eq!(number("agents"), 20.0);
     assert!(report["heartbeat_latency_ms"]["p99"].as_f64().is_some());
     assert!(
+        report["process_peak_rss_bytes"]
+            .as_u64()
+            .is_some_and(|b| b > 1024 * 1024),
+        "{report:#}"
+    );
+    assert!(
         report["pending_jobs_at_end"].as_u64().unwrap_or(0) > 0,
         "the workload should outlast the run: {report:#}"
     );
