@@ -302,3 +302,42 @@ fn nested_integral_pools_do_not_panic() {
         );
     }
 }
+
+/// §3.1 (upstream TestNestedPromisedGuaranteeFairSharePools, whose checks the conformance
+/// format cannot express): a promised-guarantee pool below another one is an error naming it;
+/// once the outer pool stops asking, the error is gone.
+#[test]
+fn nested_promised_guarantee_pools_are_an_error_until_the_outer_one_stops() {
+    for improved in [false, true] {
+        let mut t = Tree::new();
+        let promised = PoolSpec {
+            enable_promised_guarantee_fair_share: true,
+            ..PoolSpec::default()
+        };
+        let a = t.add_pool(ROOT, "poolA", 1.0, promised.clone()).unwrap();
+        let a1 = t.add_pool(a, "poolA1", 1.0, promised.clone()).unwrap();
+        t.add_operation(a1, "op", 1.0, op(res(10.0, 10.0, 100.0 * MB)))
+            .unwrap();
+        let errors = |t: &mut Tree| {
+            let input = UpdateInput {
+                total_resources: cluster(),
+                now_seconds: 0.0,
+                previous_update_seconds: None,
+                options: UpdateOptions {
+                    enable_improved_fair_share_by_fit_factor_computation: improved,
+                    ..UpdateOptions::default()
+                },
+            };
+            update(t, &input, &NoClock).errors
+        };
+        let first = errors(&mut t);
+        assert_eq!(first.len(), 1, "{first:?}");
+        assert_eq!(first[0].name(), "NestedPromisedGuaranteeFairSharePools");
+        assert!(first[0].to_string().contains("poolA1"), "{}", first[0]);
+        t.element_mut(a)
+            .pool_mut()
+            .unwrap()
+            .enable_promised_guarantee_fair_share = false;
+        assert_eq!(errors(&mut t), vec![]);
+    }
+}
