@@ -318,18 +318,7 @@ fn nested_promised_guarantee_pools_are_an_error_until_the_outer_one_stops() {
         let a1 = t.add_pool(a, "poolA1", 1.0, promised.clone()).unwrap();
         t.add_operation(a1, "op", 1.0, op(res(10.0, 10.0, 100.0 * MB)))
             .unwrap();
-        let errors = |t: &mut Tree| {
-            let input = UpdateInput {
-                total_resources: cluster(),
-                now_seconds: 0.0,
-                previous_update_seconds: None,
-                options: UpdateOptions {
-                    enable_improved_fair_share_by_fit_factor_computation: improved,
-                    ..UpdateOptions::default()
-                },
-            };
-            update(t, &input, &NoClock).errors
-        };
+        let errors = |t: &mut Tree| run(t, cluster(), improved, None).errors;
         let first = errors(&mut t);
         assert_eq!(first.len(), 1, "{first:?}");
         assert_eq!(first[0].name(), "NestedPromisedGuaranteeFairSharePools");
