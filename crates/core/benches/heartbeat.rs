@@ -25,6 +25,9 @@
 //! `HEARTBEAT_PHASES=small|large` on the bench binary times the phases once with a plain
 //! clock instead (handy under perf or valgrind).
 
+#[path = "support/pool_tree.rs"]
+mod pool_tree;
+
 use divan::Bencher;
 use divan::counter::ItemsCount;
 use fairsched_core::{
@@ -32,7 +35,6 @@ use fairsched_core::{
     Scheduler, SchedulerConfig,
 };
 use fairsched_resources::{ResourceKind, Resources};
-use std::fmt::Write as _;
 use std::sync::OnceLock;
 
 fn main() {
@@ -116,37 +118,7 @@ const SMALL: Size = Size {
 
 /// The pool tree as JSON (no operation or running limits get in the way), and its leaves.
 fn tree(size: Size) -> (String, Vec<String>) {
-    let mut leaves = Vec::new();
-    let mut json = String::from(
-        r#"{"pool_trees": {"default": {"config": {
-            "max_operation_count": 1000000, "max_running_operation_count": 1000000,
-            "max_operation_count_per_pool": 1000000, "max_running_operation_count_per_pool": 1000000
-        }, "pools": {"#,
-    );
-    for i in 0..size.fanout[0] {
-        if i > 0 {
-            json.push(',');
-        }
-        write!(json, r#""p{i}": {{"weight": {}, "pools": {{"#, 1 + i % 3).unwrap();
-        for j in 0..size.fanout[1] {
-            if j > 0 {
-                json.push(',');
-            }
-            write!(json, r#""p{i}_{j}": {{"pools": {{"#).unwrap();
-            for k in 0..size.fanout[2] {
-                if k > 0 {
-                    json.push(',');
-                }
-                let name = format!("p{i}_{j}_{k}");
-                write!(json, r#""{name}": {{"weight": {}}}"#, 1 + k % 2).unwrap();
-                leaves.push(name);
-            }
-            json.push_str("}}");
-        }
-        json.push_str("}}");
-    }
-    json.push_str("}}}}");
-    (json, leaves)
+    pool_tree::pool_tree(size.fanout)
 }
 
 /// A cluster right after its first fair-share update, nothing running yet.

@@ -25,12 +25,14 @@
 //! records a backtrace per block). Prints Markdown tables: the heap after each step, then the
 //! costs per node, per operation and per running allocation (raw figures on stderr).
 
+#[path = "../benches/support/pool_tree.rs"]
+mod pool_tree;
+
 use fairsched_core::{
     FinishedAllocation, JobOutcome, NodeHeartbeat, NodeId, NodeSpec, OperationSpec, Scheduler,
     SchedulerConfig,
 };
 use fairsched_resources::{ResourceKind, Resources};
-use std::fmt::Write as _;
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
@@ -87,37 +89,7 @@ struct Case {
 
 /// The pool tree as JSON (no operation or running limits get in the way), and its leaves.
 fn tree() -> (String, Vec<String>) {
-    let mut leaves = Vec::new();
-    let mut json = String::from(
-        r#"{"pool_trees": {"default": {"config": {
-            "max_operation_count": 1000000, "max_running_operation_count": 1000000,
-            "max_operation_count_per_pool": 1000000, "max_running_operation_count_per_pool": 1000000
-        }, "pools": {"#,
-    );
-    for i in 0..FANOUT[0] {
-        if i > 0 {
-            json.push(',');
-        }
-        write!(json, r#""p{i}": {{"weight": {}, "pools": {{"#, 1 + i % 3).unwrap();
-        for j in 0..FANOUT[1] {
-            if j > 0 {
-                json.push(',');
-            }
-            write!(json, r#""p{i}_{j}": {{"pools": {{"#).unwrap();
-            for k in 0..FANOUT[2] {
-                if k > 0 {
-                    json.push(',');
-                }
-                let name = format!("p{i}_{j}_{k}");
-                write!(json, r#""{name}": {{"weight": {}}}"#, 1 + k % 2).unwrap();
-                leaves.push(name);
-            }
-            json.push_str("}}");
-        }
-        json.push_str("}}");
-    }
-    json.push_str("}}}}");
-    (json, leaves)
+    pool_tree::pool_tree(FANOUT)
 }
 
 fn heap() -> Heap {
