@@ -114,7 +114,8 @@ pool_options! {
     fifo_pool_scheduling_order: Option<FifoPoolSchedulingOrder> = None,
 
     /// An operation of this FIFO pool that cannot be fully satisfied gets its fair share
-    /// truncated (alias `truncate_fifo_pool_unsatisfied_child_fair_share`). Default: unset (the
+    /// truncated (alias `truncate_fifo_pool_unsatisfied_child_fair_share`). Accepted for
+    /// compatibility; no effect, as the tree option of the same name. Default: unset (the
     /// tree's value).
     #[serde(alias = "truncate_fifo_pool_unsatisfied_child_fair_share", skip_serializing_if = "Option::is_none")]
     enable_fair_share_truncation_in_fifo_pool: Option<bool> = None,

@@ -38,7 +38,9 @@ pub struct TreeConfig {
     pub default_parent_pool: String,
 
     /// Whether the user → default-parent-pool map of the server is consulted before
-    /// `default_parent_pool`. Default: false.
+    /// `default_parent_pool`. Accepted for compatibility with YTsaurus configurations, but
+    /// fairsched has no such map yet: this option has no effect (`default_parent_pool` and
+    /// `create_ephemeral_subpools` decide). Default: false.
     pub use_user_default_parent_pool_map: bool,
 
     /// Most operations (running + pending) in the whole tree; more are rejected with error 202.
@@ -214,7 +216,8 @@ pub struct TreeConfig {
     pub enable_scheduling_tags: bool,
 
     /// A heartbeat refreshes an operation's usage from the live resource tree if its cached
-    /// usage is older than this. Default: 100 ms.
+    /// usage is older than this (YTsaurus). Accepted for compatibility; it has no effect in
+    /// fairsched, whose heartbeats always see the current usage. Default: 100 ms.
     pub allowed_resource_usage_staleness_ms: u64,
 
     /// A heartbeat keeps scheduling while the node has at least these resources free.
@@ -227,7 +230,10 @@ pub struct TreeConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_started_allocations_per_heartbeat: Option<u32>,
 
-    /// Pools with at least this many schedulable children keep them in a heap. Default: 16.
+    /// Pools with at least this many schedulable children keep them in a heap (a YTsaurus
+    /// performance knob). Accepted for compatibility; it has no effect in fairsched, which keeps
+    /// its heartbeat walk over the tree between heartbeats and updates it along changed paths.
+    /// Default: 16.
     pub min_child_heap_size: u32,
 
     /// Default order in which FIFO pools offer heartbeats to their operations (pools
@@ -236,7 +242,8 @@ pub struct TreeConfig {
 
     /// Default of the pool option: an operation of a FIFO pool that cannot be fully satisfied
     /// gets its fair share truncated (alias `truncate_fifo_pool_unsatisfied_child_fair_share`).
-    /// Default: false.
+    /// Accepted for compatibility: the hook is gone from current YTsaurus code, and fairsched's
+    /// fair share follows current YTsaurus, so it has no effect. Default: false.
     #[serde(alias = "truncate_fifo_pool_unsatisfied_child_fair_share")]
     pub enable_fair_share_truncation_in_fifo_pool: bool,
 
