@@ -247,8 +247,9 @@ pub struct TreeConfig {
     #[serde(alias = "truncate_fifo_pool_unsatisfied_child_fair_share")]
     pub enable_fair_share_truncation_in_fifo_pool: bool,
 
-    /// Only the first N schedulable operations of a FIFO pool are schedulable. Must be > 0.
-    /// Default: unset (all).
+    /// Only the first N operations of a FIFO pool (in FIFO order) that have a fair share get
+    /// jobs; the others wait, even where nodes have room (their `why` names this option).
+    /// Must be > 0. Default: unset (all).
     #[schemars(!skip_serializing_if)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_schedulable_element_count_in_fifo_pool: Option<u32>,

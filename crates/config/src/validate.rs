@@ -992,6 +992,13 @@ impl Validator<'_> {
         if c.fifo_sort_parameters.is_empty() {
             err("fifo_sort_parameters", "must not be empty".to_string());
         }
+        if let Some(Err(e)) = c
+            .scheduling_tag_filter
+            .as_deref()
+            .map(crate::TagFilter::parse)
+        {
+            err("scheduling_tag_filter", e.to_string());
+        }
         if c.mode == SchedulingMode::Fifo {
             if !node.pools.is_empty() {
                 let names: Vec<String> = node.pools.keys().map(|k| format!("{k:?}")).collect();

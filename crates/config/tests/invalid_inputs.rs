@@ -493,6 +493,13 @@ integral_guarantees = { guarantee_type = "relaxed", resource_flow = { cpu = 5 } 
             "expected a tag, '!' or '('",
         ),
     },
+    Case {
+        name: "pool scheduling tag filter that does not parse",
+        doc: Tree,
+        format: Toml,
+        input: "[pools.gpu]\nscheduling_tag_filter = \"gpu &\"\n",
+        expect: pool_err("gpu", "scheduling_tag_filter", "expected a tag, '!' or '('"),
+    },
     // ----- Names -----
     Case {
         name: "pool name with a space",

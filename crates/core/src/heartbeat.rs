@@ -305,26 +305,21 @@ impl Scheduler {
         let ElementRef::Operation(id) = &arena.elements[i].kind else {
             return false;
         };
-        self.operations.get(id).is_some_and(|op| {
-            op.state == OperationState::Running
-                && op.pending_job_count() > 0
-                && (op.spec.preemption_mode == PreemptionMode::Normal
-                    || arena.elements[i].scheduling_status == SchedulingStatus::BelowFairShare)
-        })
+        !arena.elements[i].fifo_limited
+            && self.operations.get(id).is_some_and(|op| {
+                op.state == OperationState::Running
+                    && op.pending_job_count() > 0
+                    && (op.spec.preemption_mode == PreemptionMode::Normal
+                        || arena.elements[i].scheduling_status == SchedulingStatus::BelowFairShare)
+            })
     }
 
-    /// Whether the operation at `i` may run on the node (its scheduling tag filter).
+    /// Whether the operation at `i` may run on the node (its and its pools' scheduling tag
+    /// filters).
     fn eligible_on(&self, t: usize, i: ElementIndex, node_id: &NodeId) -> bool {
-        let ElementRef::Operation(id) = &self.trees[t].arena.elements[i].kind else {
-            return false;
-        };
-        let node = &self.nodes[node_id];
-        self.operations.get(id).is_some_and(|op| {
-            op.spec
-                .scheduling_tag_filter
-                .as_ref()
-                .is_none_or(|tag| node.tags.contains(tag))
-        })
+        let arena = &self.trees[t].arena;
+        matches!(arena.elements[i].kind, ElementRef::Operation(_))
+            && arena.tags_allow(i, &self.nodes[node_id].tags)
     }
 
     /// Brings the cached walk up to date after the operation's usage, pending jobs or state
@@ -354,6 +349,7 @@ impl Scheduler {
                 }
                 // As `globally_active`, without looking the operation up again.
                 walk.active[i] = wants_jobs
+                    && !arena.elements[i].fifo_limited
                     && (!graceful
                         || arena.elements[i].scheduling_status == SchedulingStatus::BelowFairShare);
                 self.refresh_path(&mut walk, i);
@@ -405,13 +401,10 @@ impl Scheduler {
                 Some((id, op)) if *id == op_id => {
                     walk.usage[i] = op.in_tree(t).map_or(Resources::ZERO, |o| o.usage);
                     eligible(i)
+                        && !arena.elements[i].fifo_limited
                         && op.state == OperationState::Running
                         && op.pending_job_count() > 0
-                        && op
-                            .spec
-                            .scheduling_tag_filter
-                            .as_ref()
-                            .is_none_or(|tag| node.tags.contains(tag))
+                        && arena.tags_allow(i, &node.tags)
                         && (op.spec.preemption_mode == PreemptionMode::Normal
                             || arena.elements[i].scheduling_status
                                 == SchedulingStatus::BelowFairShare)

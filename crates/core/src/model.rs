@@ -120,7 +120,8 @@ pub struct OperationSpec {
     /// How long an interrupted job may take to exit before it is aborted (default 15 s).
     #[serde(default)]
     pub interruption_timeout_ms: Option<u64>,
-    /// Only nodes with this tag are used.
+    /// Only nodes matching this tag expression (`gpu`, `gpu & !old`, ...) run its jobs, and
+    /// only those that also match its pools' filters.
     #[serde(default)]
     pub scheduling_tag_filter: Option<String>,
     /// Starvation tolerance of the operation; it may only lower its pool's (more conservative).

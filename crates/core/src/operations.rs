@@ -445,24 +445,26 @@ impl Scheduler {
             .filter(|(t, _)| op.tasks[*t].pending > 0)
             .map(|(_, t)| t.resources)
             .next()?;
-        if let Some(tag) = &op.spec.scheduling_tag_filter
+        if arena.elements[index].tag_set != 0
             && !self
                 .nodes
                 .values()
                 .filter(in_its_trees)
-                .any(|n| n.tags.contains(tag))
+                .any(|n| arena.tags_allow(index, &n.tags))
         {
+            let filters: Vec<String> = arena.tag_sets[arena.elements[index].tag_set]
+                .iter()
+                .map(|f| format!("{:?}", f.as_str()))
+                .collect();
             return Some(format!(
-                "no node has the tag {tag:?} (scheduling_tag_filter)"
+                "no node matches the scheduling tag filters {} (scheduling_tag_filter of the \
+                 operation or its pools)",
+                filters.join(" and ")
             ));
         }
         let fits_somewhere = self.nodes.values().filter(in_its_trees).any(|n| {
             n.scheduler_jobs_enabled
-                && op
-                    .spec
-                    .scheduling_tag_filter
-                    .as_ref()
-                    .is_none_or(|t| n.tags.contains(t))
+                && arena.tags_allow(index, &n.tags)
                 && n.resources.dominates(&job)
         });
         if !fits_somewhere {
@@ -482,6 +484,20 @@ impl Scheduler {
                     usage[e]
                 ));
             }
+        }
+        if arena.elements[index].fifo_limited
+            && let Some(parent) = arena.elements[index].parent
+            && let crate::tree::ElementRef::Pool(pool) = &arena.elements[parent].kind
+        {
+            return Some(format!(
+                "FIFO pool {pool:?} schedules only its first {} operations with a fair share \
+                 (max_schedulable_element_count_in_fifo_pool; \
+                 fifo_schedulable_element_count_limit_reached)",
+                self.trees[t]
+                    .config()
+                    .max_schedulable_element_count_in_fifo_pool
+                    .unwrap_or_default()
+            ));
         }
         // A FIFO pool shares in start order (its children are sorted so): name the one ahead.
         if let Some(parent) = arena.elements[index].parent

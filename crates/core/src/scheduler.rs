@@ -1316,6 +1316,15 @@ fn validate_operation_spec(spec: &OperationSpec) -> Result<(), CoreError> {
             "operation {id:?}: weight must be a positive number (got {w})"
         )));
     }
+    if let Some(Err(e)) = spec
+        .scheduling_tag_filter
+        .as_deref()
+        .map(fairsched_config::TagFilter::parse)
+    {
+        return Err(CoreError::new(format!(
+            "operation {id:?}: scheduling_tag_filter: {e}"
+        )));
+    }
     for (i, t) in spec.tasks.iter().enumerate() {
         if t.resources.any_negative() {
             return Err(CoreError::new(format!(

@@ -99,6 +99,12 @@ pub struct Element {
     /// Regular (non-SSD) jobs of this subtree may run on SSD nodes
     /// (`allow_regular_jobs_on_ssd_nodes`, inherited; true unless a pool says otherwise).
     pub allow_regular_on_ssd: bool,
+    /// The scheduling tag filters a node must match to run this element's jobs: its own
+    /// `scheduling_tag_filter` and its ancestors' (an index into [`Arena::tag_sets`]; 0: none).
+    pub tag_set: usize,
+    /// An operation of a FIFO pool after the first `max_schedulable_element_count_in_fifo_pool`
+    /// operations with a fair share (as of the last update): it gets no jobs.
+    pub fifo_limited: bool,
 }
 
 /// SSD priority preemption as of the last update (`ssd_priority_preemption` enabled).
@@ -144,13 +150,25 @@ pub struct Arena {
     pub computed_at: Option<Millis>,
     /// Some operation in the tree is in graceful preemption mode.
     pub any_graceful: bool,
-    /// Some operation in the tree has a `scheduling_tag_filter`.
+    /// Some element of the tree has scheduling tag filters (`tag_sets` beyond the empty one)
+    /// and the tree honours them (`enable_scheduling_tags`).
     pub any_tag_filter: bool,
+    /// Sets of scheduling tag filters (all must match), referred to by [`Element::tag_set`];
+    /// the first is empty.
+    pub tag_sets: Vec<Vec<fairsched_config::TagFilter>>,
     /// SSD nodes and media when `ssd_priority_preemption` is enabled.
     pub ssd: Option<SsdNodes>,
 }
 
 impl Arena {
+    /// Whether a node with `tags` matches every scheduling tag filter of element `i` (its own
+    /// and its ancestors').
+    pub fn tags_allow(&self, i: ElementIndex, tags: &std::collections::BTreeSet<String>) -> bool {
+        self.tag_sets[self.elements[i].tag_set]
+            .iter()
+            .all(|f| f.matches(tags))
+    }
+
     /// Ancestors of `i` (parent first), the root included.
     pub fn ancestors(&self, i: ElementIndex) -> impl Iterator<Item = ElementIndex> + '_ {
         std::iter::successors(self.elements[i].parent, move |&p| self.elements[p].parent)
@@ -452,13 +470,27 @@ impl PoolTree {
                 timeout_scale: 1.0,
                 guarantee_priority: false,
                 allow_regular_on_ssd: true,
+                tag_set: 0,
+                fifo_limited: false,
             });
         }
-        // FIFO pools schedule in FIFO order.
+        // FIFO pools schedule in FIFO order; with `max_schedulable_element_count_in_fifo_pool`
+        // = N, only the operations up to the N-th one with a fair share get jobs.
+        let fifo_limit = config.max_schedulable_element_count_in_fifo_pool;
         for i in 0..elements.len() {
             if elements[i].fifo {
                 let mut children = elements[i].children.clone();
                 children.sort_by_key(|&c| elements[c].attrs.fifo_index.unwrap_or(usize::MAX));
+                if let Some(limit) = fifo_limit {
+                    let mut with_share = 0;
+                    for &c in &children {
+                        let limited = with_share >= limit;
+                        elements[c].fifo_limited = limited;
+                        if !limited && !elements[c].attrs.fair_share.total.is_zero() {
+                            with_share += 1;
+                        }
+                    }
+                }
                 elements[i].children = children;
             }
         }
@@ -472,9 +504,8 @@ impl PoolTree {
             any_graceful: operations
                 .iter()
                 .any(|op| op.spec.preemption_mode == crate::model::PreemptionMode::Graceful),
-            any_tag_filter: operations
-                .iter()
-                .any(|op| op.spec.scheduling_tag_filter.is_some()),
+            any_tag_filter: false,
+            tag_sets: vec![Vec::new()],
             ssd: config
                 .ssd_priority_preemption
                 .enable
@@ -509,9 +540,10 @@ impl PoolTree {
         let coefficient = self
             .config()
             .allocation_count_preemption_timeout_coefficient;
+        let honour_tags = self.config().enable_scheduling_tags;
         for i in 1..self.arena.elements.len() {
             let parent = self.arena.elements[i].parent.unwrap_or(ROOT);
-            let (tol, timeout, aggressive, use_sat, regular_on_ssd) = {
+            let (tol, timeout, aggressive, use_sat, regular_on_ssd, tag_set) = {
                 let p = &self.arena.elements[parent];
                 (
                     p.tolerance,
@@ -519,6 +551,7 @@ impl PoolTree {
                     p.aggressive_starvation_enabled,
                     p.use_pool_satisfaction_for_scheduling,
                     p.allow_regular_on_ssd,
+                    p.tag_set,
                 )
             };
             let pool_config = match &self.arena.elements[i].kind {
@@ -529,7 +562,26 @@ impl PoolTree {
                 ElementRef::Operation(id) => specs.get(id).copied(),
                 _ => None,
             };
+            // Its own scheduling tag filter joins those of its ancestors (validated when the
+            // pool tree or the operation was accepted).
+            let own_filter = match (&pool_config, op) {
+                (Some(c), _) => c.scheduling_tag_filter.clone(),
+                (_, Some(op)) => op.spec.scheduling_tag_filter.clone(),
+                _ => None,
+            }
+            .and_then(|text| fairsched_config::TagFilter::parse(&text).ok())
+            .filter(|f| !f.is_empty());
+            let tag_set = match own_filter {
+                Some(filter) if honour_tags => {
+                    let mut set = self.arena.tag_sets[tag_set].clone();
+                    set.push(filter);
+                    self.arena.tag_sets.push(set);
+                    self.arena.tag_sets.len() - 1
+                }
+                _ => tag_set,
+            };
             let e = &mut self.arena.elements[i];
+            e.tag_set = tag_set;
             e.tolerance = tol;
             e.starvation_timeout_ms = timeout;
             e.aggressive_starvation_enabled = aggressive;
@@ -567,6 +619,7 @@ impl PoolTree {
                 }
             }
         }
+        self.arena.any_tag_filter = self.arena.tag_sets.len() > 1;
     }
 }
 
