@@ -162,8 +162,14 @@ pub struct TreeConfig {
     #[serde(alias = "job_graceful_interrupt_timeout_ms")]
     pub allocation_graceful_preemption_timeout_ms: u64,
 
-    /// Longest a new job may wait on its node for the resources of the jobs it preempted before
-    /// the new job is aborted (alias `waiting_job_timeout_ms`). Default: unset (no limit).
+    /// Longest a job started by preemption may wait on its node for the jobs preempted for it
+    /// (still being interrupted) to give their resources back: at the node's first heartbeat
+    /// at or after its start plus this timeout, if one of them is still there, the new job is
+    /// aborted with reason `waiting_timeout` and goes back to pending; the preempted jobs keep
+    /// their interruption (alias `waiting_job_timeout_ms`). Keep it longer than the
+    /// interruption window (`allocation_preemption_timeout_ms`, an operation's
+    /// `interruption_timeout_ms`), or preemptors of jobs that do not exit in time are aborted.
+    /// Default: unset (no limit).
     #[schemars(!skip_serializing_if)]
     #[serde(
         alias = "waiting_job_timeout_ms",

@@ -15,10 +15,14 @@ use std::path::{Path, PathBuf};
 /// Directory of the YT scenario files, relative to the repository root.
 const DIR: &str = "scenarios/yt";
 
-/// Every behaviour of `yt_scenarios.json`; each has at least one file `<id>_*.json`.
-const IDS: [&str; 15] = [
+/// Every behaviour of `yt_scenarios.json`, then the behaviours the scheduler spec
+/// (`shared/spec/ytsaurus_scheduler.md`) names by an id of its own; each has at least one file
+/// `<id>_*.json`.
+const IDS: &[&str] = &[
     "YT-S1", "YT-S2", "YT-S4", "YT-S5", "YT-S14", "YT-S17", "YT-S19", "YT-S23", "YT-S25", "YT-S31",
     "YT-S32", "YT-S34", "YT-S36", "YT-S37", "YT-S40",
+    // From the spec's text (§2.6).
+    "YT-S9",
 ];
 
 // ---- the expectation language ---------------------------------------------------------------
@@ -794,6 +798,56 @@ cases! {
         num("weights", "/pools/test_pool1/weight", 4.0),
         num("weights", "/pools/test_pool2/weight", 6.0),
         num("weights", "/pools/test_pool3/weight", 1.0),
+    ];
+
+    // YT-S9 (spec §2.6: "if the preempted job keeps resources longer, the *new* job is
+    // aborted"): waiting timeout 1000 ms < interruption window 3000 ms: op2's preemptor is
+    // aborted with reason waiting_timeout 1000 ms after it started; the victim keeps its
+    // interruption until its deadline.
+    yt_s9_waiting_timeout_aborts_new_job: "YT-S9_waiting_job_timeout_aborts_new_job.json" => [
+        Is("waiting", "/operations/op2/running_job_count", "1"),
+        count(ev("allocation_started", &[("operation", "op2"), ("stage", "preemptive")]), 1),
+        First(ev("allocation_started", &[("operation", "op2")]), 1200, 1200),
+        count(ev("allocation_preempted", &[("reason", "waiting_timeout")]), 1),
+        count(ev("allocation_preempted", &[
+            ("operation", "op2"), ("allocation", "4"), ("reason", "waiting_timeout"),
+        ]), 1),
+        Gap(
+            ev("allocation_started", &[("operation", "op2")]),
+            ev("allocation_preempted", &[("operation", "op2"), ("reason", "waiting_timeout")]),
+            1000, 1000,
+        ),
+        // The victim is not touched by the new job's abort: aborted at its own deadline.
+        count(ev("allocation_preempted", &[
+            ("operation", "op1"), ("reason", "preemption"), ("preemptor/operation", "op2"),
+        ]), 1),
+        Gap(
+            ev("allocation_interrupted", &[("operation", "op1")]),
+            ev("allocation_preempted", &[("operation", "op1")]),
+            3000, 3000,
+        ),
+        count(ev("allocation_started", &[("operation", "op2")]), 2),
+        count(ev("operation_state", &[("operation", "op2"), ("state", "completed")]), 1),
+        count(ev("operation_state", &[("operation", "op1"), ("state", "completed")]), 1),
+    ];
+
+    // YT-S9, waiting timeout 5000 ms > interruption window 3000 ms: the new job waits for the
+    // victim (aborted at its deadline, 4200 ms), then runs its 500 ms; nothing is aborted for
+    // waiting.
+    yt_s9_waiting_timeout_longer_lets_new_job_run:
+        "YT-S9_waiting_job_timeout_longer_than_interruption.json" => [
+        none(ev("allocation_preempted", &[("reason", "waiting_timeout")])),
+        count(ev("allocation_started", &[("operation", "op2")]), 1),
+        count(ev("allocation_started", &[("operation", "op2"), ("stage", "preemptive")]), 1),
+        First(ev("allocation_preempted", &[("operation", "op1"), ("reason", "preemption")]),
+            4200, 4200),
+        // The simulated job progresses only once the victim has left the node.
+        Gap(
+            ev("allocation_started", &[("operation", "op2")]),
+            ev("allocation_finished", &[("operation", "op2"), ("outcome", "completed")]),
+            3500, 3500,
+        ),
+        count(ev("operation_state", &[("operation", "op2"), ("state", "completed")]), 1),
     ];
 
     // YT-S40: prod (below its promised guarantee) is served first: 1 slot, then both jobs.
