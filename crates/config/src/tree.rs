@@ -204,8 +204,10 @@ pub struct TreeConfig {
     pub ssd_priority_preemption: SsdPriorityPreemptionConfig,
 
     // ----- Heartbeat scheduling -----
-    /// If a pool's effective value is true, its satisfaction for scheduling is at least its own
-    /// local satisfaction (pools overridable). Default: false.
+    /// If a pool's effective value is true, its satisfaction for scheduling is at most its own
+    /// local satisfaction: the smaller of its best active child's and its own, so a pool below
+    /// its fair share as a whole attracts heartbeats even when its active children are
+    /// satisfied (pools overridable, inherited by sub-pools). Default: false.
     pub use_pool_satisfaction_for_scheduling: bool,
 
     /// Serve operations below their promised guarantee in a first, high-priority regular

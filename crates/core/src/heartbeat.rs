@@ -504,9 +504,12 @@ impl Scheduler {
             }
         }
         walk.active[i] = any;
-        // A pool far above its own fair share stops attracting jobs through one starved child.
+        // use_pool_satisfaction_for_scheduling (spec §1.4; YTsaurus `UpdateDynamicAttributes`
+        // takes the std::min): the pool competes with the smaller of its best child's and its
+        // own local satisfaction, so a pool below its fair share as a whole attracts heartbeats
+        // even when its active children look satisfied.
         if any && e.use_pool_satisfaction_for_scheduling {
-            best = best.max(self.satisfaction(walk, i));
+            best = best.min(self.satisfaction(walk, i));
         }
         walk.sat[i] = best;
     }

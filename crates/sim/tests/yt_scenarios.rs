@@ -21,8 +21,8 @@ const DIR: &str = "scenarios/yt";
 const IDS: &[&str] = &[
     "YT-S1", "YT-S2", "YT-S4", "YT-S5", "YT-S14", "YT-S17", "YT-S19", "YT-S23", "YT-S25", "YT-S31",
     "YT-S32", "YT-S34", "YT-S36", "YT-S37", "YT-S40",
-    // From the spec's text (§2.6).
-    "YT-S9",
+    // From the spec's text (§1.4, §2.6).
+    "YT-S9", "YT-S39",
 ];
 
 // ---- the expectation language ---------------------------------------------------------------
@@ -848,6 +848,32 @@ cases! {
             3500, 3500,
         ),
         count(ev("operation_state", &[("operation", "op2"), ("state", "completed")]), 1),
+    ];
+
+    // YT-S39 (spec §1.4: "the pool's satisfaction is min(best child's satisfaction, the pool's
+    // own local satisfaction)"): A (own 0.86) beats B (1.14) although its only runnable child
+    // a2_op is at 1.71, so node-2's one cpu goes to a2_op.
+    yt_s39_pool_satisfaction_for_scheduling: "YT-S39_pool_satisfaction_for_scheduling.json" => [
+        Is("before", "/operations/a2_op/running_job_count", "3"),
+        Is("before", "/operations/b_op/running_job_count", "4"),
+        Num("before", "/pools/A/satisfaction_ratio", 0.85, 0.86),
+        Num("before", "/pools/a2/satisfaction_ratio", 1.71, 1.72),
+        Num("before", "/pools/B/satisfaction_ratio", 1.14, 1.15),
+        count(ev("allocation_started", &[("node", "node-2")]), 1),
+        count(ev("allocation_started", &[("node", "node-2"), ("operation", "a2_op")]), 1),
+        Is("after", "/operations/a2_op/running_job_count", "4"),
+        Is("after", "/operations/b_op/running_job_count", "4"),
+        none(ev("allocation_started", &[("operation", "a1_op")])),
+    ];
+
+    // YT-S39 control: the option off, A competes with a2_op's 1.71 and B wins node-2.
+    yt_s39_pool_satisfaction_off: "YT-S39_pool_satisfaction_off.json" => [
+        Is("before", "/operations/a2_op/running_job_count", "3"),
+        Is("before", "/operations/b_op/running_job_count", "4"),
+        count(ev("allocation_started", &[("node", "node-2")]), 1),
+        count(ev("allocation_started", &[("node", "node-2"), ("operation", "b_op")]), 1),
+        Is("after", "/operations/a2_op/running_job_count", "3"),
+        Is("after", "/operations/b_op/running_job_count", "5"),
     ];
 
     // YT-S40: prod (below its promised guarantee) is served first: 1 slot, then both jobs.
