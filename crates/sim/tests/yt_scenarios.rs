@@ -21,8 +21,8 @@ const DIR: &str = "scenarios/yt";
 const IDS: &[&str] = &[
     "YT-S1", "YT-S2", "YT-S4", "YT-S5", "YT-S14", "YT-S17", "YT-S19", "YT-S23", "YT-S25", "YT-S31",
     "YT-S32", "YT-S34", "YT-S36", "YT-S37", "YT-S40",
-    // From the spec's text (§1.4, §2.6).
-    "YT-S9", "YT-S39",
+    // From the spec's text (§1.4, §2.5–§2.7).
+    "YT-S3", "YT-S6", "YT-S9", "YT-S39",
 ];
 
 // ---- the expectation language ---------------------------------------------------------------
@@ -874,6 +874,37 @@ cases! {
         count(ev("allocation_started", &[("node", "node-2"), ("operation", "b_op")]), 1),
         Is("after", "/operations/a2_op/running_job_count", "3"),
         Is("after", "/operations/b_op/running_job_count", "5"),
+    ];
+
+    // YT-S3 (spec §2.7: "every heartbeat, all of its allocations currently classified
+    // preemptible are preempted with the graceful timeout"): op1's fair share drops to 0 when
+    // test_pool takes the cluster; its 3 allocations are interrupted gracefully at once (no
+    // starvation, no preemptor), never by a preemptive stage.
+    yt_s3_graceful_preemption_shrinks_operation:
+        "YT-S3_graceful_preemption_shrinks_operation.json" => [
+        count(ev("allocation_interrupted", &[
+            ("operation", "op1"), ("reason", "graceful_preemption"), ("timeout_ms", "10000"),
+        ]), 3),
+        First(ev("allocation_interrupted", &[("operation", "op1")]), 1000, 1000),
+        none(ev("allocation_interrupted", &[("reason", "preemption")])),
+        none(ev("allocation_preempted", &[])),
+        none(ev("allocation_started", &[("stage", "preemptive")])),
+        count(ev("allocation_finished", &[("operation", "op1"), ("outcome", "completed")]), 3),
+        count(ev("allocation_started", &[("operation", "op2"), ("stage", "regular")]), 3),
+        count(ev("operation_state", &[("operation", "op2"), ("state", "completed")]), 1),
+    ];
+
+    // YT-S6 (spec §2.5 step 5: lowered limits make the excess allocations preemptible and the
+    // normal stage trims them, reason resource_limits_violated): 3 cpu -> limit 1 cpu.
+    yt_s6_lowered_limits_preempt_excess: "YT-S6_lowered_limits_preempt_excess.json" => [
+        count(ev("allocation_preempted", &[
+            ("operation", "op1"), ("reason", "resource_limits_violated"),
+        ]), 2),
+        First(ev("allocation_preempted", &[("operation", "op1")]), 1000, 1100),
+        none(ev("allocation_preempted", &[("operation", "op1"), ("allocation", "1")])),
+        count(ev("allocation_started", &[("operation", "op1")]), 3),
+        num("limited", "/operations/op1/resource_usage/cpu", 1.0),
+        Is("limited", "/operations/op1/running_job_count", "1"),
     ];
 
     // YT-S40: prod (below its promised guarantee) is served first: 1 slot, then both jobs.
