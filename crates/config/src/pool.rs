@@ -196,8 +196,9 @@ pool_options! {
     #[serde(skip_serializing_if = "Option::is_none")]
     enable_lightweight_operations: Option<bool> = None,
 
-    /// The pool's scheduling satisfaction is at least its own local satisfaction. Default:
-    /// unset (inherited; the tree's value at the top).
+    /// The pool's scheduling satisfaction is at most its own local satisfaction (the smaller of
+    /// its best active child's and its own). Default: unset (inherited; the tree's value at the
+    /// top).
     #[serde(skip_serializing_if = "Option::is_none")]
     use_pool_satisfaction_for_scheduling: Option<bool> = None,
 

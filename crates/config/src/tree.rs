@@ -164,8 +164,14 @@ pub struct TreeConfig {
     #[serde(alias = "job_graceful_interrupt_timeout_ms")]
     pub allocation_graceful_preemption_timeout_ms: u64,
 
-    /// Longest a new job may wait on its node for the resources of the jobs it preempted before
-    /// the new job is aborted (alias `waiting_job_timeout_ms`). Default: unset (no limit).
+    /// Longest a job started by preemption may wait on its node for the jobs preempted for it
+    /// (still being interrupted) to give their resources back: at the node's first heartbeat
+    /// at or after its start plus this timeout, if one of them is still there, the new job is
+    /// aborted with reason `waiting_timeout` and goes back to pending; the preempted jobs keep
+    /// their interruption (alias `waiting_job_timeout_ms`). Keep it longer than the
+    /// interruption window (`allocation_preemption_timeout_ms`, an operation's
+    /// `interruption_timeout_ms`), or preemptors of jobs that do not exit in time are aborted.
+    /// Default: unset (no limit).
     #[schemars(!skip_serializing_if)]
     #[serde(
         alias = "waiting_job_timeout_ms",
@@ -200,8 +206,10 @@ pub struct TreeConfig {
     pub ssd_priority_preemption: SsdPriorityPreemptionConfig,
 
     // ----- Heartbeat scheduling -----
-    /// If a pool's effective value is true, its satisfaction for scheduling is at least its own
-    /// local satisfaction (pools overridable). Default: false.
+    /// If a pool's effective value is true, its satisfaction for scheduling is at most its own
+    /// local satisfaction: the smaller of its best active child's and its own, so a pool below
+    /// its fair share as a whole attracts heartbeats even when its active children are
+    /// satisfied (pools overridable, inherited by sub-pools). Default: false.
     pub use_pool_satisfaction_for_scheduling: bool,
 
     /// Serve operations below their promised guarantee in a first, high-priority regular

@@ -7,7 +7,9 @@
 //! every limit on its path, else the operation is deactivated for this heartbeat.
 
 use crate::event::Stage;
-use crate::model::{AllocationState, Millis, NodeId, OperationState, PreemptionMode};
+use crate::model::{
+    AllocationId, AllocationState, Millis, NodeId, OperationState, PreemptionMode, PreemptionReason,
+};
 use crate::scheduler::{CoreError, EndKind, HeartbeatResponse, NodeHeartbeat, Scheduler};
 use crate::tree::{ElementRef, SchedulingStatus};
 use fairsched_hdrf::ElementIndex;
@@ -120,6 +122,7 @@ impl Scheduler {
             }
         }
         self.abort_overdue_interruptions(now, node, &mut response);
+        self.abort_waiting_too_long(now, node, &mut response);
         let enabled = self.nodes[node].scheduler_jobs_enabled;
         // A node of no tree (no node_tag_filter matches it) gets no jobs.
         if let Some(t) = self.nodes[node].tree
@@ -160,6 +163,55 @@ impl Scheduler {
         for (id, reason, preemptor) in overdue {
             response.abort.push(id);
             self.end_allocation(now, id, EndKind::Preempted(reason, preemptor));
+        }
+    }
+
+    /// `waiting_for_resources_on_node_timeout_ms` (scheduler spec §2.6): an allocation started
+    /// by preemption begins at once, while the allocations interrupted for it still hold the
+    /// node's resources; when one of them is still being interrupted at the first heartbeat at
+    /// or after the preemptor's start plus its tree's timeout, the preemptor (the new job) is
+    /// aborted with reason `waiting_timeout` and its job goes back to pending. The victims
+    /// keep their interruption. Runs after the overdue interruptions are aborted, so a victim
+    /// whose deadline is reached in the same heartbeat no longer keeps its preemptor waiting.
+    fn abort_waiting_too_long(
+        &mut self,
+        now: Millis,
+        node: &NodeId,
+        response: &mut HeartbeatResponse,
+    ) {
+        // Preemptors whose victims on this node are still being interrupted (few: victims of
+        // recent preemptive heartbeats).
+        let waiting: std::collections::BTreeSet<AllocationId> = self.nodes[node]
+            .allocations
+            .iter()
+            .filter_map(|id| self.allocations.get(id))
+            .filter_map(|a| match &a.state {
+                AllocationState::Interrupting {
+                    preemptor: Some(p), ..
+                } => Some(p.allocation),
+                _ => None,
+            })
+            .collect();
+        let expired: Vec<AllocationId> = waiting
+            .into_iter()
+            .filter_map(|id| self.allocations.get(&id))
+            .filter(|a| {
+                &a.node == node
+                    && a.state == AllocationState::Running
+                    && self.trees[a.tree]
+                        .config()
+                        .waiting_for_resources_on_node_timeout_ms
+                        .is_some_and(|timeout| now >= a.start_time.saturating_add(timeout))
+            })
+            .map(|a| a.id)
+            .collect();
+        for id in expired {
+            response.abort.push(id);
+            self.end_allocation(
+                now,
+                id,
+                EndKind::Preempted(PreemptionReason::WaitingTimeout, None),
+            );
         }
     }
 
@@ -445,9 +497,12 @@ impl Scheduler {
             }
         }
         walk.active[i] = any;
-        // A pool far above its own fair share stops attracting jobs through one starved child.
+        // use_pool_satisfaction_for_scheduling (spec §1.4; YTsaurus `UpdateDynamicAttributes`
+        // takes the std::min): the pool competes with the smaller of its best child's and its
+        // own local satisfaction, so a pool below its fair share as a whole attracts heartbeats
+        // even when its active children look satisfied.
         if any && e.use_pool_satisfaction_for_scheduling {
-            best = best.max(self.satisfaction(walk, i));
+            best = best.min(self.satisfaction(walk, i));
         }
         walk.sat[i] = best;
     }

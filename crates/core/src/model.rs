@@ -375,6 +375,10 @@ pub enum PreemptionReason {
     NodeFairShareTreeChanged,
     /// The operation was aborted.
     OperationAborted,
+    /// The allocation was started by preemption and waited on its node, for the allocations
+    /// preempted for it to give their resources back, longer than its tree's
+    /// `waiting_for_resources_on_node_timeout_ms` (YTsaurus abort reason `waiting_timeout`).
+    WaitingTimeout,
 }
 
 impl PreemptionReason {
@@ -388,6 +392,7 @@ impl PreemptionReason {
             PreemptionReason::NodeDisabled => "node_disabled",
             PreemptionReason::NodeFairShareTreeChanged => "node_fair_share_tree_changed",
             PreemptionReason::OperationAborted => "operation_aborted",
+            PreemptionReason::WaitingTimeout => "waiting_timeout",
         }
     }
 }

@@ -30,7 +30,7 @@ type OneLabel = [(&'static str, &'static str); 1];
 /// Starvation statuses of the core, in the order they are reported.
 const STARVATION_STATUSES: [&str; 3] = ["non_starving", "starving", "aggressively_starving"];
 /// Preemption reasons of the core (`PreemptionReason::name`); others are counted as they come.
-const PREEMPTION_REASONS: [&str; 8] = [
+const PREEMPTION_REASONS: [&str; 9] = [
     "preemption",
     "aggressive_preemption",
     "graceful_preemption",
@@ -39,6 +39,7 @@ const PREEMPTION_REASONS: [&str; 8] = [
     "node_disabled",
     "node_fair_share_tree_changed",
     "operation_aborted",
+    "waiting_timeout",
 ];
 const STAGES: [&str; 3] = ["regular", "preemptive", "aggressive"];
 

@@ -15,10 +15,14 @@ use std::path::{Path, PathBuf};
 /// Directory of the YT scenario files, relative to the repository root.
 const DIR: &str = "scenarios/yt";
 
-/// Every behaviour of `yt_scenarios.json`; each has at least one file `<id>_*.json`.
-const IDS: [&str; 15] = [
+/// Every behaviour of `yt_scenarios.json`, then the behaviours the scheduler spec
+/// (`shared/spec/ytsaurus_scheduler.md`) names by an id of its own; each has at least one file
+/// `<id>_*.json`.
+const IDS: &[&str] = &[
     "YT-S1", "YT-S2", "YT-S4", "YT-S5", "YT-S14", "YT-S17", "YT-S19", "YT-S23", "YT-S25", "YT-S31",
     "YT-S32", "YT-S34", "YT-S36", "YT-S37", "YT-S40",
+    // From the spec's text (§1.4, §2.5–§2.7).
+    "YT-S3", "YT-S6", "YT-S9", "YT-S39",
 ];
 
 // ---- the expectation language ---------------------------------------------------------------
@@ -794,6 +798,113 @@ cases! {
         num("weights", "/pools/test_pool1/weight", 4.0),
         num("weights", "/pools/test_pool2/weight", 6.0),
         num("weights", "/pools/test_pool3/weight", 1.0),
+    ];
+
+    // YT-S9 (spec §2.6: "if the preempted job keeps resources longer, the *new* job is
+    // aborted"): waiting timeout 1000 ms < interruption window 3000 ms: op2's preemptor is
+    // aborted with reason waiting_timeout 1000 ms after it started; the victim keeps its
+    // interruption until its deadline.
+    yt_s9_waiting_timeout_aborts_new_job: "YT-S9_waiting_job_timeout_aborts_new_job.json" => [
+        Is("waiting", "/operations/op2/running_job_count", "1"),
+        count(ev("allocation_started", &[("operation", "op2"), ("stage", "preemptive")]), 1),
+        First(ev("allocation_started", &[("operation", "op2")]), 1200, 1200),
+        count(ev("allocation_preempted", &[("reason", "waiting_timeout")]), 1),
+        count(ev("allocation_preempted", &[
+            ("operation", "op2"), ("allocation", "4"), ("reason", "waiting_timeout"),
+        ]), 1),
+        Gap(
+            ev("allocation_started", &[("operation", "op2")]),
+            ev("allocation_preempted", &[("operation", "op2"), ("reason", "waiting_timeout")]),
+            1000, 1000,
+        ),
+        // The victim is not touched by the new job's abort: aborted at its own deadline.
+        count(ev("allocation_preempted", &[
+            ("operation", "op1"), ("reason", "preemption"), ("preemptor/operation", "op2"),
+        ]), 1),
+        Gap(
+            ev("allocation_interrupted", &[("operation", "op1")]),
+            ev("allocation_preempted", &[("operation", "op1")]),
+            3000, 3000,
+        ),
+        count(ev("allocation_started", &[("operation", "op2")]), 2),
+        count(ev("operation_state", &[("operation", "op2"), ("state", "completed")]), 1),
+        count(ev("operation_state", &[("operation", "op1"), ("state", "completed")]), 1),
+    ];
+
+    // YT-S9, waiting timeout 5000 ms > interruption window 3000 ms: the new job waits for the
+    // victim (aborted at its deadline, 4200 ms), then runs its 500 ms; nothing is aborted for
+    // waiting.
+    yt_s9_waiting_timeout_longer_lets_new_job_run:
+        "YT-S9_waiting_job_timeout_longer_than_interruption.json" => [
+        none(ev("allocation_preempted", &[("reason", "waiting_timeout")])),
+        count(ev("allocation_started", &[("operation", "op2")]), 1),
+        count(ev("allocation_started", &[("operation", "op2"), ("stage", "preemptive")]), 1),
+        First(ev("allocation_preempted", &[("operation", "op1"), ("reason", "preemption")]),
+            4200, 4200),
+        // The simulated job progresses only once the victim has left the node.
+        Gap(
+            ev("allocation_started", &[("operation", "op2")]),
+            ev("allocation_finished", &[("operation", "op2"), ("outcome", "completed")]),
+            3500, 3500,
+        ),
+        count(ev("operation_state", &[("operation", "op2"), ("state", "completed")]), 1),
+    ];
+
+    // YT-S39 (spec §1.4: "the pool's satisfaction is min(best child's satisfaction, the pool's
+    // own local satisfaction)"): A (own 0.86) beats B (1.14) although its only runnable child
+    // a2_op is at 1.71, so node-2's one cpu goes to a2_op.
+    yt_s39_pool_satisfaction_for_scheduling: "YT-S39_pool_satisfaction_for_scheduling.json" => [
+        Is("before", "/operations/a2_op/running_job_count", "3"),
+        Is("before", "/operations/b_op/running_job_count", "4"),
+        Num("before", "/pools/A/satisfaction_ratio", 0.85, 0.86),
+        Num("before", "/pools/a2/satisfaction_ratio", 1.71, 1.72),
+        Num("before", "/pools/B/satisfaction_ratio", 1.14, 1.15),
+        count(ev("allocation_started", &[("node", "node-2")]), 1),
+        count(ev("allocation_started", &[("node", "node-2"), ("operation", "a2_op")]), 1),
+        Is("after", "/operations/a2_op/running_job_count", "4"),
+        Is("after", "/operations/b_op/running_job_count", "4"),
+        none(ev("allocation_started", &[("operation", "a1_op")])),
+    ];
+
+    // YT-S39 control: the option off, A competes with a2_op's 1.71 and B wins node-2.
+    yt_s39_pool_satisfaction_off: "YT-S39_pool_satisfaction_off.json" => [
+        Is("before", "/operations/a2_op/running_job_count", "3"),
+        Is("before", "/operations/b_op/running_job_count", "4"),
+        count(ev("allocation_started", &[("node", "node-2")]), 1),
+        count(ev("allocation_started", &[("node", "node-2"), ("operation", "b_op")]), 1),
+        Is("after", "/operations/a2_op/running_job_count", "3"),
+        Is("after", "/operations/b_op/running_job_count", "5"),
+    ];
+
+    // YT-S3 (spec §2.7: "every heartbeat, all of its allocations currently classified
+    // preemptible are preempted with the graceful timeout"): op1's fair share drops to 0 when
+    // test_pool takes the cluster; its 3 allocations are interrupted gracefully at once (no
+    // starvation, no preemptor), never by a preemptive stage.
+    yt_s3_graceful_preemption_shrinks_operation:
+        "YT-S3_graceful_preemption_shrinks_operation.json" => [
+        count(ev("allocation_interrupted", &[
+            ("operation", "op1"), ("reason", "graceful_preemption"), ("timeout_ms", "10000"),
+        ]), 3),
+        First(ev("allocation_interrupted", &[("operation", "op1")]), 1000, 1000),
+        none(ev("allocation_interrupted", &[("reason", "preemption")])),
+        none(ev("allocation_preempted", &[])),
+        none(ev("allocation_started", &[("stage", "preemptive")])),
+        count(ev("allocation_finished", &[("operation", "op1"), ("outcome", "completed")]), 3),
+        count(ev("allocation_started", &[("operation", "op2"), ("stage", "regular")]), 3),
+        count(ev("operation_state", &[("operation", "op2"), ("state", "completed")]), 1),
+    ];
+
+    // YT-S6 (spec §2.5 step 5: lowered limits make the excess allocations preemptible and the
+    // normal stage trims them, reason resource_limits_violated): 3 cpu -> limit 1 cpu.
+    yt_s6_lowered_limits_preempt_excess: "YT-S6_lowered_limits_preempt_excess.json" => [
+        count(ev("allocation_preempted", &[
+            ("operation", "op1"), ("reason", "resource_limits_violated"),
+        ]), 2),
+        First(ev("allocation_preempted", &[("operation", "op1")]), 1000, 1100),
+        none(ev("allocation_preempted", &[("operation", "op1"), ("allocation", "1")])),
+        count(ev("allocation_started", &[("operation", "op1")]), 3),
+        num("limited", "/operations/op1/resource_usage/cpu", 1.0),
+        Is("limited", "/operations/op1/running_job_count", "1"),
     ];
 
     // YT-S40: prod (below its promised guarantee) is served first: 1 slot, then both jobs.

@@ -84,6 +84,14 @@
 //! aborts it at the deadline. An abort order, and any allocation the core reports as finished or
 //! preempted (an aborted operation, a disabled or removed node), ends the job at once.
 //!
+//! A job started by preemption waits on its node for the jobs interrupted for it (the
+//! `preemptor` of their `allocation_interrupted` lines): it does not progress until the last of
+//! them has left the node (exited, at its exit time, or aborted), and runs its whole
+//! `duration_ms` from then. Only that link is modelled: the core counts an interrupted job's
+//! resources as free from the interruption on, so a job it places on that node later by the
+//! regular stage runs at once. If the job waits longer than the tree's
+//! `waiting_for_resources_on_node_timeout_ms`, the core aborts it (reason `waiting_timeout`).
+//!
 //! The run stops after the time point `until_ms` (which is processed), or earlier, after the
 //! first time point at which nothing can change any more: no scenario event is left, every
 //! operation has completed, failed or been aborted, and no allocation is left. Stopping early

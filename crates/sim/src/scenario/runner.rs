@@ -163,10 +163,13 @@ struct JobModel {
 /// A job running on a simulated node.
 #[derive(Clone, Copy, Debug)]
 struct SimJob {
-    /// When the job exits by itself (`None`: never).
+    /// When the job exits by itself (`None`: never, or not yet known while it waits).
     ends_at: Option<Millis>,
     model: JobModel,
     interrupted: bool,
+    /// Jobs preempted for this one that still hold the node's resources: while any is left the
+    /// job waits on the node and does not progress (scheduler spec §2.6).
+    waiting_for: u32,
 }
 
 impl SimJob {
@@ -191,6 +194,41 @@ impl SimJob {
 struct SimNode {
     id: NodeId,
     jobs: BTreeMap<AllocationId, SimJob>,
+    /// Interrupted jobs that still hold the node's resources → the jobs preempted for them
+    /// (started at once by the core) that wait for those resources.
+    waiters: BTreeMap<AllocationId, Vec<AllocationId>>,
+}
+
+impl SimNode {
+    /// The preemptor `waiter` (just started) waits until the interrupted job `victim` leaves
+    /// the node: its run time counts from then.
+    fn wait_for(&mut self, waiter: AllocationId, victim: AllocationId) {
+        if !self.jobs.contains_key(&victim) {
+            return;
+        }
+        let Some(job) = self.jobs.get_mut(&waiter) else {
+            return;
+        };
+        job.waiting_for += 1;
+        if !job.interrupted {
+            job.ends_at = None;
+        }
+        self.waiters.entry(victim).or_default().push(waiter);
+    }
+
+    /// Removes a job that left the node at `at` (exited, or aborted); the jobs that waited
+    /// only for it start progressing then and run their whole duration.
+    fn remove_job(&mut self, id: AllocationId, at: Millis) {
+        self.jobs.remove(&id);
+        for waiter in self.waiters.remove(&id).unwrap_or_default() {
+            if let Some(job) = self.jobs.get_mut(&waiter) {
+                job.waiting_for = job.waiting_for.saturating_sub(1);
+                if job.waiting_for == 0 && !job.interrupted {
+                    job.ends_at = job.model.duration_ms.map(|d| at.saturating_add(d));
+                }
+            }
+        }
+    }
 }
 
 /// A command the core (or the configuration) rejected: becomes an `error` line.
@@ -432,6 +470,7 @@ impl Runner<'_, '_> {
                 SimNode {
                     id,
                     jobs: BTreeMap::new(),
+                    waiters: BTreeMap::new(),
                 },
             );
             self.next_node += 1;
@@ -489,18 +528,22 @@ impl Runner<'_, '_> {
         let Some(node) = self.nodes.get_mut(&n) else {
             return Ok(());
         };
-        let finished: Vec<FinishedAllocation> = node
+        let exited: Vec<(AllocationId, Millis)> = node
             .jobs
             .iter()
-            .filter(|(_, job)| job.ends_at.is_some_and(|end| end <= t))
-            .map(|(&allocation, _)| FinishedAllocation {
+            .filter_map(|(&allocation, job)| Some((allocation, job.ends_at.filter(|&e| e <= t)?)))
+            .collect();
+        // A job that waited for an exited one runs from the moment that one exited.
+        for &(allocation, at) in &exited {
+            node.remove_job(allocation, at);
+        }
+        let finished: Vec<FinishedAllocation> = exited
+            .into_iter()
+            .map(|(allocation, _)| FinishedAllocation {
                 allocation,
                 outcome: JobOutcome::Completed,
             })
             .collect();
-        for f in &finished {
-            node.jobs.remove(&f.allocation);
-        }
         let id = node.id.clone();
         let report = NodeHeartbeat { finished };
         let response = self
@@ -537,6 +580,7 @@ impl Runner<'_, '_> {
                     ends_at: model.duration_ms.map(|d| t.saturating_add(d)),
                     model,
                     interrupted: false,
+                    waiting_for: 0,
                 },
             );
         }
@@ -546,7 +590,7 @@ impl Runner<'_, '_> {
             }
         }
         for allocation in response.abort {
-            node.jobs.remove(&allocation);
+            node.remove_job(allocation, t);
         }
     }
 
@@ -578,23 +622,30 @@ impl Runner<'_, '_> {
                 if let Some(n) = self.node_order.get(node)
                     && let Some(sim) = self.nodes.get_mut(n)
                 {
-                    sim.jobs.remove(allocation);
+                    sim.remove_job(*allocation, event.t_ms);
                 }
             }
             EventKind::AllocationInterrupted {
                 allocation,
                 node,
                 timeout_ms,
+                preemptor,
                 ..
             } => {
+                let Some(sim) = self
+                    .node_order
+                    .get(node)
+                    .and_then(|n| self.nodes.get_mut(n))
+                else {
+                    return;
+                };
                 // Normally already done through the heartbeat's interrupt order.
-                if let Some(n) = self.node_order.get(node)
-                    && let Some(job) = self
-                        .nodes
-                        .get_mut(n)
-                        .and_then(|sim| sim.jobs.get_mut(allocation))
-                {
+                if let Some(job) = sim.jobs.get_mut(allocation) {
                     job.interrupt(event.t_ms, *timeout_ms);
+                }
+                // The job started for it waits until the interrupted one leaves the node.
+                if let Some(p) = preemptor {
+                    sim.wait_for(p.allocation, *allocation);
                 }
             }
             EventKind::OperationState {
