@@ -357,7 +357,8 @@ impl std::fmt::Debug for Actor {
 }
 
 impl Actor {
-    /// Builds the core from the store (or the configured pool trees) and re-submits the
+    /// Builds the core from the store's pool trees and the configured trees it lacks (on the
+    /// first start: the configured trees; see `start_trees`) and re-submits the
     /// operations that had not finished; completed jobs are not rerun. Jobs that were running
     /// are adopted where they ran: their nodes are restored (with the operator's settings) and
     /// have `node_timeout_ms` to heartbeat again, which reconciles them (jobs that ended
@@ -369,20 +370,39 @@ impl Actor {
         store: Box<dyn Store>,
     ) -> anyhow::Result<(Actor, watch::Receiver<Arc<View>>)> {
         let loaded = store.load()?;
-        let trees = if loaded.trees.is_empty() {
-            match (&config.pool_trees_file, &config.pool_trees) {
-                (Some(path), _) => fairsched_config::load_pool_trees_file(path)
-                    .map_err(|e| anyhow::anyhow!("{e}"))?,
-                (None, Some(t)) => t.clone(),
-                (None, None) => PoolTrees::single("default", PoolTreeConfig::default()),
-            }
+        let configured = crate::start_trees::configured(config)?;
+        // The first start takes the configured trees; later ones the stored trees and the
+        // configured trees the store does not have yet (see `start_trees`).
+        let (trees, start) = if loaded.trees.is_empty() {
+            let trees = configured
+                .as_ref()
+                .map(|(trees, _)| trees.clone())
+                .unwrap_or_else(|| PoolTrees::single("default", PoolTreeConfig::default()));
+            (trees, None)
         } else {
-            stored_trees(&loaded.trees)?
+            let start = crate::start_trees::merge(
+                stored_trees(&loaded.trees)?,
+                configured.as_ref().map(|(trees, _)| trees),
+            );
+            (start.trees.clone(), Some(start))
         };
-        let validated = fairsched_config::validate_pool_trees(&trees)
-            .map_err(|e| anyhow::anyhow!("pool trees: {e}"))?;
+        let validated = fairsched_config::validate_pool_trees(&trees).map_err(|e| {
+            match (&start, &configured) {
+                (Some(start), Some((_, source))) if !start.added.is_empty() => anyhow::anyhow!(
+                    "pool trees: the stored trees and the ones {source} adds ({}) are not valid \
+                     together: {e}\nThe stored trees win over their versions in {source}: to \
+                     change a stored tree, start without the new trees and apply it with \
+                     `fairsched pool apply --tree NAME FILE` first. Nothing was changed.",
+                    crate::start_trees::quoted(&start.added)
+                ),
+                _ => anyhow::anyhow!("pool trees: {e}"),
+            }
+        })?;
         let sched = Scheduler::new(config.scheduler.clone(), validated)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
+        if let (Some(start), Some((_, source))) = (&start, &configured) {
+            start.log(source);
+        }
         let empty = View {
             snapshot: sched.snapshot(0),
             operation_trees: BTreeMap::new(),
@@ -425,6 +445,9 @@ impl Actor {
             deferred: Vec::new(),
         };
         actor.save_trees();
+        if let Some(start) = &start {
+            actor.warn_of_shared_nodes(&start.added);
+        }
         let mut jobs: BTreeMap<String, JobList> = BTreeMap::new();
         // Running jobs in store order: (job, operation, task, node).
         let mut running: Vec<(String, String, usize, String)> = Vec::new();
@@ -477,24 +500,62 @@ impl Actor {
         Ok((actor, view))
     }
 
+    /// At start, after trees were added: warns of each known node that the added trees'
+    /// filters give a second tree (it is refused when it registers, and not restored).
+    fn warn_of_shared_nodes(&self, added: &[String]) {
+        if added.is_empty() {
+            return;
+        }
+        for r in self.node_records.values() {
+            let tags: BTreeSet<String> = r.tags.iter().cloned().collect();
+            let matching: Vec<String> = self
+                .sched
+                .trees()
+                .iter()
+                .filter(|t| t.node_filter.matches(&tags))
+                .map(|t| t.name.clone())
+                .collect();
+            if matching.len() > 1 && matching.iter().any(|t| added.contains(t)) {
+                tracing::warn!(
+                    node = r.node_id,
+                    "node {:?} (tags {:?}) matches the node_tag_filter of pool trees {}; trees \
+                     must not share nodes, so it is refused until its tags or a tree's filter \
+                     change (`fairsched pool apply --tree NAME FILE`)",
+                    r.node_id,
+                    r.tags,
+                    crate::start_trees::quoted(&matching)
+                );
+            }
+        }
+    }
+
     /// At start: restores the nodes that ran jobs and adopts those jobs there (see
     /// [`Actor::new`]).
     fn adopt_running(&mut self, running: Vec<(String, String, usize, String)>) {
         let now = self.now();
         let mut restored: BTreeSet<String> = BTreeSet::new();
+        let mut refused: BTreeSet<String> = BTreeSet::new();
         for (job, op, task, node) in running {
             let id = NodeId(node.clone());
             if self.sched.node(&id).is_none()
+                && !refused.contains(&node)
                 && let Some(r) = self.node_records.get(&node)
             {
+                // Its tree follows from its tags and the trees now (an added tree may take it).
                 let spec = NodeSpec {
                     id: id.clone(),
                     resources: r.resources,
                     tags: r.tags.iter().cloned().collect(),
                 };
-                if self.sched.add_node(now, spec).is_ok() {
-                    self.seen.insert(node.clone(), Instant::now());
-                    restored.insert(node.clone());
+                match self.sched.add_node(now, spec) {
+                    Ok(()) => {
+                        self.seen.insert(node.clone(), Instant::now());
+                        restored.insert(node.clone());
+                    }
+                    Err(e) => {
+                        tracing::warn!(node, "node not restored: {e}");
+                        refused.insert(node.clone());
+                    }
                 }
             }
             match self

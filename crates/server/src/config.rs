@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 /// listen = "0.0.0.0:9090"
 /// data_dir = "/var/lib/fairsched"
 /// agent_token = "secret"          # agents send it as a bearer token
-/// pool_trees_file = "pools.toml"  # read on the first start only; or inline [pool_trees]
+/// pool_trees_file = "pools.toml"  # trees the store lacks are added at start; or inline [pool_trees]
 /// node_timeout_ms = 15000
 ///
 /// [scheduler]
@@ -40,7 +40,7 @@ pub struct ServerConfig {
     /// overrides it.
     pub listen: String,
     /// The directory of the server's store (the SQLite database `fairsched.db` and its WAL):
-    /// the pool tree as applied, operations, jobs, nodes with their settings, and the event
+    /// the pool trees as applied, operations, jobs, nodes with their settings, and the event
     /// log. Created if missing; a relative path is relative to the server's working
     /// directory. The server restores its state from here when it restarts.
     /// `fairsched server --data-dir` overrides it.
@@ -51,18 +51,26 @@ pub struct ServerConfig {
     /// `listen`. The other endpoints do not take it; `[auth]` users' tokens protect them.
     pub agent_token: Option<String>,
     /// A pool-trees file (`.toml` or `.json`, by extension; the layout of the [pool-trees
-    /// reference](config-reference.md)) the server starts with when its store holds no pool
-    /// tree yet, that is on the first start with a new `data_dir`. From then on the stored
-    /// trees win: the store keeps every tree (and which one is the default) with the changes
-    /// made through the API (`fairsched pool ...`), and editing this file has no effect (apply
-    /// it with `fairsched pool apply [--tree NAME]` instead); a tree added to the file later
-    /// is not picked up. A relative path is relative to the server's working directory. Wins
-    /// over `pool_trees` when both are set. Both unset: one tree, `default`, with default
-    /// options and no pools.
+    /// reference](config-reference.md)), read at every start (one that cannot be read or
+    /// parsed stops the start). On the first start with a new `data_dir` (an empty store) the
+    /// server runs its trees. The store keeps every tree (and which one is the default) with
+    /// the changes made through the API (`fairsched pool ...`), and on every later start the
+    /// stored trees win: a tree of the file that the store does not have is added (logged at
+    /// `info`); a stored tree the file no longer has is kept, with a warning (a stored tree
+    /// cannot be removed); for a tree in both, the stored version is used, so edits to it here
+    /// are not applied (a warning names each tree whose version here differs; apply it with
+    /// `fairsched pool apply --tree NAME FILE`, `PUT /api/v1/tree?tree=NAME`); the stored
+    /// default tree stays the default (a warning when `default_tree` here names another). An
+    /// added tree must be valid with the stored ones (with several trees each needs its own
+    /// `node_tag_filter`), else the start stops with an error and nothing changes. A relative
+    /// path is relative to the server's working directory. Wins over `pool_trees` when both
+    /// are set. Both unset: one tree, `default`, with default options and no pools, on the
+    /// first start; the stored trees as they are on later starts.
     pub pool_trees_file: Option<PathBuf>,
     /// Pool trees given inline, in the layout of a pool-trees file; used as
-    /// `pool_trees_file` is (first start only) and ignored when that is set. In TOML the name
-    /// is doubled: this option, then the file's own `pool_trees` table, as in
+    /// `pool_trees_file` is (on the first start, and trees the store does not have yet added
+    /// at later starts) and ignored when that is set. In TOML the name is doubled: this
+    /// option, then the file's own `pool_trees` table, as in
     /// `[pool_trees.pool_trees.default.pools.research]`.
     pub pool_trees: Option<PoolTrees>,
     /// The scheduling core's settings: fair-share update and heartbeat periods, node

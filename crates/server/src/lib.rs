@@ -4,10 +4,12 @@
 //!   and read a published snapshot ([`actor::View`]).
 //! * A timer calls the core's `tick` (fair-share update, hang checks) every
 //!   `fair_share_update_period_ms` and removes nodes that stopped heartbeating.
-//! * Every accepted change is committed to the store before the reply; at start the store's
-//!   unfinished operations are submitted again and their running jobs adopted on their nodes
-//!   (restored with the operator's settings; the node's next heartbeat reconciles them, a node
-//!   that does not come back within `node_timeout_ms` loses them to pending).
+//! * Every accepted change is committed to the store before the reply; at start the stored
+//!   pool trees win over the configured ones, which only add the trees the store lacks
+//!   (`start_trees`); the store's unfinished operations are submitted again and their running
+//!   jobs adopted on their nodes (restored with the operator's settings; the node's next
+//!   heartbeat reconciles them, a node that does not come back within `node_timeout_ms` loses
+//!   them to pending).
 //! * With users in `[auth]`, requests carry a user's token ([`auth`]): the handlers name the
 //!   caller, the actor checks the pools' ACLs before a command changes anything.
 //! * Time given to the core: milliseconds since the server started (monotonic).
@@ -19,6 +21,7 @@ pub mod http;
 pub mod jobs;
 pub mod metrics;
 pub mod reference;
+mod start_trees;
 
 pub use config::{AuthConfig, AuthUser, ServerConfig};
 
@@ -53,6 +56,12 @@ impl Server {
             state,
             rx,
         })
+    }
+
+    /// Whether `data_dir` holds a store already: a server started there before, and its
+    /// stored pool trees win over the configured ones (see `ServerConfig::pool_trees_file`).
+    pub fn store_exists(data_dir: &std::path::Path) -> bool {
+        fairsched_store::SqliteStore::exists(data_dir)
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {

@@ -151,6 +151,11 @@ const OK: (u16, Option<u64>) = (200, None);
 const UNAUTHENTICATED: (u16, Option<u64>) = (401, Some(109));
 /// HTTP 403, code 901 (AuthorizationError).
 const FORBIDDEN: (u16, Option<u64>) = (403, Some(901));
+/// HTTP 404, code 500 (ResolveError): no such tree or node.
+const NO_SUCH: (u16, Option<u64>) = (404, Some(500));
+/// HTTP 400, code 1 (Generic): how the core refuses a pool that does not exist, and an
+/// operation naming a tree that does not exist.
+const REJECTED: (u16, Option<u64>) = (400, Some(1));
 
 fn post(path: &'static str, body: Value) -> (&'static str, &'static str, Option<Value>) {
     ("POST", path, Some(body))
@@ -624,6 +629,184 @@ async fn tokens_and_pool_acls_decide_who_may_do_what() {
             Some(ROOT),
             post("/api/v1/nodes/n1/drain", json!({})),
             OK,
+        ),
+        // Names are resolved before permissions: a request naming a tree, node or pool that
+        // does not exist gets the error a superuser gets (each case is followed by the
+        // superuser's), not a refusal.
+        case(
+            "a node action on a node that does not exist",
+            Some(ALICE),
+            post("/api/v1/nodes/nope/drain", json!({})),
+            NO_SUCH,
+        ),
+        case(
+            "a node action on a node that does not exist (superuser)",
+            Some(ROOT),
+            post("/api/v1/nodes/nope/drain", json!({})),
+            NO_SUCH,
+        ),
+        case(
+            "apply a tree that does not exist",
+            Some(ALICE),
+            ("PUT", "/api/v1/tree?tree=nope", Some(json!({}))),
+            NO_SUCH,
+        ),
+        case(
+            "a dry-run apply of a tree that does not exist",
+            Some(BOB),
+            (
+                "PUT",
+                "/api/v1/tree?tree=nope&dry_run=true",
+                Some(json!({})),
+            ),
+            NO_SUCH,
+        ),
+        case(
+            "apply a tree that does not exist (superuser)",
+            Some(ROOT),
+            ("PUT", "/api/v1/tree?tree=nope", Some(json!({}))),
+            NO_SUCH,
+        ),
+        case(
+            "a top-level pool in a tree that does not exist",
+            Some(ALICE),
+            post(
+                "/api/v1/pools?tree=nope",
+                json!({"name": "x", "config": {}}),
+            ),
+            NO_SUCH,
+        ),
+        case(
+            "a pool's options in a tree that does not exist",
+            Some(BOB),
+            (
+                "PUT",
+                "/api/v1/pools/research?tree=nope",
+                Some(json!({"config": {"weight": 5}})),
+            ),
+            NO_SUCH,
+        ),
+        case(
+            "submit into a tree that does not exist (and a pool refused in the other)",
+            Some(BOB),
+            post(
+                "/api/v1/operations",
+                op(
+                    "b-nope",
+                    "research",
+                    json!({"pool_trees": ["default", "nope"]}),
+                ),
+            ),
+            REJECTED,
+        ),
+        case(
+            "submit as another user into a tree that does not exist",
+            Some(BOB),
+            post(
+                "/api/v1/operations",
+                op(
+                    "b-nope",
+                    "open",
+                    json!({"user": "alice", "pool_trees": ["nope"]}),
+                ),
+            ),
+            REJECTED,
+        ),
+        case(
+            "per-tree options for a tree that does not exist",
+            Some(BOB),
+            post(
+                "/api/v1/operations",
+                op(
+                    "b-nope",
+                    "research",
+                    json!({"scheduling_options_per_pool_tree": {"nope": {"pool": "x"}}}),
+                ),
+            ),
+            REJECTED,
+        ),
+        case(
+            "submit into a tree that does not exist (superuser)",
+            Some(ROOT),
+            post(
+                "/api/v1/operations",
+                op(
+                    "r-nope",
+                    "research",
+                    json!({"pool_trees": ["default", "nope"]}),
+                ),
+            ),
+            REJECTED,
+        ),
+        case(
+            "update another's operation in a tree that does not exist",
+            Some(BOB),
+            post(
+                "/api/v1/operations/a1/update",
+                json!({"scheduling_options_per_pool_tree": {"nope": {"weight": 2}}}),
+            ),
+            REJECTED,
+        ),
+        case(
+            "update an operation in a tree that does not exist (superuser)",
+            Some(ROOT),
+            post(
+                "/api/v1/operations/a1/update",
+                json!({"scheduling_options_per_pool_tree": {"nope": {"weight": 2}}}),
+            ),
+            REJECTED,
+        ),
+        case(
+            "move a pool that does not exist to the top level",
+            Some(ALICE),
+            (
+                "PUT",
+                "/api/v1/pools/nope",
+                Some(json!({"parent": "<Root>"})),
+            ),
+            REJECTED,
+        ),
+        case(
+            "move a pool that does not exist under a parent one may not administer",
+            Some(CAROL),
+            (
+                "PUT",
+                "/api/v1/pools/nope",
+                Some(json!({"parent": "research"})),
+            ),
+            REJECTED,
+        ),
+        case(
+            "move a pool that does not exist (superuser)",
+            Some(ROOT),
+            (
+                "PUT",
+                "/api/v1/pools/nope",
+                Some(json!({"parent": "<Root>"})),
+            ),
+            REJECTED,
+        ),
+        case(
+            "abort an operation that does not exist",
+            Some(BOB),
+            post("/api/v1/operations/nope/abort", json!({})),
+            (404, Some(1915)),
+        ),
+        case(
+            "an existing pool the user may not administer: still refused",
+            Some(CAROL),
+            (
+                "PUT",
+                "/api/v1/pools/research",
+                Some(json!({"parent": "<Root>"})),
+            ),
+            FORBIDDEN,
+        ),
+        case(
+            "an existing node: still refused",
+            Some(BOB),
+            post("/api/v1/nodes/n1/undrain", json!({})),
+            FORBIDDEN,
         ),
     ];
     check(&server, cases).await;

@@ -1,5 +1,6 @@
 //! A server with several pool trees: nodes join the tree their tags select, an operation runs
-//! in two trees, and the orchid routes serve every tree.
+//! in two trees, the orchid routes serve every tree, and a restart adds the trees the
+//! pool-trees file has and the store does not (the stored ones win).
 
 mod common;
 
@@ -575,5 +576,264 @@ async fn an_operation_update_per_tree() {
         .await;
     assert_eq!(physical["pool"], "prod", "{physical}");
     assert_eq!(physical["weight"], 3.0, "{physical}");
+    server.stop().await;
+}
+
+/// The pool-trees file of the restart tests: tree `cpu` (pool `prod`), and with `gpu` tree
+/// `gpu` (pool `train`) too, named the default tree.
+fn trees_file(gpu: bool) -> String {
+    let mut text = String::new();
+    if gpu {
+        text.push_str("default_tree = \"gpu\"\n");
+    }
+    text.push_str(
+        "[pool_trees.cpu.config]\nnode_tag_filter = \"cpu\"\n[pool_trees.cpu.pools.prod]\n",
+    );
+    if gpu {
+        text.push_str(
+            "[pool_trees.gpu.config]\nnode_tag_filter = \"gpu\"\nmain_resource = \"gpu\"\n\
+             [pool_trees.gpu.pools.train]\nweight = 3\n",
+        );
+    }
+    text
+}
+
+/// Registers `node` with `tags` as an agent would; the status and reply.
+async fn register_tagged(
+    server: &common::Running,
+    node: &str,
+    tags: &[&str],
+    resources: serde_json::Value,
+) -> (u16, serde_json::Value) {
+    server
+        .call(
+            "POST",
+            "/api/v1/agent/register",
+            Some(json!({"node_id": node, "resources": resources, "tags": tags})),
+        )
+        .await
+}
+
+/// The tree of each node the server has.
+async fn node_trees(server: &common::Running) -> serde_json::Value {
+    let nodes = server.get("/api/v1/nodes").await;
+    nodes
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["id"].as_str().unwrap().to_string(), n["tree"].clone()))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+/// A tree added to the pool-trees file after the first start is added at the next start (and
+/// stored); the stored trees and the stored default win over the file's versions, with a
+/// warning; nodes join the new tree by their tags; a tree removed from the file is kept.
+#[tokio::test]
+async fn a_tree_added_to_the_file_is_added_at_restart_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pools.toml");
+    let config = json!({"pool_trees_file": file, "node_timeout_ms": 60_000,
+                        "scheduler": {"fair_share_update_period_ms": 50}});
+    std::fs::write(&file, trees_file(false)).unwrap();
+    let server = common::start_config(dir.path(), config.clone()).await;
+    let cpu = json!({"cpu": 1, "user_slots": 10});
+    let gpu = json!({"cpu": 4, "gpu": 1, "user_slots": 10});
+    assert_eq!(
+        register_tagged(&server, "c1", &["cpu"], cpu.clone())
+            .await
+            .0,
+        200
+    );
+    // Matches cpu now and gpu once that tree exists: it is refused after the restart.
+    assert_eq!(
+        register_tagged(&server, "c2", &["cpu", "gpu"], cpu.clone())
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        register_tagged(&server, "g1", &["gpu"], gpu.clone())
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        node_trees(&server).await,
+        json!({"c1": "cpu", "c2": "cpu", "g1": null}),
+        "no tree takes g1 yet"
+    );
+    server
+        .post(
+            "/api/v1/operations",
+            json!({"id": "c", "pool": "prod",
+                   "tasks": [{"job_count": 2, "resources": {"cpu": 1}, "command": ["sleep", "60"]}]}),
+        )
+        .await;
+    server.heartbeat_until_started("c1", 1).await;
+    server.heartbeat_until_started("c2", 1).await;
+    // A change made through the API: the stored tree is no longer the file's.
+    server
+        .post(
+            "/api/v1/pools?tree=cpu",
+            json!({"name": "api-made", "config": {}}),
+        )
+        .await;
+    server.stop().await;
+
+    // The file gains tree gpu (and names it the default).
+    std::fs::write(&file, trees_file(true)).unwrap();
+    let (logs, guard) = common::capture_logs();
+    let server = common::start_config(dir.path(), config.clone()).await;
+    drop(guard);
+
+    let trees = server.get("/api/v1/pool_trees").await;
+    let names: Vec<(&str, bool)> = trees
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap(),
+                t["is_default"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(names, [("cpu", true), ("gpu", false)], "{trees}");
+    let tree = server.get("/api/v1/tree?tree=gpu").await;
+    assert_eq!(tree["config"]["pools"]["train"]["weight"], 3.0, "{tree}");
+    let tree = server.get("/api/v1/tree").await;
+    assert_eq!(tree["tree"], "cpu", "the stored default stays: {tree}");
+    assert!(
+        tree["config"]["pools"]["api-made"].is_object(),
+        "the stored cpu wins: {tree}"
+    );
+    let (status, orchid) = server
+        .call("GET", "/api/v1/orchid/pool_trees/gpu", None)
+        .await;
+    assert_eq!(status, 200, "{orchid}");
+    // Logged once at start: the added tree, the file's cpu and default that are not used,
+    // the node the new tree's filter gives a second tree.
+    let added = logs.lines_with(&["INFO", "pool tree \"gpu\" added from the pool-trees file"]);
+    assert_eq!(added.len(), 1, "{}", logs.text());
+    let differs = logs.lines_with(&["WARN", "pool tree \"cpu\"", "differs from the stored one"]);
+    assert_eq!(differs.len(), 1, "{}", logs.text());
+    assert!(
+        differs[0].contains("fairsched pool apply --tree cpu FILE"),
+        "{}",
+        differs[0]
+    );
+    let default = logs.lines_with(&["WARN", "names \"gpu\" the default tree", "\"cpu\", stays"]);
+    assert_eq!(default.len(), 1, "{}", logs.text());
+    let c2 = logs.lines_with(&["WARN", "node \"c2\"", "\"cpu\", \"gpu\""]);
+    assert!(!c2.is_empty(), "{}", logs.text());
+
+    // c1 is restored in cpu with its job; c2 now matches both trees: not restored, its job
+    // goes back to pending, and it is refused when it registers.
+    assert_eq!(node_trees(&server).await, json!({"c1": "cpu"}));
+    let op = server.get("/api/v1/operations/c").await;
+    assert_eq!(op["job_counts"]["running"], 1, "{op}");
+    let (status, e) = register_tagged(&server, "c2", &["cpu", "gpu"], cpu.clone()).await;
+    assert_eq!(status, 400, "{e}");
+    let message = e["message"].as_str().unwrap();
+    assert!(message.contains("\"cpu\" and \"gpu\""), "{message}");
+    // g1 comes back (its agent registers again when its heartbeat is refused) and joins gpu.
+    let (status, e) = server
+        .call(
+            "POST",
+            "/api/v1/agent/heartbeat",
+            Some(json!({"node_id": "g1", "running": []})),
+        )
+        .await;
+    assert_eq!(status, 404, "{e}");
+    assert_eq!(
+        register_tagged(&server, "g1", &["gpu"], gpu.clone())
+            .await
+            .0,
+        200
+    );
+    assert_eq!(node_trees(&server).await, json!({"c1": "cpu", "g1": "gpu"}));
+    server
+        .post(
+            "/api/v1/operations",
+            json!({"id": "g", "pool": "train", "pool_trees": ["gpu"],
+                   "tasks": [{"job_count": 1, "resources": {"gpu": 1}, "command": ["sleep", "60"]}]}),
+        )
+        .await;
+    let on_g1 = server.heartbeat_until_started("g1", 1).await;
+    server.stop().await;
+
+    // The file loses tree gpu again: the store keeps it, with a warning.
+    std::fs::write(&file, trees_file(false)).unwrap();
+    let (logs, guard) = common::capture_logs();
+    let server = common::start_config(dir.path(), config).await;
+    let kept = logs.lines_with(&["WARN", "pool tree \"gpu\" is stored but no longer in"]);
+    assert_eq!(kept.len(), 1, "{}", logs.text());
+    assert!(kept[0].contains("cannot be removed"), "{}", kept[0]);
+    assert!(
+        logs.lines_with(&["added from"]).is_empty(),
+        "nothing is added: {}",
+        logs.text()
+    );
+    drop(guard);
+    let trees = server.get("/api/v1/pool_trees").await;
+    assert_eq!(trees.as_array().unwrap().len(), 2, "{trees}");
+    let tree = server.get("/api/v1/tree?tree=gpu").await;
+    assert_eq!(tree["config"]["pools"]["train"]["weight"], 3.0, "{tree}");
+    let op = server.get("/api/v1/operations/g").await;
+    assert_eq!(op["state"], "running", "{op}");
+    assert_eq!(op["jobs"][0]["id"], on_g1[0].as_str(), "{op}");
+    assert_eq!(op["jobs"][0]["state"], "running", "adopted on g1: {op}");
+    assert_eq!(node_trees(&server).await, json!({"c1": "cpu", "g1": "gpu"}));
+    server.stop().await;
+}
+
+/// A tree the file adds that does not fit the stored trees (here: the stored single tree has
+/// no `node_tag_filter`, which several trees need) stops the start with an error that names
+/// the problem and the way out, and changes nothing; applying the filter first, then
+/// restarting, adds the tree.
+#[tokio::test]
+async fn an_added_tree_that_does_not_fit_the_stored_ones_stops_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let one = json!({"pool_trees": {"pool_trees": {"default": {"pools": {"p": {}}}}}});
+    let two = json!({"pool_trees": {"default_tree": "default", "pool_trees": {
+        "default": {"config": {"node_tag_filter": "cpu"}, "pools": {"p": {}}},
+        "gpu": {"config": {"node_tag_filter": "gpu"}}
+    }}});
+    let server = common::start_config(dir.path(), one.clone()).await;
+    server.stop().await;
+
+    let e = common::try_start_config(dir.path(), two.clone())
+        .await
+        .err()
+        .expect("the start fails")
+        .to_string();
+    for part in [
+        "the ones the inline pool_trees adds (\"gpu\")",
+        "tree \"default\"",
+        "node_tag_filter",
+        "fairsched pool apply --tree NAME FILE",
+        "Nothing was changed",
+    ] {
+        assert!(e.contains(part), "{part:?} in {e}");
+    }
+
+    // Nothing changed: the store still holds its one tree.
+    let server = common::start_config(dir.path(), one).await;
+    let trees = server.get("/api/v1/pool_trees").await;
+    assert_eq!(trees.as_array().unwrap().len(), 1, "{trees}");
+    let (status, reply) = server
+        .call(
+            "PUT",
+            "/api/v1/tree",
+            Some(json!({"config": {"node_tag_filter": "cpu"}, "pools": {"p": {}}})),
+        )
+        .await;
+    assert_eq!(status, 200, "{reply}");
+    server.stop().await;
+
+    let server = common::start_config(dir.path(), two).await;
+    let trees = server.get("/api/v1/pool_trees").await;
+    assert_eq!(trees.as_array().unwrap().len(), 2, "{trees}");
     server.stop().await;
 }

@@ -194,6 +194,12 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
+    /// Whether `dir` holds a store (`dir/fairsched.db`), that is whether [`SqliteStore::open`]
+    /// opens an existing one rather than creating it.
+    pub fn exists(dir: &Path) -> bool {
+        dir.join("fairsched.db").is_file()
+    }
+
     /// Opens (creating if needed) `dir/fairsched.db`, migrates it and counts this opening.
     pub fn open(dir: &Path) -> Result<SqliteStore, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| {
@@ -499,8 +505,10 @@ mod tests {
     #[test]
     fn round_trip_and_restart() {
         let dir = tempfile::tempdir().unwrap();
+        assert!(!SqliteStore::exists(dir.path()));
         {
             let mut s = SqliteStore::open(dir.path()).unwrap();
+            assert!(SqliteStore::exists(dir.path()));
             assert_eq!(s.load().unwrap().incarnation, 0);
             s.commit(&Batch {
                 trees: vec![tree("default", "{}", true)],

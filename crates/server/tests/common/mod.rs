@@ -4,8 +4,54 @@
 
 use fairsched_server::{Server, ServerConfig};
 use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
+
+/// The server's log lines (`info` and above, as text) while the guard of [`capture_logs`]
+/// lives, on this thread: a `#[tokio::test]` runs the server's tasks on its own thread, and
+/// `Server::bind` (the start-up) on the caller's.
+#[derive(Clone, Default)]
+pub struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl Logs {
+    /// Everything logged so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+
+    /// The lines that contain every one of `parts`.
+    pub fn lines_with(&self, parts: &[&str]) -> Vec<String> {
+        self.text()
+            .lines()
+            .filter(|l| parts.iter().all(|p| l.contains(p)))
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Captures this thread's log lines until the guard is dropped.
+pub fn capture_logs() -> (Logs, tracing::subscriber::DefaultGuard) {
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    (logs, tracing::subscriber::set_default(subscriber))
+}
 
 /// `target/test-artifacts` (under `CARGO_TARGET_DIR` when set), created.
 pub fn artifacts_dir() -> std::path::PathBuf {
@@ -67,17 +113,22 @@ pub async fn start_in(dir: &std::path::Path, pool_trees: Value, scheduler: Value
 
 /// Starts a server on the store in `dir` with `config` (`ServerConfig` fields; `listen` and
 /// `data_dir` are set here).
-pub async fn start_config(dir: &std::path::Path, mut config: Value) -> Running {
+pub async fn start_config(dir: &std::path::Path, config: Value) -> Running {
+    try_start_config(dir, config).await.unwrap()
+}
+
+/// [`start_config`], or why the server does not start.
+pub async fn try_start_config(dir: &std::path::Path, mut config: Value) -> anyhow::Result<Running> {
     config["listen"] = json!("127.0.0.1:0");
     config["data_dir"] = json!(dir);
     let config: ServerConfig = serde_json::from_value(config).unwrap();
-    let server = Server::bind(&config).await.unwrap();
+    let server = Server::bind(&config).await?;
     let addr = server.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(server.serve(async move {
         let _ = stopped.await;
     }));
-    Running {
+    Ok(Running {
         url: format!("http://{addr}"),
         client: reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
@@ -86,7 +137,7 @@ pub async fn start_config(dir: &std::path::Path, mut config: Value) -> Running {
         stop: Some(stop),
         task: Some(task),
         _dir: None,
-    }
+    })
 }
 
 impl Running {
