@@ -387,12 +387,25 @@ impl Default for TreeIntegralGuaranteesConfig {
 
 /// SSD priority preemption (YTsaurus `TFairShareStrategySsdPriorityPreemptionConfig`):
 /// allocations using an SSD medium on matching nodes are protected from non-SSD preemption.
+///
+/// The nodes `node_tag_filter` matches are the SSD nodes, the only nodes with the media of
+/// `medium_names`: a job whose `disk_request` names one of them runs only there, whether or not
+/// the feature is enabled.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SsdPriorityPreemptionConfig {
-    /// Turns the feature on. Default: false.
+    /// Turns the feature on. On SSD nodes the preemptive heartbeat then first runs two SSD
+    /// stages: `ssd_aggressive` (aggressively starving SSD operations take any non-SSD
+    /// allocation and aggressively preemptible SSD ones; reason `ssd_aggressive_preemption`)
+    /// and `ssd_preemptive` (starving SSD operations take any non-SSD allocation and
+    /// preemptible SSD ones; reason `ssd_preemption`), ignoring conditional preemption's
+    /// protections for non-SSD victims. An SSD operation (some task asks for an SSD medium)
+    /// takes part in these stages instead of the aggressive and normal ones; an SSD allocation
+    /// that is not plainly preemptible can be taken by the SSD stages only. Pools with
+    /// `allow_regular_allocations_on_ssd_nodes` false keep their other jobs off SSD nodes.
+    /// Default: false.
     pub enable: bool,
-    /// Nodes where SSD priority applies. Required (non-empty) when `enable` is true. Default:
+    /// The SSD nodes (a tag expression). Required (non-empty) when `enable` is true. Default:
     /// unset.
     #[schemars(!skip_serializing_if)]
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -4,13 +4,57 @@
 use crate::model::{AllocationId, Millis, NodeId, OperationId};
 use serde::Serialize;
 
-/// Which heartbeat stage started an allocation.
+/// Which heartbeat stage started an allocation (YTsaurus `EAllocationSchedulingStage`; the
+/// preemptive stages run in the order `SsdAggressive`, `SsdPreemptive`, `Aggressive`,
+/// `Preemptive`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
+    /// The regular stage: free resources only.
     Regular,
+    /// `PreemptiveNormal`: starving operations preempt preemptible allocations.
     Preemptive,
+    /// `PreemptiveAggressive`: aggressively starving operations also preempt aggressively
+    /// preemptible allocations.
     Aggressive,
+    /// `PreemptiveSsdNormal` (SSD nodes with `ssd_priority_preemption` enabled): starving SSD
+    /// operations preempt any non-SSD allocation and preemptible SSD allocations.
+    SsdPreemptive,
+    /// `PreemptiveSsdAggressive`: aggressively starving SSD operations also preempt aggressively
+    /// preemptible SSD allocations.
+    SsdAggressive,
+}
+
+impl Stage {
+    /// The stage's name in the event log and metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Regular => "regular",
+            Stage::Preemptive => "preemptive",
+            Stage::Aggressive => "aggressive",
+            Stage::SsdPreemptive => "ssd_preemptive",
+            Stage::SsdAggressive => "ssd_aggressive",
+        }
+    }
+
+    /// Every stage, in the order of their names in metrics.
+    pub const ALL: [Stage; 5] = [
+        Stage::Regular,
+        Stage::Preemptive,
+        Stage::Aggressive,
+        Stage::SsdPreemptive,
+        Stage::SsdAggressive,
+    ];
+
+    /// A stage that starts allocations by preemption.
+    pub fn is_preemptive(self) -> bool {
+        self != Stage::Regular
+    }
+
+    /// One of the SSD priority preemption stages.
+    pub fn is_ssd(self) -> bool {
+        matches!(self, Stage::SsdPreemptive | Stage::SsdAggressive)
+    }
 }
 
 /// Who an allocation was preempted for.

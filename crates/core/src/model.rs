@@ -362,6 +362,12 @@ pub enum PreemptionReason {
     Preemption,
     /// An aggressively starving operation needed the resources.
     AggressivePreemption,
+    /// A starving SSD operation needed the resources on an SSD node (the `ssd_preemptive`
+    /// stage of SSD priority preemption).
+    SsdPreemption,
+    /// An aggressively starving SSD operation needed the resources on an SSD node (the
+    /// `ssd_aggressive` stage).
+    SsdAggressivePreemption,
     /// Graceful mode: the operation is above its fair share.
     GracefulPreemption,
     /// The node's usage exceeded its resources for too long.
@@ -386,6 +392,8 @@ impl PreemptionReason {
         match self {
             PreemptionReason::Preemption => "preemption",
             PreemptionReason::AggressivePreemption => "aggressive_preemption",
+            PreemptionReason::SsdPreemption => "ssd_preemption",
+            PreemptionReason::SsdAggressivePreemption => "ssd_aggressive_preemption",
             PreemptionReason::GracefulPreemption => "graceful_preemption",
             PreemptionReason::ResourceOvercommit => "resource_overcommit",
             PreemptionReason::ResourceLimitsViolated => "resource_limits_violated",

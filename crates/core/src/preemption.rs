@@ -22,12 +22,20 @@ pub enum PreemptionStatus {
     Preemptible,
 }
 
-/// How hard an operation may preempt (its own or an ancestor's starvation).
+/// How hard an operation may preempt (its own or an ancestor's starvation), YTsaurus
+/// `EOperationPreemptionPriority`. Each preemptive stage serves the operations of one priority.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum PreemptionPriority {
     None,
+    /// Starving: the `preemptive` stage.
     Normal,
+    /// Aggressively starving: the `aggressive` stage.
     Aggressive,
+    /// A starving SSD operation (SSD priority preemption enabled, some task asks for disk on an
+    /// SSD medium): the `ssd_preemptive` stage, on SSD nodes only.
+    SsdNormal,
+    /// An aggressively starving SSD operation: the `ssd_aggressive` stage, on SSD nodes only.
+    SsdAggressive,
 }
 
 /// What protects a candidate under conditional preemption.
@@ -39,13 +47,67 @@ enum Blocker {
     Pool(ElementIndex),
 }
 
-/// Level of an allocation in a preemptive stage (ordered).
+/// Level of an allocation in a preemptive stage (ordered; YTsaurus
+/// `EAllocationPreemptionLevel`). A stage may take allocations at or above its minimum level.
+/// SSD allocations (SSD priority preemption enabled on their node, their job asks for an SSD
+/// medium) that are not plainly preemptible get the `Ssd*` levels, below every non-SSD
+/// allocation: only the SSD stages reach them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Level {
+    SsdNonPreemptible,
+    SsdAggressivelyPreemptible,
     NonPreemptible,
     AggressivelyPreemptible,
     Preemptible,
 }
+
+impl Level {
+    fn is_ssd(self) -> bool {
+        matches!(
+            self,
+            Level::SsdNonPreemptible | Level::SsdAggressivelyPreemptible
+        )
+    }
+}
+
+/// One preemptive stage (spec §1.3): the operations it serves, the allocations it may take and
+/// the reason they are preempted with.
+#[derive(Clone, Copy, Debug)]
+struct PreemptiveStage {
+    stage: Stage,
+    target: PreemptionPriority,
+    min_level: Level,
+    reason: PreemptionReason,
+}
+
+/// The preemptive stages in the order they run; the SSD ones only on SSD nodes with SSD
+/// priority preemption enabled.
+const PREEMPTIVE_STAGES: [PreemptiveStage; 4] = [
+    PreemptiveStage {
+        stage: Stage::SsdAggressive,
+        target: PreemptionPriority::SsdAggressive,
+        min_level: Level::SsdAggressivelyPreemptible,
+        reason: PreemptionReason::SsdAggressivePreemption,
+    },
+    PreemptiveStage {
+        stage: Stage::SsdPreemptive,
+        target: PreemptionPriority::SsdNormal,
+        min_level: Level::NonPreemptible,
+        reason: PreemptionReason::SsdPreemption,
+    },
+    PreemptiveStage {
+        stage: Stage::Aggressive,
+        target: PreemptionPriority::Aggressive,
+        min_level: Level::AggressivelyPreemptible,
+        reason: PreemptionReason::AggressivePreemption,
+    },
+    PreemptiveStage {
+        stage: Stage::Preemptive,
+        target: PreemptionPriority::Normal,
+        min_level: Level::Preemptible,
+        reason: PreemptionReason::Preemption,
+    },
+];
 
 /// `threshold` strictly dominates `usage` (every set component larger; an empty threshold is
 /// disabled).
@@ -160,7 +222,8 @@ impl Scheduler {
             .collect()
     }
 
-    /// The operation's preemption priority from its own and (by scope) its ancestors' starvation.
+    /// The operation's preemption priority from its own and (by scope) its ancestors' starvation;
+    /// the SSD variants for an SSD operation when SSD priority preemption is enabled.
     pub fn preemption_priority(&self, t: usize, op: &Operation) -> PreemptionPriority {
         let arena = &self.trees[t].arena;
         let Some(&index) = arena.by_operation.get(&op.spec.id) else {
@@ -176,29 +239,32 @@ impl Scheduler {
             .map(|&e| arena.elements[e].starvation_status)
             .max()
             .unwrap_or(StarvationStatus::NonStarving);
-        match worst {
-            StarvationStatus::NonStarving => PreemptionPriority::None,
-            StarvationStatus::Starving => PreemptionPriority::Normal,
-            StarvationStatus::AggressivelyStarving => PreemptionPriority::Aggressive,
+        let ssd = arena
+            .ssd
+            .as_ref()
+            .is_some_and(|ssd| ssd.is_ssd_operation(op));
+        match (worst, ssd) {
+            (StarvationStatus::NonStarving, _) => PreemptionPriority::None,
+            (StarvationStatus::Starving, false) => PreemptionPriority::Normal,
+            (StarvationStatus::Starving, true) => PreemptionPriority::SsdNormal,
+            (StarvationStatus::AggressivelyStarving, false) => PreemptionPriority::Aggressive,
+            (StarvationStatus::AggressivelyStarving, true) => PreemptionPriority::SsdAggressive,
         }
     }
 
     /// Sorts running operations by preemption priority (after each fair-share update).
     pub(crate) fn compute_preemption_targets(&mut self, t: usize) {
-        let mut aggressive = Vec::new();
-        let mut normal = Vec::new();
+        let mut targets: BTreeMap<PreemptionPriority, Vec<ElementIndex>> = BTreeMap::new();
         for (id, &i) in &self.trees[t].arena.by_operation {
             let Some(op) = self.operations.get(id) else {
                 continue;
             };
             match self.preemption_priority(t, op) {
-                PreemptionPriority::Aggressive => aggressive.push(i),
-                PreemptionPriority::Normal => normal.push(i),
                 PreemptionPriority::None => {}
+                priority => targets.entry(priority).or_default().push(i),
             }
         }
-        self.trees[t].aggressive_targets = aggressive;
-        self.trees[t].normal_targets = normal;
+        self.trees[t].preemption_targets = targets;
     }
 
     /// Classes of an operation's allocations, cached until its allocations or shares change.
@@ -230,10 +296,14 @@ impl Scheduler {
             .is_none_or(|p| p.allow_aggressive_preemption)
     }
 
-    /// Whether `op`'s allocations are protected in a stage (spec §2.4).
-    fn preemption_blocked(&self, t: usize, op: &Operation, stage: Stage) -> bool {
+    /// Whether an allocation of `op` at `level` is protected in a stage (spec §2.4). The SSD
+    /// stages ignore every protection but graceful mode for victims without an `Ssd*` level.
+    fn preemption_blocked(&self, t: usize, op: &Operation, stage: Stage, level: Level) -> bool {
         if op.spec.preemption_mode == PreemptionMode::Graceful {
             return true;
+        }
+        if stage.is_ssd() && !level.is_ssd() {
+            return false;
         }
         if stage == Stage::Preemptive
             && self.trees[t]
@@ -377,8 +447,10 @@ impl Scheduler {
         }
     }
 
-    /// The preemptive stages (spec §2.5): aggressive, then normal; at most
-    /// `max_preemptive_allocations_per_heartbeat` allocations start by preemption.
+    /// The preemptive stages (spec §1.3, §2.5): SSD aggressive and SSD normal (on SSD nodes with
+    /// SSD priority preemption enabled), aggressive, then normal; at most
+    /// `max_preemptive_allocations_per_heartbeat` allocations start by preemption, over all
+    /// stages together.
     pub(crate) fn schedule_preemptive(
         &mut self,
         t: usize,
@@ -399,25 +471,22 @@ impl Scheduler {
         let max_started = self.trees[t]
             .config()
             .max_preemptive_allocations_per_heartbeat;
+        let ssd_node = self.trees[t]
+            .arena
+            .ssd
+            .as_ref()
+            .is_some_and(|ssd| ssd.priority_on(&self.nodes[node_id].tags));
         let mut started = 0u32;
-        for (stage, target, min_level) in [
-            (
-                Stage::Aggressive,
-                PreemptionPriority::Aggressive,
-                Level::AggressivelyPreemptible,
-            ),
-            (
-                Stage::Preemptive,
-                PreemptionPriority::Normal,
-                Level::Preemptible,
-            ),
-        ] {
-            let listed = match target {
-                PreemptionPriority::Aggressive => &self.trees[t].aggressive_targets,
-                _ => &self.trees[t].normal_targets,
-            };
-            let targets: Vec<ElementIndex> = listed
-                .iter()
+        for spec in PREEMPTIVE_STAGES {
+            let stage = spec.stage;
+            if stage.is_ssd() && !ssd_node {
+                continue;
+            }
+            let targets: Vec<ElementIndex> = self.trees[t]
+                .preemption_targets
+                .get(&spec.target)
+                .into_iter()
+                .flatten()
                 .copied()
                 .filter(|&i| match &self.trees[t].arena.elements[i].kind {
                     crate::tree::ElementRef::Operation(id) => {
@@ -433,7 +502,7 @@ impl Scheduler {
             {
                 continue;
             }
-            let candidates = self.preemption_candidates(t, node_id, stage, min_level);
+            let candidates = self.preemption_candidates(t, node_id, stage, spec.min_level);
             let blockers = self.conditional_blockers(t, &candidates, stage);
             // Candidates protected by the victim operation itself are dropped; those protected
             // by a pool may only go to preemptors inside that pool.
@@ -452,11 +521,6 @@ impl Scheduler {
                     allocation: order.allocation,
                 };
                 response.start.push(order);
-                let reason = if stage == Stage::Aggressive {
-                    PreemptionReason::AggressivePreemption
-                } else {
-                    PreemptionReason::Preemption
-                };
                 // Minimal set: in preemption order, only while the node is over its limits.
                 let preemptor_leaf = self.trees[t].arena.by_operation[&preemptor.operation];
                 let mut remaining = Vec::new();
@@ -464,7 +528,14 @@ impl Scheduler {
                     let node = &self.nodes[node_id];
                     let allowed = self.candidate_allowed_for(t, &blockers, id, preemptor_leaf);
                     if allowed && !node.resources.dominates(&node.usage) {
-                        self.preempt(now, id, reason, Some(preemptor.clone()), None, response);
+                        self.preempt(
+                            now,
+                            id,
+                            spec.reason,
+                            Some(preemptor.clone()),
+                            None,
+                            response,
+                        );
                     } else {
                         remaining.push((id, level));
                     }
@@ -495,6 +566,23 @@ impl Scheduler {
         for op_id in &ops {
             self.classes(t, op_id);
         }
+        // SSD priority preemption on this node: which (operation, task) pairs run SSD jobs.
+        let ssd = self.trees[t].arena.ssd.as_ref();
+        let ssd_node = ssd.is_some_and(|ssd| ssd.priority_on(&self.nodes[node_id].tags));
+        let mut ssd_tasks: std::collections::BTreeSet<(&crate::model::OperationId, usize)> =
+            std::collections::BTreeSet::new();
+        if let Some(ssd) = ssd.filter(|_| ssd_node) {
+            for (op_id, op) in ops
+                .iter()
+                .filter_map(|id| Some((id, self.operations.get(id)?)))
+            {
+                for (i, task) in op.spec.tasks.iter().enumerate() {
+                    if ssd.is_ssd_task(task) {
+                        ssd_tasks.insert((op_id, i));
+                    }
+                }
+            }
+        }
         let mut out = Vec::new();
         for &id in &self.nodes[node_id].allocations {
             let Some(a) = self.allocations.get(&id) else {
@@ -504,26 +592,31 @@ impl Scheduler {
                 continue;
             }
             let op = &self.operations[&a.operation];
-            if self.preemption_blocked(t, op, stage) {
-                continue;
-            }
             let status = self.trees[t]
                 .class_cache
                 .get(&op.spec.id)
                 .and_then(|classes| classes.get(&id))
                 .copied()
                 .unwrap_or(PreemptionStatus::Preemptible);
+            // SSD allocations are protected from non-SSD preemption unless plainly preemptible.
+            let ssd = ssd_node && ssd_tasks.contains(&(&a.operation, a.task));
             let level = match status {
+                PreemptionStatus::NonPreemptible if ssd => Level::SsdNonPreemptible,
                 PreemptionStatus::NonPreemptible => Level::NonPreemptible,
                 PreemptionStatus::AggressivelyPreemptible
                     if self.aggressive_preemption_allowed(t, op) =>
                 {
-                    Level::AggressivelyPreemptible
+                    if ssd {
+                        Level::SsdAggressivelyPreemptible
+                    } else {
+                        Level::AggressivelyPreemptible
+                    }
                 }
+                PreemptionStatus::AggressivelyPreemptible if ssd => Level::SsdNonPreemptible,
                 PreemptionStatus::AggressivelyPreemptible => Level::NonPreemptible,
                 PreemptionStatus::Preemptible => Level::Preemptible,
             };
-            if level >= min_level {
+            if level >= min_level && !self.preemption_blocked(t, op, stage, level) {
                 out.push((id, level, a.start_time));
             }
         }
@@ -578,14 +671,20 @@ impl Scheduler {
         let usage = self.live_usage(t);
         let config = self.trees[t].config();
         let mut by_op: BTreeMap<ElementIndex, Option<Blocker>> = BTreeMap::new();
-        for &(id, _) in candidates {
+        for &(id, level) in candidates {
+            // The SSD stages ignore the blocking ancestor of victims without an SSD level.
+            if stage.is_ssd() && !level.is_ssd() {
+                continue;
+            }
             let Some(a) = self.allocations.get(&id) else {
                 continue;
             };
             let Some(&leaf) = arena.by_operation.get(&a.operation) else {
                 continue;
             };
-            let aggressive = stage == Stage::Aggressive
+            // The aggressive threshold in the stages of aggressive or SSD targets (YTsaurus:
+            // target priority >= Aggressive).
+            let aggressive = stage != Stage::Preemptive
                 && self.aggressive_preemption_allowed(t, &self.operations[&a.operation]);
             let threshold = if aggressive {
                 config.aggressive_preemption_satisfaction_threshold

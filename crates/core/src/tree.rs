@@ -107,34 +107,60 @@ pub struct Element {
     pub fifo_limited: bool,
 }
 
-/// SSD priority preemption as of the last update (`ssd_priority_preemption` enabled).
+/// SSD nodes and media as of the last update (`ssd_priority_preemption` with a
+/// `node_tag_filter`).
+///
+/// The nodes the filter matches are the only nodes with SSD media, so a job asking for disk on
+/// one of `media` (an SSD job) runs only there, whether or not the feature is enabled. With
+/// `enabled`, SSD nodes also run the SSD preemptive stages, SSD allocations there get the `Ssd*`
+/// preemption levels, starving SSD operations the `Ssd*` preemption priorities, and pools may
+/// keep their regular jobs off SSD nodes (`allow_regular_allocations_on_ssd_nodes`).
 #[derive(Clone, Debug)]
 pub struct SsdNodes {
     /// Which nodes are SSD nodes.
     pub filter: fairsched_config::TagFilter,
     /// Disk media that make a job an SSD job.
     pub media: Vec<String>,
+    /// `ssd_priority_preemption.enable`.
+    pub enabled: bool,
 }
 
 impl SsdNodes {
+    /// Whether a job of `task` asks for disk on an SSD medium.
+    pub fn is_ssd_task(&self, task: &crate::model::TaskSpec) -> bool {
+        task.disk_request
+            .as_ref()
+            .is_some_and(|d| self.media.contains(&d.medium_name))
+    }
+
+    /// Whether SSD priority preemption applies on a node with `tags` (enabled, and the node is
+    /// an SSD node): its preemptive heartbeats run the SSD stages first.
+    pub fn priority_on(&self, tags: &std::collections::BTreeSet<String>) -> bool {
+        self.enabled && self.filter.matches(tags)
+    }
+
+    /// Whether SSD priority preemption treats the operation as an SSD operation (enabled, and
+    /// some of its tasks asks for an SSD medium): when starving it gets the `Ssd*` preemption
+    /// priorities.
+    pub fn is_ssd_operation(&self, op: &crate::model::Operation) -> bool {
+        self.enabled && op.spec.tasks.iter().any(|t| self.is_ssd_task(t))
+    }
+
     /// Whether a job of `task` may run on a node with `tags` from an element whose
     /// `allow_regular_on_ssd` is `allow_regular`: SSD jobs need an SSD node (the only nodes
-    /// with SSD media, as modelled here); regular jobs stay off SSD nodes when not allowed.
+    /// with SSD media, as modelled here); with the feature enabled, regular jobs stay off SSD
+    /// nodes when not allowed.
     pub fn allows(
         &self,
         task: &crate::model::TaskSpec,
         tags: &std::collections::BTreeSet<String>,
         allow_regular: bool,
     ) -> bool {
-        let ssd_job = task
-            .disk_request
-            .as_ref()
-            .is_some_and(|d| self.media.contains(&d.medium_name));
         let ssd_node = self.filter.matches(tags);
-        if ssd_job {
+        if self.is_ssd_task(task) {
             ssd_node
         } else {
-            allow_regular || !ssd_node
+            allow_regular || !self.enabled || !ssd_node
         }
     }
 }
@@ -210,9 +236,10 @@ pub struct PoolTree {
     /// Operation counts per pool (subtree totals), maintained as operations start, change
     /// state or move.
     pub(crate) counts: BTreeMap<String, crate::operations::PoolCounts>,
-    /// Operations (arena indices) by preemption priority, as of the last fair-share update.
-    pub(crate) aggressive_targets: Vec<ElementIndex>,
-    pub(crate) normal_targets: Vec<ElementIndex>,
+    /// Operations (arena indices) by preemption priority (none: not listed), as of the last
+    /// fair-share update.
+    pub(crate) preemption_targets:
+        BTreeMap<crate::preemption::PreemptionPriority, Vec<ElementIndex>>,
     /// Allocation classes per operation, dropped when its allocations or shares change.
     pub(crate) class_cache: BTreeMap<
         OperationId,
@@ -238,8 +265,7 @@ impl PoolTree {
             node_filter,
             walk_cache: None,
             counts: BTreeMap::new(),
-            aggressive_targets: Vec::new(),
-            normal_targets: Vec::new(),
+            preemption_targets: BTreeMap::new(),
             class_cache: BTreeMap::new(),
             limits_maybe_violated: false,
             active_alerts: Vec::new(),
@@ -506,22 +532,19 @@ impl PoolTree {
                 .any(|op| op.spec.preemption_mode == crate::model::PreemptionMode::Graceful),
             any_tag_filter: false,
             tag_sets: vec![Vec::new()],
-            ssd: config
-                .ssd_priority_preemption
-                .enable
-                .then(|| {
-                    let ssd = &config.ssd_priority_preemption;
-                    // Validated when the configuration was accepted.
-                    let filter = fairsched_config::TagFilter::parse(
-                        ssd.node_tag_filter.as_deref().unwrap_or_default(),
-                    )
-                    .ok()?;
-                    Some(SsdNodes {
+            ssd: {
+                let ssd = &config.ssd_priority_preemption;
+                // Validated when the configuration was accepted (required when enabled).
+                ssd.node_tag_filter
+                    .as_deref()
+                    .filter(|f| !f.trim().is_empty())
+                    .and_then(|f| fairsched_config::TagFilter::parse(f).ok())
+                    .map(|filter| SsdNodes {
                         filter,
                         media: ssd.medium_names.clone(),
+                        enabled: ssd.enable,
                     })
-                })
-                .flatten(),
+            },
         };
         self.inherit_settings(operations);
         if config.enable_guarantee_priority_scheduling {
@@ -710,12 +733,17 @@ mod ssd_tests {
         (Some("ssd_slots"), false, true, false),
     ];
 
-    #[test]
-    fn ssd_jobs_need_ssd_nodes_and_regular_jobs_may_be_kept_off_them() {
-        let ssd = SsdNodes {
+    fn ssd(enabled: bool) -> SsdNodes {
+        SsdNodes {
             filter: fairsched_config::TagFilter::parse("ssd_tag").expect("filter"),
             media: vec!["ssd_slots".to_string()],
-        };
+            enabled,
+        }
+    }
+
+    #[test]
+    fn ssd_jobs_need_ssd_nodes_and_regular_jobs_may_be_kept_off_them() {
+        let ssd = ssd(true);
         for &(medium, ssd_node, allow_regular, expected) in CASES {
             let tags = if ssd_node {
                 ["ssd_tag".to_string()].into()
@@ -728,5 +756,20 @@ mod ssd_tests {
                 "medium {medium:?}, SSD node {ssd_node}, regular allowed {allow_regular}"
             );
         }
+    }
+
+    /// With the feature disabled SSD jobs still need the SSD nodes (the only ones with SSD
+    /// media), but regular jobs may go anywhere and nothing gets SSD priority.
+    #[test]
+    fn disabled_keeps_media_placement_only() {
+        let disabled = ssd(false);
+        let on_ssd: std::collections::BTreeSet<String> = ["ssd_tag".to_string()].into();
+        let off_ssd = Default::default();
+        assert!(disabled.allows(&task(Some("ssd_slots")), &on_ssd, false));
+        assert!(!disabled.allows(&task(Some("ssd_slots")), &off_ssd, true));
+        assert!(disabled.allows(&task(None), &on_ssd, false));
+        assert!(!disabled.priority_on(&on_ssd));
+        assert!(ssd(true).priority_on(&on_ssd));
+        assert!(!ssd(true).priority_on(&off_ssd));
     }
 }

@@ -793,7 +793,10 @@ impl Checker {
                                 "graceful {operation} got {allocation} while not below its fair share"
                             );
                         }
-                        Stage::Preemptive | Stage::Aggressive => {
+                        Stage::Preemptive
+                        | Stage::Aggressive
+                        | Stage::SsdPreemptive
+                        | Stage::SsdAggressive => {
                             self.counts.started_preemptive += 1;
                             preemptive_starts += 1;
                             let config = s.tree_config().config.clone();
@@ -802,10 +805,11 @@ impl Checker {
                                     <= config.max_preemptive_allocations_per_heartbeat,
                                 "{preemptive_starts} preemptive starts in one heartbeat"
                             );
-                            let want = if *stage == Stage::Aggressive {
-                                PreemptionPriority::Aggressive
-                            } else {
-                                PreemptionPriority::Normal
+                            let want = match stage {
+                                Stage::Aggressive => PreemptionPriority::Aggressive,
+                                Stage::SsdPreemptive => PreemptionPriority::SsdNormal,
+                                Stage::SsdAggressive => PreemptionPriority::SsdAggressive,
+                                _ => PreemptionPriority::Normal,
                             };
                             ensure!(
                                 priority == want,
@@ -1204,13 +1208,17 @@ impl Checker {
             ),
         }
         match reason {
-            "preemption" | "aggressive_preemption" => {
+            "preemption"
+            | "aggressive_preemption"
+            | "ssd_preemption"
+            | "ssd_aggressive_preemption" => {
                 let (p, p_op) =
                     preemptor.ok_or_else(|| format!("{reason} of {victim} without preemptor"))?;
-                let want = if reason == "preemption" {
-                    Stage::Preemptive
-                } else {
-                    Stage::Aggressive
+                let want = match reason {
+                    "preemption" => Stage::Preemptive,
+                    "aggressive_preemption" => Stage::Aggressive,
+                    "ssd_preemption" => Stage::SsdPreemptive,
+                    _ => Stage::SsdAggressive,
                 };
                 ensure!(
                     started_here.get(&p) == Some(&want),

@@ -2046,11 +2046,7 @@ fn event_view(e: &StoredEvent) -> EventView {
 }
 
 fn stage_name(stage: Stage) -> &'static str {
-    match stage {
-        Stage::Regular => "regular",
-        Stage::Preemptive => "preemptive",
-        Stage::Aggressive => "aggressive",
-    }
+    stage.name()
 }
 
 fn is_finished(state: &str) -> bool {

@@ -30,9 +30,11 @@ type OneLabel = [(&'static str, &'static str); 1];
 /// Starvation statuses of the core, in the order they are reported.
 const STARVATION_STATUSES: [&str; 3] = ["non_starving", "starving", "aggressively_starving"];
 /// Preemption reasons of the core (`PreemptionReason::name`); others are counted as they come.
-const PREEMPTION_REASONS: [&str; 9] = [
+const PREEMPTION_REASONS: [&str; 11] = [
     "preemption",
     "aggressive_preemption",
+    "ssd_preemption",
+    "ssd_aggressive_preemption",
     "graceful_preemption",
     "resource_overcommit",
     "resource_limits_violated",
@@ -41,7 +43,6 @@ const PREEMPTION_REASONS: [&str; 9] = [
     "operation_aborted",
     "waiting_timeout",
 ];
-const STAGES: [&str; 3] = ["regular", "preemptive", "aggressive"];
 
 /// The metrics the actor updates. Cloning shares them.
 #[derive(Clone, Debug)]
@@ -73,8 +74,10 @@ impl Default for ActorMetrics {
             store_commit_duration: Histogram::new(exponential_buckets(1e-5, 2.0, 18)),
         };
         // Every known label value from the start: rate() works from the first scrape.
-        for stage in STAGES {
-            m.placements.get_or_create(&[("stage", stage)]).inc_by(0);
+        for stage in fairsched_core::Stage::ALL {
+            m.placements
+                .get_or_create(&[("stage", stage.name())])
+                .inc_by(0);
         }
         for reason in PREEMPTION_REASONS {
             m.preemptions.get_or_create(&[("reason", reason)]).inc_by(0);

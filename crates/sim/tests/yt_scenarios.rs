@@ -21,7 +21,7 @@ const DIR: &str = "scenarios/yt";
 const IDS: &[&str] = &[
     "YT-S1", "YT-S2", "YT-S4", "YT-S5", "YT-S14", "YT-S17", "YT-S19", "YT-S23", "YT-S25", "YT-S31",
     "YT-S32", "YT-S34", "YT-S36", "YT-S37", "YT-S40",
-    // From the spec's text (§1.4, §2.5–§2.7).
+    // From the spec's text (§1.4, §2.4–§2.7).
     "YT-S3", "YT-S6", "YT-S9", "YT-S39",
 ];
 
@@ -546,6 +546,93 @@ cases! {
         num("ssd", "/operations/ssd_op/resource_usage/cpu", 1.0),
         none(ev("allocation_started", &[("operation", "ssd_op"), ("node", "node-2")])),
         none(ev("allocation_started", &[("operation", "ssd_op"), ("node", "node-3")])),
+    ];
+
+    // YT-S25 (SSD priority preemption, spec §1.3): disabled, the starving SSD operation gets
+    // nothing (no preemptible allocation on the SSD nodes; SSD jobs fit nowhere else); enabled
+    // at 3000 ms, the ssd_preemptive stage takes blocking_op's non-preemptible and aggressively
+    // preemptible allocations on the SSD nodes, one start per node heartbeat.
+    yt_s25_ssd_priority_preemption: "YT-S25_ssd_priority_preemption.json" => [
+        Is("blocking", "/operations/blocking_op/running_job_count", "8"),
+        text("disabled", "/operations/ssd_op/starvation_status", "starving"),
+        Is("disabled", "/operations/ssd_op/running_job_count", "0"),
+        none(ev("allocation_preempted", &[]).during(0, 2999)),
+        none(ev("allocation_interrupted", &[])),
+        count(ev("allocation_preempted", &[
+            ("operation", "blocking_op"), ("reason", "ssd_preemption"),
+            ("preemptor/operation", "ssd_op"),
+        ]), 4),
+        count(ev("allocation_preempted", &[]), 4),
+        none(ev("allocation_preempted", &[("node", "node-2")])),
+        none(ev("allocation_preempted", &[("node", "node-3")])),
+        First(ev("allocation_preempted", &[]), 3000, 3100),
+        count(ev("allocation_started", &[("operation", "ssd_op"), ("stage", "ssd_preemptive")]), 4),
+        // One preemptive start per node heartbeat: two heartbeats per SSD node.
+        count(ev("allocation_started", &[("operation", "ssd_op"), ("node", "node-0")])
+            .during(3000, 3000), 1),
+        num("enabled", "/operations/ssd_op/resource_usage/cpu", 4.0),
+        num("enabled", "/operations/blocking_op/resource_usage/cpu", 4.0),
+    ];
+
+    // YT-S25 (levels): blocking_op's SSD allocations are ssd_non_preemptible and
+    // ssd_aggressively_preemptible, below what the aggressive stage may take; once the feature
+    // is off they are plain levels again and the aggressive stage takes one.
+    yt_s25_ssd_jobs_protected_from_aggressive_preemption:
+        "YT-S25_ssd_jobs_protected_from_aggressive_preemption.json" => [
+        num("blocking", "/operations/blocking_op/resource_usage/cpu", 4.0),
+        text("protected", "/operations/op/starvation_status", "aggressively_starving"),
+        Is("protected", "/operations/op/running_job_count", "0"),
+        none(ev("allocation_preempted", &[]).during(0, 3499)),
+        count(ev("allocation_preempted", &[
+            ("operation", "blocking_op"), ("reason", "aggressive_preemption"),
+            ("preemptor/operation", "op"),
+        ]), 1),
+        count(ev("allocation_preempted", &[]), 1),
+        First(ev("allocation_started", &[("operation", "op"), ("stage", "aggressive")]), 3500, 3600),
+        num("disabled", "/operations/op/resource_usage/cpu", 1.0),
+    ];
+
+    // YT-S25 (ssd_aggressive stage): an aggressively starving SSD operation takes an
+    // aggressively preemptible SSD allocation; while only starving (ssd_normal) it cannot.
+    yt_s25_ssd_aggressive_preemption_of_ssd_jobs:
+        "YT-S25_ssd_aggressive_preemption_of_ssd_jobs.json" => [
+        count(ev("allocation_preempted", &[
+            ("operation", "blocking_op"), ("reason", "ssd_aggressive_preemption"),
+            ("preemptor/operation", "op"),
+        ]), 1),
+        count(ev("allocation_preempted", &[]), 1),
+        // Starving from about 600 ms, aggressively starving from about 700 ms.
+        First(ev("allocation_preempted", &[]), 700, 900),
+        count(ev("allocation_started", &[("operation", "op"), ("stage", "ssd_aggressive")]), 1),
+        num("after", "/operations/op/resource_usage/cpu", 1.0),
+        num("after", "/operations/blocking_op/resource_usage/cpu", 3.0),
+    ];
+
+    // YT-S25 (plainly preemptible SSD allocations): the normal stage preempts them; blocking_op
+    // keeps its 2 cpu fair share.
+    yt_s25_regular_preemption_of_ssd_jobs: "YT-S25_regular_preemption_of_ssd_jobs.json" => [
+        count(ev("allocation_preempted", &[
+            ("operation", "blocking_op"), ("reason", "preemption"),
+            ("preemptor/operation", "second_op"),
+        ]), 2),
+        count(ev("allocation_preempted", &[]), 2),
+        num("after", "/operations/blocking_op/resource_usage/cpu", 2.0),
+        num("after", "/operations/second_op/resource_usage/cpu", 6.0),
+    ];
+
+    // YT-S25 (spec §2.4: "SSD stages ignore the blocking ancestor for non-SSD victims"):
+    // blocking_op is starving and unsatisfied, yet the ssd_preemptive stage takes one of its
+    // jobs on an SSD node.
+    yt_s25_ssd_ignores_blocking_ancestor: "YT-S25_ssd_ignores_blocking_ancestor.json" => [
+        num("blocking", "/operations/blocking_op/resource_usage/cpu", 6.0),
+        Num("blocking", "/operations/blocking_op/satisfaction_ratio", 0.79, 0.81),
+        count(ev("allocation_preempted", &[
+            ("operation", "blocking_op"), ("reason", "ssd_preemption"),
+            ("preemptor/operation", "ssd_op"),
+        ]), 1),
+        count(ev("allocation_preempted", &[]), 1),
+        num("after", "/operations/ssd_op/resource_usage/cpu", 1.0),
+        num("after", "/operations/blocking_op/resource_usage/cpu", 4.5),
     ];
 
     // YT-S31: lightweight operations run beyond the root's running limit; the 6th operation is
