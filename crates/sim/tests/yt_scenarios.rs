@@ -22,7 +22,7 @@ const IDS: &[&str] = &[
     "YT-S1", "YT-S2", "YT-S4", "YT-S5", "YT-S14", "YT-S17", "YT-S19", "YT-S23", "YT-S25", "YT-S31",
     "YT-S32", "YT-S34", "YT-S36", "YT-S37", "YT-S40",
     // From the spec's text (§1.4, §2.4–§2.7).
-    "YT-S3", "YT-S6", "YT-S9", "YT-S39",
+    "YT-S3", "YT-S6", "YT-S9", "YT-S10", "YT-S39",
 ];
 
 // ---- the expectation language ---------------------------------------------------------------
@@ -425,6 +425,40 @@ cases! {
         num("limited", "/pools/p6/effective_fair_share_starvation_tolerance", 0.8),
         num("limited", "/operations/op1/effective_fair_share_starvation_tolerance", 0.6),
         num("limited", "/operations/op2/effective_fair_share_starvation_tolerance", 0.8),
+    ];
+
+    // YT-S10 (spec §2.4: "sibling in a starving pool takes resources from its over-served
+    // sibling while an unrelated guaranteed pool is untouched"): starving_op takes one of
+    // donor_op's allocations, conditionally preemptible for operations inside the starving
+    // guaranteed_pool; blocking_pool keeps its 1.5 cpu.
+    yt_s10_conditional_preemption: "YT-S10_conditional_preemption.json" => [
+        text("donor-starving", "/operations/donor_op/starvation_status", "starving"),
+        text("donor-starving", "/pools/guaranteed_pool/starvation_status", "starving"),
+        num("donor-starving", "/operations/donor_op/resource_usage/cpu", 1.5),
+        none(ev("allocation_preempted", &[]).during(0, 3099)),
+        count(ev("allocation_preempted", &[
+            ("operation", "donor_op"), ("reason", "preemption"),
+            ("preemptor/operation", "starving_op"),
+        ]), 1),
+        count(ev("allocation_preempted", &[]), 1),
+        none(ev("allocation_preempted", &[("operation", "~blocking_op")])),
+        num("after", "/operations/starving_op/resource_usage/cpu", 0.5),
+        num("after", "/operations/donor_op/resource_usage/cpu", 1.0),
+        num("after", "/pools/blocking_pool/resource_usage/cpu", 1.5),
+        text("after", "/operations/donor_op/starvation_status", "non_starving"),
+    ];
+
+    // YT-S10 with enable_conditional_preemption off: fairsched then applies the newest blocking
+    // rules only, under which donor_op (not starving itself) is plainly preemptible, so the
+    // outcome is the same. (YTsaurus' legacy mode, with preemption_check_starvation on, would
+    // block the preemption fully while the option is off; fairsched has no such switch.)
+    yt_s10_conditional_preemption_off: "YT-S10_conditional_preemption_off.json" => [
+        count(ev("allocation_preempted", &[
+            ("operation", "donor_op"), ("preemptor/operation", "starving_op"),
+        ]), 1),
+        count(ev("allocation_preempted", &[]), 1),
+        num("after", "/operations/starving_op/resource_usage/cpu", 0.5),
+        num("after", "/pools/blocking_pool/resource_usage/cpu", 1.5),
     ];
 
     // YT-S14: (preemptible, aggressively preemptible) allocation counts per setting of
