@@ -121,6 +121,7 @@ impl Scheduler {
                 self.end_allocation(now, f.allocation, EndKind::Finished(f.outcome));
             }
         }
+        self.abort_on_zero_user_slots(now, node, &mut response);
         self.abort_overdue_interruptions(now, node, &mut response);
         self.abort_waiting_too_long(now, node, &mut response);
         let enabled = self.nodes[node].scheduler_jobs_enabled;
@@ -138,6 +139,34 @@ impl Scheduler {
             self.preempt_overcommit(now, node, &mut response);
         }
         Ok(response)
+    }
+
+    /// `enable_allocation_abort_on_zero_user_slots` (scheduler spec §1.1, YT-S21): a node without
+    /// user slots has every allocation on it (running or being interrupted) aborted.
+    fn abort_on_zero_user_slots(
+        &mut self,
+        now: Millis,
+        node: &NodeId,
+        response: &mut HeartbeatResponse,
+    ) {
+        let n = &self.nodes[node];
+        if !self.config.enable_allocation_abort_on_zero_user_slots
+            || n.resources
+                .raw_of(fairsched_resources::ResourceKind::UserSlots)
+                != 0
+            || n.allocations.is_empty()
+        {
+            return;
+        }
+        let ids: Vec<AllocationId> = n.allocations.iter().copied().collect();
+        for id in ids {
+            response.abort.push(id);
+            self.end_allocation(
+                now,
+                id,
+                EndKind::Preempted(PreemptionReason::NodeWithoutUserSlots, None),
+            );
+        }
     }
 
     /// Interrupted jobs that did not exit before their deadline are aborted.

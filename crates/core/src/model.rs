@@ -379,6 +379,10 @@ pub enum PreemptionReason {
     /// The node moved to another pool tree (its tags or the trees' `node_tag_filter`
     /// changed): its allocations belonged to the old tree (YTsaurus `NodeFairShareTreeChanged`).
     NodeFairShareTreeChanged,
+    /// The node reported (or was set to) zero user slots, with the scheduler's
+    /// `enable_allocation_abort_on_zero_user_slots` (YTsaurus aborts these with "Node without
+    /// user slots").
+    NodeWithoutUserSlots,
     /// The operation was aborted.
     OperationAborted,
     /// The allocation was started by preemption and waited on its node, for the allocations
@@ -399,6 +403,7 @@ impl PreemptionReason {
             PreemptionReason::ResourceLimitsViolated => "resource_limits_violated",
             PreemptionReason::NodeDisabled => "node_disabled",
             PreemptionReason::NodeFairShareTreeChanged => "node_fair_share_tree_changed",
+            PreemptionReason::NodeWithoutUserSlots => "node_without_user_slots",
             PreemptionReason::OperationAborted => "operation_aborted",
             PreemptionReason::WaitingTimeout => "waiting_timeout",
         }

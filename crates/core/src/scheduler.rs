@@ -70,6 +70,14 @@ pub struct SchedulerConfig {
     /// [`fairsched_config::TreeConfig::enable_limiting_ancestor_check`] turns the check off; it is also skipped
     /// while the tree has no resources.
     pub operation_hangup_due_to_limiting_ancestor_safe_timeout_ms: u64,
+    /// A node whose resources have no user slots (`user_slots` 0, for example an agent that
+    /// re-registered with none, or a node set so by its operator) has all its allocations
+    /// aborted at its next heartbeat, reason `node_without_user_slots`; their jobs go back to
+    /// pending and run elsewhere. False leaves them running (only new jobs that need a slot
+    /// cannot start there). YTsaurus `enable_allocation_abort_on_zero_user_slots` (alias
+    /// `enable_job_abort_on_zero_user_slots`), default true.
+    #[serde(alias = "enable_job_abort_on_zero_user_slots")]
+    pub enable_allocation_abort_on_zero_user_slots: bool,
 }
 
 impl Default for SchedulerConfig {
@@ -82,6 +90,7 @@ impl Default for SchedulerConfig {
             operation_hangup_safe_timeout_ms: 3_600_000,
             operation_hangup_min_schedule_job_attempts: 1000,
             operation_hangup_due_to_limiting_ancestor_safe_timeout_ms: 300_000,
+            enable_allocation_abort_on_zero_user_slots: true,
         }
     }
 }

@@ -422,6 +422,8 @@ struct Checker {
     /// Time of the last allocation started by a preemptive stage, per node.
     last_preemptive_start: BTreeMap<NodeId, Millis>,
     allowed_overcommit: Millis,
+    /// `enable_allocation_abort_on_zero_user_slots`.
+    abort_on_zero_slots: bool,
     period: Millis,
     counts: Counts,
     strict: KnownBugChecks,
@@ -444,6 +446,7 @@ impl Checker {
             over_since: BTreeMap::new(),
             last_preemptive_start: BTreeMap::new(),
             allowed_overcommit: config.allowed_node_resources_overcommit_duration_ms,
+            abort_on_zero_slots: config.enable_allocation_abort_on_zero_user_slots,
             period: config.node_heartbeat_period_ms,
             counts: Counts::default(),
             strict: KnownBugChecks::default(),
@@ -589,6 +592,8 @@ impl Checker {
     /// * an allocation being interrupted is aborted by a heartbeat of its node at or after its
     ///   deadline, with its interruption reason and preemptor; none is left past its deadline
     ///   after such a heartbeat;
+    /// * `node_without_user_slots` only in a heartbeat of that node, with the option on and the
+    ///   node's user slots 0 (for running and interrupted allocations alike);
     /// * `node_disabled` only from disabling/removing that node, `operation_aborted` only from
     ///   aborting that operation or from a tick that fails it as hung;
     /// * the response lists exactly the logged starts, interrupts (same timeout, reason,
@@ -953,6 +958,25 @@ impl Checker {
                             if !by_abort {
                                 must_fail.insert(operation.clone());
                             }
+                            ensure!(preemptor.is_none(), "{e:?}");
+                        }
+                        "node_without_user_slots" => {
+                            // Any allocation (running or being interrupted) of a node without
+                            // user slots, at its heartbeat, with the option on.
+                            ensure!(
+                                matches!(call, Call::Heartbeat { node: hb, response, .. }
+                                    if *hb == node && response.abort.contains(allocation)),
+                                "node_without_user_slots preemption of {allocation} by {call:?}"
+                            );
+                            ensure!(
+                                self.abort_on_zero_slots
+                                    && s.node(node).is_some_and(|n| {
+                                        n.resources.raw_of(ResourceKind::UserSlots) == 0
+                                    }),
+                                "node_without_user_slots preemption of {allocation}: option {}, {node} has {:?}",
+                                self.abort_on_zero_slots,
+                                s.node(node).map(|n| n.resources)
+                            );
                             ensure!(preemptor.is_none(), "{e:?}");
                         }
                         _ => {
@@ -1597,6 +1621,7 @@ impl Sim {
             operation_hangup_safe_timeout_ms: rng.range(30, 100) * 100,
             operation_hangup_min_schedule_job_attempts: rng.range(5, 50),
             operation_hangup_due_to_limiting_ancestor_safe_timeout_ms: rng.range(10, 50) * 100,
+            enable_allocation_abort_on_zero_user_slots: *rng.pick(&[true, true, false]),
         };
         let node_count = rng.range(3, 8);
         let mut specs = Vec::new();

@@ -30,7 +30,7 @@ type OneLabel = [(&'static str, &'static str); 1];
 /// Starvation statuses of the core, in the order they are reported.
 const STARVATION_STATUSES: [&str; 3] = ["non_starving", "starving", "aggressively_starving"];
 /// Preemption reasons of the core (`PreemptionReason::name`); others are counted as they come.
-const PREEMPTION_REASONS: [&str; 11] = [
+const PREEMPTION_REASONS: [&str; 12] = [
     "preemption",
     "aggressive_preemption",
     "ssd_preemption",
@@ -40,6 +40,7 @@ const PREEMPTION_REASONS: [&str; 11] = [
     "resource_limits_violated",
     "node_disabled",
     "node_fair_share_tree_changed",
+    "node_without_user_slots",
     "operation_aborted",
     "waiting_timeout",
 ];

@@ -21,8 +21,8 @@ const DIR: &str = "scenarios/yt";
 const IDS: &[&str] = &[
     "YT-S1", "YT-S2", "YT-S4", "YT-S5", "YT-S14", "YT-S17", "YT-S19", "YT-S23", "YT-S25", "YT-S31",
     "YT-S32", "YT-S34", "YT-S36", "YT-S37", "YT-S40",
-    // From the spec's text (§1.4, §2.4–§2.7).
-    "YT-S3", "YT-S6", "YT-S9", "YT-S10", "YT-S39",
+    // From the spec's text (§1.1, §1.4, §2.4–§2.7).
+    "YT-S3", "YT-S6", "YT-S9", "YT-S10", "YT-S21", "YT-S39",
 ];
 
 // ---- the expectation language ---------------------------------------------------------------
@@ -536,6 +536,34 @@ cases! {
         count(ev("allocation_started", &[]).during(1000, u64::MAX), 2),
         Is("moved", "/operations/op1/running_job_count", "1"),
         Is("moved", "/operations/op2/running_job_count", "1"),
+    ];
+
+    // YT-S21 (spec §1.1: "if resource_limits.user_slots == 0 and
+    // enable_allocation_abort_on_zero_user_slots (true) → all allocations on the node are
+    // aborted"): node-0's two allocations are aborted at its first heartbeat without slots.
+    yt_s21_zero_user_slots_aborts_allocations: "YT-S21_zero_user_slots_aborts_allocations.json" => [
+        Is("before", "/operations/op1/running_job_count", "4"),
+        count(ev("allocation_preempted", &[
+            ("operation", "op1"), ("node", "node-0"), ("reason", "node_without_user_slots"),
+        ]), 2),
+        count(ev("allocation_preempted", &[]), 2),
+        First(ev("allocation_preempted", &[]), 1000, 1000),
+        Is("zero-slots", "/operations/op1/running_job_count", "2"),
+        none(ev("allocation_started", &[]).during(1, 1999)),
+        count(ev("allocation_started", &[("node", "node-0")]).during(2000, 2000), 2),
+        Is("restored", "/operations/op1/running_job_count", "4"),
+    ];
+
+    // YT-S21 control: the option off, the allocations stay; the node overcommit rule takes
+    // them after its 2000 ms.
+    yt_s21_zero_user_slots_abort_disabled: "YT-S21_zero_user_slots_abort_disabled.json" => [
+        none(ev("allocation_preempted", &[("reason", "node_without_user_slots")])),
+        Is("zero-slots", "/operations/op1/running_job_count", "4"),
+        count(ev("allocation_preempted", &[
+            ("operation", "op1"), ("node", "node-0"), ("reason", "resource_overcommit"),
+        ]), 2),
+        First(ev("allocation_preempted", &[]), 3000, 3000),
+        Is("overcommit", "/operations/op1/running_job_count", "2"),
     ];
 
     // YT-S23 (operation): fair share = demand: tolerance 1.0, so 8/9 starves and stays

@@ -1,0 +1,53 @@
+//! `enable_allocation_abort_on_zero_user_slots` (scheduler spec §1.1, YT-S21): a node without
+//! user slots has its allocations aborted at its next heartbeat.
+
+mod common;
+
+use common::*;
+use fairsched_core::{NodeHeartbeat, NodeId, SchedulerConfig};
+
+const TREE: &str = r#"{"pool_trees": {"default": {"config": {}, "pools": {}}}}"#;
+
+fn run(config: SchedulerConfig) -> (usize, Vec<fairsched_core::AllocationId>) {
+    let mut s = scheduler(TREE, config);
+    add_nodes(&mut s, 1, res(2.0, 2.0));
+    s.start_operation(0, op("op1", None, vec![task(2, res(1.0, 1.0), None)]))
+        .expect("op");
+    let mut d = Driver::new();
+    d.run(&mut s, 0, 0, 100);
+    let node = NodeId("node-0".to_string());
+    assert_eq!(s.node(&node).expect("node").allocations.len(), 2);
+    s.set_node(100, &node, Some(res(2.0, 0.0)), None, None)
+        .expect("set_node");
+    // Changing the resources alone aborts nothing; the heartbeat does.
+    assert_eq!(s.node(&node).expect("node").allocations.len(), 2);
+    let response = s
+        .process_heartbeat(100, &node, NodeHeartbeat::default())
+        .expect("heartbeat");
+    (
+        s.node(&node).expect("node").allocations.len(),
+        response.abort,
+    )
+}
+
+#[test]
+fn a_node_without_user_slots_loses_its_allocations_at_its_heartbeat() {
+    let (left, aborted) = run(SchedulerConfig::default());
+    assert_eq!(left, 0);
+    assert_eq!(
+        aborted.len(),
+        2,
+        "the node is told to abort both: {aborted:?}"
+    );
+}
+
+#[test]
+fn the_abort_can_be_turned_off_also_by_its_job_alias() {
+    let config: SchedulerConfig =
+        serde_json::from_str(r#"{"enable_job_abort_on_zero_user_slots": false}"#)
+            .expect("alias parses");
+    assert!(!config.enable_allocation_abort_on_zero_user_slots);
+    let (left, aborted) = run(config);
+    assert_eq!(left, 2);
+    assert!(aborted.is_empty(), "{aborted:?}");
+}
