@@ -340,7 +340,8 @@ pub struct Node {
     pub draining: bool,
     /// Allocations on the node (including ones being interrupted).
     pub allocations: BTreeSet<AllocationId>,
-    /// Sum of its allocations' resources.
+    /// Sum of its running allocations' resources; those of allocations being interrupted were
+    /// taken off when they were preempted.
     pub usage: Resources,
     /// Last heartbeat with a preemptive stage.
     pub last_preemptive_scheduling: Option<Millis>,
@@ -414,7 +415,12 @@ impl PreemptionReason {
 #[derive(Clone, Debug, PartialEq)]
 pub enum AllocationState {
     Running,
-    /// Told to stop; its resources stay on the node until it exits or the deadline passes.
+    /// Told to stop (preempted with interruption). Its resources leave the scheduler's books at
+    /// once: its operation's and pools' usage and its node's `usage` no longer count them, so
+    /// the preemptor can start in the same heartbeat. Only the job itself still runs on the
+    /// node (it is listed in the node's `allocations`) until it exits or is aborted at
+    /// `deadline`; a driver that models the node's real occupancy (the scenario runner) lets
+    /// the preemptor's job wait for it meanwhile.
     Interrupting {
         reason: PreemptionReason,
         deadline: Millis,
