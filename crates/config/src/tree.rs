@@ -191,12 +191,23 @@ pub struct TreeConfig {
     /// the newest YTsaurus code has the option without a confirmed default).
     pub allow_preemption_from_starving_operations: bool,
 
-    /// Conditional preemption (YTsaurus' legacy blocking checks): walking up from a victim
-    /// operation, the first element that is starving or below its preemption satisfaction
-    /// threshold protects the victim; if that element is a pool, the victim may still be
-    /// preempted, but only in favour of operations inside that pool. Default: false (the newest
-    /// YTsaurus blocking rules only).
+    /// Conditional preemption: when the blocking checks (`preemption_check_starvation`,
+    /// `preemption_check_satisfaction`) find a blocking pool above a victim operation, the victim
+    /// may still be preempted, but only in favour of operations inside that pool; without it
+    /// such a victim is protected from every preemptor. Default: true (YTsaurus' newest
+    /// configuration).
     pub enable_conditional_preemption: bool,
+
+    /// Blocking check: walking up from a victim operation (the root excluded), the first
+    /// element that is starving protects the victim (or, with conditional preemption, makes it
+    /// preemptible only from inside that pool). Default: true (YTsaurus).
+    pub preemption_check_starvation: bool,
+
+    /// Blocking check: as `preemption_check_starvation`, for the first element whose local
+    /// satisfaction is below the preemption satisfaction threshold (the aggressive one in the
+    /// aggressive and SSD stages where aggressive preemption is allowed). Default: true
+    /// (YTsaurus).
+    pub preemption_check_satisfaction: bool,
 
     /// Most allocations started through preemption per node heartbeat, over all preemptive
     /// stages. YTsaurus hard-codes 1; fairsched makes it a knob. Must be >= 1. Default: 1.
@@ -317,7 +328,9 @@ impl Default for TreeConfig {
             scheduling_preemption_priority_scope: PreemptionPriorityScope::OperationAndAncestors,
             allow_aggressive_preemption_for_gang_operations: true,
             allow_preemption_from_starving_operations: false,
-            enable_conditional_preemption: false,
+            enable_conditional_preemption: true,
+            preemption_check_starvation: true,
+            preemption_check_satisfaction: true,
             max_preemptive_allocations_per_heartbeat: 1,
             ssd_priority_preemption: SsdPriorityPreemptionConfig::default(),
             use_pool_satisfaction_for_scheduling: false,

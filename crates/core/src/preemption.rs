@@ -654,9 +654,9 @@ impl Scheduler {
         None
     }
 
-    /// Conditional preemption (when enabled): for each candidate, the first element from its
-    /// operation up to (not including) the root that is starving or below its preemption
-    /// satisfaction threshold.
+    /// The blocking checks (`preemption_check_starvation`, `preemption_check_satisfaction`):
+    /// for each candidate, the first element from its operation up to (not including) the root
+    /// that is starving or below its preemption satisfaction threshold.
     fn conditional_blockers(
         &self,
         t: usize,
@@ -664,7 +664,14 @@ impl Scheduler {
         stage: Stage,
     ) -> BTreeMap<AllocationId, Blocker> {
         let mut out = BTreeMap::new();
-        if !self.trees[t].config().enable_conditional_preemption || candidates.is_empty() {
+        let (check_starvation, check_satisfaction) = {
+            let c = self.trees[t].config();
+            (
+                c.preemption_check_starvation,
+                c.preemption_check_satisfaction,
+            )
+        };
+        if !(check_starvation || check_satisfaction) || candidates.is_empty() {
             return out;
         }
         let arena = &self.trees[t].arena;
@@ -700,8 +707,9 @@ impl Scheduler {
                         &element.attrs.fair_share.total,
                         &element.attrs.demand_share,
                     );
-                    let blocks = element.starvation_status != StarvationStatus::NonStarving
-                        || satisfaction < threshold;
+                    let blocks = (check_starvation
+                        && element.starvation_status != StarvationStatus::NonStarving)
+                        || (check_satisfaction && satisfaction < threshold);
                     blocks.then_some(if e == leaf {
                         Blocker::Operation
                     } else {
@@ -727,8 +735,10 @@ impl Scheduler {
         match blockers.get(&id) {
             None => true,
             Some(Blocker::Operation) => false,
+            // Without conditional preemption a blocking pool protects the victim from everyone.
             Some(Blocker::Pool(pool)) => {
-                self.trees[t].arena.ancestors(preemptor).any(|a| a == *pool)
+                self.trees[t].config().enable_conditional_preemption
+                    && self.trees[t].arena.ancestors(preemptor).any(|a| a == *pool)
             }
         }
     }

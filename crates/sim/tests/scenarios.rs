@@ -647,21 +647,32 @@ fn conditional_preemption_keeps_an_under_served_pools_jobs_for_its_own_operation
     assert_eq!(s["operations"]["op_x"]["starvation_status"], "starving");
     assert_eq!(s["operations"]["op_x"]["running_job_count"], 0);
 
-    // The same cluster without conditional preemption: op_x preempts op_a's newest job.
     let text = std::fs::read_to_string(repo_root().join(file)).expect("scenario");
-    let off = text.replace(
-        "\"enable_conditional_preemption\": true",
-        "\"enable_conditional_preemption\": false",
+    let with_options = |options: &str| {
+        let changed = text.replace("\"enable_conditional_preemption\": true", options);
+        assert_ne!(changed, text);
+        let path = std::env::temp_dir().join(format!(
+            "fairsched-conditional-{}-{}.json",
+            options.len(),
+            std::process::id()
+        ));
+        std::fs::write(&path, changed).expect("write");
+        let run = check(path.to_str().expect("path"), None, false);
+        std::fs::remove_file(&path).ok();
+        assert_eq!(run.code, EXIT_OK, "{}", run.stderr);
+        run
+    };
+    // Without conditional preemption the blocking pool p protects op_a from everyone.
+    let blocked = with_options("\"enable_conditional_preemption\": false");
+    assert_eq!(
+        blocked.events("allocation_preempted", None),
+        Vec::<Value>::new()
     );
-    assert_ne!(off, text);
-    let path = std::env::temp_dir().join(format!(
-        "fairsched-conditional-off-{}.json",
-        std::process::id()
-    ));
-    std::fs::write(&path, off).expect("write");
-    let run = check(path.to_str().expect("path"), None, false);
-    std::fs::remove_file(&path).ok();
-    assert_eq!(run.code, EXIT_OK, "{}", run.stderr);
+    // Without the blocking checks (the newest YTsaurus rules only): op_x preempts op_a's
+    // newest job.
+    let run = with_options(
+        "\"preemption_check_starvation\": false, \"preemption_check_satisfaction\": false",
+    );
     let preempted = run.events("allocation_preempted", None);
     assert_eq!(preempted.len(), 1, "{preempted:?}");
     assert_eq!(preempted[0]["operation"], "op_a");
