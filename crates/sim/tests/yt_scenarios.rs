@@ -1207,6 +1207,70 @@ cases! {
         Is("after", "/pools/lightweight_pool/running_operation_count", "0"),
         Is("after", "/pools/lightweight_pool/lightweight_running_operation_count", "1"),
     ];
+
+    // TestEphemeralPools::test_ephemeral_pool_in_custom_pool_simple /
+    // test_custom_ephemeral_pool_persists_after_pool_update.
+    yt_up2_ephemeral_subpools_of_custom_pool: "YT-UP2-ephemeral_subpools_of_custom_pool.json" => [
+        text("created", "/operations/op/pool", "custom_pool$root"),
+        text("created", "/pools/custom_pool$root/parent", "custom_pool"),
+        text("created", "/pools/custom_pool$root/mode", "fair_share"),
+        Is("created", "/pools/custom_pool$root/is_ephemeral", "true"),
+        text("after-update", "/pools/custom_pool$root/parent", "custom_pool"),
+        text("after-update", "/operations/op/pool", "custom_pool$root"),
+    ];
+
+    // TestEphemeralPools::test_custom_ephemeral_pool_scheduling_mode / _max_operation_count /
+    // _resource_limits (the limits seen through usage: the snapshot has no resource_limits).
+    yt_up2_ephemeral_subpool_config_mode_and_limits:
+        "YT-UP2-ephemeral_subpool_config_mode_and_limits.json" => [
+        text("running", "/pools/custom_pool_fifo$root/mode", "fifo"),
+        text("running", "/pools/custom_pool_fifo$root/parent", "custom_pool_fifo"),
+        text("running", "/operations/op1/pool", "custom_pool$root"),
+        num("running", "/operations/op1/resource_usage/cpu", 1.0),
+        Is("running", "/operations/op1/running_job_count", "1"),
+        count(ev("error", &[("code", "202"), ("message", "~custom_pool$root")]), 1),
+        Absent("after", "/operations/op2"),
+    ];
+
+    // TestEphemeralPools::test_ephemeral_pool_parent_is_removed_after_operation_complete.
+    #[ignore = "removing a pool with running operations is refused; YTsaurus keeps it until they end, then drops it"]
+    yt_up2_ephemeral_parent_removed_after_operation_complete:
+        "YT-UP2-ephemeral_parent_removed_after_operation_complete.json" => [
+        none(ev("error", &[])),
+        text("removed", "/pools/custom_pool$root/parent", "custom_pool"),
+        Absent("done", "/pools/custom_pool"),
+        Absent("done", "/pools/custom_pool$root"),
+    ];
+
+    // TestEphemeralPools::test_move_last_operation_from_ephemeral_pool /
+    // test_move_to_ephemeral_hub_via_common_option / _via_per_pool_tree_option.
+    yt_up2_ephemeral_move_operations: "YT-UP2-ephemeral_move_operations.json" => [
+        Is("before", "/pools/ephemeral/is_ephemeral", "true"),
+        text("moved", "/operations/op1/pool", "real"),
+        Absent("moved", "/pools/ephemeral"),
+        text("moved", "/operations/op2/pool", "ephemeral_hub$root"),
+        text("moved", "/operations/op3/pool", "ephemeral_hub$root"),
+        none(ev("error", &[])),
+    ];
+
+    // TestEphemeralPools::test_fifo_pool_cannot_create_ephemeral_subpools.
+    yt_up2_ephemeral_fifo_pool_cannot_create_subpools:
+        "YT-UP2-ephemeral_fifo_pool_cannot_create_subpools.json" => [
+        count(ev("error", &[("message", "~a FIFO pool cannot create ephemeral subpools")]), 2),
+        text("after", "/pools/fifo_pool/mode", "fifo"),
+        text("after", "/pools/ephemeral_hub/mode", "fair_share"),
+        text("after", "/operations/op/pool", "ephemeral_hub$root"),
+    ];
+
+    // TestEphemeralPools::test_default_ephemeral_hub_applies_ephemeral_subpool_config.
+    yt_up2_ephemeral_default_hub_applies_subpool_config:
+        "YT-UP2-ephemeral_default_hub_applies_subpool_config.json" => [
+        text("running", "/pools/ephemeral/parent", "research"),
+        text("running", "/pools/ephemeral/mode", "fifo"),
+        Is("running", "/pools/ephemeral/is_ephemeral", "true"),
+        num("running", "/operations/op/resource_usage/cpu", 1.0),
+        count(ev("error", &[("code", "202"), ("message", "~\"ephemeral\"")]), 1),
+    ];
 }
 
 // ---- coverage ----------------------------------------------------------------------------------
