@@ -1017,15 +1017,15 @@ impl Validator<'_> {
                 );
             }
         }
+        // As for explicit pools: only an explicit running limit above the operation limit is a
+        // contradiction; the tree's default running limit is capped by the operation limit
+        // (YTsaurus accepts `ephemeral_subpool_config: {max_operation_count: 1}`).
         if let Some(e) = &c.ephemeral_subpool_config
-            && (e.max_operation_count.is_some() || e.max_running_operation_count.is_some())
+            && let Some(running) = e.max_running_operation_count
         {
             let ops = e
                 .max_operation_count
                 .unwrap_or(self.tree.max_operation_count_per_pool);
-            let running = e
-                .max_running_operation_count
-                .unwrap_or(self.tree.max_running_operation_count_per_pool);
             if running > ops {
                 err(
                     "ephemeral_subpool_config.max_running_operation_count",

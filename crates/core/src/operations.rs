@@ -325,6 +325,84 @@ impl Scheduler {
         None
     }
 
+    /// Rejects moving operation `id` (now in `from`, in tree slot `slot`) to `placement` if a
+    /// pool on the new path is at its `max_running_operation_count` and the operation would
+    /// count there as running (YTsaurus `ValidateAllOperationCountsOnPoolChange`). A running,
+    /// non-lightweight operation already counts in the pools its old and new paths share, so
+    /// only the others are checked; a pending or lightweight one is checked on the whole path.
+    /// An operation that is lightweight in its new pool is never refused for running slots.
+    pub(crate) fn check_running_count_on_move(
+        &self,
+        t: usize,
+        id: &OperationId,
+        slot: usize,
+        placement: &Placement,
+    ) -> Result<(), CoreError> {
+        let Some(op) = self.operations.get(id) else {
+            return Ok(());
+        };
+        if self.is_lightweight(t, &op.spec, &placement.pool) {
+            return Ok(());
+        }
+        let mut new_chain = self.pool_chain(t, &placement.pool, placement.create.as_ref());
+        if op.state == OperationState::Running && !op.trees[slot].lightweight {
+            let mut old_chain = self.pool_chain(t, &op.trees[slot].pool, None);
+            while !new_chain.is_empty() && new_chain.last() == old_chain.last() {
+                new_chain.pop();
+                old_chain.pop();
+            }
+        }
+        let counts = &self.trees[t].counts;
+        for name in new_chain {
+            let (_, max_running) = self.pool_limits(t, &name, placement.create.as_ref());
+            let running = counts.get(&name).map_or(0, |c| c.running_operation_count);
+            if running >= max_running {
+                return Err(CoreError::new(format!(
+                    "cannot move operation {:?} to pool {:?}: max running operation count of \
+                     pool {name:?} in tree {:?} violated ({running} running, \
+                     max_running_operation_count = {max_running})",
+                    id.0, placement.pool, self.trees[t].name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Re-decides which operations are lightweight after their pools or the pools' options
+    /// changed (YTsaurus re-evaluates it on every pool change): an operation becomes
+    /// lightweight when it is vanilla and its pool is now a FIFO pool with
+    /// `enable_lightweight_operations`, and stops being lightweight otherwise. Running
+    /// operations keep running either way (one that stops being lightweight may leave its pools
+    /// above their running limits, as in YTsaurus); a pending one that becomes lightweight runs
+    /// at the next [`Scheduler::try_run_pending`].
+    pub(crate) fn refresh_lightweight(&mut self) {
+        let mut changed = Vec::new();
+        for op in self.operations() {
+            if op.state.is_finished() {
+                continue;
+            }
+            let now: Vec<bool> = op
+                .trees
+                .iter()
+                .map(|o| self.is_lightweight(o.tree, &op.spec, &o.pool))
+                .collect();
+            if op.trees.iter().zip(&now).any(|(o, l)| o.lightweight != *l) {
+                changed.push((op.spec.id.clone(), now));
+            }
+        }
+        for (id, now) in changed {
+            self.count_operation(&id, false);
+            if let Some(op) = self.operations.get_mut(&id) {
+                for (o, l) in op.trees.iter_mut().zip(now) {
+                    o.lightweight = l;
+                }
+                op.lightweight = op.trees.first().is_some_and(|o| o.lightweight);
+            }
+            self.count_operation(&id, true);
+            self.touch_operation(&id);
+        }
+    }
+
     /// Starts pending operations (in start order) whose pools have running slots again.
     pub(crate) fn try_run_pending(&mut self, now: Millis) {
         // Nothing waits when every unfinished operation runs (each root counts its tree's).

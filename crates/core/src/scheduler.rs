@@ -943,6 +943,7 @@ impl Scheduler {
         for (slot, t, pool, top_level) in &moves {
             let placement = self.plan_placement(*t, pool.as_deref(), &user)?;
             self.check_operation_count(*t, &placement, Some(&op.trees[*slot].pool))?;
+            self.check_running_count_on_move(*t, id, *slot, &placement)?;
             planned.push((*slot, *t, placement, *top_level));
         }
         self.count_operation(id, false);
@@ -1003,6 +1004,18 @@ impl Scheduler {
                 }
             }
         }
+        // Lightweight or not in the new pools (counted as such from here on).
+        let op = &self.operations[id];
+        let lightweight: Vec<bool> = op
+            .trees
+            .iter()
+            .map(|o| self.is_lightweight(o.tree, &op.spec, &o.pool))
+            .collect();
+        let op = self.operations.get_mut(id).expect("checked above");
+        for (o, l) in op.trees.iter_mut().zip(lightweight) {
+            o.lightweight = l;
+        }
+        op.lightweight = op.trees.first().is_some_and(|o| o.lightweight);
         self.count_operation(id, true);
         if update.resource_limits.is_some() || !update.per_tree.is_empty() {
             for t in &mut self.trees {

@@ -23,6 +23,9 @@ const IDS: &[&str] = &[
     "YT-S32", "YT-S34", "YT-S36", "YT-S37", "YT-S40",
     // From the spec's text (§1.1, §1.4, §2.4–§2.7).
     "YT-S3", "YT-S6", "YT-S9", "YT-S10", "YT-S21", "YT-S39",
+    // Upstream audit (pools and operations): further tests of the same upstream classes,
+    // files `YT-UP2-<test>.json`.
+    "YT-UP2",
 ];
 
 // ---- the expectation language ---------------------------------------------------------------
@@ -1065,6 +1068,209 @@ cases! {
         num("unlimited", "/operations/prod_op/resource_usage/user_slots", 2.0),
         num("unlimited", "/operations/research_op/resource_usage/user_slots", 0.0),
     ];
+
+    // ---- upstream audit: pools and operations ----
+
+    // TestLightweightOperations::test_change_operation_pool: lightweight-ness follows the
+    // operation's pool; a move that would exceed the root pool's running limit is refused.
+    yt_up2_lightweight_change_operation_pool: "YT-UP2-lightweight_change_operation_pool.json" => [
+        Is("three-light", "/pools/lightweight_pool/operation_count", "3"),
+        Is("three-light", "/pools/lightweight_pool/running_operation_count", "0"),
+        Is("three-light", "/pools/lightweight_pool/lightweight_running_operation_count", "3"),
+        Is("two-moved", "/pools/pool/operation_count", "2"),
+        Is("two-moved", "/pools/pool/running_operation_count", "2"),
+        Is("two-moved", "/pools/pool/lightweight_running_operation_count", "0"),
+        Is("two-moved", "/pools/lightweight_pool/operation_count", "1"),
+        Is("two-moved", "/pools/lightweight_pool/running_operation_count", "0"),
+        Is("two-moved", "/pools/lightweight_pool/lightweight_running_operation_count", "1"),
+        Is("two-moved", "/operations/light1/lightweight", "false"),
+        Is("two-moved", "/operations/light3/lightweight", "true"),
+        count(ev("error", &[("message", "~light3")]).during(600, 600), 1),
+        count(ev("error", &[]), 1),
+        text("rejected", "/operations/light3/pool", "lightweight_pool"),
+        Is("rejected", "/operations/light3/lightweight", "true"),
+        Is("final", "/pools/pool/operation_count", "2"),
+        Is("final", "/pools/pool/running_operation_count", "2"),
+        Is("final", "/pools/pool/lightweight_running_operation_count", "0"),
+        Is("final", "/pools/lightweight_pool/operation_count", "3"),
+        Is("final", "/pools/lightweight_pool/running_operation_count", "0"),
+        Is("final", "/pools/lightweight_pool/lightweight_running_operation_count", "3"),
+        Is("final", "/operations/light1/lightweight", "true"),
+        Is("final", "/operations/light2/lightweight", "true"),
+        text("final", "/operations/p1/state", "running"),
+        text("final", "/operations/p2/state", "running"),
+    ];
+
+    // TestLightweightOperations::test_change_pool_config: the pool's options decide, for
+    // running operations too.
+    yt_up2_lightweight_change_pool_config: "YT-UP2-lightweight_change_pool_config.json" => [
+        Is("initial", "/pools/pool/operation_count", "2"),
+        Is("initial", "/pools/pool/running_operation_count", "2"),
+        Is("initial", "/pools/pool/lightweight_running_operation_count", "0"),
+        Is("initial", "/pools/lightweight_pool/operation_count", "3"),
+        Is("initial", "/pools/lightweight_pool/running_operation_count", "0"),
+        Is("initial", "/pools/lightweight_pool/lightweight_running_operation_count", "3"),
+        Is("disabled", "/pools/pool/operation_count", "2"),
+        Is("disabled", "/pools/pool/running_operation_count", "2"),
+        Is("disabled", "/pools/pool/lightweight_running_operation_count", "0"),
+        Is("disabled", "/pools/lightweight_pool/operation_count", "3"),
+        Is("disabled", "/pools/lightweight_pool/running_operation_count", "3"),
+        Is("disabled", "/pools/lightweight_pool/lightweight_running_operation_count", "0"),
+        Is("disabled", "/operations/light1/lightweight", "false"),
+        text("disabled", "/operations/light1/state", "running"),
+        Is("disabled", "/pools/root/running_operation_count", "5"),
+        Is("fair-share", "/pools/lightweight_pool/operation_count", "3"),
+        Is("fair-share", "/pools/lightweight_pool/running_operation_count", "3"),
+        Is("fair-share", "/pools/lightweight_pool/lightweight_running_operation_count", "0"),
+        Is("enabled-not-fifo", "/pools/lightweight_pool/operation_count", "3"),
+        Is("enabled-not-fifo", "/pools/lightweight_pool/running_operation_count", "3"),
+        Is("enabled-not-fifo", "/pools/lightweight_pool/lightweight_running_operation_count", "0"),
+        Is("fifo", "/pools/pool/operation_count", "2"),
+        Is("fifo", "/pools/pool/running_operation_count", "2"),
+        Is("fifo", "/pools/pool/lightweight_running_operation_count", "0"),
+        Is("fifo", "/pools/lightweight_pool/operation_count", "3"),
+        Is("fifo", "/pools/lightweight_pool/running_operation_count", "0"),
+        Is("fifo", "/pools/lightweight_pool/lightweight_running_operation_count", "3"),
+        Is("fifo", "/operations/light3/lightweight", "true"),
+        none(ev("error", &[])),
+    ];
+
+    // TestLightweightOperations::test_move_pool.
+    yt_up2_lightweight_move_pool: "YT-UP2-lightweight_move_pool.json" => [
+        Is("initial", "/pools/pool/operation_count", "2"),
+        Is("initial", "/pools/pool/running_operation_count", "2"),
+        Is("initial", "/pools/pool/lightweight_running_operation_count", "0"),
+        Is("initial", "/pools/lightweight_pool/operation_count", "3"),
+        Is("initial", "/pools/lightweight_pool/running_operation_count", "0"),
+        Is("initial", "/pools/lightweight_pool/lightweight_running_operation_count", "3"),
+        Is("moved", "/pools/pool/operation_count", "5"),
+        Is("moved", "/pools/pool/running_operation_count", "2"),
+        Is("moved", "/pools/pool/lightweight_running_operation_count", "3"),
+        Is("moved", "/pools/lightweight_pool/operation_count", "3"),
+        Is("moved", "/pools/lightweight_pool/running_operation_count", "0"),
+        Is("moved", "/pools/lightweight_pool/lightweight_running_operation_count", "3"),
+        text("moved", "/pools/lightweight_pool/parent", "pool"),
+        Is("moved", "/operations/light1/lightweight", "true"),
+    ];
+
+    // TestLightweightOperations::test_pending_operation_becomes_lightweight.
+    yt_up2_lightweight_pending_becomes_lightweight: "YT-UP2-lightweight_pending_becomes_lightweight.json" => [
+        Is("initial", "/pools/pool/operation_count", "4"),
+        Is("initial", "/pools/pool/running_operation_count", "2"),
+        Is("initial", "/pools/pool/lightweight_running_operation_count", "0"),
+        Is("initial", "/pools/lightweight_pool/operation_count", "0"),
+        Is("initial", "/pools/lightweight_pool/running_operation_count", "0"),
+        Is("initial", "/pools/lightweight_pool/lightweight_running_operation_count", "0"),
+        text("initial", "/operations/q1/state", "pending"),
+        text("initial", "/operations/q2/state", "pending"),
+        Is("moved", "/pools/pool/operation_count", "3"),
+        Is("moved", "/pools/pool/running_operation_count", "2"),
+        Is("moved", "/pools/pool/lightweight_running_operation_count", "0"),
+        Is("moved", "/pools/lightweight_pool/operation_count", "1"),
+        Is("moved", "/pools/lightweight_pool/running_operation_count", "0"),
+        Is("moved", "/pools/lightweight_pool/lightweight_running_operation_count", "1"),
+        Is("moved", "/operations/q1/lightweight", "true"),
+        text("moved", "/operations/q1/state", "running"),
+        text("moved", "/operations/q2/state", "pending"),
+        Is("pool-lightweight", "/pools/pool/operation_count", "3"),
+        Is("pool-lightweight", "/pools/pool/running_operation_count", "0"),
+        Is("pool-lightweight", "/pools/pool/lightweight_running_operation_count", "3"),
+        Is("pool-lightweight", "/pools/lightweight_pool/operation_count", "1"),
+        Is("pool-lightweight", "/pools/lightweight_pool/running_operation_count", "0"),
+        Is("pool-lightweight", "/pools/lightweight_pool/lightweight_running_operation_count", "1"),
+        Is("pool-lightweight", "/operations/q2/lightweight", "true"),
+        text("pool-lightweight", "/operations/q2/state", "running"),
+    ];
+
+    // TestLightweightOperations::
+    // test_pending_operation_becomes_running_after_other_running_operation_becomes_lightweight.
+    yt_up2_lightweight_pending_runs_when_other_becomes_lightweight: "YT-UP2-lightweight_pending_runs_when_other_becomes_lightweight.json" => [
+        text("pending", "/operations/o1/state", "running"),
+        text("pending", "/operations/o2/state", "pending"),
+        Is("pending", "/operations/blocking_op/lightweight", "false"),
+        Is("after", "/operations/blocking_op/lightweight", "true"),
+        Is("after", "/operations/o1/lightweight", "false"),
+        Is("after", "/operations/o2/lightweight", "false"),
+        text("after", "/operations/o2/state", "running"),
+        count(ev("operation_state", &[("operation", "o2"), ("state", "running")]).during(500, 500), 1),
+    ];
+
+    // TestLightweightOperations::test_only_eligible_pending_operation_becomes_running.
+    yt_up2_lightweight_only_eligible_pending_runs: "YT-UP2-lightweight_only_eligible_pending_runs.json" => [
+        text("pending", "/operations/vanilla_op/state", "pending"),
+        text("pending", "/operations/map_op/state", "pending"),
+        text("after", "/operations/vanilla_op/state", "running"),
+        Is("after", "/operations/vanilla_op/lightweight", "true"),
+        text("after", "/operations/map_op/state", "pending"),
+        Is("after", "/operations/map_op/lightweight", "false"),
+        Is("after", "/pools/lightweight_pool/operation_count", "2"),
+        Is("after", "/pools/lightweight_pool/running_operation_count", "0"),
+        Is("after", "/pools/lightweight_pool/lightweight_running_operation_count", "1"),
+    ];
+
+    // TestEphemeralPools::test_ephemeral_pool_in_custom_pool_simple /
+    // test_custom_ephemeral_pool_persists_after_pool_update.
+    yt_up2_ephemeral_subpools_of_custom_pool: "YT-UP2-ephemeral_subpools_of_custom_pool.json" => [
+        text("created", "/operations/op/pool", "custom_pool$root"),
+        text("created", "/pools/custom_pool$root/parent", "custom_pool"),
+        text("created", "/pools/custom_pool$root/mode", "fair_share"),
+        Is("created", "/pools/custom_pool$root/is_ephemeral", "true"),
+        text("after-update", "/pools/custom_pool$root/parent", "custom_pool"),
+        text("after-update", "/operations/op/pool", "custom_pool$root"),
+    ];
+
+    // TestEphemeralPools::test_custom_ephemeral_pool_scheduling_mode / _max_operation_count /
+    // _resource_limits (the limits seen through usage: the snapshot has no resource_limits).
+    yt_up2_ephemeral_subpool_config_mode_and_limits:
+        "YT-UP2-ephemeral_subpool_config_mode_and_limits.json" => [
+        text("running", "/pools/custom_pool_fifo$root/mode", "fifo"),
+        text("running", "/pools/custom_pool_fifo$root/parent", "custom_pool_fifo"),
+        text("running", "/operations/op1/pool", "custom_pool$root"),
+        num("running", "/operations/op1/resource_usage/cpu", 1.0),
+        Is("running", "/operations/op1/running_job_count", "1"),
+        count(ev("error", &[("code", "202"), ("message", "~custom_pool$root")]), 1),
+        Absent("after", "/operations/op2"),
+    ];
+
+    // TestEphemeralPools::test_ephemeral_pool_parent_is_removed_after_operation_complete.
+    #[ignore = "removing a pool with running operations is refused; YTsaurus keeps it until they end, then drops it"]
+    yt_up2_ephemeral_parent_removed_after_operation_complete:
+        "YT-UP2-ephemeral_parent_removed_after_operation_complete.json" => [
+        none(ev("error", &[])),
+        text("removed", "/pools/custom_pool$root/parent", "custom_pool"),
+        Absent("done", "/pools/custom_pool"),
+        Absent("done", "/pools/custom_pool$root"),
+    ];
+
+    // TestEphemeralPools::test_move_last_operation_from_ephemeral_pool /
+    // test_move_to_ephemeral_hub_via_common_option / _via_per_pool_tree_option.
+    yt_up2_ephemeral_move_operations: "YT-UP2-ephemeral_move_operations.json" => [
+        Is("before", "/pools/ephemeral/is_ephemeral", "true"),
+        text("moved", "/operations/op1/pool", "real"),
+        Absent("moved", "/pools/ephemeral"),
+        text("moved", "/operations/op2/pool", "ephemeral_hub$root"),
+        text("moved", "/operations/op3/pool", "ephemeral_hub$root"),
+        none(ev("error", &[])),
+    ];
+
+    // TestEphemeralPools::test_fifo_pool_cannot_create_ephemeral_subpools.
+    yt_up2_ephemeral_fifo_pool_cannot_create_subpools:
+        "YT-UP2-ephemeral_fifo_pool_cannot_create_subpools.json" => [
+        count(ev("error", &[("message", "~a FIFO pool cannot create ephemeral subpools")]), 2),
+        text("after", "/pools/fifo_pool/mode", "fifo"),
+        text("after", "/pools/ephemeral_hub/mode", "fair_share"),
+        text("after", "/operations/op/pool", "ephemeral_hub$root"),
+    ];
+
+    // TestEphemeralPools::test_default_ephemeral_hub_applies_ephemeral_subpool_config.
+    yt_up2_ephemeral_default_hub_applies_subpool_config:
+        "YT-UP2-ephemeral_default_hub_applies_subpool_config.json" => [
+        text("running", "/pools/ephemeral/parent", "research"),
+        text("running", "/pools/ephemeral/mode", "fifo"),
+        Is("running", "/pools/ephemeral/is_ephemeral", "true"),
+        num("running", "/operations/op/resource_usage/cpu", 1.0),
+        count(ev("error", &[("code", "202"), ("message", "~\"ephemeral\"")]), 1),
+    ];
 }
 
 // ---- coverage ----------------------------------------------------------------------------------
@@ -1087,7 +1293,16 @@ fn every_behaviour_has_a_file_and_every_file_a_case() {
     let used: BTreeSet<&str> = CASE_FILES.iter().copied().collect();
     for file in &files {
         assert!(used.contains(file.as_str()), "{DIR}/{file} has no case");
-        let id = file.split('_').next().unwrap_or_default();
+        // The longest id the name starts with, followed by `_` or `-`.
+        let id = IDS
+            .iter()
+            .copied()
+            .filter(|id| {
+                file.strip_prefix(id)
+                    .is_some_and(|rest| rest.starts_with(['_', '-']))
+            })
+            .max_by_key(|id| id.len())
+            .unwrap_or_default();
         assert!(
             IDS.contains(&id),
             "{DIR}/{file}: {id:?} is not a behaviour id"
@@ -1109,9 +1324,11 @@ fn every_behaviour_has_a_file_and_every_file_a_case() {
         assert!(files.iter().any(|f| f == file), "case file {file} missing");
     }
     for id in IDS {
-        let prefix = format!("{id}_");
+        let (prefix, dashed) = (format!("{id}_"), format!("{id}-"));
         assert!(
-            files.iter().any(|f| f.starts_with(&prefix)),
+            files
+                .iter()
+                .any(|f| f.starts_with(&prefix) || f.starts_with(&dashed)),
             "no scenario file for {id}"
         );
     }
