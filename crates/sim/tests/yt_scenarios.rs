@@ -1243,7 +1243,6 @@ cases! {
 
     // test_operation_max_unpreemptible_running_job_count: the operation's count caps the
     // tree's user_slots threshold (min of both).
-    #[ignore = "the operation spec option max_unpreemptible_job_count does not exist"]
     yt_up_operation_max_unpreemptible_running_job_count:
         "YT-UP-operation_max_unpreemptible_running_job_count.json" => [
         Is("step0", "/operations/op/preemptible_allocation_count", "1"),
