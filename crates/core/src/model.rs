@@ -140,6 +140,18 @@ pub struct OperationSpec {
     /// Per-tree pool, weight and resource limits (each one missing: the operation's own).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub scheduling_options_per_pool_tree: BTreeMap<String, TreeSchedulingOptions>,
+    /// Most of the operation's allocations kept from preemption (YTsaurus operation spec
+    /// `max_unpreemptible_allocation_count`, aliases `max_unpreemptible_job_count`,
+    /// `max_unpreemptable_job_count`): the `user_slots` component of the operation's effective
+    /// `non_preemptible_resource_usage_threshold` becomes the smaller of this and the one its
+    /// pool or tree sets (this, when they set none). Default: unset.
+    #[serde(
+        default,
+        alias = "max_unpreemptible_job_count",
+        alias = "max_unpreemptable_job_count",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_unpreemptible_allocation_count: Option<u32>,
     /// Operation type (`vanilla`, `map`, ...); only vanilla operations can be lightweight.
     /// Default: vanilla.
     #[serde(default, rename = "type")]

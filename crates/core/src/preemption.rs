@@ -122,7 +122,10 @@ fn below_absolute_threshold(threshold: &PartialResources, usage: &Resources) -> 
 
 impl Scheduler {
     /// Effective `non_preemptible_resource_usage_threshold` for an operation, with the tree's
-    /// `max_unpreemptible_running_allocation_count` folded into `user_slots`.
+    /// `max_unpreemptible_running_allocation_count` folded into `user_slots`, then capped by
+    /// the operation's own `max_unpreemptible_allocation_count` (YTsaurus
+    /// `TSchedulerOperationElement::UpdateRecursiveAttributes`: the minimum of both, or the
+    /// operation's when the threshold has no `user_slots`).
     fn non_preemptible_threshold(&self, t: usize, op: &Operation) -> PartialResources {
         let mut threshold = self.trees[t]
             .explicit(op.in_tree(t).map_or("", |o| o.pool.as_str()))
@@ -138,6 +141,13 @@ impl Scheduler {
                 .max_unpreemptible_running_allocation_count
         {
             threshold.set(ResourceKind::UserSlots, f64::from(count));
+        }
+        if let Some(count) = op.spec.max_unpreemptible_allocation_count {
+            let own = Resources::convert(ResourceKind::UserSlots, f64::from(count));
+            let slots = threshold
+                .raw_of(ResourceKind::UserSlots)
+                .map_or(own, |tree| tree.min(own));
+            threshold.set_raw(ResourceKind::UserSlots, Some(slots));
         }
         threshold
     }

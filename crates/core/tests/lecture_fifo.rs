@@ -38,6 +38,7 @@ fn op(id: &str, t: TaskSpec) -> OperationSpec {
         interruption_signal: None,
         interruption_timeout_ms: None,
         scheduling_tag_filter: None,
+        max_unpreemptible_allocation_count: None,
         operation_type: None,
         max_failed_job_count: None,
         pool_trees: None,

@@ -95,3 +95,53 @@ fn nothing_is_preempted_without_starvation() {
     assert_eq!(d.count("allocation_preempted", "big"), 0);
     assert_eq!(d.count("allocation_started", "new"), 0);
 }
+
+/// The operation spec's `max_unpreemptible_allocation_count` (YTsaurus
+/// `max_unpreemptible_job_count`) caps the `user_slots` of the effective non-preemptible
+/// threshold: the smaller of the operation's and the tree's applies (YTsaurus
+/// `TestNonPreemptibleResourceUsageThreshold::test_operation_max_unpreemptible_running_job_count`).
+#[test]
+fn operation_max_unpreemptible_allocation_count_caps_the_threshold() {
+    let tree = |threshold: &str| {
+        format!(
+            r#"{{"pool_trees": {{"default": {{"config": {{
+                "aggressive_preemption_satisfaction_threshold": 0.4,
+                "preemption_satisfaction_threshold": 0.9,
+                "fair_share_starvation_tolerance": 1.0,
+                "non_preemptible_resource_usage_threshold": {threshold}
+            }}, "pools": {{}}}}}}}}"#
+        )
+    };
+    // (preemptible, aggressively preemptible) of 10 running allocations of a 15-job operation
+    // filling a 10-cpu node (fair share 1, demand 1.5).
+    let counts = |threshold: &str, own: Option<u32>| {
+        let mut s = scheduler(&tree(threshold), config());
+        add_nodes(&mut s, 1, res(10.0, 10.0));
+        let mut spec = op("op", None, vec![task(15, res(1.0, 1.0), None)]);
+        spec.max_unpreemptible_allocation_count = own;
+        s.start_operation(0, spec).unwrap();
+        Driver::new().run(&mut s, 0, 500, 100);
+        let snap = s.snapshot(500);
+        let op = &snap.operations["op"];
+        assert_eq!(op.running_job_count, 10);
+        (
+            op.preemptible_allocation_count,
+            op.aggressively_preemptible_allocation_count,
+        )
+    };
+    assert_eq!(counts("{}", None), (1, 5));
+    // The operation's 7 alone: 7 protected.
+    assert_eq!(counts("{}", Some(7)), (1, 2));
+    // min(tree 1, operation 7) = 1: no more than the prefix rule protects.
+    assert_eq!(counts(r#"{"user_slots": 1}"#, Some(7)), (1, 5));
+    // min(tree 10, operation 7) = 7.
+    assert_eq!(counts(r#"{"user_slots": 10}"#, Some(7)), (1, 2));
+    // The tree's 10 alone protects everything.
+    assert_eq!(counts(r#"{"user_slots": 10}"#, None), (0, 0));
+    // The alias of the YTsaurus spec is accepted.
+    let spec: fairsched_core::OperationSpec = serde_json::from_value(serde_json::json!({
+        "id": "op", "tasks": [], "max_unpreemptible_job_count": 3,
+    }))
+    .unwrap();
+    assert_eq!(spec.max_unpreemptible_allocation_count, Some(3));
+}

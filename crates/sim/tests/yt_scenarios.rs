@@ -23,10 +23,24 @@ const IDS: &[&str] = &[
     "YT-S32", "YT-S34", "YT-S36", "YT-S37", "YT-S40",
     // From the spec's text (§1.1, §1.4, §2.4–§2.7).
     "YT-S3", "YT-S6", "YT-S9", "YT-S10", "YT-S21", "YT-S39",
-    // Upstream audit (pools and operations): further tests of the same upstream classes,
-    // files `YT-UP2-<test>.json`.
-    "YT-UP2",
+    // Upstream audits: one file per audited YTsaurus test, `YT-UP-<test>.json` for
+    // test_scheduler_preemption.py, `YT-UP2-<test>.json` for the pool and operation classes.
+    "YT-UP", "YT-UP2",
 ];
+
+/// The behaviour id of a scenario file: the longest id of [`IDS`] its name starts with,
+/// followed by `_` or `-` (`YT-S1_x.json` -> `YT-S1`, `YT-UP2-x.json` -> `YT-UP2`); empty when
+/// none.
+fn file_id(file: &str) -> &'static str {
+    IDS.iter()
+        .copied()
+        .filter(|id| {
+            file.strip_prefix(id)
+                .is_some_and(|rest| rest.starts_with(['_', '-']))
+        })
+        .max_by_key(|id| id.len())
+        .unwrap_or_default()
+}
 
 // ---- the expectation language ---------------------------------------------------------------
 
@@ -1271,6 +1285,326 @@ cases! {
         num("running", "/operations/op/resource_usage/cpu", 1.0),
         count(ev("error", &[("code", "202"), ("message", "~\"ephemeral\"")]), 1),
     ];
+
+    // ---- upstream audit: test_scheduler_preemption.py ----
+    // One file per upstream test not covered above (`YT-UP-<test>.json`), asserting what the
+    // YTsaurus test asserts, translated to event lines and snapshots.
+
+    // test_graceful_preemption: shrunk to 0 slots, the job handles the interruption and
+    // completes: 1 job in total, 1 completed, none aborted.
+    yt_up_graceful_preemption: "YT-UP-graceful_preemption.json" => [
+        Is("running", "/operations/op/running_job_count", "1"),
+        count(ev("allocation_interrupted", &[
+            ("operation", "op"), ("reason", "graceful_preemption"), ("timeout_ms", "10000"),
+        ]), 1),
+        First(ev("allocation_interrupted", &[("operation", "op")]), 1000, 1100),
+        Gap(
+            ev("allocation_interrupted", &[("operation", "op")]),
+            ev("allocation_finished", &[("operation", "op"), ("outcome", "completed")]),
+            1000, 1000,
+        ),
+        none(ev("allocation_preempted", &[])),
+        count(ev("allocation_started", &[("operation", "op")]), 1),
+        count(ev("operation_state", &[("operation", "op"), ("state", "completed")]), 1),
+    ];
+
+    // test_preemption_of_jobs_excessing_resource_limits: user_slots 3 -> 1 -> 0.
+    yt_up_preemption_of_jobs_excessing_resource_limits:
+        "YT-UP-preemption_of_jobs_excessing_resource_limits.json" => [
+        Is("running", "/operations/op/running_job_count", "3"),
+        count(ev("allocation_preempted", &[
+            ("operation", "op"), ("reason", "resource_limits_violated"),
+        ]).during(1000, 1100), 2),
+        Is("one-slot", "/operations/op/running_job_count", "1"),
+        count(ev("allocation_preempted", &[
+            ("operation", "op"), ("reason", "resource_limits_violated"),
+        ]).during(2000, 2100), 1),
+        Is("zero-slots", "/operations/op/running_job_count", "0"),
+        count(ev("allocation_preempted", &[]), 3),
+        count(ev("allocation_started", &[("operation", "op")]), 3),
+    ];
+
+    // test_preemptor_event_log: preempted_for names op1 and its started allocation.
+    yt_up_preemptor_event_log: "YT-UP-preemptor_event_log.json" => [
+        count(ev("allocation_started", &[
+            ("operation", "op1"), ("allocation", "4"), ("stage", "preemptive"),
+        ]), 1),
+        count(ev("allocation_preempted", &[
+            ("operation", "op0"), ("reason", "preemption"),
+            ("preemptor/operation", "op1"), ("preemptor/allocation", "4"),
+        ]), 1),
+        count(ev("allocation_preempted", &[]), 1),
+    ];
+
+    // test_waiting_job_timeout: waiting 10 s > interruption 5 s: op1 completes its one job,
+    // none aborted.
+    yt_up_waiting_job_timeout: "YT-UP-waiting_job_timeout.json" => [
+        count(ev("allocation_interrupted", &[
+            ("operation", "op2"), ("timeout_ms", "5000"), ("preemptor/operation", "op1"),
+        ]), 1),
+        Gap(
+            ev("allocation_interrupted", &[("operation", "op2")]),
+            ev("allocation_preempted", &[("operation", "op2"), ("reason", "preemption")]),
+            5000, 5000,
+        ),
+        none(ev("allocation_preempted", &[("operation", "op1")])),
+        count(ev("allocation_started", &[("operation", "op1")]), 1),
+        count(ev("allocation_finished", &[("operation", "op1"), ("outcome", "completed")]), 1),
+        count(ev("operation_state", &[("operation", "op1"), ("state", "completed")]), 1),
+    ];
+
+    // test_inconsistent_waiting_job_timeout: waiting 5 s < interruption 15 s: op1's job is
+    // aborted after waiting 5 s.
+    yt_up_inconsistent_waiting_job_timeout: "YT-UP-inconsistent_waiting_job_timeout.json" => [
+        count(ev("allocation_preempted", &[
+            ("operation", "op1"), ("reason", "waiting_timeout"),
+        ]), 1),
+        Gap(
+            ev("allocation_started", &[("operation", "op1")]),
+            ev("allocation_preempted", &[("operation", "op1"), ("reason", "waiting_timeout")]),
+            5000, 5000,
+        ),
+    ];
+
+    // test_usage_overcommit_due_to_interruption (xfail in YTsaurus, YT-14804): the root's cpu
+    // usage stays within the cluster while the preempted job is still being interrupted.
+    yt_up_usage_overcommit_due_to_interruption:
+        "YT-UP-usage_overcommit_due_to_interruption.json" => [
+        count(ev("allocation_interrupted", &[("operation", "op2"), ("preemptor/operation", "op1")]), 1),
+        none(ev("allocation_preempted", &[])),
+        Num("t1", "/pools/<Root>/resource_usage/cpu", 0.0, 3.0),
+        Num("t2", "/pools/<Root>/resource_usage/cpu", 0.0, 3.0),
+        Num("t3", "/pools/<Root>/resource_usage/cpu", 0.0, 3.0),
+        Num("t4", "/pools/<Root>/resource_usage/cpu", 0.0, 3.0),
+        Num("t5", "/pools/<Root>/resource_usage/cpu", 0.0, 3.0),
+        Num("t6", "/pools/<Root>/resource_usage/cpu", 0.0, 3.0),
+        Num("t7", "/pools/<Root>/resource_usage/cpu", 0.0, 3.0),
+        Num("t8", "/pools/<Root>/resource_usage/cpu", 0.0, 3.0),
+        Num("t9", "/pools/<Root>/resource_usage/cpu", 0.0, 3.0),
+        Num("t10", "/pools/<Root>/resource_usage/cpu", 0.0, 3.0),
+    ];
+
+    // test_pass_preemption_reason_to_node: reason preemption, for op2's started allocation.
+    yt_up_pass_preemption_reason_to_node: "YT-UP-pass_preemption_reason_to_node.json" => [
+        count(ev("allocation_started", &[
+            ("operation", "op2"), ("allocation", "4"), ("stage", "preemptive"),
+        ]), 1),
+        count(ev("allocation_preempted", &[
+            ("operation", "op1"), ("reason", "preemption"),
+            ("preemptor/operation", "op2"), ("preemptor/allocation", "4"),
+        ]), 1),
+        count(ev("allocation_preempted", &[]), 1),
+    ];
+
+    // test_job_preemption_order: only op1's newest allocation (on node-2) is preemptible; op2
+    // on node-0 gets nothing, op3 on node-2 takes the newest, the earlier one stays.
+    yt_up_job_preemption_order: "YT-UP-job_preemption_order.json" => [
+        Is("filled", "/operations/op1/running_job_count", "6"),
+        Is("op2-started", "/operations/op1/preemptible_allocation_count", "1"),
+        num("op2-started", "/operations/op2/resource_usage/cpu", 0.0),
+        num("op2-waits", "/operations/op2/resource_usage/cpu", 0.0),
+        none(ev("allocation_preempted", &[]).during(0, 4499)),
+        count(ev("allocation_preempted", &[
+            ("operation", "op1"), ("allocation", "6"), ("node", "node-2"),
+            ("preemptor/operation", "op3"),
+        ]), 1),
+        count(ev("allocation_preempted", &[]), 1),
+        Is("after", "/operations/op1/running_job_count", "5"),
+        num("after", "/operations/op3/resource_usage/cpu", 0.5),
+    ];
+
+    // TestNonPreemptibleResourceUsageThreshold::test_non_preemptible_resource_usage_threshold:
+    // (preemptible, aggressively preemptible) per tree threshold.
+    yt_up_non_preemptible_resource_usage_threshold:
+        "YT-UP-non_preemptible_resource_usage_threshold.json" => [
+        Is("step0", "/operations/op/running_job_count", "10"),
+        Is("step0", "/operations/op/preemptible_allocation_count", "1"),
+        Is("step0", "/operations/op/aggressively_preemptible_allocation_count", "5"),
+        Is("step1", "/operations/op/preemptible_allocation_count", "1"),
+        Is("step1", "/operations/op/aggressively_preemptible_allocation_count", "5"),
+        Is("step2", "/operations/op/preemptible_allocation_count", "1"),
+        Is("step2", "/operations/op/aggressively_preemptible_allocation_count", "5"),
+        Is("step3", "/operations/op/preemptible_allocation_count", "1"),
+        Is("step3", "/operations/op/aggressively_preemptible_allocation_count", "5"),
+        Is("step4", "/operations/op/preemptible_allocation_count", "1"),
+        Is("step4", "/operations/op/aggressively_preemptible_allocation_count", "4"),
+        Is("step5", "/operations/op/preemptible_allocation_count", "1"),
+        Is("step5", "/operations/op/aggressively_preemptible_allocation_count", "2"),
+        Is("step6", "/operations/op/preemptible_allocation_count", "0"),
+        Is("step6", "/operations/op/aggressively_preemptible_allocation_count", "0"),
+        none(ev("error", &[])),
+    ];
+
+    // test_pool_config_overrides_tree_config: the pool's {user_slots 7} beats the tree's 1
+    // and 10.
+    yt_up_pool_config_overrides_tree_config: "YT-UP-pool_config_overrides_tree_config.json" => [
+        Is("step0", "/operations/op/preemptible_allocation_count", "1"),
+        Is("step0", "/operations/op/aggressively_preemptible_allocation_count", "5"),
+        Is("step1", "/operations/op/preemptible_allocation_count", "1"),
+        Is("step1", "/operations/op/aggressively_preemptible_allocation_count", "5"),
+        Is("step2", "/operations/op/preemptible_allocation_count", "1"),
+        Is("step2", "/operations/op/aggressively_preemptible_allocation_count", "2"),
+        Is("step3", "/operations/op/preemptible_allocation_count", "1"),
+        Is("step3", "/operations/op/aggressively_preemptible_allocation_count", "2"),
+        none(ev("error", &[])),
+    ];
+
+    // test_operation_max_unpreemptible_running_job_count: the operation's count caps the
+    // tree's user_slots threshold (min of both).
+    yt_up_operation_max_unpreemptible_running_job_count:
+        "YT-UP-operation_max_unpreemptible_running_job_count.json" => [
+        Is("step0", "/operations/op/preemptible_allocation_count", "1"),
+        Is("step0", "/operations/op/aggressively_preemptible_allocation_count", "2"),
+        Is("step1", "/operations/op/preemptible_allocation_count", "1"),
+        Is("step1", "/operations/op/aggressively_preemptible_allocation_count", "5"),
+        Is("step2", "/operations/op/preemptible_allocation_count", "1"),
+        Is("step2", "/operations/op/aggressively_preemptible_allocation_count", "2"),
+    ];
+
+    // TestPreemptionPriorityScope: operation_only keeps greedy_op (not starving itself) at
+    // 4 cpu for 3 s; operation_and_ancestors lets it preempt up to 6 cpu.
+    yt_up_preemption_priority_scope: "YT-UP-preemption_priority_scope.json" => [
+        Num("greedy", "/operations/greedy_op/detailed_fair_share/total/cpu", 0.409, 0.411),
+        num("greedy", "/operations/greedy_op/resource_usage/cpu", 4.0),
+        num("operation-only", "/operations/greedy_op/resource_usage/cpu", 4.0),
+        text("operation-only", "/operations/greedy_op/starvation_status", "non_starving"),
+        text("operation-only", "/operations/starving_op/starvation_status", "starving"),
+        text("operation-only", "/pools/second/starvation_status", "starving"),
+        none(ev("allocation_preempted", &[]).during(0, 4499)),
+        First(ev("allocation_preempted", &[
+            ("operation", "normal_op"), ("preemptor/operation", "greedy_op"),
+        ]), 4500, 4600),
+        num("ancestors", "/operations/greedy_op/resource_usage/cpu", 6.0),
+    ];
+
+    // TestResourceLimitsOverdraftPreemption::test_scheduler_preempt_overdraft_resources:
+    // node-1's cpu drops to 0: both allocations aborted after the 1000 ms overcommit duration,
+    // both jobs run again on node-0.
+    yt_up_scheduler_preempt_overdraft_resources:
+        "YT-UP-scheduler_preempt_overdraft_resources.json" => [
+        count(ev("allocation_started", &[("node", "node-1")]).during(0, 999), 2),
+        count(ev("allocation_preempted", &[
+            ("operation", "op1"), ("node", "node-1"), ("reason", "resource_overcommit"),
+        ]), 1),
+        count(ev("allocation_preempted", &[
+            ("operation", "op2"), ("node", "node-1"), ("reason", "resource_overcommit"),
+        ]), 1),
+        count(ev("allocation_preempted", &[]), 2),
+        First(ev("allocation_preempted", &[]), 2000, 2000),
+        count(ev("allocation_started", &[("node", "node-0")]).during(2000, 2200), 2),
+        Is("moved", "/operations/op1/running_job_count", "1"),
+        Is("moved", "/operations/op2/running_job_count", "1"),
+    ];
+
+    // TestSchedulerAggressivePreemption::test_aggressive_preemption.
+    yt_up_aggressive_preemption: "YT-UP-aggressive_preemption.json" => [
+        num("filled", "/operations/op0/fair_share_ratio", 0.5),
+        num("filled", "/operations/op0/usage_ratio", 0.5),
+        num("filled", "/operations/op1/fair_share_ratio", 0.5),
+        num("filled", "/operations/op1/usage_ratio", 0.5),
+        Is("filled", "/operations/op0/running_job_count", "4"),
+        Is("filled", "/operations/op1/running_job_count", "4"),
+        num("starting", "/operations/op/fair_share_ratio", 0.25),
+        num("after-3s", "/operations/op/usage_ratio", 0.0),
+        none(ev("allocation_preempted", &[]).during(0, 3999)),
+        count(ev("allocation_preempted", &[
+            ("reason", "aggressive_preemption"), ("preemptor/operation", "op"),
+        ]), 2),
+        num("aggressive", "/operations/op/usage_ratio", 0.25),
+        Is("aggressive", "/operations/op/running_job_count", "1"),
+    ];
+
+    // TestSchedulerAggressivePreemption::
+    // test_no_aggressive_preemption_for_non_aggressively_starving_operation.
+    yt_up_no_aggressive_preemption_for_non_aggressively_starving_operation:
+        "YT-UP-no_aggressive_preemption_for_non_aggressively_starving_operation.json" => [
+        num("filled", "/operations/bad_op/fair_share_ratio", 1.0),
+        num("filled", "/operations/bad_op/usage_ratio", 1.0),
+        Is("filled", "/operations/bad_op/running_job_count", "8"),
+        num("op1-one-job", "/operations/op1/fair_share_ratio", 2.0 / 12.0),
+        num("op1-one-job", "/operations/op1/usage_ratio", 1.0 / 8.0),
+        Is("op1-one-job", "/operations/op1/running_job_count", "1"),
+        num("op1-after-3s", "/operations/op1/usage_ratio", 1.0 / 8.0),
+        Is("op1-after-3s", "/operations/op1/running_job_count", "1"),
+        text("op2-starving", "/operations/op2/starvation_status", "starving"),
+        num("op2-starving", "/operations/op2/fair_share_ratio", 1.0 / 13.0),
+        num("op2-starving", "/operations/op2/usage_ratio", 0.0),
+        num("op2-after-3s", "/operations/op2/usage_ratio", 0.0),
+        Is("op2-after-3s", "/operations/op2/running_job_count", "0"),
+        text("op2-after-3s", "/operations/op1/starvation_status", "starving"),
+        none(ev("allocation_preempted", &[]).during(1300, 7999)),
+        num("aggressive", "/operations/op1/usage_ratio", 2.0 / 8.0),
+        Is("aggressive", "/operations/op1/running_job_count", "2"),
+        text("aggressive", "/operations/op1/starvation_status", "non_starving"),
+    ];
+
+    // TestSchedulerAggressivePreemption::test_aggressive_preemption_for_gang_operations: the
+    // gangs are safe from aggressive preemption while the option is false.
+    yt_up_aggressive_preemption_for_gang_operations:
+        "YT-UP-aggressive_preemption_for_gang_operations.json" => [
+        num("filled", "/operations/gang0/fair_share_ratio", 0.5),
+        num("filled", "/operations/gang0/usage_ratio", 0.5),
+        num("filled", "/operations/gang1/fair_share_ratio", 0.5),
+        num("filled", "/operations/gang1/usage_ratio", 0.5),
+        Is("filled", "/operations/gang0/running_job_count", "4"),
+        Is("filled", "/operations/gang1/running_job_count", "4"),
+        num("starting", "/operations/starving_op/fair_share_ratio", 0.25),
+        num("after-3s", "/operations/starving_op/usage_ratio", 0.0),
+        none(ev("allocation_preempted", &[]).during(0, 3999)),
+        num("allowed", "/operations/starving_op/fair_share_ratio", 0.25),
+    ];
+
+    // TestSchedulerAggressivePreemption2::test_allow_aggressive_starvation_preemption_operation.
+    yt_up_allow_aggressive_starvation_preemption_operation:
+        "YT-UP-allow_aggressive_starvation_preemption_operation.json" => [
+        num("dishonest", "/operations/op_dishonest/fair_share_ratio", 0.4),
+        num("dishonest", "/operations/op_dishonest/usage_ratio", 0.4),
+        num("small", "/operations/op_honest_small/fair_share_ratio", 0.2),
+        num("small", "/operations/op_honest_small/usage_ratio", 0.2),
+        num("before", "/operations/op_honest_big/fair_share_ratio", 0.6),
+        num("before", "/operations/op_honest_big/usage_ratio", 0.4),
+        num("after", "/operations/op_special/fair_share_ratio", 0.4),
+        num("after", "/operations/op_special/usage_ratio", 0.08),
+        num("after", "/operations/op_honest_big/fair_share_ratio", 0.4),
+        num("after", "/operations/op_honest_big/usage_ratio", 0.32),
+    ];
+
+    // TestSchedulerAggressivePreemption2::test_allow_aggressive_starvation_preemption_ancestor
+    // (skipped upstream as a near duplicate): the same with the flag on honest_pool.
+    yt_up_allow_aggressive_starvation_preemption_ancestor:
+        "YT-UP-allow_aggressive_starvation_preemption_ancestor.json" => [
+        num("dishonest", "/operations/op_dishonest/fair_share_ratio", 0.4),
+        num("small", "/operations/op_honest_small/usage_ratio", 0.2),
+        num("before", "/operations/op_honest_big/fair_share_ratio", 0.6),
+        num("before", "/operations/op_honest_big/usage_ratio", 0.4),
+        num("after", "/operations/op_special/fair_share_ratio", 0.4),
+        num("after", "/operations/op_honest_big/fair_share_ratio", 0.4),
+        num("after", "/operations/op_special/usage_ratio", 0.08),
+        num("after", "/operations/op_honest_big/usage_ratio", 0.32),
+    ];
+
+    // TestSsdPriorityPreemption::test_regular_ssd_priority_preemption_many_operations.
+    yt_up_regular_ssd_priority_preemption_many_operations:
+        "YT-UP-regular_ssd_priority_preemption_many_operations.json" => [
+        num("blocking", "/operations/blocking0/resource_usage/cpu", 2.0),
+        num("blocking", "/operations/blocking3/resource_usage/cpu", 2.0),
+        text("starving", "/operations/ssd_op/starvation_status", "starving"),
+        Is("disabled", "/operations/ssd_op/running_job_count", "0"),
+        none(ev("allocation_started", &[("operation", "ssd_op")]).during(0, 3499)),
+        none(ev("allocation_preempted", &[]).during(0, 3499)),
+        count(ev("allocation_preempted", &[
+            ("reason", "ssd_preemption"), ("preemptor/operation", "ssd_op"),
+        ]), 4),
+        num("enabled", "/operations/ssd_op/resource_usage/cpu", 4.0),
+    ];
+
+    // TestSsdPriorityPreemption::test_config (last step): enable with an empty
+    // node_tag_filter is rejected; the earlier changes are accepted.
+    yt_up_ssd_config: "YT-UP-ssd_config.json" => [
+        count(ev("error", &[("message", "~ssd_priority_preemption.node_tag_filter")])
+            .during(300, 300), 1),
+        count(ev("error", &[]), 1),
+    ];
 }
 
 // ---- coverage ----------------------------------------------------------------------------------
@@ -1293,16 +1627,7 @@ fn every_behaviour_has_a_file_and_every_file_a_case() {
     let used: BTreeSet<&str> = CASE_FILES.iter().copied().collect();
     for file in &files {
         assert!(used.contains(file.as_str()), "{DIR}/{file} has no case");
-        // The longest id the name starts with, followed by `_` or `-`.
-        let id = IDS
-            .iter()
-            .copied()
-            .filter(|id| {
-                file.strip_prefix(id)
-                    .is_some_and(|rest| rest.starts_with(['_', '-']))
-            })
-            .max_by_key(|id| id.len())
-            .unwrap_or_default();
+        let id = file_id(file);
         assert!(
             IDS.contains(&id),
             "{DIR}/{file}: {id:?} is not a behaviour id"
@@ -1324,11 +1649,8 @@ fn every_behaviour_has_a_file_and_every_file_a_case() {
         assert!(files.iter().any(|f| f == file), "case file {file} missing");
     }
     for id in IDS {
-        let (prefix, dashed) = (format!("{id}_"), format!("{id}-"));
         assert!(
-            files
-                .iter()
-                .any(|f| f.starts_with(&prefix) || f.starts_with(&dashed)),
+            files.iter().any(|f| file_id(f) == *id),
             "no scenario file for {id}"
         );
     }

@@ -61,6 +61,7 @@ pub fn op(id: &str, pool: Option<&str>, tasks: Vec<TaskSpec>) -> OperationSpec {
         interruption_signal: None,
         interruption_timeout_ms: None,
         scheduling_tag_filter: None,
+        max_unpreemptible_allocation_count: None,
         operation_type: None,
         max_failed_job_count: None,
         pool_trees: None,
