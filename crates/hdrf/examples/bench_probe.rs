@@ -5,7 +5,8 @@
 //! 10000, 100000). Every run updates a fresh clone of the tree (as the benchmark does) and
 //! prints wall and thread CPU time; then one more update prints its phase timings.
 //! `runs` = 0 runs a single update and prints nothing else (for callgrind). With `REUSE_OUTPUT`
-//! set, the runs use `update_into` on one output (no fresh allocation of the attributes).
+//! set, the runs use `update_into` on one output (no fresh allocation of the attributes); with
+//! `SIZES_BY_DEPTH` set, the function sizes are also printed per depth of the tree.
 
 use fairsched_hdrf::{NoClock, UpdateOptions, UpdateOutput, update, update_into};
 use fairsched_hdrf_testkit::{InstantClock, TreeParams, options, random_tree};
@@ -83,6 +84,31 @@ fn main() {
         sizes[0] += a.function_sizes.fair_share_by_fit_factor;
         sizes[1] += a.function_sizes.max_fit_factor_by_suggestion;
         sizes[2] += a.function_sizes.fair_share_by_suggestion;
+    }
+    if std::env::var_os("SIZES_BY_DEPTH").is_some() {
+        // Elements and function segments per depth (root = 0).
+        let mut depth = vec![0usize; t.len()];
+        let mut by_depth: Vec<[usize; 4]> = Vec::new();
+        for (i, a) in out.attributes.iter().enumerate() {
+            if let Some(p) = t.element(i).parent {
+                depth[i] = depth[p] + 1;
+            }
+            if by_depth.len() <= depth[i] {
+                by_depth.resize(depth[i] + 1, [0; 4]);
+            }
+            let fs = &a.function_sizes;
+            let row = &mut by_depth[depth[i]];
+            row[0] += 1;
+            row[1] += fs.fair_share_by_fit_factor;
+            row[2] += fs.max_fit_factor_by_suggestion;
+            row[3] += fs.fair_share_by_suggestion;
+        }
+        for (d, r) in by_depth.iter().enumerate() {
+            println!(
+                "depth {d}: {} elements, segments F {} M {} S {}",
+                r[0], r[1], r[2], r[3]
+            );
+        }
     }
     println!(
         "segments: F {} M {} S {}; root fair share {:?}",
