@@ -7,7 +7,7 @@ use crate::model::Millis;
 use crate::scheduler::{CoreError, Scheduler};
 use crate::tree::ROOT_NAME;
 use fairsched_config::{PoolConfig, PoolNode, PoolTreeConfig, TreeConfig};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 impl Scheduler {
     /// Validates a whole new tree configuration and makes it the tree's configuration (a
@@ -52,22 +52,10 @@ impl Scheduler {
             code: errors.0.iter().find_map(|e| e.code),
             message: format!("rejected pool tree change: {errors}"),
         })?;
-        // A pool with unfinished operations (in its subtree) cannot disappear.
-        let remaining: BTreeSet<String> = validated.pools.iter().map(|p| p.name.clone()).collect();
-        for p in &self.trees[t].validated.pools {
-            if !remaining.contains(&p.name) {
-                let busy = self
-                    .pool_counts_in(t)
-                    .get(&p.name)
-                    .is_some_and(|c| c.operation_count > 0);
-                if busy {
-                    return Err(CoreError::new(format!(
-                        "pool {:?} cannot be removed: it has operations",
-                        p.name
-                    )));
-                }
-            }
-        }
+        // A pool that disappears while it has operations lives on as an ephemeral pool of the
+        // same name under the default parent until its last operation leaves (YTsaurus: an
+        // explicit pool removed with operations turns ephemeral); created again, it takes them
+        // over (see `replace_tree_config`).
         // The other trees keep their configuration.
         let mut trees = fairsched_config::ValidatedPoolTrees {
             trees: self
@@ -179,7 +167,8 @@ impl Scheduler {
         self.apply_tree_config(now, t, new)
     }
 
-    /// Removes an empty explicit pool (no child pools, no operations).
+    /// Removes an explicit pool without child pools; its operations, if any, go on in an
+    /// ephemeral pool of that name.
     fn remove_pool_at(&mut self, now: Millis, t: usize, name: &str) -> Result<(), CoreError> {
         let path = self.pool_path(t, name)?;
         let mut new = self.trees[t].validated.tree.clone();
@@ -282,7 +271,8 @@ impl Scheduler {
         self.move_pool_at(now, t, name, new_parent)
     }
 
-    /// Removes an empty explicit pool (no child pools, no operations) from the default tree.
+    /// Removes an explicit pool without child pools from the default tree; its operations, if
+    /// any, go on in an ephemeral pool of that name under the default parent.
     pub fn remove_pool(&mut self, now: Millis, name: &str) -> Result<(), CoreError> {
         self.remove_pool_at(now, self.default_tree, name)
     }

@@ -97,8 +97,11 @@ fn pool_changes_are_validated_whole() {
     }
 }
 
+/// YTsaurus: an explicit pool removed while it has operations turns into an ephemeral pool of
+/// the same name under the default parent, gone when its last operation leaves; created again,
+/// it takes its operations back.
 #[test]
-fn a_pool_with_operations_cannot_be_removed_and_a_new_pool_is_used_after_the_change() {
+fn a_pool_removed_with_operations_lives_on_as_an_ephemeral_pool() {
     let mut s = scheduler(TREE, SchedulerConfig::default());
     add_nodes(&mut s, 1, res(4.0, 4.0));
     s.start_operation(
@@ -106,21 +109,37 @@ fn a_pool_with_operations_cannot_be_removed_and_a_new_pool_is_used_after_the_cha
         op("job", Some("prod"), vec![task(1, res(1.0, 1.0), None)]),
     )
     .unwrap();
-    let err = s.remove_pool(1, "prod").unwrap_err();
-    assert!(err.message.contains("has operations"), "{err}");
-    s.create_pool(2, None, "fresh", PoolConfig::default())
+    s.remove_pool(1, "prod").unwrap();
+    assert!(s.tree().explicit("prod").is_none());
+    assert!(s.tree().ephemeral.contains_key("prod"));
+    s.update_fair_share(2);
+    let snap = s.snapshot(2);
+    assert_eq!(snap.operations["job"].pool, "prod");
+    assert!(snap.pools["prod"].is_ephemeral);
+    assert_eq!(snap.pools["prod"].operation_count, 1);
+    // Created again (under another parent), the pool is explicit and keeps the operation.
+    s.create_pool(3, None, "fresh", PoolConfig::default())
         .unwrap();
+    s.create_pool(4, Some("fresh"), "prod", PoolConfig::default())
+        .unwrap();
+    assert!(!s.tree().ephemeral.contains_key("prod"));
+    s.update_fair_share(5);
+    let snap = s.snapshot(5);
+    assert!(!snap.pools["prod"].is_ephemeral);
+    assert_eq!(snap.pools["prod"].parent.as_deref(), Some("fresh"));
+    assert_eq!(snap.pools["fresh"].operation_count, 1);
+    // Removed again and left by its operation, the ephemeral pool disappears.
+    s.remove_pool(6, "prod").unwrap();
     s.update_operation(
-        3,
+        7,
         &OperationId("job".into()),
         None,
         None,
         Some("fresh".into()),
     )
     .unwrap();
-    s.tick(4);
-    let snap = s.snapshot(4);
+    s.update_fair_share(8);
+    let snap = s.snapshot(8);
     assert_eq!(snap.operations["job"].pool, "fresh");
-    assert_eq!(snap.pools["fresh"].operation_count, 1);
-    s.remove_pool(5, "prod").unwrap();
+    assert!(!snap.pools.contains_key("prod"), "{:?}", snap.pools.keys());
 }

@@ -808,14 +808,17 @@ fn runtime_changes_move_shares_and_invalid_changes_change_nothing() {
     assert_eq!(moved["operations"]["op1"]["pool"], "b");
     assert_eq!(moved["pools"]["b"]["operation_count"], 2);
     assert!(moved["pools"].get("a").is_none());
-    // Rejected: removing a pool with operations; a negative weight (pool and field named).
+    // Rejected: creating a pool that exists; a negative weight (pool and field named).
     let errors: Vec<String> = run
         .events("error", None)
         .iter()
         .map(|e| e["message"].as_str().expect("message").to_string())
         .collect();
     assert_eq!(errors.len(), 2, "{errors:?}");
-    assert!(errors[0].contains("pool \"b\" cannot be removed: it has operations"));
+    assert!(
+        errors[0].contains("pool \"b\" already exists"),
+        "{errors:?}"
+    );
     assert!(errors[1].contains("pool \"b\": field \"weight\": must be > 0 (got -1)"));
     // Nothing of the rejected changes applied; later changes did.
     let nested = run.snapshot("nested");

@@ -1657,7 +1657,6 @@ cases! {
 
     // test_reconfigured_pools_operations_limit: test_pool_1, removed and created again under
     // test_pool_2 while op1 runs in it, makes op2 in test_pool_2 wait.
-    #[ignore = "core refuses remove_pool of a pool that has operations (YTsaurus keeps it until they end, and the re-created pool takes them over)"]
     yt_up3_reconfigured_pools_operations_limit: "YT-UP3-reconfigured_pools_operations_limit.json" => [
         none(ev("error", &[])),
         text("pending", "/pools/test_pool_1/parent", "test_pool_2"),
