@@ -978,3 +978,74 @@ proptest! {
         }
     }
 }
+
+/// The tree the random seed drew on 2026-11-23 (CI at 3346dac): guarantees of 98 % and 22 % cpu
+/// (overcommitted) and a burst pool with limits. The root's fair share at fit factor 0 is 1.0091
+/// cpu, which the update reports as a warning; not understood yet (probably the root overcommit
+/// of the known AdjustProposedIntegralShare issue, which `known_integral_bug` does not detect
+/// here).
+#[test]
+#[ignore = "under investigation: root fair share above the cluster with overcommitted guarantees and a burst pool"]
+fn overcommitted_guarantees_with_a_burst_pool_found_by_the_random_seed() {
+    use fairsched_hdrf_testkit::{
+        GuaranteeNode, IntegralNode, LimitsNode, OperationNode, PoolNode,
+    };
+    use fairsched_resources::{ResourceKind, Resources};
+    let op = |cpu: f64| {
+        NodeSpec::Operation(OperationNode {
+            weight: 1.0,
+            demand: Resources::ZERO.with(ResourceKind::Cpu, cpu),
+            usage_fraction: 0.0,
+            gang: false,
+            cpu_limit: None,
+            start_time: 0.0,
+        })
+    };
+    let pool = |guarantee, integral, limits, children| {
+        NodeSpec::Pool(PoolNode {
+            weight: 1.0,
+            fifo: false,
+            fifo_by_weight: false,
+            guarantee,
+            integral,
+            limits,
+            children,
+        })
+    };
+    let spec = TreeSpec {
+        cluster: Resources::ZERO
+            .with(ResourceKind::UserSlots, 100.0)
+            .with(ResourceKind::Cpu, 100.0)
+            .with(ResourceKind::Memory, 100.0 * 1024.0 * 1024.0 * 1024.0),
+        children: vec![
+            pool(
+                Some(GuaranteeNode {
+                    fraction: 0.98,
+                    main_only: false,
+                }),
+                None,
+                None,
+                vec![pool(None, None, None, vec![op(61.0)])],
+            ),
+            pool(
+                Some(GuaranteeNode {
+                    fraction: 0.22,
+                    main_only: true,
+                }),
+                Some(IntegralNode {
+                    burst: true,
+                    flow_ratio: 0.15,
+                    burst_multiplier: 2.7,
+                    initial_volume_seconds: 146.0,
+                }),
+                Some(LimitsNode {
+                    cpu: Some(0.56),
+                    memory: Some(0.41),
+                }),
+                vec![pool(None, None, None, vec![op(56.0)])],
+            ),
+        ],
+        seconds_since_previous_update: None,
+    };
+    check_all_general(&spec, false).unwrap();
+}
