@@ -25,14 +25,13 @@
 //! `HEARTBEAT_PHASES=small|large` on the bench binary times the phases once with a plain
 //! clock instead (handy under perf or valgrind).
 
-#[path = "support/pool_tree.rs"]
-mod pool_tree;
+#[path = "support/workload.rs"]
+mod workload;
 
 use divan::Bencher;
 use divan::counter::ItemsCount;
 use fairsched_core::{
-    FinishedAllocation, JobOutcome, Millis, NodeHeartbeat, NodeId, NodeSpec, OperationSpec,
-    Scheduler, SchedulerConfig,
+    Millis, NodeHeartbeat, NodeId, NodeSpec, OperationSpec, Scheduler, SchedulerConfig,
 };
 use fairsched_resources::{ResourceKind, Resources};
 use std::sync::OnceLock;
@@ -118,7 +117,7 @@ const SMALL: Size = Size {
 
 /// The pool tree as JSON (no operation or running limits get in the way), and its leaves.
 fn tree(size: Size) -> (String, Vec<String>) {
-    pool_tree::pool_tree(size.fanout)
+    workload::pool_tree(size.fanout)
 }
 
 /// A cluster right after its first fair-share update, nothing running yet.
@@ -191,18 +190,8 @@ fn churn_reports(s: &Scheduler) -> Vec<(NodeId, NodeHeartbeat)> {
     node_ids(s)
         .into_iter()
         .map(|n| {
-            let finished = s
-                .node(&n)
-                .expect("node")
-                .allocations
-                .iter()
-                .take(4)
-                .map(|&allocation| FinishedAllocation {
-                    allocation,
-                    outcome: JobOutcome::Completed,
-                })
-                .collect();
-            (n, NodeHeartbeat { finished })
+            let report = workload::four_completed(s, &n);
+            (n, report)
         })
         .collect()
 }

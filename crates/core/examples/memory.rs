@@ -25,13 +25,10 @@
 //! records a backtrace per block). Prints Markdown tables: the heap after each step, then the
 //! costs per node, per operation and per running allocation (raw figures on stderr).
 
-#[path = "../benches/support/pool_tree.rs"]
-mod pool_tree;
+#[path = "../benches/support/workload.rs"]
+mod workload;
 
-use fairsched_core::{
-    FinishedAllocation, JobOutcome, NodeHeartbeat, NodeId, NodeSpec, OperationSpec, Scheduler,
-    SchedulerConfig,
-};
+use fairsched_core::{NodeHeartbeat, NodeId, NodeSpec, OperationSpec, Scheduler, SchedulerConfig};
 use fairsched_resources::{ResourceKind, Resources};
 
 #[global_allocator]
@@ -89,7 +86,7 @@ struct Case {
 
 /// The pool tree as JSON (no operation or running limits get in the way), and its leaves.
 fn tree() -> (String, Vec<String>) {
-    pool_tree::pool_tree(FANOUT)
+    workload::pool_tree(FANOUT)
 }
 
 fn heap() -> Heap {
@@ -182,21 +179,8 @@ fn measure(nodes: usize, operations: usize, jobs: u32) -> Case {
 
     for i in 0..nodes {
         let id = node_id(i);
-        let finished = s
-            .node(&id)
-            .expect("node")
-            .allocations
-            .iter()
-            .take(4)
-            .map(|&allocation| FinishedAllocation {
-                allocation,
-                outcome: JobOutcome::Completed,
-            })
-            .collect();
-        drop(
-            s.process_heartbeat(1000, &id, NodeHeartbeat { finished })
-                .expect("heartbeat"),
-        );
+        let report = workload::four_completed(&s, &id);
+        drop(s.process_heartbeat(1000, &id, report).expect("heartbeat"));
     }
     let allocations_churn = s.allocations().count();
     step(&mut s);

@@ -1,6 +1,8 @@
-//! A pool tree for the core's benchmarks and examples: three levels of pools with the given
-//! fan-outs (weights 1–3 at the top, 1–2 at the leaves), with operation limits out of the way.
+//! The workload shared by the core's heartbeat benchmark and its memory example: a pool tree of
+//! three levels with the given fan-outs (weights 1–3 at the top, 1–2 at the leaves, operation
+//! limits out of the way), and the "churn" report of a node that finished 4 jobs.
 
+use fairsched_core::{FinishedAllocation, JobOutcome, NodeHeartbeat, NodeId, Scheduler};
 use std::fmt::Write;
 
 /// The pool tree as JSON (no operation or running limits get in the way), and its leaf pools.
@@ -36,4 +38,20 @@ pub fn pool_tree(fanout: [usize; 3]) -> (String, Vec<String>) {
     }
     json.push_str("}}}}");
     (json, leaves)
+}
+
+/// The heartbeat of a node that reports 4 of its jobs completed (fewer if it runs fewer).
+pub fn four_completed(s: &Scheduler, node: &NodeId) -> NodeHeartbeat {
+    let finished = s
+        .node(node)
+        .expect("node")
+        .allocations
+        .iter()
+        .take(4)
+        .map(|&allocation| FinishedAllocation {
+            allocation,
+            outcome: JobOutcome::Completed,
+        })
+        .collect();
+    NodeHeartbeat { finished }
 }
