@@ -318,7 +318,7 @@ impl Scheduler {
             }
             // Operations whose scheduling tag the node lacks are skipped without counting a
             // failed attempt.
-            if self.trees[walk.tree].arena.any_tag_filter
+            if self.trees[walk.tree].arena.any_tag_filter()
                 && !self.eligible_on(walk.tree, leaf, node_id)
             {
                 self.deactivate(walk, leaf);

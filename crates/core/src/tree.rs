@@ -176,9 +176,6 @@ pub struct Arena {
     pub computed_at: Option<Millis>,
     /// Some operation in the tree is in graceful preemption mode.
     pub any_graceful: bool,
-    /// Some element of the tree has scheduling tag filters (`tag_sets` beyond the empty one)
-    /// and the tree honours them (`enable_scheduling_tags`).
-    pub any_tag_filter: bool,
     /// Sets of scheduling tag filters (all must match), referred to by [`Element::tag_set`];
     /// the first is empty.
     pub tag_sets: Vec<Vec<fairsched_config::TagFilter>>,
@@ -187,6 +184,12 @@ pub struct Arena {
 }
 
 impl Arena {
+    /// Some element of the tree has scheduling tag filters that the tree honours (sets beyond
+    /// the empty one exist only when `enable_scheduling_tags` is on).
+    pub fn any_tag_filter(&self) -> bool {
+        self.tag_sets.len() > 1
+    }
+
     /// Whether a node with `tags` matches every scheduling tag filter of element `i` (its own
     /// and its ancestors').
     pub fn tags_allow(&self, i: ElementIndex, tags: &std::collections::BTreeSet<String>) -> bool {
@@ -530,7 +533,6 @@ impl PoolTree {
             any_graceful: operations
                 .iter()
                 .any(|op| op.spec.preemption_mode == crate::model::PreemptionMode::Graceful),
-            any_tag_filter: false,
             tag_sets: vec![Vec::new()],
             ssd: {
                 let ssd = &config.ssd_priority_preemption;
@@ -642,7 +644,6 @@ impl PoolTree {
                 }
             }
         }
-        self.arena.any_tag_filter = self.arena.tag_sets.len() > 1;
     }
 }
 
