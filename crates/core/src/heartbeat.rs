@@ -472,14 +472,22 @@ impl Scheduler {
             sat: vec![f64::INFINITY; n],
         };
         let node = &self.nodes[node_id];
-        // Both maps are sorted by operation id: walk them together instead of looking up.
+        // Both maps are sorted by operation id: walk them together instead of looking up,
+        // unless the tree holds few of the operations (most have finished long ago), where a
+        // lookup per operation of the tree is cheaper than a pass over all of them.
+        let merge = arena.by_operation.len() >= self.operations.len() / 8;
         let mut ops = self.operations.iter().peekable();
         for (op_id, &i) in &arena.by_operation {
-            while ops.peek().is_some_and(|(id, _)| *id < op_id) {
-                ops.next();
-            }
-            let active = match ops.peek() {
-                Some((id, op)) if *id == op_id => {
+            let found = if merge {
+                while ops.peek().is_some_and(|(id, _)| *id < op_id) {
+                    ops.next();
+                }
+                ops.peek().filter(|(id, _)| *id == op_id).map(|(_, op)| *op)
+            } else {
+                self.operations.get(op_id)
+            };
+            let active = match found {
+                Some(op) => {
                     walk.usage[i] = op.in_tree(t).map_or(Resources::ZERO, |o| o.usage);
                     eligible(i)
                         && !arena.elements[i].fifo_limited

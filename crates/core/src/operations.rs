@@ -171,7 +171,7 @@ impl Scheduler {
     /// The counts of tree `t` computed from scratch.
     fn count_all(&self, t: usize) -> BTreeMap<String, PoolCounts> {
         let mut counts: BTreeMap<String, PoolCounts> = BTreeMap::new();
-        for op in self.operations() {
+        for op in self.unfinished_operations() {
             if op.state.is_finished() {
                 continue;
             }
@@ -377,7 +377,7 @@ impl Scheduler {
     /// at the next [`Scheduler::try_run_pending`].
     pub(crate) fn refresh_lightweight(&mut self) {
         let mut changed = Vec::new();
-        for op in self.operations() {
+        for op in self.unfinished_operations() {
             if op.state.is_finished() {
                 continue;
             }
@@ -416,14 +416,9 @@ impl Scheduler {
             return;
         }
         let pending: Vec<OperationId> = self
-            .start_order
-            .iter()
-            .filter(|id| {
-                self.operations
-                    .get(id)
-                    .is_some_and(|op| op.state == OperationState::Pending)
-            })
-            .cloned()
+            .unfinished_operations()
+            .filter(|op| op.state == OperationState::Pending)
+            .map(|op| op.spec.id.clone())
             .collect();
         if pending.is_empty() {
             return;
@@ -660,7 +655,7 @@ impl Scheduler {
         use crate::tree::{ElementRef, StarvationStatus};
         let mut updates: Vec<(OperationId, Option<Option<Millis>>, bool)> = Vec::new();
         let mut to_fail: Vec<(OperationId, String)> = Vec::new();
-        for op in self.operations() {
+        for op in self.unfinished_operations() {
             if op.state != OperationState::Running || op.pending_job_count() == 0 {
                 continue;
             }

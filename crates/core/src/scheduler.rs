@@ -186,6 +186,10 @@ pub struct Scheduler {
     pub(crate) operations: BTreeMap<OperationId, Operation>,
     /// Operations in start order (ids), for deterministic iteration.
     pub(crate) start_order: Vec<OperationId>,
+    /// The operations not finished yet, in start order; finished ones are dropped at each
+    /// fair-share update (until then they are skipped). Passes over live operations use it,
+    /// so that their cost does not grow with every operation ever run.
+    pub(crate) live_order: Vec<OperationId>,
     pub(crate) allocations: BTreeMap<AllocationId, Allocation>,
     next_allocation: u64,
     events: Vec<Event>,
@@ -245,6 +249,7 @@ impl Scheduler {
             nodes: BTreeMap::new(),
             operations: BTreeMap::new(),
             start_order: Vec::new(),
+            live_order: Vec::new(),
             allocations: BTreeMap::new(),
             next_allocation: 1,
             events: Vec::new(),
@@ -288,6 +293,14 @@ impl Scheduler {
         self.start_order
             .iter()
             .filter_map(|id| self.operations.get(id))
+    }
+
+    /// The operations not finished yet (pending and running), in start order.
+    pub fn unfinished_operations(&self) -> impl Iterator<Item = &Operation> {
+        self.live_order
+            .iter()
+            .filter_map(|id| self.operations.get(id))
+            .filter(|op| !op.state.is_finished())
     }
 
     pub fn node(&self, id: &NodeId) -> Option<&Node> {
@@ -359,8 +372,11 @@ impl Scheduler {
 
     /// Recomputes fair shares and statuses now.
     pub fn update_fair_share(&mut self, now: Millis) {
+        let operations = &self.operations;
+        self.live_order
+            .retain(|id| operations.get(id).is_some_and(|op| !op.state.is_finished()));
         let ops: Vec<&Operation> = self
-            .start_order
+            .live_order
             .iter()
             .filter_map(|id| self.operations.get(id))
             .filter(|op| op.state == OperationState::Running)
@@ -780,6 +796,7 @@ impl Scheduler {
             },
         );
         self.start_order.push(id.clone());
+        self.live_order.push(id.clone());
         self.count_operation(&id, true);
         self.log(
             now,

@@ -157,3 +157,29 @@ fn a_full_pool_rejects_new_operations_with_202() {
     assert_eq!(err.code, Some(202));
     assert!(err.message.contains("\"small\""), "{err}");
 }
+
+/// Finished operations stay visible (`operations`) but leave the live list that the
+/// fair-share update and the other passes over live operations use; pending ones stay in it in
+/// start order, and a finished one that was pending when it ended leaves it too.
+#[test]
+fn finished_operations_leave_the_live_operations() {
+    let mut s = scheduler(TREE, SchedulerConfig::default());
+    add_nodes(&mut s, 1, res(1.0, 2.0));
+    for id in ["a", "b", "c", "d"] {
+        s.start_operation(0, op(id, Some("pool"), vec![task(1, res(1.0, 1.0), None)]))
+            .unwrap();
+    }
+    let live = |s: &fairsched_core::Scheduler| -> Vec<String> {
+        s.unfinished_operations()
+            .map(|o| o.spec.id.0.clone())
+            .collect()
+    };
+    assert_eq!(live(&s), ["a", "b", "c", "d"]);
+    s.abort_operation(1, &OperationId("a".into())).unwrap();
+    s.abort_operation(1, &OperationId("c".into())).unwrap();
+    assert_eq!(live(&s), ["b", "d"]);
+    s.update_fair_share(2);
+    assert_eq!(live(&s), ["b", "d"]);
+    assert_eq!(s.operations().count(), 4);
+    assert_eq!(state(&s, "a"), OperationState::Aborted);
+}
