@@ -3,7 +3,11 @@
 //! * [`scenario`]: scenario files (`fairsched scenario FILE`): nodes, pool trees and timed
 //!   events run through [`fairsched_core::Scheduler`], printing every event and the snapshots
 //!   as JSON lines, byte-identical for the same file.
+//! * [`trace`]: workload traces to replay (`fairsched simulate --trace FILE`): the Standard
+//!   Workload Format and Alibaba's GPU cluster trace read into jobs in submission order, with
+//!   what was left out or adjusted and the machine the trace describes.
 //! * [`cpu`]: the thread CPU clock used to report the time spent inside the core.
 
 pub mod cpu;
 pub mod scenario;
+pub mod trace;
