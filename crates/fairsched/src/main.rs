@@ -3,6 +3,7 @@
 mod bench;
 mod cluster;
 mod hdrf_check;
+mod simulate;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -29,6 +30,13 @@ enum Command {
     /// the same bytes. Exit status: 0 ran, 1 output could not be written, 2 the file is
     /// malformed (each problem names the file and the JSON path).
     Scenario(ScenarioArgs),
+    /// Replay a workload trace (SWF, Alibaba GPU) through the scheduling core in virtual time.
+    ///
+    /// Writes summary.json (jobs, wait and response times, slowdown, utilization, per group)
+    /// and jobs.csv (one row per job) into --out, with a progress bar on a terminal. Exit
+    /// status: 0 done, 1 the outputs could not be written, 2 bad input (the message names the
+    /// file, line and field, or the option).
+    Simulate(simulate::SimulateArgs),
     /// Configuration files.
     Config {
         #[command(subcommand)]
@@ -164,6 +172,7 @@ fn main() -> ExitCode {
                 Err(_) => ExitCode::FAILURE,
             }
         }
+        Command::Simulate(args) => simulate::main(args),
         Command::Bench { command } => bench::main(command),
         Command::Cluster(command) => cluster::main(command),
     }

@@ -9,5 +9,6 @@
 //! * [`cpu`]: the thread CPU clock used to report the time spent inside the core.
 
 pub mod cpu;
+pub mod replay;
 pub mod scenario;
 pub mod trace;

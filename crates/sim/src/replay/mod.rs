@@ -1,0 +1,754 @@
+//! Trace replay (`fairsched simulate`): the jobs of a workload trace submitted to the
+//! scheduling core in virtual time, on simulated nodes, under a [`Policy`].
+//!
+//! **Model.** Every trace job is one operation of the core, submitted at its trace submission
+//! time, in the pool its policy names. A job needs `width` units at once (SWF processors; one
+//! pod); units are packed into allocations of at most one node's worth (the largest node),
+//! so a 96-processor job on 32-processor nodes is three allocations of 32 cpu. Allocations
+//! start independently as room appears and each runs the job's trace run time from its own
+//! start; the job has started at its first allocation's start and finishes when the core
+//! reports the operation completed (its last allocation finished). A preempted allocation
+//! loses its work and runs again from the start. Each allocation also takes one user slot.
+//!
+//! **Time.** The loop visits only the instants at which something happens: a submission, an
+//! allocation's end, or the next fair-share update when operations submitted since the last
+//! one wait for it (the core schedules an operation only after an update included it, as
+//! YTsaurus does). At each instant: submissions, then the core's tick (a fair-share update
+//! every `fair_share_update_period_ms` of virtual time), then heartbeats of the nodes whose
+//! allocations ended (reporting them), then, while jobs are pending, of the nodes with room,
+//! in node order. Nodes that are full and have nothing to report do not heartbeat, so
+//! preemption happens on the nodes that heartbeat (there is always one wherever an
+//! allocation ends). Deterministic: the same trace, nodes and options give the same result.
+
+pub mod output;
+pub mod policy;
+
+use crate::trace::{MachineGroup, Trace};
+use fairsched_core::{
+    AllocationId, EventKind, FinishedAllocation, JobOutcome, Millis, NodeHeartbeat, NodeId,
+    NodeSpec, OperationId, OperationSpec, Scheduler, SchedulerConfig,
+};
+use fairsched_resources::{ResourceKind, Resources};
+pub use policy::{Policy, PolicyTree};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+
+/// What a replay is asked to do besides the trace.
+#[derive(Clone, Debug)]
+pub struct ReplayOptions {
+    pub policy: Policy,
+    /// The nodes; `None`: the machine the trace describes.
+    pub nodes: Option<Vec<MachineGroup>>,
+    /// Virtual milliseconds between fair-share updates.
+    pub fair_share_update_period_ms: u64,
+    /// Replay only the first this many jobs of the trace (in submission order).
+    pub limit: Option<usize>,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        ReplayOptions {
+            policy: Policy::FairShare,
+            nodes: None,
+            fair_share_update_period_ms: DEFAULT_FAIR_SHARE_UPDATE_PERIOD_MS,
+            limit: None,
+        }
+    }
+}
+
+/// Default virtual time between fair-share updates: 10 s. Traces span months; YTsaurus'
+/// production period (1 s or less) would only add updates between which little changes.
+pub const DEFAULT_FAIR_SHARE_UPDATE_PERIOD_MS: u64 = 10_000;
+
+/// How far a replay has come, for a progress display.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProgressUpdate {
+    /// Jobs submitted so far.
+    pub submitted: u64,
+    /// Jobs that have finished (completed or failed) so far.
+    pub finished: u64,
+    /// Jobs to replay in all.
+    pub total: u64,
+    /// Virtual time, ms.
+    pub t_ms: Millis,
+}
+
+/// What became of a trace job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JobState {
+    /// Ran to the end.
+    Completed,
+    /// Still waiting (or running) when nothing could change any more: no submission left, no
+    /// allocation running, and a fair-share update and a heartbeat of every node started none.
+    Unfinished,
+    /// The scheduler failed or refused it (message).
+    Failed(String),
+    /// Not submitted: it cannot run on these nodes (reason).
+    Skipped(String),
+}
+
+impl JobState {
+    /// The state's name in `jobs.csv`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            JobState::Completed => "completed",
+            JobState::Unfinished => "unfinished",
+            JobState::Failed(_) => "failed",
+            JobState::Skipped(_) => "skipped",
+        }
+    }
+}
+
+/// The replay's record of one trace job (in the order of `Trace::jobs`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobRecord {
+    /// Index into the trace's jobs.
+    pub job: usize,
+    /// Pool the job ran in (`None`: its user's ephemeral pool).
+    pub pool: Option<String>,
+    /// Allocations the job needs at once.
+    pub allocations: u32,
+    pub first_start_ms: Option<Millis>,
+    pub finish_ms: Option<Millis>,
+    /// Allocations preempted (each ran again).
+    pub preemptions: u32,
+    pub state: JobState,
+}
+
+impl JobRecord {
+    /// Time from submission to the first allocation's start.
+    pub fn wait_ms(&self, submit_ms: Millis) -> Option<Millis> {
+        self.first_start_ms.map(|s| s.saturating_sub(submit_ms))
+    }
+}
+
+/// One point of the time series (taken at most [`SAMPLES`] times over the replay).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sample {
+    pub t_ms: Millis,
+    /// Fraction of the cluster's cpu (gpu for a cluster with GPUs) held by allocations.
+    pub utilization: f64,
+    pub running_allocations: u64,
+    pub pending_allocations: u64,
+    /// Jobs submitted and not finished.
+    pub jobs_in_system: u64,
+}
+
+/// Number of time-series samples aimed at over the trace's span.
+pub const SAMPLES: u64 = 2000;
+
+/// Counters of a replay.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ReplayStats {
+    pub placements: u64,
+    pub preemptions: u64,
+    pub heartbeats: u64,
+    pub fair_share_updates: u64,
+    /// Instants the loop visited.
+    pub instants: u64,
+}
+
+/// Everything a replay produced.
+#[derive(Clone, Debug)]
+pub struct ReplayReport {
+    pub policy: String,
+    pub nodes: Vec<MachineGroup>,
+    pub total_resources: Resources,
+    pub records: Vec<JobRecord>,
+    pub series: Vec<Sample>,
+    pub stats: ReplayStats,
+    /// Virtual time of the last instant.
+    pub end_ms: Millis,
+    pub fair_share_update_period_ms: Millis,
+}
+
+/// Replays `trace` under `options`; `progress` is called now and then.
+pub fn replay(
+    trace: &Trace,
+    options: &ReplayOptions,
+    progress: &mut dyn FnMut(ProgressUpdate),
+) -> Result<ReplayReport, String> {
+    let nodes = match (&options.nodes, &trace.machine) {
+        (Some(nodes), _) | (None, Some(nodes)) => nodes.clone(),
+        (None, None) => {
+            return Err(
+                "the trace does not describe its machine; give the nodes with --nodes".to_string(),
+            );
+        }
+    };
+    if nodes.iter().all(|g| g.count == 0) {
+        return Err("there are no nodes".to_string());
+    }
+    let count = options
+        .limit
+        .unwrap_or(trace.jobs.len())
+        .min(trace.jobs.len());
+    let groups: Vec<String> = trace.jobs[..count]
+        .iter()
+        .map(|j| policy::pool_name(&j.group))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let tree = PolicyTree::new(&options.policy, &groups)?;
+    let config = SchedulerConfig {
+        fair_share_update_period_ms: options.fair_share_update_period_ms.max(1),
+        // A trace's jobs may wait for days; none is failed as hung.
+        operation_hangup_check_period_ms: HANGUP_NEVER,
+        operation_hangup_safe_timeout_ms: HANGUP_NEVER,
+        operation_hangup_due_to_limiting_ancestor_safe_timeout_ms: HANGUP_NEVER,
+        ..SchedulerConfig::default()
+    };
+    let core = Scheduler::new(config, tree.trees.clone()).map_err(|e| e.to_string())?;
+    let mut sim = Replay::new(trace, count, &nodes, core, tree, options)?;
+    sim.run(progress)?;
+    Ok(sim.report(options))
+}
+
+/// Far enough in the future never to come, and small enough that adding periods to a trace's
+/// times does not overflow.
+const HANGUP_NEVER: u64 = 1 << 50;
+
+/// An allocation running on a simulated node.
+#[derive(Clone, Copy, Debug)]
+struct Running {
+    resources: Resources,
+    ends_at: Millis,
+}
+
+#[derive(Debug)]
+struct SimNode {
+    id: NodeId,
+    resources: Resources,
+    used: Resources,
+    running: BTreeMap<AllocationId, Running>,
+}
+
+/// Per job: what the loop tracks beyond the record.
+#[derive(Clone, Copy, Debug, Default)]
+struct Live {
+    pending: u32,
+}
+
+struct Replay<'t> {
+    trace: &'t Trace,
+    count: usize,
+    core: Scheduler,
+    tree: PolicyTree,
+    nodes: Vec<SimNode>,
+    total: Resources,
+    /// The resource utilization is measured on: gpu when the cluster has GPUs, else cpu.
+    measured: ResourceKind,
+    /// Largest node: jobs are cut into allocations of at most this.
+    largest: Resources,
+    records: Vec<JobRecord>,
+    live: Vec<Live>,
+    by_operation: BTreeMap<OperationId, usize>,
+    ends: BinaryHeap<Reverse<(Millis, usize, AllocationId)>>,
+    /// Nodes with room for the smallest allocation of the trace.
+    roomy: BTreeSet<usize>,
+    smallest: Resources,
+    pending_allocations: u64,
+    running_allocations: u64,
+    jobs_in_system: u64,
+    finished_jobs: u64,
+    submitted_jobs: u64,
+    waiting_for_update: bool,
+    last_update_ms: Option<Millis>,
+    period: Millis,
+    series: Vec<Sample>,
+    sample_every: Millis,
+    next_sample: Millis,
+    stats: ReplayStats,
+    end_ms: Millis,
+    node_groups: Vec<MachineGroup>,
+}
+
+impl<'t> Replay<'t> {
+    fn new(
+        trace: &'t Trace,
+        count: usize,
+        groups: &[MachineGroup],
+        mut core: Scheduler,
+        tree: PolicyTree,
+        options: &ReplayOptions,
+    ) -> Result<Replay<'t>, String> {
+        let mut nodes = Vec::new();
+        let mut total = Resources::ZERO;
+        let mut largest = Resources::ZERO;
+        for group in groups {
+            for _ in 0..group.count {
+                let id = NodeId(format!("n{}", nodes.len()));
+                core.add_node(
+                    0,
+                    NodeSpec {
+                        id: id.clone(),
+                        resources: group.resources,
+                        tags: group.tags.iter().cloned().collect(),
+                    },
+                )
+                .map_err(|e| format!("node {}: {e}", id.0))?;
+                total = total.add(&group.resources);
+                if group.resources.raw_of(ResourceKind::Cpu) > largest.raw_of(ResourceKind::Cpu)
+                    || (group.resources.raw_of(ResourceKind::Cpu)
+                        == largest.raw_of(ResourceKind::Cpu)
+                        && group.resources.dominates(&largest))
+                {
+                    largest = group.resources;
+                }
+                nodes.push(SimNode {
+                    id,
+                    resources: group.resources,
+                    used: Resources::ZERO,
+                    running: BTreeMap::new(),
+                });
+            }
+        }
+        let measured = if total.raw_of(ResourceKind::Gpu) > 0 {
+            ResourceKind::Gpu
+        } else {
+            ResourceKind::Cpu
+        };
+        let span = trace.jobs[..count].last().map_or(0, |j| j.submit_ms);
+        let sample_every = (span / SAMPLES).max(1);
+        let records = (0..count)
+            .map(|job| JobRecord {
+                job,
+                pool: None,
+                allocations: 0,
+                first_start_ms: None,
+                finish_ms: None,
+                preemptions: 0,
+                state: JobState::Unfinished,
+            })
+            .collect();
+        let roomy = (0..nodes.len()).collect();
+        Ok(Replay {
+            trace,
+            count,
+            core,
+            tree,
+            nodes,
+            total,
+            measured,
+            largest,
+            records,
+            live: vec![Live::default(); count],
+            by_operation: BTreeMap::new(),
+            ends: BinaryHeap::new(),
+            roomy,
+            smallest: Resources::ZERO,
+            pending_allocations: 0,
+            running_allocations: 0,
+            jobs_in_system: 0,
+            finished_jobs: 0,
+            submitted_jobs: 0,
+            waiting_for_update: false,
+            last_update_ms: None,
+            period: options.fair_share_update_period_ms.max(1),
+            series: Vec::new(),
+            sample_every,
+            next_sample: 0,
+            stats: ReplayStats::default(),
+            end_ms: 0,
+            node_groups: groups.to_vec(),
+        })
+    }
+
+    fn run(&mut self, progress: &mut dyn FnMut(ProgressUpdate)) -> Result<(), String> {
+        let mut next_job = 0;
+        let mut last_progress = 0;
+        loop {
+            let next_submit = (next_job < self.count).then(|| self.trace.jobs[next_job].submit_ms);
+            let next_end = self.ends.peek().map(|Reverse((t, _, _))| *t);
+            let next_update = (self.waiting_for_update && !self.roomy.is_empty())
+                .then(|| self.last_update_ms.map_or(0, |l| l + self.period));
+            let Some(t) = [next_submit, next_end, next_update]
+                .into_iter()
+                .flatten()
+                .min()
+            else {
+                if self.pending_allocations > 0 && self.stalled_round()? {
+                    continue;
+                }
+                break;
+            };
+            self.stats.instants += 1;
+            self.end_ms = t;
+            while next_job < self.count && self.trace.jobs[next_job].submit_ms == t {
+                self.submit(t, next_job)?;
+                next_job += 1;
+            }
+            let mut reports: BTreeMap<usize, Vec<FinishedAllocation>> = BTreeMap::new();
+            while let Some(&Reverse((end, n, allocation))) = self.ends.peek() {
+                if end > t {
+                    break;
+                }
+                self.ends.pop();
+                // A preempted allocation's entry stays in the heap; skip it.
+                if self.nodes[n]
+                    .running
+                    .get(&allocation)
+                    .is_some_and(|r| r.ends_at == end)
+                {
+                    self.release(n, allocation);
+                    reports.entry(n).or_default().push(FinishedAllocation {
+                        allocation,
+                        outcome: JobOutcome::Completed,
+                    });
+                }
+            }
+            self.tick(t)?;
+            let mut visited = BTreeSet::new();
+            for (n, finished) in reports {
+                visited.insert(n);
+                self.heartbeat(t, n, finished)?;
+            }
+            if self.pending_allocations > 0 {
+                let roomy: Vec<usize> = self.roomy.iter().copied().collect();
+                for n in roomy {
+                    if self.pending_allocations == 0 {
+                        break;
+                    }
+                    if visited.insert(n) {
+                        self.heartbeat(t, n, Vec::new())?;
+                    }
+                }
+            }
+            self.sample(t);
+            if self.submitted_jobs + self.finished_jobs >= last_progress + 1000 {
+                last_progress = self.submitted_jobs + self.finished_jobs;
+                progress(self.progress(t));
+            }
+        }
+        progress(self.progress(self.end_ms));
+        Ok(())
+    }
+
+    fn progress(&self, t: Millis) -> ProgressUpdate {
+        ProgressUpdate {
+            submitted: self.submitted_jobs,
+            finished: self.finished_jobs,
+            total: self.count as u64,
+            t_ms: t,
+        }
+    }
+
+    /// Nothing is scheduled to happen but jobs wait: one more fair-share update and a
+    /// heartbeat of every node, a period later. True if that started something (the loop
+    /// goes on), false if nothing can change any more.
+    fn stalled_round(&mut self) -> Result<bool, String> {
+        let t = self.end_ms + self.period;
+        self.end_ms = t;
+        self.stats.instants += 1;
+        self.core.update_fair_share(t);
+        self.after_update(t)?;
+        let placements = self.stats.placements;
+        for n in 0..self.nodes.len() {
+            self.heartbeat(t, n, Vec::new())?;
+        }
+        Ok(self.stats.placements > placements || !self.ends.is_empty())
+    }
+
+    fn tick(&mut self, t: Millis) -> Result<(), String> {
+        let before = self.core.stats.fair_share_updates;
+        self.core.tick(t);
+        if self.core.stats.fair_share_updates > before {
+            self.after_update(t)?;
+        }
+        self.absorb_events(t)
+    }
+
+    fn after_update(&mut self, t: Millis) -> Result<(), String> {
+        self.last_update_ms = Some(t);
+        self.waiting_for_update = false;
+        self.absorb_events(t)
+    }
+
+    /// Submits job `j` at `t`, or records why it cannot run.
+    fn submit(&mut self, t: Millis, j: usize) -> Result<(), String> {
+        let job = &self.trace.jobs[j];
+        let (per_allocation, allocations) = match self.cut(job) {
+            Ok(cut) => cut,
+            Err(reason) => {
+                self.records[j].state = JobState::Skipped(reason);
+                return Ok(());
+            }
+        };
+        let pool = self.tree.pool_for(&job.group);
+        let mut tasks = Vec::new();
+        for (resources, jobs) in [
+            (per_allocation.0, allocations.0),
+            (per_allocation.1, allocations.1),
+        ] {
+            if jobs > 0 {
+                tasks.push(serde_json::json!({
+                    "job_count": jobs,
+                    "resources": resources,
+                    "duration_ms": job.duration_ms,
+                }));
+            }
+        }
+        let mut spec = serde_json::json!({
+            "id": job.id,
+            "user": policy::pool_name(&job.user),
+            "tasks": tasks,
+        });
+        if let Some(pool) = &pool {
+            spec["pool"] = pool.clone().into();
+        }
+        if let Some(filter) = &job.tag_filter {
+            spec["scheduling_tag_filter"] = filter.clone().into();
+        }
+        let spec: OperationSpec = serde_json::from_value(spec)
+            .map_err(|e| format!("job {} (line {}): {e}", job.id, job.line))?;
+        let total = allocations.0 + allocations.1;
+        self.records[j].pool = pool;
+        self.records[j].allocations = total;
+        match self.core.start_operation(t, spec) {
+            Ok(()) => {
+                self.by_operation.insert(OperationId(job.id.clone()), j);
+                self.live[j] = Live { pending: total };
+                self.pending_allocations += u64::from(total);
+                self.jobs_in_system += 1;
+                self.submitted_jobs += 1;
+                self.waiting_for_update = true;
+                let smallest = if allocations.1 > 0 {
+                    per_allocation.1
+                } else {
+                    per_allocation.0
+                };
+                self.smallest = if self.smallest == Resources::ZERO {
+                    smallest
+                } else {
+                    self.smallest.min(&smallest)
+                };
+            }
+            Err(e) => {
+                self.records[j].state = JobState::Failed(e.message);
+                self.finished_jobs += 1;
+            }
+        }
+        self.absorb_events(t)
+    }
+
+    /// Cuts a job into allocations of at most the largest node: (full, remainder) resources
+    /// and counts.
+    #[allow(clippy::type_complexity)]
+    fn cut(
+        &self,
+        job: &crate::trace::TraceJob,
+    ) -> Result<((Resources, Resources), (u32, u32)), String> {
+        let slot = Resources::ZERO.with(ResourceKind::UserSlots, 1.0);
+        let mut per_node = u64::MAX;
+        for kind in ResourceKind::ALL {
+            if kind == ResourceKind::UserSlots {
+                continue;
+            }
+            let need = job.unit.raw_of(kind);
+            if need > 0 {
+                let have = self.largest.raw_of(kind);
+                per_node = per_node.min(u64::try_from(have / need).unwrap_or(0));
+            }
+        }
+        if per_node == 0 || self.largest.raw_of(ResourceKind::UserSlots) == 0 {
+            return Err("larger than any node".to_string());
+        }
+        let width = u64::from(job.width.max(1));
+        let per_node = per_node.min(width);
+        let full = width / per_node;
+        let rest = width % per_node;
+        let capacity: u64 = self
+            .nodes
+            .iter()
+            .map(|n| {
+                ResourceKind::ALL
+                    .iter()
+                    .filter(|&&k| k != ResourceKind::UserSlots && job.unit.raw_of(k) > 0)
+                    .map(|&k| {
+                        u64::try_from(n.resources.raw_of(k) / job.unit.raw_of(k)).unwrap_or(0)
+                    })
+                    .min()
+                    .unwrap_or(u64::MAX)
+            })
+            .fold(0u64, u64::saturating_add);
+        if width > capacity {
+            return Err("wider than the machine".to_string());
+        }
+        let scaled = |k: u64| {
+            let mut r = Resources::ZERO;
+            for kind in ResourceKind::ALL {
+                r.set_raw(kind, job.unit.raw_of(kind).saturating_mul(k as i64));
+            }
+            r.add(&slot)
+        };
+        let full_count = u32::try_from(full).map_err(|_| "too many allocations".to_string())?;
+        Ok((
+            (scaled(per_node), scaled(rest)),
+            (full_count, u32::from(rest > 0)),
+        ))
+    }
+
+    fn heartbeat(
+        &mut self,
+        t: Millis,
+        n: usize,
+        finished: Vec<FinishedAllocation>,
+    ) -> Result<(), String> {
+        self.stats.heartbeats += 1;
+        let id = self.nodes[n].id.clone();
+        let response = self
+            .core
+            .process_heartbeat(t, &id, NodeHeartbeat { finished })
+            .map_err(|e| format!("heartbeat of node {}: {e}", id.0))?;
+        for start in response.start {
+            let Some(&j) = self.by_operation.get(&start.operation) else {
+                continue;
+            };
+            let ends_at = t.saturating_add(self.trace.jobs[j].duration_ms);
+            let node = &mut self.nodes[n];
+            node.used = node.used.add(&start.resources);
+            node.running.insert(
+                start.allocation,
+                Running {
+                    resources: start.resources,
+                    ends_at,
+                },
+            );
+            self.ends.push(Reverse((ends_at, n, start.allocation)));
+            self.live[j].pending = self.live[j].pending.saturating_sub(1);
+            self.pending_allocations = self.pending_allocations.saturating_sub(1);
+            self.running_allocations += 1;
+            self.stats.placements += 1;
+            self.records[j].first_start_ms.get_or_insert(t);
+            self.refresh_room(n);
+        }
+        for allocation in response.abort {
+            self.release(n, allocation);
+        }
+        self.absorb_events(t)
+    }
+
+    /// The allocation left node `n` (ended, aborted or preempted).
+    fn release(&mut self, n: usize, allocation: AllocationId) -> Option<Running> {
+        let node = &mut self.nodes[n];
+        let running = node.running.remove(&allocation)?;
+        node.used = node.used.sub(&running.resources);
+        self.running_allocations = self.running_allocations.saturating_sub(1);
+        self.refresh_room(n);
+        Some(running)
+    }
+
+    fn refresh_room(&mut self, n: usize) {
+        let node = &self.nodes[n];
+        let free = node.resources.sub(&node.used);
+        if free.dominates(&self.smallest) && free.raw_of(ResourceKind::UserSlots) > 0 {
+            self.roomy.insert(n);
+        } else {
+            self.roomy.remove(&n);
+        }
+    }
+
+    /// Follows the core's events: preemptions put allocations back to pending, operations
+    /// finish.
+    fn absorb_events(&mut self, t: Millis) -> Result<(), String> {
+        for event in self.core.take_events() {
+            match event.kind {
+                EventKind::AllocationPreempted {
+                    operation,
+                    allocation,
+                    node,
+                    ..
+                } => {
+                    let n = node_index(&node)?;
+                    if self.release(n, allocation).is_some()
+                        && let Some(&j) = self.by_operation.get(&operation)
+                    {
+                        self.records[j].preemptions += 1;
+                        self.live[j].pending += 1;
+                        self.pending_allocations += 1;
+                        self.stats.preemptions += 1;
+                    }
+                }
+                EventKind::AllocationFinished {
+                    allocation, node, ..
+                } => {
+                    self.release(node_index(&node)?, allocation);
+                }
+                EventKind::OperationState {
+                    operation,
+                    state,
+                    reason,
+                } => {
+                    let Some(&j) = self.by_operation.get(&operation) else {
+                        continue;
+                    };
+                    match state {
+                        "completed" => {
+                            self.records[j].state = JobState::Completed;
+                            self.records[j].finish_ms = Some(t);
+                        }
+                        "failed" | "aborted" => {
+                            self.records[j].state =
+                                JobState::Failed(reason.unwrap_or_else(|| state.to_string()));
+                            self.records[j].finish_ms = Some(t);
+                        }
+                        _ => continue,
+                    }
+                    self.pending_allocations = self
+                        .pending_allocations
+                        .saturating_sub(u64::from(self.live[j].pending));
+                    self.live[j].pending = 0;
+                    self.jobs_in_system = self.jobs_in_system.saturating_sub(1);
+                    self.finished_jobs += 1;
+                }
+                _ => {}
+            }
+        }
+        self.stats.fair_share_updates = self.core.stats.fair_share_updates;
+        Ok(())
+    }
+
+    fn sample(&mut self, t: Millis) {
+        if t < self.next_sample {
+            return;
+        }
+        let used: i64 = self
+            .nodes
+            .iter()
+            .map(|n| n.used.raw_of(self.measured))
+            .sum();
+        let total = self.total.raw_of(self.measured);
+        self.series.push(Sample {
+            t_ms: t,
+            utilization: if total > 0 {
+                used as f64 / total as f64
+            } else {
+                0.0
+            },
+            running_allocations: self.running_allocations,
+            pending_allocations: self.pending_allocations,
+            jobs_in_system: self.jobs_in_system,
+        });
+        self.next_sample = t + self.sample_every;
+    }
+
+    fn report(self, options: &ReplayOptions) -> ReplayReport {
+        ReplayReport {
+            policy: options.policy.name(),
+            nodes: self.node_groups,
+            total_resources: self.total,
+            records: self.records,
+            series: self.series,
+            stats: self.stats,
+            end_ms: self.end_ms,
+            fair_share_update_period_ms: self.period,
+        }
+    }
+}
+
+/// The index of a node from its id (`n<index>`).
+fn node_index(id: &NodeId) -> Result<usize, String> {
+    id.0.strip_prefix('n')
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("the core names an unknown node {:?}", id.0))
+}

@@ -1,0 +1,166 @@
+//! Scheduling policies a trace is replayed under: the pool tree the jobs run in and the pool
+//! each job goes to.
+
+use fairsched_config::{
+    PoolTreeConfig, PoolTrees, ValidatedPoolTrees, load_pool_tree_file, validate_pool_trees,
+};
+use std::path::PathBuf;
+
+/// Name of the one pool tree of a replay.
+pub const TREE_NAME: &str = "default";
+
+/// Operation and pool count limits of the built-in policies: high enough never to refuse a
+/// trace's jobs (a trace has no notion of YTsaurus' operation limits).
+const NO_LIMIT: u32 = 10_000_000;
+
+/// How jobs share the cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Policy {
+    /// Hierarchical fair share: one pool per trace group, and under it an ephemeral pool per
+    /// user (`create_ephemeral_subpools`); equal weights; preemption as the scheduler's
+    /// defaults (starving pools reclaim their fair share).
+    FairShare,
+    /// Flat fair share over users (DRF across the resources): an ephemeral pool per user under
+    /// the root.
+    Drf,
+    /// One FIFO pool: jobs run in submission order, a job that does not fit waits and holds
+    /// back nothing (later jobs that fit start).
+    Fifo,
+    /// A pool tree file (TOML or JSON, one tree: `config` and `pools`): a job goes to the pool
+    /// named like its group when the tree has one, else to its user's ephemeral pool under the
+    /// tree's `default_parent_pool`. Its limits apply as written.
+    File(PathBuf),
+}
+
+impl Policy {
+    /// The names `--policy` accepts besides a file.
+    pub const BUILT_IN: [&'static str; 3] = ["fair-share", "drf", "fifo"];
+
+    /// `fair-share`, `drf`, `fifo`, or a path to a pool tree file.
+    pub fn parse(text: &str) -> Policy {
+        match text {
+            "fair-share" | "fair_share" => Policy::FairShare,
+            "drf" => Policy::Drf,
+            "fifo" => Policy::Fifo,
+            path => Policy::File(PathBuf::from(path)),
+        }
+    }
+
+    /// How the policy is named in outputs.
+    pub fn name(&self) -> String {
+        match self {
+            Policy::FairShare => "fair-share".to_string(),
+            Policy::Drf => "drf".to_string(),
+            Policy::Fifo => "fifo".to_string(),
+            Policy::File(path) => path.display().to_string(),
+        }
+    }
+}
+
+/// The tree a replay runs in and how jobs are placed in it.
+#[derive(Clone, Debug)]
+pub struct PolicyTree {
+    pub trees: ValidatedPoolTrees,
+    /// Pools jobs of a group go to, by sanitised group name (`None`: the user's ephemeral
+    /// pool).
+    group_pools: Option<std::collections::BTreeSet<String>>,
+    fifo: bool,
+}
+
+/// The name a trace's user or group gets as a pool name: ASCII letters, digits, `_`, `-` and
+/// `:` kept, anything else replaced by `_` (an SWF `-1` id is already `u?`/`g?`, which becomes
+/// `u_`/`g_`).
+pub fn pool_name(raw: &str) -> String {
+    let name: String = raw
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | ':') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if name.is_empty() {
+        "_".to_string()
+    } else {
+        name
+    }
+}
+
+impl PolicyTree {
+    /// Builds the tree for `policy`; `groups` are the trace's groups (sanitised), used by
+    /// [`Policy::FairShare`].
+    pub fn new(policy: &Policy, groups: &[String]) -> Result<PolicyTree, String> {
+        let unlimited_pool = serde_json::json!({
+            "max_operation_count": NO_LIMIT,
+            "max_running_operation_count": NO_LIMIT,
+        });
+        let config = serde_json::json!({
+            "max_operation_count": NO_LIMIT,
+            "max_running_operation_count": NO_LIMIT,
+            "max_operation_count_per_pool": NO_LIMIT,
+            "max_running_operation_count_per_pool": NO_LIMIT,
+            "max_ephemeral_pools_per_user": NO_LIMIT,
+            "min_spare_allocation_resources_on_node": {},
+        });
+        let (tree, group_pools, fifo) = match policy {
+            Policy::FairShare => {
+                let mut pools = serde_json::Map::new();
+                for g in groups {
+                    let mut pool = unlimited_pool.clone();
+                    pool["create_ephemeral_subpools"] = true.into();
+                    pool["ephemeral_subpool_config"] = unlimited_pool.clone();
+                    pools.insert(g.clone(), pool);
+                }
+                let tree = serde_json::json!({"config": config, "pools": pools});
+                (tree, Some(groups.iter().cloned().collect()), false)
+            }
+            Policy::Drf => (serde_json::json!({"config": config}), None, false),
+            Policy::Fifo => {
+                let mut pool = unlimited_pool.clone();
+                pool["mode"] = "fifo".into();
+                let tree = serde_json::json!({"config": config, "pools": {"queue": pool}});
+                (tree, None, true)
+            }
+            Policy::File(path) => {
+                let tree: PoolTreeConfig = load_pool_tree_file(path)
+                    .map_err(|e| format!("--policy {}: {e}", path.display()))?;
+                let names = tree
+                    .walk()
+                    .into_iter()
+                    .map(|(p, _)| p.rsplit('/').next().unwrap_or(&p).to_string())
+                    .collect();
+                let trees = PoolTrees::single(TREE_NAME, tree);
+                let trees = validate_pool_trees(&trees)
+                    .map_err(|e| format!("--policy {}: {e}", path.display()))?;
+                return Ok(PolicyTree {
+                    trees,
+                    group_pools: Some(names),
+                    fifo: false,
+                });
+            }
+        };
+        let tree: PoolTreeConfig = serde_json::from_value(tree)
+            .map_err(|e| format!("the built-in policy's pool tree: {e}"))?;
+        let trees = validate_pool_trees(&PoolTrees::single(TREE_NAME, tree))
+            .map_err(|e| format!("the built-in policy's pool tree: {e}"))?;
+        Ok(PolicyTree {
+            trees,
+            group_pools,
+            fifo,
+        })
+    }
+
+    /// The pool a job of `group` goes to (`None`: its user's ephemeral pool).
+    pub fn pool_for(&self, group: &str) -> Option<String> {
+        if self.fifo {
+            return Some("queue".to_string());
+        }
+        let name = pool_name(group);
+        self.group_pools
+            .as_ref()
+            .filter(|pools| pools.contains(&name))
+            .map(|_| name)
+    }
+}

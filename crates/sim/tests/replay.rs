@@ -1,0 +1,218 @@
+//! Trace replay (`fairsched_sim::replay`) on small handwritten SWF traces: each case is a trace,
+//! a policy and the jobs' expected outcome, one line per job (`ID STATE start S finish F`, times
+//! in seconds of virtual time), run through one `check`.
+
+use fairsched_sim::replay::{JobState, Policy, ReplayOptions, ReplayReport, replay};
+use fairsched_sim::trace::{Trace, parse_swf};
+
+/// SWF job line: number, submit (s), run time (s), processors, user, group.
+fn swf(jobs: &[(u32, u32, u32, u32, u32, u32)], max_nodes: u32, max_procs: u32) -> String {
+    let mut text = format!("; MaxNodes: {max_nodes}\n; MaxProcs: {max_procs}\n");
+    for &(id, submit, run, procs, user, group) in jobs {
+        text.push_str(&format!(
+            "{id} {submit} 0 {run} {procs} -1 -1 {procs} -1 -1 1 {user} {group} -1 -1 -1 -1 -1\n"
+        ));
+    }
+    text
+}
+
+fn run(trace: &Trace, policy: Policy, limit: Option<usize>) -> ReplayReport {
+    let options = ReplayOptions {
+        policy,
+        limit,
+        ..ReplayOptions::default()
+    };
+    replay(trace, &options, &mut |_| {}).expect("replays")
+}
+
+fn render(trace: &Trace, report: &ReplayReport) -> Vec<String> {
+    report
+        .records
+        .iter()
+        .map(|r| {
+            let job = &trace.jobs[r.job];
+            let s = |t: Option<u64>| t.map_or("-".to_string(), |t| format!("{}", t / 1000));
+            let state = match &r.state {
+                JobState::Skipped(reason) | JobState::Failed(reason) => {
+                    format!("{} ({reason})", r.state.name())
+                }
+                other => other.name().to_string(),
+            };
+            format!(
+                "{} {state} start {} finish {}",
+                job.id,
+                s(r.first_start_ms),
+                s(r.finish_ms)
+            )
+        })
+        .collect()
+}
+
+struct Case {
+    name: &'static str,
+    /// (number, submit s, run s, processors, user, group)
+    jobs: &'static [(u32, u32, u32, u32, u32, u32)],
+    /// MaxNodes, MaxProcs.
+    machine: (u32, u32),
+    policy: &'static str,
+    limit: Option<usize>,
+    expect: &'static [&'static str],
+}
+
+fn check(case: &Case) {
+    let trace = parse_swf(&swf(case.jobs, case.machine.0, case.machine.1), "test.swf")
+        .expect("trace parses");
+    let report = run(&trace, Policy::parse(case.policy), case.limit);
+    assert_eq!(render(&trace, &report), case.expect, "case {}", case.name);
+}
+
+#[test]
+fn replays() {
+    let cases = [
+        Case {
+            name: "FIFO on one 4-processor node: in submission order, each waiting for the one \
+                   before (the first fair-share update, at 0 s, admits the first two jobs; the \
+                   third waits for the update at 100 s)",
+            jobs: &[
+                (1, 0, 100, 4, 1, 1),
+                (2, 0, 50, 4, 2, 2),
+                (3, 6, 10, 2, 3, 3),
+            ],
+            machine: (1, 4),
+            policy: "fifo",
+            limit: None,
+            expect: &[
+                "1 completed start 0 finish 100",
+                "2 completed start 100 finish 150",
+                "3 completed start 150 finish 160",
+            ],
+        },
+        Case {
+            name: "a job that fits on a node whose room appears starts at the next update \
+                   (10 s period)",
+            jobs: &[(1, 0, 100, 2, 1, 1), (2, 3, 50, 2, 2, 2)],
+            machine: (1, 4),
+            policy: "fifo",
+            limit: None,
+            expect: &[
+                "1 completed start 0 finish 100",
+                "2 completed start 10 finish 60",
+            ],
+        },
+        Case {
+            name: "a job wider than one node is cut into per-node allocations that start \
+                   independently (the second on the node the first leaves at 30 s); it \
+                   finishes with its last allocation",
+            jobs: &[(1, 0, 100, 4, 1, 1), (2, 0, 30, 8, 2, 2)],
+            machine: (2, 8),
+            policy: "fifo",
+            limit: None,
+            expect: &[
+                "1 completed start 0 finish 100",
+                "2 completed start 0 finish 60",
+            ],
+        },
+        Case {
+            name: "jobs wider than the machine are skipped; --limit replays the first jobs",
+            jobs: &[
+                (1, 0, 10, 9, 1, 1),
+                (2, 1, 10, 8, 1, 1),
+                (3, 2, 10, 1, 1, 1),
+            ],
+            machine: (2, 8),
+            policy: "fair-share",
+            limit: Some(2),
+            expect: &[
+                "1 skipped (wider than the machine) start - finish -",
+                "2 completed start 10 finish 20",
+            ],
+        },
+        Case {
+            name: "fair share: the heartbeat descends to the least satisfied operation, and \
+                   operations without usage all have satisfaction 0, so the first group's second \
+                   job takes the second node (YTsaurus' default: use_pool_satisfaction_for_\
+                   scheduling off); the second group's job waits for the next room",
+            jobs: &[
+                (1, 0, 100, 4, 1, 1),
+                (2, 0, 100, 4, 1, 1),
+                (3, 0, 100, 4, 2, 2),
+            ],
+            machine: (2, 8),
+            policy: "fair-share",
+            limit: None,
+            expect: &[
+                "1 completed start 0 finish 100",
+                "2 completed start 0 finish 100",
+                "3 completed start 100 finish 200",
+            ],
+        },
+        Case {
+            name: "the same trace under FIFO: submission order",
+            jobs: &[
+                (1, 0, 100, 4, 1, 1),
+                (2, 0, 100, 4, 1, 1),
+                (3, 0, 100, 4, 2, 2),
+            ],
+            machine: (2, 8),
+            policy: "fifo",
+            limit: None,
+            expect: &[
+                "1 completed start 0 finish 100",
+                "2 completed start 0 finish 100",
+                "3 completed start 100 finish 200",
+            ],
+        },
+    ];
+    for case in &cases {
+        check(case);
+    }
+}
+
+/// The same trace and options give the same records, series and counters.
+#[test]
+fn replay_is_deterministic() {
+    let jobs: Vec<(u32, u32, u32, u32, u32, u32)> = (0..200)
+        .map(|i| {
+            (
+                i + 1,
+                i * 7,
+                50 + (i * 37) % 400,
+                1 + (i * 13) % 12,
+                i % 5,
+                i % 3,
+            )
+        })
+        .collect();
+    let trace = parse_swf(&swf(&jobs, 4, 32), "test.swf").unwrap();
+    for policy in ["fair-share", "drf", "fifo"] {
+        let a = run(&trace, Policy::parse(policy), None);
+        let b = run(&trace, Policy::parse(policy), None);
+        assert_eq!(a.records, b.records, "{policy}");
+        assert_eq!(a.series, b.series, "{policy}");
+        assert_eq!(a.stats, b.stats, "{policy}");
+        assert!(
+            a.records.iter().all(|r| r.state == JobState::Completed),
+            "{policy}: every job completes"
+        );
+    }
+}
+
+/// A trace without a machine needs nodes; a policy file that is not a valid tree is refused
+/// with its name.
+#[test]
+fn replay_refuses_what_it_cannot_run() {
+    let trace = parse_swf("1 0 0 10 1 -1 -1 1 -1 -1 1 1 1 -1 -1 -1 -1 -1\n", "t.swf").unwrap();
+    let err = replay(&trace, &ReplayOptions::default(), &mut |_| {}).unwrap_err();
+    assert!(err.contains("--nodes"), "{err}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tree.json");
+    std::fs::write(&path, r#"{"pools": {"a": {"weight": -1}}}"#).unwrap();
+    let trace = parse_swf(&swf(&[(1, 0, 10, 1, 1, 1)], 1, 1), "t.swf").unwrap();
+    let options = ReplayOptions {
+        policy: Policy::File(path.clone()),
+        ..ReplayOptions::default()
+    };
+    let err = replay(&trace, &options, &mut |_| {}).unwrap_err();
+    assert!(err.contains("tree.json") && err.contains("weight"), "{err}");
+}
