@@ -89,8 +89,12 @@ fn run(args: &SimulateArgs) -> Result<(), (u8, String)> {
         fair_share_update_period_ms: args.fair_share_update_period_ms,
         limit: args.limit,
     };
-    std::fs::create_dir_all(&args.out)
-        .map_err(|e| (1, format!("--out {}: {e}", args.out.display())))?;
+    if args.out.exists() && !args.out.is_dir() {
+        return Err(bad(format!(
+            "--out {}: exists and is not a directory",
+            args.out.display()
+        )));
+    }
     let total = args.limit.unwrap_or(trace.jobs.len()).min(trace.jobs.len());
     let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
     bar.set_style(
@@ -113,6 +117,8 @@ fn run(args: &SimulateArgs) -> Result<(), (u8, String)> {
     let file = args.trace.display().to_string();
     let summary = output::summary(&trace, &file, &report);
     let write = |e: String| (1u8, e);
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| write(format!("--out {}: {e}", args.out.display())))?;
     output::write_summary(&summary, &args.out.join("summary.json")).map_err(write)?;
     output::write_jobs_csv(&trace, &report, &args.out.join("jobs.csv")).map_err(write)?;
     eprintln!(

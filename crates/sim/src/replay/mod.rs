@@ -14,9 +14,12 @@
 //! allocation's end, or the next fair-share update when operations submitted since the last
 //! one wait for it (the core schedules an operation only after an update included it, as
 //! YTsaurus does). At each instant: submissions, then the core's tick (a fair-share update
-//! every `fair_share_update_period_ms` of virtual time), then heartbeats of the nodes whose
+//! every `fair_share_update_period_ms` of virtual time, skipped while no allocation is pending,
+//! since fair shares then decide nothing), then heartbeats of the nodes whose
 //! allocations ended (reporting them), then, while jobs are pending, of the nodes with room,
-//! in node order. Nodes that are full and have nothing to report do not heartbeat, so
+//! in node order, skipping a node whose room is within that of a node of its group that
+//! started nothing at this instant. Nodes that are full and have nothing to report do not
+//! heartbeat, so
 //! preemption happens on the nodes that heartbeat (there is always one wherever an
 //! allocation ends). Deterministic: the same trace, nodes and options give the same result.
 
@@ -218,6 +221,8 @@ struct Running {
 #[derive(Debug)]
 struct SimNode {
     id: NodeId,
+    /// Index of its machine group (nodes of a group have the same resources and tags).
+    group: usize,
     resources: Resources,
     used: Resources,
     running: BTreeMap<AllocationId, Running>,
@@ -275,7 +280,7 @@ impl<'t> Replay<'t> {
         let mut nodes = Vec::new();
         let mut total = Resources::ZERO;
         let mut largest = Resources::ZERO;
-        for group in groups {
+        for (group_index, group) in groups.iter().enumerate() {
             for _ in 0..group.count {
                 let id = NodeId(format!("n{}", nodes.len()));
                 core.add_node(
@@ -297,6 +302,7 @@ impl<'t> Replay<'t> {
                 }
                 nodes.push(SimNode {
                     id,
+                    group: group_index,
                     resources: group.resources,
                     used: Resources::ZERO,
                     running: BTreeMap::new(),
@@ -404,13 +410,28 @@ impl<'t> Replay<'t> {
                 self.heartbeat(t, n, finished)?;
             }
             if self.pending_allocations > 0 {
+                // A node whose room (and tags) another node of this instant already had
+                // without starting anything would start nothing either: skip it.
+                let mut fruitless: Vec<(Resources, usize)> = Vec::new();
                 let roomy: Vec<usize> = self.roomy.iter().copied().collect();
                 for n in roomy {
                     if self.pending_allocations == 0 {
                         break;
                     }
+                    let free = self.nodes[n].resources.sub(&self.nodes[n].used);
+                    let group = self.nodes[n].group;
+                    if fruitless
+                        .iter()
+                        .any(|(f, g)| *g == group && f.dominates(&free))
+                    {
+                        continue;
+                    }
                     if visited.insert(n) {
+                        let placements = self.stats.placements;
                         self.heartbeat(t, n, Vec::new())?;
+                        if self.stats.placements == placements {
+                            fruitless.push((free, group));
+                        }
                     }
                 }
             }
@@ -449,7 +470,13 @@ impl<'t> Replay<'t> {
         Ok(self.stats.placements > placements || !self.ends.is_empty())
     }
 
+    /// The core's periodic work, when it can matter: with no allocation pending, fair shares
+    /// decide nothing (no one waits, and preemption is only for someone who waits), so the
+    /// update is left for the next instant at which someone does.
     fn tick(&mut self, t: Millis) -> Result<(), String> {
+        if self.pending_allocations == 0 {
+            return Ok(());
+        }
         let before = self.core.stats.fair_share_updates;
         self.core.tick(t);
         if self.core.stats.fair_share_updates > before {

@@ -1,0 +1,129 @@
+//! `fairsched simulate` as a user runs it: a small SWF trace (gzip-compressed, as the Parallel
+//! Workloads Archive ships them) replayed into an output directory, and bad input refused with
+//! exit status 2 and a message naming what is wrong, writing nothing.
+
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_fairsched");
+
+/// Four jobs on two 4-processor nodes: two groups, one job wider than a node.
+const TRACE: &str = "; MaxNodes: 2\n; MaxProcs: 8\n\
+1 0 5 100 4 -1 -1 4 -1 -1 1 1 1 -1 -1 -1 -1 -1\n\
+2 0 7 50 8 -1 -1 8 -1 -1 1 2 2 -1 -1 -1 -1 -1\n\
+3 20 0 30 2 -1 -1 2 -1 -1 1 1 1 -1 -1 -1 -1 -1\n\
+4 40 0 10 1 -1 -1 1 -1 -1 1 3 2 -1 -1 -1 -1 -1\n";
+
+fn simulate(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .arg("simulate")
+        .args(args)
+        .output()
+        .expect("fairsched runs")
+}
+
+fn write_gz(path: &Path, text: &str) {
+    let mut encoder = GzEncoder::new(Vec::new(), Compression::default());
+    encoder.write_all(text.as_bytes()).unwrap();
+    std::fs::write(path, encoder.finish().unwrap()).unwrap();
+}
+
+#[test]
+fn simulate_writes_summary_and_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("small.swf.gz");
+    write_gz(&trace, TRACE);
+    let out = dir.path().join("out");
+    for policy in ["fair-share", "fifo", "drf"] {
+        let output = simulate(&[
+            "--trace",
+            trace.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--policy",
+            policy,
+        ]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{policy}: {stderr}");
+        assert!(stderr.contains("4 jobs (4 completed"), "{policy}: {stderr}");
+
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap())
+                .unwrap();
+        assert_eq!(summary["policy"], policy);
+        assert_eq!(summary["trace"]["format"], "swf");
+        assert_eq!(summary["nodes"]["count"], 2);
+        assert_eq!(summary["jobs"]["completed"], 4);
+        assert_eq!(summary["trace_wait_s"]["max"], 7.0);
+        assert!(
+            summary["makespan_s"].as_f64().unwrap() >= 100.0,
+            "{summary}"
+        );
+        assert_eq!(summary["by_group"]["g2"]["jobs"], 2);
+
+        let jobs = std::fs::read_to_string(out.join("jobs.csv")).unwrap();
+        let lines: Vec<&str> = jobs.lines().collect();
+        assert_eq!(lines.len(), 5, "{jobs}");
+        assert!(lines[0].starts_with("id,line,user,group,pool,submit_s,width"));
+        assert!(lines[1].starts_with("1,3,u1,g1,"), "{}", lines[1]);
+        assert!(
+            lines[2].contains(",8,2,"),
+            "job 2: 8 processors in 2 allocations: {}",
+            lines[2]
+        );
+    }
+}
+
+#[test]
+fn simulate_refuses_bad_input_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.swf");
+    std::fs::write(&good, TRACE).unwrap();
+    let bad = dir.path().join("bad.swf");
+    std::fs::write(&bad, TRACE.replace("3 20 0 30", "3 20 0 x30")).unwrap();
+    let no_machine = dir.path().join("no_machine.swf");
+    std::fs::write(&no_machine, TRACE.replace("; Max", "; Not")).unwrap();
+    let out = dir.path().join("out");
+    let missing = dir.path().join("missing.swf");
+    let good = good.to_str().unwrap();
+    let cases: [(Vec<&str>, &str); 6] = [
+        (
+            vec!["--trace", bad.to_str().unwrap()],
+            "bad.swf:5: field run time",
+        ),
+        (vec!["--trace", missing.to_str().unwrap()], "missing.swf"),
+        (vec!["--trace", good, "--format", "csv"], "--format"),
+        (vec!["--trace", good, "--nodes", "two"], "--nodes"),
+        (vec!["--trace", good, "--policy", "fastest"], "--policy"),
+        (vec!["--trace", no_machine.to_str().unwrap()], "--nodes"),
+    ];
+    for (args, expected) in cases {
+        let mut args = args;
+        args.extend(["--out", out.to_str().unwrap()]);
+        let output = simulate(&args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(
+            !out.join("summary.json").exists(),
+            "{args:?} wrote a summary"
+        );
+    }
+    // The nodes can be given when the trace does not describe them.
+    let output = simulate(&[
+        "--trace",
+        no_machine.to_str().unwrap(),
+        "--nodes",
+        "3:cpu=4",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
