@@ -195,6 +195,17 @@ fn replay_is_deterministic() {
             a.records.iter().all(|r| r.state == JobState::Completed),
             "{policy}: every job completes"
         );
+        // Updates run for new submissions (200 instants here) and otherwise only every
+        // QUIET_REFRESH_PERIODS periods while jobs wait, not at every instant.
+        let refreshes = a.end_ms
+            / (ReplayOptions::default().fair_share_update_period_ms
+                * fairsched_sim::replay::QUIET_REFRESH_PERIODS);
+        assert!(
+            a.stats.fair_share_updates <= 200 + refreshes + 1,
+            "{policy}: {} updates for 200 submissions and {refreshes} refreshes ({} instants)",
+            a.stats.fair_share_updates,
+            a.stats.instants
+        );
     }
 }
 
@@ -216,4 +227,30 @@ fn replay_refuses_what_it_cannot_run() {
     };
     let err = replay(&trace, &options, &mut |_| {}).unwrap_err();
     assert!(err.contains("tree.json") && err.contains("weight"), "{err}");
+}
+
+/// While a queue drains without new submissions, fair shares are refreshed only every
+/// QUIET_REFRESH_PERIODS periods, not at every job end: 400 one-processor jobs of 15 s
+/// submitted at once on one 1-processor node end at 400 instants over 6,000 s.
+#[test]
+fn a_draining_queue_refreshes_fair_shares_rarely() {
+    let jobs: Vec<(u32, u32, u32, u32, u32, u32)> =
+        (0..400).map(|i| (i + 1, 0, 15, 1, i % 4, i % 2)).collect();
+    let trace = parse_swf(&swf(&jobs, 1, 1), "test.swf").unwrap();
+    let report = run(&trace, Policy::FairShare, None);
+    assert!(
+        report
+            .records
+            .iter()
+            .all(|r| r.state == JobState::Completed)
+    );
+    assert_eq!(report.end_ms, 6_000_000);
+    let period = ReplayOptions::default().fair_share_update_period_ms;
+    let refreshes = report.end_ms / (period * fairsched_sim::replay::QUIET_REFRESH_PERIODS);
+    assert!(
+        report.stats.fair_share_updates <= refreshes + 2,
+        "{} updates, {refreshes} refreshes expected, {} instants",
+        report.stats.fair_share_updates,
+        report.stats.instants
+    );
 }

@@ -14,8 +14,9 @@
 //! allocation's end, or the next fair-share update when operations submitted since the last
 //! one wait for it (the core schedules an operation only after an update included it, as
 //! YTsaurus does). At each instant: submissions, then the core's tick (a fair-share update
-//! every `fair_share_update_period_ms` of virtual time, skipped while no allocation is pending,
-//! since fair shares then decide nothing), then heartbeats of the nodes whose
+//! at most every `fair_share_update_period_ms` of virtual time, skipped while no allocation is
+//! pending, since fair shares then decide nothing, and between new submissions run only every
+//! [`QUIET_REFRESH_PERIODS`] periods), then heartbeats of the nodes whose
 //! allocations ended (reporting them), then, while jobs are pending, of the nodes with room,
 //! in node order, skipping a node whose room is within that of a node of its group that
 //! started nothing at this instant. Nodes that are full and have nothing to report do not
@@ -206,6 +207,12 @@ pub fn replay(
     sim.run(progress)?;
     Ok(sim.report(options))
 }
+
+/// While jobs wait and no new operation needs admitting, fair shares are refreshed every this
+/// many update periods (1 min with the default period): often enough for starvation (30 s
+/// timeouts by default) to be noticed within a minute, rarely enough that a trace whose cluster
+/// is saturated for months does not update at every job end.
+pub const QUIET_REFRESH_PERIODS: u64 = 6;
 
 /// Far enough in the future never to come, and small enough that adding periods to a trace's
 /// times does not overflow.
@@ -472,9 +479,18 @@ impl<'t> Replay<'t> {
 
     /// The core's periodic work, when it can matter: with no allocation pending, fair shares
     /// decide nothing (no one waits, and preemption is only for someone who waits), so the
-    /// update is left for the next instant at which someone does.
+    /// update is left for the next instant at which someone does. While jobs wait, an update
+    /// that is due runs when new operations wait for it (they cannot start before) or when
+    /// the last one is [`QUIET_REFRESH_PERIODS`] periods old; in between, heartbeats use the
+    /// last fair shares with current usage.
     fn tick(&mut self, t: Millis) -> Result<(), String> {
         if self.pending_allocations == 0 {
+            return Ok(());
+        }
+        let stale = self.last_update_ms.is_none_or(|last| {
+            t >= last.saturating_add(self.period.saturating_mul(QUIET_REFRESH_PERIODS))
+        });
+        if !self.waiting_for_update && !stale {
             return Ok(());
         }
         let before = self.core.stats.fair_share_updates;
