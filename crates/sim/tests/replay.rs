@@ -254,3 +254,38 @@ fn a_draining_queue_refreshes_fair_shares_rarely() {
         report.stats.instants
     );
 }
+
+/// Under fair share a group's pool exists while the group has jobs: three groups one after
+/// another, two jobs each, make three pools, each removed when its group's last job finished
+/// (and a group that comes back gets its pool again).
+#[test]
+fn group_pools_come_and_go_with_their_jobs() {
+    let jobs = [
+        (1, 0, 10, 1, 1, 1),
+        (2, 0, 10, 1, 2, 1),
+        (3, 100, 10, 1, 3, 2),
+        (4, 100, 10, 1, 3, 2),
+        (5, 200, 10, 1, 4, 3),
+        (6, 300, 10, 1, 1, 1),
+    ];
+    let trace = parse_swf(&swf(&jobs, 1, 4), "test.swf").unwrap();
+    let report = run(&trace, Policy::FairShare, None);
+    assert!(
+        report
+            .records
+            .iter()
+            .all(|r| r.state == JobState::Completed)
+    );
+    assert_eq!(
+        (
+            report.stats.group_pools_created,
+            report.stats.group_pools_removed
+        ),
+        (4, 4)
+    );
+    let pools: Vec<_> = report.records.iter().map(|r| r.pool.clone()).collect();
+    assert_eq!(
+        pools,
+        ["g1", "g1", "g2", "g2", "g3", "g1"].map(|p| Some(p.to_string()))
+    );
+}

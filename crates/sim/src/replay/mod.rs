@@ -150,6 +150,9 @@ pub struct ReplayStats {
     pub fair_share_updates: u64,
     /// Instants the loop visited.
     pub instants: u64,
+    /// Group pools created and removed ([`PolicyTree::group_pool`]).
+    pub group_pools_created: u64,
+    pub group_pools_removed: u64,
 }
 
 /// Everything a replay produced.
@@ -255,6 +258,9 @@ struct Replay<'t> {
     records: Vec<JobRecord>,
     live: Vec<Live>,
     by_operation: BTreeMap<OperationId, usize>,
+    /// Unfinished jobs per group pool the replay created and has not removed
+    /// ([`PolicyTree::group_pool`]).
+    group_jobs: BTreeMap<String, u64>,
     ends: BinaryHeap<Reverse<(Millis, usize, AllocationId)>>,
     /// Nodes with room for the smallest allocation of the trace.
     roomy: BTreeSet<usize>,
@@ -347,6 +353,7 @@ impl<'t> Replay<'t> {
             records,
             live: vec![Live::default(); count],
             by_operation: BTreeMap::new(),
+            group_jobs: BTreeMap::new(),
             ends: BinaryHeap::new(),
             roomy,
             smallest: Resources::ZERO,
@@ -545,10 +552,25 @@ impl<'t> Replay<'t> {
         let spec: OperationSpec = serde_json::from_value(spec)
             .map_err(|e| format!("job {} (line {}): {e}", job.id, job.line))?;
         let total = allocations.0 + allocations.1;
-        self.records[j].pool = pool;
+        self.records[j].pool.clone_from(&pool);
         self.records[j].allocations = total;
+        let lazy_pool = pool.as_ref().zip(self.tree.group_pool.as_ref());
+        if let Some((name, config)) = lazy_pool
+            && !self.group_jobs.contains_key(name)
+        {
+            if let Err(e) = self.core.create_pool(t, None, name, config.clone()) {
+                self.records[j].state = JobState::Failed(format!("its group's pool: {e}"));
+                self.finished_jobs += 1;
+                return self.absorb_events(t);
+            }
+            self.group_jobs.insert(name.clone(), 0);
+            self.stats.group_pools_created += 1;
+        }
         match self.core.start_operation(t, spec) {
             Ok(()) => {
+                if let Some((name, _)) = lazy_pool {
+                    *self.group_jobs.entry(name.clone()).or_default() += 1;
+                }
                 self.by_operation.insert(OperationId(job.id.clone()), j);
                 self.live[j] = Live { pending: total };
                 self.pending_allocations += u64::from(total);
@@ -569,9 +591,22 @@ impl<'t> Replay<'t> {
             Err(e) => {
                 self.records[j].state = JobState::Failed(e.message);
                 self.finished_jobs += 1;
+                if let Some((name, _)) = lazy_pool {
+                    self.release_group_pool(t, name);
+                }
             }
         }
         self.absorb_events(t)
+    }
+
+    /// A group pool created for the replay goes when its group has no unfinished job left.
+    /// Should the core refuse (say, an ephemeral user pool still under it), the pool stays and
+    /// is reused; the next time the group empties, removal is tried again.
+    fn release_group_pool(&mut self, t: Millis, name: &str) {
+        if self.group_jobs.get(name) == Some(&0) && self.core.remove_pool(t, name).is_ok() {
+            self.group_jobs.remove(name);
+            self.stats.group_pools_removed += 1;
+        }
     }
 
     /// Cuts a job into allocations of at most the largest node: (full, remainder) resources
@@ -743,6 +778,13 @@ impl<'t> Replay<'t> {
                     self.live[j].pending = 0;
                     self.jobs_in_system = self.jobs_in_system.saturating_sub(1);
                     self.finished_jobs += 1;
+                    if self.tree.group_pool.is_some()
+                        && let Some(name) = self.records[j].pool.clone()
+                        && let Some(count) = self.group_jobs.get_mut(&name)
+                    {
+                        *count = count.saturating_sub(1);
+                        self.release_group_pool(t, &name);
+                    }
                 }
                 _ => {}
             }

@@ -2,8 +2,10 @@
 //! each job goes to.
 
 use fairsched_config::{
-    PoolTreeConfig, PoolTrees, ValidatedPoolTrees, load_pool_tree_file, validate_pool_trees,
+    PoolConfig, PoolTreeConfig, PoolTrees, ValidatedPoolTrees, load_pool_tree_file,
+    validate_pool_trees,
 };
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 /// Name of the one pool tree of a replay.
@@ -16,8 +18,8 @@ const NO_LIMIT: u32 = 10_000_000;
 /// How jobs share the cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Policy {
-    /// Hierarchical fair share: one pool per trace group, and under it an ephemeral pool per
-    /// user (`create_ephemeral_subpools`); equal weights; preemption as the scheduler's
+    /// Hierarchical fair share: one pool per trace group (present while the group has jobs),
+    /// and under it an ephemeral pool per user (`create_ephemeral_subpools`); equal weights; preemption as the scheduler's
     /// defaults (starving pools reclaim their fair share).
     FairShare,
     /// Flat fair share over users (DRF across the resources): an ephemeral pool per user under
@@ -61,9 +63,14 @@ impl Policy {
 #[derive(Clone, Debug)]
 pub struct PolicyTree {
     pub trees: ValidatedPoolTrees,
+    /// [`Policy::FairShare`]: the options of a group's pool. Group pools are created when the
+    /// group's first job arrives and removed when its last one has finished, so that the tree
+    /// (and every fair-share update) holds the groups that have work, not every group of the
+    /// trace.
+    pub group_pool: Option<PoolConfig>,
     /// Pools jobs of a group go to, by sanitised group name (`None`: the user's ephemeral
     /// pool).
-    group_pools: Option<std::collections::BTreeSet<String>>,
+    group_pools: Option<BTreeSet<String>>,
     fifo: bool,
 }
 
@@ -104,43 +111,53 @@ impl PolicyTree {
             "max_ephemeral_pools_per_user": NO_LIMIT,
             "min_spare_allocation_resources_on_node": {},
         });
-        let (tree, group_pools, fifo) = match policy {
-            Policy::FairShare => {
-                let mut pools = serde_json::Map::new();
-                for g in groups {
+        let (tree, group_pools, fifo): (serde_json::Value, Option<BTreeSet<String>>, bool) =
+            match policy {
+                Policy::FairShare => {
                     let mut pool = unlimited_pool.clone();
                     pool["create_ephemeral_subpools"] = true.into();
                     pool["ephemeral_subpool_config"] = unlimited_pool.clone();
-                    pools.insert(g.clone(), pool);
+                    let group_pool: PoolConfig = serde_json::from_value(pool)
+                        .map_err(|e| format!("the built-in policy's group pool: {e}"))?;
+                    let tree: PoolTreeConfig = serde_json::from_value(serde_json::json!({
+                        "config": config,
+                    }))
+                    .map_err(|e| format!("the built-in policy's pool tree: {e}"))?;
+                    let trees = validate_pool_trees(&PoolTrees::single(TREE_NAME, tree))
+                        .map_err(|e| format!("the built-in policy's pool tree: {e}"))?;
+                    return Ok(PolicyTree {
+                        trees,
+                        group_pools: Some(groups.iter().cloned().collect()),
+                        fifo: false,
+                        group_pool: Some(group_pool),
+                    });
                 }
-                let tree = serde_json::json!({"config": config, "pools": pools});
-                (tree, Some(groups.iter().cloned().collect()), false)
-            }
-            Policy::Drf => (serde_json::json!({"config": config}), None, false),
-            Policy::Fifo => {
-                let mut pool = unlimited_pool.clone();
-                pool["mode"] = "fifo".into();
-                let tree = serde_json::json!({"config": config, "pools": {"queue": pool}});
-                (tree, None, true)
-            }
-            Policy::File(path) => {
-                let tree: PoolTreeConfig = load_pool_tree_file(path)
-                    .map_err(|e| format!("--policy {}: {e}", path.display()))?;
-                let names = tree
-                    .walk()
-                    .into_iter()
-                    .map(|(p, _)| p.rsplit('/').next().unwrap_or(&p).to_string())
-                    .collect();
-                let trees = PoolTrees::single(TREE_NAME, tree);
-                let trees = validate_pool_trees(&trees)
-                    .map_err(|e| format!("--policy {}: {e}", path.display()))?;
-                return Ok(PolicyTree {
-                    trees,
-                    group_pools: Some(names),
-                    fifo: false,
-                });
-            }
-        };
+                Policy::Drf => (serde_json::json!({"config": config}), None, false),
+                Policy::Fifo => {
+                    let mut pool = unlimited_pool.clone();
+                    pool["mode"] = "fifo".into();
+                    let tree = serde_json::json!({"config": config, "pools": {"queue": pool}});
+                    (tree, None, true)
+                }
+                Policy::File(path) => {
+                    let tree: PoolTreeConfig = load_pool_tree_file(path)
+                        .map_err(|e| format!("--policy {}: {e}", path.display()))?;
+                    let names = tree
+                        .walk()
+                        .into_iter()
+                        .map(|(p, _)| p.rsplit('/').next().unwrap_or(&p).to_string())
+                        .collect();
+                    let trees = PoolTrees::single(TREE_NAME, tree);
+                    let trees = validate_pool_trees(&trees)
+                        .map_err(|e| format!("--policy {}: {e}", path.display()))?;
+                    return Ok(PolicyTree {
+                        trees,
+                        group_pools: Some(names),
+                        fifo: false,
+                        group_pool: None,
+                    });
+                }
+            };
         let tree: PoolTreeConfig = serde_json::from_value(tree)
             .map_err(|e| format!("the built-in policy's pool tree: {e}"))?;
         let trees = validate_pool_trees(&PoolTrees::single(TREE_NAME, tree))
@@ -149,6 +166,7 @@ impl PolicyTree {
             trees,
             group_pools,
             fifo,
+            group_pool: None,
         })
     }
 
