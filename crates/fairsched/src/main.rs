@@ -32,10 +32,11 @@ enum Command {
     Scenario(ScenarioArgs),
     /// Replay a workload trace (SWF, Alibaba GPU) through the scheduling core in virtual time.
     ///
-    /// Writes summary.json (jobs, wait and response times, slowdown, utilization, per group)
-    /// and jobs.csv (one row per job) into --out, with a progress bar on a terminal. Exit
-    /// status: 0 done, 1 the outputs could not be written, 2 bad input (the message names the
-    /// file, line and field, or the option).
+    /// Writes summary.json (jobs, wait and response times, slowdown, utilization, per group),
+    /// jobs.csv (one row per job) and SVG plots (utilization.svg, queue.svg, wait_cdf.svg)
+    /// into --out, with a progress bar on a terminal. Exit status: 0 done, 1 the outputs could
+    /// not be written, 2 bad input (the message names the file, line and field, or the
+    /// option).
     Simulate(simulate::SimulateArgs),
     /// Configuration files.
     Config {

@@ -1,9 +1,9 @@
 //! `fairsched simulate`: replays a workload trace through the scheduling core in virtual time
-//! and writes `summary.json` and `jobs.csv` (see `fairsched_sim::replay`).
+//! and writes `summary.json`, `jobs.csv` and SVG plots (see `fairsched_sim::replay`).
 
 use clap::Args;
 use fairsched_resources::{ResourceKind, Resources, parse_amount};
-use fairsched_sim::replay::{self, Policy, ReplayOptions, output};
+use fairsched_sim::replay::{self, Policy, ReplayOptions, output, plots};
 use fairsched_sim::trace::{self, MachineGroup, TraceFormat};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::path::PathBuf;
@@ -31,7 +31,8 @@ pub struct SimulateArgs {
     /// at least 1). Default: the machine the trace describes.
     #[arg(long, value_name = "NODES")]
     nodes: Option<String>,
-    /// Directory for summary.json and jobs.csv (created if missing).
+    /// Directory for summary.json, jobs.csv and the plots utilization.svg, queue.svg and
+    /// wait_cdf.svg (created if missing).
     #[arg(long, value_name = "DIR", default_value = "simulation")]
     out: PathBuf,
     /// Replay only the first N jobs (in submission order).
@@ -121,9 +122,11 @@ fn run(args: &SimulateArgs) -> Result<(), (u8, String)> {
         .map_err(|e| write(format!("--out {}: {e}", args.out.display())))?;
     output::write_summary(&summary, &args.out.join("summary.json")).map_err(write)?;
     output::write_jobs_csv(&trace, &report, &args.out.join("jobs.csv")).map_err(write)?;
+    let plotted = plots::write_plots(&trace, &report, &args.out).map_err(write)?;
     eprintln!(
         "fairsched simulate: {} jobs ({} completed, {} unfinished, {} failed, {} skipped) on {} \
-         nodes under {} in {:.1} s; mean wait {:.0} s, utilization {:.1} %; wrote {}",
+         nodes under {} in {:.1} s; mean wait {:.0} s, utilization {:.1} %; wrote summary.json, jobs.csv and {} \
+         into {}",
         summary.jobs.replayed,
         summary.jobs.completed,
         summary.jobs.unfinished,
@@ -134,6 +137,11 @@ fn run(args: &SimulateArgs) -> Result<(), (u8, String)> {
         started.elapsed().as_secs_f64(),
         summary.wait_s.mean,
         summary.utilization * 100.0,
+        plotted
+            .iter()
+            .filter_map(|p| p.file_name()?.to_str())
+            .collect::<Vec<_>>()
+            .join(", "),
         args.out.display()
     );
     Ok(())

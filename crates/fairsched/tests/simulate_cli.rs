@@ -32,7 +32,7 @@ fn write_gz(path: &Path, text: &str) {
 }
 
 #[test]
-fn simulate_writes_summary_and_jobs() {
+fn simulate_writes_summary_jobs_and_plots() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("small.swf.gz");
     write_gz(&trace, TRACE);
@@ -74,6 +74,19 @@ fn simulate_writes_summary_and_jobs() {
             "job 2: 8 processors in 2 allocations: {}",
             lines[2]
         );
+
+        assert!(
+            stderr.contains("utilization.svg, queue.svg, wait_cdf.svg"),
+            "{policy}: {stderr}"
+        );
+        for plot in ["utilization.svg", "queue.svg", "wait_cdf.svg"] {
+            let svg = std::fs::read_to_string(out.join(plot)).unwrap();
+            assert!(svg.starts_with("<svg"), "{policy}: {plot}");
+            assert!(
+                svg.contains(&format!("{policy} on the swf trace")),
+                "{policy}: {plot} names the policy and format"
+            );
+        }
     }
 }
 
@@ -108,8 +121,8 @@ fn simulate_refuses_bad_input_and_writes_nothing() {
         assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
         assert!(
-            !out.join("summary.json").exists(),
-            "{args:?} wrote a summary"
+            !out.join("summary.json").exists() && !out.join("utilization.svg").exists(),
+            "{args:?} wrote a summary or plots"
         );
     }
     // The nodes can be given when the trace does not describe them.

@@ -25,6 +25,7 @@
 //! allocation ends). Deterministic: the same trace, nodes and options give the same result.
 
 pub mod output;
+pub mod plots;
 pub mod policy;
 
 use crate::trace::{MachineGroup, Trace};
