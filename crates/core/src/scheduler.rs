@@ -431,17 +431,26 @@ impl Scheduler {
                  or removing trees needs a restart"
             )));
         }
-        // Check the node assignment under the new filters before changing anything.
-        let mut candidate: Vec<PoolTree> = self.trees.clone();
-        for (tree, validated) in candidate.iter_mut().zip(trees.trees.values()) {
-            tree.set_validated(validated.clone());
-        }
+        // Check the node assignment under the new filters before changing anything (only
+        // when a tree's node filter changes: otherwise every node stays where it is, and a
+        // pool change on a large cluster need not revisit every node).
+        let filters_changed = self
+            .trees
+            .iter()
+            .zip(trees.trees.values())
+            .any(|(tree, new)| tree.config().node_tag_filter != new.config().node_tag_filter);
         let mut assignment = Vec::new();
-        for node in self.nodes.values() {
-            assignment.push((
-                node.id.clone(),
-                Self::tree_for_tags(&candidate, &node.id, &node.tags)?,
-            ));
+        if filters_changed {
+            let mut candidate: Vec<PoolTree> = self.trees.clone();
+            for (tree, validated) in candidate.iter_mut().zip(trees.trees.values()) {
+                tree.set_validated(validated.clone());
+            }
+            for node in self.nodes.values() {
+                assignment.push((
+                    node.id.clone(),
+                    Self::tree_for_tags(&candidate, &node.id, &node.tags)?,
+                ));
+            }
         }
         for (tree, validated) in self.trees.iter_mut().zip(trees.trees.into_values()) {
             tree.set_validated(validated);
@@ -470,9 +479,7 @@ impl Scheduler {
             tree.ephemeral.retain(|name, _| !explicit.contains(name));
             // Operations whose pool is gone continue in an ephemeral pool of that name.
             let orphans: Vec<(String, String)> = self
-                .operations
-                .values()
-                .filter(|op| !op.state.is_finished())
+                .unfinished_operations()
                 .filter_map(|op| {
                     let pool = &op.in_tree(t)?.pool;
                     (!self.trees[t].has_pool(pool)).then(|| (pool.clone(), op.user.clone()))
