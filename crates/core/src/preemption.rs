@@ -14,6 +14,48 @@ use fairsched_hdrf::ElementIndex;
 use fairsched_resources::{PartialResources, ResourceKind, ResourceVector, Resources};
 use std::collections::BTreeMap;
 
+/// An operation's cached allocation classes in one tree.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct OperationClasses {
+    pub(crate) statuses: BTreeMap<AllocationId, PreemptionStatus>,
+    /// Usage of the classified allocations: the prefix of the next one.
+    pub(crate) prefix: Resources,
+}
+
+/// The bounds an operation's allocations are classified with (spec §2.3), fixed between
+/// fair-share updates.
+#[derive(Clone, Debug)]
+struct Classifier {
+    aggressive_bound: ResourceVector,
+    regular_bound: ResourceVector,
+    threshold: PartialResources,
+    total: Resources,
+    fair: ResourceVector,
+    demand: ResourceVector,
+}
+
+impl Classifier {
+    /// The class of an allocation started after allocations using `prefix`.
+    fn status(&self, prefix: &Resources) -> PreemptionStatus {
+        let below = |bound: &ResourceVector| {
+            below_absolute_threshold(&self.threshold, prefix)
+                || strictly_dominates_on_non_blocked(
+                    bound,
+                    &ResourceVector::from_resources(prefix, &self.total),
+                    &self.fair,
+                    &self.demand,
+                )
+        };
+        if below(&self.aggressive_bound) {
+            PreemptionStatus::NonPreemptible
+        } else if below(&self.regular_bound) {
+            PreemptionStatus::AggressivelyPreemptible
+        } else {
+            PreemptionStatus::Preemptible
+        }
+    }
+}
+
 /// An allocation's class by the start-order prefix rule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum PreemptionStatus {
@@ -156,57 +198,87 @@ impl Scheduler {
     /// is non-preemptible while the usage of the allocations before it is below the aggressive
     /// bound, aggressively preemptible while below the regular bound, preemptible after.
     pub fn classify(&self, t: usize, op: &Operation) -> Vec<(AllocationId, PreemptionStatus)> {
-        let arena = &self.trees[t].arena;
+        self.classify_with_prefix(t, op).0
+    }
+
+    /// [`Self::classify`], and the usage of the classified allocations (the prefix the next
+    /// allocation of the operation would be classified with).
+    fn classify_with_prefix(
+        &self,
+        t: usize,
+        op: &Operation,
+    ) -> (Vec<(AllocationId, PreemptionStatus)>, Resources) {
+        let classifier = self.classifier(t, op);
+        let mut prefix = Resources::ZERO;
+        let mut out = Vec::with_capacity(op.allocations.len());
         // Only its allocations in this tree (each looked up once).
-        let mine = op
+        for (id, a) in op
             .allocations
             .iter()
             .filter_map(|id| Some((*id, self.allocations.get(id)?)))
-            .filter(|(_, a)| a.tree == t);
-        let Some(&index) = arena.by_operation.get(&op.spec.id) else {
-            return mine
-                .map(|(id, _)| (id, PreemptionStatus::Preemptible))
-                .collect();
-        };
+            .filter(|(_, a)| a.tree == t)
+        {
+            if classifier.is_some() && a.state != AllocationState::Running {
+                continue;
+            }
+            let status = classifier
+                .as_ref()
+                .map_or(PreemptionStatus::Preemptible, |c| c.status(&prefix));
+            out.push((id, status));
+            prefix = prefix.add(&a.resources);
+        }
+        (out, prefix)
+    }
+
+    /// What classifies the operation's allocations in tree `t` until the next fair-share
+    /// update (`None`: it is not in the tree's last update, and everything is preemptible).
+    fn classifier(&self, t: usize, op: &Operation) -> Option<Classifier> {
+        let arena = &self.trees[t].arena;
+        let &index = arena.by_operation.get(&op.spec.id)?;
         let attrs = &arena.elements[index].attrs;
         let fair = attrs.fair_share.total;
         let demand = attrs.demand_share;
         let config = self.trees[t].config();
-        let bound1 = fair * config.aggressive_preemption_satisfaction_threshold;
         let satisfied = (fair + ResourceVector::splat(1e-6)).dominates(&demand);
-        let bound2 = if satisfied {
-            ResourceVector::splat(f64::INFINITY)
-        } else {
-            fair * config.preemption_satisfaction_threshold
-        };
-        let threshold = self.non_preemptible_threshold(t, op);
-        let total = arena.total_resources;
-        let below = |bound: &ResourceVector, prefix: &Resources| {
-            below_absolute_threshold(&threshold, prefix)
-                || strictly_dominates_on_non_blocked(
-                    bound,
-                    &ResourceVector::from_resources(prefix, &total),
-                    &fair,
-                    &demand,
-                )
-        };
-        let mut prefix = Resources::ZERO;
-        let mut out = Vec::with_capacity(op.allocations.len());
-        for (id, a) in mine {
-            if a.state != AllocationState::Running {
-                continue;
-            }
-            let status = if below(&bound1, &prefix) {
-                PreemptionStatus::NonPreemptible
-            } else if below(&bound2, &prefix) {
-                PreemptionStatus::AggressivelyPreemptible
+        Some(Classifier {
+            aggressive_bound: fair * config.aggressive_preemption_satisfaction_threshold,
+            regular_bound: if satisfied {
+                ResourceVector::splat(f64::INFINITY)
             } else {
-                PreemptionStatus::Preemptible
-            };
-            out.push((id, status));
-            prefix = prefix.add(&a.resources);
+                fair * config.preemption_satisfaction_threshold
+            },
+            threshold: self.non_preemptible_threshold(t, op),
+            total: arena.total_resources,
+            fair,
+            demand,
+        })
+    }
+
+    /// A new allocation of `op` in tree `t` (the last in its start order): its class joins
+    /// the cached classes, if any, instead of dropping them (a wide operation starting one
+    /// allocation per heartbeat would otherwise be classified from scratch every time).
+    pub(crate) fn classify_appended(
+        &mut self,
+        t: usize,
+        op_id: &crate::model::OperationId,
+        id: AllocationId,
+        resources: Resources,
+    ) {
+        if !self.trees[t].class_cache.contains_key(op_id) {
+            return;
         }
-        out
+        let classifier = self
+            .operations
+            .get(op_id)
+            .and_then(|op| self.classifier(t, op));
+        let Some(classes) = self.trees[t].class_cache.get_mut(op_id) else {
+            return;
+        };
+        let status = classifier
+            .as_ref()
+            .map_or(PreemptionStatus::Preemptible, |c| c.status(&classes.prefix));
+        classes.statuses.insert(id, status);
+        classes.prefix = classes.prefix.add(&resources);
     }
 
     /// Counts (preemptible, aggressively preemptible) allocations of an operation.
@@ -277,20 +349,34 @@ impl Scheduler {
         self.trees[t].preemption_targets = targets;
     }
 
-    /// Classes of an operation's allocations, cached until its allocations or shares change.
+    /// Classes of an operation's allocations, cached until its shares change or an allocation
+    /// leaves (a new one joins the cache: [`Self::classify_appended`]). Debug builds check
+    /// the cache against a classification from scratch at every use.
     fn classes(
         &mut self,
         t: usize,
         op_id: &crate::model::OperationId,
     ) -> &BTreeMap<AllocationId, PreemptionStatus> {
         if !self.trees[t].class_cache.contains_key(op_id) {
-            let classes = self
-                .classify(t, &self.operations[op_id])
-                .into_iter()
-                .collect();
-            self.trees[t].class_cache.insert(op_id.clone(), classes);
+            let (classes, prefix) = self.classify_with_prefix(t, &self.operations[op_id]);
+            self.trees[t].class_cache.insert(
+                op_id.clone(),
+                OperationClasses {
+                    statuses: classes.into_iter().collect(),
+                    prefix,
+                },
+            );
+        } else if cfg!(debug_assertions) {
+            let (fresh, prefix) = self.classify_with_prefix(t, &self.operations[op_id]);
+            let fresh: BTreeMap<AllocationId, PreemptionStatus> = fresh.into_iter().collect();
+            debug_assert_eq!(
+                self.trees[t].class_cache[op_id].statuses, fresh,
+                "cached allocation classes of {op_id:?} differ from a fresh classification \
+                 (prefix {:?} cached, {prefix:?} fresh)",
+                self.trees[t].class_cache[op_id].prefix
+            );
         }
-        &self.trees[t].class_cache[op_id]
+        &self.trees[t].class_cache[op_id].statuses
     }
 
     fn aggressive_preemption_allowed(&self, t: usize, op: &Operation) -> bool {
@@ -605,7 +691,7 @@ impl Scheduler {
             let status = self.trees[t]
                 .class_cache
                 .get(&op.spec.id)
-                .and_then(|classes| classes.get(&id))
+                .and_then(|classes| classes.statuses.get(&id))
                 .copied()
                 .unwrap_or(PreemptionStatus::Preemptible);
             // SSD allocations are protected from non-SSD preemption unless plainly preemptible.

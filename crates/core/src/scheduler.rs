@@ -455,6 +455,8 @@ impl Scheduler {
         for (tree, validated) in self.trees.iter_mut().zip(trees.trees.into_values()) {
             tree.set_validated(validated);
             tree.limits_maybe_violated = true;
+            // Preemption thresholds may have changed.
+            tree.class_cache.clear();
         }
         let mut moved = Vec::new();
         for (id, t) in assignment {
@@ -917,6 +919,10 @@ impl Scheduler {
         id: &OperationId,
         update: OperationUpdate,
     ) -> Result<(), CoreError> {
+        // Its pool (and so its preemption thresholds) may change.
+        for tree in &mut self.trees {
+            tree.class_cache.remove(id);
+        }
         let op = self
             .operations
             .get(id)
@@ -1234,7 +1240,6 @@ impl Scheduler {
         }
         op.pending_demand = op.pending_demand.sub(&resources);
         op.last_scheduled_at = Some(now);
-        self.trees[tree].class_cache.remove(op_id);
         let node = self.nodes.get_mut(node_id).expect("booked node exists");
         node.allocations.insert(id);
         node.usage = node.usage.add(&resources);
@@ -1251,6 +1256,7 @@ impl Scheduler {
                 state: AllocationState::Running,
             },
         );
+        self.classify_appended(tree, op_id, id, resources);
         self.touch_operation(op_id);
         (id, resources)
     }

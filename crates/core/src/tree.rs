@@ -243,11 +243,9 @@ pub struct PoolTree {
     /// fair-share update.
     pub(crate) preemption_targets:
         BTreeMap<crate::preemption::PreemptionPriority, Vec<ElementIndex>>,
-    /// Allocation classes per operation, dropped when its allocations or shares change.
-    pub(crate) class_cache: BTreeMap<
-        OperationId,
-        BTreeMap<crate::model::AllocationId, crate::preemption::PreemptionStatus>,
-    >,
+    /// Allocation classes per operation, dropped when its shares change or one of its
+    /// allocations leaves; a new allocation joins them.
+    pub(crate) class_cache: BTreeMap<OperationId, crate::preemption::OperationClasses>,
     /// Set when limits were lowered (usage may exceed them until preemption trims it).
     pub(crate) limits_maybe_violated: bool,
     /// Fair-share alerts (e.g. 29000) raised by the last update, logged when they appear.
