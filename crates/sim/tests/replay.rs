@@ -100,6 +100,19 @@ fn replays() {
             ],
         },
         Case {
+            name: "a job smaller than any before finds room on a node the earlier jobs \
+                   had filled beyond their size (the 1-processor job starts at the next \
+                   update, not when the 3-processor job ends)",
+            jobs: &[(1, 0, 100, 3, 1, 1), (2, 5, 20, 1, 2, 2)],
+            machine: (1, 4),
+            policy: "fifo",
+            limit: None,
+            expect: &[
+                "1 completed start 0 finish 100",
+                "2 completed start 10 finish 30",
+            ],
+        },
+        Case {
             name: "a job wider than one node is cut into per-node allocations that start \
                    independently (the second on the node the first leaves at 30 s); it \
                    finishes with its last allocation",

@@ -583,11 +583,19 @@ impl<'t> Replay<'t> {
                 } else {
                     per_allocation.0
                 };
-                self.smallest = if self.smallest == Resources::ZERO {
+                let was = self.smallest;
+                self.smallest = if was == Resources::ZERO {
                     smallest
                 } else {
-                    self.smallest.min(&smallest)
+                    was.min(&smallest)
                 };
+                // A smaller allocation than any before: nodes left out as too full may now
+                // have room (rare: the minimum only falls).
+                if self.smallest != was && was != Resources::ZERO {
+                    for n in 0..self.nodes.len() {
+                        self.refresh_room(n);
+                    }
+                }
             }
             Err(e) => {
                 self.records[j].state = JobState::Failed(e.message);
