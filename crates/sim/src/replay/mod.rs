@@ -218,6 +218,11 @@ pub fn replay(
 /// is saturated for months does not update at every job end.
 pub const QUIET_REFRESH_PERIODS: u64 = 6;
 
+/// Visits of one instant after which the loop gives up with an error instead of hanging: an
+/// instant is visited again only for allocations that end where they start (run time 0) and
+/// the update they wait for, a handful of times in practice.
+const MAX_VISITS_PER_INSTANT: u64 = 1_000_000;
+
 /// Far enough in the future never to come, and small enough that adding periods to a trace's
 /// times does not overflow.
 const HANGUP_NEVER: u64 = 1 << 50;
@@ -378,11 +383,15 @@ impl<'t> Replay<'t> {
     fn run(&mut self, progress: &mut dyn FnMut(ProgressUpdate)) -> Result<(), String> {
         let mut next_job = 0;
         let mut last_progress = 0;
+        let mut same_instant = 0u64;
         loop {
             let next_submit = (next_job < self.count).then(|| self.trace.jobs[next_job].submit_ms);
             let next_end = self.ends.peek().map(|Reverse((t, _, _))| *t);
-            let next_update = (self.waiting_for_update && !self.roomy.is_empty())
-                .then(|| self.last_update_ms.map_or(0, |l| l + self.period));
+            let next_update = (self.waiting_for_update && !self.roomy.is_empty()).then(|| {
+                self.last_update_ms
+                    .map_or(0, |l| l + self.period)
+                    .max(self.end_ms)
+            });
             let Some(t) = [next_submit, next_end, next_update]
                 .into_iter()
                 .flatten()
@@ -393,6 +402,23 @@ impl<'t> Replay<'t> {
                 }
                 break;
             };
+            if t < self.end_ms {
+                return Err(format!(
+                    "the replay went back in time from {} ms to {t} ms (a bug; please report it)",
+                    self.end_ms
+                ));
+            }
+            if t == self.end_ms && self.stats.instants > 0 {
+                same_instant += 1;
+                if same_instant > MAX_VISITS_PER_INSTANT {
+                    return Err(format!(
+                        "the replay visited {t} ms {same_instant} times without moving on (a \
+                         bug; please report it)"
+                    ));
+                }
+            } else {
+                same_instant = 0;
+            }
             self.stats.instants += 1;
             self.end_ms = t;
             while next_job < self.count && self.trace.jobs[next_job].submit_ms == t {
@@ -493,17 +519,21 @@ impl<'t> Replay<'t> {
     /// last fair shares with current usage.
     fn tick(&mut self, t: Millis) -> Result<(), String> {
         if self.pending_allocations == 0 {
+            // Nothing waits, so nothing waits for an update either.
+            self.waiting_for_update = false;
             return Ok(());
         }
-        let stale = self.last_update_ms.is_none_or(|last| {
-            t >= last.saturating_add(self.period.saturating_mul(QUIET_REFRESH_PERIODS))
-        });
-        if !self.waiting_for_update && !stale {
-            return Ok(());
-        }
-        let before = self.core.stats.fair_share_updates;
-        self.core.tick(t);
-        if self.core.stats.fair_share_updates > before {
+        let since = |periods: u64| {
+            self.last_update_ms
+                .is_none_or(|last| t >= last.saturating_add(self.period.saturating_mul(periods)))
+        };
+        let due = since(1);
+        let stale = since(QUIET_REFRESH_PERIODS);
+        if (self.waiting_for_update && due) || stale {
+            // The replay decides when the core updates (the core's own period check in
+            // `tick` would agree, but the replay must not wait for a wake-up the core
+            // declines).
+            self.core.update_fair_share(t);
             self.after_update(t)?;
         }
         self.absorb_events(t)
