@@ -94,5 +94,5 @@ pub use tree::{SsdPriorityPreemptionConfig, TreeConfig, TreeIntegralGuaranteesCo
 pub use trees::{PoolTreeConfig, PoolTrees};
 pub use validate::{
     EffectivePool, PoolTreeDiff, TreeUpdate, ValidatedPoolTrees, ValidatedTree, check_name,
-    diff_trees, validate_pool_trees, validate_tree, validate_update,
+    diff_trees, is_name_char, validate_pool_trees, validate_tree, validate_update,
 };

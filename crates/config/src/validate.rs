@@ -323,6 +323,11 @@ pub fn validate_tree(tree: &PoolTreeConfig) -> Result<ValidatedTree, ConfigError
     })
 }
 
+/// Whether a pool or tree name may contain `c`: ASCII letters, digits, `_`, `-` and `:`.
+pub fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | ':')
+}
+
 /// Checks a pool name (or tree name): not empty, not `<Root>`, no `$` (reserved for ephemeral
 /// subpools `<pool>$<user>`), only `[A-Za-z0-9_:-]` (YTsaurus' name pattern for
 /// administrators), at most [`MAX_NAME_LENGTH`] bytes.
@@ -338,10 +343,7 @@ pub fn check_name(name: &str, what: &str) -> Result<(), String> {
             "{what} name {name:?} contains '$', which is reserved for ephemeral subpools"
         ));
     }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | ':')))
-    {
+    if let Some(c) = name.chars().find(|&c| !is_name_char(c)) {
         return Err(format!(
             "{what} name {name:?} contains {c:?}; allowed are ASCII letters, digits, '_', '-' and ':'"
         ));

@@ -244,12 +244,6 @@ struct SimNode {
     running: BTreeMap<AllocationId, Running>,
 }
 
-/// Per job: what the loop tracks beyond the record.
-#[derive(Clone, Copy, Debug, Default)]
-struct Live {
-    pending: u32,
-}
-
 struct Replay<'t> {
     trace: &'t Trace,
     count: usize,
@@ -262,7 +256,8 @@ struct Replay<'t> {
     /// Largest node: jobs are cut into allocations of at most this.
     largest: Resources,
     records: Vec<JobRecord>,
-    live: Vec<Live>,
+    /// Pending allocations per job.
+    pending: Vec<u32>,
     by_operation: BTreeMap<OperationId, usize>,
     /// Unfinished jobs per group pool the replay created and has not removed
     /// ([`PolicyTree::group_pool`]).
@@ -357,7 +352,7 @@ impl<'t> Replay<'t> {
             measured,
             largest,
             records,
-            live: vec![Live::default(); count],
+            pending: vec![0; count],
             by_operation: BTreeMap::new(),
             group_jobs: BTreeMap::new(),
             ends: BinaryHeap::new(),
@@ -503,7 +498,7 @@ impl<'t> Replay<'t> {
         self.end_ms = t;
         self.stats.instants += 1;
         self.core.update_fair_share(t);
-        self.after_update(t)?;
+        self.after_update(t);
         let placements = self.stats.placements;
         for n in 0..self.nodes.len() {
             self.heartbeat(t, n, Vec::new())?;
@@ -534,15 +529,14 @@ impl<'t> Replay<'t> {
             // `tick` would agree, but the replay must not wait for a wake-up the core
             // declines).
             self.core.update_fair_share(t);
-            self.after_update(t)?;
+            self.after_update(t);
         }
         self.absorb_events(t)
     }
 
-    fn after_update(&mut self, t: Millis) -> Result<(), String> {
+    fn after_update(&mut self, t: Millis) {
         self.last_update_ms = Some(t);
         self.waiting_for_update = false;
-        self.absorb_events(t)
     }
 
     /// Submits job `j` at `t`, or records why it cannot run.
@@ -603,7 +597,7 @@ impl<'t> Replay<'t> {
                     *self.group_jobs.entry(name.clone()).or_default() += 1;
                 }
                 self.by_operation.insert(OperationId(job.id.clone()), j);
-                self.live[j] = Live { pending: total };
+                self.pending[j] = total;
                 self.pending_allocations += u64::from(total);
                 self.jobs_in_system += 1;
                 self.submitted_jobs += 1;
@@ -656,17 +650,7 @@ impl<'t> Replay<'t> {
         job: &crate::trace::TraceJob,
     ) -> Result<((Resources, Resources), (u32, u32)), String> {
         let slot = Resources::ZERO.with(ResourceKind::UserSlots, 1.0);
-        let mut per_node = u64::MAX;
-        for kind in ResourceKind::ALL {
-            if kind == ResourceKind::UserSlots {
-                continue;
-            }
-            let need = job.unit.raw_of(kind);
-            if need > 0 {
-                let have = self.largest.raw_of(kind);
-                per_node = per_node.min(u64::try_from(have / need).unwrap_or(0));
-            }
-        }
+        let per_node = units_in(&self.largest, &job.unit);
         if per_node == 0 || self.largest.raw_of(ResourceKind::UserSlots) == 0 {
             return Err("larger than any node".to_string());
         }
@@ -674,30 +658,15 @@ impl<'t> Replay<'t> {
         let per_node = per_node.min(width);
         let full = width / per_node;
         let rest = width % per_node;
-        let capacity: u64 = self
-            .nodes
+        let capacity = self
+            .node_groups
             .iter()
-            .map(|n| {
-                ResourceKind::ALL
-                    .iter()
-                    .filter(|&&k| k != ResourceKind::UserSlots && job.unit.raw_of(k) > 0)
-                    .map(|&k| {
-                        u64::try_from(n.resources.raw_of(k) / job.unit.raw_of(k)).unwrap_or(0)
-                    })
-                    .min()
-                    .unwrap_or(u64::MAX)
-            })
+            .map(|g| u64::from(g.count).saturating_mul(units_in(&g.resources, &job.unit)))
             .fold(0u64, u64::saturating_add);
         if width > capacity {
             return Err("wider than the machine".to_string());
         }
-        let scaled = |k: u64| {
-            let mut r = Resources::ZERO;
-            for kind in ResourceKind::ALL {
-                r.set_raw(kind, job.unit.raw_of(kind).saturating_mul(k as i64));
-            }
-            r.add(&slot)
-        };
+        let scaled = |k: u64| job.unit.scale(k as f64).add(&slot);
         let full_count = u32::try_from(full).map_err(|_| "too many allocations".to_string())?;
         Ok((
             (scaled(per_node), scaled(rest)),
@@ -732,7 +701,7 @@ impl<'t> Replay<'t> {
                 },
             );
             self.ends.push(Reverse((ends_at, n, start.allocation)));
-            self.live[j].pending = self.live[j].pending.saturating_sub(1);
+            self.pending[j] = self.pending[j].saturating_sub(1);
             self.pending_allocations = self.pending_allocations.saturating_sub(1);
             self.running_allocations += 1;
             self.stats.placements += 1;
@@ -781,7 +750,7 @@ impl<'t> Replay<'t> {
                         && let Some(&j) = self.by_operation.get(&operation)
                     {
                         self.records[j].preemptions += 1;
-                        self.live[j].pending += 1;
+                        self.pending[j] += 1;
                         self.pending_allocations += 1;
                         self.stats.preemptions += 1;
                     }
@@ -813,8 +782,8 @@ impl<'t> Replay<'t> {
                     }
                     self.pending_allocations = self
                         .pending_allocations
-                        .saturating_sub(u64::from(self.live[j].pending));
-                    self.live[j].pending = 0;
+                        .saturating_sub(u64::from(self.pending[j]));
+                    self.pending[j] = 0;
                     self.jobs_in_system = self.jobs_in_system.saturating_sub(1);
                     self.finished_jobs += 1;
                     if self.tree.group_pool.is_some()
@@ -828,7 +797,6 @@ impl<'t> Replay<'t> {
                 _ => {}
             }
         }
-        self.stats.fair_share_updates = self.core.stats.fair_share_updates;
         Ok(())
     }
 
@@ -863,11 +831,24 @@ impl<'t> Replay<'t> {
             total_resources: self.total,
             records: self.records,
             series: self.series,
-            stats: self.stats,
+            stats: ReplayStats {
+                fair_share_updates: self.core.stats.fair_share_updates,
+                ..self.stats
+            },
             end_ms: self.end_ms,
             fair_share_update_period_ms: self.period,
         }
     }
+}
+
+/// How many `unit`s fit in `resources` (user slots aside: every allocation takes one).
+fn units_in(resources: &Resources, unit: &Resources) -> u64 {
+    ResourceKind::ALL
+        .into_iter()
+        .filter(|&k| k != ResourceKind::UserSlots && unit.raw_of(k) > 0)
+        .map(|k| u64::try_from(resources.raw_of(k) / unit.raw_of(k)).unwrap_or(0))
+        .min()
+        .unwrap_or(u64::MAX)
 }
 
 /// The index of a node from its id (`n<index>`).

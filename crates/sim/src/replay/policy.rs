@@ -2,7 +2,7 @@
 //! each job goes to.
 
 use fairsched_config::{
-    PoolConfig, PoolTreeConfig, PoolTrees, ValidatedPoolTrees, load_pool_tree_file,
+    PoolConfig, PoolTreeConfig, PoolTrees, ValidatedPoolTrees, is_name_char, load_pool_tree_file,
     validate_pool_trees,
 };
 use std::collections::BTreeSet;
@@ -80,13 +80,7 @@ pub struct PolicyTree {
 pub fn pool_name(raw: &str) -> String {
     let name: String = raw
         .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | ':') {
-                c
-            } else {
-                '_'
-            }
-        })
+        .map(|c| if is_name_char(c) { c } else { '_' })
         .collect();
     if name.is_empty() {
         "_".to_string()
