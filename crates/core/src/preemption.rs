@@ -20,11 +20,13 @@ pub(crate) struct OperationClasses {
     pub(crate) statuses: BTreeMap<AllocationId, PreemptionStatus>,
     /// Usage of the classified allocations: the prefix of the next one.
     pub(crate) prefix: Resources,
+    /// The bounds they were classified with (`None`: not in the last update).
+    classifier: Option<Classifier>,
 }
 
 /// The bounds an operation's allocations are classified with (spec §2.3), fixed between
 /// fair-share updates.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 struct Classifier {
     aggressive_bound: ResourceVector,
     regular_bound: ResourceVector,
@@ -201,13 +203,17 @@ impl Scheduler {
         self.classify_with_prefix(t, op).0
     }
 
-    /// [`Self::classify`], and the usage of the classified allocations (the prefix the next
-    /// allocation of the operation would be classified with).
+    /// [`Self::classify`], the usage of the classified allocations (the prefix the next
+    /// allocation of the operation would be classified with) and the classifier used.
     fn classify_with_prefix(
         &self,
         t: usize,
         op: &Operation,
-    ) -> (Vec<(AllocationId, PreemptionStatus)>, Resources) {
+    ) -> (
+        Vec<(AllocationId, PreemptionStatus)>,
+        Resources,
+        Option<Classifier>,
+    ) {
         let classifier = self.classifier(t, op);
         let mut prefix = Resources::ZERO;
         let mut out = Vec::with_capacity(op.allocations.len());
@@ -227,7 +233,7 @@ impl Scheduler {
             out.push((id, status));
             prefix = prefix.add(&a.resources);
         }
-        (out, prefix)
+        (out, prefix, classifier)
     }
 
     /// What classifies the operation's allocations in tree `t` until the next fair-share
@@ -264,17 +270,11 @@ impl Scheduler {
         id: AllocationId,
         resources: Resources,
     ) {
-        if !self.trees[t].class_cache.contains_key(op_id) {
-            return;
-        }
-        let classifier = self
-            .operations
-            .get(op_id)
-            .and_then(|op| self.classifier(t, op));
         let Some(classes) = self.trees[t].class_cache.get_mut(op_id) else {
             return;
         };
-        let status = classifier
+        let status = classes
+            .classifier
             .as_ref()
             .map_or(PreemptionStatus::Preemptible, |c| c.status(&classes.prefix));
         classes.statuses.insert(id, status);
@@ -358,16 +358,18 @@ impl Scheduler {
         op_id: &crate::model::OperationId,
     ) -> &BTreeMap<AllocationId, PreemptionStatus> {
         if !self.trees[t].class_cache.contains_key(op_id) {
-            let (classes, prefix) = self.classify_with_prefix(t, &self.operations[op_id]);
+            let (classes, prefix, classifier) =
+                self.classify_with_prefix(t, &self.operations[op_id]);
             self.trees[t].class_cache.insert(
                 op_id.clone(),
                 OperationClasses {
                     statuses: classes.into_iter().collect(),
                     prefix,
+                    classifier,
                 },
             );
         } else if cfg!(debug_assertions) {
-            let (fresh, prefix) = self.classify_with_prefix(t, &self.operations[op_id]);
+            let (fresh, prefix, _) = self.classify_with_prefix(t, &self.operations[op_id]);
             let fresh: BTreeMap<AllocationId, PreemptionStatus> = fresh.into_iter().collect();
             debug_assert_eq!(
                 self.trees[t].class_cache[op_id].statuses, fresh,
