@@ -416,8 +416,9 @@ impl Scheduler {
     /// moved or removed, tree options changed). The set of trees must stay the same (adding or
     /// removing a tree needs a restart); a node that would match two trees' filters rejects
     /// the whole change. Operations keep their pools; an operation whose pool disappeared
-    /// continues in an ephemeral pool of that name; an ephemeral pool that is now configured
-    /// becomes explicit. Takes effect at the next fair-share update.
+    /// continues in an ephemeral pool of that name, and a removed pool with ephemeral subpools
+    /// is kept as one too (both under the default parent, until empty); an ephemeral pool that
+    /// is now configured becomes explicit. Takes effect at the next fair-share update.
     pub fn replace_tree_config(
         &mut self,
         now: Millis,
@@ -494,6 +495,23 @@ impl Scheduler {
                 .map(str::to_string)
                 .unwrap_or_else(|| ROOT_NAME.to_string());
             for (pool, user) in orphans {
+                tree.ephemeral.entry(pool).or_insert_with(|| EphemeralPool {
+                    parent: parent.clone(),
+                    user,
+                    config: PoolConfig::default(),
+                });
+            }
+            // A removed pool that still has ephemeral subpools is kept too, with the default
+            // options under the default parent, until its subtree is empty (YTsaurus keeps a
+            // removed pool that is not empty, default-configured, and drops it with its last
+            // operation). The default parent exists, so one round settles every chain.
+            let kept: Vec<(String, String)> = tree
+                .ephemeral
+                .values()
+                .filter(|e| e.parent != ROOT_NAME && !tree.has_pool(&e.parent))
+                .map(|e| (e.parent.clone(), e.user.clone()))
+                .collect();
+            for (pool, user) in kept {
                 tree.ephemeral.entry(pool).or_insert_with(|| EphemeralPool {
                     parent: parent.clone(),
                     user,
@@ -1100,8 +1118,8 @@ impl Scheduler {
         self.try_run_pending(now);
     }
 
-    /// Ephemeral pools disappear when no unfinished operation uses them.
-    /// (Ephemeral pools are leaves: their subtree counts are their own operations.)
+    /// Ephemeral pools disappear when no unfinished operation uses them (their counts are
+    /// subtree totals, so a kept removed pool goes with its subpools' last operation).
     fn remove_empty_ephemeral_pools(&mut self) {
         for tree in &mut self.trees {
             let counts = &tree.counts;

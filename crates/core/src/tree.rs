@@ -410,19 +410,47 @@ impl PoolTree {
             &mut limits,
             &mut by_pool,
         );
-        // Ephemeral pools: parents are explicit pools or the root.
-        for (name, e) in &self.ephemeral {
-            let parent = by_pool.get(&e.parent).copied().unwrap_or(ROOT);
-            let index = add_pool(
-                &mut tree,
-                parent,
-                name,
-                &e.config,
-                self,
-                &mut kinds,
-                &mut limits,
-            );
-            by_pool.insert(name.clone(), index);
+        // Ephemeral pools, each after its parent (an explicit pool, the root, or a removed
+        // pool kept for its ephemeral subpools, itself ephemeral).
+        let mut waiting: Vec<(&String, &EphemeralPool)> = self.ephemeral.iter().collect();
+        while !waiting.is_empty() {
+            let before = waiting.len();
+            waiting.retain(|&(name, e)| {
+                let parent = if e.parent == ROOT_NAME {
+                    ROOT
+                } else if let Some(&p) = by_pool.get(&e.parent) {
+                    p
+                } else {
+                    return true;
+                };
+                let index = add_pool(
+                    &mut tree,
+                    parent,
+                    name,
+                    &e.config,
+                    self,
+                    &mut kinds,
+                    &mut limits,
+                );
+                by_pool.insert(name.clone(), index);
+                false
+            });
+            if waiting.len() == before {
+                // A parent that exists nowhere (not reachable through the scheduler's
+                // commands): the pools go under the root rather than vanish.
+                for (name, e) in std::mem::take(&mut waiting) {
+                    let index = add_pool(
+                        &mut tree,
+                        ROOT,
+                        name,
+                        &e.config,
+                        self,
+                        &mut kinds,
+                        &mut limits,
+                    );
+                    by_pool.insert(name.clone(), index);
+                }
+            }
         }
         let mut by_operation = BTreeMap::new();
         for op in operations {

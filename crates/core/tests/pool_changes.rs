@@ -143,3 +143,47 @@ fn a_pool_removed_with_operations_lives_on_as_an_ephemeral_pool() {
     assert_eq!(snap.operations["job"].pool, "fresh");
     assert!(!snap.pools.contains_key("prod"), "{:?}", snap.pools.keys());
 }
+
+/// YTsaurus keeps a removed pool that still has children: with the default options under the
+/// default parent, until its subtree is empty. Removing a whole subtree whose leaf has an
+/// operation in an ephemeral subpool keeps that leaf (not its removed ancestors) and the
+/// subpool under it; both go with the operation.
+#[test]
+fn a_removed_pool_with_an_ephemeral_subpool_is_kept_until_it_is_empty() {
+    let tree = r#"{"pool_trees": {"default": {"pools": {
+        "research": {"pools": {"team": {"create_ephemeral_subpools": true}}},
+        "prod": {}
+    }}}}"#;
+    let mut s = scheduler(tree, SchedulerConfig::default());
+    add_nodes(&mut s, 1, res(4.0, 4.0));
+    s.start_operation(
+        0,
+        op("job", Some("team"), vec![task(1, res(1.0, 1.0), None)]),
+    )
+    .unwrap();
+    s.update_fair_share(1);
+    assert_eq!(s.snapshot(1).operations["job"].pool, "team$user");
+
+    // The whole `research` subtree goes in one declarative change.
+    let mut config = s.tree_config().clone();
+    config.pools.remove("research");
+    s.set_tree_config(2, config).unwrap();
+    s.update_fair_share(3);
+    let snap = s.snapshot(3);
+    assert!(
+        !snap.pools.contains_key("research"),
+        "{:?}",
+        snap.pools.keys()
+    );
+    assert!(snap.pools["team"].is_ephemeral);
+    assert_eq!(snap.pools["team"].parent.as_deref(), Some("<Root>"));
+    assert_eq!(snap.pools["team$user"].parent.as_deref(), Some("team"));
+    assert_eq!(snap.pools["team"].operation_count, 1);
+    assert_eq!(snap.operations["job"].pool, "team$user");
+
+    s.abort_operation(4, &OperationId("job".into())).unwrap();
+    s.update_fair_share(5);
+    let snap = s.snapshot(5);
+    assert!(!snap.pools.contains_key("team"), "{:?}", snap.pools.keys());
+    assert!(!snap.pools.contains_key("team$user"));
+}

@@ -1249,7 +1249,6 @@ cases! {
     ];
 
     // TestEphemeralPools::test_ephemeral_pool_parent_is_removed_after_operation_complete.
-    #[ignore = "removing a pool with running operations is refused; YTsaurus keeps it until they end, then drops it"]
     yt_up2_ephemeral_parent_removed_after_operation_complete:
         "YT-UP2-ephemeral_parent_removed_after_operation_complete.json" => [
         none(ev("error", &[])),
