@@ -90,7 +90,9 @@ pub use pool::{
 };
 pub use presets::{resolve_pool_config, resolve_presets};
 pub use tag_filter::{TagFilter, TagFilterError};
-pub use tree::{SsdPriorityPreemptionConfig, TreeConfig, TreeIntegralGuaranteesConfig};
+pub use tree::{
+    JobReservationConfig, SsdPriorityPreemptionConfig, TreeConfig, TreeIntegralGuaranteesConfig,
+};
 pub use trees::{PoolTreeConfig, PoolTrees};
 pub use validate::{
     EffectivePool, PoolTreeDiff, TreeUpdate, ValidatedPoolTrees, ValidatedTree, check_name,

@@ -216,6 +216,10 @@ pub struct TreeConfig {
     /// SSD priority preemption settings.
     pub ssd_priority_preemption: SsdPriorityPreemptionConfig,
 
+    /// Reservation of node resources for jobs that fragmentation keeps from starting (not in
+    /// YTsaurus; see [`JobReservationConfig`]).
+    pub job_reservation: JobReservationConfig,
+
     // ----- Heartbeat scheduling -----
     /// If a pool's effective value is true, its satisfaction for scheduling is at most its own
     /// local satisfaction: the smaller of its best active child's and its own, so a pool below
@@ -333,6 +337,7 @@ impl Default for TreeConfig {
             preemption_check_satisfaction: true,
             max_preemptive_allocations_per_heartbeat: 1,
             ssd_priority_preemption: SsdPriorityPreemptionConfig::default(),
+            job_reservation: JobReservationConfig::default(),
             use_pool_satisfaction_for_scheduling: false,
             enable_guarantee_priority_scheduling: false,
             enable_limiting_ancestor_check: true,
@@ -394,6 +399,51 @@ impl Default for TreeIntegralGuaranteesConfig {
             smooth_period_ms: 60_000,
             pool_capacity_saturation_period_ms: 86_400_000,
             relaxed_share_multiplier_limit: 3.0,
+        }
+    }
+}
+
+/// Reservation for big jobs: a job that cannot start anywhere because every node's free
+/// resources are too small for it (while smaller jobs keep taking whatever frees up) gets
+/// resources held for it on one node.
+///
+/// At each fair-share update, an operation of the tree that is below its fair share, has pending
+/// jobs and has started none for `timeout_ms` (counted from its start or its last started
+/// job) reserves, if the next job of its first task with pending jobs is larger on some
+/// resource than the smallest pending job of the tree (jobs of one size all fit whatever frees
+/// up, and the fair share decides between them), the resources of that job on the node that
+/// lacks the least of them (relative to the tree's resources; among enabled, not draining
+/// nodes of the tree that are large enough, allowed by its scheduling tag filters and not
+/// reserved already; ties: node id order). The longest-waiting operations reserve first, at
+/// most `max_reservations` at a time. While the reservation holds, the node's other jobs keep
+/// running and other operations may start jobs there only in what is free beyond the reserved
+/// resources (per resource: only what the big job needs is held, not the whole node); the
+/// reserving operation starts its job there as soon as the node's free resources hold it,
+/// before any other. A reservation ends when the operation starts a job (anywhere) or
+/// finishes, when its node is removed, or at an update where the operation has no pending job
+/// of that task or reached its fair share, or the node left the tree, was disabled or is
+/// draining. Events: `job_reserved`, `reservation_released` (with the reason); the operation's
+/// `reserved_node` and `why` in snapshots. Preemption is unaffected: a starving operation may
+/// still preempt to make room as before, and reserved resources are not offered to other
+/// operations' preemptive stages.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct JobReservationConfig {
+    /// Turns reservation on for the tree. Default: false.
+    pub enable: bool,
+    /// How long an operation below its fair share with pending jobs must have started no job
+    /// before it reserves, in milliseconds. Default: 60000.
+    pub timeout_ms: u64,
+    /// Most reservations held at once in the tree. Must be > 0. Default: 4.
+    pub max_reservations: u32,
+}
+
+impl Default for JobReservationConfig {
+    fn default() -> Self {
+        JobReservationConfig {
+            enable: false,
+            timeout_ms: 60_000,
+            max_reservations: 4,
         }
     }
 }

@@ -530,6 +530,10 @@ impl Validator<'_> {
                 "max_preemptive_allocations_per_heartbeat",
                 t.max_preemptive_allocations_per_heartbeat,
             ),
+            (
+                "job_reservation.max_reservations",
+                t.job_reservation.max_reservations,
+            ),
         ] {
             if value == 0 {
                 self.tree_error(field, "must be > 0 (got 0)".to_string());

@@ -394,6 +394,16 @@ integral_guarantees = { guarantee_type = "relaxed", resource_flow = { cpu = 5 } 
         input: "[config]\nmax_ephemeral_pools_per_user = 0\n",
         expect: tree_err("config.max_ephemeral_pools_per_user", "must be > 0 (got 0)"),
     },
+    Case {
+        name: "zero job reservations",
+        doc: Tree,
+        format: Toml,
+        input: "[config.job_reservation]\nenable = true\nmax_reservations = 0\n",
+        expect: tree_err(
+            "config.job_reservation.max_reservations",
+            "must be > 0 (got 0)",
+        ),
+    },
     // ----- Starvation and preemption -----
     Case {
         name: "tree tolerance above 1",

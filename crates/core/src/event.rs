@@ -119,4 +119,18 @@ pub enum EventKind {
         code: u32,
         message: String,
     },
+    /// Resources of one job of the operation are held on the node (`job_reservation`).
+    JobReserved {
+        operation: OperationId,
+        node: NodeId,
+        resources: fairsched_resources::Resources,
+    },
+    /// The node no longer holds resources for the operation: `job_started`,
+    /// `operation_finished`, `no_pending_job`, `fair_share_reached`, `node_unavailable` or
+    /// `disabled`.
+    ReservationReleased {
+        operation: OperationId,
+        node: NodeId,
+        reason: &'static str,
+    },
 }

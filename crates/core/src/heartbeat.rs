@@ -299,6 +299,11 @@ impl Scheduler {
         let max_started = config.max_started_allocations_per_heartbeat;
         let min_spare = config.min_spare_allocation_resources_on_node;
         let mut started = 0u32;
+        // A node holding resources for a job serves that job first, once they are free.
+        if let Some(order) = self.start_reserved(now, node_id, walk) {
+            started += 1;
+            response.start.push(order);
+        }
         while let Some(leaf) = self.best_leaf(walk) {
             let node = &self.nodes[node_id];
             let available = node.free();
@@ -325,6 +330,11 @@ impl Scheduler {
                 deactivated.push(leaf);
                 continue;
             }
+            // What the node holds for another operation's job is not offered.
+            let available = match self.held_from_leaf(walk.tree, node_id, leaf) {
+                Some(held) => available.sub(&held).max(&Resources::ZERO),
+                None => available,
+            };
             match self.try_start(now, node_id, leaf, walk, Stage::Regular, available) {
                 Some(order) => {
                     started += 1;
@@ -336,6 +346,42 @@ impl Scheduler {
                     self.count_failed_attempt(walk.tree, leaf);
                 }
             }
+        }
+    }
+
+    /// Starts the job the node holds resources for, if they are free and the operation still
+    /// wants it (its path's limits and the walk's activity as for any start).
+    fn start_reserved(
+        &mut self,
+        now: Millis,
+        node_id: &NodeId,
+        walk: &mut Walk,
+    ) -> Option<crate::scheduler::StartOrder> {
+        let r = self.reservations.get(node_id)?;
+        let free = self.nodes[node_id].free();
+        if r.tree != walk.tree || !free.dominates(&r.resources) {
+            return None;
+        }
+        let leaf = *self.trees[walk.tree].arena.by_operation.get(&r.operation)?;
+        if !walk.active[leaf] {
+            return None;
+        }
+        self.try_start(now, node_id, leaf, walk, Stage::Regular, free)
+    }
+
+    /// What `node_id` holds back from the operation at `leaf` (another operation's job).
+    pub(crate) fn held_from_leaf(
+        &self,
+        t: usize,
+        node_id: &NodeId,
+        leaf: ElementIndex,
+    ) -> Option<Resources> {
+        if self.reservations.is_empty() {
+            return None;
+        }
+        match &self.trees[t].arena.elements[leaf].kind {
+            ElementRef::Operation(id) => self.held_from(node_id, id),
+            _ => None,
         }
     }
 

@@ -16,6 +16,7 @@ pub mod model;
 pub mod operations;
 pub mod pools;
 pub mod preemption;
+pub mod reservation;
 pub mod scheduler;
 pub mod snapshot;
 pub mod status;
@@ -23,6 +24,7 @@ pub mod tree;
 
 pub use event::{Event, EventKind, Preemptor, Stage};
 pub use model::*;
+pub use reservation::Reservation;
 pub use scheduler::{
     CoreError, FinishedAllocation, HeartbeatResponse, InterruptOrder, NodeHeartbeat,
     OperationUpdate, Scheduler, SchedulerConfig, StartOrder, Stats,

@@ -603,6 +603,18 @@ impl Scheduler {
         } else {
             format!("no node has room for a job of {job} now; ")
         };
+        let full = match self
+            .reservations
+            .iter()
+            .find(|(_, r)| r.operation == op.spec.id)
+        {
+            Some((node, r)) => format!(
+                "{full}node {:?} holds {} for its next job and starts it once that much is free \
+                 (job_reservation); ",
+                node.0, r.resources
+            ),
+            None => full,
+        };
         // The nearest ancestor at or above its own fair share holds its subtree back.
         let satisfied_ancestor = arena
             .ancestors(index)

@@ -743,7 +743,10 @@ impl Scheduler {
                 .fold(Resources::ZERO, |acc, (id, _)| {
                     acc.add(&self.allocations[id].resources)
                 });
-            let available = self.nodes[node_id].free().add(&discount);
+            let mut available = self.nodes[node_id].free().add(&discount);
+            if let Some(held) = self.held_from_leaf(t, node_id, leaf) {
+                available = available.sub(&held).max(&Resources::ZERO);
+            }
             if let Some(order) = self.try_start(now, node_id, leaf, &mut walk, stage, available) {
                 return Some(order);
             }

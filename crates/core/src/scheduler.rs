@@ -200,6 +200,8 @@ pub struct Scheduler {
     pub(crate) min_pending_job: Option<Resources>,
     /// Heartbeats whose regular stage was skipped because no pending job could fit.
     pub(crate) skipped_heartbeats: u64,
+    /// Resources held for big jobs, by node (`job_reservation`; see [`crate::reservation`]).
+    pub(crate) reservations: BTreeMap<NodeId, crate::reservation::Reservation>,
     /// Counters for `--stats`.
     pub stats: Stats,
 }
@@ -257,6 +259,7 @@ impl Scheduler {
             last_hangup_check: None,
             min_pending_job: None,
             skipped_heartbeats: 0,
+            reservations: BTreeMap::new(),
             stats: Stats::default(),
         })
     }
@@ -408,6 +411,7 @@ impl Scheduler {
             self.compute_preemption_targets(t);
             self.raise_fair_share_alerts(t, now);
         }
+        self.update_reservations(now);
         self.last_fair_share_update = Some(now);
         self.stats.fair_share_updates += 1;
     }
@@ -717,6 +721,7 @@ impl Scheduler {
             );
         }
         self.nodes.remove(id);
+        self.release_reservation(now, id, "node_unavailable");
         Ok(())
     }
 
@@ -1115,6 +1120,7 @@ impl Scheduler {
             },
         );
         self.remove_empty_ephemeral_pools();
+        self.release_reservation_of(now, id, "operation_finished");
         self.try_run_pending(now);
     }
 
@@ -1164,6 +1170,7 @@ impl Scheduler {
                 stage,
             },
         );
+        self.release_reservation_of(now, op_id, "job_started");
         StartOrder {
             allocation: id,
             operation: op_id.clone(),

@@ -78,6 +78,9 @@ pub struct OperationSnapshot {
     /// fair share or starvation state holds it back).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
+    /// The node holding resources for its next job (`job_reservation`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reserved_node: Option<String>,
     /// The operation in its other trees (the fields above are of its first tree).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub pool_trees: BTreeMap<String, OperationTreeSnapshot>,
@@ -165,6 +168,7 @@ impl Scheduler {
                     aggressively_preemptible_allocation_count: aggressively_preemptible,
                     lightweight: op.lightweight,
                     why: self.why_waiting(op),
+                    reserved_node: self.reserved_node_of(&op.spec.id).map(|n| n.0.clone()),
                     pool_trees,
                 },
             );

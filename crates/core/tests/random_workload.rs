@@ -288,6 +288,17 @@ fn gen_tree(rng: &mut Rng, cluster_cpu: f64) -> Value {
             json!(*rng.pick(&["a", "b", "c"])),
         );
     }
+    // Job reservation from a forked generator, so that the rest of the workload stays what it
+    // was for every seed.
+    let mut fork = Rng::new(rng.0 ^ 0x0005_EE4E_A770_0000);
+    config.insert(
+        "job_reservation".into(),
+        json!({
+            "enable": fork.chance(0.5),
+            "timeout_ms": fork.range(0, 20) * 100,
+            "max_reservations": fork.range(1, 3),
+        }),
+    );
     let mut budget = (cluster_cpu * 0.8).floor().max(0.0) as u64;
     let mut pools = Map::new();
     for name in ["a", "b", "c", "d"] {
@@ -365,6 +376,8 @@ struct Counts {
     ops_promoted: u64,
     /// Operations failed as hung.
     ops_failed: u64,
+    /// Reservations made (`job_reserved`).
+    reservations: u64,
     overcommit_episodes: u64,
 }
 
@@ -390,6 +403,7 @@ impl Counts {
         self.ops_promoted += o.ops_promoted;
         self.ops_failed += o.ops_failed;
         self.overcommit_episodes += o.overcommit_episodes;
+        self.reservations += o.reservations;
     }
 }
 
@@ -430,6 +444,8 @@ struct Checker {
     /// Time of the last fair-share update seen, and the priority scope it used.
     update_seen: Option<Millis>,
     scope_at_update: Option<PreemptionPriorityScope>,
+    /// Reservations from the log: node -> (operation, resources held).
+    reservations: BTreeMap<NodeId, (OperationId, Resources)>,
 }
 
 impl Checker {
@@ -452,6 +468,7 @@ impl Checker {
             strict: KnownBugChecks::default(),
             update_seen: None,
             scope_at_update: None,
+            reservations: BTreeMap::new(),
         }
     }
 
@@ -689,8 +706,12 @@ impl Checker {
                 }
                 _ => None,
             };
+            // The preemptor's start ends its operation's reservation (logged between the start
+            // and the victims).
+            let neutral = matches!(e.kind, EventKind::ReservationReleased { .. });
             if let Some(p) = open_preemptor
                 && victim_of != Some(p)
+                && !neutral
             {
                 open_preemptor = None;
                 let node = hb_node.expect("preemptive starts only in heartbeats");
@@ -793,6 +814,19 @@ impl Checker {
                                 self.shadow_node_usage(node),
                                 n.resources
                             );
+                            // What the node holds for another operation stays free.
+                            if let Some((holder, held)) = self.reservations.get(node)
+                                && holder != operation
+                            {
+                                let free = n.resources.sub(&self.shadow_node_usage(node));
+                                for kind in ResourceKind::ALL {
+                                    ensure!(
+                                        order.resources.get(kind) == 0.0
+                                            || free.get(kind) >= held.get(kind),
+                                        "{allocation} of {operation} took {kind:?} that {node} holds for {holder}: free {free:?} after it, held {held:?}"
+                                    );
+                                }
+                            }
                             ensure!(
                                 !graceful || below,
                                 "graceful {operation} got {allocation} while not below its fair share"
@@ -1076,12 +1110,76 @@ impl Checker {
                     self.op_states.insert(operation.clone(), state);
                 }
                 EventKind::Error { .. } => {}
+                EventKind::JobReserved {
+                    operation,
+                    node,
+                    resources,
+                } => {
+                    let config = s.tree_config().config.job_reservation.clone();
+                    ensure!(
+                        config.enable,
+                        "{operation} reserved on {node} with reservation off"
+                    );
+                    ensure!(
+                        !self.reservations.contains_key(node),
+                        "{node} reserved twice (for {operation})"
+                    );
+                    ensure!(
+                        !self.reservations.values().any(|(o, _)| o == operation),
+                        "{operation} holds two reservations"
+                    );
+                    // (Its state is checked at the end of the call: a tick may fail it as hung
+                    // after the update that reserved, which releases the reservation.)
+                    let n = s.node(node).ok_or("reserved node vanished")?;
+                    ensure!(
+                        n.resources.dominates(resources),
+                        "{node} of {:?} reserved {resources:?}",
+                        n.resources
+                    );
+                    self.reservations
+                        .insert(node.clone(), (operation.clone(), *resources));
+                    ensure!(
+                        self.reservations.len() <= config.max_reservations as usize,
+                        "{} reservations, max {}",
+                        self.reservations.len(),
+                        config.max_reservations
+                    );
+                    self.counts.reservations += 1;
+                }
+                EventKind::ReservationReleased {
+                    operation,
+                    node,
+                    reason,
+                } => {
+                    let held = self.reservations.remove(node);
+                    ensure!(
+                        held.as_ref().is_some_and(|(o, _)| o == operation),
+                        "{operation} released {node} ({reason}), which held {held:?}"
+                    );
+                }
             }
         }
         ensure!(
             must_fail.is_subset(&failed_here),
             "a tick took the allocations of {must_fail:?} but failed only {failed_here:?}"
         );
+        // The log's reservations are the core's, each held for a running operation.
+        let core: BTreeMap<NodeId, (OperationId, Resources)> = s
+            .reservations()
+            .map(|(node, r)| (node.clone(), (r.operation.clone(), r.resources)))
+            .collect();
+        ensure!(
+            core == self.reservations,
+            "reservations {core:?}, but the log says {:?}",
+            self.reservations
+        );
+        for (node, (op, _)) in &core {
+            let state = s.operation(op).map(|o| o.state);
+            ensure!(
+                state == Some(OperationState::Running),
+                "{node} holds resources for {op} in state {state:?}"
+            );
+        }
         if let Some(p) = open_preemptor {
             let node = hb_node.expect("heartbeat");
             ensure!(
@@ -2176,6 +2274,7 @@ fn run_seeds(strict: KnownBugChecks) -> Counts {
         assert!(total.aborted_at_deadline > 0, "{total:?}");
         assert!(total.overcommit_episodes > 0, "{total:?}");
         assert!(total.ops_promoted > 0, "{total:?}");
+        assert!(total.reservations > 0, "{total:?}");
         for reason in [
             "preemption",
             "aggressive_preemption",

@@ -1803,6 +1803,11 @@ impl Actor {
             EventKind::Error { code, message } => {
                 tracing::warn!(code, message, "core error event");
             }
+            // In the event log only (and the operation's `reserved_node` in snapshots).
+            EventKind::JobReserved { operation, .. }
+            | EventKind::ReservationReleased { operation, .. } => {
+                touched.insert(operation.0.clone());
+            }
         }
     }
 

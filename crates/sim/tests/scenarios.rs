@@ -826,3 +826,67 @@ fn runtime_changes_move_shares_and_invalid_changes_change_nothing() {
     assert_eq!(nested["pools"]["c"]["parent"], "b");
     assert_eq!(nested["operations"]["op2"]["pool"], "c");
 }
+
+#[test]
+fn job_reservation_holds_a_node_for_a_big_job_that_small_jobs_keep_out() {
+    let file = "scenarios/job_reservation.json";
+    let on = check(file, None, false);
+    assert_eq!(on.code, EXIT_OK, "{}", on.stderr);
+    // Only big reserves (its 4-cpu job is larger than the smallest pending job; the small
+    // operations wait for cpus, not for fragmentation), at the first update at or after its
+    // start plus the 2 s timeout.
+    let reserved = on.events("job_reserved", None);
+    assert_eq!(reserved.len(), 1, "{reserved:?}");
+    assert_eq!(reserved[0]["operation"], "big");
+    assert_eq!(reserved[0]["t_ms"], 2500);
+    assert_eq!(reserved[0]["resources"]["cpu"], 4.0);
+    let node = reserved[0]["node"].clone();
+    let snap = on.snapshot("reserved");
+    assert_eq!(snap["operations"]["big"]["reserved_node"], node);
+    let why = snap["operations"]["big"]["why"].as_str().expect("why");
+    assert!(why.contains("job_reservation"), "{why}");
+    // Nothing else starts on the reserved node until big's job does, there.
+    let started = on.events("allocation_started", Some("big"));
+    assert_eq!(started.len(), 1, "{started:?}");
+    assert_eq!(started[0]["node"], node);
+    let big_at = started[0]["t_ms"].as_u64().expect("t_ms");
+    assert!(big_at <= 4000, "big started at {big_at} ms");
+    let sneaked: Vec<Value> = on
+        .events("allocation_started", None)
+        .into_iter()
+        .filter(|e| e["node"] == node && e["operation"] != "big")
+        .filter(|e| (2500..big_at).contains(&e["t_ms"].as_u64().expect("t_ms")))
+        .collect();
+    assert_eq!(sneaked, Vec::<Value>::new());
+    let released = on.events("reservation_released", Some("big"));
+    assert_eq!(released.len(), 1, "{released:?}");
+    assert_eq!(released[0]["reason"], "job_started");
+    assert_eq!(released[0]["t_ms"].as_u64(), Some(big_at));
+    assert!(
+        on.snapshot("end")["operations"]["big"]
+            .get("reserved_node")
+            .is_none()
+    );
+
+    // Without reservation the small jobs take every freed cpu: big has not started by 12 s.
+    let text = std::fs::read_to_string(repo_root().join(file)).expect("scenario");
+    let changed = text.replace("\"enable\": true", "\"enable\": false");
+    assert_ne!(changed, text);
+    let path = std::env::temp_dir().join(format!(
+        "fairsched-job-reservation-off-{}.json",
+        std::process::id()
+    ));
+    std::fs::write(&path, changed).expect("write");
+    let off = check(path.to_str().expect("path"), None, false);
+    std::fs::remove_file(&path).ok();
+    assert_eq!(off.code, EXIT_OK, "{}", off.stderr);
+    assert_eq!(off.events("job_reserved", None), Vec::<Value>::new());
+    assert_eq!(
+        off.events("allocation_started", Some("big")),
+        Vec::<Value>::new()
+    );
+    assert_eq!(
+        off.snapshot("end")["operations"]["big"]["running_job_count"],
+        0
+    );
+}

@@ -25,8 +25,8 @@ use crate::common::{
     PreemptionPriorityScope, SchedulingMode,
 };
 use crate::{
-    AccessControlEntry, EphemeralSubpoolConfig, PoolIntegralGuaranteesConfig, PoolNode,
-    PoolPresetConfig, PoolTreeConfig, PoolTrees, SsdPriorityPreemptionConfig, TreeConfig,
+    AccessControlEntry, EphemeralSubpoolConfig, JobReservationConfig, PoolIntegralGuaranteesConfig,
+    PoolNode, PoolPresetConfig, PoolTreeConfig, PoolTrees, SsdPriorityPreemptionConfig, TreeConfig,
     TreeIntegralGuaranteesConfig,
 };
 use fairsched_resources::ResourceKind;
@@ -193,6 +193,7 @@ pub const POOL_TREES_SECTIONS: &[SectionStyle] = &[
         "SSD priority preemption",
         "name",
     ),
+    section("JobReservationConfig", "Job reservation", "name"),
     section("PoolNode", "Pool options", "pool"),
     section(
         "PoolIntegralGuaranteesConfig",
@@ -349,6 +350,7 @@ pub fn pool_trees_types() -> Vec<Described> {
         Described::structure::<TreeConfig>(),
         Described::structure::<TreeIntegralGuaranteesConfig>(),
         Described::structure::<SsdPriorityPreemptionConfig>(),
+        Described::structure::<JobReservationConfig>(),
         Described::structure::<PoolPresetConfig>(),
         Described::structure::<PoolNode>(),
         Described::structure::<PoolIntegralGuaranteesConfig>(),

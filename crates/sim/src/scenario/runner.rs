@@ -658,6 +658,7 @@ impl Runner<'_, '_> {
                 }
             }
             EventKind::Error { .. } => self.error_lines += 1,
+            EventKind::JobReserved { .. } | EventKind::ReservationReleased { .. } => {}
         }
     }
 

@@ -1,0 +1,262 @@
+//! Reservation for big jobs (tree option `job_reservation`; not in YTsaurus, the idea Volcano
+//! tried): a job that no node's free resources can hold, while smaller jobs keep taking what
+//! frees up, gets the resources of one job held on one node until they are free.
+//!
+//! Reservations are decided at fair-share updates (deterministically: candidates by how long
+//! they have waited, then start order; nodes by how little they lack, then id) and honoured by
+//! heartbeats: on a reserved node other operations see only what is free beyond the reserved
+//! resources, and the reserving operation is served first once its job fits.
+
+use crate::event::EventKind;
+use crate::model::{Millis, NodeId, OperationId, OperationState};
+use crate::scheduler::Scheduler;
+use crate::status::strictly_dominates_on_non_blocked;
+use crate::tree::ElementRef;
+use fairsched_resources::{RESOURCE_COUNT, ResourceVector, Resources};
+
+/// Resources held on a node for one job of an operation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reservation {
+    /// The tree of the node (and of the operation's element that reserved).
+    pub tree: usize,
+    pub operation: OperationId,
+    /// The task whose job the resources are held for.
+    pub task: usize,
+    pub resources: Resources,
+    /// When the reservation was made.
+    pub since: Millis,
+}
+
+impl Scheduler {
+    /// The reservations in force, by node.
+    pub fn reservations(&self) -> impl Iterator<Item = (&NodeId, &Reservation)> {
+        self.reservations.iter()
+    }
+
+    /// The node holding resources for `op`, if any.
+    pub fn reserved_node_of(&self, op: &OperationId) -> Option<&NodeId> {
+        self.reservations
+            .iter()
+            .find(|(_, r)| &r.operation == op)
+            .map(|(node, _)| node)
+    }
+
+    /// What `node` holds back from operations other than `op` (`None`: nothing).
+    pub(crate) fn held_from(&self, node: &NodeId, op: &OperationId) -> Option<Resources> {
+        self.reservations
+            .get(node)
+            .filter(|r| &r.operation != op)
+            .map(|r| r.resources)
+    }
+
+    /// Ends the operation's reservation, if it has one (it started a job, or finished).
+    pub(crate) fn release_reservation_of(
+        &mut self,
+        now: Millis,
+        op: &OperationId,
+        reason: &'static str,
+    ) {
+        if self.reservations.is_empty() {
+            return;
+        }
+        if let Some(node) = self.reserved_node_of(op).cloned() {
+            self.release_reservation(now, &node, reason);
+        }
+    }
+
+    /// Ends the reservation on `node`, if there is one.
+    pub(crate) fn release_reservation(&mut self, now: Millis, node: &NodeId, reason: &'static str) {
+        if let Some(r) = self.reservations.remove(node) {
+            self.log(
+                now,
+                EventKind::ReservationReleased {
+                    operation: r.operation,
+                    node: node.clone(),
+                    reason,
+                },
+            );
+        }
+    }
+
+    /// Runs after every fair-share update: ends the reservations that no longer hold, then
+    /// reserves for the operations that have waited too long.
+    pub(crate) fn update_reservations(&mut self, now: Millis) {
+        let stale: Vec<(NodeId, &'static str)> = self
+            .reservations
+            .iter()
+            .filter_map(|(node, r)| {
+                self.reservation_void(node, r)
+                    .map(|why| (node.clone(), why))
+            })
+            .collect();
+        for (node, why) in stale {
+            self.release_reservation(now, &node, why);
+        }
+        for t in 0..self.trees.len() {
+            let config = self.trees[t].config().job_reservation.clone();
+            if !config.enable {
+                continue;
+            }
+            let held = self.reservations.values().filter(|r| r.tree == t).count();
+            let room = (config.max_reservations as usize).saturating_sub(held);
+            if room == 0 {
+                continue;
+            }
+            // Only a job larger than the smallest pending job of the tree (on some resource) can
+            // be kept out by smaller ones taking every freed resource; among jobs of one size,
+            // whatever frees up suits all and the fair share decides.
+            let smallest = self
+                .unfinished_operations()
+                .filter(|op| op.state == OperationState::Running && op.in_tree(t).is_some())
+                .flat_map(|op| {
+                    op.tasks
+                        .iter()
+                        .zip(&op.spec.tasks)
+                        .filter(|(task, _)| task.pending > 0)
+                        .map(|(_, spec)| spec.resources)
+                })
+                .reduce(|a, b| a.min(&b));
+            let Some(smallest) = smallest else {
+                continue;
+            };
+            // Operations that qualify, longest waiting first (then in start order).
+            let mut waiting: Vec<(Millis, OperationId)> = self
+                .unfinished_operations()
+                .filter(|op| self.reserved_node_of(&op.spec.id).is_none())
+                .filter(|op| {
+                    first_pending_job(op).is_some_and(|(_, job)| !smallest.dominates(&job))
+                })
+                .filter(|op| self.qualifies(t, &op.spec.id))
+                .filter_map(|op| {
+                    let since = op.last_scheduled_at.unwrap_or(0).max(op.start_time);
+                    (now >= since.saturating_add(config.timeout_ms))
+                        .then(|| (since, op.spec.id.clone()))
+                })
+                .collect();
+            waiting.sort_by_key(|(since, _)| *since);
+            for (_, op) in waiting.into_iter().take(room) {
+                self.reserve(t, now, &op);
+            }
+        }
+    }
+
+    /// Why the reservation on `node` no longer holds (`None`: it does).
+    fn reservation_void(&self, node: &NodeId, r: &Reservation) -> Option<&'static str> {
+        if !self.trees[r.tree].config().job_reservation.enable {
+            return Some("disabled");
+        }
+        let usable = self
+            .nodes
+            .get(node)
+            .is_some_and(|n| n.tree == Some(r.tree) && n.scheduler_jobs_enabled && !n.draining);
+        if !usable {
+            return Some("node_unavailable");
+        }
+        let Some(op) = self.operations.get(&r.operation) else {
+            return Some("operation_finished");
+        };
+        if op.state != OperationState::Running {
+            return Some("operation_finished");
+        }
+        if op.tasks.get(r.task).is_none_or(|task| task.pending == 0) {
+            return Some("no_pending_job");
+        }
+        if !self.qualifies(r.tree, &r.operation) {
+            return Some("fair_share_reached");
+        }
+        None
+    }
+
+    /// A running operation of tree `t` with pending jobs whose usage is below its fair share
+    /// (as of the last update).
+    fn qualifies(&self, t: usize, id: &OperationId) -> bool {
+        let Some(op) = self.operations.get(id) else {
+            return false;
+        };
+        if op.state != OperationState::Running || op.pending_job_count() == 0 {
+            return false;
+        }
+        let arena = &self.trees[t].arena;
+        let Some(&i) = arena.by_operation.get(id) else {
+            return false;
+        };
+        let a = &arena.elements[i].attrs;
+        strictly_dominates_on_non_blocked(
+            &a.fair_share.total,
+            &a.usage_share,
+            &a.fair_share.total,
+            &a.demand_share,
+        )
+    }
+
+    /// Reserves one job of `op`'s first task with pending jobs on the node of tree `t` that
+    /// lacks the least of it (relative to the tree's resources, on the resource it lacks most).
+    fn reserve(&mut self, t: usize, now: Millis, id: &OperationId) {
+        let op = &self.operations[id];
+        let Some((task, job)) = first_pending_job(op) else {
+            return;
+        };
+        let spec = &op.spec.tasks[task];
+        let arena = &self.trees[t].arena;
+        let Some(&leaf) = arena.by_operation.get(id) else {
+            return;
+        };
+        debug_assert!(matches!(
+            arena.elements[leaf].kind,
+            ElementRef::Operation(_)
+        ));
+        let allow_regular = arena.elements[leaf].allow_regular_on_ssd;
+        let mut best: Option<(f64, &NodeId)> = None;
+        for node in self.nodes.values() {
+            if node.tree != Some(t)
+                || !node.scheduler_jobs_enabled
+                || node.draining
+                || self.reservations.contains_key(&node.id)
+                || !node.resources.dominates(&job)
+                || (arena.any_tag_filter() && !arena.tags_allow(leaf, &node.tags))
+                || arena
+                    .ssd
+                    .as_ref()
+                    .is_some_and(|ssd| !ssd.allows(spec, &node.tags, allow_regular))
+            {
+                continue;
+            }
+            let lacking = ResourceVector::from_resources(
+                &job.sub(&node.free()).max(&Resources::ZERO),
+                &arena.total_resources,
+            );
+            let worst = (0..RESOURCE_COUNT).fold(0.0f64, |m, r| m.max(lacking[r]));
+            if best.is_none_or(|(b, _)| worst < b) {
+                best = Some((worst, &node.id));
+            }
+        }
+        let Some((_, node)) = best else {
+            return;
+        };
+        let node = node.clone();
+        self.reservations.insert(
+            node.clone(),
+            Reservation {
+                tree: t,
+                operation: id.clone(),
+                task,
+                resources: job,
+                since: now,
+            },
+        );
+        self.log(
+            now,
+            EventKind::JobReserved {
+                operation: id.clone(),
+                node,
+                resources: job,
+            },
+        );
+    }
+}
+
+/// The operation's first task with pending jobs and the resources of one of its jobs.
+fn first_pending_job(op: &crate::model::Operation) -> Option<(usize, Resources)> {
+    let task = op.tasks.iter().position(|task| task.pending > 0)?;
+    Some((task, op.spec.tasks[task].resources))
+}
