@@ -419,8 +419,10 @@ impl Default for TreeIntegralGuaranteesConfig {
 /// running and other operations may start jobs there only in what is free beyond the reserved
 /// resources (per resource: only what the big job needs is held, not the whole node); the
 /// reserving operation starts its job there as soon as the node's free resources hold it,
-/// before any other. A reservation ends when the operation starts a job (anywhere) or
-/// finishes, when its node is removed, or at an update where the operation has no pending job
+/// before any other; once its job has taken them, its next job (if still blocked and larger
+/// than the smallest) reserves at the next update without a new `timeout_ms` wait, so an
+/// operation of several big jobs keeps its lock moving. A reservation ends when the operation
+/// starts a job (anywhere) or finishes, when its node is removed, or at an update where the operation has no pending job
 /// of that task or reached its fair share, or the node left the tree, was disabled or is
 /// draining. Events: `job_reserved`, `reservation_released` (with the reason); the operation's
 /// `reserved_node` and `why` in snapshots. Preemption is unaffected: a starving operation may

@@ -49,6 +49,26 @@ impl Scheduler {
             .map(|r| r.resources)
     }
 
+    /// The operation started a job on `node`: its reservation, if it has one, has served. If
+    /// the job took the reserved resources, the operation may reserve again at the next update
+    /// without a new wait (its next big job is as blocked as this one was).
+    pub(crate) fn reservation_used(&mut self, now: Millis, op: &OperationId, node: &NodeId) {
+        if self.reservations.is_empty() {
+            return;
+        }
+        match self.reserved_node_of(op).cloned() {
+            Some(held) if &held == node => {
+                self.reservation_streak.insert(op.clone());
+                self.release_reservation(now, &held, "job_started");
+            }
+            Some(held) => {
+                self.reservation_streak.remove(op);
+                self.release_reservation(now, &held, "job_started");
+            }
+            None => {}
+        }
+    }
+
     /// Ends the operation's reservation, if it has one (it started a job, or finished).
     pub(crate) fn release_reservation_of(
         &mut self,
@@ -92,6 +112,7 @@ impl Scheduler {
         for (node, why) in stale {
             self.release_reservation(now, &node, why);
         }
+        let mut still_blocked = std::collections::BTreeSet::new();
         for t in 0..self.trees.len() {
             let config = self.trees[t].config().job_reservation.clone();
             if !config.enable {
@@ -99,9 +120,6 @@ impl Scheduler {
             }
             let held = self.reservations.values().filter(|r| r.tree == t).count();
             let room = (config.max_reservations as usize).saturating_sub(held);
-            if room == 0 {
-                continue;
-            }
             // Only a job larger than the smallest pending job of the tree (on some resource) can
             // be kept out by smaller ones taking every freed resource; among jobs of one size,
             // whatever frees up suits all and the fair share decides.
@@ -119,25 +137,41 @@ impl Scheduler {
             let Some(smallest) = smallest else {
                 continue;
             };
-            // Operations that qualify, longest waiting first (then in start order).
-            let mut waiting: Vec<(Millis, OperationId)> = self
+            // Operations that qualify, longest waiting first (then in start order); one whose
+            // last job started on its reserved node is still blocked and needs no new wait.
+            // (streak first, then since when it waits, then start order)
+            let blocked: Vec<(bool, Millis, OperationId)> = self
                 .unfinished_operations()
                 .filter(|op| self.reserved_node_of(&op.spec.id).is_none())
                 .filter(|op| {
                     first_pending_job(op).is_some_and(|(_, job)| !smallest.dominates(&job))
                 })
                 .filter(|op| self.qualifies(t, &op.spec.id))
-                .filter_map(|op| {
-                    let since = op.last_scheduled_at.unwrap_or(0).max(op.start_time);
-                    (now >= since.saturating_add(config.timeout_ms))
-                        .then(|| (since, op.spec.id.clone()))
+                .map(|op| {
+                    (
+                        !self.reservation_streak.contains(&op.spec.id),
+                        op.last_scheduled_at.unwrap_or(0).max(op.start_time),
+                        op.spec.id.clone(),
+                    )
                 })
                 .collect();
-            waiting.sort_by_key(|(since, _)| *since);
-            for (_, op) in waiting.into_iter().take(room) {
+            still_blocked.extend(blocked.iter().map(|(_, _, id)| id.clone()));
+            let mut waiting: Vec<(bool, Millis, OperationId)> = blocked
+                .into_iter()
+                .filter(|(waits, since, _)| {
+                    !waits || now >= since.saturating_add(config.timeout_ms)
+                })
+                .collect();
+            waiting.sort_by_key(|(waits, since, _)| (*waits, *since));
+            for (_, _, op) in waiting.into_iter().take(room) {
                 self.reserve(t, now, &op);
             }
         }
+        // A streak ends once the operation no longer waits blocked.
+        let reservations = &self.reservations;
+        self.reservation_streak.retain(|id| {
+            still_blocked.contains(id) || reservations.values().any(|r| &r.operation == id)
+        });
     }
 
     /// Why the reservation on `node` no longer holds (`None`: it does).

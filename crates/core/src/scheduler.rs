@@ -202,6 +202,9 @@ pub struct Scheduler {
     pub(crate) skipped_heartbeats: u64,
     /// Resources held for big jobs, by node (`job_reservation`; see [`crate::reservation`]).
     pub(crate) reservations: BTreeMap<NodeId, crate::reservation::Reservation>,
+    /// Operations whose last job started on their reserved node: they reserve again without a
+    /// new wait while they stay blocked.
+    pub(crate) reservation_streak: BTreeSet<OperationId>,
     /// Counters for `--stats`.
     pub stats: Stats,
 }
@@ -260,6 +263,7 @@ impl Scheduler {
             min_pending_job: None,
             skipped_heartbeats: 0,
             reservations: BTreeMap::new(),
+            reservation_streak: BTreeSet::new(),
             stats: Stats::default(),
         })
     }
@@ -1121,6 +1125,7 @@ impl Scheduler {
         );
         self.remove_empty_ephemeral_pools();
         self.release_reservation_of(now, id, "operation_finished");
+        self.reservation_streak.remove(id);
         self.try_run_pending(now);
     }
 
@@ -1170,7 +1175,7 @@ impl Scheduler {
                 stage,
             },
         );
-        self.release_reservation_of(now, op_id, "job_started");
+        self.reservation_used(now, op_id, node_id);
         StartOrder {
             allocation: id,
             operation: op_id.clone(),

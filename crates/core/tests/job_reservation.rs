@@ -16,6 +16,10 @@ const TREE: &str = r#"{"pool_trees": {"default": {
 /// Two nodes of 4 cpu kept full by 1-cpu jobs of 5 s (with more pending); `big` arrives at
 /// 100 ms with two jobs of 2 cpu and reserves at the first update at or after 1100 ms.
 fn setup() -> (Scheduler, Driver) {
+    setup_with(2, 2.0)
+}
+
+fn setup_with(big_jobs: u32, big_cpu: f64) -> (Scheduler, Driver) {
     let mut s = scheduler(TREE, SchedulerConfig::default());
     add_nodes(&mut s, 2, res(4.0, 8.0));
     s.start_operation(
@@ -31,7 +35,11 @@ fn setup() -> (Scheduler, Driver) {
     d.run(&mut s, 0, 0, 100);
     s.start_operation(
         100,
-        op("big", Some("big"), vec![task(2, res(2.0, 1.0), Some(5000))]),
+        op(
+            "big",
+            Some("big"),
+            vec![task(big_jobs, res(big_cpu, 1.0), Some(5000))],
+        ),
     )
     .unwrap();
     d.run(&mut s, 100, 1200, 100);
@@ -161,4 +169,28 @@ fn the_reserved_node_fills_only_with_the_big_job_which_then_releases_it() {
     let released = events(&d, "reservation_released");
     assert_eq!(released[0]["reason"], "job_started");
     assert_eq!(released[0]["t_ms"].as_u64(), Some(at));
+}
+
+/// Once a job took its reservation, the operation's next big job (still blocked: the 1 cpu
+/// left on node-0 is too small) reserves at the next update, without a new `timeout_ms`
+/// wait; a job started elsewhere would not have kept the streak.
+#[test]
+fn a_job_that_took_its_reservation_lets_the_next_one_reserve_at_once() {
+    let (mut s, mut d) = setup_with(3, 3.0);
+    d.run(&mut s, 1300, 5400, 100);
+    let reserved = events(&d, "job_reserved");
+    let at: Vec<(u64, &str)> = reserved
+        .iter()
+        .map(|e| (e["t_ms"].as_u64().unwrap(), e["node"].as_str().unwrap()))
+        .collect();
+    // node-0 at 1200; big's first job starts there at 5000; the next reservation comes at the
+    // update of 5200, not at 6000 (5000 + the timeout), again on node-0, which now lacks
+    // 2 cpu (its 1 free) where node-1, full of small jobs, lacks 3.
+    assert_eq!(at, vec![(1200, "node-0"), (5200, "node-0")], "{reserved:?}");
+    let started: Vec<Value> = events(&d, "allocation_started")
+        .into_iter()
+        .filter(|e| e["operation"] == "big")
+        .collect();
+    assert_eq!(started.len(), 1, "{started:?}");
+    assert_eq!(started[0]["t_ms"], 5000);
 }
