@@ -91,7 +91,8 @@ pub use pool::{
 pub use presets::{resolve_pool_config, resolve_presets};
 pub use tag_filter::{TagFilter, TagFilterError};
 pub use tree::{
-    JobReservationConfig, SsdPriorityPreemptionConfig, TreeConfig, TreeIntegralGuaranteesConfig,
+    GangPlacementConfig, JobReservationConfig, SsdPriorityPreemptionConfig, TreeConfig,
+    TreeIntegralGuaranteesConfig,
 };
 pub use trees::{PoolTreeConfig, PoolTrees};
 pub use validate::{

@@ -220,6 +220,10 @@ pub struct TreeConfig {
     /// YTsaurus; see [`JobReservationConfig`]).
     pub job_reservation: JobReservationConfig,
 
+    /// All-or-nothing placement of gang operations (not in YTsaurus; see
+    /// [`GangPlacementConfig`]).
+    pub gang_placement: GangPlacementConfig,
+
     // ----- Heartbeat scheduling -----
     /// If a pool's effective value is true, its satisfaction for scheduling is at most its own
     /// local satisfaction: the smaller of its best active child's and its own, so a pool below
@@ -338,6 +342,7 @@ impl Default for TreeConfig {
             max_preemptive_allocations_per_heartbeat: 1,
             ssd_priority_preemption: SsdPriorityPreemptionConfig::default(),
             job_reservation: JobReservationConfig::default(),
+            gang_placement: GangPlacementConfig::default(),
             use_pool_satisfaction_for_scheduling: false,
             enable_guarantee_priority_scheduling: false,
             enable_limiting_ancestor_check: true,
@@ -446,6 +451,44 @@ impl Default for JobReservationConfig {
             enable: false,
             timeout_ms: 60_000,
             max_reservations: 4,
+        }
+    }
+}
+
+/// All-or-nothing placement of gang operations (an operation with a task marked `gang`): its
+/// pending jobs start together or not at all, never a part of them that would wait, holding
+/// resources, for the rest.
+///
+/// While a gang operation waits, the resources that are free on the nodes the regular stage
+/// offers it (in fair-share order, as any operation) are held for its jobs, node by node
+/// (other operations see only what is free beyond them; a job is held only where the path's
+/// resource limits leave room for it and everything held before), until every pending job
+/// of the operation is held; then each node starts its held jobs at its next heartbeat, so the
+/// whole gang starts within one heartbeat period. One gang assembles at a time per tree, so
+/// two gangs never hold parts of the cluster against each other; if it is not complete within
+/// `assembly_timeout_ms`, everything it holds is released and it may not assemble again for as
+/// long, so that a gang larger than what frees up does not block the others. Gang jobs are not
+/// started by preemptive stages or job reservation while this is on; a gang's failed job goes
+/// back to pending and assembles alone. Events: `gang_assembled` (all held),
+/// `gang_released` (with the reason: `started`, `timeout`, `operation_finished`,
+/// `node_unavailable`, `disabled`); the operation's `why` in snapshots.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct GangPlacementConfig {
+    /// Turns all-or-nothing placement on for the tree's gang operations. Default: false (gang
+    /// operations are all-or-nothing in the fair share only, as in YTsaurus, and their jobs
+    /// start one by one).
+    pub enable: bool,
+    /// Longest a gang may hold resources while it assembles, in milliseconds; also how long it
+    /// then waits before it may assemble again. Must be > 0. Default: 30000.
+    pub assembly_timeout_ms: u64,
+}
+
+impl Default for GangPlacementConfig {
+    fn default() -> Self {
+        GangPlacementConfig {
+            enable: false,
+            assembly_timeout_ms: 30_000,
         }
     }
 }

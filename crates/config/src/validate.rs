@@ -539,6 +539,12 @@ impl Validator<'_> {
                 self.tree_error(field, "must be > 0 (got 0)".to_string());
             }
         }
+        if t.gang_placement.assembly_timeout_ms == 0 {
+            self.tree_error(
+                "gang_placement.assembly_timeout_ms",
+                "must be > 0 (got 0)".to_string(),
+            );
+        }
         for (field, value) in [
             (
                 "max_started_allocations_per_heartbeat",

@@ -404,6 +404,16 @@ integral_guarantees = { guarantee_type = "relaxed", resource_flow = { cpu = 5 } 
             "must be > 0 (got 0)",
         ),
     },
+    Case {
+        name: "zero gang assembly timeout",
+        doc: Tree,
+        format: Toml,
+        input: "[config.gang_placement]\nenable = true\nassembly_timeout_ms = 0\n",
+        expect: tree_err(
+            "config.gang_placement.assembly_timeout_ms",
+            "must be > 0 (got 0)",
+        ),
+    },
     // ----- Starvation and preemption -----
     Case {
         name: "tree tolerance above 1",

@@ -133,4 +133,17 @@ pub enum EventKind {
         node: NodeId,
         reason: &'static str,
     },
+    /// Every pending job of the gang operation is held (`gang_placement`): they start at
+    /// their nodes' next heartbeats.
+    GangAssembled {
+        operation: OperationId,
+        jobs: u32,
+        nodes: u32,
+    },
+    /// The gang's assembly ended: `started`, `timeout`, `operation_finished`,
+    /// `node_unavailable` or `disabled`.
+    GangReleased {
+        operation: OperationId,
+        reason: &'static str,
+    },
 }

@@ -304,6 +304,13 @@ impl Scheduler {
             started += 1;
             response.start.push(order);
         }
+        // So does one holding jobs of a gang that is complete.
+        if !self.gangs.is_empty() {
+            for order in self.start_gang_holds(now, node_id, walk) {
+                started += 1;
+                response.start.push(order);
+            }
+        }
         while let Some(leaf) = self.best_leaf(walk) {
             let node = &self.nodes[node_id];
             let available = node.free();
@@ -326,6 +333,15 @@ impl Scheduler {
             if self.trees[walk.tree].arena.any_tag_filter()
                 && !self.eligible_on(walk.tree, leaf, node_id)
             {
+                self.deactivate(walk, leaf);
+                deactivated.push(leaf);
+                continue;
+            }
+            // A gang operation (with `gang_placement`) gets resources held here, not started.
+            if self.trees[walk.tree].config().gang_placement.enable
+                && self.is_gang_leaf(walk.tree, leaf)
+            {
+                self.gang_hold(now, node_id, leaf, walk);
                 self.deactivate(walk, leaf);
                 deactivated.push(leaf);
                 continue;
@@ -363,10 +379,22 @@ impl Scheduler {
             return None;
         }
         let leaf = *self.trees[walk.tree].arena.by_operation.get(&r.operation)?;
-        if !walk.active[leaf] {
+        // (The node's tags may have changed since it was chosen.)
+        if !walk.active[leaf]
+            || (self.trees[walk.tree].arena.any_tag_filter()
+                && !self.eligible_on(walk.tree, leaf, node_id))
+        {
             return None;
         }
         self.try_start(now, node_id, leaf, walk, Stage::Regular, free)
+    }
+
+    /// Whether the operation at `leaf` is a gang operation.
+    pub(crate) fn is_gang_leaf(&self, t: usize, leaf: ElementIndex) -> bool {
+        match &self.trees[t].arena.elements[leaf].kind {
+            ElementRef::Operation(id) => self.operations.get(id).is_some_and(|op| op.is_gang()),
+            _ => false,
+        }
     }
 
     /// What `node_id` holds back from the operation at `leaf` (another operation's job).
@@ -376,7 +404,7 @@ impl Scheduler {
         node_id: &NodeId,
         leaf: ElementIndex,
     ) -> Option<Resources> {
-        if self.reservations.is_empty() {
+        if self.reservations.is_empty() && self.gangs.is_empty() {
             return None;
         }
         match &self.trees[t].arena.elements[leaf].kind {
@@ -591,7 +619,7 @@ impl Scheduler {
     }
 
     /// Refreshes `i` and its ancestors after a change of usage or activity at `i`.
-    fn refresh_path(&self, walk: &mut Walk, i: ElementIndex) {
+    pub(crate) fn refresh_path(&self, walk: &mut Walk, i: ElementIndex) {
         let mut cur = Some(i);
         while let Some(c) = cur {
             self.refresh(walk, c);

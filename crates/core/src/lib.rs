@@ -11,6 +11,7 @@
 //!   orchid-like view with YTsaurus field names.
 
 pub mod event;
+pub mod gang;
 pub mod heartbeat;
 pub mod model;
 pub mod operations;
@@ -23,6 +24,7 @@ pub mod status;
 pub mod tree;
 
 pub use event::{Event, EventKind, Preemptor, Stage};
+pub use gang::GangAssembly;
 pub use model::*;
 pub use reservation::Reservation;
 pub use scheduler::{

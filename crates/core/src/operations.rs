@@ -603,6 +603,32 @@ impl Scheduler {
         } else {
             format!("no node has room for a job of {job} now; ")
         };
+        if self.trees[t].config().gang_placement.enable && op.is_gang() {
+            let text = match self.gangs.get(&t) {
+                Some(a) if a.operation == op.spec.id => format!(
+                    "gang: {} of its {} pending jobs held on {} nodes; they start together once \
+                     all are held (gang_placement)",
+                    a.held_jobs(),
+                    op.pending_job_count(),
+                    a.holds.len()
+                ),
+                Some(a) => format!(
+                    "gang: waits until gang {:?} has assembled (one gang gathers resources at a \
+                     time; gang_placement)",
+                    a.operation.0
+                ),
+                None => match self.gang_cooldown.get(&op.spec.id) {
+                    Some(until) => format!(
+                        "gang: its assembly timed out; it may gather resources again from \
+                         {until} ms (gang_placement.assembly_timeout_ms)"
+                    ),
+                    None => "gang: gathers resources for all its jobs when the scheduler offers \
+                             it a node (gang_placement)"
+                        .to_string(),
+                },
+            };
+            return Some(format!("{full}{text}"));
+        }
         let full = match self
             .reservations
             .iter()

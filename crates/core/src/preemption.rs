@@ -621,11 +621,17 @@ impl Scheduler {
                 response.start.push(order);
                 // Minimal set: in preemption order, only while the node is over its limits.
                 let preemptor_leaf = self.trees[t].arena.by_operation[&preemptor.operation];
+                // What gangs hold here was free: it stays free after the victims leave.
+                let gang_held = if self.gangs.is_empty() {
+                    Resources::ZERO
+                } else {
+                    self.gang_held_from(node_id, &preemptor.operation)
+                };
                 let mut remaining = Vec::new();
                 for (id, level) in candidates {
                     let node = &self.nodes[node_id];
                     let allowed = self.candidate_allowed_for(t, &blockers, id, preemptor_leaf);
-                    if allowed && !node.resources.dominates(&node.usage) {
+                    if allowed && !node.resources.dominates(&node.usage.add(&gang_held)) {
                         self.preempt(
                             now,
                             id,
@@ -736,6 +742,11 @@ impl Scheduler {
         let t = self.nodes[node_id].tree?;
         let mut walk = self.walk_for(t, node_id, |i| targets.contains(&i));
         while let Some(leaf) = self.best_leaf(&walk) {
+            // Gang operations placed all at once start only from what they hold.
+            if self.trees[t].config().gang_placement.enable && self.is_gang_leaf(t, leaf) {
+                self.deactivate(&mut walk, leaf);
+                continue;
+            }
             // The discount: every candidate this operation may take.
             let discount = candidates
                 .iter()

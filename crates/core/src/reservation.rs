@@ -41,12 +41,23 @@ impl Scheduler {
             .map(|(node, _)| node)
     }
 
-    /// What `node` holds back from operations other than `op` (`None`: nothing).
+    /// What `node` holds back from operations other than `op` (`None`: nothing): a job
+    /// reservation and what assembling gangs hold there.
     pub(crate) fn held_from(&self, node: &NodeId, op: &OperationId) -> Option<Resources> {
-        self.reservations
+        let reserved = self
+            .reservations
             .get(node)
             .filter(|r| &r.operation != op)
-            .map(|r| r.resources)
+            .map(|r| r.resources);
+        if self.gangs.is_empty() {
+            return reserved;
+        }
+        let gangs = self.gang_held_from(node, op);
+        if gangs.is_zero() {
+            reserved
+        } else {
+            Some(reserved.unwrap_or(Resources::ZERO).add(&gangs))
+        }
     }
 
     /// The operation started a job on `node`: its reservation, if it has one, has served. If
@@ -198,6 +209,14 @@ impl Scheduler {
         if !self.qualifies(r.tree, &r.operation) {
             return Some("fair_share_reached");
         }
+        // The node's tags (or the operation's filters) may have changed.
+        let arena = &self.trees[r.tree].arena;
+        if arena.any_tag_filter()
+            && let Some(&leaf) = arena.by_operation.get(&r.operation)
+            && !arena.tags_allow(leaf, &self.nodes[node].tags)
+        {
+            return Some("node_unavailable");
+        }
         None
     }
 
@@ -207,7 +226,10 @@ impl Scheduler {
         let Some(op) = self.operations.get(id) else {
             return false;
         };
-        if op.state != OperationState::Running || op.pending_job_count() == 0 {
+        if op.state != OperationState::Running
+            || op.pending_job_count() == 0
+            || self.gang_placed(t, id)
+        {
             return false;
         }
         let arena = &self.trees[t].arena;
@@ -255,8 +277,10 @@ impl Scheduler {
             {
                 continue;
             }
+            // What gangs hold there is not free for this job.
+            let free = node.free().sub(&self.gang_held_from(&node.id, id));
             let lacking = ResourceVector::from_resources(
-                &job.sub(&node.free()).max(&Resources::ZERO),
+                &job.sub(&free).max(&Resources::ZERO),
                 &arena.total_resources,
             );
             let worst = (0..RESOURCE_COUNT).fold(0.0f64, |m, r| m.max(lacking[r]));

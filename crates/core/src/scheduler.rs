@@ -205,6 +205,10 @@ pub struct Scheduler {
     /// Operations whose last job started on their reserved node: they reserve again without a
     /// new wait while they stay blocked.
     pub(crate) reservation_streak: BTreeSet<OperationId>,
+    /// The gang assembling in each tree (`gang_placement`; see [`crate::gang`]), by tree.
+    pub(crate) gangs: BTreeMap<usize, crate::gang::GangAssembly>,
+    /// Gangs whose assembly timed out, and until when they may not assemble again.
+    pub(crate) gang_cooldown: BTreeMap<OperationId, Millis>,
     /// Counters for `--stats`.
     pub stats: Stats,
 }
@@ -264,6 +268,8 @@ impl Scheduler {
             skipped_heartbeats: 0,
             reservations: BTreeMap::new(),
             reservation_streak: BTreeSet::new(),
+            gangs: BTreeMap::new(),
+            gang_cooldown: BTreeMap::new(),
             stats: Stats::default(),
         })
     }
@@ -416,6 +422,7 @@ impl Scheduler {
             self.raise_fair_share_alerts(t, now);
         }
         self.update_reservations(now);
+        self.update_gangs(now);
         self.last_fair_share_update = Some(now);
         self.stats.fair_share_updates += 1;
     }
@@ -726,6 +733,7 @@ impl Scheduler {
         }
         self.nodes.remove(id);
         self.release_reservation(now, id, "node_unavailable");
+        self.drop_gang_holds_on(id);
         Ok(())
     }
 
@@ -1126,6 +1134,7 @@ impl Scheduler {
         self.remove_empty_ephemeral_pools();
         self.release_reservation_of(now, id, "operation_finished");
         self.reservation_streak.remove(id);
+        self.release_gang_of(now, id);
         self.try_run_pending(now);
     }
 

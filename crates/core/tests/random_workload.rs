@@ -299,6 +299,13 @@ fn gen_tree(rng: &mut Rng, cluster_cpu: f64) -> Value {
             "max_reservations": fork.range(1, 3),
         }),
     );
+    config.insert(
+        "gang_placement".into(),
+        json!({
+            "enable": fork.chance(0.5),
+            "assembly_timeout_ms": fork.range(1, 30) * 100,
+        }),
+    );
     let mut budget = (cluster_cpu * 0.8).floor().max(0.0) as u64;
     let mut pools = Map::new();
     for name in ["a", "b", "c", "d"] {
@@ -378,6 +385,8 @@ struct Counts {
     ops_failed: u64,
     /// Reservations made (`job_reserved`).
     reservations: u64,
+    /// Gang assemblies completed or released.
+    gang_events: u64,
     overcommit_episodes: u64,
 }
 
@@ -404,6 +413,7 @@ impl Counts {
         self.ops_failed += o.ops_failed;
         self.overcommit_episodes += o.overcommit_episodes;
         self.reservations += o.reservations;
+        self.gang_events += o.gang_events;
     }
 }
 
@@ -814,9 +824,13 @@ impl Checker {
                                 self.shadow_node_usage(node),
                                 n.resources
                             );
-                            // What the node holds for another operation stays free.
+                            // What the node holds for another operation stays free (a gang
+                            // starting from what it held, before a reservation came, excepted).
+                            let gang_start =
+                                op.is_gang() && s.tree_config().config.gang_placement.enable;
                             if let Some((holder, held)) = self.reservations.get(node)
                                 && holder != operation
+                                && !gang_start
                             {
                                 let free = n.resources.sub(&self.shadow_node_usage(node));
                                 for kind in ResourceKind::ALL {
@@ -1146,6 +1160,9 @@ impl Checker {
                     );
                     self.counts.reservations += 1;
                 }
+                EventKind::GangAssembled { .. } | EventKind::GangReleased { .. } => {
+                    self.counts.gang_events += 1;
+                }
                 EventKind::ReservationReleased {
                     operation,
                     node,
@@ -1353,11 +1370,13 @@ impl Checker {
                 if p_op == &a.op {
                     self.counts.self_preemptions += 1;
                 }
+                // What assembling gangs hold there must stay free too (`gang_placement`).
+                let held = s.gang_held_on(node, p_op);
+                let resources = s.node(node).ok_or("node vanished")?.resources;
                 ensure!(
-                    !self.node_fits(s, node)?,
-                    "{victim} preempted ({reason}) for {p} although {node} already fits: usage {:?} <= {:?}",
+                    !resources.dominates(&self.shadow_node_usage(node).add(&held)),
+                    "{victim} preempted ({reason}) for {p} although {node} already fits: usage {:?} + gang holds {held:?} <= {resources:?}",
                     self.shadow_node_usage(node),
-                    s.node(node).map(|n| n.resources)
                 );
             }
             "resource_limits_violated" => {

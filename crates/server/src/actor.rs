@@ -1805,7 +1805,9 @@ impl Actor {
             }
             // In the event log only (and the operation's `reserved_node` in snapshots).
             EventKind::JobReserved { operation, .. }
-            | EventKind::ReservationReleased { operation, .. } => {
+            | EventKind::ReservationReleased { operation, .. }
+            | EventKind::GangAssembled { operation, .. }
+            | EventKind::GangReleased { operation, .. } => {
                 touched.insert(operation.0.clone());
             }
         }

@@ -890,3 +890,48 @@ fn job_reservation_holds_a_node_for_a_big_job_that_small_jobs_keep_out() {
         0
     );
 }
+
+#[test]
+fn gang_placement_starts_a_gang_whole_and_keeps_what_it_holds() {
+    let file = "scenarios/gang_placement.json";
+    let on = check(file, None, false);
+    assert_eq!(on.code, EXIT_OK, "{}", on.stderr);
+    let starts = |run: &Run| -> Vec<u64> {
+        run.events("allocation_started", Some("mpi"))
+            .iter()
+            .map(|e| e["t_ms"].as_u64().expect("t_ms"))
+            .collect()
+    };
+    // All three jobs start within one heartbeat period, once node-0 frees at 3000 ms.
+    assert_eq!(starts(&on), vec![3000, 3000, 3100]);
+    let assembled = on.events("gang_assembled", Some("mpi"));
+    assert_eq!(assembled.len(), 1, "{assembled:?}");
+    assert_eq!(assembled[0]["jobs"], 3);
+    assert_eq!(assembled[0]["nodes"], 2);
+    let released = on.events("gang_released", Some("mpi"));
+    assert_eq!(released.len(), 1, "{released:?}");
+    assert_eq!(released[0]["reason"], "started");
+    // While it gathers, node-1's 4 free cpu are held: filler starts nothing before 3000 ms.
+    let holding = on.snapshot("holding");
+    assert_eq!(holding["operations"]["filler"]["running_job_count"], 0);
+    let why = holding["operations"]["mpi"]["why"].as_str().expect("why");
+    assert!(why.contains("2 of its 3 pending jobs held"), "{why}");
+    let filler_first = on.events("allocation_started", Some("filler"))[0]["t_ms"].clone();
+    assert_eq!(filler_first, 3000);
+
+    // Without it, the gang starts piecemeal: a job at 200 ms (filler takes the rest of
+    // node-1), one at 2200 ms, the last at 3000 ms.
+    let text = std::fs::read_to_string(repo_root().join(file)).expect("scenario");
+    let changed = text.replace("\"enable\": true", "\"enable\": false");
+    assert_ne!(changed, text);
+    let path = std::env::temp_dir().join(format!(
+        "fairsched-gang-placement-off-{}.json",
+        std::process::id()
+    ));
+    std::fs::write(&path, changed).expect("write");
+    let off = check(path.to_str().expect("path"), None, false);
+    std::fs::remove_file(&path).ok();
+    assert_eq!(off.code, EXIT_OK, "{}", off.stderr);
+    assert_eq!(starts(&off), vec![200, 2200, 3000]);
+    assert_eq!(off.events("gang_assembled", None), Vec::<Value>::new());
+}

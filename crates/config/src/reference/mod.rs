@@ -25,9 +25,9 @@ use crate::common::{
     PreemptionPriorityScope, SchedulingMode,
 };
 use crate::{
-    AccessControlEntry, EphemeralSubpoolConfig, JobReservationConfig, PoolIntegralGuaranteesConfig,
-    PoolNode, PoolPresetConfig, PoolTreeConfig, PoolTrees, SsdPriorityPreemptionConfig, TreeConfig,
-    TreeIntegralGuaranteesConfig,
+    AccessControlEntry, EphemeralSubpoolConfig, GangPlacementConfig, JobReservationConfig,
+    PoolIntegralGuaranteesConfig, PoolNode, PoolPresetConfig, PoolTreeConfig, PoolTrees,
+    SsdPriorityPreemptionConfig, TreeConfig, TreeIntegralGuaranteesConfig,
 };
 use fairsched_resources::ResourceKind;
 use probe::SerdeName;
@@ -194,6 +194,7 @@ pub const POOL_TREES_SECTIONS: &[SectionStyle] = &[
         "name",
     ),
     section("JobReservationConfig", "Job reservation", "name"),
+    section("GangPlacementConfig", "Gang placement", "name"),
     section("PoolNode", "Pool options", "pool"),
     section(
         "PoolIntegralGuaranteesConfig",
@@ -351,6 +352,7 @@ pub fn pool_trees_types() -> Vec<Described> {
         Described::structure::<TreeIntegralGuaranteesConfig>(),
         Described::structure::<SsdPriorityPreemptionConfig>(),
         Described::structure::<JobReservationConfig>(),
+        Described::structure::<GangPlacementConfig>(),
         Described::structure::<PoolPresetConfig>(),
         Described::structure::<PoolNode>(),
         Described::structure::<PoolIntegralGuaranteesConfig>(),

@@ -658,7 +658,10 @@ impl Runner<'_, '_> {
                 }
             }
             EventKind::Error { .. } => self.error_lines += 1,
-            EventKind::JobReserved { .. } | EventKind::ReservationReleased { .. } => {}
+            EventKind::JobReserved { .. }
+            | EventKind::ReservationReleased { .. }
+            | EventKind::GangAssembled { .. }
+            | EventKind::GangReleased { .. } => {}
         }
     }
 

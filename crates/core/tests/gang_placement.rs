@@ -1,0 +1,102 @@
+//! Gang placement (`gang_placement`): one gang gathers resources at a time, a gang that cannot
+//! complete times out and lets the next one try, and an aborted gang gives back what it held.
+
+mod common;
+
+use common::*;
+use fairsched_core::{OperationId, Scheduler, SchedulerConfig};
+use serde_json::Value;
+
+const TREE: &str = r#"{"pool_trees": {"default": {
+    "config": {"gang_placement": {"enable": true, "assembly_timeout_ms": 1000}},
+    "pools": {"a": {}, "b": {}, "c": {}}
+}}}"#;
+
+fn gang(id: &str, pool: &str, jobs: u32, cpu: f64) -> fairsched_core::OperationSpec {
+    let mut t = task(jobs, res(cpu, 1.0), Some(2000));
+    t.gang = true;
+    op(id, Some(pool), vec![t])
+}
+
+fn events(d: &Driver, kind: &str, operation: &str) -> Vec<Value> {
+    d.events
+        .iter()
+        .map(|e| serde_json::to_value(e).expect("event"))
+        .filter(|v| v["event"] == kind && v["operation"] == operation)
+        .collect()
+}
+
+/// node-0 is taken for good by `blocker`; `g1` (3 x 2 cpu) can never complete on node-1's
+/// 4 cpu; `g2` (2 x 2 cpu) arrives while g1 gathers.
+fn setup() -> (Scheduler, Driver) {
+    let mut s = scheduler(TREE, SchedulerConfig::default());
+    add_nodes(&mut s, 2, res(4.0, 8.0));
+    s.start_operation(
+        0,
+        op("blocker", Some("c"), vec![task(1, res(4.0, 1.0), None)]),
+    )
+    .unwrap();
+    let mut d = Driver::new();
+    d.run(&mut s, 0, 0, 100);
+    s.start_operation(100, gang("g1", "a", 3, 2.0)).unwrap();
+    d.run(&mut s, 100, 300, 100);
+    s.start_operation(400, gang("g2", "b", 2, 2.0)).unwrap();
+    (s, d)
+}
+
+#[test]
+fn one_gang_gathers_at_a_time_and_a_stuck_one_times_out_for_the_next() {
+    let (mut s, mut d) = setup();
+    d.run(&mut s, 400, 800, 100);
+    let snap = s.snapshot(800);
+    let why = |name: &str| snap.operations[name].why.clone().unwrap_or_default();
+    assert!(
+        why("g1").contains("2 of its 3 pending jobs held on 1 nodes"),
+        "{}",
+        why("g1")
+    );
+    assert!(
+        why("g2").contains("waits until gang \"g1\""),
+        "{}",
+        why("g2")
+    );
+    assert_eq!(snap.operations["g2"].running_job_count, 0);
+
+    d.run(&mut s, 900, 3000, 100);
+    // g1 began at 100 ms: the first update at or after 1100 ms releases it.
+    let released = events(&d, "gang_released", "g1");
+    assert_eq!(released[0]["reason"], "timeout", "{released:?}");
+    let timed_out = released[0]["t_ms"].as_u64().unwrap();
+    assert!((1100..=1300).contains(&timed_out), "{timed_out}");
+    // g2 then gathers node-1's 4 cpu and starts whole.
+    let assembled = events(&d, "gang_assembled", "g2");
+    assert_eq!(assembled.len(), 1, "{:?}", d.events);
+    let g2_starts: Vec<u64> = events(&d, "allocation_started", "g2")
+        .iter()
+        .map(|e| e["t_ms"].as_u64().unwrap())
+        .collect();
+    assert_eq!(g2_starts.len(), 2);
+    assert!(g2_starts[1] - g2_starts[0] <= 100, "{g2_starts:?}");
+    assert!(g2_starts[0] > timed_out, "{g2_starts:?} before {timed_out}");
+    // g1 never starts a part of itself.
+    assert_eq!(events(&d, "allocation_started", "g1"), Vec::<Value>::new());
+}
+
+#[test]
+fn an_aborted_gang_gives_back_what_it_held() {
+    let (mut s, mut d) = setup();
+    d.run(&mut s, 400, 600, 100);
+    s.abort_operation(700, &OperationId("g1".into())).unwrap();
+    d.run(&mut s, 700, 1000, 100);
+    let released = events(&d, "gang_released", "g1");
+    assert_eq!(released.len(), 1, "{released:?}");
+    assert_eq!(released[0]["reason"], "operation_finished");
+    assert_eq!(released[0]["t_ms"], 700);
+    // g2 gathers at once and starts.
+    assert_eq!(
+        events(&d, "allocation_started", "g2").len(),
+        2,
+        "{:?}",
+        d.events
+    );
+}
