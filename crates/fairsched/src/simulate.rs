@@ -41,6 +41,12 @@ pub struct SimulateArgs {
     /// Virtual milliseconds between fair-share updates.
     #[arg(long, value_name = "MS", default_value_t = replay::DEFAULT_FAIR_SHARE_UPDATE_PERIOD_MS)]
     fair_share_update_period_ms: u64,
+    /// Start every job whole (all its allocations at once), as the traces' batch systems did:
+    /// a job of several allocations becomes a gang placed by the core's `gang_placement`
+    /// (turned on in the policy's tree), which holds free resources for it until all fit.
+    /// Default: allocations start one by one as nodes free up (malleable).
+    #[arg(long)]
+    rigid: bool,
 }
 
 /// Runs the command; exit 0 done, 2 bad input (the message names it), 1 the outputs could not
@@ -89,6 +95,7 @@ fn run(args: &SimulateArgs) -> Result<(), (u8, String)> {
         nodes,
         fair_share_update_period_ms: args.fair_share_update_period_ms,
         limit: args.limit,
+        rigid: args.rigid,
     };
     if args.out.exists() && !args.out.is_dir() {
         return Err(bad(format!(

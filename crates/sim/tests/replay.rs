@@ -302,3 +302,47 @@ fn group_pools_come_and_go_with_their_jobs() {
         ["g1", "g1", "g2", "g2", "g3", "g1"].map(|p| Some(p.to_string()))
     );
 }
+
+/// `rigid`: a job of several allocations starts whole, through the core's gang placement,
+/// where the default (malleable) model starts each allocation as a node frees up.
+#[test]
+fn rigid_jobs_start_whole() {
+    // Two 4-processor nodes; job 1 takes one for 100 s; job 2 needs both for 30 s
+    // (malleable: its two allocations run one after the other on the free node).
+    let jobs = [
+        (1, 0, 100, 4, 1, 1),
+        (2, 0, 30, 8, 2, 2),
+        (3, 200, 10, 8, 1, 1),
+    ];
+    let trace = parse_swf(&swf(&jobs, 2, 8), "test.swf").expect("trace parses");
+    let run_with = |rigid: bool| {
+        let options = ReplayOptions {
+            policy: Policy::Fifo,
+            rigid,
+            ..ReplayOptions::default()
+        };
+        replay(&trace, &options, &mut |_| {}).expect("replays")
+    };
+    let malleable = run_with(false);
+    assert_eq!(malleable.job_model, "malleable");
+    assert_eq!(
+        render(&trace, &malleable),
+        [
+            "1 completed start 0 finish 100",
+            "2 completed start 0 finish 60",
+            "3 completed start 200 finish 210",
+        ]
+    );
+    let rigid = run_with(true);
+    assert_eq!(rigid.job_model, "rigid");
+    // Job 2 holds the free node from 0 s and starts on both when job 1 ends; job 3, alone on
+    // an empty machine, gathers both nodes at once.
+    assert_eq!(
+        render(&trace, &rigid),
+        [
+            "1 completed start 0 finish 100",
+            "2 completed start 100 finish 130",
+            "3 completed start 200 finish 210",
+        ]
+    );
+}

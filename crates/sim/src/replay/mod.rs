@@ -48,6 +48,9 @@ pub struct ReplayOptions {
     pub fair_share_update_period_ms: u64,
     /// Replay only the first this many jobs of the trace (in submission order).
     pub limit: Option<usize>,
+    /// Jobs start whole (all their allocations at once, through the core's gang placement)
+    /// instead of allocation by allocation as nodes free up.
+    pub rigid: bool,
 }
 
 impl Default for ReplayOptions {
@@ -57,6 +60,7 @@ impl Default for ReplayOptions {
             nodes: None,
             fair_share_update_period_ms: DEFAULT_FAIR_SHARE_UPDATE_PERIOD_MS,
             limit: None,
+            rigid: false,
         }
     }
 }
@@ -160,6 +164,8 @@ pub struct ReplayStats {
 #[derive(Clone, Debug)]
 pub struct ReplayReport {
     pub policy: String,
+    /// `malleable` (allocations start as nodes free up) or `rigid` (jobs start whole).
+    pub job_model: &'static str,
     pub nodes: Vec<MachineGroup>,
     pub total_resources: Resources,
     pub records: Vec<JobRecord>,
@@ -197,7 +203,7 @@ pub fn replay(
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    let tree = PolicyTree::new(&options.policy, &groups)?;
+    let tree = PolicyTree::new(&options.policy, &groups, options.rigid)?;
     let config = SchedulerConfig {
         fair_share_update_period_ms: options.fair_share_update_period_ms.max(1),
         // A trace's jobs may wait for days; none is failed as hung.
@@ -280,6 +286,10 @@ struct Replay<'t> {
     stats: ReplayStats,
     end_ms: Millis,
     node_groups: Vec<MachineGroup>,
+    /// [`ReplayOptions::rigid`].
+    rigid: bool,
+    /// Node index by id (to heartbeat the nodes a gang holds).
+    node_index: BTreeMap<NodeId, usize>,
 }
 
 impl<'t> Replay<'t> {
@@ -342,6 +352,11 @@ impl<'t> Replay<'t> {
             })
             .collect();
         let roomy = (0..nodes.len()).collect();
+        let node_index = nodes
+            .iter()
+            .enumerate()
+            .map(|(n, node): (usize, &SimNode)| (node.id.clone(), n))
+            .collect();
         Ok(Replay {
             trace,
             count,
@@ -372,6 +387,8 @@ impl<'t> Replay<'t> {
             stats: ReplayStats::default(),
             end_ms: 0,
             node_groups: groups.to_vec(),
+            rigid: options.rigid,
+            node_index,
         })
     }
 
@@ -464,13 +481,21 @@ impl<'t> Replay<'t> {
                     }
                     if visited.insert(n) {
                         let placements = self.stats.placements;
+                        let gathered = self.gang_progress();
                         self.heartbeat(t, n, Vec::new())?;
-                        if self.stats.placements == placements {
+                        // A node whose room is held (a gang gathering, a reservation) tells
+                        // nothing about the room of others; nor does one a gang just took.
+                        if self.stats.placements == placements
+                            && self.gang_progress() == gathered
+                            && !self.holds_on(n)
+                        {
                             fruitless.push((free, group));
                         }
                     }
                 }
             }
+            // A gang that has gathered all it needs starts now on the nodes holding it.
+            self.start_gathered_gang(t)?;
             self.sample(t);
             if self.submitted_jobs + self.finished_jobs >= last_progress + 1000 {
                 last_progress = self.submitted_jobs + self.finished_jobs;
@@ -478,6 +503,40 @@ impl<'t> Replay<'t> {
             }
         }
         progress(self.progress(self.end_ms));
+        Ok(())
+    }
+
+    /// How far the gang gathering in the replay's tree is (jobs held, complete).
+    fn gang_progress(&self) -> Option<(u32, bool)> {
+        self.core.gang_assembly(0).map(|a| (a.held_jobs(), a.ready))
+    }
+
+    /// Whether something holds resources on node `n` (a gang's jobs, a job reservation).
+    fn holds_on(&self, n: usize) -> bool {
+        let id = &self.nodes[n].id;
+        self.core.reservations().any(|(node, _)| node == id)
+            || self
+                .core
+                .gang_assembly(0)
+                .is_some_and(|a| a.holds.contains_key(id))
+    }
+
+    /// Heartbeats the nodes of a gang that holds all it needs, so that it starts at this
+    /// instant (the core starts held jobs at the nodes' next heartbeats).
+    fn start_gathered_gang(&mut self, t: Millis) -> Result<(), String> {
+        let Some(nodes) = self
+            .core
+            .gang_assembly(0)
+            .filter(|a| a.ready)
+            .map(|a| a.holds.keys().cloned().collect::<Vec<NodeId>>())
+        else {
+            return Ok(());
+        };
+        for id in nodes {
+            if let Some(&n) = self.node_index.get(&id) {
+                self.heartbeat(t, n, Vec::new())?;
+            }
+        }
         Ok(())
     }
 
@@ -500,10 +559,14 @@ impl<'t> Replay<'t> {
         self.core.update_fair_share(t);
         self.after_update(t);
         let placements = self.stats.placements;
+        let gathered = self.gang_progress();
         for n in 0..self.nodes.len() {
             self.heartbeat(t, n, Vec::new())?;
         }
-        Ok(self.stats.placements > placements || !self.ends.is_empty())
+        self.start_gathered_gang(t)?;
+        Ok(self.stats.placements > placements
+            || !self.ends.is_empty()
+            || self.gang_progress() != gathered)
     }
 
     /// The core's periodic work, when it can matter: with no allocation pending, fair shares
@@ -550,6 +613,8 @@ impl<'t> Replay<'t> {
             }
         };
         let pool = self.tree.pool_for(&job.group);
+        // Rigid: a job of several allocations is a gang, started whole.
+        let gang = self.rigid && allocations.0 + allocations.1 > 1;
         let mut tasks = Vec::new();
         for (resources, jobs) in [
             (per_allocation.0, allocations.0),
@@ -560,6 +625,7 @@ impl<'t> Replay<'t> {
                     "job_count": jobs,
                     "resources": resources,
                     "duration_ms": job.duration_ms,
+                    "gang": gang,
                 }));
             }
         }
@@ -827,6 +893,7 @@ impl<'t> Replay<'t> {
     fn report(self, options: &ReplayOptions) -> ReplayReport {
         ReplayReport {
             policy: options.policy.name(),
+            job_model: if options.rigid { "rigid" } else { "malleable" },
             nodes: self.node_groups,
             total_resources: self.total,
             records: self.records,

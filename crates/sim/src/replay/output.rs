@@ -108,6 +108,8 @@ pub struct SchedulerSummary {
 pub struct Summary {
     pub trace: TraceSummary,
     pub policy: String,
+    /// `malleable` (a job's allocations start as nodes free up) or `rigid` (all at once).
+    pub job_model: &'static str,
     pub nodes: NodesSummary,
     pub jobs: JobCounts,
     /// Submission to first start, completed jobs.
@@ -192,6 +194,7 @@ pub fn summary(trace: &Trace, file: &str, report: &ReplayReport) -> Summary {
             adjusted: trace.adjusted.clone(),
         },
         policy: report.policy.clone(),
+        job_model: report.job_model,
         nodes: NodesSummary {
             count: report.nodes.iter().map(|g| u64::from(g.count)).sum(),
             groups: report.nodes.iter().map(group_summary).collect(),

@@ -59,6 +59,10 @@ impl Policy {
     }
 }
 
+/// How long a gang may gather resources in a rigid replay of a built-in policy (6 hours of
+/// virtual time: a trace's wide job waits for nodes to empty, which can take that long).
+pub const RIGID_ASSEMBLY_TIMEOUT_MS: u64 = 6 * 3_600_000;
+
 /// The tree a replay runs in and how jobs are placed in it.
 #[derive(Clone, Debug)]
 pub struct PolicyTree {
@@ -91,8 +95,10 @@ pub fn pool_name(raw: &str) -> String {
 
 impl PolicyTree {
     /// Builds the tree for `policy`; `groups` are the trace's groups (sanitised), used by
-    /// [`Policy::FairShare`].
-    pub fn new(policy: &Policy, groups: &[String]) -> Result<PolicyTree, String> {
+    /// [`Policy::FairShare`]. `rigid`: jobs start whole (the tree's `gang_placement` is turned
+    /// on; a built-in policy's gangs may gather for [`RIGID_ASSEMBLY_TIMEOUT_MS`], a file's
+    /// keep its `assembly_timeout_ms`).
+    pub fn new(policy: &Policy, groups: &[String], rigid: bool) -> Result<PolicyTree, String> {
         let unlimited_pool = serde_json::json!({
             "max_operation_count": NO_LIMIT,
             "max_running_operation_count": NO_LIMIT,
@@ -104,6 +110,10 @@ impl PolicyTree {
             "max_running_operation_count_per_pool": NO_LIMIT,
             "max_ephemeral_pools_per_user": NO_LIMIT,
             "min_spare_allocation_resources_on_node": {},
+            "gang_placement": {
+                "enable": rigid,
+                "assembly_timeout_ms": RIGID_ASSEMBLY_TIMEOUT_MS,
+            },
         });
         let (tree, group_pools, fifo): (serde_json::Value, Option<BTreeSet<String>>, bool) =
             match policy {
@@ -134,8 +144,11 @@ impl PolicyTree {
                     (tree, None, true)
                 }
                 Policy::File(path) => {
-                    let tree: PoolTreeConfig = load_pool_tree_file(path)
+                    let mut tree: PoolTreeConfig = load_pool_tree_file(path)
                         .map_err(|e| format!("--policy {}: {e}", path.display()))?;
+                    if rigid {
+                        tree.config.gang_placement.enable = true;
+                    }
                     let names = tree
                         .walk()
                         .into_iter()
