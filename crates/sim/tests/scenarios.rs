@@ -57,6 +57,23 @@ fn check(file: &str, out: Option<&Path>, stats: bool) -> Run {
     }
 }
 
+/// Runs `file` with `from` replaced by `to` (which must occur), from a temporary copy.
+fn variant(file: &str, from: &str, to: &str) -> Run {
+    let text = std::fs::read_to_string(repo_root().join(file)).expect("scenario");
+    let changed = text.replace(from, to);
+    assert_ne!(changed, text, "{from:?} is not in {file}");
+    let path = std::env::temp_dir().join(format!(
+        "fairsched-variant-{}-{}.json",
+        file.replace('/', "_"),
+        std::process::id()
+    ));
+    std::fs::write(&path, changed).expect("write");
+    let run = check(path.to_str().expect("path"), None, false);
+    std::fs::remove_file(&path).ok();
+    assert_eq!(run.code, EXIT_OK, "{}", run.stderr);
+    run
+}
+
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -869,17 +886,7 @@ fn job_reservation_holds_a_node_for_a_big_job_that_small_jobs_keep_out() {
     );
 
     // Without reservation the small jobs take every freed cpu: big has not started by 12 s.
-    let text = std::fs::read_to_string(repo_root().join(file)).expect("scenario");
-    let changed = text.replace("\"enable\": true", "\"enable\": false");
-    assert_ne!(changed, text);
-    let path = std::env::temp_dir().join(format!(
-        "fairsched-job-reservation-off-{}.json",
-        std::process::id()
-    ));
-    std::fs::write(&path, changed).expect("write");
-    let off = check(path.to_str().expect("path"), None, false);
-    std::fs::remove_file(&path).ok();
-    assert_eq!(off.code, EXIT_OK, "{}", off.stderr);
+    let off = variant(file, "\"enable\": true", "\"enable\": false");
     assert_eq!(off.events("job_reserved", None), Vec::<Value>::new());
     assert_eq!(
         off.events("allocation_started", Some("big")),
@@ -921,17 +928,7 @@ fn gang_placement_starts_a_gang_whole_and_keeps_what_it_holds() {
 
     // Without it, the gang starts piecemeal: a job at 200 ms (filler takes the rest of
     // node-1), one at 2200 ms, the last at 3000 ms.
-    let text = std::fs::read_to_string(repo_root().join(file)).expect("scenario");
-    let changed = text.replace("\"enable\": true", "\"enable\": false");
-    assert_ne!(changed, text);
-    let path = std::env::temp_dir().join(format!(
-        "fairsched-gang-placement-off-{}.json",
-        std::process::id()
-    ));
-    std::fs::write(&path, changed).expect("write");
-    let off = check(path.to_str().expect("path"), None, false);
-    std::fs::remove_file(&path).ok();
-    assert_eq!(off.code, EXIT_OK, "{}", off.stderr);
+    let off = variant(file, "\"enable\": true", "\"enable\": false");
     assert_eq!(starts(&off), vec![200, 2200, 3000]);
     assert_eq!(off.events("gang_assembled", None), Vec::<Value>::new());
 }
