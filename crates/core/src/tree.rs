@@ -413,10 +413,13 @@ impl PoolTree {
         // Ephemeral pools, each after its parent (an explicit pool, the root, or a removed
         // pool kept for its ephemeral subpools, itself ephemeral).
         let mut waiting: Vec<(&String, &EphemeralPool)> = self.ephemeral.iter().collect();
+        // Set when a pass adds nothing: the parents left exist nowhere (not reachable through
+        // the scheduler's commands), so the pools go under the root rather than vanish.
+        let mut stuck = false;
         while !waiting.is_empty() {
             let before = waiting.len();
             waiting.retain(|&(name, e)| {
-                let parent = if e.parent == ROOT_NAME {
+                let parent = if stuck || e.parent == ROOT_NAME {
                     ROOT
                 } else if let Some(&p) = by_pool.get(&e.parent) {
                     p
@@ -435,22 +438,7 @@ impl PoolTree {
                 by_pool.insert(name.clone(), index);
                 false
             });
-            if waiting.len() == before {
-                // A parent that exists nowhere (not reachable through the scheduler's
-                // commands): the pools go under the root rather than vanish.
-                for (name, e) in std::mem::take(&mut waiting) {
-                    let index = add_pool(
-                        &mut tree,
-                        ROOT,
-                        name,
-                        &e.config,
-                        self,
-                        &mut kinds,
-                        &mut limits,
-                    );
-                    by_pool.insert(name.clone(), index);
-                }
-            }
+            stuck = waiting.len() == before;
         }
         let mut by_operation = BTreeMap::new();
         for op in operations {
