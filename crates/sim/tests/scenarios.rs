@@ -664,21 +664,8 @@ fn conditional_preemption_keeps_an_under_served_pools_jobs_for_its_own_operation
     assert_eq!(s["operations"]["op_x"]["starvation_status"], "starving");
     assert_eq!(s["operations"]["op_x"]["running_job_count"], 0);
 
-    let text = std::fs::read_to_string(repo_root().join(file)).expect("scenario");
-    let with_options = |options: &str| {
-        let changed = text.replace("\"enable_conditional_preemption\": true", options);
-        assert_ne!(changed, text);
-        let path = std::env::temp_dir().join(format!(
-            "fairsched-conditional-{}-{}.json",
-            options.len(),
-            std::process::id()
-        ));
-        std::fs::write(&path, changed).expect("write");
-        let run = check(path.to_str().expect("path"), None, false);
-        std::fs::remove_file(&path).ok();
-        assert_eq!(run.code, EXIT_OK, "{}", run.stderr);
-        run
-    };
+    let with_options =
+        |options: &str| variant(file, "\"enable_conditional_preemption\": true", options);
     // Without conditional preemption the blocking pool p protects op_a from everyone.
     let blocked = with_options("\"enable_conditional_preemption\": false");
     assert_eq!(
