@@ -4,7 +4,7 @@
 //! One gang assembles at a time per tree: the regular stage, when it offers a node to a gang
 //! operation, holds what is free there for its jobs instead of starting them; once every
 //! pending job of the operation is held, each node starts its held jobs at its next heartbeat.
-//! Held resources are kept from other operations (see [`Scheduler::held_from`]). Assemblies
+//! Held resources are kept from other operations (see [`crate::backfill`]). Assemblies
 //! are checked at fair-share updates (timeout, lost nodes, finished operations).
 
 use crate::event::EventKind;
@@ -26,6 +26,9 @@ pub struct GangAssembly {
     pub holds: BTreeMap<NodeId, BTreeMap<usize, u32>>,
     /// Every pending job is held: the nodes start them at their next heartbeats.
     pub ready: bool,
+    /// Jobs of other operations that end by then may use the held resources (as of the last
+    /// fair-share update; see [`crate::backfill`]).
+    pub backfill_until: Option<Millis>,
 }
 
 impl GangAssembly {
@@ -75,7 +78,11 @@ impl Scheduler {
     }
 
     /// Resources of `tasks` (task -> jobs) of operation `op`.
-    fn held_resources(&self, op: &OperationId, tasks: &BTreeMap<usize, u32>) -> Resources {
+    pub(crate) fn held_resources(
+        &self,
+        op: &OperationId,
+        tasks: &BTreeMap<usize, u32>,
+    ) -> Resources {
         let Some(op) = self.operations.get(op) else {
             return Resources::ZERO;
         };
@@ -118,6 +125,7 @@ impl Scheduler {
                         since: now,
                         holds: BTreeMap::new(),
                         ready: false,
+                        backfill_until: None,
                     },
                 );
             }
@@ -131,7 +139,11 @@ impl Scheduler {
             .map_or(Resources::ZERO, |tasks| self.held_resources(&op_id, tasks));
         let mut available = node
             .free()
-            .sub(&self.held_from(node_id, &op_id).unwrap_or(Resources::ZERO))
+            .sub(
+                &self
+                    .held_from(node_id, &op_id)
+                    .map_or(Resources::ZERO, |h| h.all()),
+            )
             .sub(&own_here)
             .max(&Resources::ZERO);
         // Everything held so far counts against the path's limits.
@@ -178,6 +190,8 @@ impl Scheduler {
         }
         if a.held_jobs() >= pending && pending > 0 {
             a.ready = true;
+            // Its nodes start its jobs at their next heartbeats: nothing may backfill now.
+            a.backfill_until = None;
             let (jobs, nodes) = (a.held_jobs(), a.holds.len() as u32);
             self.log(
                 now,
@@ -324,6 +338,11 @@ impl Scheduler {
                     .insert(op, now.saturating_add(config.assembly_timeout_ms));
             } else if !lost.is_empty() && a.holds.is_empty() {
                 self.release_gang(now, t, "node_unavailable");
+            } else if !a.ready {
+                // Until when other jobs may backfill what it holds.
+                let op = a.operation.clone();
+                let until = self.gang_needed_at(now, t, &op);
+                self.gangs.get_mut(&t).expect("present").backfill_until = until;
             }
         }
     }

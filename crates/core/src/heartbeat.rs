@@ -6,6 +6,7 @@
 //! FIFO order), until an operation is reached; one job of it is started if it fits the node and
 //! every limit on its path, else the operation is deactivated for this heartbeat.
 
+use crate::backfill::Offer;
 use crate::event::Stage;
 use crate::model::{
     AllocationId, AllocationState, Millis, NodeId, OperationState, PreemptionMode, PreemptionReason,
@@ -346,12 +347,13 @@ impl Scheduler {
                 deactivated.push(leaf);
                 continue;
             }
-            // What the node holds for another operation's job is not offered.
-            let available = match self.held_from_leaf(walk.tree, node_id, leaf) {
-                Some(held) => available.sub(&held).max(&Resources::ZERO),
-                None => available,
+            // What the node holds for another operation's job is not offered (but to jobs
+            // that end before it is needed).
+            let offer = Offer {
+                available,
+                held: self.held_from_leaf(walk.tree, node_id, leaf),
             };
-            match self.try_start(now, node_id, leaf, walk, Stage::Regular, available) {
+            match self.try_start(now, node_id, leaf, walk, Stage::Regular, offer) {
                 Some(order) => {
                     started += 1;
                     response.start.push(order);
@@ -386,7 +388,7 @@ impl Scheduler {
         {
             return None;
         }
-        self.try_start(now, node_id, leaf, walk, Stage::Regular, free)
+        self.try_start(now, node_id, leaf, walk, Stage::Regular, Offer::all(free))
     }
 
     /// Whether the operation at `leaf` is a gang operation.
@@ -397,13 +399,13 @@ impl Scheduler {
         }
     }
 
-    /// What `node_id` holds back from the operation at `leaf` (another operation's job).
+    /// What `node_id` holds back from the operation at `leaf` (for another operation's job).
     pub(crate) fn held_from_leaf(
         &self,
         t: usize,
         node_id: &NodeId,
         leaf: ElementIndex,
-    ) -> Option<Resources> {
+    ) -> Option<crate::backfill::Held> {
         if self.reservations.is_empty() && self.gangs.is_empty() {
             return None;
         }
@@ -676,19 +678,20 @@ impl Scheduler {
         leaf: ElementIndex,
         walk: &mut Walk,
         stage: Stage,
-        available: Resources,
+        offer: crate::backfill::Offer,
     ) -> Option<crate::scheduler::StartOrder> {
         let arena = &self.trees[walk.tree].arena;
         let ElementRef::Operation(op_id) = &arena.elements[leaf].kind else {
             return None;
         };
         let op = self.operations.get(op_id)?;
-        let free = available;
+        // What is held for others stays out of reach unless the job ends before it is needed.
+        let free = |spec: &crate::model::TaskSpec| offer.for_job(now, spec.time_limit_ms);
         let path = || std::iter::once(leaf).chain(arena.ancestors(leaf));
         let allow_regular = arena.elements[leaf].allow_regular_on_ssd;
         let task = op.spec.tasks.iter().enumerate().position(|(t, spec)| {
             op.tasks[t].pending > 0
-                && free.dominates(&spec.resources)
+                && free(spec).dominates(&spec.resources)
                 && arena
                     .ssd
                     .as_ref()

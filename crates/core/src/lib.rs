@@ -10,6 +10,7 @@
 //! * Everything that happens is logged as an [`Event`]; [`Scheduler::snapshot`] gives the
 //!   orchid-like view with YTsaurus field names.
 
+pub mod backfill;
 pub mod event;
 pub mod gang;
 pub mod heartbeat;

@@ -65,6 +65,13 @@ pub struct TaskSpec {
     /// Simulated drivers: how long a job runs (`None`: until ended). The core never reads it.
     #[serde(default)]
     pub duration_ms: Option<u64>,
+    /// The job's run time limit as its user states it (Slurm's `--time`, SWF's requested
+    /// time), in milliseconds. The core reads it for backfill only: a job whose limit ends
+    /// before resources held for a big job or a gang are expected to be needed may start on
+    /// them (see [`crate::backfill`]). Nothing kills a job at its limit; one that overruns
+    /// delays the job that waits for its resources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit_ms: Option<u64>,
     /// Simulated drivers: the job handles the interruption signal.
     #[serde(default)]
     pub interruptible: bool,

@@ -607,10 +607,11 @@ impl Scheduler {
             let text = match self.gangs.get(&t) {
                 Some(a) if a.operation == op.spec.id => format!(
                     "gang: {} of its {} pending jobs held on {} nodes; they start together once \
-                     all are held (gang_placement)",
+                     all are held (gang_placement; {})",
                     a.held_jobs(),
                     op.pending_job_count(),
-                    a.holds.len()
+                    a.holds.len(),
+                    backfill_text(a.backfill_until)
                 ),
                 Some(a) => format!(
                     "gang: waits until gang {:?} has assembled (one gang gathers resources at a \
@@ -636,8 +637,10 @@ impl Scheduler {
         {
             Some((node, r)) => format!(
                 "{full}node {:?} holds {} for its next job and starts it once that much is free \
-                 (job_reservation); ",
-                node.0, r.resources
+                 (job_reservation; {}); ",
+                node.0,
+                r.resources,
+                backfill_text(r.backfill_until)
             ),
             None => full,
         };
@@ -813,5 +816,13 @@ impl Scheduler {
         for (id, reason) in to_fail {
             self.fail_operation(now, &id, reason);
         }
+    }
+}
+
+/// How a reservation's or a gang's `backfill_until` reads in `why`.
+fn backfill_text(until: Option<Millis>) -> String {
+    match until {
+        Some(until) => format!("jobs whose time limit ends by {until} ms may use them meanwhile"),
+        None => "nothing backfills them: no time limits tell when they will be needed".into(),
     }
 }

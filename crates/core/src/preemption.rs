@@ -614,6 +614,7 @@ impl Scheduler {
                     self.start_for_preemption(now, node_id, &targets, &candidates, &blockers, stage)
             {
                 started += 1;
+                let (order_op, order_task) = (order.operation.clone(), order.task);
                 let preemptor = Preemptor {
                     operation: order.operation.clone(),
                     allocation: order.allocation,
@@ -621,11 +622,14 @@ impl Scheduler {
                 response.start.push(order);
                 // Minimal set: in preemption order, only while the node is over its limits.
                 let preemptor_leaf = self.trees[t].arena.by_operation[&preemptor.operation];
-                // What gangs hold here was free: it stays free after the victims leave.
+                // What gangs hold here was free: it stays free after the victims leave (unless
+                // the preemptor's job backfills it).
                 let gang_held = if self.gangs.is_empty() {
                     Resources::ZERO
                 } else {
-                    self.gang_held_from(node_id, &preemptor.operation)
+                    let limit = self.operations[&order_op].spec.tasks[order_task].time_limit_ms;
+                    self.held_from(node_id, &preemptor.operation)
+                        .map_or(Resources::ZERO, |h| h.gangs_for_job(now, limit))
                 };
                 let mut remaining = Vec::new();
                 for (id, level) in candidates {
@@ -754,11 +758,11 @@ impl Scheduler {
                 .fold(Resources::ZERO, |acc, (id, _)| {
                     acc.add(&self.allocations[id].resources)
                 });
-            let mut available = self.nodes[node_id].free().add(&discount);
-            if let Some(held) = self.held_from_leaf(t, node_id, leaf) {
-                available = available.sub(&held).max(&Resources::ZERO);
-            }
-            if let Some(order) = self.try_start(now, node_id, leaf, &mut walk, stage, available) {
+            let offer = crate::backfill::Offer {
+                available: self.nodes[node_id].free().add(&discount),
+                held: self.held_from_leaf(t, node_id, leaf),
+            };
+            if let Some(order) = self.try_start(now, node_id, leaf, &mut walk, stage, offer) {
                 return Some(order);
             }
             self.deactivate(&mut walk, leaf);

@@ -25,6 +25,9 @@ pub struct Reservation {
     pub resources: Resources,
     /// When the reservation was made.
     pub since: Millis,
+    /// Jobs of other operations that end by then may use the reserved resources (as of the
+    /// last fair-share update; see [`crate::backfill`]).
+    pub backfill_until: Option<Millis>,
 }
 
 impl Scheduler {
@@ -39,25 +42,6 @@ impl Scheduler {
             .iter()
             .find(|(_, r)| &r.operation == op)
             .map(|(node, _)| node)
-    }
-
-    /// What `node` holds back from operations other than `op` (`None`: nothing): a job
-    /// reservation and what assembling gangs hold there.
-    pub(crate) fn held_from(&self, node: &NodeId, op: &OperationId) -> Option<Resources> {
-        let reserved = self
-            .reservations
-            .get(node)
-            .filter(|r| &r.operation != op)
-            .map(|r| r.resources);
-        if self.gangs.is_empty() {
-            return reserved;
-        }
-        let gangs = self.gang_held_from(node, op);
-        if gangs.is_zero() {
-            reserved
-        } else {
-            Some(reserved.unwrap_or(Resources::ZERO).add(&gangs))
-        }
     }
 
     /// The operation started a job on `node`: its reservation, if it has one, has served. If
@@ -183,6 +167,17 @@ impl Scheduler {
         self.reservation_streak.retain(|id| {
             still_blocked.contains(id) || reservations.values().any(|r| &r.operation == id)
         });
+        // Until when other jobs may backfill each reservation.
+        let needed: Vec<(NodeId, Option<Millis>)> = self
+            .reservations
+            .iter()
+            .map(|(node, r)| (node.clone(), self.reservation_needed_at(now, node, r)))
+            .collect();
+        for (node, until) in needed {
+            if let Some(r) = self.reservations.get_mut(&node) {
+                r.backfill_until = until;
+            }
+        }
     }
 
     /// Why the reservation on `node` no longer holds (`None`: it does).
@@ -300,6 +295,7 @@ impl Scheduler {
                 task,
                 resources: job,
                 since: now,
+                backfill_until: None,
             },
         );
         self.log(

@@ -1427,6 +1427,12 @@ fn validate_operation_spec(spec: &OperationSpec) -> Result<(), CoreError> {
                 "operation {id:?}: tasks[{i}].resources must request something"
             )));
         }
+        if t.time_limit_ms == Some(0) {
+            return Err(CoreError::new(format!(
+                "operation {id:?}: tasks[{i}].time_limit_ms must be positive (leave it out for \
+                 no limit)"
+            )));
+        }
     }
     Ok(())
 }

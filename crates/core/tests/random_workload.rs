@@ -385,6 +385,8 @@ struct Counts {
     ops_failed: u64,
     /// Reservations made (`job_reserved`).
     reservations: u64,
+    /// Regular starts on resources held for others (backfill).
+    backfills: u64,
     /// Gang assemblies completed or released.
     gang_events: u64,
     overcommit_episodes: u64,
@@ -413,6 +415,7 @@ impl Counts {
         self.ops_failed += o.ops_failed;
         self.overcommit_episodes += o.overcommit_episodes;
         self.reservations += o.reservations;
+        self.backfills += o.backfills;
         self.gang_events += o.gang_events;
     }
 }
@@ -456,6 +459,8 @@ struct Checker {
     scope_at_update: Option<PreemptionPriorityScope>,
     /// Reservations from the log: node -> (operation, resources held).
     reservations: BTreeMap<NodeId, (OperationId, Resources)>,
+    /// The core's reservations' `backfill_until` before the call being checked.
+    backfill_until_before: BTreeMap<NodeId, Option<Millis>>,
 }
 
 impl Checker {
@@ -479,6 +484,7 @@ impl Checker {
             update_seen: None,
             scope_at_update: None,
             reservations: BTreeMap::new(),
+            backfill_until_before: BTreeMap::new(),
         }
     }
 
@@ -828,14 +834,27 @@ impl Checker {
                             // starting from what it held, before a reservation came, excepted).
                             let gang_start =
                                 op.is_gang() && s.tree_config().config.gang_placement.enable;
+                            // So may a job that ends before the holder needs the resources
+                            // (backfill; as the reservation stood before this heartbeat).
+                            let limit = op.spec.tasks[order.task].time_limit_ms;
+                            let backfills = self
+                                .backfill_until_before
+                                .get(node)
+                                .copied()
+                                .flatten()
+                                .is_some_and(|u| limit.is_some_and(|l| now + l <= u));
                             if let Some((holder, held)) = self.reservations.get(node)
                                 && holder != operation
                                 && !gang_start
                             {
                                 let free = n.resources.sub(&self.shadow_node_usage(node));
+                                if backfills && !free.dominates(held) {
+                                    self.counts.backfills += 1;
+                                }
                                 for kind in ResourceKind::ALL {
                                     ensure!(
-                                        order.resources.get(kind) == 0.0
+                                        backfills
+                                            || order.resources.get(kind) == 0.0
                                             || free.get(kind) >= held.get(kind),
                                         "{allocation} of {operation} took {kind:?} that {node} holds for {holder}: free {free:?} after it, held {held:?}"
                                     );
@@ -1370,8 +1389,15 @@ impl Checker {
                 if p_op == &a.op {
                     self.counts.self_preemptions += 1;
                 }
-                // What assembling gangs hold there must stay free too (`gang_placement`).
-                let held = s.gang_held_on(node, p_op);
+                // What assembling gangs hold there must stay free too (`gang_placement`),
+                // unless the preemptor's job backfills it.
+                let limit = self
+                    .allocs
+                    .get(&p)
+                    .and_then(|x| s.operation(&x.op)?.spec.tasks[x.task].time_limit_ms);
+                let held = s
+                    .held_on(node, p_op)
+                    .map_or(Resources::ZERO, |h| h.gangs_for_job(now, limit));
                 let resources = s.node(node).ok_or("node vanished")?.resources;
                 ensure!(
                     !resources.dominates(&self.shadow_node_usage(node).add(&held)),
@@ -1892,6 +1918,14 @@ impl Sim {
                 task.interruptible = rng.chance(0.6);
                 task.exit_after_interrupt_ms = rng.chance(0.7).then(|| rng.range(0, 30) * 100);
                 task.gang = rng.chance(0.05);
+                // Time limits from a forked generator (the workload stays the same otherwise):
+                // mostly at or above the duration, sometimes below it (jobs overrun).
+                let mut fork = Rng::new(rng.0 ^ 0x0000_71AE_0000_B4CF);
+                task.time_limit_ms = match task.duration_ms {
+                    Some(d) if fork.chance(0.6) => Some((d + fork.range(0, 20) * 100).max(100)),
+                    Some(d) if fork.chance(0.3) => Some((d / 2).max(100)),
+                    _ => None,
+                };
                 task
             })
             .collect();
@@ -2135,6 +2169,11 @@ impl Sim {
         let hb = NodeHeartbeat {
             finished: report.clone(),
         };
+        self.chk.backfill_until_before = self
+            .s
+            .reservations()
+            .map(|(n, r)| (n.clone(), r.backfill_until))
+            .collect();
         let result = guarded(|| self.s.process_heartbeat(now, &node, hb))
             .map_err(|m| self.fail(&what, m))?;
         let response = result.map_err(|e| self.fail(&what, format!("heartbeat rejected: {e}")))?;
@@ -2294,6 +2333,7 @@ fn run_seeds(strict: KnownBugChecks) -> Counts {
         assert!(total.overcommit_episodes > 0, "{total:?}");
         assert!(total.ops_promoted > 0, "{total:?}");
         assert!(total.reservations > 0, "{total:?}");
+        assert!(total.backfills > 0, "{total:?}");
         for reason in [
             "preemption",
             "aggressive_preemption",

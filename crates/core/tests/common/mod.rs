@@ -41,6 +41,7 @@ pub fn task(job_count: u32, resources: Resources, duration_ms: Option<u64>) -> T
         job_count,
         resources,
         duration_ms,
+        time_limit_ms: None,
         interruptible: false,
         exit_after_interrupt_ms: None,
         gang: false,

@@ -1,0 +1,246 @@
+//! Backfill onto held resources: what a job reservation ([`crate::reservation`]) or an
+//! assembling gang ([`crate::gang`]) holds idle may run a job that will be gone before the
+//! holder is expected to need it (the "safe backfill" Volcano's reservation lacked).
+//!
+//! When the holder will need its resources is estimated at each fair-share update from the
+//! time limits (`TaskSpec::time_limit_ms`) of the allocations running in its way: a
+//! reservation's node is expected to have the reserved resources free once enough of its
+//! allocations have reached their limits; a gang, once enough nodes have room for all its
+//! pending jobs. Allocations without a limit are never expected to end, so a holder that
+//! depends on one has no estimate and nothing backfills its resources. A job may then start
+//! on held resources only if it has a limit and `now + limit` is at or before the estimate.
+//! An allocation past its limit counts as ending now. Nothing enforces limits: a job that
+//! overruns delays the holder (which then starts when the resources are actually free).
+
+use crate::model::{Allocation, Millis, NodeId, OperationId};
+use crate::reservation::Reservation;
+use crate::scheduler::Scheduler;
+use fairsched_resources::{RESOURCE_COUNT, Resources};
+use std::collections::BTreeMap;
+
+/// What a node holds back from one operation, with until when each part may be backfilled.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Held {
+    /// Held for another operation's job reservation.
+    pub reserved: Resources,
+    /// Jobs ending at or before this may use `reserved` (`None`: none may).
+    pub reserved_until: Option<Millis>,
+    /// Held by assembling gangs of other operations.
+    pub gangs: Resources,
+    /// Jobs ending at or before this may use `gangs` (`None`: none may).
+    pub gangs_until: Option<Millis>,
+}
+
+impl Held {
+    /// What stays held from a job of time limit `limit` starting at `now`.
+    pub fn for_job(&self, now: Millis, limit: Option<u64>) -> Resources {
+        let mut held = self.gangs_for_job(now, limit);
+        if !ends_by(now, limit, self.reserved_until) {
+            held = held.add(&self.reserved);
+        }
+        held
+    }
+
+    /// The gangs' part of [`Held::for_job`].
+    pub fn gangs_for_job(&self, now: Millis, limit: Option<u64>) -> Resources {
+        if ends_by(now, limit, self.gangs_until) {
+            Resources::ZERO
+        } else {
+            self.gangs
+        }
+    }
+
+    /// Everything held, whatever a job's limit.
+    pub(crate) fn all(&self) -> Resources {
+        self.reserved.add(&self.gangs)
+    }
+
+    /// Whether nothing is held.
+    pub(crate) fn is_zero(&self) -> bool {
+        self.reserved.is_zero() && self.gangs.is_zero()
+    }
+}
+
+/// What a node offers one operation at a start: its available resources, less what it holds
+/// for others unless the job backfills.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Offer {
+    pub available: Resources,
+    pub held: Option<Held>,
+}
+
+impl Offer {
+    /// All of `available`, nothing held back.
+    pub(crate) fn all(available: Resources) -> Offer {
+        Offer {
+            available,
+            held: None,
+        }
+    }
+
+    /// What a job of time limit `limit` starting at `now` may use.
+    pub(crate) fn for_job(&self, now: Millis, limit: Option<u64>) -> Resources {
+        match &self.held {
+            Some(h) => self
+                .available
+                .sub(&h.for_job(now, limit))
+                .max(&Resources::ZERO),
+            None => self.available,
+        }
+    }
+}
+
+impl Scheduler {
+    /// When the allocation is expected to end: its start plus its task's time limit, or now if
+    /// that has passed (`None`: it has no limit).
+    pub(crate) fn expected_end(&self, now: Millis, a: &Allocation) -> Option<Millis> {
+        let op = self.operations.get(&a.operation)?;
+        let limit = op.spec.tasks.get(a.task)?.time_limit_ms?;
+        Some(a.start_time.saturating_add(limit).max(now))
+    }
+
+    /// The running allocations of `node` with a known end, soonest first (then by id).
+    fn ends_on(&self, now: Millis, node: &NodeId) -> Vec<(Millis, Resources)> {
+        let Some(n) = self.nodes.get(node) else {
+            return Vec::new();
+        };
+        let mut ends: Vec<(Millis, Resources)> = n
+            .allocations
+            .iter()
+            .filter_map(|id| self.allocations.get(id))
+            .filter_map(|a| Some((self.expected_end(now, a)?, a.resources)))
+            .collect();
+        ends.sort_by_key(|(end, _)| *end);
+        ends
+    }
+
+    /// When the reservation on `node` is expected to have its resources free (`None`: never,
+    /// as far as the limits tell; then nothing backfills it).
+    pub(crate) fn reservation_needed_at(
+        &self,
+        now: Millis,
+        node: &NodeId,
+        r: &Reservation,
+    ) -> Option<Millis> {
+        let n = self.nodes.get(node)?;
+        let mut free = n
+            .free()
+            .sub(&self.gang_held_from(node, &r.operation))
+            .max(&Resources::ZERO);
+        if free.dominates(&r.resources) {
+            return Some(now);
+        }
+        for (end, resources) in self.ends_on(now, node) {
+            free = free.add(&resources);
+            if free.dominates(&r.resources) {
+                return Some(end);
+            }
+        }
+        None
+    }
+
+    /// When the gang assembling in tree `t` for `op` is expected to find room for all its
+    /// pending jobs (`None`: never, as far as the limits tell). Jobs of a gang with several
+    /// task shapes are counted at the smallest shape on every resource, which finds room no
+    /// later than there is (so backfill never counts on a later start than the true one).
+    pub(crate) fn gang_needed_at(&self, now: Millis, t: usize, op: &OperationId) -> Option<Millis> {
+        let o = self.operations.get(op)?;
+        let pending = o.pending_job_count();
+        let job = o
+            .spec
+            .tasks
+            .iter()
+            .zip(&o.tasks)
+            .filter(|(_, task)| task.pending > 0)
+            .map(|(spec, _)| spec.resources)
+            .reduce(|a, b| a.min(&b))?;
+        let arena = &self.trees[t].arena;
+        let leaf = arena.by_operation.get(op).copied();
+        let mut free: BTreeMap<&NodeId, Resources> = BTreeMap::new();
+        let mut ends: Vec<(Millis, &NodeId, Resources)> = Vec::new();
+        for n in self.nodes.values() {
+            if n.tree != Some(t)
+                || !n.scheduler_jobs_enabled
+                || n.draining
+                || (arena.any_tag_filter()
+                    && leaf.is_some_and(|leaf| !arena.tags_allow(leaf, &n.tags)))
+            {
+                continue;
+            }
+            let reserved = self
+                .reservations
+                .get(&n.id)
+                .filter(|r| &r.operation != op)
+                .map_or(Resources::ZERO, |r| r.resources);
+            free.insert(&n.id, n.free().sub(&reserved).max(&Resources::ZERO));
+            for id in &n.allocations {
+                if let Some(a) = self.allocations.get(id)
+                    && let Some(end) = self.expected_end(now, a)
+                {
+                    ends.push((end, &n.id, a.resources));
+                }
+            }
+        }
+        let need = u64::from(pending);
+        let mut room: u64 = free.values().map(|f| fit_count(f, &job, need)).sum();
+        if room >= need {
+            return Some(now);
+        }
+        ends.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+        for (end, node, resources) in ends {
+            let f = free.get_mut(node).expect("collected above");
+            let before = fit_count(f, &job, need);
+            *f = f.add(&resources);
+            room = room - before + fit_count(f, &job, need);
+            if room >= need {
+                return Some(end);
+            }
+        }
+        None
+    }
+
+    /// What `node` holds back from `op` (`None`: nothing), as of now; see [`Held::for_job`].
+    pub fn held_on(&self, node: &NodeId, op: &OperationId) -> Option<Held> {
+        self.held_from(node, op)
+    }
+
+    /// What `node` holds back from `op`: another operation's job reservation and what
+    /// assembling gangs of other operations hold there, each with until when it may be
+    /// backfilled (`None`: nothing is held).
+    pub(crate) fn held_from(&self, node: &NodeId, op: &OperationId) -> Option<Held> {
+        let mut held = Held::default();
+        if let Some(r) = self.reservations.get(node).filter(|r| &r.operation != op) {
+            held.reserved = r.resources;
+            held.reserved_until = r.backfill_until;
+        }
+        if !self.gangs.is_empty() {
+            let mut untils = Vec::new();
+            for a in self.gangs.values().filter(|a| &a.operation != op) {
+                if let Some(tasks) = a.holds.get(node) {
+                    held.gangs = held.gangs.add(&self.held_resources(&a.operation, tasks));
+                    untils.push(a.backfill_until);
+                }
+            }
+            // The earliest need of them all; unknown if any is unknown.
+            held.gangs_until = untils.into_iter().reduce(|a, b| Some(a?.min(b?))).flatten();
+        }
+        (!held.is_zero()).then_some(held)
+    }
+}
+
+/// Whether a job of time limit `limit` starting at `now` ends by `until`.
+fn ends_by(now: Millis, limit: Option<u64>, until: Option<Millis>) -> bool {
+    match (limit, until) {
+        (Some(l), Some(u)) => now.saturating_add(l) <= u,
+        _ => false,
+    }
+}
+
+/// How many jobs of `job` fit into `free`, at most `cap`.
+fn fit_count(free: &Resources, job: &Resources, cap: u64) -> u64 {
+    let (free, job) = (free.raw(), job.raw());
+    (0..RESOURCE_COUNT)
+        .filter(|&r| job[r] > 0)
+        .map(|r| (free[r].max(0) / job[r]) as u64)
+        .fold(cap, u64::min)
+}
