@@ -759,3 +759,22 @@ fn alibaba_load_reads_the_node_list_beside_the_pods() {
     assert_eq!(e.file, nodes.display().to_string());
     assert_eq!((e.line, e.field.as_deref()), (Some(2), Some("cpu_milli")));
 }
+
+#[test]
+fn swf_requested_time_becomes_the_time_limit() {
+    // (requested time field, the limit): 0 and -1 mean none.
+    let cases = [
+        ("3600", Some(3_600_000)),
+        ("1.5", Some(1_500)),
+        ("0", None),
+        ("-1", None),
+    ];
+    for (requested, expected) in cases {
+        let text = format!("1 0 5 60 4 -1 -1 4 {requested} -1 1 7 3 -1 -1 -1 -1 -1\n");
+        let trace = parse_swf(&text, SWF_FILE).expect(requested);
+        assert_eq!(trace.jobs[0].time_limit_ms, expected, "{requested}");
+    }
+    let e = parse_swf("1 0 5 60 4 -1 -1 4 1e300 -1 1 7 3 -1 -1 -1 -1 -1\n", SWF_FILE)
+        .expect_err("too large");
+    assert_eq!(e.field.as_deref(), Some("requested time"), "{e}");
+}

@@ -625,6 +625,7 @@ impl<'t> Replay<'t> {
                     "job_count": jobs,
                     "resources": resources,
                     "duration_ms": job.duration_ms,
+                    "time_limit_ms": job.time_limit_ms,
                     "gang": gang,
                 }));
             }

@@ -176,6 +176,7 @@ pub fn parse_alibaba(
             width: 1,
             unit,
             trace_wait_ms: Some(scheduled - creation),
+            time_limit_ms: None,
             tag_filter,
         });
     }

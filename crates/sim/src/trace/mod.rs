@@ -184,6 +184,9 @@ pub struct TraceJob {
     /// How long the job waited in the trace (SWF wait time; Alibaba scheduled_time −
     /// creation_time), for comparison; None when unknown.
     pub trace_wait_ms: Option<u64>,
+    /// The job's time limit as its user requested it (SWF requested time, when > 0); the
+    /// replay passes it to the scheduler for backfill. None when unknown (Alibaba).
+    pub time_limit_ms: Option<u64>,
     /// Tag expression a node must match (Alibaba gpu_spec: allowed GPU models, "A|B" → the
     /// filter "A | B"); None otherwise.
     pub tag_filter: Option<String>,

@@ -12,10 +12,11 @@
 //! | 4 | run time (s) | [`TraceJob::duration_ms`] (0 is kept); unknown: skipped "run time unknown (-1)" |
 //! | 5 | allocated processors | [`TraceJob::width`] when field 8 is unknown |
 //! | 8 | requested processors | [`TraceJob::width`] when > 0; neither 5 nor 8 > 0: skipped "no processor count" |
+//! | 9 | requested time (s) | [`TraceJob::time_limit_ms`] when > 0 (None when 0 or unknown) |
 //! | 12 | user id | [`TraceJob::user`]: `u<id>`, `u?` when unknown |
 //! | 13 | group id | [`TraceJob::group`]: `g<id>`, `g?` when unknown |
 //!
-//! The other fields (average CPU time, used memory, requested time, requested memory, status,
+//! The other fields (average CPU time, used memory, requested memory, status,
 //! executable, queue, partition, preceding job, think time) must be numbers but are not used.
 //! In particular the memory fields are left out: a unit is `cpu 1` and nothing else. A
 //! fractional processor count is rounded up (counted in [`Trace::adjusted`]); times are
@@ -68,6 +69,7 @@ const WAIT_TIME: usize = 2;
 const RUN_TIME: usize = 3;
 const ALLOCATED_PROCESSORS: usize = 4;
 const REQUESTED_PROCESSORS: usize = 7;
+const REQUESTED_TIME: usize = 8;
 const USER_ID: usize = 11;
 const GROUP_ID: usize = 12;
 
@@ -151,6 +153,7 @@ pub fn parse_swf(text: &str, name: &str) -> Result<Trace, TraceError> {
             })
         };
         let (submit, wait, run) = (time(SUBMIT_TIME)?, time(WAIT_TIME)?, time(RUN_TIME)?);
+        let time_limit_ms = time(REQUESTED_TIME)?.filter(|&ms| ms > 0);
         let Some(duration_ms) = run else {
             trace.skip(SKIP_RUN_TIME_UNKNOWN);
             continue;
@@ -188,6 +191,7 @@ pub fn parse_swf(text: &str, name: &str) -> Result<Trace, TraceError> {
             width: count as u32,
             unit: Resources::ZERO.with(ResourceKind::Cpu, 1.0),
             trace_wait_ms: wait,
+            time_limit_ms,
             tag_filter: None,
         });
     }
