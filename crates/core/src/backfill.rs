@@ -213,9 +213,9 @@ impl Scheduler {
             held.reserved = r.resources;
             held.reserved_until = r.backfill_until;
         }
-        if !self.gangs.is_empty() {
+        if self.any_gang() {
             let mut untils = Vec::new();
-            for a in self.gangs.values().filter(|a| &a.operation != op) {
+            for a in self.all_gangs().filter(|a| &a.operation != op) {
                 if let Some(tasks) = a.holds.get(node) {
                     held.gangs = held.gangs.add(&self.held_resources(&a.operation, tasks));
                     untils.push(a.backfill_until);

@@ -1,11 +1,14 @@
 //! All-or-nothing placement of gang operations (tree option `gang_placement`; not in YTsaurus,
 //! whose gangs are all-or-nothing in the fair share only).
 //!
-//! One gang assembles at a time per tree: the regular stage, when it offers a node to a gang
-//! operation, holds what is free there for its jobs instead of starting them; once every
-//! pending job of the operation is held, each node starts its held jobs at its next heartbeat.
-//! Held resources are kept from other operations (see [`crate::backfill`]). Assemblies
-//! are checked at fair-share updates (timeout, lost nodes, finished operations).
+//! When the regular stage offers a node to a gang operation, the gang is first placed whole if
+//! what is free in its tree right now holds all its pending jobs ("placed gangs"; while
+//! another gang assembles, only if the gang's jobs end before that one needs what it holds,
+//! as for any backfill). Otherwise it assembles: one gang at a time per tree holds what is
+//! free on each node it is offered for its jobs instead of starting them. Either way, once
+//! every pending job of the operation is held, each node starts its held jobs at its next
+//! heartbeat. Held resources are kept from other operations (see [`crate::backfill`]).
+//! Assemblies are checked at fair-share updates (timeout, lost nodes, finished operations).
 
 use crate::event::EventKind;
 use crate::heartbeat::Walk;
@@ -69,12 +72,137 @@ impl Scheduler {
     /// Resources the gang assemblies hold on `node` for operations other than `op`.
     pub(crate) fn gang_held_from(&self, node: &NodeId, op: &OperationId) -> Resources {
         let mut held = Resources::ZERO;
-        for a in self.gangs.values().filter(|a| &a.operation != op) {
+        for a in self.all_gangs().filter(|a| &a.operation != op) {
             if let Some(tasks) = a.holds.get(node) {
                 held = held.add(&self.held_resources(&a.operation, tasks));
             }
         }
         held
+    }
+
+    /// Every gang holding resources: the assembling ones and those placed whole.
+    pub fn all_gangs(&self) -> impl Iterator<Item = &GangAssembly> {
+        self.gangs.values().chain(self.placed_gangs.values())
+    }
+
+    /// Whether any gang holds resources.
+    pub(crate) fn any_gang(&self) -> bool {
+        !self.gangs.is_empty() || !self.placed_gangs.is_empty()
+    }
+
+    /// The regular stage offers a node to the gang operation at `leaf`: if what is free in the
+    /// tree now (less what others hold, unless its jobs may backfill it) holds all its pending
+    /// jobs within its path's limits, holds them, ready to start, and returns true. The
+    /// assembling gang of the tree is never placed this way (it gathers instead); while one
+    /// assembles, another gang is placed only if its jobs end before that one needs what it
+    /// holds. A gang that did not fit is tried again only once room may have freed up.
+    pub(crate) fn place_gang_now(&mut self, now: Millis, leaf: ElementIndex, walk: &Walk) -> bool {
+        let t = walk.tree;
+        let arena = &self.trees[t].arena;
+        let ElementRef::Operation(op_id) = &arena.elements[leaf].kind else {
+            return false;
+        };
+        if self.placed_gangs.contains_key(op_id)
+            || self.gangs.get(&t).is_some_and(|a| &a.operation == op_id)
+            || self.gang_unplaceable_at.get(op_id) == Some(&self.room_epoch)
+        {
+            return false;
+        }
+        let op = &self.operations[op_id];
+        // While another gang assembles, its jobs must all end before that one needs its
+        // resources.
+        if let Some(a) = self.gangs.get(&t) {
+            let ends_in_time = a.backfill_until.is_some_and(|until| {
+                op.spec.tasks.iter().zip(&op.tasks).all(|(spec, task)| {
+                    task.pending == 0
+                        || spec
+                            .time_limit_ms
+                            .is_some_and(|l| now.saturating_add(l) <= until)
+                })
+            });
+            if !ends_in_time {
+                return false;
+            }
+        }
+        let allow_regular = arena.elements[leaf].allow_regular_on_ssd;
+        let path: Vec<ElementIndex> = std::iter::once(leaf).chain(arena.ancestors(leaf)).collect();
+        let mut wanted: Vec<u32> = op.tasks.iter().map(|task| task.pending).collect();
+        let mut held_total = Resources::ZERO;
+        let mut holds: BTreeMap<NodeId, BTreeMap<usize, u32>> = BTreeMap::new();
+        for node in self.nodes.values() {
+            if wanted.iter().all(|&w| w == 0) {
+                break;
+            }
+            if node.tree != Some(t)
+                || !node.scheduler_jobs_enabled
+                || node.draining
+                || (arena.any_tag_filter() && !arena.tags_allow(leaf, &node.tags))
+            {
+                continue;
+            }
+            let held = self.held_from(&node.id, op_id);
+            let mut taken = Resources::ZERO;
+            let mut here: BTreeMap<usize, u32> = BTreeMap::new();
+            for (task, spec) in op.spec.tasks.iter().enumerate() {
+                if wanted[task] == 0
+                    || arena
+                        .ssd
+                        .as_ref()
+                        .is_some_and(|ssd| !ssd.allows(spec, &node.tags, allow_regular))
+                {
+                    continue;
+                }
+                let held = held.map_or(Resources::ZERO, |h| h.for_job(now, spec.time_limit_ms));
+                let mut available = node.free().sub(&held).sub(&taken);
+                while wanted[task] > 0
+                    && available.dominates(&spec.resources)
+                    && path.iter().all(|&e| {
+                        arena.elements[e]
+                            .resource_limits
+                            .dominates(&walk.usage[e].add(&held_total).add(&spec.resources))
+                    })
+                {
+                    available = available.sub(&spec.resources);
+                    taken = taken.add(&spec.resources);
+                    held_total = held_total.add(&spec.resources);
+                    wanted[task] -= 1;
+                    *here.entry(task).or_default() += 1;
+                }
+            }
+            if !here.is_empty() {
+                holds.insert(node.id.clone(), here);
+            }
+        }
+        if wanted.iter().any(|&w| w > 0) || holds.is_empty() {
+            self.gang_unplaceable_at
+                .insert(op_id.clone(), self.room_epoch);
+            return false;
+        }
+        let op_id = op_id.clone();
+        let (jobs, nodes) = (
+            holds.values().flat_map(|t| t.values()).sum(),
+            holds.len() as u32,
+        );
+        self.gang_unplaceable_at.remove(&op_id);
+        self.placed_gangs.insert(
+            op_id.clone(),
+            GangAssembly {
+                operation: op_id.clone(),
+                since: now,
+                holds,
+                ready: true,
+                backfill_until: None,
+            },
+        );
+        self.log(
+            now,
+            EventKind::GangAssembled {
+                operation: op_id,
+                jobs,
+                nodes,
+            },
+        );
+        true
     }
 
     /// Resources of `tasks` (task -> jobs) of operation `op`.
@@ -107,6 +235,9 @@ impl Scheduler {
             return;
         };
         let op_id = op_id.clone();
+        if self.placed_gangs.contains_key(&op_id) {
+            return;
+        }
         match self.gangs.get(&t) {
             Some(a) if a.operation != op_id || a.ready => return,
             Some(_) => {}
@@ -204,7 +335,8 @@ impl Scheduler {
         }
     }
 
-    /// At a heartbeat of `node_id`: starts the jobs a ready gang holds there.
+    /// At a heartbeat of `node_id`: starts the jobs that complete gangs (the tree's assembly
+    /// once ready, gangs placed whole) hold there.
     pub(crate) fn start_gang_holds(
         &mut self,
         now: Millis,
@@ -212,36 +344,75 @@ impl Scheduler {
         walk: &mut Walk,
     ) -> Vec<StartOrder> {
         let t = walk.tree;
-        let Some(a) = self.gangs.get(&t).filter(|a| a.ready) else {
-            return Vec::new();
-        };
-        let Some(tasks) = a.holds.get(node_id).cloned() else {
-            return Vec::new();
-        };
-        let op_id = a.operation.clone();
-        let Some(&leaf) = self.trees[t].arena.by_operation.get(&op_id) else {
-            return Vec::new();
-        };
-        // The node may have shrunk or changed its tags since: then its jobs are gathered
-        // again elsewhere.
-        let needed = self.held_resources(&op_id, &tasks);
+        let mut orders = Vec::new();
+        if let Some(a) = self.gangs.get(&t).filter(|a| a.ready)
+            && let Some(tasks) = a.holds.get(node_id).cloned()
+        {
+            let op_id = a.operation.clone();
+            let started = self.start_held_here(now, node_id, walk, &op_id, &tasks);
+            let a = self.gangs.get_mut(&t).expect("checked above");
+            a.holds.remove(node_id);
+            match started {
+                Some(started) => {
+                    orders.extend(started);
+                    if a.holds.is_empty() {
+                        self.release_gang(now, t, "started");
+                    }
+                }
+                // Gathered again elsewhere.
+                None => a.ready = false,
+            }
+        }
+        let placed: Vec<(OperationId, BTreeMap<usize, u32>)> = self
+            .placed_gangs
+            .iter()
+            .filter_map(|(op, a)| Some((op.clone(), a.holds.get(node_id)?.clone())))
+            .collect();
+        for (op_id, tasks) in placed {
+            let started = self.start_held_here(now, node_id, walk, &op_id, &tasks);
+            let a = self.placed_gangs.get_mut(&op_id).expect("listed above");
+            a.holds.remove(node_id);
+            match started {
+                Some(started) => {
+                    orders.extend(started);
+                    if a.holds.is_empty() {
+                        self.release_placed_gang(now, &op_id, "started");
+                    }
+                }
+                // Its other jobs go back to waiting (the gang is placed or gathers again).
+                None => self.release_placed_gang(now, &op_id, "node_unavailable"),
+            }
+        }
+        orders
+    }
+
+    /// Starts the held jobs `tasks` of `op_id` on `node_id` (`None`: the node no longer fits
+    /// them or no longer suits the operation, having shrunk or changed its tags).
+    fn start_held_here(
+        &mut self,
+        now: Millis,
+        node_id: &NodeId,
+        walk: &mut Walk,
+        op_id: &OperationId,
+        tasks: &BTreeMap<usize, u32>,
+    ) -> Option<Vec<StartOrder>> {
+        let t = walk.tree;
+        let leaf = *self.trees[t].arena.by_operation.get(op_id)?;
+        let needed = self.held_resources(op_id, tasks);
         let node = &self.nodes[node_id];
         let arena = &self.trees[t].arena;
         if !node.free().dominates(&needed)
             || (arena.any_tag_filter() && !arena.tags_allow(leaf, &node.tags))
         {
-            let a = self.gangs.get_mut(&t).expect("checked above");
-            a.holds.remove(node_id);
-            a.ready = false;
-            return Vec::new();
+            return None;
         }
         let mut orders = Vec::new();
-        for (task, n) in tasks {
+        for (&task, &n) in tasks {
             for _ in 0..n {
-                if self.operations[&op_id].tasks[task].pending == 0 {
+                if self.operations[op_id].tasks[task].pending == 0 {
                     break;
                 }
-                let order = self.place(now, &op_id, task, node_id, crate::event::Stage::Regular);
+                let order = self.place(now, op_id, task, node_id, crate::event::Stage::Regular);
                 let arena = &self.trees[t].arena;
                 for e in std::iter::once(leaf).chain(arena.ancestors(leaf)) {
                     walk.usage[e] = walk.usage[e].add(&order.resources);
@@ -249,21 +420,31 @@ impl Scheduler {
                 orders.push(order);
             }
         }
-        if self.operations[&op_id].pending_job_count() == 0 {
+        if self.operations[op_id].pending_job_count() == 0 {
             walk.active[leaf] = false;
         }
         self.refresh_path(walk, leaf);
-        let a = self.gangs.get_mut(&t).expect("checked above");
-        a.holds.remove(node_id);
-        if a.holds.is_empty() {
-            self.release_gang(now, t, "started");
+        Some(orders)
+    }
+
+    /// Ends a gang placed whole (started, or undone).
+    fn release_placed_gang(&mut self, now: Millis, op: &OperationId, reason: &'static str) {
+        if let Some(a) = self.placed_gangs.remove(op) {
+            self.room_epoch += 1;
+            self.log(
+                now,
+                EventKind::GangReleased {
+                    operation: a.operation,
+                    reason,
+                },
+            );
         }
-        orders
     }
 
     /// Ends tree `t`'s assembly (its holds are released).
     pub(crate) fn release_gang(&mut self, now: Millis, t: usize, reason: &'static str) {
         if let Some(a) = self.gangs.remove(&t) {
+            self.room_epoch += 1;
             self.log(
                 now,
                 EventKind::GangReleased {
@@ -285,15 +466,27 @@ impl Scheduler {
         for t in trees {
             self.release_gang(now, t, "operation_finished");
         }
+        self.release_placed_gang(now, op, "operation_finished");
         self.gang_cooldown.remove(op);
+        self.gang_unplaceable_at.remove(op);
     }
 
-    /// The node is gone: what gangs held there is gathered again elsewhere.
-    pub(crate) fn drop_gang_holds_on(&mut self, node: &NodeId) {
+    /// The node is gone: what assembling gangs held there is gathered again elsewhere; gangs
+    /// placed whole with jobs there are undone.
+    pub(crate) fn drop_gang_holds_on(&mut self, now: Millis, node: &NodeId) {
         for a in self.gangs.values_mut() {
             if a.holds.remove(node).is_some() {
                 a.ready = false;
             }
+        }
+        let undone: Vec<OperationId> = self
+            .placed_gangs
+            .iter()
+            .filter(|(_, a)| a.holds.contains_key(node))
+            .map(|(op, _)| op.clone())
+            .collect();
+        for op in undone {
+            self.release_placed_gang(now, &op, "node_unavailable");
         }
     }
 
@@ -301,6 +494,31 @@ impl Scheduler {
     /// nodes, or whose tree turned the option off.
     pub(crate) fn update_gangs(&mut self, now: Millis) {
         self.gang_cooldown.retain(|_, until| now < *until);
+        // Gangs placed whole whose operation no longer waits, or whose tree turned the option
+        // off (their nodes would otherwise start them at their next heartbeats).
+        let stale: Vec<(OperationId, &'static str)> = self
+            .placed_gangs
+            .keys()
+            .filter_map(|id| {
+                let op = self.operations.get(id);
+                if !op.is_some_and(|op| {
+                    op.state == OperationState::Running && op.pending_job_count() > 0
+                }) {
+                    Some((id.clone(), "operation_finished"))
+                } else if !op.is_some_and(|op| {
+                    op.trees
+                        .iter()
+                        .any(|o| self.trees[o.tree].config().gang_placement.enable)
+                }) {
+                    Some((id.clone(), "disabled"))
+                } else {
+                    None
+                }
+            })
+            .collect();
+        for (op, reason) in stale {
+            self.release_placed_gang(now, &op, reason);
+        }
         let trees: Vec<usize> = self.gangs.keys().copied().collect();
         for t in trees {
             let config = self.trees[t].config().gang_placement.clone();

@@ -306,7 +306,7 @@ impl Scheduler {
             response.start.push(order);
         }
         // So does one holding jobs of a gang that is complete.
-        if !self.gangs.is_empty() {
+        if self.any_gang() {
             for order in self.start_gang_holds(now, node_id, walk) {
                 started += 1;
                 response.start.push(order);
@@ -342,7 +342,15 @@ impl Scheduler {
             if self.trees[walk.tree].config().gang_placement.enable
                 && self.is_gang_leaf(walk.tree, leaf)
             {
-                self.gang_hold(now, node_id, leaf, walk);
+                if self.place_gang_now(now, leaf, walk) {
+                    // What it holds here starts now.
+                    for order in self.start_gang_holds(now, node_id, walk) {
+                        started += 1;
+                        response.start.push(order);
+                    }
+                } else {
+                    self.gang_hold(now, node_id, leaf, walk);
+                }
                 self.deactivate(walk, leaf);
                 deactivated.push(leaf);
                 continue;
@@ -406,7 +414,7 @@ impl Scheduler {
         node_id: &NodeId,
         leaf: ElementIndex,
     ) -> Option<crate::backfill::Held> {
-        if self.reservations.is_empty() && self.gangs.is_empty() {
+        if self.reservations.is_empty() && !self.any_gang() {
             return None;
         }
         match &self.trees[t].arena.elements[leaf].kind {

@@ -605,6 +605,15 @@ impl Scheduler {
         };
         if self.trees[t].config().gang_placement.enable && op.is_gang() {
             let text = match self.gangs.get(&t) {
+                _ if self.placed_gangs.contains_key(&op.spec.id) => {
+                    let a = &self.placed_gangs[&op.spec.id];
+                    format!(
+                        "gang: all its {} pending jobs are held on {} nodes, which start them at \
+                         their next heartbeats (gang_placement)",
+                        a.held_jobs(),
+                        a.holds.len()
+                    )
+                }
                 Some(a) if a.operation == op.spec.id => format!(
                     "gang: {} of its {} pending jobs held on {} nodes; they start together once \
                      all are held (gang_placement; {})",

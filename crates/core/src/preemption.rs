@@ -624,7 +624,7 @@ impl Scheduler {
                 let preemptor_leaf = self.trees[t].arena.by_operation[&preemptor.operation];
                 // What gangs hold here was free: it stays free after the victims leave (unless
                 // the preemptor's job backfills it).
-                let gang_held = if self.gangs.is_empty() {
+                let gang_held = if !self.any_gang() {
                     Resources::ZERO
                 } else {
                     let limit = self.operations[&order_op].spec.tasks[order_task].time_limit_ms;

@@ -209,6 +209,15 @@ pub struct Scheduler {
     pub(crate) gangs: BTreeMap<usize, crate::gang::GangAssembly>,
     /// Gangs whose assembly timed out, and until when they may not assemble again.
     pub(crate) gang_cooldown: BTreeMap<OperationId, Millis>,
+    /// Gangs placed whole at once from what was free (see [`crate::gang`]), by operation;
+    /// always ready: their nodes start them at their next heartbeats.
+    pub(crate) placed_gangs: BTreeMap<OperationId, crate::gang::GangAssembly>,
+    /// Counts the events that may free room for a gang (allocations ending, nodes joining,
+    /// holds released); a gang that did not fit at one count is not tried again until it
+    /// changes.
+    pub(crate) room_epoch: u64,
+    /// The `room_epoch` at which each gang last failed to fit at once.
+    pub(crate) gang_unplaceable_at: BTreeMap<OperationId, u64>,
     /// Counters for `--stats`.
     pub stats: Stats,
 }
@@ -270,6 +279,9 @@ impl Scheduler {
             reservation_streak: BTreeSet::new(),
             gangs: BTreeMap::new(),
             gang_cooldown: BTreeMap::new(),
+            placed_gangs: BTreeMap::new(),
+            room_epoch: 0,
+            gang_unplaceable_at: BTreeMap::new(),
             stats: Stats::default(),
         })
     }
@@ -595,6 +607,7 @@ impl Scheduler {
 
     /// Registers a node. Rejected if a node with that id exists.
     pub fn add_node(&mut self, _now: Millis, spec: NodeSpec) -> Result<(), CoreError> {
+        self.room_epoch += 1;
         if self.nodes.contains_key(&spec.id) {
             return Err(CoreError::new(format!(
                 "node {:?} already exists",
@@ -733,7 +746,7 @@ impl Scheduler {
         }
         self.nodes.remove(id);
         self.release_reservation(now, id, "node_unavailable");
-        self.drop_gang_holds_on(id);
+        self.drop_gang_holds_on(now, id);
         Ok(())
     }
 
@@ -1303,6 +1316,7 @@ impl Scheduler {
     /// Removes an allocation from the books and logs how it ended. A job that did not
     /// complete goes back to pending (unless the operation is finishing).
     pub(crate) fn end_allocation(&mut self, now: Millis, id: AllocationId, how: EndKind) {
+        self.room_epoch += 1;
         let Some(alloc) = self.allocations.remove(&id) else {
             return;
         };

@@ -151,8 +151,9 @@ const GANG_TREE: &str = r#"{"pool_trees": {"default": {
 
 /// Two nodes of 4 cpu. `a` (1 × 4 cpu, limit 2 s) fills node-0 and `b` (1 × 4 cpu, limit 8 s)
 /// node-1 at 0. `gang` (2 × 4 cpu) arrives at 100 ms: it holds node-0 once `a` ends at 2 s and
-/// needs node-1 at 8 s. At 1.5 s `probe` arrives: one 2-cpu job of 3 s with the given limit.
-fn gang_run(probe_limit: Option<u64>) -> Driver {
+/// needs node-1 at 8 s. At 1.5 s `probe` arrives: `jobs` 1-cpu jobs of 3 s with the given
+/// limit, a gang itself if `probe_gang`.
+fn gang_run(jobs: u32, probe_gang: bool, probe_limit: Option<u64>) -> Driver {
     let mut s = scheduler(GANG_TREE, SchedulerConfig::default());
     add_nodes(&mut s, 2, res(4.0, 8.0));
     s.start_operation(
@@ -172,32 +173,33 @@ fn gang_run(probe_limit: Option<u64>) -> Driver {
     s.start_operation(100, op("gang", Some("gang"), vec![g]))
         .unwrap();
     d.run(&mut s, 100, 1400, 100);
-    s.start_operation(
-        1500,
-        op(
-            "probe",
-            Some("small"),
-            vec![limited(1, 2.0, 3000, probe_limit)],
-        ),
-    )
-    .unwrap();
+    let mut probe = limited(jobs, 1.0, 3000, probe_limit);
+    probe.gang = probe_gang;
+    s.start_operation(1500, op("probe", Some("small"), vec![probe]))
+        .unwrap();
     d.run(&mut s, 1500, 10_000, 100);
     d
 }
 
 #[test]
-fn a_gang_hold_is_backfilled_only_by_jobs_that_end_before_the_gang_can_start() {
-    let cases: Vec<(Option<u64>, Vec<u64>)> = vec![
+fn a_gang_hold_is_backfilled_only_by_jobs_and_gangs_that_end_before_the_gang_can_start() {
+    // (the probe's jobs, whether it is a gang, its limit, when its jobs start)
+    let cases: Vec<(u32, bool, Option<u64>, Vec<u64>)> = vec![
         // Ends by 8 s: runs on node-0's held cpu from shortly after 2 s (the update after
         // the gang took its hold there sets the estimate).
-        (Some(4000), vec![2200]),
+        (2, false, Some(4000), vec![2200, 2200]),
+        // A gang of the same jobs is placed whole there at once, for the same reason.
+        (2, true, Some(4000), vec![2200, 2200]),
         // Would end after 8 s: waits until the gang has started (at the heartbeat after its
         // last hold, 8.1 s) and ended (9.1 s).
-        (Some(7000), vec![9100]),
-        (None, vec![9100]),
+        (2, false, Some(7000), vec![9100, 9100]),
+        (2, true, Some(7000), vec![9100, 9100]),
+        (2, false, None, vec![9100, 9100]),
+        (2, true, None, vec![9100, 9100]),
     ];
-    for (limit, expected) in cases {
-        let d = gang_run(limit);
+    for (jobs, gang, limit, expected) in cases {
+        let d = gang_run(jobs, gang, limit);
+        let limit = (gang, limit);
         assert_eq!(starts(&d, "gang"), vec![8100, 8100], "limit {limit:?}");
         assert_eq!(starts(&d, "probe"), expected, "limit {limit:?}");
     }
@@ -232,5 +234,54 @@ fn bad_operation_specs_are_rejected_naming_the_field_and_change_nothing() {
         assert!(err.contains(message), "{what}: {err}");
         assert!(err.contains("\"x\""), "{what}: {err}");
         assert!(s.snapshot(0).operations.is_empty(), "{what}");
+    }
+}
+
+const PLACED_TREE: &str = r#"{"pool_trees": {"default": {
+    "config": {"gang_placement": {"enable": true, "assembly_timeout_ms": 60000}},
+    "pools": {"a": {}}
+}}}"#;
+
+#[test]
+fn a_gang_that_fits_now_is_placed_whole_and_starts_at_once() {
+    // Three nodes of 4 cpu, a 2-cpu job of `other` on node-0 (no limit). A gang of 3-cpu jobs:
+    // two fit now (node-1, node-2): placed whole at the first heartbeat after the update that
+    // admits the gang (200 ms), both start in that round of heartbeats; three do not: it
+    // gathers.
+    let cases: Vec<(u32, Vec<u64>, &str)> =
+        vec![(2, vec![200, 200], "placed"), (3, vec![], "gathers")];
+    for (jobs, expected, what) in cases {
+        let mut s = scheduler(PLACED_TREE, SchedulerConfig::default());
+        add_nodes(&mut s, 3, res(4.0, 8.0));
+        s.start_operation(
+            0,
+            op("other", Some("a"), vec![task(1, res(2.0, 1.0), None)]),
+        )
+        .unwrap();
+        let mut d = Driver::new();
+        d.run(&mut s, 0, 0, 100);
+        let mut g = limited(jobs, 3.0, 1000, None);
+        g.gang = true;
+        s.start_operation(50, op("g", Some("a"), vec![g])).unwrap();
+        d.run(&mut s, 100, 500, 100);
+        assert_eq!(starts(&d, "g"), expected, "{what}");
+        let assembled = events(&d, "gang_assembled");
+        if expected.is_empty() {
+            assert!(assembled.is_empty(), "{what}: {assembled:?}");
+            let why = s.snapshot(500).operations["g"]
+                .why
+                .clone()
+                .unwrap_or_default();
+            assert!(
+                why.contains("2 of its 3 pending jobs held"),
+                "{what}: {why}"
+            );
+        } else {
+            assert_eq!(assembled.len(), 1, "{what}");
+            assert_eq!(assembled[0]["nodes"], 2, "{what}");
+            let released = events(&d, "gang_released");
+            assert_eq!(released.len(), 1, "{what}: {released:?}");
+            assert_eq!(released[0]["reason"], "started", "{what}");
+        }
     }
 }

@@ -68,7 +68,7 @@ fn one_gang_gathers_at_a_time_and_a_stuck_one_times_out_for_the_next() {
     assert_eq!(released[0]["reason"], "timeout", "{released:?}");
     let timed_out = released[0]["t_ms"].as_u64().unwrap();
     assert!((1100..=1300).contains(&timed_out), "{timed_out}");
-    // g2 then gathers node-1's 4 cpu and starts whole.
+    // g2 then fits whole into node-1's 4 cpu: placed at once, it starts in the same instant.
     let assembled = events(&d, "gang_assembled", "g2");
     assert_eq!(assembled.len(), 1, "{:?}", d.events);
     let g2_starts: Vec<u64> = events(&d, "allocation_started", "g2")
@@ -77,7 +77,10 @@ fn one_gang_gathers_at_a_time_and_a_stuck_one_times_out_for_the_next() {
         .collect();
     assert_eq!(g2_starts.len(), 2);
     assert!(g2_starts[1] - g2_starts[0] <= 100, "{g2_starts:?}");
-    assert!(g2_starts[0] > timed_out, "{g2_starts:?} before {timed_out}");
+    assert!(
+        g2_starts[0] >= timed_out,
+        "{g2_starts:?} before {timed_out}"
+    );
     // g1 never starts a part of itself.
     assert_eq!(events(&d, "allocation_started", "g1"), Vec::<Value>::new());
 }

@@ -774,7 +774,10 @@ fn swf_requested_time_becomes_the_time_limit() {
         let trace = parse_swf(&text, SWF_FILE).expect(requested);
         assert_eq!(trace.jobs[0].time_limit_ms, expected, "{requested}");
     }
-    let e = parse_swf("1 0 5 60 4 -1 -1 4 1e300 -1 1 7 3 -1 -1 -1 -1 -1\n", SWF_FILE)
-        .expect_err("too large");
+    let e = parse_swf(
+        "1 0 5 60 4 -1 -1 4 1e300 -1 1 7 3 -1 -1 -1 -1 -1\n",
+        SWF_FILE,
+    )
+    .expect_err("too large");
     assert_eq!(e.field.as_deref(), Some("requested time"), "{e}");
 }

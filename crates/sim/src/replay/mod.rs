@@ -515,23 +515,18 @@ impl<'t> Replay<'t> {
     fn holds_on(&self, n: usize) -> bool {
         let id = &self.nodes[n].id;
         self.core.reservations().any(|(node, _)| node == id)
-            || self
-                .core
-                .gang_assembly(0)
-                .is_some_and(|a| a.holds.contains_key(id))
+            || self.core.all_gangs().any(|a| a.holds.contains_key(id))
     }
 
-    /// Heartbeats the nodes of a gang that holds all it needs, so that it starts at this
+    /// Heartbeats the nodes of the gangs that hold all they need, so that they start at this
     /// instant (the core starts held jobs at the nodes' next heartbeats).
     fn start_gathered_gang(&mut self, t: Millis) -> Result<(), String> {
-        let Some(nodes) = self
+        let nodes: std::collections::BTreeSet<NodeId> = self
             .core
-            .gang_assembly(0)
+            .all_gangs()
             .filter(|a| a.ready)
-            .map(|a| a.holds.keys().cloned().collect::<Vec<NodeId>>())
-        else {
-            return Ok(());
-        };
+            .flat_map(|a| a.holds.keys().cloned())
+            .collect();
         for id in nodes {
             if let Some(&n) = self.node_index.get(&id) {
                 self.heartbeat(t, n, Vec::new())?;
