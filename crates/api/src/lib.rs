@@ -154,6 +154,11 @@ pub struct TaskSubmit {
     pub env: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub gang: bool,
+    /// How long a job may run, by its submitter's estimate, in milliseconds: lets the scheduler
+    /// backfill the job onto resources held for a big job or a gang that it will leave in
+    /// time. Not enforced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit_ms: Option<u64>,
 }
 
 /// What `POST /api/v1/operations` takes. Other operation options (`weight`, `resource_limits`,

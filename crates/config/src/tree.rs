@@ -422,7 +422,11 @@ impl Default for TreeIntegralGuaranteesConfig {
 /// reserved already; ties: node id order). The longest-waiting operations reserve first, at
 /// most `max_reservations` at a time. While the reservation holds, the node's other jobs keep
 /// running and other operations may start jobs there only in what is free beyond the reserved
-/// resources (per resource: only what the big job needs is held, not the whole node); the
+/// resources (per resource: only what the big job needs is held, not the whole node), except
+/// jobs that will be gone in time (backfill: at each update the reservation estimates when its
+/// resources will be free from the time limits, a task's `time_limit_ms`, of the node's
+/// running allocations; a job whose own limit ends by then may use the reserved resources; no
+/// estimate, and no backfill, when an allocation in the way has no limit); the
 /// reserving operation starts its job there as soon as the node's free resources hold it,
 /// before any other; once its job has taken them, its next job (if still blocked and larger
 /// than the smallest) reserves at the next update without a new `timeout_ms` wait, so an
@@ -467,7 +471,14 @@ impl Default for JobReservationConfig {
 /// whole gang starts within one heartbeat period. One gang assembles at a time per tree, so
 /// two gangs never hold parts of the cluster against each other; if it is not complete within
 /// `assembly_timeout_ms`, everything it holds is released and it may not assemble again for as
-/// long, so that a gang larger than what frees up does not block the others. Gang jobs are not
+/// long, so that a gang larger than what frees up does not block the others. A gang that
+/// fits whole into what is free in the tree when it is offered a node is instead placed at
+/// once (all its jobs held, started at their nodes' next heartbeats), while another gang
+/// assembles only if its jobs' time limits end before that gang is expected to need what it
+/// holds. Jobs may backfill what an assembling gang holds on the same terms: the gang
+/// estimates at each update, from the running allocations' time limits (`time_limit_ms`),
+/// when enough nodes will have room for all its jobs (no estimate, and no backfill, when
+/// that depends on an allocation without a limit). Gang jobs are not
 /// started by preemptive stages or job reservation while this is on; a gang's failed job goes
 /// back to pending and assembles alone. Events: `gang_assembled` (all held),
 /// `gang_released` (with the reason: `started`, `timeout`, `operation_finished`,

@@ -536,6 +536,7 @@ async fn drive(args: &ServerBenchArgs, url: &str, token: &str) -> anyhow::Result
                     command: vec!["true".into()],
                     env: BTreeMap::new(),
                     gang: false,
+                    time_limit_ms: None,
                 }],
                 options: serde_json::Map::new(),
             })

@@ -296,6 +296,11 @@ pub struct RunArgs {
     /// unlimited).
     #[arg(long, value_parser = parse_limits)]
     resource_limits: Option<PartialResources>,
+    /// How long each job may run, by your estimate (`90s`, `30m`, milliseconds): lets the
+    /// scheduler start it on resources held for a big job or a gang that it will leave in time
+    /// (backfill). Not enforced: a job that overruns delays the job waiting for them.
+    #[arg(long, value_parser = parse_duration_ms)]
+    time_limit: Option<u64>,
     #[arg(required = true, last = true)]
     command: Vec<String>,
 }
@@ -627,6 +632,7 @@ async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
                 interruption_signal,
                 interruption_timeout,
                 resource_limits,
+                time_limit,
                 command,
             } = *args;
             let mut resources = Resources::ZERO;
@@ -671,6 +677,7 @@ async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
                         command,
                         env,
                         gang: false,
+                        time_limit_ms: time_limit,
                     }],
                     options,
                 })

@@ -67,6 +67,20 @@ async fn errors_auth_and_restart() {
         assert_eq!(body["code"], 100_400, "{body}");
         assert!(body["attributes"].is_object());
 
+        // A zero time limit is rejected naming the field, and nothing is created.
+        let zero = json!({"id": "zero", "tasks": [{"job_count": 1, "resources": {"cpu": 1},
+            "command": ["true"], "time_limit_ms": 0}]});
+        let (status, body) = call(&app, "POST", "/api/v1/operations", Some(zero), false).await;
+        assert_ne!(status, StatusCode::OK, "{body}");
+        assert!(
+            body["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("tasks[0].time_limit_ms must be positive")),
+            "{body}"
+        );
+        let (status, _) = call(&app, "GET", "/api/v1/operations/zero", None, false).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+
         let (status, body) = call(
             &app,
             "POST",

@@ -76,6 +76,7 @@ impl Cluster {
                 command: vec!["sh".into(), "-c".into(), script.into()],
                 env: Default::default(),
                 gang: false,
+                time_limit_ms: None,
             }],
             options: Default::default(),
         };

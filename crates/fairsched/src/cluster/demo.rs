@@ -234,6 +234,7 @@ async fn submit(client: &ApiClient, pool: &str, jobs: u32, seconds: u32) -> anyh
                 command: vec!["sleep".into(), seconds.to_string()],
                 env: Default::default(),
                 gang: false,
+                time_limit_ms: None,
             }],
             options: Map::new(),
         })

@@ -27,7 +27,7 @@
 //!   - `start_operation`: a flat [`fairsched_core::OperationSpec`] (`id`, `user`, `pool`,
 //!     `weight`, `resource_limits`, `preemption_mode`, `interruption_signal`,
 //!     `interruption_timeout_ms`, `scheduling_tag_filter`, `tasks`: `job_count`, `resources`,
-//!     `duration_ms`, `interruptible`, `exit_after_interrupt_ms`, `gang`);
+//!     `duration_ms`, `time_limit_ms`, `interruptible`, `exit_after_interrupt_ms`, `gang`);
 //!   - `abort_operation` `{"id"}`; `update_operation` `{"id", "weight"?, "resource_limits"?,
 //!     "pool"?}`;
 //!   - `create_pool` `{"tree"?, "name", "parent"?, ...pool options}` (no parent or `"<Root>"`:
