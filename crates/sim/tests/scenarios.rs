@@ -832,6 +832,58 @@ fn runtime_changes_move_shares_and_invalid_changes_change_nothing() {
 }
 
 #[test]
+fn backfill_lets_jobs_that_end_in_time_use_a_reservation() {
+    let file = "scenarios/backfill.json";
+    let t = |e: &Value| e["t_ms"].as_u64().expect("t_ms");
+    // (short's limit in the file, when short's jobs start: the first while big waits or not)
+    let cases: [(&str, bool); 2] = [
+        // 2 s + 4 s ends by the 8 s the reservation expects to need the node.
+        ("\"time_limit_ms\": 4000", true),
+        // 2 s + 7 s does not: short waits until big has started.
+        ("\"time_limit_ms\": 7000", false),
+    ];
+    for (limit, backfills) in cases {
+        let run = if backfills {
+            check(file, None, false)
+        } else {
+            variant(file, "\"time_limit_ms\": 4000", limit)
+        };
+        assert_eq!(run.code, EXIT_OK, "{limit}: {}", run.stderr);
+        let reserved = run.events("job_reserved", Some("big"));
+        assert_eq!(reserved.len(), 1, "{limit}: {reserved:?}");
+        let big: Vec<u64> = run
+            .events("allocation_started", Some("big"))
+            .iter()
+            .map(t)
+            .collect();
+        assert_eq!(big, vec![8000], "{limit}");
+        let short: Vec<u64> = run
+            .events("allocation_started", Some("short"))
+            .iter()
+            .map(t)
+            .collect();
+        if backfills {
+            assert_eq!(short, vec![2000, 2000], "{limit}");
+        } else {
+            assert!(short.iter().all(|&at| at >= 8000), "{limit}: {short:?}");
+        }
+        // filler has no limit: nothing of it starts before big.
+        let filler: Vec<u64> = run
+            .events("allocation_started", Some("filler"))
+            .iter()
+            .map(t)
+            .collect();
+        assert!(filler.iter().all(|&at| at >= 8000), "{limit}: {filler:?}");
+    }
+    let run = check(file, None, false);
+    let why = run.snapshot("backfilled")["operations"]["big"]["why"]
+        .as_str()
+        .expect("why")
+        .to_string();
+    assert!(why.contains("time limit ends by 8000 ms"), "{why}");
+}
+
+#[test]
 fn job_reservation_holds_a_node_for_a_big_job_that_small_jobs_keep_out() {
     let file = "scenarios/job_reservation.json";
     let on = check(file, None, false);
