@@ -78,6 +78,14 @@ impl Offer {
         }
     }
 
+    /// Whether `job` fits only thanks to backfill: into what a job of time limit `limit` may
+    /// use, but not into what is left with everything held kept out.
+    pub(crate) fn backfills(&self, now: Millis, limit: Option<u64>, job: &Resources) -> bool {
+        self.held.is_some_and(|h| {
+            !self.available.sub(&h.all()).dominates(job) && self.for_job(now, limit).dominates(job)
+        })
+    }
+
     /// What a job of time limit `limit` starting at `now` may use.
     pub(crate) fn for_job(&self, now: Millis, limit: Option<u64>) -> Resources {
         match &self.held {

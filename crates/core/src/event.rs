@@ -81,6 +81,10 @@ pub enum EventKind {
         allocation: AllocationId,
         node: NodeId,
         stage: Stage,
+        /// It runs on resources held for another operation's job reservation or gang, which
+        /// its time limit leaves in time (see [`crate::backfill`]); left out when false.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        backfill: bool,
     },
     AllocationFinished {
         operation: OperationId,

@@ -10,6 +10,7 @@
 //! heartbeat. Held resources are kept from other operations (see [`crate::backfill`]).
 //! Assemblies are checked at fair-share updates (timeout, lost nodes, finished operations).
 
+use crate::backfill::Offer;
 use crate::event::EventKind;
 use crate::heartbeat::Walk;
 use crate::model::{Millis, NodeId, OperationId, OperationState};
@@ -412,7 +413,22 @@ impl Scheduler {
                 if self.operations[op_id].tasks[task].pending == 0 {
                     break;
                 }
-                let order = self.place(now, op_id, task, node_id, crate::event::Stage::Regular);
+                let spec = &self.operations[op_id].spec.tasks[task];
+                let limit = spec.time_limit_ms;
+                let resources = spec.resources;
+                let backfill = Offer {
+                    available: self.nodes[node_id].free(),
+                    held: self.held_from(node_id, op_id),
+                }
+                .backfills(now, limit, &resources);
+                let order = self.place(
+                    now,
+                    op_id,
+                    task,
+                    node_id,
+                    crate::event::Stage::Regular,
+                    backfill,
+                );
                 let arena = &self.trees[t].arena;
                 for e in std::iter::once(leaf).chain(arena.ancestors(leaf)) {
                     walk.usage[e] = walk.usage[e].add(&order.resources);

@@ -710,8 +710,10 @@ impl Scheduler {
                         .dominates(&walk.usage[e].add(&spec.resources))
                 })
         })?;
+        let spec = &op.spec.tasks[task];
+        let backfill = offer.backfills(now, spec.time_limit_ms, &spec.resources);
         let op_id = op_id.clone();
-        let order = self.place(now, &op_id, task, node_id, stage);
+        let order = self.place(now, &op_id, task, node_id, stage, backfill);
         let arena = &self.trees[walk.tree].arena;
         for e in std::iter::once(leaf).chain(arena.ancestors(leaf)) {
             walk.usage[e] = walk.usage[e].add(&order.resources);

@@ -226,6 +226,8 @@ pub struct Scheduler {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Stats {
     pub placements: u64,
+    /// Placements on resources held for others (backfill).
+    pub backfills: u64,
     pub preemptions: u64,
     pub heartbeats: u64,
     pub fair_share_updates: u64,
@@ -1182,12 +1184,16 @@ impl Scheduler {
         task: usize,
         node_id: &NodeId,
         stage: Stage,
+        backfill: bool,
     ) -> StartOrder {
         let tree = self.nodes[node_id]
             .tree
             .expect("allocations start only on nodes of a tree");
         let (id, resources) = self.book_allocation(now, op_id, task, node_id, tree);
         self.stats.placements += 1;
+        if backfill {
+            self.stats.backfills += 1;
+        }
         self.log(
             now,
             EventKind::AllocationStarted {
@@ -1195,6 +1201,7 @@ impl Scheduler {
                 allocation: id,
                 node: node_id.clone(),
                 stage,
+                backfill,
             },
         );
         self.reservation_used(now, op_id, node_id);

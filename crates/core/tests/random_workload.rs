@@ -744,6 +744,7 @@ impl Checker {
                     allocation,
                     node,
                     stage,
+                    backfill,
                 } => {
                     let Call::Heartbeat {
                         node: hb, response, ..
@@ -848,8 +849,16 @@ impl Checker {
                                 && !gang_start
                             {
                                 let free = n.resources.sub(&self.shadow_node_usage(node));
-                                if backfills && !free.dominates(held) {
+                                let took = ResourceKind::ALL.into_iter().any(|kind| {
+                                    order.resources.get(kind) > 0.0
+                                        && free.get(kind) < held.get(kind)
+                                });
+                                if took {
                                     self.counts.backfills += 1;
+                                    ensure!(
+                                        *backfill,
+                                        "{allocation} of {operation} took what {node} holds for {holder} but its start does not say backfill"
+                                    );
                                 }
                                 for kind in ResourceKind::ALL {
                                     ensure!(

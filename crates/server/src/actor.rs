@@ -1677,8 +1677,12 @@ impl Actor {
                 allocation,
                 node,
                 stage,
+                backfill,
             } => {
                 self.metrics.placed(stage_name(*stage));
+                if *backfill {
+                    self.metrics.backfills.inc();
+                }
                 let task = self
                     .sched
                     .allocation(*allocation)
@@ -1803,10 +1807,17 @@ impl Actor {
             EventKind::Error { code, message } => {
                 tracing::warn!(code, message, "core error event");
             }
-            // In the event log only (and the operation's `reserved_node` in snapshots).
-            EventKind::JobReserved { operation, .. }
-            | EventKind::ReservationReleased { operation, .. }
-            | EventKind::GangAssembled { operation, .. }
+            // In the event log and the counters (and the operation's `reserved_node` and
+            // `why` in snapshots).
+            EventKind::JobReserved { operation, .. } => {
+                self.metrics.reservations.inc();
+                touched.insert(operation.0.clone());
+            }
+            EventKind::GangAssembled { operation, .. } => {
+                self.metrics.gangs_assembled.inc();
+                touched.insert(operation.0.clone());
+            }
+            EventKind::ReservationReleased { operation, .. }
             | EventKind::GangReleased { operation, .. } => {
                 touched.insert(operation.0.clone());
             }

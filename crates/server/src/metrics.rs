@@ -54,6 +54,12 @@ pub struct ActorMetrics {
     pub preemptions: Family<OneLabel, Counter>,
     /// Jobs told to interrupt (graceful preemption, interruptible jobs), by reason.
     pub interruptions: Family<OneLabel, Counter>,
+    /// Allocations started on resources held for others (backfill).
+    pub backfills: Counter,
+    /// Job reservations made.
+    pub reservations: Counter,
+    /// Gangs whose jobs were all held, ready to start together.
+    pub gangs_assembled: Counter,
     /// Seconds in the core's `process_heartbeat`.
     pub heartbeat_duration: Histogram,
     /// Seconds of each fair-share update (the timer's `tick` when it updated).
@@ -68,6 +74,9 @@ impl Default for ActorMetrics {
             placements: Family::default(),
             preemptions: Family::default(),
             interruptions: Family::default(),
+            backfills: Counter::default(),
+            reservations: Counter::default(),
+            gangs_assembled: Counter::default(),
             // 10 µs .. ~0.3 s.
             heartbeat_duration: Histogram::new(exponential_buckets(1e-5, 2.0, 16)),
             // 100 µs .. ~3 s.
@@ -132,6 +141,22 @@ pub fn registry(actor: &ActorMetrics, view: watch::Receiver<Arc<View>>) -> Regis
         "fairsched_interruptions",
         "Jobs told to interrupt before preemption, by reason",
         actor.interruptions.clone(),
+    );
+    r.register(
+        "fairsched_backfills",
+        "Allocations started on resources held for a job reservation or a gang, which their \
+         time limit leaves in time",
+        actor.backfills.clone(),
+    );
+    r.register(
+        "fairsched_job_reservations",
+        "Job reservations made (job_reservation)",
+        actor.reservations.clone(),
+    );
+    r.register(
+        "fairsched_gangs_assembled",
+        "Gangs whose jobs were all held, to start together (gang_placement)",
+        actor.gangs_assembled.clone(),
     );
     r.register_with_unit(
         "fairsched_heartbeat_duration",

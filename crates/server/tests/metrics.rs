@@ -65,6 +65,15 @@ async fn metrics_follow_placements_and_preemptions() {
     ] {
         must(&text, series);
     }
+    // Reservation, gang and backfill counters exist from the start (at 0: this tree has
+    // neither option on).
+    for counter in [
+        "fairsched_backfills_total",
+        "fairsched_job_reservations_total",
+        "fairsched_gangs_assembled_total",
+    ] {
+        assert_eq!(must(&text, counter), 0.0, "{counter}");
+    }
     for help in [
         "# TYPE fairsched_heartbeat_duration_seconds histogram",
         "# TYPE fairsched_placements counter",

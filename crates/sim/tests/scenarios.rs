@@ -862,9 +862,17 @@ fn backfill_lets_jobs_that_end_in_time_use_a_reservation() {
             .iter()
             .map(t)
             .collect();
+        let flagged = run
+            .events("allocation_started", Some("short"))
+            .iter()
+            .filter(|e| e["backfill"] == true)
+            .count();
         if backfills {
             assert_eq!(short, vec![2000, 2000], "{limit}");
+            // Their starts say they backfill.
+            assert_eq!(flagged, 2, "{limit}");
         } else {
+            assert_eq!(flagged, 0, "{limit}");
             assert!(short.iter().all(|&at| at >= 8000), "{limit}: {short:?}");
         }
         // filler has no limit: nothing of it starts before big.
