@@ -148,7 +148,7 @@ fn plain_output_has_one_line_per_case_and_a_closing_count() {
             1,
             &[
                 "FAIL EmptyTreeWrongExpectation",
-                "step=0 variant={\"enable_improved_fair_share_by_fit_factor_computation\":true} element=<Root> attribute=fair_share.total comparison=exact expected=[0.5,0.5,0.0,0.5,0.0] actual=[0.0,0.0,0.0,0.0,0.0]",
+                "step=0 variant={\"enable_improved_fair_share_by_fit_factor_computation\":true} element=<Root> attribute=fair_share.total comparison=exact (tolerance 1e-12) expected=[0.5,0.5,0.0,0.5,0.0] actual=[0.0,0.0,0.0,0.0,0.0]",
             ],
             "0 passed, 1 failed",
         ),

@@ -617,7 +617,7 @@ enum Kind {
 /// ends (every segment starts where the previous one ends), that hands every segment to a
 /// [`Compressor`] once no later one can merge into it; `finish` trims a final vertical as
 /// `trim_in_place` does.
-struct VertexBuilder<const N: usize> {
+pub(crate) struct VertexBuilder<const N: usize> {
     /// Segments built so far (the last one is `prev → cur`).
     count: usize,
     /// Whether a point was added (`cur` holds it; with no segment yet it only starts one).
@@ -631,6 +631,20 @@ struct VertexBuilder<const N: usize> {
 }
 
 impl<const N: usize> VertexBuilder<N> {
+    /// A builder whose segments, compressed with `eps`, are appended to `out`.
+    pub(crate) fn new(eps: f64, out: Vec<Segment<Rv>>) -> VertexBuilder<N> {
+        VertexBuilder {
+            count: 0,
+            started: false,
+            prev_x: 0.0,
+            prev_y: Rv::ZERO,
+            cur_x: 0.0,
+            cur_y: Rv::ZERO,
+            kind: Kind::Point,
+            sink: Compressor::new(eps, out),
+        }
+    }
+
     /// `absorb` of [`crate::plf`] on the segment from `cur` to (x, y), or a new segment.
     #[inline(always)]
     fn push_to(&mut self, x: f64, y: Rv) {
@@ -693,7 +707,7 @@ impl<const N: usize> VertexBuilder<N> {
     }
 
     #[inline(always)]
-    fn add_sample(&mut self, x: f64, left: Rv, right: Rv) {
+    pub(crate) fn add_sample(&mut self, x: f64, left: Rv, right: Rv) {
         if self.started {
             self.push_to(x, left);
         } else {
@@ -703,7 +717,7 @@ impl<const N: usize> VertexBuilder<N> {
         self.push_to(x, right);
     }
 
-    fn finish(mut self) -> Vec<Segment<Rv>> {
+    pub(crate) fn finish(mut self) -> Vec<Segment<Rv>> {
         assert!(self.count > 0, "a function needs at least one segment");
         if self.kind == Kind::Vertical {
             if self.count > 1 {
@@ -957,16 +971,16 @@ fn sample_and_compress<const N: usize>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::plf::{Builder, component_into, pointwise_min_into};
     use fairsched_resources::ResourceVector;
 
     /// SplitMix64.
-    struct Rng(u64);
+    pub(crate) struct Rng(pub(crate) u64);
 
     impl Rng {
-        fn next(&mut self) -> u64 {
+        pub(crate) fn next(&mut self) -> u64 {
             self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
             let mut z = self.0;
             z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -974,12 +988,12 @@ mod tests {
             z ^ (z >> 31)
         }
 
-        fn below(&mut self, n: u64) -> u64 {
+        pub(crate) fn below(&mut self, n: u64) -> u64 {
             self.next() % n
         }
 
         /// A nonnegative step: often zero (flats, jumps), often round, otherwise arbitrary.
-        fn step(&mut self) -> f64 {
+        pub(crate) fn step(&mut self) -> f64 {
             match self.below(4) {
                 0 => 0.0,
                 1 => self.below(4) as f64 / 8.0,
@@ -990,7 +1004,7 @@ mod tests {
 
     /// A random nondecreasing vector function built by the builder from samples (jumps, flats,
     /// shared levels across resources), on `[x0, x0 + something]`.
-    fn random_vector(rng: &mut Rng, x0: f64) -> Vec<Segment<ResourceVector>> {
+    pub(crate) fn random_vector(rng: &mut Rng, x0: f64) -> Vec<Segment<ResourceVector>> {
         let mut b = Builder::new();
         let n = 1 + rng.below(8) as usize;
         let (mut x, mut y) = (x0, ResourceVector::ZERO);

@@ -14,6 +14,7 @@
 //!   distribution.
 
 mod crit;
+mod envelope;
 mod improved;
 pub mod model;
 pub mod output;

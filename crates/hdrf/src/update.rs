@@ -241,12 +241,17 @@ pub(crate) struct Tuning {
     /// point, rather than by balanced pairwise summation (see `crate::plf::Plf::sum_adaptive`).
     /// Improved-mode and FIFO sums are always exact.
     pub exact_sum: ExactSum,
+    /// Whether M and S are built in one walk over F (`crate::envelope`) rather than as the
+    /// reference builds them (per-resource inverses, their pointwise minimum, the composition
+    /// and its compression). The same functions; values differ in the last bits.
+    pub envelope: bool,
 }
 
 impl Default for Tuning {
     fn default() -> Self {
         Tuning {
             exact_sum: crate::plf::EXACT_SUM,
+            envelope: true,
         }
     }
 }
@@ -1458,6 +1463,18 @@ impl Update<'_> {
         }
 
         let t1 = self.now_ns();
+        if self.tuning.envelope
+            && monotone
+            && scratch.f.iter().all(|s| s.x0 <= s.x1)
+            && let Some(functions) = self.build_by_envelope(i, scratch, improved.as_ref())
+        {
+            let t2 = self.now_ns();
+            self.timings.max_fit_factor_ns += t2 - t1;
+            return Functions {
+                improved,
+                ..functions
+            };
+        }
         let on_critical_points = self.max_fit_factor_by_suggestion(i, monotone, scratch);
         let m_size = if on_critical_points {
             crit::segment_count(&scratch.crit_acc)
@@ -1528,6 +1545,100 @@ impl Update<'_> {
             s: s_start..self.s_arena.len(),
             improved,
         }
+    }
+
+    /// The per-resource guarantee and limit of M, clamped to the range of F's components
+    /// (warning when F at zero exceeds the limit).
+    fn m_bounds(&mut self, i: ElementIndex, f: &[Segment<Rv>]) -> [(f64, f64); RESOURCE_COUNT] {
+        let limits = self.attrs.limits_share[i];
+        let guarantee = self.guarantee_share(i);
+        let mut bounds = [(0.0, 0.0); RESOURCE_COUNT];
+        let (first, last) = (f[0].y0, f[f.len() - 1].y1);
+        for r in 0..RESOURCE_COUNT {
+            let (lo, hi) = (first[r], last[r]);
+            if lo >= limits[r] + EPSILON || lo.is_nan() {
+                self.warn(
+                    i,
+                    format!(
+                        "fair share at zero fit factor {lo} exceeds limit {} on resource {r}",
+                        limits[r]
+                    ),
+                );
+            }
+            let limit = limits[r].max(lo).min(hi);
+            let g = guarantee[r].max(lo).min(limit);
+            bounds[r] = (g, limit);
+        }
+        bounds
+    }
+
+    /// M and S by one walk over F (`crate::envelope`), S appended to the arena; None (nothing
+    /// appended, no warning given) when the walk does not apply.
+    fn build_by_envelope(
+        &mut self,
+        i: ElementIndex,
+        scratch: &mut Scratch,
+        improved: Option<&ImprovedPool>,
+    ) -> Option<Functions> {
+        let bounds = self.m_bounds_quiet(i, &scratch.f)?;
+        let g = bounds.map(|(g, _)| g);
+        let limit = bounds.map(|(_, l)| l);
+        let s_start = self.s_arena.len();
+        let mut arena = std::mem::take(&mut self.s_arena);
+        let ok = crate::envelope::max_fit_factor_and_share(
+            &scratch.f,
+            &g,
+            &limit,
+            COMPRESS_FUNCTION_EPSILON,
+            &mut scratch.crit_acc,
+            &mut arena,
+        );
+        if !ok {
+            arena.truncate(s_start);
+            self.s_arena = arena;
+            return None;
+        }
+        self.s_arena = arena;
+        let s = PlfRef::new(&self.s_arena[s_start..]);
+        if s.left_bound() != 0.0 || s.right_bound() != 1.0 || !s.is_nondecreasing() {
+            self.warn(
+                i,
+                "fair share by suggestion is not a nondecreasing function on [0, 1]".to_string(),
+            );
+        }
+        let keep_m = !self.is_operation(i)
+            && improved.is_none()
+            && !self
+                .opts
+                .enable_improved_fair_share_by_fit_factor_computation;
+        let m = keep_m.then(|| {
+            let start = self.m_points.len();
+            self.m_points.extend_from_slice(&scratch.crit_acc);
+            KeptM::Points(start..self.m_points.len())
+        });
+        Some(Functions {
+            f_size: scratch.f.len(),
+            f_right_bound: PlfRef::new(&scratch.f).right_bound(),
+            m_size: crate::crit::segment_count(&scratch.crit_acc),
+            m,
+            s: s_start..self.s_arena.len(),
+            improved: None,
+        })
+    }
+
+    /// [`Self::m_bounds`] when F at zero is within the limits and finite (else None, and the
+    /// reference path gives the warning).
+    fn m_bounds_quiet(
+        &mut self,
+        i: ElementIndex,
+        f: &[Segment<Rv>],
+    ) -> Option<[(f64, f64); RESOURCE_COUNT]> {
+        let limits = self.attrs.limits_share[i];
+        let first = f[0].y0;
+        if (0..RESOURCE_COUNT).any(|r| first[r] >= limits[r] + EPSILON || first[r].is_nan()) {
+            return None;
+        }
+        Some(self.m_bounds(i, f))
     }
 
     fn operation_fair_share_by_fit_factor(&self, i: ElementIndex, out: &mut Vec<Segment<Rv>>) {
@@ -1692,29 +1803,7 @@ impl Update<'_> {
         monotone: bool,
         scratch: &mut Scratch,
     ) -> bool {
-        let limits = self.attrs.limits_share[i];
-        let guarantee = self.guarantee_share(i);
-        // Per resource: the guarantee and the limit, clamped to the component's range.
-        let mut bounds = [(0.0, 0.0); RESOURCE_COUNT];
-        {
-            let f = &scratch.f;
-            let (first, last) = (f[0].y0, f[f.len() - 1].y1);
-            for r in 0..RESOURCE_COUNT {
-                let (lo, hi) = (first[r], last[r]);
-                if lo >= limits[r] + EPSILON || lo.is_nan() {
-                    self.warn(
-                        i,
-                        format!(
-                            "fair share at zero fit factor {lo} exceeds limit {} on resource {r}",
-                            limits[r]
-                        ),
-                    );
-                }
-                let limit = limits[r].max(lo).min(hi);
-                let g = guarantee[r].max(lo).min(limit);
-                bounds[r] = (g, limit);
-            }
-        }
+        let bounds = self.m_bounds(i, &scratch.f);
         // Nondecreasing functions: on critical points (see `crate::crit`).
         if monotone && scratch.f.iter().all(|s| s.x0 <= s.x1) {
             let Scratch {

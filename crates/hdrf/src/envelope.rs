@@ -1,0 +1,532 @@
+//! M and S of an element in one walk over F (the default; `Tuning::envelope`).
+//!
+//! The reference builds M as the pointwise minimum of five per-resource inverses of F, each
+//! with a critical point wherever its resource of F has one, and then samples F at every one
+//! of those points and compresses the result into S. M then has up to five times as many
+//! critical points as F (one per resource and breakpoint of F), almost all of them on straight
+//! pieces of the minimum, and the composition samples F at each.
+//!
+//! Here M is built from what it is: with `g` the guarantee and `L` the limits (each clamped to
+//! the range of its component of F), and σ(f) = max_r (F_r(f) − g_r) along F,
+//!
+//! * M(0) = a = sup { f : F_r(f) ≤ g_r for every r } (the largest fit factor within the
+//!   guarantee), and
+//! * M(s) = min(E(s), b) for s in (0, 1], with E(s) = inf { f : σ(f) ≥ s } and
+//!   b = sup { f : F_r(f) ≤ L_r for every r }.
+//!
+//! (Each per-resource inverse m_r is `inf { f : F_r(f) ≥ g_r + s }` up to `s = L_r − g_r` and
+//! `sup { f : F_r(f) ≤ L_r }` beyond; the minimum of the infima is the infimum of the union of
+//! the sets, which is E, and since every m_r stays below its own cap, the caps enter as their
+//! minimum b.) E is the inverse of σ along F's chain of vertices, so walking F's vertices once
+//! from f = a to f = b and mapping each vertex (f, F(f)) to (σ(f), f) gives M's critical points,
+//! with one more wherever the resource that attains σ changes inside a segment of F (σ is the
+//! maximum of five lines there). S = F ∘ M then needs no sampling: at each of these points F's
+//! value is the vertex's own (or, at the few points inside a segment, one interpolation), and
+//! the samples go through the same builder and compressor as the reference composition.
+//!
+//! The function is the same as the reference's; values differ from it in the last bits only
+//! (at points where the reference interpolates M between its extra critical points, at the
+//! crossings, which the reference finds by bisection, and by compression), which
+//! `crate::perf_equivalence` bounds against the reference implementation.
+
+use crate::crit::{Pt, VertexBuilder, push_sample};
+use crate::plf::{Segment, Value};
+use fairsched_resources::{RESOURCE_COUNT, ResourceVector};
+
+type Rv = ResourceVector;
+
+/// Whether every component of `y` is at most the bound's.
+#[inline(always)]
+fn within(y: &Rv, bound: &[f64; RESOURCE_COUNT]) -> bool {
+    (0..RESOURCE_COUNT).all(|r| y.0[r] <= bound[r])
+}
+
+/// σ at a point of F: the largest `y_r − g_r`.
+#[inline(always)]
+fn sigma(y: &Rv, g: &[f64; RESOURCE_COUNT]) -> f64 {
+    let mut s = y.0[0] - g[0];
+    for (&v, &g) in y.0[1..].iter().zip(&g[1..]) {
+        s = s.max(v - g);
+    }
+    s
+}
+
+/// F's value at `x` on the (non-vertical) segment `seg`, as the reference samples it.
+#[inline(always)]
+fn value_on(seg: &Segment<Rv>, x: f64) -> Rv {
+    if x == seg.x0 || seg.y0.same(seg.y1) {
+        seg.y0
+    } else if x == seg.x1 {
+        seg.y1
+    } else {
+        seg.interpolate(x)
+    }
+}
+
+/// The smallest argument on the tilted segment `seg` where a resource that ends above its
+/// `level` reaches it: the per-resource inverse of F sampled at that level, as the reference
+/// narrows its transposed component (the segment `(y0_r, x0) → (y1_r, x1)` at `level_r`).
+fn first_crossing(seg: &Segment<Rv>, level: &[f64; RESOURCE_COUNT]) -> f64 {
+    let mut x = seg.x1;
+    for (r, &level) in level.iter().enumerate() {
+        let (y0, y1) = (seg.y0.0[r], seg.y1.0[r]);
+        if y1 > level {
+            let at = if y0 == level {
+                seg.x0
+            } else {
+                Segment::new(y0, seg.x0, y1, seg.x1).interpolate(level)
+            };
+            x = x.min(at);
+        }
+    }
+    x.clamp(seg.x0, seg.x1)
+}
+
+/// The points strictly inside `(from, to)` on the tilted segment `seg` where the resource
+/// attaining σ changes (σ is the upper envelope of five lines there), with F's values, into
+/// `out` as (argument, value, σ).
+fn crossings(
+    seg: &Segment<Rv>,
+    g: &[f64; RESOURCE_COUNT],
+    from: f64,
+    to: f64,
+    out: &mut Vec<(f64, Rv, f64)>,
+) {
+    let y_from = value_on(seg, from);
+    let y_to = value_on(seg, to);
+    let width = seg.x1 - seg.x0;
+    let slope: [f64; RESOURCE_COUNT] = std::array::from_fn(|r| (seg.y1.0[r] - seg.y0.0[r]) / width);
+    let at_from: [f64; RESOURCE_COUNT] = std::array::from_fn(|r| y_from.0[r] - g[r]);
+    // The line on top right after `from`: the largest value, then the steepest.
+    let mut cur = 0;
+    for r in 1..RESOURCE_COUNT {
+        if at_from[r] > at_from[cur] || (at_from[r] == at_from[cur] && slope[r] > slope[cur]) {
+            cur = r;
+        }
+    }
+    // The same line on top at `to`: no crossing (σ is convex).
+    let top_at_to = sigma(&y_to, g);
+    if y_to.0[cur] - g[cur] == top_at_to {
+        return;
+    }
+    let mut x = from;
+    loop {
+        // The first steeper line to overtake `cur` before `to`.
+        let mut next: Option<(f64, usize)> = None;
+        for q in 0..RESOURCE_COUNT {
+            if slope[q] <= slope[cur] {
+                continue;
+            }
+            let xq = (from + (at_from[cur] - at_from[q]) / (slope[q] - slope[cur])).max(x);
+            if xq < to && next.is_none_or(|(xn, _)| xq < xn) {
+                next = Some((xq, q));
+            }
+        }
+        let Some((xq, q)) = next else { break };
+        if xq > x {
+            // σ there is on both lines; the one left behind gives it exactly where it is flat
+            // (M then rises straight up to the crossing, as in the reference).
+            let y = value_on(seg, xq);
+            out.push((xq, y, y.0[cur] - g[cur]));
+        }
+        x = xq;
+        cur = q;
+    }
+    // Another line is on top at `to` although no crossing was found before it: they cross
+    // within rounding of `to`. Then σ stays on `cur`'s line up to `to` (M rises to `to` at
+    // that level) before it takes the top line's value there.
+    let on_cur = y_to.0[cur] - g[cur];
+    if on_cur < top_at_to && x < to {
+        out.push((to, y_to, on_cur));
+    }
+}
+
+/// The group of points of M at one suggestion (a vertical of M when it spans fit factors).
+#[derive(Clone, Copy)]
+struct Group {
+    s: f64,
+    /// M's left and right values.
+    l: f64,
+    r: f64,
+    /// F's left limit at `l`.
+    f_left_at_l: Rv,
+    /// F's value at the last point of the group (its right limit at `r` when M increases
+    /// right after the group).
+    f_last: Rv,
+    /// F's left limit at `r`.
+    f_left_at_r: Rv,
+}
+
+/// Collects M's points and S's samples.
+struct Emitter<'a, const N: usize> {
+    m: &'a mut Vec<Pt>,
+    s: VertexBuilder<N>,
+    group: Group,
+    /// F's left limit at the fit factor of the last point (the first value seen there).
+    cur_f: f64,
+    cur_left: Rv,
+}
+
+impl<const N: usize> Emitter<'_, N> {
+    /// The point (σ = `s`, fit factor `f`, F's value `y`) of the walk.
+    #[inline(always)]
+    fn push(&mut self, s: f64, f: f64, y: Rv) {
+        let f = f.max(self.cur_f);
+        if f != self.cur_f {
+            self.cur_f = f;
+            self.cur_left = y;
+        }
+        // M(0) is the start's own value; points at σ ≤ 0 are within the guarantee.
+        if s <= 0.0 {
+            return;
+        }
+        let s = s.max(self.group.s);
+        if s == self.group.s && self.group.s > 0.0 {
+            self.group.r = f;
+            self.group.f_last = y;
+            self.group.f_left_at_r = self.cur_left;
+            return;
+        }
+        self.flush(f > self.group.r);
+        self.group = Group {
+            s,
+            l: f,
+            r: f,
+            f_left_at_l: self.cur_left,
+            f_last: y,
+            f_left_at_r: self.cur_left,
+        };
+    }
+
+    /// Emits the current group; `increases`: whether M increases right after it.
+    #[inline(always)]
+    fn flush(&mut self, increases: bool) {
+        let g = self.group;
+        push_sample(self.m, g.s, g.l, g.r);
+        let right = if increases { g.f_last } else { g.f_left_at_r };
+        self.s.add_sample(g.s, g.f_left_at_l, right);
+    }
+}
+
+/// M (as critical points, into `m`) and S (compressed with `eps`, appended to `s_out`) of an
+/// element whose F (`f`: nondecreasing values, nondecreasing arguments) has the per-resource
+/// guarantee `g` and limit `limit`, each clamped to its component's range (`lo ≤ g ≤ limit ≤
+/// hi`). Returns false, leaving both unspecified, when an input is not finite.
+pub(crate) fn max_fit_factor_and_share(
+    f: &[Segment<Rv>],
+    g: &[f64; RESOURCE_COUNT],
+    limit: &[f64; RESOURCE_COUNT],
+    eps: f64,
+    m: &mut Vec<Pt>,
+    s_out: &mut Vec<Segment<Rv>>,
+) -> bool {
+    if !g.iter().chain(limit).all(|v| v.is_finite()) {
+        return false;
+    }
+    if f.iter()
+        .all(|s| s.y0.0[RESOURCE_COUNT - 1] == 0.0 && s.y1.0[RESOURCE_COUNT - 1] == 0.0)
+    {
+        walk::<{ RESOURCE_COUNT - 1 }>(f, g, limit, eps, m, s_out);
+    } else {
+        walk::<RESOURCE_COUNT>(f, g, limit, eps, m, s_out);
+    }
+    true
+}
+
+fn walk<const N: usize>(
+    f: &[Segment<Rv>],
+    g: &[f64; RESOURCE_COUNT],
+    limit: &[f64; RESOURCE_COUNT],
+    eps: f64,
+    m: &mut Vec<Pt>,
+    s_out: &mut Vec<Segment<Rv>>,
+) {
+    let n = f.len();
+    // The segments where F first leaves the guarantee and the limits (n: never).
+    let ka = f.iter().position(|s| !within(&s.y1, g)).unwrap_or(n);
+    let kb = f[ka.min(n - 1)..]
+        .iter()
+        .position(|s| !within(&s.y1, limit))
+        .map_or(n, |k| k + ka.min(n - 1));
+    let kb = kb.max(ka);
+
+    // a, and F's left limit and value there.
+    let (a, ya_left, ya) = if ka == n {
+        // F's end (its left limit there is the lower end of a final jump, which a trimmed
+        // function does not have, or of a lone vertical).
+        let last = &f[n - 1];
+        let left = if last.x0 == last.x1 { last.y0 } else { last.y1 };
+        (last.x1, left, last.y1)
+    } else {
+        let seg = &f[ka];
+        if seg.x0 == seg.x1 {
+            (seg.x0, seg.y0, seg.y0)
+        } else {
+            let a = first_crossing(seg, g);
+            let y = value_on(seg, a);
+            // At the start of the segment, after a jump there, the left limit is the jump's
+            // lower end.
+            let left = if a == seg.x0 && ka > 0 && f[ka - 1].x0 == f[ka - 1].x1 {
+                f[ka - 1].y0
+            } else {
+                y
+            };
+            (a, left, y)
+        }
+    };
+    m.clear();
+    let mut e = Emitter::<N> {
+        m,
+        s: VertexBuilder::new(eps, std::mem::take(s_out)),
+        group: Group {
+            s: 0.0,
+            l: a,
+            r: a,
+            f_left_at_l: ya_left,
+            f_last: ya,
+            f_left_at_r: ya_left,
+        },
+        cur_f: a,
+        cur_left: ya_left,
+    };
+
+    // The walk from a towards b, stopping once σ passes 1.
+    let mut last = (0.0, a, ya);
+    let mut done = ka == n;
+    let mut k = ka;
+    // The piece of segment k still to walk starts at `from` (a on segment ka).
+    let mut from = a;
+    // The points of one piece: the crossings inside it, then its end.
+    let mut points: Vec<(f64, Rv, f64)> = Vec::with_capacity(RESOURCE_COUNT + 1);
+    while !done && k < n {
+        let seg = f[k];
+        let vertical = seg.x0 == seg.x1;
+        // Where this piece ends: the segment's end, or b on segment kb.
+        let (to, y_to, stop) = if k == kb {
+            if vertical {
+                break;
+            }
+            let b = first_crossing(&seg, limit).max(from);
+            (b, value_on(&seg, b), true)
+        } else {
+            (seg.x1, seg.y1, false)
+        };
+        points.clear();
+        if !vertical && to > from {
+            crossings(&seg, g, from, to, &mut points);
+        }
+        points.push((to, y_to, sigma(&y_to, g)));
+        for &(x, y, s) in &points {
+            if s > 1.0 {
+                // M reaches 1 on the straight piece of M from the last point to this one.
+                let (s0, f0, y0) = last;
+                let f1 = if vertical || s <= s0 {
+                    f0
+                } else {
+                    let t = (1.0 - s0) / (s - s0);
+                    (f0 + (x - f0) * t).clamp(f0, x)
+                };
+                let y1 = if vertical { y0 } else { value_on(&seg, f1) };
+                e.push(1.0, f1, y1);
+                last = (1.0, f1, y1);
+                done = true;
+                break;
+            }
+            e.push(s, x, y);
+            last = (s, x, y);
+        }
+        if stop {
+            break;
+        }
+        k += 1;
+        from = to;
+    }
+    // Past σ(b) (or the end of F), M stays at its last fit factor up to 1.
+    if !done || last.0 < 1.0 {
+        let (_, fl, yl) = last;
+        e.push(1.0, fl, yl);
+    }
+    e.flush(false);
+    // No vertical at the right end (trim).
+    let n_m = e.m.len();
+    let p = &mut e.m[n_m - 1];
+    p.r = p.l;
+    *s_out = e.s.finish();
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::crit::tests::{Rng, random_vector};
+    use crate::plf::{
+        ComposeScratch, PlfRef, component_into, compose_into, compress_into, inverse_part_into,
+        pointwise_min_into,
+    };
+
+    /// M and S as the reference builds them (per-resource inverses, their pointwise minimum in
+    /// resource order, the composition and its compression), on segments.
+    pub(crate) fn reference(
+        f: &[Segment<Rv>],
+        g: &[f64; RESOURCE_COUNT],
+        limit: &[f64; RESOURCE_COUNT],
+    ) -> (Vec<Segment<f64>>, Vec<Segment<Rv>>) {
+        let mut parts: Vec<Vec<Segment<f64>>> = Vec::new();
+        for r in 0..RESOURCE_COUNT {
+            let mut comp = Vec::new();
+            component_into(f, r, &mut comp);
+            let mut part = Vec::new();
+            inverse_part_into(&mut comp, g[r], limit[r], true, &mut part);
+            parts.push(part);
+        }
+        let mut m = parts[0].clone();
+        for part in &parts[1..] {
+            let mut next = Vec::new();
+            pointwise_min_into(&m, part, &mut next);
+            m = next;
+        }
+        let mut composed = Vec::new();
+        compose_into(f, &m, &mut ComposeScratch::default(), &mut composed);
+        let mut s = Vec::new();
+        compress_into(&composed, 1e-15, &mut s);
+        (m, s)
+    }
+
+    pub(crate) fn envelope(
+        f: &[Segment<Rv>],
+        g: &[f64; RESOURCE_COUNT],
+        limit: &[f64; RESOURCE_COUNT],
+    ) -> (Vec<Pt>, Vec<Segment<Rv>>) {
+        let (mut m, mut s) = (Vec::new(), Vec::new());
+        assert!(max_fit_factor_and_share(f, g, limit, 1e-15, &mut m, &mut s));
+        (m, s)
+    }
+
+    pub(crate) fn describe(
+        f: &[Segment<Rv>],
+        g: &[f64; RESOURCE_COUNT],
+        limit: &[f64; RESOURCE_COUNT],
+    ) -> String {
+        let (rm, rs) = reference(f, g, limit);
+        let (em, es) = envelope(f, g, limit);
+        format!(
+            "F {f:?}\ng {g:?}\nlimit {limit:?}\nreference M {rm:?}\nenvelope M {em:?}\nreference S {rs:?}\nenvelope S {es:?}"
+        )
+    }
+
+    /// A bound for resource `r` of `f` in `[lo, hi]`: an end, a value F takes, or anything.
+    fn bound(rng: &mut Rng, f: &[Segment<Rv>], r: usize, lo: f64, hi: f64) -> f64 {
+        match rng.below(5) {
+            0 => lo,
+            1 => hi,
+            2 => f[rng.below(f.len() as u64) as usize].y1.0[r].clamp(lo, hi),
+            _ => lo + (hi - lo) * (rng.next() >> 11) as f64 / (1u64 << 53) as f64,
+        }
+    }
+
+    /// Where `f` jumps by more than `min_height` (its vertical segments).
+    fn jumps<V: Value + Copy>(
+        f: &[Segment<V>],
+        height: impl Fn(&Segment<V>) -> f64,
+        min_height: f64,
+    ) -> Vec<f64> {
+        f.iter()
+            .filter(|s| s.x0 == s.x1 && height(s) > min_height)
+            .map(|s| s.x0)
+            .collect()
+    }
+
+    /// M and S by the walk agree with the reference construction on random nondecreasing F
+    /// (jumps, flats, shared levels, guarantees and limits at F's own values and at its
+    /// ends): the same jumps within 1e-12, and the same values within 1e-12 (relative, for M's
+    /// fit factors) at every critical point of either and between them, away from the jumps.
+    #[test]
+    fn walk_matches_the_reference_construction() {
+        let mut rng = Rng(29);
+        let mut checked_jumps = 0;
+        for case in 0..20_000 {
+            let f = random_vector(&mut rng, 0.0);
+            let (first, last) = (f[0].y0, f[f.len() - 1].y1);
+            let mut g = [0.0; RESOURCE_COUNT];
+            let mut limit = [0.0; RESOURCE_COUNT];
+            for r in 0..RESOURCE_COUNT {
+                let (lo, hi) = (first[r], last[r]);
+                limit[r] = bound(&mut rng, &f, r, lo, hi);
+                g[r] = if rng.below(2) == 0 {
+                    lo
+                } else {
+                    bound(&mut rng, &f, r, lo, limit[r])
+                };
+            }
+            let (rm, rs) = reference(&f, &g, &limit);
+            let (em, es) = envelope(&f, &g, &limit);
+            let mut em_segments = Vec::new();
+            crate::crit::to_segments(&em, &mut em_segments);
+            let context = || describe(&f, &g, &limit);
+
+            // Jumps of S (by their largest component) and of M.
+            let height = |s: &Segment<Rv>| {
+                (0..RESOURCE_COUNT)
+                    .map(|r| s.y1.0[r] - s.y0.0[r])
+                    .fold(0.0, f64::max)
+            };
+            let (rj, ej) = (jumps(&rs, height, 1e-9), jumps(&es, height, 1e-9));
+            assert_eq!(rj.len(), ej.len(), "case {case}: jumps of S\n{}", context());
+            for (a, b) in rj.iter().zip(&ej) {
+                assert!(
+                    (a - b).abs() <= 1e-12,
+                    "case {case}: S jumps at {a} / {b}\n{}",
+                    context()
+                );
+            }
+            checked_jumps += rj.len();
+            let m_height = |s: &Segment<f64>| s.y1 - s.y0;
+            let (rmj, emj) = (
+                jumps(&rm, m_height, 1e-9),
+                jumps(&em_segments, m_height, 1e-9),
+            );
+            assert_eq!(
+                rmj.len(),
+                emj.len(),
+                "case {case}: jumps of M\n{}",
+                context()
+            );
+
+            // Values away from the jumps.
+            let near_jump = |x: f64| rj.iter().chain(&rmj).any(|&j| (x - j).abs() < 1e-9);
+            let (pr, pe) = (PlfRef::new(&rs), PlfRef::new(&es));
+            let (mr, me) = (PlfRef::new(&rm), PlfRef::new(&em_segments));
+            let xs = rs
+                .iter()
+                .chain(&es)
+                .flat_map(|s| [s.x0, s.x1, 0.5 * (s.x0 + s.x1)]);
+            let mxs = rm
+                .iter()
+                .chain(&em_segments)
+                .flat_map(|s| [s.x0, s.x1, 0.5 * (s.x0 + s.x1)]);
+            for x in xs.chain(mxs) {
+                if near_jump(x) {
+                    continue;
+                }
+                let (a, b) = (pr.value_at(x), pe.value_at(x));
+                for r in 0..RESOURCE_COUNT {
+                    assert!(
+                        (a.0[r] - b.0[r]).abs() <= 1e-12,
+                        "case {case}: S({x})[{r}] {} / {}\n{}",
+                        a.0[r],
+                        b.0[r],
+                        context()
+                    );
+                }
+                let (a, b) = (mr.value_at(x), me.value_at(x));
+                assert!(
+                    (a - b).abs() <= 1e-12 * a.abs().max(1.0),
+                    "case {case}: M({x}) {a} / {b}\n{}",
+                    context()
+                );
+            }
+            // M(0) is exact: the largest fit factor within the guarantee.
+            assert_eq!(rm[0].y0, em[0].l, "case {case}: M(0)\n{}", context());
+        }
+        assert!(checked_jumps > 1000, "jumps checked: {checked_jumps}");
+    }
+}
