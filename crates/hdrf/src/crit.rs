@@ -554,6 +554,17 @@ impl<const N: usize> Compressor<N> {
     /// The next segment, from (x0, y0) to (x1, y1).
     #[inline(always)]
     fn feed(&mut self, x0: f64, y0: &Rv, x1: f64, y1: &Rv) {
+        if self.eps == 0.0 {
+            // No compression: every segment as it comes.
+            self.push(Segment {
+                x0,
+                y0: *y0,
+                x1,
+                y1: *y1,
+            });
+            self.started = true;
+            return;
+        }
         if !self.started {
             self.started = true;
             self.restart(x0, y0, x1, y1);
@@ -599,6 +610,9 @@ impl<const N: usize> Compressor<N> {
 
     fn finish(mut self) -> Vec<Segment<Rv>> {
         assert!(self.started, "a function needs at least one segment");
+        if self.eps == 0.0 {
+            return self.out;
+        }
         self.push(self.acc);
         self.out
     }
@@ -631,7 +645,8 @@ pub(crate) struct VertexBuilder<const N: usize> {
 }
 
 impl<const N: usize> VertexBuilder<N> {
-    /// A builder whose segments, compressed with `eps`, are appended to `out`.
+    /// A builder whose segments, compressed with `eps` (not at all with 0), are appended to
+    /// `out`.
     pub(crate) fn new(eps: f64, out: Vec<Segment<Rv>>) -> VertexBuilder<N> {
         VertexBuilder {
             count: 0,

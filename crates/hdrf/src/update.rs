@@ -1589,7 +1589,6 @@ impl Update<'_> {
             &scratch.f,
             &g,
             &limit,
-            COMPRESS_FUNCTION_EPSILON,
             &mut scratch.crit_acc,
             &mut arena,
         );
