@@ -428,7 +428,7 @@ pub struct Plf<V> {
 /// stable sort merges such runs in O(n log runs).
 fn clear_and_sort(points: &mut Vec<f64>, lb: f64, rb: f64) {
     points.retain(|&p| p >= lb && p <= rb);
-    points.sort_by(f64::total_cmp);
+    points.sort_unstable_by(f64::total_cmp);
     points.dedup();
 }
 
