@@ -18,7 +18,7 @@
 //! Each tree is measured on its own thread under its own profiler; everything measured is
 //! allocated after the profiler starts, so every block is counted.
 //!
-//! Usage: `cargo run --release -p fairsched-hdrf --example memory [-- classic|improved|both
+//! Usage: `cargo run --release -p fairsched-hdrf --example update_memory [-- classic|improved|both
 //! [LATER_UPDATES]]` (default: classic, 8 later updates; the working memory stops growing by the
 //! 9th update of the large tree). Prints a Markdown table (and each tree's raw figures on
 //! stderr). With `DHAT_DIR=DIR` it also saves each tree's dhat profile in DIR. The profiler
