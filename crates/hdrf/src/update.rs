@@ -281,8 +281,8 @@ thread_local! {
 /// every element's attributes, indexed like the tree.
 ///
 /// The update keeps its working memory (function arenas and per-element tables, among them
-/// every attribute of every element; together about five times as large as the returned
-/// attributes, some 5 KB per element: BENCHMARKS.md, "Memory") for the next update on the same
+/// every attribute of every element; together about four times as large as the returned
+/// attributes, some 4.2 KB per element: BENCHMARKS.md, "Memory") for the next update on the same
 /// thread; it holds no other state between calls.
 pub fn update(tree: &mut Tree, input: &UpdateInput, clock: &dyn PhaseClock) -> UpdateOutput {
     update_with(tree, input, clock, Tuning::default())
