@@ -187,13 +187,16 @@ pub struct PhaseTimings {
     pub fifo_pool_functions_ns: u64,
     /// Building F for fair-share pools.
     pub normal_pool_functions_ns: u64,
-    /// Building M (transpose, narrow, shift per resource).
+    /// Building M and S from F: the one walk over F (the default), or, in the reference
+    /// construction (used where the walk does not apply, e.g. an F that decreases), the
+    /// per-resource parts of M (transpose, narrow, shift) with their minimum.
     pub max_fit_factor_ns: u64,
-    /// Pointwise minimum over resources in M.
+    /// Reference construction only: the pointwise minimum over resources in M (part of
+    /// `max_fit_factor_ns`).
     pub pointwise_min_ns: u64,
-    /// F ∘ M.
+    /// Reference construction only: F ∘ M.
     pub compose_ns: u64,
-    /// Compressing S.
+    /// Reference construction only: compressing S.
     pub compress_ns: u64,
     /// Top-down distribution, promised guarantees and root fix-up.
     pub top_down_ns: u64,
