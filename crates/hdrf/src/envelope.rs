@@ -93,7 +93,7 @@ fn crossings(
     g: &[f64; RESOURCE_COUNT],
     (from, y_from): (f64, &Rv),
     (to, y_to, top_at_to): (f64, &Rv, f64),
-    out: &mut Vec<(f64, Rv, f64)>,
+    out: &mut Points,
 ) {
     let at_from: [f64; RESOURCE_COUNT] = std::array::from_fn(|r| y_from.0[r] - g[r]);
     let at_to: [f64; RESOURCE_COUNT] = std::array::from_fn(|r| y_to.0[r] - g[r]);
@@ -141,6 +141,34 @@ fn crossings(
     let on_cur = at_to[cur];
     if on_cur < top_at_to && x < to {
         out.push((to, *y_to, on_cur));
+    }
+}
+
+/// The points of one piece of the walk (argument, F's value, σ): at most four crossings (each
+/// moves to a strictly steeper line of five), one more where two lines cross within rounding
+/// of the piece's end, and the end.
+struct Points {
+    items: [(f64, Rv, f64); RESOURCE_COUNT + 1],
+    len: usize,
+}
+
+impl Points {
+    fn new() -> Points {
+        Points {
+            items: [(0.0, Rv::ZERO, 0.0); RESOURCE_COUNT + 1],
+            len: 0,
+        }
+    }
+
+    #[inline(always)]
+    fn push(&mut self, p: (f64, Rv, f64)) {
+        self.items[self.len] = p;
+        self.len += 1;
+    }
+
+    #[inline(always)]
+    fn as_slice(&self) -> &[(f64, Rv, f64)] {
+        &self.items[..self.len]
     }
 }
 
@@ -211,7 +239,8 @@ impl<const N: usize> Emitter<'_, N> {
     }
 }
 
-/// M (as critical points, into `m`) and S (appended to `s_out`) of an element whose F (`f`: nondecreasing values, nondecreasing arguments) has the per-resource
+/// M (as critical points, into `m`) and S (appended to `s_out`) of an element whose F (`f`:
+/// nondecreasing values, nondecreasing arguments) has the per-resource
 /// guarantee `g` and limit `limit`, each clamped to its component's range (`lo ≤ g ≤ limit ≤
 /// hi`). Returns false, leaving both unspecified, when an input is not finite.
 pub(crate) fn max_fit_factor_and_share(
@@ -299,7 +328,7 @@ fn walk<const N: usize>(
     let mut from = a;
     let mut y_from = ya;
     // The points of one piece: the crossings inside it, then its end.
-    let mut points: Vec<(f64, Rv, f64)> = Vec::with_capacity(RESOURCE_COUNT + 1);
+    let mut points = Points::new();
     while !done && k < n {
         let seg = f[k];
         let vertical = seg.x0 == seg.x1;
@@ -313,13 +342,13 @@ fn walk<const N: usize>(
         } else {
             (seg.x1, seg.y1, false)
         };
-        points.clear();
+        points.len = 0;
         let s_to = sigma(&y_to, g);
         if !vertical && to > from {
             crossings(&seg, g, (from, &y_from), (to, &y_to, s_to), &mut points);
         }
         points.push((to, y_to, s_to));
-        for &(x, y, s) in &points {
+        for &(x, y, s) in points.as_slice() {
             if s > 1.0 {
                 // M reaches 1 on the straight piece of M from the last point to this one.
                 let (s0, f0, y0) = last;
