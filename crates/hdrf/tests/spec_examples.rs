@@ -330,3 +330,60 @@ fn nested_promised_guarantee_pools_are_an_error_until_the_outer_one_stops() {
         assert_eq!(errors(&mut t), vec![]);
     }
 }
+
+/// A pool guaranteed the whole cluster's cpu gets all of it, exactly, not a rounding short of
+/// it: the scheduler compares usages with fair shares, and the update no longer reproduces the
+/// reference arithmetic bit for bit (`crate::envelope`), so this pins the value the scheduler
+/// depends on. The setting of `e2e_preemption`'s `preemption_interrupts_real_jobs_with_their_signal`:
+/// two nodes of 1 cpu, 1 GiB and 8 slots; two batch operations run 2 jobs of (0.5 cpu,
+/// 64 MiB, 1 slot) each; the guaranteed pool's operation wants 4 such jobs.
+#[test]
+fn a_pool_guaranteed_the_whole_cluster_gets_exactly_all_of_it() {
+    const GIB: f64 = 1024.0 * MB;
+    let total = res(16.0, 2.0, 2.0 * GIB);
+    let jobs = |n: f64| res(n, 0.5 * n, 64.0 * MB * n);
+    for improved in [false, true] {
+        let mut t = Tree::new();
+        let guaranteed = t
+            .add_pool(
+                ROOT,
+                "guaranteed",
+                1.0,
+                PoolSpec {
+                    strong_guarantee_resources: PartialResources::EMPTY
+                        .with(ResourceKind::Cpu, 2.0),
+                    ..PoolSpec::default()
+                },
+            )
+            .unwrap();
+        let batch = t.add_pool(ROOT, "batch", 1.0, PoolSpec::default()).unwrap();
+        for name in ["handles", "ignores"] {
+            t.add_operation(
+                batch,
+                name,
+                1.0,
+                OperationSpec {
+                    demand: jobs(2.0),
+                    usage: jobs(2.0),
+                    ..OperationSpec::default()
+                },
+            )
+            .unwrap();
+        }
+        let b = t
+            .add_operation(guaranteed, "B", 1.0, op(jobs(4.0)))
+            .unwrap();
+        let out = run(&mut t, total, improved, None);
+        let share = out.attributes[b].fair_share.total;
+        assert_eq!(
+            share[ResourceKind::Cpu.index()],
+            1.0,
+            "improved={improved}: {share:?}"
+        );
+        assert_eq!(
+            out.attributes[guaranteed].fair_share.total[ResourceKind::Cpu.index()],
+            1.0,
+            "improved={improved}"
+        );
+    }
+}
