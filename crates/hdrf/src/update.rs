@@ -9,7 +9,8 @@
 //! 7. FIFO reordering for guarantee utilisation;
 //! 8. burst integral shares;
 //! 9. relaxed integral shares;
-//! 10. bottom-up functions F, M, S;
+//! 10. bottom-up functions F, M, S (M and S by one walk over F, `crate::envelope`, unless
+//!     `Tuning::envelope` is off or F does not suit it: then as the reference builds them);
 //! 11. top-down distribution;
 //! 12. promised-guarantee pass;
 //! 13. root fix-up.
