@@ -387,6 +387,223 @@ fn walk<const N: usize>(
     *s_out = e.s.finish();
 }
 
+/// A normal pool's F as the sum of its (scaled, extended) children's S, read at single points
+/// without being built: the values the exact sum (`crate::plf::sum_exact_into`) gives at its
+/// critical points, which are the union of the children's.
+struct Sum<'a> {
+    children: &'a [&'a [Segment<Rv>]],
+}
+
+/// `f`'s (left, right) limits at `x` as `crate::plf::for_each_limits` reads them.
+fn limits_on(f: &[Segment<Rv>], x: f64) -> (Rv, Rv) {
+    let s0 = &f[0];
+    if s0.x0 == s0.x1 && x <= s0.x1 {
+        return (s0.y0, s0.y1);
+    }
+    let j = f.partition_point(|s| s.x1 < x).min(f.len() - 1);
+    let s = &f[j];
+    if x == s.x1 {
+        let right = if j + 1 < f.len() && f[j + 1].x0 == f[j + 1].x1 {
+            f[j + 1].y1
+        } else {
+            s.y1
+        };
+        (s.y1, right)
+    } else {
+        let v = if s.y0.same(s.y1) || x == s.x0 {
+            s.y0
+        } else {
+            s.interpolate(x)
+        };
+        (v, v)
+    }
+}
+
+impl Sum<'_> {
+    /// F's (left, right) limits at the critical point `x`, added child by child.
+    fn limits(&self, x: f64) -> (Rv, Rv) {
+        let (mut l, mut r) = (Rv::ZERO, Rv::ZERO);
+        for f in self.children {
+            let (a, b) = limits_on(f, x);
+            l = l.add(a);
+            r = r.add(b);
+        }
+        (l, r)
+    }
+
+    /// The last critical point at or before `x`.
+    fn last_point(&self, x: f64) -> f64 {
+        let mut p = f64::MIN;
+        for f in self.children {
+            let k = f.partition_point(|s| s.x1 <= x);
+            p = p.max(if k == 0 { f[0].x0 } else { f[k - 1].x1 });
+        }
+        p
+    }
+
+    /// The first critical point after `u`.
+    fn next_point(&self, u: f64) -> f64 {
+        let mut q = f64::INFINITY;
+        for f in self.children {
+            let k = f.partition_point(|s| s.x1 <= u);
+            if k < f.len() {
+                q = q.min(f[k].x1);
+            }
+        }
+        q
+    }
+
+    /// The first vertex of F's chain (in order: the left limit at each critical point, then
+    /// the right limit) that fails `ok`, as the segment ending there: (its start `u`, its end
+    /// `q`, whether it is the vertical at `q`). Vertices never fail and then pass again.
+    fn first_failure(&self, ok: impl Fn(&Rv) -> bool) -> Option<(f64, f64, bool)> {
+        let passes = |f: f64| {
+            let (l, r) = self.limits(self.last_point(f));
+            ok(&l) && ok(&r)
+        };
+        if !passes(0.0) {
+            let (l, _) = self.limits(0.0);
+            return Some((0.0, 0.0, ok(&l)));
+        }
+        if passes(1.0) {
+            return None;
+        }
+        let f = crate::plf::inverse_lower_bound(0.0, 1.0, passes);
+        let u = self.last_point(f);
+        let q = self.next_point(u);
+        let (left, _) = self.limits(q);
+        Some((u, q, ok(&left)))
+    }
+}
+
+/// M(1) and S(1) of a normal pool in classic mode, from its children's S scaled by their
+/// relative weights and extended to 1 (`children`), without building its functions: the walk of
+/// [`max_fit_factor_and_share`] on the sum of the children would stop on the first segment of F
+/// where it leaves the limits or where σ passes 1, and these are found by bisection over F's
+/// vertices, read as the exact sum computes them; that one segment is then walked with the
+/// walk's own arithmetic. Returns (M(1), S(1), F(0), F(1)); `limits` and `guarantee` are the
+/// pool's, unclamped.
+pub(crate) fn max_fit_factor_and_share_at_one(
+    children: &[&[Segment<Rv>]],
+    limits: &Rv,
+    guarantee: &Rv,
+) -> (f64, Rv, Rv, Rv) {
+    let sum = Sum { children };
+    let lo = sum.limits(0.0).0;
+    let hi = sum.limits(1.0).1;
+    let mut g = [0.0; RESOURCE_COUNT];
+    let mut limit = [0.0; RESOURCE_COUNT];
+    for r in 0..RESOURCE_COUNT {
+        limit[r] = limits.0[r].max(lo.0[r]).min(hi.0[r]);
+        g[r] = guarantee.0[r].max(lo.0[r]).min(limit[r]);
+    }
+    let segment = |u: f64, q: f64| Segment {
+        x0: u,
+        y0: sum.limits(u).1,
+        x1: q,
+        y1: sum.limits(q).0,
+    };
+    // Where the walk starts: a, F's left limit and value there, and a's segment.
+    let at_a = sum.first_failure(|y| within(y, &g));
+    let (a, a_left, a_value) = match at_a {
+        None => {
+            let end = sum.limits(1.0).0;
+            (1.0, end, end)
+        }
+        Some((_, q, true)) => {
+            let left = sum.limits(q).0;
+            (q, left, left)
+        }
+        Some((u, q, false)) => {
+            let seg = segment(u, q);
+            let a = first_crossing(&seg, &g);
+            let y = value_on(&seg, a);
+            let left = if a == u { sum.limits(u).0 } else { y };
+            (a, left, y)
+        }
+    };
+    let Some(a_at) = at_a else {
+        return (a, a_left, lo, hi);
+    };
+    let at_b = sum.first_failure(|y| within(y, &limit));
+    let at_one = sum.first_failure(|y| sigma(y, &g) <= 1.0);
+    // The first of the two in chain order (the limits' first on a tie: that piece ends at b).
+    let position = |(_, q, vertical): (f64, f64, bool)| (q, vertical);
+    let (piece, stop) = match (at_b, at_one) {
+        (None, None) => {
+            let end = sum.limits(1.0).0;
+            return (1.0, end, lo, hi);
+        }
+        (Some(b), None) => (b, true),
+        (None, Some(o)) => (o, false),
+        (Some(b), Some(o)) => {
+            if position(b) <= position(o) {
+                (b, true)
+            } else {
+                (o, false)
+            }
+        }
+    };
+    let (u, q, vertical) = piece;
+    if vertical {
+        // M stays at q from the vertex before the jump on (S at its left limit).
+        return (q, sum.limits(q).0, lo, hi);
+    }
+    let seg = segment(u, q);
+    let starts_at_a = position(a_at) == (q, false);
+    let (from, y_from) = if starts_at_a {
+        (a, a_value)
+    } else {
+        (u, seg.y0)
+    };
+    let mut last = if starts_at_a {
+        (0.0, a, a_value)
+    } else {
+        (sigma(&seg.y0, &g), u, seg.y0)
+    };
+    let (mut cur_f, mut cur_left) = if starts_at_a {
+        (a, a_left)
+    } else {
+        (u, sum.limits(u).0)
+    };
+    let (to, y_to) = if stop {
+        let b = first_crossing(&seg, &limit).max(from);
+        (b, value_on(&seg, b))
+    } else {
+        (q, seg.y1)
+    };
+    let mut points = Points::new();
+    let s_to = sigma(&y_to, &g);
+    if to > from {
+        crossings(&seg, &g, (from, &y_from), (to, &y_to, s_to), &mut points);
+    }
+    points.push((to, y_to, s_to));
+    let track = |x: f64, y: Rv, cur_f: &mut f64, cur_left: &mut Rv| {
+        let x = x.max(*cur_f);
+        if x != *cur_f {
+            *cur_f = x;
+            *cur_left = y;
+        }
+    };
+    for &(x, y, s) in points.as_slice() {
+        if s > 1.0 {
+            let (s0, f0, _) = last;
+            let f1 = if s <= s0 {
+                f0
+            } else {
+                let t = (1.0 - s0) / (s - s0);
+                (f0 + (x - f0) * t).clamp(f0, x)
+            };
+            let y1 = value_on(&seg, f1);
+            track(f1, y1, &mut cur_f, &mut cur_left);
+            return (cur_f, cur_left, lo, hi);
+        }
+        track(x, y, &mut cur_f, &mut cur_left);
+        last = (s, x, y);
+    }
+    (cur_f, cur_left, lo, hi)
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -466,6 +683,79 @@ pub(crate) mod tests {
             .filter(|s| s.x0 == s.x1 && height(s) > min_height)
             .map(|s| s.x0)
             .collect()
+    }
+
+    /// M(1) and S(1) read off a normal pool's children without building its F are exactly
+    /// (bit for bit) what the walk gives on the exact sum of those children, on random
+    /// children (jumps, flats, shared levels; some ending before 1 and extended, as heavier
+    /// children's scaled functions are) and random limits and guarantees.
+    #[test]
+    fn at_one_matches_the_walk_on_the_built_sum() {
+        let mut rng = Rng(41);
+        let mut checked = 0;
+        for case in 0..20_000 {
+            let n = 1 + rng.below(5) as usize;
+            let mut children: Vec<Vec<Segment<Rv>>> = Vec::new();
+            for _ in 0..n {
+                let mut f = random_vector(&mut rng, 0.0);
+                if f[0].x0 == f[0].x1 {
+                    // S never jumps at 0.
+                    f.remove(0);
+                    if f.is_empty() {
+                        f = vec![Segment::new(0.0, Rv::ZERO, 1.0, Rv::ZERO)];
+                    }
+                }
+                while f.len() > 1 && f[f.len() - 1].x0 == f[f.len() - 1].x1 {
+                    f.pop();
+                }
+                let end = f[f.len() - 1].x1;
+                // Ends at 1, or earlier and extended (a heavier sibling's scaled S).
+                let k = if rng.below(2) == 0 {
+                    end
+                } else {
+                    end * (1.0 + rng.below(4) as f64)
+                };
+                let mut scaled = Vec::new();
+                crate::plf::scale_argument_extend_into(&f, k, 1.0, &mut scaled);
+                children.push(scaled);
+            }
+            let slices: Vec<&[Segment<Rv>]> = children.iter().map(|f| f.as_slice()).collect();
+            let unit = |rng: &mut Rng| (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+            let limits = ResourceVector(std::array::from_fn(|_| {
+                if rng.below(4) == 0 {
+                    1.0
+                } else {
+                    1.5 * unit(&mut rng)
+                }
+            }));
+            let guarantee = ResourceVector(std::array::from_fn(|_| {
+                if rng.below(2) == 0 {
+                    0.0
+                } else {
+                    0.6 * unit(&mut rng)
+                }
+            }));
+
+            let mut f = Vec::new();
+            crate::plf::sum_exact_into(&slices, &mut crate::plf::SumScratch::default(), &mut f);
+            let (first, last) = (f[0].y0, f[f.len() - 1].y1);
+            let mut g = [0.0; RESOURCE_COUNT];
+            let mut limit = [0.0; RESOURCE_COUNT];
+            for r in 0..RESOURCE_COUNT {
+                limit[r] = limits.0[r].max(first.0[r]).min(last.0[r]);
+                g[r] = guarantee.0[r].max(first.0[r]).min(limit[r]);
+            }
+            let (m, s) = envelope(&f, &g, &limit);
+            let (walk_fit, walk_share) = (crate::crit::value_at(&m, 1.0), s[s.len() - 1].y1);
+            let (fit, share, _, _) = max_fit_factor_and_share_at_one(&slices, &limits, &guarantee);
+            assert!(
+                fit == walk_fit && share.same(walk_share),
+                "case {case}: M(1) {fit} / {walk_fit}, S(1) {share:?} / {walk_share:?}\nchildren {children:?}\nlimits {limits:?} guarantee {guarantee:?}\n{}",
+                describe(&f, &g, &limit)
+            );
+            checked += 1;
+        }
+        assert_eq!(checked, 20_000);
     }
 
     /// M and S by the walk agree with the reference construction on random nondecreasing F

@@ -14,6 +14,9 @@ pub struct DetailedFairShare {
 }
 
 /// Sizes (segment counts) of an element's three functions.
+///
+/// In classic mode the root's functions are not built (its M and S are read at suggestion 1
+/// only, and that is computed from its children directly): its sizes are 0, 0 and 1.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FunctionSizes {
     pub fair_share_by_fit_factor: usize,

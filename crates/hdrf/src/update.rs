@@ -233,6 +233,8 @@ struct Update<'a> {
     timings: PhaseTimings,
     tuning: Tuning,
     scratch: Scratch,
+    /// The root's M(1) where its functions are not built ([`Update::root_at_one`]).
+    root_fit_at_one: Option<f64>,
 }
 
 /// Knobs of the implementation that only tests change.
@@ -377,6 +379,7 @@ pub(crate) fn update_with_into(
         timings: PhaseTimings::default(),
         tuning,
         scratch: std::mem::take(&mut buffers.scratch),
+        root_fit_at_one: None,
     };
     u.run();
     let mut attributes = std::mem::take(&mut out.attributes);
@@ -508,7 +511,21 @@ impl Update<'_> {
         let t1 = self.now_ns();
         self.timings.prepare_ns = t1 - t0;
 
-        self.prepare_functions(ROOT);
+        if self.tuning.envelope
+            && !self
+                .opts
+                .enable_improved_fair_share_by_fit_factor_computation
+            && !self.children(ROOT).is_empty()
+        {
+            // Classic mode reads the root's functions at suggestion 1 only.
+            for k in 0..self.children(ROOT).len() {
+                let c = self.children(ROOT)[k];
+                self.prepare_functions(c);
+            }
+            self.root_at_one();
+        } else {
+            self.prepare_functions(ROOT);
+        }
 
         let t2 = self.now_ns();
         if self
@@ -1417,6 +1434,70 @@ impl Update<'_> {
         }
     }
 
+    /// The root's M and S at suggestion 1 without building its functions (classic mode, where
+    /// nothing else reads them; the root's F has about as many critical points as the tree has
+    /// operations, and summing it is the largest single piece of the bottom-up pass):
+    /// `crate::envelope::max_fit_factor_and_share_at_one`. The root keeps S as the constant
+    /// S(1) on [0, 1] (the output's limited demand share), and its function sizes are 0, 0, 1.
+    fn root_at_one(&mut self) {
+        let t0 = self.now_ns();
+        let min_weight = self.min_child_weight(ROOT);
+        let children = self.children(ROOT).to_vec();
+        let mut owned = std::mem::take(&mut self.scratch.scaled);
+        let mut which = Vec::with_capacity(children.len());
+        let mut used = 0;
+        for &c in &children {
+            let k = self.weight(c) / min_weight;
+            if borrows_scaled_child(self.s(c), k) {
+                which.push(None);
+            } else {
+                if owned.len() == used {
+                    owned.push(Vec::new());
+                }
+                scale_argument_extend_into(self.s(c).segments(), k, 1.0, &mut owned[used]);
+                which.push(Some(used));
+                used += 1;
+            }
+        }
+        let slices: Vec<&[Segment<Rv>]> = children
+            .iter()
+            .zip(&which)
+            .map(|(&c, w)| match w {
+                None => self.s(c).segments(),
+                Some(k) => owned[*k].as_slice(),
+            })
+            .collect();
+        let limits = self.attrs.limits_share[ROOT];
+        let guarantee = self.guarantee_share(ROOT);
+        let (fit, share, lo, _) =
+            crate::envelope::max_fit_factor_and_share_at_one(&slices, &limits, &guarantee);
+        drop(slices);
+        self.scratch.scaled = owned;
+        for r in 0..RESOURCE_COUNT {
+            if lo[r] >= limits[r] + EPSILON || lo[r].is_nan() {
+                self.warn(
+                    ROOT,
+                    format!(
+                        "fair share at zero fit factor {} exceeds limit {} on resource {r}",
+                        lo[r], limits[r]
+                    ),
+                );
+            }
+        }
+        let start = self.s_arena.len();
+        self.s_arena.push(Segment::new(0.0, share, 1.0, share));
+        self.functions[ROOT] = Some(Functions {
+            f_size: 0,
+            f_right_bound: 1.0,
+            m_size: 0,
+            m: None,
+            s: start..self.s_arena.len(),
+            improved: None,
+        });
+        self.root_fit_at_one = Some(fit);
+        self.timings.max_fit_factor_ns += self.now_ns() - t0;
+    }
+
     /// Builds F, M and S of `i` (and of its subtree first), unless they exist.
     fn prepare_functions(&mut self, i: ElementIndex) {
         let mut scratch = std::mem::take(&mut self.scratch);
@@ -1925,10 +2006,10 @@ impl Update<'_> {
             }
             sum
         };
-        let mut fit = if self.functions[i].is_some() {
-            self.m_value_at(i, suggestion)
-        } else {
-            0.0
+        let mut fit = match self.root_fit_at_one {
+            Some(fit) if i == ROOT => fit,
+            _ if self.functions[i].is_some() => self.m_value_at(i, suggestion),
+            _ => 0.0,
         };
         if !(suggested + EPS_VEC).dominates(&children_share(self, fit, &mut buf)) {
             let this = &*self;
