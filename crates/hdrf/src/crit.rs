@@ -956,16 +956,7 @@ fn sample_and_compress<const N: usize>(
 ) {
     let mut sampler = FSampler::new(f);
     let n = points.len();
-    let mut b = VertexBuilder::<N> {
-        count: 0,
-        started: false,
-        prev_x: 0.0,
-        prev_y: Rv::ZERO,
-        cur_x: 0.0,
-        cur_y: Rv::ZERO,
-        kind: Kind::Point,
-        sink: Compressor::new(eps, std::mem::take(out)),
-    };
+    let mut b = VertexBuilder::<N>::new(eps, std::mem::take(out));
     for i in 0..n {
         let (x, v) = points[i];
         let first = i == 0 || points[i - 1].0 != x;

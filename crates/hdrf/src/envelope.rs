@@ -387,6 +387,20 @@ fn walk<const N: usize>(
     *s_out = e.s.finish();
 }
 
+/// The guarantee and the limit M is built with, per resource: the element's `limits` and
+/// `guarantee`, clamped to the range `[lo, hi]` of F's component (`lo ≤ g ≤ limit ≤ hi`).
+pub(crate) fn clamped_bounds(
+    limits: &Rv,
+    guarantee: &Rv,
+    lo: &Rv,
+    hi: &Rv,
+) -> ([f64; RESOURCE_COUNT], [f64; RESOURCE_COUNT]) {
+    let limit: [f64; RESOURCE_COUNT] =
+        std::array::from_fn(|r| limits.0[r].max(lo.0[r]).min(hi.0[r]));
+    let g = std::array::from_fn(|r| guarantee.0[r].max(lo.0[r]).min(limit[r]));
+    (g, limit)
+}
+
 /// A normal pool's F as the sum of its (scaled, extended) children's S, read at single points
 /// without being built: the values the exact sum (`crate::plf::sum_exact_into`) gives at its
 /// critical points, which are the union of the children's.
@@ -403,12 +417,7 @@ fn limits_on(f: &[Segment<Rv>], x: f64) -> (Rv, Rv) {
     let j = f.partition_point(|s| s.x1 < x).min(f.len() - 1);
     let s = &f[j];
     if x == s.x1 {
-        let right = if j + 1 < f.len() && f[j + 1].x0 == f[j + 1].x1 {
-            f[j + 1].y1
-        } else {
-            s.y1
-        };
-        (s.y1, right)
+        (s.y1, crate::plf::right_limit_at_end(f, j))
     } else {
         let v = if s.y0.same(s.y1) || x == s.x0 {
             s.y0
@@ -491,12 +500,7 @@ pub(crate) fn max_fit_factor_and_share_at_one(
     let sum = Sum { children };
     let lo = sum.limits(0.0).0;
     let hi = sum.limits(1.0).1;
-    let mut g = [0.0; RESOURCE_COUNT];
-    let mut limit = [0.0; RESOURCE_COUNT];
-    for r in 0..RESOURCE_COUNT {
-        limit[r] = limits.0[r].max(lo.0[r]).min(hi.0[r]);
-        g[r] = guarantee.0[r].max(lo.0[r]).min(limit[r]);
-    }
+    let (g, limit) = clamped_bounds(limits, guarantee, &lo, &hi);
     let segment = |u: f64, q: f64| Segment {
         x0: u,
         y0: sum.limits(u).1,
@@ -738,13 +742,7 @@ pub(crate) mod tests {
 
             let mut f = Vec::new();
             crate::plf::sum_exact_into(&slices, &mut crate::plf::SumScratch::default(), &mut f);
-            let (first, last) = (f[0].y0, f[f.len() - 1].y1);
-            let mut g = [0.0; RESOURCE_COUNT];
-            let mut limit = [0.0; RESOURCE_COUNT];
-            for r in 0..RESOURCE_COUNT {
-                limit[r] = limits.0[r].max(first.0[r]).min(last.0[r]);
-                g[r] = guarantee.0[r].max(first.0[r]).min(limit[r]);
-            }
+            let (g, limit) = clamped_bounds(&limits, &guarantee, &f[0].y0, &f[f.len() - 1].y1);
             let (m, s) = envelope(&f, &g, &limit);
             let (walk_fit, walk_share) = (crate::crit::value_at(&m, 1.0), s[s.len() - 1].y1);
             let (fit, share, _, _) = max_fit_factor_and_share_at_one(&slices, &limits, &guarantee);

@@ -1292,6 +1292,17 @@ fn add_sampled<V: Value>(f: &[Segment<V>], points: &[f64], sums: &mut [(V, V)]) 
     });
 }
 
+/// The right limit at the end of `f`'s segment `j`: the upper end of a vertical that follows
+/// it, else the segment's own end.
+#[inline(always)]
+pub(crate) fn right_limit_at_end<V: Value>(f: &[Segment<V>], j: usize) -> V {
+    if j + 1 < f.len() && f[j + 1].x0 == f[j + 1].x1 {
+        f[j + 1].y1
+    } else {
+        f[j].y1
+    }
+}
+
 /// Calls `emit(k, left, right, critical)` with `f`'s limits at every point `points[k]`
 /// (nondecreasing,
 /// repetitions allowed, inside `f`'s domain), in order, reading them as the reference traverser
@@ -1347,11 +1358,7 @@ pub(crate) fn for_each_limits<V: Value>(
             }
         }
         if k < np && points[k] == s.x1 {
-            let r = if j + 1 < n && f[j + 1].x0 == f[j + 1].x1 {
-                f[j + 1].y1
-            } else {
-                s.y1
-            };
+            let r = right_limit_at_end(f, j);
             while k < np && points[k] == s.x1 {
                 emit(k, s.y1, r, true);
                 k += 1;
@@ -1429,11 +1436,7 @@ impl<'a, V: Value> SweepCursor<'a, V> {
         let s = &f[self.j];
         if x == self.next {
             let j = self.j;
-            let r = if j + 1 < f.len() && f[j + 1].x0 == f[j + 1].x1 {
-                f[j + 1].y1
-            } else {
-                s.y1
-            };
+            let r = right_limit_at_end(f, j);
             (s.y1, r)
         } else {
             let v = if self.horizontal || x == s.x0 {

@@ -1441,49 +1441,15 @@ impl Update<'_> {
     /// S(1) on [0, 1] (the output's limited demand share), and its function sizes are 0, 0, 1.
     fn root_at_one(&mut self) {
         let t0 = self.now_ns();
-        let min_weight = self.min_child_weight(ROOT);
-        let children = self.children(ROOT).to_vec();
         let mut owned = std::mem::take(&mut self.scratch.scaled);
-        let mut which = Vec::with_capacity(children.len());
-        let mut used = 0;
-        for &c in &children {
-            let k = self.weight(c) / min_weight;
-            if borrows_scaled_child(self.s(c), k) {
-                which.push(None);
-            } else {
-                if owned.len() == used {
-                    owned.push(Vec::new());
-                }
-                scale_argument_extend_into(self.s(c).segments(), k, 1.0, &mut owned[used]);
-                which.push(Some(used));
-                used += 1;
-            }
-        }
-        let slices: Vec<&[Segment<Rv>]> = children
-            .iter()
-            .zip(&which)
-            .map(|(&c, w)| match w {
-                None => self.s(c).segments(),
-                Some(k) => owned[*k].as_slice(),
-            })
-            .collect();
+        let slices = self.scaled_children(ROOT, &mut owned);
         let limits = self.attrs.limits_share[ROOT];
         let guarantee = self.guarantee_share(ROOT);
         let (fit, share, lo, _) =
             crate::envelope::max_fit_factor_and_share_at_one(&slices, &limits, &guarantee);
         drop(slices);
         self.scratch.scaled = owned;
-        for r in 0..RESOURCE_COUNT {
-            if lo[r] >= limits[r] + EPSILON || lo[r].is_nan() {
-                self.warn(
-                    ROOT,
-                    format!(
-                        "fair share at zero fit factor {} exceeds limit {} on resource {r}",
-                        lo[r], limits[r]
-                    ),
-                );
-            }
-        }
+        self.warn_above_limits(ROOT, &lo);
         let start = self.s_arena.len();
         self.s_arena.push(Segment::new(0.0, share, 1.0, share));
         self.functions[ROOT] = Some(Functions {
@@ -1629,29 +1595,35 @@ impl Update<'_> {
         }
     }
 
-    /// The per-resource guarantee and limit of M, clamped to the range of F's components
-    /// (warning when F at zero exceeds the limit).
-    fn m_bounds(&mut self, i: ElementIndex, f: &[Segment<Rv>]) -> [(f64, f64); RESOURCE_COUNT] {
+    /// Warns of every resource on which F at zero (`lo`) exceeds `i`'s limits (the reference
+    /// checks this where it builds M).
+    fn warn_above_limits(&mut self, i: ElementIndex, lo: &Rv) {
         let limits = self.attrs.limits_share[i];
-        let guarantee = self.guarantee_share(i);
-        let mut bounds = [(0.0, 0.0); RESOURCE_COUNT];
-        let (first, last) = (f[0].y0, f[f.len() - 1].y1);
         for r in 0..RESOURCE_COUNT {
-            let (lo, hi) = (first[r], last[r]);
-            if lo >= limits[r] + EPSILON || lo.is_nan() {
+            if lo[r] >= limits[r] + EPSILON || lo[r].is_nan() {
                 self.warn(
                     i,
                     format!(
-                        "fair share at zero fit factor {lo} exceeds limit {} on resource {r}",
-                        limits[r]
+                        "fair share at zero fit factor {} exceeds limit {} on resource {r}",
+                        lo[r], limits[r]
                     ),
                 );
             }
-            let limit = limits[r].max(lo).min(hi);
-            let g = guarantee[r].max(lo).min(limit);
-            bounds[r] = (g, limit);
         }
-        bounds
+    }
+
+    /// The per-resource guarantee and limit of M, clamped to the range of F's components
+    /// (warning when F at zero exceeds the limit).
+    fn m_bounds(&mut self, i: ElementIndex, f: &[Segment<Rv>]) -> [(f64, f64); RESOURCE_COUNT] {
+        let (lo, hi) = (f[0].y0, f[f.len() - 1].y1);
+        self.warn_above_limits(i, &lo);
+        let (g, limit) = crate::envelope::clamped_bounds(
+            &self.attrs.limits_share[i],
+            &self.guarantee_share(i),
+            &lo,
+            &hi,
+        );
+        std::array::from_fn(|r| (g[r], limit[r]))
     }
 
     /// M and S by one walk over F (`crate::envelope`), S appended to the arena; None (nothing
@@ -1810,6 +1782,43 @@ impl Update<'_> {
         min
     }
 
+    /// The children's S in child order, each scaled by its relative weight and extended to 1 (a
+    /// normal pool's F sums these): a child of relative weight 1 as it is (dividing by 1 changes
+    /// nothing and its S already ends at 1), the others scaled into `owned`, whose buffers are
+    /// reused.
+    fn scaled_children<'a>(
+        &'a self,
+        i: ElementIndex,
+        owned: &'a mut Vec<Vec<Segment<Rv>>>,
+    ) -> Vec<&'a [Segment<Rv>]> {
+        let min_weight = self.min_child_weight(i);
+        let children = self.children(i);
+        let mut which = Vec::with_capacity(children.len());
+        let mut used = 0;
+        for &c in children {
+            let k = self.weight(c) / min_weight;
+            if borrows_scaled_child(self.s(c), k) {
+                which.push(None);
+            } else {
+                if owned.len() == used {
+                    owned.push(Vec::new());
+                }
+                scale_argument_extend_into(self.s(c).segments(), k, 1.0, &mut owned[used]);
+                which.push(Some(used));
+                used += 1;
+            }
+        }
+        let owned: &'a Vec<Vec<Segment<Rv>>> = owned;
+        children
+            .iter()
+            .zip(which)
+            .map(|(&c, w)| match w {
+                None => self.s(c).segments(),
+                Some(k) => owned[k].as_slice(),
+            })
+            .collect()
+    }
+
     /// The children's S, each scaled by its relative weight, summed (classic) or stepped
     /// through (improved), into `scratch.f`.
     fn normal_fair_share_by_fit_factor(
@@ -1823,34 +1832,8 @@ impl Update<'_> {
             scratch.f.push(Segment::new(0.0, Rv::ZERO, 1.0, Rv::ZERO));
             return None;
         }
-        let min_weight = self.min_child_weight(i);
-        // Children with relative weight 1 are used as they are: dividing by 1 changes nothing
-        // and their S already ends at 1.
         let mut owned = std::mem::take(&mut scratch.scaled);
-        let mut used = 0;
-        for &c in children {
-            let k = self.weight(c) / min_weight;
-            if !borrows_scaled_child(self.s(c), k) {
-                if owned.len() == used {
-                    owned.push(Vec::new());
-                }
-                scale_argument_extend_into(self.s(c).segments(), k, 1.0, &mut owned[used]);
-                used += 1;
-            }
-        }
-        let mut next_owned = 0;
-        let slices: Vec<&[Segment<Rv>]> = children
-            .iter()
-            .map(|&c| {
-                let s = self.s(c);
-                if borrows_scaled_child(s, self.weight(c) / min_weight) {
-                    s.segments()
-                } else {
-                    next_owned += 1;
-                    owned[next_owned - 1].as_slice()
-                }
-            })
-            .collect();
+        let slices = self.scaled_children(i, &mut owned);
         let improved = if self
             .opts
             .enable_improved_fair_share_by_fit_factor_computation
