@@ -42,7 +42,15 @@ impl std::io::Write for Logs {
 }
 
 /// Captures this thread's log lines until the guard is dropped.
+///
+/// A second dispatcher, never dropped, is registered first. While only one dispatcher exists,
+/// `tracing` computes the interest of a callsite hit for the first time from the *hitting
+/// thread's* default dispatcher: a server start in another test (no subscriber on its thread)
+/// then caches "never" for a log line this test waits for, and the line is lost. With two
+/// dispatchers alive, the interest is computed from all of them.
 pub fn capture_logs() -> (Logs, tracing::subscriber::DefaultGuard) {
+    static KEEPER: std::sync::OnceLock<tracing::Dispatch> = std::sync::OnceLock::new();
+    KEEPER.get_or_init(|| tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default()));
     let logs = Logs::default();
     let writer = logs.clone();
     let subscriber = tracing_subscriber::fmt()
