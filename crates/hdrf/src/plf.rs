@@ -1221,8 +1221,10 @@ pub(crate) fn narrow_into<V: Value>(
 #[derive(Debug)]
 pub(crate) struct SumScratch<V> {
     points: Vec<f64>,
-    /// Running (left, right) sums per point.
+    /// Running (left, right) sums per point; the right one only where `parted` is set.
     sums: Vec<(V, V)>,
+    /// Per point: some function so far had different left and right limits there.
+    parted: Vec<bool>,
     spare: Vec<Vec<Segment<V>>>,
 }
 
@@ -1231,6 +1233,7 @@ impl<V> Default for SumScratch<V> {
         SumScratch {
             points: Vec::new(),
             sums: Vec::new(),
+            parted: Vec::new(),
             spare: Vec::new(),
         }
     }
@@ -1268,27 +1271,43 @@ pub(crate) fn sum_exact_into<V: Value>(
         sum_exact_by_point(fs, points, out);
         return;
     }
-    let sums = &mut scratch.sums;
+    let (sums, parted) = (&mut scratch.sums, &mut scratch.parted);
     sums.clear();
     sums.resize(points.len(), (V::zero(), V::zero()));
+    parted.clear();
+    parted.resize(points.len(), false);
     for f in fs {
-        add_sampled(f, points, sums);
+        add_sampled(f, points, sums, parted);
     }
     let mut builder = Builder::from_buffer(std::mem::take(out));
-    for (&x, &(l, r)) in points.iter().zip(sums.iter()) {
-        builder.add_sample(x, l, r);
+    for ((&x, &(l, r)), &parted) in points.iter().zip(sums.iter()).zip(parted.iter()) {
+        builder.add_sample(x, l, if parted { r } else { l });
     }
     *out = builder.finish_buffer();
 }
 
 /// Adds `f`'s (left, right) limits at every point of `points` (increasing, inside `f`'s domain)
 /// to `sums` (see [`for_each_limits`]).
+///
+/// Until some function's limits differ at a point, its left and right sums receive the same
+/// terms (the limits are equal, and there is no negative zero), so only the left one is kept;
+/// at the first difference the right one starts as the left one so far (`parted`).
 #[inline]
-fn add_sampled<V: Value>(f: &[Segment<V>], points: &[f64], sums: &mut [(V, V)]) {
-    for_each_limits(f, points, |k, l, r, _| {
+fn add_sampled<V: Value>(
+    f: &[Segment<V>],
+    points: &[f64],
+    sums: &mut [(V, V)],
+    parted: &mut [bool],
+) {
+    for_each_limits(f, points, |k, l, r, critical| {
         let sum = &mut sums[k];
+        if parted[k] {
+            sum.1 = sum.1.add(r);
+        } else if critical && !r.same(l) {
+            parted[k] = true;
+            sum.1 = sum.0.add(r);
+        }
         sum.0 = sum.0.add(l);
-        sum.1 = sum.1.add(r);
     });
 }
 
