@@ -101,6 +101,13 @@ pub struct Element {
     pub allow_regular_on_ssd: bool,
     /// The scheduling tag filters a node must match to run this element's jobs: its own
     /// `scheduling_tag_filter` and its ancestors' (an index into [`Arena::tag_sets`]; 0: none).
+    ///
+    /// They decide where jobs run, not fair shares: the fair-share update does not cap an
+    /// element's limits at the resources of the nodes its filters match. YTsaurus computes such
+    /// a cap (`scheduling_tag_filter_resource_limits`), but the behaviour the conformance
+    /// scenarios pin (YT-S23, pool variant: an operation whose filter matches no node keeps a
+    /// fair share and starves, and its pool's fair share is the whole node) needs it off; a
+    /// cap was tried on 2026-11-26 and broke that scenario, so it stays off.
     pub tag_set: usize,
     /// An operation of a FIFO pool after the first `max_schedulable_element_count_in_fifo_pool`
     /// operations with a fair share (as of the last update): it gets no jobs.
