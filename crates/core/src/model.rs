@@ -9,15 +9,74 @@ use std::fmt;
 /// Time in milliseconds, on whatever fixed origin the driver uses. The core never reads a clock.
 pub type Millis = u64;
 
-/// An operation's id (chosen by whoever submits it).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// An operation's id (chosen by whoever submits it). Ordered as its text ([`cmp_ids`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct OperationId(pub String);
 
-/// A node's id (its name).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// A node's id (its name). Ordered as its text ([`cmp_ids`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct NodeId(pub String);
+
+macro_rules! ordered_as_text {
+    ($t:ty) => {
+        impl Ord for $t {
+            #[inline]
+            fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+                cmp_ids(&self.0, &other.0)
+            }
+        }
+
+        impl PartialOrd for $t {
+            #[inline]
+            fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+                Some(self.cmp(other))
+            }
+        }
+    };
+}
+ordered_as_text!(OperationId);
+ordered_as_text!(NodeId);
+
+/// `a.cmp(b)` for ids: the same order as `str`'s (bytes, lexicographic), found faster.
+///
+/// The scheduler keys its nodes and operations by id in ordered maps, so every lookup compares
+/// ids a dozen times (profiling a trace replay showed a quarter of the time in `memcmp`). The
+/// first 8 bytes, zero-padded, are compared as one big-endian integer first; only when those
+/// agree are the whole texts compared. That is the same order: where the padded prefixes first
+/// differ, either both texts have a byte there (and it decides, as in `str`), or the shorter
+/// text ended there and is a proper prefix of the other (the smaller, as in `str`); a text
+/// cannot be below the zero padding.
+#[inline]
+pub fn cmp_ids(a: &str, b: &str) -> std::cmp::Ordering {
+    /// The first 8 bytes, zero-padded, big-endian. Shorter texts are read as two overlapping
+    /// loads (the first and the last 4 or 2 bytes), the second shifted into place: where they
+    /// overlap they hold the same bytes, so `|` keeps them.
+    #[inline(always)]
+    fn prefix(s: &str) -> u64 {
+        let b = s.as_bytes();
+        let n = b.len();
+        if let Some(head) = b.first_chunk::<8>() {
+            u64::from_be_bytes(*head)
+        } else if n >= 4 {
+            let head = u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+            let tail = u64::from(u32::from_be_bytes([b[n - 4], b[n - 3], b[n - 2], b[n - 1]]));
+            (head << 32) | (tail << (64 - 8 * n))
+        } else if n >= 2 {
+            let head = u64::from(u16::from_be_bytes([b[0], b[1]]));
+            let tail = u64::from(u16::from_be_bytes([b[n - 2], b[n - 1]]));
+            (head << 48) | (tail << (64 - 8 * n))
+        } else if n == 1 {
+            u64::from(b[0]) << 56
+        } else {
+            0
+        }
+    }
+    prefix(a)
+        .cmp(&prefix(b))
+        .then_with(|| a.as_bytes().cmp(b.as_bytes()))
+}
 
 /// An allocation's id, assigned by the core in start order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -480,6 +539,56 @@ impl JobOutcome {
             JobOutcome::Completed => "completed",
             JobOutcome::Failed => "failed",
             JobOutcome::Aborted => "aborted",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Ids that often share long prefixes, end inside or past the 8 compared bytes, and hold
+    /// NUL bytes (equal to the padding) and bytes above 0x7f.
+    fn id() -> impl Strategy<Value = String> {
+        (
+            prop::sample::select(vec!["", "n", "node-", "worker-17.rack-3.", "\0", "a\0"]),
+            "[\\x00a-c\u{e9}]{0,20}",
+        )
+            .prop_map(|(p, rest)| format!("{p}{rest}"))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(5000))]
+        #[test]
+        fn ids_order_as_their_text(a in id(), b in id()) {
+            prop_assert_eq!(cmp_ids(&a, &b), a.cmp(&b));
+            prop_assert_eq!(NodeId(a.clone()).cmp(&NodeId(b.clone())), a.cmp(&b));
+            prop_assert_eq!(
+                OperationId(a.clone()).partial_cmp(&OperationId(b.clone())),
+                Some(a.cmp(&b))
+            );
+        }
+    }
+
+    #[test]
+    fn ids_at_the_edges_order_as_their_text() {
+        let cases = [
+            ("", ""),
+            ("", "\0"),
+            ("a", "a\0"),
+            ("n9", "n10"),
+            ("0123456789abcdef", "0123456789abcdef\0"),
+            ("01234567", "01234567\0"),
+            ("0123456", "01234567"),
+            ("0123456789abcdefX", "0123456789abcdefY"),
+            ("0123456789abcdeX", "0123456789abcdefY"),
+            ("\u{e9}", "z"),
+        ];
+        for (a, b) in cases {
+            assert_eq!(cmp_ids(a, b), a.cmp(b), "{a:?} {b:?}");
+            assert_eq!(cmp_ids(b, a), b.cmp(a), "{b:?} {a:?}");
+            assert_eq!(cmp_ids(a, a), std::cmp::Ordering::Equal, "{a:?}");
         }
     }
 }
