@@ -33,7 +33,7 @@
 //! `crate::perf_equivalence` bounds against the reference implementation.
 
 use crate::crit::{Pt, VertexBuilder, push_sample};
-use crate::plf::{Segment, Value};
+use crate::plf::{Segment, Value, fast_value};
 use fairsched_resources::{RESOURCE_COUNT, ResourceVector};
 
 type Rv = ResourceVector;
@@ -52,18 +52,6 @@ fn sigma(y: &Rv, g: &[f64; RESOURCE_COUNT]) -> f64 {
         s = s.max(v - g);
     }
     s
-}
-
-/// F's value at `x` on the (non-vertical) segment `seg`, as the reference samples it.
-#[inline(always)]
-fn value_on(seg: &Segment<Rv>, x: f64) -> Rv {
-    if x == seg.x0 || seg.y0.same(seg.y1) {
-        seg.y0
-    } else if x == seg.x1 {
-        seg.y1
-    } else {
-        seg.interpolate(x)
-    }
 }
 
 /// The smallest argument on the tilted segment `seg` where a resource that ends above its
@@ -129,7 +117,7 @@ fn crossings(
         if xq > x {
             // σ there is on both lines; the one left behind gives it exactly where it is flat
             // (M then rises straight up to the crossing, as in the reference).
-            let y = value_on(seg, xq);
+            let y = fast_value(seg, xq);
             out.push((xq, y, y.0[cur] - g[cur]));
         }
         x = xq;
@@ -292,7 +280,7 @@ fn walk<const N: usize>(
             (seg.x0, seg.y0, seg.y0)
         } else {
             let a = first_crossing(seg, g);
-            let y = value_on(seg, a);
+            let y = fast_value(seg, a);
             // At the start of the segment, after a jump there, the left limit is the jump's
             // lower end.
             let left = if a == seg.x0 && ka > 0 && f[ka - 1].x0 == f[ka - 1].x1 {
@@ -338,7 +326,7 @@ fn walk<const N: usize>(
                 break;
             }
             let b = first_crossing(&seg, limit).max(from);
-            (b, value_on(&seg, b), true)
+            (b, fast_value(&seg, b), true)
         } else {
             (seg.x1, seg.y1, false)
         };
@@ -358,7 +346,7 @@ fn walk<const N: usize>(
                     let t = (1.0 - s0) / (s - s0);
                     (f0 + (x - f0) * t).clamp(f0, x)
                 };
-                let y1 = if vertical { y0 } else { value_on(&seg, f1) };
+                let y1 = if vertical { y0 } else { fast_value(&seg, f1) };
                 e.push(1.0, f1, y1);
                 last = (1.0, f1, y1);
                 done = true;
@@ -521,7 +509,7 @@ pub(crate) fn max_fit_factor_and_share_at_one(
         Some((u, q, false)) => {
             let seg = segment(u, q);
             let a = first_crossing(&seg, &g);
-            let y = value_on(&seg, a);
+            let y = fast_value(&seg, a);
             let left = if a == u { sum.limits(u).0 } else { y };
             (a, left, y)
         }
@@ -572,7 +560,7 @@ pub(crate) fn max_fit_factor_and_share_at_one(
     };
     let (to, y_to) = if stop {
         let b = first_crossing(&seg, &limit).max(from);
-        (b, value_on(&seg, b))
+        (b, fast_value(&seg, b))
     } else {
         (q, seg.y1)
     };
@@ -598,7 +586,7 @@ pub(crate) fn max_fit_factor_and_share_at_one(
                 let t = (1.0 - s0) / (s - s0);
                 (f0 + (x - f0) * t).clamp(f0, x)
             };
-            let y1 = value_on(&seg, f1);
+            let y1 = fast_value(&seg, f1);
             track(f1, y1, &mut cur_f, &mut cur_left);
             return (cur_f, cur_left, lo, hi);
         }

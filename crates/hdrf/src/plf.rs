@@ -259,7 +259,7 @@ impl Segment<f64> {
 /// and on a horizontal segment `y0 ± 0·t = y0`, for finite values that are not −0.0 (the only
 /// ones here).
 #[inline(always)]
-fn fast_value<V: Value>(s: &Segment<V>, x: f64) -> V {
+pub(crate) fn fast_value<V: Value>(s: &Segment<V>, x: f64) -> V {
     if x == s.x0 || s.y0.same(s.y1) {
         s.y0
     } else if x == s.x1 {
