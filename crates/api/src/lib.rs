@@ -58,6 +58,8 @@ pub mod routes {
     pub const EVENTS_STREAM: &str = "/api/v1/events/stream";
     pub const AGENT_REGISTER: &str = "/api/v1/agent/register";
     pub const AGENT_HEARTBEAT: &str = "/api/v1/agent/heartbeat";
+    /// GET [`ServerStatus`](crate::ServerStatus): whether the server takes changes.
+    pub const STATUS: &str = "/api/v1/status";
 }
 
 /// Error codes. YTsaurus codes where one exists; fairsched's own codes are above 100000.
@@ -84,6 +86,9 @@ pub mod codes {
     pub const NODE_NOT_REGISTERED: u32 = 100_404;
     /// The server could not persist or process the request.
     pub const INTERNAL: u32 = 100_500;
+    /// The server is read-only: its store cannot write (a full or read-only disk), so it
+    /// refuses changes and heartbeats; nothing was changed. HTTP 503; retry later.
+    pub const READ_ONLY: u32 = 100_503;
 }
 
 /// The body of every error reply.
@@ -133,9 +138,24 @@ impl ApiError {
             codes::AUTHORIZATION => 403,
             codes::RESOLVE | codes::NO_SUCH_OPERATION | codes::NODE_NOT_REGISTERED => 404,
             codes::INTERNAL => 500,
+            codes::READ_ONLY => 503,
             _ => 400,
         }
     }
+}
+
+/// `GET /api/v1/status`: the server's health as a client needs it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServerStatus {
+    /// `true` while the store cannot write: changes and heartbeats are refused (code
+    /// [`codes::READ_ONLY`]), reads work; the server resumes by itself.
+    pub read_only: bool,
+    /// Why it is read-only (the store's error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only_reason: Option<String>,
+    /// Since when (Unix time in milliseconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only_since_unix_ms: Option<u64>,
 }
 
 // ---- operations ---------------------------------------------------------------------------

@@ -288,6 +288,12 @@ impl Scheduler {
         })
     }
 
+    /// The id the next allocation will get (ids are never reused by this scheduler). A driver
+    /// that builds a new scheduler and names jobs by allocation id continues after it.
+    pub fn next_allocation_id(&self) -> u64 {
+        self.next_allocation
+    }
+
     /// Takes the events logged since the last call.
     pub fn take_events(&mut self) -> Vec<Event> {
         std::mem::take(&mut self.events)

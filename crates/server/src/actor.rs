@@ -40,6 +40,8 @@ pub struct View {
     /// In submission order.
     pub operations: Vec<OperationRecord>,
     pub nodes: Vec<NodeView>,
+    /// Set while the store cannot write (the server refuses changes).
+    pub read_only: Option<ReadOnly>,
 }
 
 /// An operation as the actor keeps it and the [`View`] shows it: its record (with `jobs`
@@ -204,6 +206,12 @@ impl Command {
         )
     }
 
+    /// Whether the command may change state (and so needs a store that can write): all but
+    /// the reads of logs and events.
+    fn changes_state(&self) -> bool {
+        !matches!(self, Command::Logs(..) | Command::Events(..))
+    }
+
     /// Replies `error` without running the command.
     fn refuse(self, error: ApiError) {
         fn send<T>(reply: Reply<T>, error: ApiError) {
@@ -289,8 +297,34 @@ fn internal(e: impl std::fmt::Display) -> ApiError {
 /// Bytes of each output stream kept per job.
 pub const LOG_TAIL_BYTES: usize = 64 * 1024;
 
+/// What outlives a reload of the actor's state ([`Actor::reload`]): the channels that
+/// handlers and streams hold, and the metrics the registry reads.
+struct Shared {
+    publish: watch::Sender<Arc<View>>,
+    events: broadcast::Sender<Arc<EventView>>,
+    metrics: ActorMetrics,
+}
+
+/// Why the server is read-only, and since when.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadOnly {
+    /// The store's error.
+    pub reason: String,
+    pub since_unix_ms: u64,
+}
+
 /// The actor's state.
 pub struct Actor {
+    /// What it was started with (a reload restores from the store with it).
+    config: crate::ServerConfig,
+    /// Set while the store cannot write: changes and heartbeats are refused, and the timer
+    /// checks whether the store can write again.
+    read_only: Option<ReadOnly>,
+    /// Set when the actor cannot go on (its state could not be reloaded): it stops, and the
+    /// server exits with the error.
+    fatal: Option<String>,
+    /// Added to allocation ids in new job ids (see [`Actor::restore`]).
+    job_id_base: u64,
     sched: Scheduler,
     started: Instant,
     store: Box<dyn Store>,
@@ -369,6 +403,26 @@ impl Actor {
         config: &crate::ServerConfig,
         store: Box<dyn Store>,
     ) -> anyhow::Result<(Actor, watch::Receiver<Arc<View>>)> {
+        let mut actor = Actor::restore(config, store, None, 0)?;
+        actor
+            .commit_batch()
+            .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        actor.publish_view();
+        let view = actor.publish.subscribe();
+        Ok((actor, view))
+    }
+
+    /// The state as the store has it (see [`Actor::new`]), not committed yet: what recovery
+    /// changed (trees saved, jobs that cannot be adopted aborted, adoption events) is in the
+    /// batch. `shared`: the channels and metrics of the actor this one replaces (a reload),
+    /// none at start; `job_id_base`: added to allocation ids in new job ids, so that a reload
+    /// (whose core numbers allocations from 1 again) does not reuse this incarnation's ids.
+    fn restore(
+        config: &crate::ServerConfig,
+        store: Box<dyn Store>,
+        shared: Option<Shared>,
+        job_id_base: u64,
+    ) -> anyhow::Result<Actor> {
         let loaded = store.load()?;
         let configured = crate::start_trees::configured(config)?;
         // The first start takes the configured trees; later ones the stored trees and the
@@ -403,15 +457,24 @@ impl Actor {
         if let (Some(start), Some((_, source))) = (&start, &configured) {
             start.log(source);
         }
-        let empty = View {
-            snapshot: sched.snapshot(0),
-            operation_trees: BTreeMap::new(),
-            trees: Vec::new(),
-            operations: Vec::new(),
-            nodes: Vec::new(),
-        };
-        let (publish, view) = watch::channel(Arc::new(empty));
+        let shared = shared.unwrap_or_else(|| Shared {
+            publish: watch::channel(Arc::new(View {
+                snapshot: sched.snapshot(0),
+                operation_trees: BTreeMap::new(),
+                trees: Vec::new(),
+                operations: Vec::new(),
+                nodes: Vec::new(),
+                read_only: None,
+            }))
+            .0,
+            events: broadcast::channel(EVENT_BUFFER).0,
+            metrics: ActorMetrics::default(),
+        });
         let mut actor = Actor {
+            config: config.clone(),
+            read_only: None,
+            fatal: None,
+            job_id_base,
             sched,
             started: Instant::now(),
             store,
@@ -433,13 +496,13 @@ impl Actor {
             interrupts: BTreeMap::new(),
             next_id: 1,
             node_timeout: Duration::from_millis(config.node_timeout_ms),
-            publish,
+            publish: shared.publish,
             batch: Batch::default(),
             tails: BTreeMap::new(),
-            metrics: ActorMetrics::default(),
+            metrics: shared.metrics,
             next_event_seq: loaded.last_event_seq + 1,
             touched: BTreeSet::new(),
-            events: broadcast::channel(EVENT_BUFFER).0,
+            events: shared.events,
             tree_configs: BTreeMap::new(),
             queued: false,
             deferred: Vec::new(),
@@ -494,10 +557,7 @@ impl Actor {
         }
         actor.adopt_running(running);
         actor.after_change();
-        actor
-            .commit()
-            .map_err(|e| anyhow::anyhow!("{}", e.message))?;
-        Ok((actor, view))
+        Ok(actor)
     }
 
     /// At start, after trees were added: warns of each known node that the added trees'
@@ -697,8 +757,9 @@ impl Actor {
         self.started.elapsed().as_millis() as u64
     }
 
-    /// Runs until every sender is dropped.
-    pub async fn run(mut self, mut rx: mpsc::Receiver<Request>) {
+    /// Runs until every sender is dropped; an error when the actor cannot go on (its state
+    /// could not be reloaded after a failed commit: see [`Actor::reload`]).
+    pub async fn run(mut self, mut rx: mpsc::Receiver<Request>) -> anyhow::Result<()> {
         let period = self.sched.config.fair_share_update_period_ms.max(10);
         let mut timer = tokio::time::interval(Duration::from_millis(period));
         timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -710,20 +771,27 @@ impl Actor {
                         self.authorize_and_handle(req);
                         if !self.queued && !self.deferred.is_empty() {
                             // The last request of a burst did not commit (a read, a refusal).
-                            self.after_change();
-                            if let Err(e) = self.commit() {
-                                tracing::error!("{}", e.message);
-                            }
+                            self.fold_changes();
+                            let _ = self.commit();
+                            self.publish_view();
                         }
                     }
                     None => break,
                 },
                 _ = timer.tick() => self.on_timer(),
             }
+            if let Some(e) = self.fatal.take() {
+                anyhow::bail!("{e}");
+            }
         }
+        Ok(())
     }
 
     fn on_timer(&mut self) {
+        if self.read_only.is_some() {
+            self.check_store();
+            return;
+        }
         let now = self.now();
         let updates = self.sched.stats.fair_share_updates;
         let started = Instant::now();
@@ -751,9 +819,38 @@ impl Actor {
             self.kill.remove(&node);
             self.interrupts.remove(&node);
         }
-        self.after_change();
-        if let Err(e) = self.commit() {
-            tracing::error!("{}", e.message);
+        self.fold_changes();
+        let _ = self.commit();
+        self.publish_view();
+    }
+
+    /// While read-only: whether the store can write again (a test write). If it can, the
+    /// changes the reload made (see [`Actor::restore`]) are committed and the server takes
+    /// changes and heartbeats again; every node gets a full `node_timeout_ms` to heartbeat
+    /// (their heartbeats were refused meanwhile).
+    fn check_store(&mut self) {
+        if let Err(e) = self.store.check_writable() {
+            tracing::debug!("the store still cannot write: {e}");
+            return;
+        }
+        match self.commit_batch() {
+            Ok(()) => {
+                let since = self.read_only.take().map_or(0, |r| r.since_unix_ms);
+                let now = Instant::now();
+                for seen in self.seen.values_mut() {
+                    *seen = now;
+                }
+                tracing::warn!(
+                    read_only_s = unix_ms().saturating_sub(since) as f64 / 1000.0,
+                    "the store can write again: the server takes changes and heartbeats again"
+                );
+                self.publish_view();
+            }
+            Err(e) => {
+                tracing::debug!("the store still cannot write: {}", e.message);
+                // What the batch held is in memory only: start again from the store.
+                self.reload();
+            }
         }
     }
 
@@ -761,6 +858,12 @@ impl Actor {
     /// so that a refused command changes nothing); refusals and changes are logged with the
     /// user.
     fn authorize_and_handle(&mut self, Request { caller, command }: Request) {
+        if let Some(r) = &self.read_only
+            && command.changes_state()
+        {
+            command.refuse(read_only_error(r));
+            return;
+        }
         if let Err(e) = crate::auth::authorize(&self.sched, &caller, &command) {
             tracing::warn!(
                 user = caller.name(),
@@ -847,10 +950,14 @@ impl Actor {
         }
     }
 
-    /// Applies the events, commits, publishes, then replies (a commit failure is the reply).
+    /// Applies the events, commits, publishes, then replies (a commit failure is the reply,
+    /// and the change is undone: see [`Actor::commit`]). Readers see a change only once it
+    /// is committed.
     fn finish<T>(&mut self, reply: Reply<T>, result: Result<T, ApiError>) {
-        self.after_change();
-        self.commit_and_reply(reply, result);
+        self.fold_changes();
+        let result = self.commit_result(result);
+        self.publish_view();
+        send_reply(reply, result);
     }
 
     /// [`Actor::finish`] for an agent's heartbeat or registration. While other requests wait
@@ -883,27 +990,20 @@ impl Actor {
                 }));
             return;
         }
-        if self.queued {
-            self.fold_changes();
-        } else {
-            self.after_change();
+        self.fold_changes();
+        let result = self.commit_result(result);
+        if !self.queued {
+            self.publish_view();
         }
-        self.commit_and_reply(reply, result);
+        send_reply(reply, result);
     }
 
-    /// Commits, then replies (a commit failure is the reply).
-    fn commit_and_reply<T>(&mut self, reply: Reply<T>, result: Result<T, ApiError>) {
-        let result = match self.commit() {
+    /// Commits; a commit failure replaces `result`.
+    fn commit_result<T>(&mut self, result: Result<T, ApiError>) -> Result<T, ApiError> {
+        match self.commit() {
             Ok(()) => result,
-            Err(e) => {
-                tracing::error!(message = %e.message, "store commit failed");
-                Err(e)
-            }
-        };
-        if let Err(e) = &result {
-            tracing::debug!(code = e.code, message = %e.message, "request rejected");
+            Err(e) => Err(e),
         }
-        let _ = reply.send(result);
     }
 
     /// The name of the tree a request names (`None`: the default tree), or an error naming
@@ -1625,15 +1725,17 @@ impl Actor {
         jobs.update(at, f)
     }
 
-    /// A new job's id: `<incarnation>.<allocation>`.
+    /// A new job's id: `<incarnation>.<allocation>` (the allocation counted on from the
+    /// state before a reload: see [`Actor::restore`]).
     fn new_job_id(&self, allocation: u64) -> String {
-        format!("{}.{}", self.incarnation, allocation)
+        format!("{}.{}", self.incarnation, self.job_id_base + allocation)
     }
 
     /// Folds the core's events into the records, queues them for the store, publishes a view.
+    /// (The published view waits for the commit: [`Actor::finish`].)
     fn after_change(&mut self) {
         self.fold_changes();
-        self.publish_view();
+        self.build_view();
     }
 
     /// Folds the core's events into the records; the changed operations and jobs are queued
@@ -1888,12 +1990,72 @@ impl Actor {
 
     /// Commits everything changed (see [`Actor::stage_changes`]), then sends the replies that
     /// waited for this commit (a failure is their reply too).
+    ///
+    /// A failed commit did not happen: the state is reloaded from the store as it was before
+    /// (what the batch held is dropped from memory too, so no job it started is told to
+    /// start and no reply says it happened), and the server is read-only until the store can
+    /// write again ([`Actor::check_store`]).
     fn commit(&mut self) -> Result<(), ApiError> {
         let r = self.commit_batch();
+        let r = match r {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let e = ApiError::new(
+                    codes::READ_ONLY,
+                    format!(
+                        "the change was not made: the store cannot write ({}); the server is \
+                         read-only until it can (free space on its disk, or make it writable)",
+                        e.message
+                    ),
+                );
+                tracing::error!(
+                    "store commit failed: {}; its changes are undone and the server is \
+                     read-only until the store can write",
+                    e.message
+                );
+                self.read_only = Some(ReadOnly {
+                    reason: e.message.clone(),
+                    since_unix_ms: unix_ms(),
+                });
+                Err(e)
+            }
+        };
         for reply in std::mem::take(&mut self.deferred) {
             reply(r.as_ref().err());
         }
+        if r.is_err() {
+            self.reload();
+        }
         r
+    }
+
+    /// Rebuilds the whole state from the store (as a restart does: see [`Actor::new`]),
+    /// keeping the channels, the metrics and the read-only state. When the store cannot be
+    /// read either, the actor stops ([`Actor::fatal`]): the server exits with the error, for
+    /// its supervisor to restart it.
+    fn reload(&mut self) {
+        let store = std::mem::replace(&mut self.store, Box::new(Unavailable));
+        let shared = Shared {
+            publish: self.publish.clone(),
+            events: self.events.clone(),
+            metrics: self.metrics.clone(),
+        };
+        let base = self.job_id_base + self.sched.next_allocation_id();
+        match Actor::restore(&self.config, store, Some(shared), base) {
+            Ok(mut fresh) => {
+                fresh.read_only = self.read_only.take();
+                fresh.next_id = self.next_id;
+                *self = fresh;
+                tracing::warn!("state reloaded from the store");
+                self.publish_view();
+            }
+            Err(e) => {
+                tracing::error!("cannot reload the state from the store: {e:#}");
+                self.fatal = Some(format!(
+                    "the store failed a commit and its state cannot be read back: {e:#}"
+                ));
+            }
+        }
     }
 
     fn commit_batch(&mut self) -> Result<(), ApiError> {
@@ -1918,6 +2080,13 @@ impl Actor {
     }
 
     fn publish_view(&mut self) {
+        let view = self.build_view();
+        self.publish.send_replace(Arc::new(view));
+    }
+
+    /// The view of the state now; the operations' records get their job counts, why they
+    /// wait and their pool.
+    fn build_view(&mut self) -> View {
         let now = self.now();
         let snapshot = self.sched.snapshot(now);
         for (id, record) in self.ops.iter_mut() {
@@ -1974,7 +2143,7 @@ impl Actor {
                 Some((op.spec.id.0.clone(), self.sched.trees()[first].name.clone()))
             })
             .collect();
-        let view = View {
+        View {
             snapshot,
             operation_trees,
             trees,
@@ -1984,8 +2153,8 @@ impl Actor {
                 .filter_map(|id| self.ops.get(id).cloned())
                 .collect(),
             nodes,
-        };
-        self.publish.send_replace(Arc::new(view));
+            read_only: self.read_only.clone(),
+        }
     }
 
     /// Every tree's summary and configuration.
@@ -2074,4 +2243,52 @@ fn is_finished(state: &str) -> bool {
 fn pool_config(config: Map<String, Value>) -> Result<PoolConfig, ApiError> {
     serde_json::from_value(Value::Object(config))
         .map_err(|e| ApiError::new(codes::BAD_REQUEST, format!("bad pool config: {e}")))
+}
+
+fn send_reply<T>(reply: Reply<T>, result: Result<T, ApiError>) {
+    if let Err(e) = &result {
+        tracing::debug!(code = e.code, message = %e.message, "request rejected");
+    }
+    let _ = reply.send(result);
+}
+
+/// The refusal of a change while the server is read-only.
+fn read_only_error(r: &ReadOnly) -> ApiError {
+    ApiError::new(
+        codes::READ_ONLY,
+        format!(
+            "the server is read-only: its store cannot write ({}); nothing was changed; retry \
+             once the store can write again (free space on its disk, or make it writable)",
+            r.reason
+        ),
+    )
+}
+
+/// The store of an actor whose state is being reloaded: never used (the reload gives the
+/// store back, or the actor stops).
+struct Unavailable;
+
+impl Store for Unavailable {
+    fn load(&self) -> Result<fairsched_store::Loaded, fairsched_store::StoreError> {
+        Err(unavailable())
+    }
+    fn commit(&mut self, _: &Batch) -> Result<(), fairsched_store::StoreError> {
+        Err(unavailable())
+    }
+    fn job_logs(
+        &self,
+        _: &str,
+    ) -> Result<Vec<(String, String, String)>, fairsched_store::StoreError> {
+        Err(unavailable())
+    }
+    fn events(&self, _: &EventFilter) -> Result<Vec<StoredEvent>, fairsched_store::StoreError> {
+        Err(unavailable())
+    }
+    fn check_writable(&mut self) -> Result<(), fairsched_store::StoreError> {
+        Err(unavailable())
+    }
+}
+
+fn unavailable() -> fairsched_store::StoreError {
+    fairsched_store::StoreError::Other("the store is being reopened".into())
 }

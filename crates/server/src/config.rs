@@ -90,6 +90,54 @@ pub struct ServerConfig {
     /// says. With users, pool ACLs (`acl` in the pool-tree options) decide who may use and
     /// administer each pool.
     pub auth: AuthConfig,
+    /// How the store (SQLite, in `data_dir`) makes commits durable.
+    pub store: StoreConfig,
+}
+
+/// The `[store]` section: durability of the server's store.
+///
+/// The server commits every change to the store before it answers or acts on it: a request
+/// answered with success, a job told to start, an operator's node setting. What a commit
+/// survives depends on `synchronous`. While the store cannot write (a full or read-only
+/// disk), the server is read-only: it refuses changes (HTTP 503, code 100503) and agents'
+/// heartbeats (their jobs keep running; agents retry), serves reads, and resumes by itself
+/// once a test write succeeds; a change whose commit failed is undone (the state is reloaded
+/// from the last commit), so it did not happen.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// `full` (the default): every commit is flushed to the disk before the server answers,
+    /// so everything acknowledged survives a crash of the server process, of the OS and a
+    /// power cut. `normal`: commits reach the OS before the server answers and the disk at
+    /// SQLite's checkpoints; everything acknowledged survives a crash of the server process
+    /// (SIGKILL, OOM kill, panic), but a power cut or an OS crash may lose the last commits
+    /// of up to about a second (the store stays consistent: it opens as of an earlier commit,
+    /// and agents report the jobs that ran meanwhile as unknown, which are killed). Faster
+    /// on disks with slow flushes.
+    pub synchronous: Synchronous,
+}
+
+/// When a commit is durable (SQLite's `synchronous`; the journal is WAL in both).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Synchronous {
+    /// Flushed to the disk at every commit: survives a power cut.
+    #[default]
+    Full,
+    /// Written to the OS at every commit, flushed at checkpoints: survives a process crash.
+    Normal,
+}
+
+impl Synchronous {
+    /// The store's setting.
+    pub fn store(self) -> fairsched_store::Synchronous {
+        match self {
+            Synchronous::Full => fairsched_store::Synchronous::Full,
+            Synchronous::Normal => fairsched_store::Synchronous::Normal,
+        }
+    }
 }
 
 /// The `[auth]` section: API tokens and who is who.
@@ -184,6 +232,7 @@ impl Default for ServerConfig {
             scheduler: SchedulerConfig::default(),
             node_timeout_ms: 15_000,
             auth: AuthConfig::default(),
+            store: StoreConfig::default(),
         }
     }
 }

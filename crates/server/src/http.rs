@@ -185,6 +185,7 @@ pub fn router(state: AppState) -> Router {
         .route(routes::EVENTS_STREAM, get(stream_events))
         .route(routes::AGENT_REGISTER, post(register))
         .route(routes::AGENT_HEARTBEAT, post(heartbeat))
+        .route(routes::STATUS, get(status))
         .fallback(|| async { Failure(ApiError::new(codes::RESOLVE, "no such route")) })
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -345,6 +346,16 @@ fn pool_within(
         }
     }
     false
+}
+
+async fn status(State(s): State<AppState>) -> Reply<fairsched_api::ServerStatus> {
+    let view = s.view.borrow().clone();
+    let r = view.read_only.as_ref();
+    ok(fairsched_api::ServerStatus {
+        read_only: r.is_some(),
+        read_only_reason: r.map(|r| r.reason.clone()),
+        read_only_since_unix_ms: r.map(|r| r.since_unix_ms),
+    })
 }
 
 async fn list_operations(

@@ -23,7 +23,7 @@ pub mod metrics;
 pub mod reference;
 mod start_trees;
 
-pub use config::{AuthConfig, AuthUser, ServerConfig};
+pub use config::{AuthConfig, AuthUser, ServerConfig, StoreConfig, Synchronous};
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -41,9 +41,20 @@ pub struct Server {
 impl Server {
     /// Opens the store, restores state and binds the listen address.
     pub async fn bind(config: &ServerConfig) -> anyhow::Result<Server> {
+        let store = fairsched_store::SqliteStore::open_with(
+            &config.data_dir,
+            config.store.synchronous.store(),
+        )?;
+        Server::bind_with_store(config, Box::new(store)).await
+    }
+
+    /// [`Server::bind`] on `store` instead of the SQLite store in `config.data_dir`.
+    pub async fn bind_with_store(
+        config: &ServerConfig,
+        store: Box<dyn fairsched_store::Store>,
+    ) -> anyhow::Result<Server> {
         let auth = auth::Auth::from_config(config)?;
-        let store = fairsched_store::SqliteStore::open(&config.data_dir)?;
-        let (actor, view) = actor::Actor::new(config, Box::new(store))?;
+        let (actor, view) = actor::Actor::new(config, store)?;
         let listener = tokio::net::TcpListener::bind(&config.listen)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
@@ -74,18 +85,47 @@ impl Server {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
-        let actor = tokio::spawn(self.actor.run(self.rx));
+        let mut actor = tokio::spawn(self.actor.run(self.rx));
         let state = self.state.clone();
         let app = http::router(self.state);
-        axum::serve(self.listener, app)
-            .with_graceful_shutdown(async move {
-                shutdown.await;
-                // Live event streams would keep their connections open forever.
-                state.stop_streams();
-            })
-            .await?;
-        // The router (and with it every command sender) is gone: the actor ends.
-        actor.await?;
-        Ok(())
+        let serving = axum::serve(self.listener, app).with_graceful_shutdown(async move {
+            shutdown.await;
+            // Live event streams would keep their connections open forever.
+            state.stop_streams();
+        });
+        tokio::select! {
+            served = serving => {
+                served?;
+                // The router (and with it every command sender) is gone: the actor ends.
+                actor.await.map_err(actor_died)?
+            }
+            // The actor stopped while the server serves: a panic, or a state it cannot go
+            // on from. Serving reads of a frozen state would hide it: the server exits with
+            // the error, for a supervisor to restart it.
+            ended = &mut actor => {
+                let e = match ended {
+                    Ok(Ok(())) => anyhow::anyhow!("the scheduler's actor stopped"),
+                    Ok(Err(e)) => e,
+                    Err(e) => actor_died(e),
+                };
+                tracing::error!("{e:#}; the server exits");
+                Err(e)
+            }
+        }
+    }
+}
+
+/// The error of an actor task that panicked (the panic's message, when it has one).
+fn actor_died(e: tokio::task::JoinError) -> anyhow::Error {
+    if e.is_panic() {
+        let panic = e.into_panic();
+        let message = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "(no message)".into());
+        anyhow::anyhow!("the scheduler's actor panicked: {message}")
+    } else {
+        anyhow::anyhow!("the scheduler's actor was cancelled")
     }
 }

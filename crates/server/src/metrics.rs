@@ -358,6 +358,14 @@ impl Collector for ViewCollector {
         }
         jobs.add([("state", "pending")], pending);
         jobs.add([("state", "running")], running);
+        let metric = encoder.encode_descriptor(
+            "fairsched_store_read_only",
+            "1 while the server is read-only because its store cannot write (it refuses \
+             changes and heartbeats), else 0.",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(if view.read_only.is_some() { 1 } else { 0 }).encode(metric)?;
         jobs.encode(&mut encoder)?;
 
         // Nodes and the cluster.

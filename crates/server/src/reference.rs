@@ -2,7 +2,7 @@
 //! generated from the types like the pool-trees reference it links to
 //! (`fairsched_config::reference`): `docs/server-config-reference.md`.
 
-use crate::{AuthConfig, AuthUser, ServerConfig};
+use crate::{AuthConfig, AuthUser, ServerConfig, StoreConfig, Synchronous};
 use fairsched_config::reference::{
     Described, POOL_TREES_LINK, Page, Reference, SectionStyle, pool_trees_types,
 };
@@ -33,6 +33,11 @@ const SECTIONS: &[SectionStyle] = &[
         title: "Users",
         placeholder: "user",
     },
+    SectionStyle {
+        type_name: "StoreConfig",
+        title: "Store",
+        placeholder: "name",
+    },
 ];
 
 /// The reference of `fairsched server --config FILE`. Its JSON schema is complete (inline
@@ -43,6 +48,8 @@ pub fn server_config() -> Reference {
         Described::structure::<SchedulerConfig>(),
         Described::structure::<AuthConfig>(),
         Described::structure::<AuthUser>(),
+        Described::structure::<StoreConfig>(),
+        Described::enumeration::<Synchronous>(),
     ];
     types.extend(pool_trees_types());
     Reference::new::<ServerConfig>(

@@ -110,7 +110,8 @@ fn schema_is_complete_with_inline_pool_trees() {
             "pool_trees",
             "scheduler",
             "node_timeout_ms",
-            "auth"
+            "auth",
+            "store"
         ])
     );
 }

@@ -122,6 +122,9 @@ pub enum StoreError {
     Sqlite(#[from] rusqlite::Error),
     #[error("store: schema version {found} is newer than this binary knows ({known})")]
     TooNew { found: i64, known: i64 },
+    /// Any other failure (of stores that are not SQLite, or of none at all).
+    #[error("store: {0}")]
+    Other(String),
 }
 
 /// The server's durable state.
@@ -141,6 +144,31 @@ pub trait Store: Send {
     }
     /// The events that pass `filter`, oldest first.
     fn events(&self, filter: &EventFilter) -> Result<Vec<StoredEvent>, StoreError>;
+    /// Whether the store can write now: commits a tiny transaction of its own (the server
+    /// calls it while it is read-only after a failed commit, to know when to resume).
+    fn check_writable(&mut self) -> Result<(), StoreError>;
+}
+
+/// When a commit is durable, SQLite's `synchronous` setting (the journal is WAL in both).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Synchronous {
+    /// Every commit is flushed to the disk (`fsync` of the WAL) before it returns: a commit
+    /// survives a process crash and a power cut.
+    #[default]
+    Full,
+    /// Commits are written to the OS (they survive a crash of the process) and flushed to the
+    /// disk at checkpoints: a power cut or an OS crash may lose the last commits (the database
+    /// stays consistent). Faster: no flush per commit.
+    Normal,
+}
+
+impl Synchronous {
+    fn pragma(self) -> &'static str {
+        match self {
+            Synchronous::Full => "FULL",
+            Synchronous::Normal => "NORMAL",
+        }
+    }
 }
 
 /// Migrations: the schema after migration `i` has version `i + 1`.
@@ -200,8 +228,14 @@ impl SqliteStore {
         dir.join("fairsched.db").is_file()
     }
 
-    /// Opens (creating if needed) `dir/fairsched.db`, migrates it and counts this opening.
+    /// Opens (creating if needed) `dir/fairsched.db`, migrates it and counts this opening;
+    /// commits are durable as [`Synchronous::Full`] says.
     pub fn open(dir: &Path) -> Result<SqliteStore, StoreError> {
+        Self::open_with(dir, Synchronous::default())
+    }
+
+    /// [`SqliteStore::open`] with commits durable as `synchronous` says.
+    pub fn open_with(dir: &Path, synchronous: Synchronous) -> Result<SqliteStore, StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| {
             rusqlite::Error::ToSqlConversionFailure(Box::new(std::io::Error::new(
                 e.kind(),
@@ -210,7 +244,7 @@ impl SqliteStore {
         })?;
         let conn = Connection::open(dir.join("fairsched.db"))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "synchronous", synchronous.pragma())?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         let mut store = SqliteStore {
             conn,
@@ -400,6 +434,18 @@ impl Store for SqliteStore {
                 ])?;
             }
         }
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn check_writable(&mut self) -> Result<(), StoreError> {
+        let tx = self.conn.transaction()?;
+        tx.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('write_check', \
+             CAST((SELECT COALESCE(MAX(CAST(value AS INTEGER)), 0) + 1 FROM meta \
+             WHERE key = 'write_check') AS TEXT))",
+            [],
+        )?;
         tx.commit()?;
         Ok(())
     }

@@ -131,12 +131,24 @@ pub async fn try_start_config(dir: &std::path::Path, mut config: Value) -> anyho
     config["data_dir"] = json!(dir);
     let config: ServerConfig = serde_json::from_value(config).unwrap();
     let server = Server::bind(&config).await?;
+    Ok(serve(server))
+}
+
+/// Starts a server on `store` with `config` (`ServerConfig` fields; `listen` is set here).
+pub async fn start_on_store(store: Box<dyn fairsched_store::Store>, mut config: Value) -> Running {
+    config["listen"] = json!("127.0.0.1:0");
+    let config: ServerConfig = serde_json::from_value(config).unwrap();
+    serve(Server::bind_with_store(&config, store).await.unwrap())
+}
+
+/// Serves `server` until the [`Running`] is stopped or dropped.
+fn serve(server: Server) -> Running {
     let addr = server.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(server.serve(async move {
         let _ = stopped.await;
     }));
-    Ok(Running {
+    Running {
         url: format!("http://{addr}"),
         client: reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
@@ -145,7 +157,7 @@ pub async fn try_start_config(dir: &std::path::Path, mut config: Value) -> anyho
         stop: Some(stop),
         task: Some(task),
         _dir: None,
-    })
+    }
 }
 
 impl Running {
@@ -161,6 +173,15 @@ impl Running {
                 .unwrap()
                 .unwrap();
         }
+    }
+
+    /// Waits (at most `limit`) for the server to stop by itself; what `serve` returned.
+    pub async fn exited(mut self, limit: Duration) -> anyhow::Result<()> {
+        let task = self.task.take().expect("a served server");
+        tokio::time::timeout(limit, task)
+            .await
+            .expect("the server stops by itself")
+            .unwrap()
     }
 
     /// Any request: status and JSON body (`Value::Null` when the body is not JSON).
