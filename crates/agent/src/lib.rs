@@ -380,10 +380,15 @@ impl Outage {
     fn failed(outage: &mut Option<Outage>, what: &str, e: &ClientError, running: usize) {
         match outage {
             None => {
+                // "Unreachable" only when it is: a server that answers with an error (such
+                // as read-only while its store cannot write) says why itself.
+                let why = match e {
+                    ClientError::Http(_) => "the server is unreachable",
+                    ClientError::Api(_) => "the server refused it",
+                };
                 tracing::warn!(
                     running,
-                    "{what}: {e}; the server is unreachable, jobs keep running; retrying with \
-                     backoff"
+                    "{what}: {e}; {why}, jobs keep running; retrying with backoff"
                 );
                 *outage = Some(Outage {
                     since: tokio::time::Instant::now(),
