@@ -800,7 +800,7 @@ impl Scheduler {
                 .max(op.last_non_starving_at);
             if starving
                 && op.running_job_count() == 0
-                && now >= quiet_since + self.config.operation_hangup_safe_timeout_ms
+                && now >= quiet_since.saturating_add(self.config.operation_hangup_safe_timeout_ms)
                 && op.failed_schedule_attempts
                     + (self.skipped_heartbeats - op.skipped_heartbeats_at_start)
                     >= self.config.operation_hangup_min_schedule_job_attempts

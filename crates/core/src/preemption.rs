@@ -456,7 +456,7 @@ impl Scheduler {
             if let Some(a) = self.allocations.get_mut(&id) {
                 a.state = AllocationState::Interrupting {
                     reason,
-                    deadline: now + timeout,
+                    deadline: now.saturating_add(timeout),
                     preemptor: preemptor.clone(),
                 };
             }

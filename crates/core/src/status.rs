@@ -83,9 +83,9 @@ pub fn update_statuses(tree: &mut PoolTree, now: Millis) {
                     StarvationStatus::NonStarving
                 }
                 Some(&since) => {
-                    if aggressive_enabled && now > since + aggressive_timeout {
+                    if aggressive_enabled && now > since.saturating_add(aggressive_timeout) {
                         StarvationStatus::AggressivelyStarving
-                    } else if now > since + timeout {
+                    } else if now > since.saturating_add(timeout) {
                         StarvationStatus::Starving
                     } else {
                         StarvationStatus::NonStarving

@@ -1229,8 +1229,13 @@ impl Actor {
                 ));
             }
         }
-        let spec: OperationSpec = serde_json::from_value(body.clone())
-            .map_err(|e| ApiError::new(codes::BAD_REQUEST, format!("bad operation spec: {e}")))?;
+        // The error names the field (`tasks[0].job_count: invalid value ...`).
+        let spec: OperationSpec = serde_path_to_error::deserialize(body.clone()).map_err(|e| {
+            ApiError::new(
+                codes::BAD_REQUEST,
+                format!("bad operation spec: {}: {}", e.path(), e.inner()),
+            )
+        })?;
         let now = self.now();
         self.sched
             .start_operation(now, spec.clone())
