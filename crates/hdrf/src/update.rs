@@ -40,6 +40,22 @@ use std::ops::Range;
 pub const EPSILON: f64 = 1e-9;
 /// Tolerance of function compression.
 pub const COMPRESS_FUNCTION_EPSILON: f64 = 1e-15;
+/// Smallest weight the update uses (YTsaurus' `MinSchedulableWeight`, which its configs
+/// enforce): a sibling's relative weight `w / min_w` then stays within `1 ..= 1 / MIN_WEIGHT²`
+/// (about 4.5e15), which the functions' arithmetic handles; smaller or non-positive weights
+/// are raised to it with a warning.
+pub const MIN_WEIGHT: f64 = 1.0 / 67_108_864.0; // 2^-26 = sqrt(f64::EPSILON)
+/// Largest weight the update uses (YTsaurus' `MaxSchedulableWeight`, `1 / MIN_WEIGHT`);
+/// larger weights are lowered to it with a warning.
+pub const MAX_WEIGHT: f64 = 67_108_864.0; // 2^26
+/// Longest period (seconds, about 31,700 years) the integral volumes are computed with: a
+/// cluster's whole resources (at most about 9.2e18 raw units) over it, times a flow ratio,
+/// stay far within a double's range. Longer periods (and saturation periods) are shortened to
+/// it with a warning.
+pub const MAX_PERIOD_SECONDS: f64 = 1e12;
+/// Largest magnitude of a raw component of a stored accumulated volume: volumes of many pools
+/// added up stay finite. Larger stored volumes are lowered to it with a warning.
+pub const MAX_VOLUME: f64 = 1e300;
 
 type Rv = ResourceVector;
 
@@ -235,6 +251,12 @@ struct Update<'a> {
     scratch: Scratch,
     /// The root's M(1) where its functions are not built ([`Update::root_at_one`]).
     root_fit_at_one: Option<f64>,
+    /// `now - previous` and the options' periods within what volumes can hold
+    /// ([`Update::check_inputs`]).
+    period: Option<f64>,
+    saturation_seconds: f64,
+    /// `None` when the smooth period is not positive: volumes give no integral share.
+    smooth_seconds: Option<f64>,
 }
 
 /// Knobs of the implementation that only tests change.
@@ -380,6 +402,9 @@ pub(crate) fn update_with_into(
         tuning,
         scratch: std::mem::take(&mut buffers.scratch),
         root_fit_at_one: None,
+        period: None,
+        saturation_seconds: 0.0,
+        smooth_seconds: None,
     };
     u.run();
     let mut attributes = std::mem::take(&mut out.attributes);
@@ -495,11 +520,13 @@ impl Update<'_> {
 
     fn run(&mut self) {
         let t0 = self.now_ns();
+        self.check_inputs();
         self.validate_pool_configs();
         self.infer_strong_guarantees();
         self.collect_integral_pools();
         self.update_cumulative_attributes(ROOT);
         self.infer_weights();
+        self.clamp_weights();
         self.consume_and_refill_integral_pools();
         self.validate_and_adjust_guarantees();
         for k in 0..self.fifo_pools.len() {
@@ -591,6 +618,118 @@ impl Update<'_> {
         }));
     }
 
+    // ---- 0. inputs no result can come from -----------------------------------------------------
+
+    /// `r` with negative components raised to zero, warning (of `what` of `i`) when there are
+    /// any: no share of a negative amount means anything, and negative usage or demand would
+    /// make an operation's fair share decrease with its fit factor.
+    fn non_negative(&mut self, i: ElementIndex, what: &str, r: Resources) -> Resources {
+        if !r.any_negative() {
+            return r;
+        }
+        self.warn(i, format!("{what} {r} is negative; zero is used instead"));
+        r.max(&Resources::ZERO)
+    }
+
+    /// The cluster total without negative components, every stored integral state finite, and
+    /// the periods the volumes are computed with within [`MAX_PERIOD_SECONDS`].
+    fn check_inputs(&mut self) {
+        self.total = self.non_negative(ROOT, "total resources", self.total);
+        self.check_integral_states();
+        if let Some(previous) = self.previous {
+            let period = self.now - previous;
+            let used = if period.is_nan() {
+                0.0
+            } else {
+                period.clamp(-MAX_PERIOD_SECONDS, MAX_PERIOD_SECONDS)
+            };
+            if used != period {
+                self.warn(
+                    ROOT,
+                    format!(
+                        "time since the previous update ({} - {previous}) is outside \
+                         [-{MAX_PERIOD_SECONDS:e}, {MAX_PERIOD_SECONDS:e}] s; {used:e} s is used",
+                        self.now
+                    ),
+                );
+            }
+            self.period = Some(used);
+        }
+        let saturation = self.opts.integral_pool_capacity_saturation_period_seconds;
+        self.saturation_seconds = if saturation.is_nan() {
+            0.0
+        } else {
+            saturation.clamp(0.0, MAX_PERIOD_SECONDS)
+        };
+        if self.saturation_seconds != saturation {
+            self.warn(
+                ROOT,
+                format!(
+                    "integral pool capacity saturation period {saturation:e} s is outside \
+                     [0, {MAX_PERIOD_SECONDS:e}] s; {:e} s is used",
+                    self.saturation_seconds
+                ),
+            );
+        }
+        let smooth = self.opts.integral_smooth_period_seconds;
+        self.smooth_seconds = (smooth > 0.0).then_some(smooth.min(MAX_PERIOD_SECONDS));
+        if self.smooth_seconds != Some(smooth) {
+            self.warn(
+                ROOT,
+                format!(
+                    "integral smooth period {smooth:e} s is outside (0, {MAX_PERIOD_SECONDS:e}] s; \
+                     {}",
+                    match self.smooth_seconds {
+                        Some(s) => format!("{s:e} s is used"),
+                        None => "accumulated volumes give no integral share".to_string(),
+                    }
+                ),
+            );
+        }
+    }
+
+    /// Resets a stored integral state that is not finite (a volume of 1e308 cpu·s is infinite in
+    /// hundredths; nothing the update computes could come back from it), with a warning.
+    fn check_integral_states(&mut self) {
+        for i in 0..self.tree.len() {
+            let state = self.tree.element(i).integral_state;
+            let volume = state.accumulated_volume.values();
+            if volume.iter().any(|v| !v.is_finite()) {
+                self.tree.element_mut(i).integral_state.accumulated_volume = ResourceVolume::ZERO;
+                self.warn(
+                    i,
+                    format!(
+                        "accumulated integral volume {volume:?} is not finite; it is reset to zero"
+                    ),
+                );
+            } else if (0..RESOURCE_COUNT)
+                .any(|r| state.accumulated_volume.raw(r).abs() > MAX_VOLUME)
+            {
+                let v = &mut self.tree.element_mut(i).integral_state.accumulated_volume;
+                for r in 0..RESOURCE_COUNT {
+                    let x = v.raw(r);
+                    v.set_raw(r, x.clamp(-MAX_VOLUME, MAX_VOLUME));
+                }
+                self.warn(
+                    i,
+                    format!("accumulated integral volume {volume:?} exceeds {MAX_VOLUME:e} (raw); it is lowered to it"),
+                );
+            }
+            let ratio = state.last_share_ratio;
+            if !(0.0..=1.0).contains(&ratio) {
+                // A share ratio, at most 1 where the update wrote it.
+                let used = if ratio > 1.0 { 1.0 } else { 0.0 };
+                self.tree.element_mut(i).integral_state.last_share_ratio = used;
+                self.warn(
+                    i,
+                    format!(
+                        "last integral share ratio {ratio:e} is outside [0, 1]; {used} is used"
+                    ),
+                );
+            }
+        }
+    }
+
     // ---- 1. validation ---------------------------------------------------------------------
 
     fn validate_pool_configs(&mut self) {
@@ -657,7 +796,7 @@ impl Update<'_> {
                     .pool()
                     .map(|pool| pool.strong_guarantee_resources)
                     .unwrap_or_default();
-                let inferred = configured.or_zero();
+                let inferred = self.non_negative(c, "strong guarantee", configured.or_zero());
                 self.attrs.inferred_strong_guarantee_resources[c] = inferred;
                 explicit_sum = explicit_sum.add(&inferred);
             }
@@ -723,8 +862,9 @@ impl Update<'_> {
     fn update_cumulative_attributes(&mut self, i: ElementIndex) {
         let total = self.total;
         if let Some(op) = self.tree.element(i).operation() {
-            self.usage[i] = op.usage;
-            self.demand[i] = op.demand;
+            let (usage, demand) = (op.usage, op.demand);
+            self.usage[i] = self.non_negative(i, "usage", usage);
+            self.demand[i] = self.non_negative(i, "demand", demand);
         } else {
             let (burst, flow) = match self.tree.element(i).pool() {
                 Some(p) if p.integral_guarantees.guarantee_type != IntegralGuaranteeType::None => (
@@ -752,8 +892,14 @@ impl Update<'_> {
         }
 
         // Own attributes.
+        let limits = self
+            .tree
+            .element(i)
+            .resource_limits
+            .or_infinite()
+            .min(&total);
+        let limits = self.non_negative(i, "resource limits", limits);
         let element = self.tree.element(i);
-        let limits = element.resource_limits.or_infinite().min(&total);
         let mut limits_share = Rv::from_resources(&limits, &total);
         if let Some(op) = element.operation() {
             limits_share = limits_share.min(&op.best_allocation_share);
@@ -869,6 +1015,30 @@ impl Update<'_> {
         }
     }
 
+    /// Brings every weight into `MIN_WEIGHT ..= MAX_WEIGHT` (NaN and non-positive weights to
+    /// `MIN_WEIGHT`), warning for each one changed: a weight of 1e-300 beside 1e308 has no
+    /// relative weight a double can hold, and would make the children's functions NaN.
+    fn clamp_weights(&mut self) {
+        for i in 0..self.tree.len() {
+            let w = self.attrs.weight[i];
+            if (MIN_WEIGHT..=MAX_WEIGHT).contains(&w) {
+                continue;
+            }
+            let used = if w > MAX_WEIGHT {
+                MAX_WEIGHT
+            } else {
+                MIN_WEIGHT
+            };
+            self.attrs.weight[i] = used;
+            self.warn(
+                i,
+                format!(
+                    "weight {w:e} is outside [{MIN_WEIGHT:e}, {MAX_WEIGHT:e}]; {used:e} is used"
+                ),
+            );
+        }
+    }
+
     // ---- 5. integral volumes -----------------------------------------------------------------
 
     fn consume_and_refill_integral_pools(&mut self) {
@@ -889,17 +1059,16 @@ impl Update<'_> {
         if self.total.is_zero() {
             return;
         }
-        let Some(previous) = self.previous else {
+        let Some(period) = self.period else {
             return;
         };
-        let period = self.now - previous;
         let flow_ratio = self.attrs.resource_flow_ratio[p];
         let can_accept = self
             .tree
             .element(p)
             .pool()
             .is_some_and(|pool| pool.integral_guarantees.can_accept_free_volume);
-        let saturation = self.opts.integral_pool_capacity_saturation_period_seconds;
+        let saturation = self.saturation_seconds;
         let state = &mut self.tree.element_mut(p).integral_state;
         let old = state.accumulated_volume;
         let capacity = ResourceVolume::from_resources(&self.total.scale(flow_ratio), saturation);
@@ -1308,13 +1477,27 @@ impl Update<'_> {
         }
     }
 
+    /// Drops the functions of `p` and of its ancestors, built on `p`'s: the next
+    /// [`Self::prepare_functions`] of any of them rebuilds them all (an ancestor's functions
+    /// kept would skip `p`'s, leaving `p` without any).
+    fn drop_functions(&mut self, p: ElementIndex) {
+        let mut cur = Some(p);
+        while let Some(c) = cur {
+            self.functions[c] = None;
+            cur = self.tree.element(c).parent;
+        }
+    }
+
     fn integral_share_ratio_by_volume(&self, p: ElementIndex) -> f64 {
+        let Some(smooth) = self.smooth_seconds else {
+            return 0.0;
+        };
         self.tree
             .element(p)
             .integral_state
             .accumulated_volume
             .min_resource_ratio(&self.total)
-            / self.opts.integral_smooth_period_seconds
+            / smooth
     }
 
     fn update_burst_pool_integral_shares(&mut self) {
@@ -1337,7 +1520,7 @@ impl Update<'_> {
             let within = self.s(p).value_at(0.0);
             let integral = (within - sg).max(&Rv::ZERO);
             self.increase_hierarchical_integral_share(p, integral);
-            self.functions[p] = None;
+            self.drop_functions(p);
             self.tree.element_mut(p).integral_state.last_share_ratio = integral.max_component();
         }
     }
@@ -1407,7 +1590,7 @@ impl Update<'_> {
                 self.warn(p, format!("negative limited integral share {limited:?}"));
             }
             self.increase_hierarchical_integral_share(p, limited);
-            self.functions[p] = None;
+            self.drop_functions(p);
             self.tree.element_mut(p).integral_state.last_share_ratio = limited.max_component();
         }
     }
@@ -1695,7 +1878,10 @@ impl Update<'_> {
     }
 
     fn operation_fair_share_by_fit_factor(&self, i: ElementIndex, out: &mut Vec<Segment<Rv>>) {
-        let (usage_share, demand_share) = (self.attrs.usage_share[i], self.attrs.demand_share[i]);
+        let demand_share = self.attrs.demand_share[i];
+        // Usage above demand (warned of in step 4) would make F decrease from 1 to 2: F takes
+        // the usage only up to the demand.
+        let usage_share = self.attrs.usage_share[i].min(&demand_share);
         let parent = self.tree.element(i).parent.unwrap_or(ROOT);
         let mut b = Builder::from_buffer(std::mem::take(out));
         if self.opts.enable_step_function_for_gang_operations
@@ -1736,9 +1922,15 @@ impl Update<'_> {
             out.push(Segment::new(0.0, Rv::ZERO, 1.0, Rv::ZERO));
             return;
         }
+        // The fast path lays the children's S end to end, which needs each on [0, 1] from zero:
+        // true of operations, not always of a pool in a FIFO pool (warned of in step 4).
         if self
             .opts
             .enable_fast_fifo_fair_share_by_fit_factor_computation
+            && order.iter().all(|&c| {
+                let s = self.s(c);
+                s.left_bound() == 0.0 && s.right_bound() == 1.0 && s.segments()[0].y0 == Rv::ZERO
+            })
         {
             let mut b = Builder::from_buffer(std::mem::take(out));
             let mut prefix = Rv::ZERO;
