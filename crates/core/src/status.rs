@@ -83,6 +83,7 @@ pub fn update_statuses(tree: &mut PoolTree, now: Millis) {
                     StarvationStatus::NonStarving
                 }
                 Some(&since) => {
+                    // Saturating: a timeout of u64::MAX ms means never.
                     if aggressive_enabled && now > since.saturating_add(aggressive_timeout) {
                         StarvationStatus::AggressivelyStarving
                     } else if now > since.saturating_add(timeout) {
