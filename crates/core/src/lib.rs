@@ -29,7 +29,7 @@ pub use gang::GangAssembly;
 pub use model::*;
 pub use reservation::Reservation;
 pub use scheduler::{
-    CoreError, FinishedAllocation, HeartbeatResponse, InterruptOrder, NodeHeartbeat,
-    OperationUpdate, Scheduler, SchedulerConfig, StartOrder, Stats,
+    CoreError, FinishedAllocation, HeartbeatResponse, InterruptOrder, MAX_DURATION_MS,
+    NodeHeartbeat, OperationUpdate, Scheduler, SchedulerConfig, StartOrder, Stats,
 };
 pub use snapshot::{OperationTreeSnapshot, Snapshot, TreeSnapshot};

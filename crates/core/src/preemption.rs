@@ -945,7 +945,7 @@ impl Scheduler {
             .expect("node")
             .overcommit_since
             .get_or_insert(now);
-        if now < since + self.config.allowed_node_resources_overcommit_duration_ms {
+        if now < since.saturating_add(self.config.allowed_node_resources_overcommit_duration_ms) {
             return;
         }
         let mut keep: Vec<(PreemptionStatus, Millis, AllocationId, Resources)> = Vec::new();

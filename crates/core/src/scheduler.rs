@@ -356,13 +356,13 @@ impl Scheduler {
     pub fn tick(&mut self, now: Millis) {
         let due = self
             .last_fair_share_update
-            .is_none_or(|last| now >= last + self.config.fair_share_update_period_ms);
+            .is_none_or(|last| now >= last.saturating_add(self.config.fair_share_update_period_ms));
         if due {
             self.update_fair_share(now);
         }
-        let hangup_due = self
-            .last_hangup_check
-            .is_none_or(|last| now >= last + self.config.operation_hangup_check_period_ms);
+        let hangup_due = self.last_hangup_check.is_none_or(|last| {
+            now >= last.saturating_add(self.config.operation_hangup_check_period_ms)
+        });
         if hangup_due {
             self.last_hangup_check = Some(now);
             self.fail_hung_operations(now);

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use fairsched_core::{NodeHeartbeat, NodeId, SchedulerConfig};
+use fairsched_core::{MAX_DURATION_MS, NodeHeartbeat, NodeId, SchedulerConfig};
 use fairsched_resources::{PartialResources, ResourceKind};
 
 const TREE: &str = r#"{"pool_trees": {"default": {"config": {}, "pools": {"p": {}}}}}"#;
@@ -40,26 +40,39 @@ fn weighted(id: &str, weight: f64) -> fairsched_core::OperationSpec {
     spec
 }
 
+/// The core refuses weights outside the pools' range (1e-10 used to panic the fair-share
+/// update), naming the field; the others still run.
 #[test]
-fn an_operation_of_weight_1e_minus_10_runs() {
+fn weights_out_of_range_are_refused_and_the_rest_runs() {
+    for w in [1e-10, 1e308, 1e-300, f64::MIN_POSITIVE, f64::MAX] {
+        let mut s = scheduler(TREE, SchedulerConfig::default());
+        let e = s.start_operation(0, weighted("bad", w)).unwrap_err();
+        assert!(
+            e.message.contains("weight must be in"),
+            "{w}: {}",
+            e.message
+        );
+    }
     assert_eq!(
         run(vec![weighted("tiny", 1e-10), weighted("normal", 1.0)]),
-        2
+        1
     );
 }
 
+/// The smallest and the largest weights allowed, side by side, with extreme limits and
+/// starvation settings: fair-share updates and heartbeats run.
 #[test]
-fn weights_1e308_and_1e_minus_300_side_by_side_run() {
+fn the_extreme_weights_allowed_run_side_by_side() {
+    use fairsched_config::{MAX_WEIGHT, MIN_WEIGHT};
     assert_eq!(
-        run(vec![weighted("huge", 1e308), weighted("minute", 1e-300)]),
+        run(vec![
+            weighted("huge", MAX_WEIGHT),
+            weighted("minute", MIN_WEIGHT)
+        ]),
         2
     );
-}
-
-#[test]
-fn extreme_weights_limits_and_starvation_settings_run() {
     let mut ops = Vec::new();
-    for (k, w) in [1e-10, 1e-300, f64::MIN_POSITIVE, f64::MAX]
+    for (k, w) in [MIN_WEIGHT, MAX_WEIGHT, MIN_WEIGHT, MAX_WEIGHT]
         .into_iter()
         .enumerate()
     {
@@ -70,18 +83,28 @@ fn extreme_weights_limits_and_starvation_settings_run() {
             2 => PartialResources::EMPTY.with(ResourceKind::Memory, f64::MAX),
             _ => PartialResources::EMPTY.with(ResourceKind::UserSlots, 0.0),
         };
-        spec.fair_share_starvation_tolerance = Some([1e308, -1e308, 0.0, f64::MIN_POSITIVE][k]);
-        spec.fair_share_starvation_timeout_ms = Some([u64::MAX, 0, 1, u64::MAX / 2][k]);
+        spec.fair_share_starvation_tolerance = Some([1.0, 0.0, 0.0, f64::MIN_POSITIVE][k]);
+        spec.fair_share_starvation_timeout_ms =
+            Some([MAX_DURATION_MS, 0, 1, MAX_DURATION_MS / 2][k]);
         ops.push(spec);
     }
     assert_eq!(run(ops), 4);
 }
 
 /// An operation below its fair share for good (its jobs fit on no node) with the longest
-/// starvation timeout there is.
+/// starvation timeout allowed; a longer one is refused by name.
 #[test]
 fn the_longest_starvation_timeout_does_not_overflow() {
     let mut spec = op("patient", Some("p"), vec![task(1, res(8.0, 1.0), None)]);
+    spec.fair_share_starvation_timeout_ms = Some(MAX_DURATION_MS);
+    assert_eq!(run(vec![spec.clone()]), 1);
     spec.fair_share_starvation_timeout_ms = Some(u64::MAX);
-    assert_eq!(run(vec![spec]), 1);
+    let mut s = scheduler(TREE, SchedulerConfig::default());
+    let e = s.start_operation(0, spec).unwrap_err();
+    assert!(
+        e.message
+            .contains("fair_share_starvation_timeout_ms must be at most"),
+        "{}",
+        e.message
+    );
 }
