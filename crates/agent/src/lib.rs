@@ -23,8 +23,10 @@
 //! The agent knows nothing about fair share.
 
 pub mod memory;
+mod records;
 
 pub use memory::MemoryEnforcement;
+pub use records::KILLED_AT_RESTART;
 
 use fairsched_api::client::{ApiClient, ClientError};
 use fairsched_api::{FinishedJob, Heartbeat, JobStart, RegisterNode, codes};
@@ -121,6 +123,30 @@ struct Agent {
     memory: memory::Enforcer,
     /// Jobs whose memory the poller watches.
     watches: memory::Watches,
+    /// The jobs started and the ends not yet reported, on disk (found again after a crash).
+    records: records::Records,
+}
+
+/// `setpriv`, when this machine has it: jobs are started through `setpriv --pdeathsig KILL`
+/// so that a job's main process dies with the agent (a restarted agent kills the rest of its
+/// process group: see [`records`]).
+fn setpriv() -> Option<&'static std::path::Path> {
+    static SETPRIV: OnceLock<Option<PathBuf>> = OnceLock::new();
+    SETPRIV
+        .get_or_init(|| {
+            let found = ["/usr/bin/setpriv", "/bin/setpriv"]
+                .into_iter()
+                .map(PathBuf::from)
+                .find(|p| p.is_file());
+            if found.is_none() {
+                tracing::warn!(
+                    "setpriv (util-linux) not found: jobs will not die with the agent; a \
+                     restarted agent still kills what a killed one left running"
+                );
+            }
+            found
+        })
+        .as_deref()
 }
 
 impl Agent {
@@ -153,16 +179,24 @@ impl Agent {
                 .command
                 .split_first()
                 .ok_or_else(|| std::io::Error::other("empty command"))?;
-            let mut cmd = match cgroup {
-                Some(c) => {
-                    let mut cmd = tokio::process::Command::new("/bin/sh");
-                    cmd.arg("-c")
-                        .arg(memory::CGROUP_WRAPPER)
-                        .arg(c.procs())
-                        .arg(program);
+            // The program and its first arguments: the cgroup wrapper, then the job's.
+            let mut line: Vec<std::ffi::OsString> = Vec::new();
+            if let Some(c) = cgroup {
+                line.extend(["/bin/sh".into(), "-c".into(), memory::CGROUP_WRAPPER.into()]);
+                line.push(c.procs().into());
+            }
+            line.push(program.into());
+            let mut cmd = match setpriv() {
+                Some(setpriv) => {
+                    let mut cmd = tokio::process::Command::new(setpriv);
+                    cmd.args(["--pdeathsig", "KILL", "--"]).args(&line);
                     cmd
                 }
-                None => tokio::process::Command::new(program),
+                None => {
+                    let mut cmd = tokio::process::Command::new(&line[0]);
+                    cmd.args(&line[1..]);
+                    cmd
+                }
             };
             cmd.args(args)
                 .current_dir(&dir)
@@ -192,6 +226,8 @@ impl Agent {
         match spawn(cgroup.as_ref()) {
             Ok(mut child) => {
                 let pid = child.id().unwrap_or(0) as i32;
+                self.records.started(&job, &s.operation, pid);
+                let records = self.records.clone();
                 let state = Arc::new(JobState::default());
                 self.jobs.insert(
                     job.clone(),
@@ -251,18 +287,17 @@ impl Agent {
                     } else {
                         ("failed", None)
                     };
-                    let _ = tx.send((
-                        id.clone(),
-                        FinishedJob {
-                            job: id,
-                            outcome: outcome.into(),
-                            exit_code,
-                            signal,
-                            reason,
-                            stdout_tail: tail(&dir.join("stdout")),
-                            stderr_tail: tail(&dir.join("stderr")),
-                        },
-                    ));
+                    let finished = FinishedJob {
+                        job: id.clone(),
+                        outcome: outcome.into(),
+                        exit_code,
+                        signal,
+                        reason,
+                        stdout_tail: tail(&dir.join("stdout")),
+                        stderr_tail: tail(&dir.join("stderr")),
+                    };
+                    records.ended(&finished);
+                    let _ = tx.send((id, finished));
                 });
                 tracing::info!(job, operation = s.operation, pid, "job started");
             }
@@ -271,7 +306,7 @@ impl Agent {
                     tokio::spawn(c.remove());
                 }
                 tracing::warn!(job, "job could not start: {e}");
-                self.unreported.push(FinishedJob {
+                let finished = FinishedJob {
                     job,
                     outcome: "failed".into(),
                     exit_code: None,
@@ -279,7 +314,9 @@ impl Agent {
                     reason: None,
                     stdout_tail: String::new(),
                     stderr_tail: format!("fairsched agent: cannot start {:?}: {e}\n", s.command),
-                });
+                };
+                self.records.ended(&finished);
+                self.unreported.push(finished);
             }
         }
     }
@@ -436,15 +473,31 @@ pub async fn run_with_memory_enforcement(
     let watches = memory::Watches::default();
     let poller = tokio::spawn(memory::poll_rss(watches.clone(), config.kill_grace));
     let (done_tx, done_rx) = mpsc::unbounded_channel();
+    let records = records::Records::open(&config.work_dir).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot use the work directory {}: {e} (--work-dir)",
+            config.work_dir.display()
+        )
+    })?;
+    // Before registering: what a killed agent left behind is killed (or its ends reported).
+    let recovered = records.recover(Duration::from_secs(10)).await;
+    if !recovered.is_empty() {
+        tracing::warn!(
+            jobs = recovered.len(),
+            "found the jobs of a previous agent on this work directory; their ends are \
+             reported at the first heartbeat"
+        );
+    }
     let mut agent = Agent {
         client: ApiClient::with_timeout(&config.server, config.token.clone(), REQUEST_TIMEOUT),
         config,
         jobs: BTreeMap::new(),
         done_tx,
         done_rx,
-        unreported: Vec::new(),
+        unreported: recovered,
         memory,
         watches,
+        records,
     };
     tokio::pin!(shutdown);
     // Some(period) once registered.
@@ -487,7 +540,9 @@ pub async fn run_with_memory_enforcement(
                          server keeps the ones still running"
                     );
                 }
-                agent.unreported.drain(..hb.finished.len());
+                for f in agent.unreported.drain(..hb.finished.len()) {
+                    agent.records.reported(&f.job);
+                }
                 for a in reply.abort {
                     agent.kill(&a);
                 }

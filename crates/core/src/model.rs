@@ -453,8 +453,10 @@ pub enum PreemptionReason {
     ResourceOvercommit,
     /// The operation's or a pool's resource limits were lowered below its usage.
     ResourceLimitsViolated,
-    /// The node stopped accepting jobs or left.
+    /// The node stopped accepting jobs (`scheduler_jobs_enabled = false`).
     NodeDisabled,
+    /// The node was removed: it left, or its driver declared it lost (no heartbeat).
+    NodeLost,
     /// The node moved to another pool tree (its tags or the trees' `node_tag_filter`
     /// changed): its allocations belonged to the old tree (YTsaurus `NodeFairShareTreeChanged`).
     NodeFairShareTreeChanged,
@@ -481,6 +483,7 @@ impl PreemptionReason {
             PreemptionReason::ResourceOvercommit => "resource_overcommit",
             PreemptionReason::ResourceLimitsViolated => "resource_limits_violated",
             PreemptionReason::NodeDisabled => "node_disabled",
+            PreemptionReason::NodeLost => "node_lost",
             PreemptionReason::NodeFairShareTreeChanged => "node_fair_share_tree_changed",
             PreemptionReason::NodeWithoutUserSlots => "node_without_user_slots",
             PreemptionReason::OperationAborted => "operation_aborted",

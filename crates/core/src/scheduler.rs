@@ -746,11 +746,7 @@ impl Scheduler {
             .ok_or_else(|| CoreError::new(format!("node {:?} does not exist", id.0)))?;
         let ids: Vec<AllocationId> = node.allocations.iter().copied().collect();
         for a in ids {
-            self.end_allocation(
-                now,
-                a,
-                EndKind::Preempted(PreemptionReason::NodeDisabled, None),
-            );
+            self.end_allocation(now, a, EndKind::Preempted(PreemptionReason::NodeLost, None));
         }
         self.nodes.remove(id);
         self.release_reservation(now, id, "node_unavailable");

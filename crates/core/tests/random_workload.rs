@@ -359,6 +359,7 @@ enum Cmd {
     AbortOp(OperationId),
     UpdateOp,
     DisableNode(NodeId),
+    RemoveNode(NodeId),
     Other,
 }
 
@@ -627,7 +628,8 @@ impl Checker {
     ///   after such a heartbeat;
     /// * `node_without_user_slots` only in a heartbeat of that node, with the option on and the
     ///   node's user slots 0 (for running and interrupted allocations alike);
-    /// * `node_disabled` only from disabling/removing that node, `operation_aborted` only from
+    /// * `node_disabled` only from disabling that node, `node_lost` only from removing it,
+    ///   `operation_aborted` only from
     ///   aborting that operation or from a tick that fails it as hung;
     /// * the response lists exactly the logged starts, interrupts (same timeout, reason,
     ///   signal) and aborts; jobs reported finished on this node end with the reported outcome,
@@ -1023,6 +1025,13 @@ impl Checker {
                             );
                             ensure!(preemptor.is_none(), "{e:?}");
                         }
+                        "node_lost" => {
+                            ensure!(
+                                matches!(call, Call::Command { cmd: Cmd::RemoveNode(n), .. } if n == node),
+                                "node_lost preemption of {allocation} by {call:?}"
+                            );
+                            ensure!(preemptor.is_none(), "{e:?}");
+                        }
                         "operation_aborted" => {
                             // Aborting the operation, or a tick failing it as hung (checked
                             // below: it must fail in this call).
@@ -1284,7 +1293,7 @@ impl Checker {
                 );
             }
             Call::Command {
-                cmd: Cmd::DisableNode(node),
+                cmd: Cmd::DisableNode(node) | Cmd::RemoveNode(node),
                 ok: true,
             } => ensure!(
                 self.allocs.values().all(|a| &a.node != node),
@@ -2118,7 +2127,7 @@ impl Sim {
                     let n = node.clone();
                     self.command(
                         format!("remove_node {node}"),
-                        Cmd::DisableNode(node.clone()),
+                        Cmd::RemoveNode(node.clone()),
                         move |s, now| s.remove_node(now, &n),
                     )?;
                     self.chk.last_preemptive_start.remove(&node);

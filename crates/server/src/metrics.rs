@@ -30,7 +30,7 @@ type OneLabel = [(&'static str, &'static str); 1];
 /// Starvation statuses of the core, in the order they are reported.
 const STARVATION_STATUSES: [&str; 3] = ["non_starving", "starving", "aggressively_starving"];
 /// Preemption reasons of the core (`PreemptionReason::name`); others are counted as they come.
-const PREEMPTION_REASONS: [&str; 12] = [
+const PREEMPTION_REASONS: [&str; 13] = [
     "preemption",
     "aggressive_preemption",
     "ssd_preemption",
@@ -39,6 +39,7 @@ const PREEMPTION_REASONS: [&str; 12] = [
     "resource_overcommit",
     "resource_limits_violated",
     "node_disabled",
+    "node_lost",
     "node_fair_share_tree_changed",
     "node_without_user_slots",
     "operation_aborted",

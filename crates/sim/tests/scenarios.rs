@@ -405,7 +405,7 @@ fn node_events_move_jobs_and_name_nodes_deterministically() {
         preempted,
         [
             (Value::from("node-0"), Value::from("node_disabled")),
-            (Value::from("gpu-0"), Value::from("node_disabled")),
+            (Value::from("gpu-0"), Value::from("node_lost")),
         ]
     );
     let op = run.events("operation_state", Some("op"));

@@ -100,7 +100,8 @@ pub fn json(url: &str, args: &[&str]) -> Value {
 /// A server and its agents.
 pub struct Cluster {
     // Dropped in this order: the agents, the server, then the files.
-    agents: Vec<Proc>,
+    /// With their node ids.
+    agents: Vec<(String, Proc)>,
     server: Option<Proc>,
     /// Holds the server's data (`server/`), each agent's work directory (`<node>/`) and logs
     /// (`server.log`, `<node>.log`). Kept when the test fails.
@@ -155,13 +156,29 @@ impl Cluster {
             agents: Vec::new(),
         };
         for (node, resources) in nodes {
-            let log = std::fs::File::create(cluster.dir.path().join(format!("{node}.log")));
-            cluster.agents.push(Proc(
+            cluster.start_agent(node, resources);
+        }
+        wait_for("every node to register", Duration::from_secs(30), || {
+            cluster.json(&["node", "list"]).as_array().unwrap().len() == nodes.len()
+        });
+        cluster
+    }
+
+    /// Starts `fairsched agent` for `node` with `resources` (its work directory and log,
+    /// appended to, under the cluster's directory).
+    pub fn start_agent(&mut self, node: &str, resources: &str) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join(format!("{node}.log")));
+        self.agents.push((
+            node.to_string(),
+            Proc(
                 Command::new(BIN)
                     .args([
                         "agent",
                         "--server",
-                        &cluster.url,
+                        &self.url,
                         "--node-id",
                         node,
                         "--resources",
@@ -170,7 +187,7 @@ impl Cluster {
                         "1000",
                         "--work-dir",
                     ])
-                    .arg(cluster.dir.path().join(node))
+                    .arg(self.dir.path().join(node))
                     .env("FAIRSCHED_LOG", "fairsched_agent=info")
                     // The test's own cgroup is not the agent's to take over.
                     .env("FAIRSCHED_MEMORY_ENFORCEMENT", "poll")
@@ -178,12 +195,25 @@ impl Cluster {
                     .stderr(log.unwrap())
                     .spawn()
                     .expect("start fairsched agent"),
-            ));
-        }
-        wait_for("every node to register", Duration::from_secs(30), || {
-            cluster.json(&["node", "list"]).as_array().unwrap().len() == nodes.len()
-        });
-        cluster
+            ),
+        ));
+    }
+
+    /// SIGKILLs the agent of `node` and waits until it is gone.
+    pub fn kill_agent(&mut self, node: &str) {
+        let at = self
+            .agents
+            .iter()
+            .position(|(n, _)| n == node)
+            .expect("an agent of that node");
+        let (_, agent) = self.agents.remove(at);
+        agent.signal(nix::sys::signal::Signal::SIGKILL);
+        agent.wait(Duration::from_secs(10));
+    }
+
+    /// The agent log of `node`.
+    pub fn agent_log(&self, node: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("{node}.log"))).unwrap_or_default()
     }
 
     /// Runs the CLI against the server (`FAIRSCHED_SERVER`); its stdout. Fails on an error.
@@ -241,7 +271,7 @@ impl Cluster {
 
     /// Stops the agents, then the server, with SIGTERM; each must exit cleanly.
     pub fn stop(mut self) {
-        for agent in std::mem::take(&mut self.agents) {
+        for (_, agent) in std::mem::take(&mut self.agents) {
             agent.signal(nix::sys::signal::Signal::SIGTERM);
             assert!(
                 agent.wait(Duration::from_secs(20)),

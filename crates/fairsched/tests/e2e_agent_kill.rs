@@ -1,0 +1,150 @@
+//! A job runs at most once at a time when its agent is killed (SIGKILL) mid-job: the job's
+//! main process dies with the agent, a restarted agent kills what the job left running in its
+//! process group before it registers again and reports the job aborted (it then runs again),
+//! and an agent that does not come back loses its node: its jobs are reported `node_lost` and
+//! run elsewhere.
+
+mod common;
+
+use common::{Cluster, process_gone, wait_for};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::time::Duration;
+
+const CONFIG_KEEP: &str = "node_timeout_ms = 60000\n\n[scheduler]\nfair_share_update_period_ms = 100\nnode_heartbeat_period_ms = 100\n";
+const CONFIG_LOSE: &str = "node_timeout_ms = 1500\n\n[scheduler]\nfair_share_update_period_ms = 100\nnode_heartbeat_period_ms = 100\n";
+
+/// The job writes its shell's PID to `pid` and a background child's to `child`, then waits.
+const SCRIPT: &str = "sleep 1000 & echo $! > child; echo $$ > pid; wait";
+
+/// The job directories of `operation` on `node` with both PID files written: (job, main pid,
+/// child pid).
+fn jobs_on(c: &Cluster, node: &str, operation: &str) -> Vec<(String, String, String)> {
+    let dir: PathBuf = c.dir.path().join(node).join("jobs").join(operation);
+    let mut out = Vec::new();
+    for job in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        let read = |f: &str| std::fs::read_to_string(job.path().join(f)).unwrap_or_default();
+        let (pid, child) = (read("pid"), read("child"));
+        if pid.ends_with('\n') && child.ends_with('\n') {
+            out.push((
+                job.file_name().to_string_lossy().into_owned(),
+                pid.trim().to_string(),
+                child.trim().to_string(),
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn jobs(c: &Cluster, operation: &str) -> Vec<Value> {
+    c.op(operation)["jobs"].as_array().unwrap().clone()
+}
+
+#[test]
+fn a_killed_agents_job_dies_with_it_and_a_restarted_agent_kills_the_rest_first() {
+    let mut c = Cluster::start(CONFIG_KEEP, &[("n1", "cpu=2,memory=1GiB,user_slots=4")]);
+    c.submit("long", &["--cpu", "1"], SCRIPT);
+    wait_for("the job to start", Duration::from_secs(30), || {
+        jobs_on(&c, "n1", "long").len() == 1
+    });
+    let (job, pid, child) = jobs_on(&c, "n1", "long").remove(0);
+
+    c.kill_agent("n1");
+    // The main process dies with its agent; its background child is left in the group.
+    wait_for(
+        "the job's main process to die with its agent",
+        Duration::from_secs(5),
+        || process_gone(&pid),
+    );
+    assert!(
+        !process_gone(&child),
+        "the background child died too: this test no longer shows the restart's kill"
+    );
+
+    c.start_agent("n1", "cpu=2,memory=1GiB,user_slots=4");
+    wait_for(
+        "the restarted agent to kill the leftover",
+        Duration::from_secs(10),
+        || process_gone(&child),
+    );
+    // The job is reported aborted, and runs again, only after the leftover was killed.
+    wait_for("the job to run again", Duration::from_secs(30), || {
+        jobs_on(&c, "n1", "long").len() == 2
+    });
+    assert!(process_gone(&child));
+    let log = c.agent_log("n1");
+    let killed = log
+        .find("still runs: killing its process group")
+        .expect(&log);
+    let registered = log.rfind("registered").expect(&log);
+    assert!(killed < registered, "killed after registering:\n{log}");
+    let first = jobs(&c, "long")
+        .into_iter()
+        .find(|j| j["id"] == job.as_str())
+        .expect("the first job");
+    assert_eq!(first["state"], "aborted", "{first}");
+    assert!(
+        first["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("agent_restarted")),
+        "{first}"
+    );
+    let running: Vec<Value> = jobs(&c, "long")
+        .into_iter()
+        .filter(|j| j["state"] == "running")
+        .collect();
+    assert_eq!(running.len(), 1, "{running:?}");
+    c.cli(&["op", "abort", "long"]);
+    c.stop();
+}
+
+#[test]
+fn jobs_of_a_node_that_never_comes_back_are_node_lost_and_run_elsewhere() {
+    let mut c = Cluster::start(
+        CONFIG_LOSE,
+        &[
+            ("n1", "cpu=1,memory=1GiB,user_slots=1"),
+            ("n2", "cpu=1,memory=1GiB,user_slots=1"),
+        ],
+    );
+    c.submit("moved", &["--cpu", "1"], SCRIPT);
+    let (node, pid) = {
+        let mut found = None;
+        wait_for("the job to start", Duration::from_secs(30), || {
+            found = ["n1", "n2"]
+                .into_iter()
+                .find_map(|n| jobs_on(&c, n, "moved").pop().map(|(_, p, _)| (n, p)));
+            found.is_some()
+        });
+        found.unwrap()
+    };
+    let other = if node == "n1" { "n2" } else { "n1" };
+    c.kill_agent(node);
+    wait_for(
+        "the job's process to die with its agent",
+        Duration::from_secs(5),
+        || process_gone(&pid),
+    );
+    wait_for(
+        "the job to run on the other node",
+        Duration::from_secs(30),
+        || jobs_on(&c, other, "moved").len() == 1,
+    );
+    let lost: Vec<Value> = jobs(&c, "moved")
+        .into_iter()
+        .filter(|j| j["node"] == node)
+        .collect();
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert_eq!(lost[0]["state"], "aborted", "{lost:?}");
+    assert_eq!(lost[0]["reason"], "node_lost", "{lost:?}");
+    let events = c.events("moved");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "allocation_preempted" && e["reason"] == "node_lost"),
+        "{events:?}"
+    );
+    c.cli(&["op", "abort", "moved"]);
+    c.stop();
+}
