@@ -8,6 +8,8 @@ mod common;
 use common::{Cluster, cli_fails, run_cli};
 
 const CONFIG: &str = r#"
+agent_token = "tok-agent-1234"
+
 [auth]
 superusers = ["root"]
 

@@ -232,6 +232,20 @@ impl Auth {
                 "auth.authenticate_reads: needs auth.users (without users authentication is off)"
             );
         }
+        match config.agent_token.as_deref() {
+            Some(t) if t.trim().is_empty() => anyhow::bail!(
+                "agent_token: the token is empty; set a secret (for example the output of \
+                 `openssl rand -hex 32`) or leave the option out"
+            ),
+            None if !users.is_empty() => anyhow::bail!(
+                "agent_token: required when [auth] has users (without it anyone who can reach \
+                 the server could register a node and report on its jobs); set `agent_token = \
+                 \"<secret>\"` at the top of the server's file (for example the output of \
+                 `openssl rand -hex 32`) and give every agent the same secret (`fairsched agent \
+                 --token`, or FAIRSCHED_AGENT_TOKEN)"
+            ),
+            _ => {}
+        }
         Ok(Auth {
             users,
             authenticate_reads: auth.authenticate_reads,
@@ -249,6 +263,13 @@ impl Auth {
         }
         found
     }
+}
+
+/// A fresh random secret: 32 bytes from the operating system's generator, as 64 hex digits.
+pub fn random_secret() -> Result<String, getrandom::Error> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// Compares a secret in constant time (for the agent token).

@@ -196,13 +196,13 @@ async fn check(server: &Running, cases: Vec<Case>) {
 
 #[tokio::test]
 async fn tokens_and_pool_acls_decide_who_may_do_what() {
-    let server = start(json!({"superusers": ["root"], "users": users()}), None).await;
-    // Agents' endpoints are as before (no agent_token here: open).
+    let server = start(
+        json!({"superusers": ["root"], "users": users()}),
+        Some(AGENT),
+    )
+    .await;
     server
-        .post(
-            "/api/v1/agent/register",
-            json!({"node_id": "n1", "resources": {"cpu": 0}, "tags": ["cpu"]}),
-        )
+        .register_as(AGENT, "n1", json!({"cpu": 0}), &["cpu"])
         .await;
     let (_, tree) = server.call("GET", "/api/v1/tree", None).await;
     let tree_config = tree["config"].clone();
@@ -252,8 +252,8 @@ async fn tokens_and_pool_acls_decide_who_may_do_what() {
             OK,
         ),
         case(
-            "agents' heartbeat needs no user token",
-            None,
+            "agents' heartbeat takes the agent token, not a user's",
+            Some(AGENT),
             post(
                 "/api/v1/agent/heartbeat",
                 json!({"node_id": "n1", "running": []}),
@@ -964,4 +964,20 @@ async fn without_users_everything_is_open() {
     let (_, o) = server.call("GET", "/api/v1/operations/o1", None).await;
     assert_eq!(o["user"], "someone");
     server.stop().await;
+}
+
+/// With users, the server does not start without `agent_token`, and says how to set it.
+#[tokio::test]
+async fn users_need_an_agent_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = json!({"auth": {"users": users()}});
+    let error = match common::try_start_config(dir.path(), config).await {
+        Ok(_) => panic!("the server started with users and no agent_token"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        error.contains("agent_token: required when [auth] has users")
+            && error.contains("fairsched agent --token"),
+        "{error}"
+    );
 }

@@ -368,6 +368,7 @@ async fn a_page_that_needs_a_token_asks_for_it() {
         dir.path(),
         json!({
             "pool_trees": {"pool_trees": {"default": {"pools": {"research-pool": {}}}}},
+            "agent_token": "page-agent-token",
             "auth": {"authenticate_reads": true,
                      "users": [{"name": "alice", "token": "page-token-1"}]},
             "scheduler": {"fair_share_update_period_ms": 100}

@@ -236,6 +236,19 @@ impl Running {
         .await;
     }
 
+    /// Registers a node with the agents' `token` and `tags`.
+    pub async fn register_as(&self, token: &str, node: &str, resources: Value, tags: &[&str]) {
+        let (status, body) = self
+            .call_as(
+                Some(token),
+                "POST",
+                "/api/v1/agent/register",
+                Some(json!({"node_id": node, "resources": resources, "tags": tags})),
+            )
+            .await;
+        assert_eq!(status, 200, "register {node}: {body}");
+    }
+
     /// One heartbeat of `node` reporting `running` (job ids); the reply.
     pub async fn heartbeat(&self, node: &str, running: &[String]) -> Value {
         self.post(
