@@ -528,6 +528,13 @@ pub struct RegisterNode {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RegisterReply {
     pub heartbeat_period_ms: u64,
+    /// The node's own secret, new at every registration (the previous one stops working):
+    /// its heartbeats send it as [`Heartbeat::node_credential`]. The server keeps it in memory
+    /// only, so after a server restart the node must register again (its heartbeats are then
+    /// answered [`codes::NODE_NOT_REGISTERED`]). Checked while the server has an
+    /// `agent_token`.
+    #[serde(default)]
+    pub node_credential: String,
 }
 
 /// A job that ended on the node.
@@ -557,6 +564,11 @@ pub struct FinishedJob {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Heartbeat {
     pub node_id: String,
+    /// The credential of the node's last registration ([`RegisterReply::node_credential`]).
+    /// While the server has an `agent_token`, a heartbeat without it, or with another
+    /// node's, is refused ([`codes::AUTHENTICATION`], HTTP 401) and changes nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_credential: Option<String>,
     /// Jobs (ids) still running on the node. A job the server has on this node that is
     /// neither running nor in `finished` is lost: it goes back to pending.
     #[serde(default)]

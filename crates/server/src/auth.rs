@@ -272,6 +272,91 @@ pub fn random_secret() -> Result<String, getrandom::Error> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// Each node's own secret, issued when it registers ([`NodeCredentials::issue`]) and checked
+/// on its heartbeats ([`NodeCredentials::check`]), so that an agent reports on its own node's
+/// jobs only: the shared `agent_token` says "an agent", the credential says which node. Kept
+/// in memory only: after a server restart every node registers again (its heartbeat is
+/// answered `NODE_NOT_REGISTERED`, on which agents register), and its jobs are kept.
+pub struct NodeCredentials {
+    /// Heartbeats must carry their node's credential (the server has an `agent_token`;
+    /// without one the agent endpoints are open and anyone may register any node).
+    checked: bool,
+    by_node: BTreeMap<String, Vec<u8>>,
+}
+
+/// Never prints the credentials.
+impl std::fmt::Debug for NodeCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeCredentials")
+            .field("checked", &self.checked)
+            .field("nodes", &self.by_node.len())
+            .finish()
+    }
+}
+
+impl NodeCredentials {
+    /// `checked`: whether heartbeats must carry their node's credential.
+    pub fn new(checked: bool) -> NodeCredentials {
+        NodeCredentials {
+            checked,
+            by_node: BTreeMap::new(),
+        }
+    }
+
+    /// A new credential for `node`; the one it had stops working.
+    pub fn issue(&mut self, node: &str) -> Result<String, ApiError> {
+        let secret = random_secret().map_err(|e| {
+            ApiError::new(
+                codes::INTERNAL,
+                format!("cannot generate the node's credential: {e}"),
+            )
+        })?;
+        self.by_node
+            .insert(node.to_string(), secret.as_bytes().to_vec());
+        Ok(secret)
+    }
+
+    /// Whether a heartbeat of `node` that carries `given` may go on.
+    pub fn check(&self, node: &str, given: Option<&str>) -> Result<(), ApiError> {
+        if !self.checked {
+            return Ok(());
+        }
+        let Some(expected) = self.by_node.get(node) else {
+            return Err(ApiError::new(
+                codes::NODE_NOT_REGISTERED,
+                format!(
+                    "node {node:?} must register again: the server has no credential for it \
+                     (the server restarted since the node registered)"
+                ),
+            )
+            .with_attribute("node", node));
+        };
+        let Some(given) = given else {
+            return Err(ApiError::new(
+                codes::AUTHENTICATION,
+                format!(
+                    "the heartbeat of node {node:?} carries no node_credential: send the one \
+                     its registration returned (register again to get a new one)"
+                ),
+            )
+            .with_attribute("node", node));
+        };
+        if bool::from(expected.as_slice().ct_eq(given.as_bytes())) {
+            Ok(())
+        } else {
+            Err(ApiError::new(
+                codes::AUTHENTICATION,
+                format!(
+                    "the node_credential is not node {node:?}'s: a heartbeat must carry the \
+                     credential of its own node's last registration (register again to get a \
+                     new one)"
+                ),
+            )
+            .with_attribute("node", node))
+        }
+    }
+}
+
 /// Compares a secret in constant time (for the agent token).
 pub fn same_secret(given: &str, expected: &str) -> bool {
     bool::from(given.as_bytes().ct_eq(expected.as_bytes()))

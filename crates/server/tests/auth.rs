@@ -256,7 +256,8 @@ async fn tokens_and_pool_acls_decide_who_may_do_what() {
             Some(AGENT),
             post(
                 "/api/v1/agent/heartbeat",
-                json!({"node_id": "n1", "running": []}),
+                json!({"node_id": "n1", "running": [],
+                       "node_credential": server.credential("n1")}),
             ),
             OK,
         ),
@@ -980,4 +981,191 @@ async fn users_need_an_agent_token() {
             && error.contains("fairsched agent --token"),
         "{error}"
     );
+}
+
+/// A heartbeat as an agent with `credential` sends it: status and body.
+async fn agent_heartbeat(server: &Running, credential: Option<&str>, body: Value) -> (u16, Value) {
+    let mut body = body;
+    if let Some(c) = credential {
+        body["node_credential"] = json!(c);
+    }
+    server
+        .call_as(Some(AGENT), "POST", "/api/v1/agent/heartbeat", Some(body))
+        .await
+}
+
+/// Heartbeats `node` with its credential until one job started there; its id.
+async fn start_one_job(server: &Running, node: &str) -> String {
+    let credential = server.credential(node).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (status, hb) =
+            agent_heartbeat(server, Some(&credential), json!({"node_id": node})).await;
+        assert_eq!(status, 200, "{hb}");
+        if let Some(job) = hb["start"][0]["job"].as_str() {
+            return job.to_string();
+        }
+        assert!(std::time::Instant::now() < deadline, "no job started");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// The state of job `job` of operation `op`.
+async fn job_state(server: &Running, op: &str, job: &str) -> Value {
+    let (_, o) = server
+        .call_as(Some(ROOT), "GET", &format!("/api/v1/operations/{op}"), None)
+        .await;
+    let j = o["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["id"] == job)
+        .unwrap_or_else(|| panic!("no job {job} in {o}"));
+    json!([j["node"], j["state"], j["exit_code"]])
+}
+
+/// Node credentials: a heartbeat carries its own node's, from its last registration; any
+/// other (none, another node's, an old one) is refused and changes nothing, and a node
+/// reports the end of its own jobs only.
+#[tokio::test]
+async fn heartbeats_carry_their_nodes_credential() {
+    let server = start(
+        json!({"superusers": ["root"], "users": users()}),
+        Some(AGENT),
+    )
+    .await;
+    let slots = json!({"cpu": 1, "user_slots": 10});
+    server
+        .register_as(AGENT, "n1", slots.clone(), &["cpu"])
+        .await;
+    let (status, body) = server
+        .call_as(
+            Some(ROOT),
+            "POST",
+            "/api/v1/operations",
+            Some(op(
+                "o1",
+                "open",
+                json!({"tasks": [{"job_count": 1,
+                "resources": {"cpu": 1}, "command": ["sleep", "60"]}]}),
+            )),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let job = start_one_job(&server, "n1").await;
+    server.register_as(AGENT, "n2", slots, &["cpu"]).await;
+    let n1 = server.credential("n1").unwrap();
+    let n2 = server.credential("n2").unwrap();
+    assert_ne!(n1, n2);
+    assert!(n1.len() >= 32, "a credential of 32 random bytes: {n1}");
+    let running = json!([job]);
+    let ended = json!([{"job": job, "outcome": "completed", "exit_code": 0,
+                        "stdout_tail": "forged"}]);
+    // (what, credential, body, status, code)
+    let cases: Vec<(&str, Option<&str>, Value, u16, u64)> = vec![
+        (
+            "no credential",
+            None,
+            json!({"node_id": "n1", "finished": ended}),
+            401,
+            109,
+        ),
+        (
+            "another node's credential",
+            Some(&n2),
+            json!({"node_id": "n1", "finished": ended}),
+            401,
+            109,
+        ),
+        (
+            "a made-up credential",
+            Some("0123456789abcdef0123456789abcdef"),
+            json!({"node_id": "n1", "finished": ended}),
+            401,
+            109,
+        ),
+        (
+            "an empty credential",
+            Some(""),
+            json!({"node_id": "n1", "finished": ended}),
+            401,
+            109,
+        ),
+        (
+            "a node that is not registered",
+            Some(&n1),
+            json!({"node_id": "n9"}),
+            404,
+            100_404,
+        ),
+        (
+            "its own credential",
+            Some(&n1),
+            json!({"node_id": "n1", "running": running}),
+            200,
+            0,
+        ),
+        (
+            "another node reports n1's job as ended (ignored)",
+            Some(&n2),
+            json!({"node_id": "n2", "finished": ended}),
+            200,
+            0,
+        ),
+    ];
+    for (what, credential, body, status, code) in cases {
+        let before = json!([state(&server).await, job_state(&server, "o1", &job).await]);
+        let (got, reply) = agent_heartbeat(&server, credential, body).await;
+        assert_eq!(got, status, "{what}: {reply}");
+        if status != 200 {
+            assert_eq!(reply["code"], code, "{what}: {reply}");
+            assert!(
+                reply["message"].as_str().unwrap().contains("register"),
+                "{what}: the message says what to do: {reply}"
+            );
+            for secret in [&n1, &n2] {
+                assert!(
+                    !reply.to_string().contains(secret.as_str()),
+                    "{what}: {reply}"
+                );
+            }
+        }
+        let after = json!([state(&server).await, job_state(&server, "o1", &job).await]);
+        assert_eq!(after, before, "{what} changed something");
+    }
+    assert_eq!(
+        job_state(&server, "o1", &job).await,
+        json!(["n1", "running", null])
+    );
+    let (_, logs) = server
+        .call_as(Some(ROOT), "GET", "/api/v1/operations/o1/logs", None)
+        .await;
+    assert!(!logs.to_string().contains("forged"), "{logs}");
+
+    // A new registration replaces the credential: the old one is refused, the new one works.
+    server
+        .register_as(AGENT, "n1", json!({"cpu": 1, "user_slots": 10}), &["cpu"])
+        .await;
+    let renewed = server.credential("n1").unwrap();
+    assert_ne!(renewed, n1);
+    let (status, reply) = agent_heartbeat(
+        &server,
+        Some(&n1),
+        json!({"node_id": "n1", "running": [job]}),
+    )
+    .await;
+    assert_eq!((status, &reply["code"]), (401, &json!(109)), "{reply}");
+    let (status, reply) = agent_heartbeat(
+        &server,
+        Some(&renewed),
+        json!({"node_id": "n1", "finished": ended}),
+    )
+    .await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(
+        job_state(&server, "o1", &job).await,
+        json!(["n1", "completed", 0]),
+        "its own node reports its end"
+    );
+    server.stop().await;
 }

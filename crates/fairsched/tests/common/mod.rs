@@ -154,31 +154,39 @@ impl Cluster {
             server: Some(server),
             agents: Vec::new(),
         };
+        // The agents get the file's `agent_token`, if it has one.
+        let agent_token = config
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("agent_token = "))
+            .map(|t| t.trim().trim_matches('"').to_string());
         for (node, resources) in nodes {
             let log = std::fs::File::create(cluster.dir.path().join(format!("{node}.log")));
-            cluster.agents.push(Proc(
-                Command::new(BIN)
-                    .args([
-                        "agent",
-                        "--server",
-                        &cluster.url,
-                        "--node-id",
-                        node,
-                        "--resources",
-                        resources,
-                        "--kill-grace-ms",
-                        "1000",
-                        "--work-dir",
-                    ])
-                    .arg(cluster.dir.path().join(node))
-                    .env("FAIRSCHED_LOG", "fairsched_agent=info")
-                    // The test's own cgroup is not the agent's to take over.
-                    .env("FAIRSCHED_MEMORY_ENFORCEMENT", "poll")
-                    .stdout(Stdio::null())
-                    .stderr(log.unwrap())
-                    .spawn()
-                    .expect("start fairsched agent"),
-            ));
+            let mut agent = Command::new(BIN);
+            agent
+                .args([
+                    "agent",
+                    "--server",
+                    &cluster.url,
+                    "--node-id",
+                    node,
+                    "--resources",
+                    resources,
+                    "--kill-grace-ms",
+                    "1000",
+                    "--work-dir",
+                ])
+                .arg(cluster.dir.path().join(node))
+                .env("FAIRSCHED_LOG", "fairsched_agent=info")
+                // The test's own cgroup is not the agent's to take over.
+                .env("FAIRSCHED_MEMORY_ENFORCEMENT", "poll")
+                .stdout(Stdio::null())
+                .stderr(log.unwrap());
+            if let Some(token) = &agent_token {
+                agent.env("FAIRSCHED_AGENT_TOKEN", token);
+            }
+            cluster
+                .agents
+                .push(Proc(agent.spawn().expect("start fairsched agent")));
         }
         wait_for("every node to register", Duration::from_secs(30), || {
             cluster.json(&["node", "list"]).as_array().unwrap().len() == nodes.len()
