@@ -105,7 +105,8 @@ pub struct ServerConfig {
 /// without a token are allowed as an anonymous reader unless `authenticate_reads` is set.
 /// What an authenticated user may change is decided by the pools' ACLs (`use` to run
 /// operations in a pool, `administer` to change it and its subpools, `manage` to abort or
-/// update others' operations in it); superusers may do everything, and only they may apply
+/// update others' operations in it, `read` to read others' operations' output, environment
+/// and events: without it their `env` values show as `"<redacted>"`); superusers may do everything, and only they may apply
 /// a whole tree, create top-level pools and disable, enable, drain or undrain nodes (HTTP
 /// 403, code 901, otherwise). Keep tokens in files only the server's user may read
 /// (`token_file`, mode 0600).

@@ -1,7 +1,7 @@
 //! HTTP handlers. Writes go to the actor by message; reads come from the published [`View`].
 
 use crate::actor::{Actor, Command, NodeAction, Request, View};
-use crate::auth::{Auth, Caller};
+use crate::auth::{AclTrees, Auth, Caller, ReadAccess};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
@@ -39,6 +39,8 @@ pub struct AppState {
     pub events: broadcast::Sender<Arc<EventView>>,
     /// Set when the server stops: live streams end (so that the graceful shutdown can).
     pub stopping: Arc<watch::Sender<bool>>,
+    /// The trees' configurations, parsed for read checks.
+    pub acl_trees: Arc<AclTrees>,
 }
 
 impl AppState {
@@ -59,6 +61,7 @@ impl AppState {
             metrics: Arc::new(registry),
             events: actor.events(),
             stopping: Arc::new(watch::channel(false).0),
+            acl_trees: Arc::default(),
         }
     }
 
@@ -67,6 +70,28 @@ impl AppState {
         AppState {
             auth: Arc::new(auth),
             ..self
+        }
+    }
+
+    /// Who may read what, on the published view `view`.
+    fn reads<'a>(&self, caller: &'a Caller, view: &'a View) -> ReadAccess<'a> {
+        ReadAccess::new(caller, view, &self.acl_trees)
+    }
+
+    /// `op` as `caller` may see it (its `env` redacted unless it may read it).
+    fn shown(&self, caller: &Caller, op: OperationView) -> OperationView {
+        let view = self.view.borrow().clone();
+        self.reads(caller, &view).redact(op)
+    }
+
+    /// Refuses a read of operation `id`'s output or events by a caller who may not read it
+    /// (an operation the view does not have passes: the actor answers that it does not exist).
+    fn check_read(&self, caller: &Caller, id: &str) -> Result<(), Failure> {
+        let view = self.view.borrow().clone();
+        let reads = self.reads(caller, &view);
+        match reads.operation(id) {
+            Some(op) => reads.check(op).map_err(Failure),
+            None => Ok(()),
         }
     }
 
@@ -349,6 +374,7 @@ fn pool_within(
 
 async fn list_operations(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     q: Result<Query<OperationQuery>, QueryRejection>,
 ) -> Reply<Vec<OperationView>> {
     let Query(q) = q.map_err(bad_query)?;
@@ -374,6 +400,7 @@ async fn list_operations(
     }
     let view = s.view.borrow().clone();
     let parents = pool_parents(&view);
+    let reads = s.reads(&caller, &view);
     ok(view
         .operations
         .iter()
@@ -388,7 +415,7 @@ async fn list_operations(
                 .is_none_or(|p| pool_within(&parents, &o.view.pool, p))
         })
         .filter(|o| q.user.as_ref().is_none_or(|u| *u == o.view.user))
-        .map(|o| o.to_view(q.jobs != Some(false)))
+        .map(|o| reads.redact(o.to_view(q.jobs != Some(false))))
         .collect())
 }
 
@@ -399,10 +426,14 @@ fn bad_query(e: QueryRejection) -> Failure {
     ))
 }
 
-async fn get_operation(State(s): State<AppState>, Path(id): Path<String>) -> Reply<OperationView> {
+async fn get_operation(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Reply<OperationView> {
     let view = s.view.borrow().clone();
     match view.operations.iter().find(|o| o.view.id == id) {
-        Some(op) => ok(op.to_view(true)),
+        Some(op) => ok(s.reads(&caller, &view).redact(op.to_view(true))),
         None => Err(no_such_operation(&id)),
     }
 }
@@ -412,7 +443,8 @@ async fn abort(
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Reply<OperationView> {
-    ok(ask(&s, &caller, |r| Command::Abort(id, r)).await?)
+    let op = ask(&s, &caller, |r| Command::Abort(id, r)).await?;
+    ok(s.shown(&caller, op))
 }
 
 async fn update_operation(
@@ -422,7 +454,8 @@ async fn update_operation(
     body: Bytes,
 ) -> Reply<OperationView> {
     let update: UpdateOperation = parse(&body)?;
-    ok(ask(&s, &caller, |r| Command::UpdateOperation(id, update, r)).await?)
+    let op = ask(&s, &caller, |r| Command::UpdateOperation(id, update, r)).await?;
+    ok(s.shown(&caller, op))
 }
 
 async fn logs(
@@ -430,6 +463,7 @@ async fn logs(
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Reply<Vec<fairsched_api::JobLogs>> {
+    s.check_read(&caller, &id)?;
     ok(ask(&s, &caller, |r| Command::Logs(id, r)).await?)
 }
 
@@ -714,7 +748,12 @@ async fn list_events(
     q: Result<Query<EventQuery>, QueryRejection>,
 ) -> Reply<Vec<EventView>> {
     let Query(q) = q.map_err(bad_query)?;
-    ok(ask(&s, &caller, |r| Command::Events(q, r)).await?)
+    if let Some(id) = &q.operation {
+        s.check_read(&caller, id)?;
+    }
+    let events = ask(&s, &caller, |r| Command::Events(q, r)).await?;
+    let view = s.view.borrow().clone();
+    ok(s.reads(&caller, &view).filter_events(events))
 }
 
 /// Events a live stream reads from the store at a time while it catches up.
@@ -737,11 +776,17 @@ struct Follow {
 }
 
 impl Follow {
+    /// The events the stream's caller may read.
+    fn readable(&self, events: Vec<EventView>) -> Vec<EventView> {
+        let view = self.app.view.borrow().clone();
+        self.app.reads(&self.caller, &view).filter_events(events)
+    }
+
     /// The next event to send; `None` ends the stream.
     async fn next(&mut self) -> Option<Arc<EventView>> {
         loop {
             if let Some(e) = self.backlog.pop_front() {
-                self.last = e.seq;
+                self.last = self.last.max(e.seq);
                 return Some(Arc::new(e));
             }
             if self.catching_up {
@@ -754,7 +799,11 @@ impl Follow {
                     .await
                     .ok()?;
                 self.catching_up = events.len() >= STREAM_PAGE;
-                self.backlog.extend(events);
+                // Left out events still move the stream on.
+                if let Some(last) = events.last() {
+                    self.last = last.seq;
+                }
+                self.backlog.extend(self.readable(events));
                 continue;
             }
             let received = tokio::select! {
@@ -764,6 +813,9 @@ impl Follow {
             match received {
                 Ok(e) if e.seq > self.last && self.query.matches(&e) => {
                     self.last = e.seq;
+                    if self.readable(vec![(*e).clone()]).is_empty() {
+                        continue;
+                    }
                     return Some(e);
                 }
                 Ok(_) => {}
@@ -784,6 +836,9 @@ async fn stream_events(
     q: Result<Query<EventQuery>, QueryRejection>,
 ) -> Result<Sse<impl futures_util::Stream<Item = Result<sse::Event, Infallible>>>, Failure> {
     let Query(mut query) = q.map_err(bad_query)?;
+    if let Some(op) = &query.operation {
+        s.check_read(&caller, op)?;
+    }
     if let Some(id) = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())

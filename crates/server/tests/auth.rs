@@ -37,7 +37,8 @@ fn deny(subjects: &[&str], permissions: &[&str]) -> Value {
 /// Two trees. `default` (no `default_parent_pool`: ephemeral pools at the root):
 /// `research` (ml may use, alice administers and manages, mallory is denied) with `adhoc`
 /// (bob may use; inherits) and `private` (carol only, `inherit_acl = false`), `open` (no
-/// ACL), `locked` (carol uses and administers), `ops` (everyone uses, opsteam manages).
+/// ACL), `locked` (carol uses and administers), `ops` (everyone uses, opsteam manages),
+/// `readable` (bob and carol use, opsteam reads).
 /// `gpu` (`default_parent_pool = "team"`): `team` (ml may use), `secret` (carol only).
 fn trees() -> Value {
     json!({"default_tree": "default", "pool_trees": {
@@ -52,7 +53,9 @@ fn trees() -> Value {
             },
             "open": {},
             "locked": {"acl": [allow(&["carol"], &["use", "administer"])]},
-            "ops": {"acl": [allow(&["everyone"], &["use"]), allow(&["opsteam"], &["manage"])]}
+            "ops": {"acl": [allow(&["everyone"], &["use"]), allow(&["opsteam"], &["manage"])]},
+            "readable": {"acl": [allow(&["bob", "carol"], &["use"]),
+                                 allow(&["opsteam"], &["read"])]}
         }},
         "gpu": {
             "config": {"node_tag_filter": "gpu", "default_parent_pool": "team"},
@@ -1167,5 +1170,175 @@ async fn heartbeats_carry_their_nodes_credential() {
         json!(["n1", "completed", 0]),
         "its own node reports its end"
     );
+    server.stop().await;
+}
+
+/// The `read` permission: an operation's output (`logs`), its jobs' environment and its
+/// events are shown to its owner, superusers and those its pool's ACL lets read; others see
+/// that it exists with its `env` values redacted, and get no output and no events of it.
+#[tokio::test]
+async fn reading_output_env_and_events_needs_read() {
+    let server = start(
+        json!({"superusers": ["root"], "users": users()}),
+        Some(AGENT),
+    )
+    .await;
+    server
+        .register_as(AGENT, "n1", json!({"cpu": 3, "user_slots": 10}), &["cpu"])
+        .await;
+    let with_env = |id: &str, pool: &str| {
+        op(
+            id,
+            pool,
+            json!({"tasks": [{"job_count": 1, "resources": {"cpu": 1},
+                "command": ["sleep", "60"], "env": {"API_KEY": "s3cr3t-value"}}]}),
+        )
+    };
+    // bob's, in `readable` (opsteam reads), `open` (no ACL: everyone reads) and an ephemeral
+    // pool at the root (its owner and superusers only).
+    for (id, pool) in [
+        ("guarded", "readable"),
+        ("public", "open"),
+        ("mine", "bobs"),
+    ] {
+        let (status, body) = server
+            .call_as(
+                Some(BOB),
+                "POST",
+                "/api/v1/operations",
+                Some(with_env(id, pool)),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    // Their jobs run and end with some output (and events).
+    let credential = server.credential("n1").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut jobs = Vec::new();
+    while jobs.len() < 3 {
+        assert!(std::time::Instant::now() < deadline, "jobs did not start");
+        let (_, hb) = agent_heartbeat(
+            &server,
+            Some(&credential),
+            json!({"node_id": "n1", "running": jobs}),
+        )
+        .await;
+        for s in hb["start"].as_array().unwrap() {
+            jobs.push(s["job"].clone());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let finished: Vec<Value> = jobs
+        .iter()
+        .map(|j| {
+            json!({"job": j, "outcome": "completed", "exit_code": 0,
+                        "stdout_tail": "the-output"})
+        })
+        .collect();
+    let (status, body) = agent_heartbeat(
+        &server,
+        Some(&credential),
+        json!({"node_id": "n1", "finished": finished}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+
+    // (who, operation, may read; the status of its logs when not)
+    let cases: Vec<(Option<&str>, &str, bool, u16)> = vec![
+        (Some(BOB), "guarded", true, 200),
+        (Some(ROOT), "guarded", true, 200),
+        (Some(DAVE), "guarded", true, 200),
+        (Some(CAROL), "guarded", false, 403),
+        (Some(ALICE), "guarded", false, 403),
+        (None, "guarded", false, 401),
+        (Some(CAROL), "public", true, 200),
+        (None, "public", true, 200),
+        (Some(BOB), "mine", true, 200),
+        (Some(CAROL), "mine", false, 403),
+        (None, "mine", false, 401),
+    ];
+    for (who, id, may, logs_status) in cases {
+        let label = format!("{who:?} reads {id}");
+        let env = if may { "s3cr3t-value" } else { "<redacted>" };
+        let (status, one) = server
+            .call_as(who, "GET", &format!("/api/v1/operations/{id}"), None)
+            .await;
+        assert_eq!(status, 200, "{label}: it is seen to exist: {one}");
+        assert_eq!(
+            one["spec"]["tasks"][0]["env"]["API_KEY"], env,
+            "{label}: {one}"
+        );
+        assert_eq!(one["job_counts"]["completed"], 1, "{label}: {one}");
+        let (_, list) = server
+            .call_as(who, "GET", "/api/v1/operations?jobs=false", None)
+            .await;
+        let listed = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["id"] == id)
+            .unwrap_or_else(|| panic!("{label}: not listed: {list}"));
+        assert_eq!(listed["spec"]["tasks"][0]["env"]["API_KEY"], env, "{label}");
+        let (status, logs) = server
+            .call_as(who, "GET", &format!("/api/v1/operations/{id}/logs"), None)
+            .await;
+        assert_eq!(status, logs_status, "{label}: logs: {logs}");
+        assert_eq!(
+            logs.to_string().contains("the-output"),
+            may,
+            "{label}: {logs}"
+        );
+        if !may {
+            let message = logs["message"].as_str().unwrap();
+            assert!(message.contains(id), "{label}: {message}");
+            if who.is_some() {
+                assert_eq!(logs["attributes"]["permission"], "read", "{label}: {logs}");
+            }
+        }
+        let (_, events) = server
+            .call_as(who, "GET", "/api/v1/events?limit=1000", None)
+            .await;
+        let about = events
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["operation"] == id)
+            .count();
+        assert_eq!(about > 0, may, "{label}: events: {events}");
+        let (status, _) = server
+            .call_as(who, "GET", &format!("/api/v1/events?operation={id}"), None)
+            .await;
+        assert_eq!(status, logs_status, "{label}: events of it");
+    }
+
+    // The live stream leaves them out too: carol's, from the start, up to an event she may
+    // read that comes after all of them.
+    let client = fairsched_api::client::ApiClient::new(&server.url, Some(CAROL.into()));
+    let mut stream = client
+        .event_stream(&fairsched_api::EventQuery {
+            after: Some(0),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    server
+        .register_as(AGENT, "n2", json!({"cpu": 1}), &["cpu"])
+        .await;
+    let mut seen = Vec::new();
+    loop {
+        let e = tokio::time::timeout(std::time::Duration::from_secs(10), stream.next())
+            .await
+            .expect("an event within 10 s")
+            .unwrap()
+            .expect("the stream goes on");
+        seen.push(json!(e));
+        if e.fields.get("node") == Some(&json!("n2")) {
+            break;
+        }
+    }
+    let shown: Vec<&Value> = seen.iter().map(|e| &e["operation"]).collect();
+    assert!(shown.contains(&&json!("public")), "{seen:?}");
+    assert!(!shown.contains(&&json!("guarded")), "{seen:?}");
+    assert!(!shown.contains(&&json!("mine")), "{seen:?}");
     server.stop().await;
 }
