@@ -82,6 +82,9 @@ pub mod codes {
     pub const BAD_REQUEST: u32 = 100_400;
     /// The node is not registered (the agent must register again).
     pub const NODE_NOT_REGISTERED: u32 = 100_404;
+    /// The request body is larger than the server takes (HTTP 413; attribute
+    /// `limit_bytes`).
+    pub const REQUEST_TOO_LARGE: u32 = 100_413;
     /// The server could not persist or process the request.
     pub const INTERNAL: u32 = 100_500;
 }
@@ -132,6 +135,7 @@ impl ApiError {
             codes::AUTHENTICATION => 401,
             codes::AUTHORIZATION => 403,
             codes::RESOLVE | codes::NO_SUCH_OPERATION | codes::NODE_NOT_REGISTERED => 404,
+            codes::REQUEST_TOO_LARGE => 413,
             codes::INTERNAL => 500,
             _ => 400,
         }
@@ -319,6 +323,7 @@ pub struct JobLogs {
 
 /// `POST /api/v1/pools`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CreatePool {
     pub name: String,
     /// Parent pool; absent: under the root.
@@ -331,6 +336,7 @@ pub struct CreatePool {
 
 /// `PUT /api/v1/pools/{name}`: replaces the pool's options and/or moves it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct UpdatePool {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<Map<String, Value>>,
@@ -517,6 +523,7 @@ impl EventView {
 /// `POST /api/v1/agent/register` (bearer token). A node the server still has keeps its jobs
 /// (the next heartbeat reconciles them); a new one starts empty.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RegisterNode {
     pub node_id: String,
     pub resources: Resources,
@@ -539,6 +546,7 @@ pub struct RegisterReply {
 
 /// A job that ended on the node.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FinishedJob {
     /// The job id.
     pub job: String,
@@ -562,6 +570,7 @@ pub struct FinishedJob {
 
 /// `POST /api/v1/agent/heartbeat` (bearer token).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Heartbeat {
     pub node_id: String,
     /// The credential of the node's last registration ([`RegisterReply::node_credential`]).

@@ -1955,7 +1955,9 @@ impl Actor {
                     .map(|ts| {
                         ts.iter()
                             .filter_map(|t| t.get("job_count").and_then(Value::as_u64))
-                            .sum::<u64>() as u32
+                            .fold(0u32, |sum, n| {
+                                sum.saturating_add(u32::try_from(n).unwrap_or(u32::MAX))
+                            })
                     })
                     .unwrap_or(0),
                 pending: core

@@ -4,6 +4,7 @@ use crate::actor::{Actor, Command, NodeAction, Request, View};
 use crate::auth::{AclTrees, Auth, Caller, ReadAccess};
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -120,12 +121,22 @@ impl IntoResponse for Failure {
 
 type Reply<T> = Result<axum::Json<T>, Failure>;
 
+/// The body as `T`; an error names the field by its path (`finished[0]: unknown field ...`).
 fn parse<T: DeserializeOwned>(body: &Bytes) -> Result<T, Failure> {
-    serde_json::from_slice(body).map_err(|e| {
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
         Failure(ApiError::new(
             codes::BAD_REQUEST,
             format!("bad request body: {e}"),
         ))
+    })?;
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let message = if path == "." {
+            format!("bad request body: {}", e.inner())
+        } else {
+            format!("bad request body: {path}: {}", e.inner())
+        };
+        Failure(ApiError::new(codes::BAD_REQUEST, message).with_attribute("field", path))
     })
 }
 
@@ -178,6 +189,13 @@ fn ok<T: Serialize>(value: T) -> Reply<T> {
     Ok(axum::Json(value))
 }
 
+/// The largest request body the API takes, in bytes (8 MiB), except heartbeats'.
+pub const MAX_BODY_BYTES: usize = 8 << 20;
+
+/// The largest heartbeat body, in bytes (64 MiB): a heartbeat after an outage reports every
+/// job that ended meanwhile, each with up to 64 KiB of stdout and of stderr.
+pub const MAX_HEARTBEAT_BODY_BYTES: usize = 64 << 20;
+
 /// The API router.
 pub fn router(state: AppState) -> Router {
     Router::new()
@@ -209,8 +227,13 @@ pub fn router(state: AppState) -> Router {
         .route(routes::EVENTS, get(list_events))
         .route(routes::EVENTS_STREAM, get(stream_events))
         .route(routes::AGENT_REGISTER, post(register))
-        .route(routes::AGENT_HEARTBEAT, post(heartbeat))
+        .route(
+            routes::AGENT_HEARTBEAT,
+            post(heartbeat).layer(DefaultBodyLimit::max(MAX_HEARTBEAT_BODY_BYTES)),
+        )
         .fallback(|| async { Failure(ApiError::new(codes::RESOLVE, "no such route")) })
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(json_errors))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             authenticate,
@@ -287,6 +310,55 @@ async fn authenticate(
     next.run(req).await
 }
 
+/// Gives every error answer the API's JSON error shape: axum's own rejections (a body above
+/// the limit: 413; a method the route does not take: 405; ...) come as plain text or empty.
+async fn json_errors(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let path = req.uri().path().to_string();
+    let limit = if path == routes::AGENT_HEARTBEAT {
+        MAX_HEARTBEAT_BODY_BYTES
+    } else {
+        MAX_BODY_BYTES
+    };
+    let resp = next.run(req).await;
+    let status = resp.status();
+    let is_json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return resp;
+    }
+    let error = if status == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(
+            codes::REQUEST_TOO_LARGE,
+            format!(
+                "the request body is larger than the {limit} bytes ({} MiB) {path} takes",
+                limit >> 20
+            ),
+        )
+        .with_attribute("limit_bytes", limit)
+    } else {
+        let bytes = axum::body::to_bytes(resp.into_body(), 4096)
+            .await
+            .unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes);
+        let reason = status.canonical_reason().unwrap_or("error");
+        let message = if text.trim().is_empty() {
+            format!("{reason} (HTTP {})", status.as_u16())
+        } else {
+            format!("{reason} (HTTP {}): {}", status.as_u16(), text.trim())
+        };
+        let code = if status.is_server_error() {
+            codes::INTERNAL
+        } else {
+            codes::BAD_REQUEST
+        };
+        ApiError::new(code, message)
+    };
+    (status, axum::Json(error)).into_response()
+}
+
 /// Logs every request (debug level) with its method, path, status and time.
 async fn log_request(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
     let method = req.method().clone();
@@ -314,6 +386,7 @@ async fn submit(
     body: Bytes,
 ) -> Reply<SubmitReply> {
     let mut spec: Value = parse(&body)?;
+    crate::validate::submit(&spec)?;
     // An authenticated user submits as themself unless the body says otherwise (which the
     // actor allows superusers only).
     if let (Some(user), Value::Object(obj)) = (caller.user(), &mut spec)
@@ -877,6 +950,7 @@ async fn register(
 ) -> Reply<fairsched_api::RegisterReply> {
     check_token(&s, &headers)?;
     let req: RegisterNode = parse(&body)?;
+    crate::validate::check_id("node_id", "node", &req.node_id)?;
     ok(ask(&s, &caller, |r| Command::Register(req, r)).await?)
 }
 
