@@ -784,8 +784,11 @@ pub const REDACTED: &str = "<redacted>";
 /// (a tree's JSON is replaced, not changed, when the tree changes) for read checks.
 #[derive(Debug, Default)]
 pub struct AclTrees {
-    parsed: std::sync::Mutex<BTreeMap<String, (Arc<Value>, Arc<PoolTreeConfig>)>>,
+    parsed: std::sync::Mutex<BTreeMap<String, ParsedTree>>,
 }
+
+/// A tree's configuration as the view holds it (JSON) and parsed.
+type ParsedTree = (Arc<Value>, Arc<PoolTreeConfig>);
 
 impl AclTrees {
     /// Every tree of `view`, parsed.
