@@ -19,6 +19,9 @@
 //!   restart it restores the node and adopts them). If the server no longer knows the node,
 //!   the agent registers again and the server kills, through the next heartbeat, the jobs it
 //!   no longer has there.
+//! * Each registration returns the node's own credential, which every heartbeat carries; a
+//!   heartbeat refused for its credential (a server restart forgets them, another
+//!   registration of the same node id replaces it) makes the agent register again.
 //!
 //! The agent knows nothing about fair share.
 
@@ -125,6 +128,8 @@ struct Agent {
     watches: memory::Watches,
     /// The jobs started and the ends not yet reported, on disk (found again after a crash).
     records: records::Records,
+    /// The credential of this node's last registration, sent with every heartbeat.
+    credential: Option<String>,
 }
 
 /// `setpriv`, when this machine has it: jobs are started through `setpriv --pdeathsig KILL`
@@ -381,6 +386,7 @@ impl Agent {
                 tags: self.config.tags.clone(),
             })
             .await?;
+        self.credential = Some(reply.node_credential).filter(|c| !c.is_empty());
         tracing::info!(node = self.config.node_id, "registered");
         Ok(Duration::from_millis(reply.heartbeat_period_ms.max(10)))
     }
@@ -498,6 +504,7 @@ pub async fn run_with_memory_enforcement(
         memory,
         watches,
         records,
+        credential: None,
     };
     tokio::pin!(shutdown);
     // Some(period) once registered.
@@ -525,6 +532,7 @@ pub async fn run_with_memory_enforcement(
         agent.collect_finished();
         let hb = Heartbeat {
             node_id: agent.config.node_id.clone(),
+            node_credential: agent.credential.clone(),
             running: agent.jobs.keys().cloned().collect(),
             finished: agent.unreported.clone(),
         };
@@ -560,6 +568,16 @@ pub async fn run_with_memory_enforcement(
                 tracing::warn!(
                     running = agent.jobs.len(),
                     "the server does not know this node; registering again (jobs keep running)"
+                );
+                period = None;
+            }
+            Err(e) if e.code() == Some(codes::AUTHENTICATION) => {
+                // The server refused this node's credential (another registration of the
+                // same node id replaced it) or the agents' token. Registering again gets a
+                // new credential; a wrong token fails there, and is retried with backoff.
+                tracing::warn!(
+                    running = agent.jobs.len(),
+                    "heartbeat refused: {e}; registering again (jobs keep running)"
                 );
                 period = None;
             }

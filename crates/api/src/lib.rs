@@ -84,6 +84,9 @@ pub mod codes {
     pub const BAD_REQUEST: u32 = 100_400;
     /// The node is not registered (the agent must register again).
     pub const NODE_NOT_REGISTERED: u32 = 100_404;
+    /// The request body is larger than the server takes (HTTP 413; attribute
+    /// `limit_bytes`).
+    pub const REQUEST_TOO_LARGE: u32 = 100_413;
     /// The server could not persist or process the request.
     pub const INTERNAL: u32 = 100_500;
     /// The server is read-only: its store cannot write (a full or read-only disk), so it
@@ -137,6 +140,7 @@ impl ApiError {
             codes::AUTHENTICATION => 401,
             codes::AUTHORIZATION => 403,
             codes::RESOLVE | codes::NO_SUCH_OPERATION | codes::NODE_NOT_REGISTERED => 404,
+            codes::REQUEST_TOO_LARGE => 413,
             codes::INTERNAL => 500,
             codes::READ_ONLY => 503,
             _ => 400,
@@ -339,6 +343,7 @@ pub struct JobLogs {
 
 /// `POST /api/v1/pools`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CreatePool {
     pub name: String,
     /// Parent pool; absent: under the root.
@@ -351,6 +356,7 @@ pub struct CreatePool {
 
 /// `PUT /api/v1/pools/{name}`: replaces the pool's options and/or moves it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct UpdatePool {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<Map<String, Value>>,
@@ -537,6 +543,7 @@ impl EventView {
 /// `POST /api/v1/agent/register` (bearer token). A node the server still has keeps its jobs
 /// (the next heartbeat reconciles them); a new one starts empty.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RegisterNode {
     pub node_id: String,
     pub resources: Resources,
@@ -548,10 +555,18 @@ pub struct RegisterNode {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RegisterReply {
     pub heartbeat_period_ms: u64,
+    /// The node's own secret, new at every registration (the previous one stops working):
+    /// its heartbeats send it as [`Heartbeat::node_credential`]. The server keeps it in memory
+    /// only, so after a server restart the node must register again (its heartbeats are then
+    /// answered [`codes::NODE_NOT_REGISTERED`]). Checked while the server has an
+    /// `agent_token`.
+    #[serde(default)]
+    pub node_credential: String,
 }
 
 /// A job that ended on the node.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FinishedJob {
     /// The job id.
     pub job: String,
@@ -575,8 +590,14 @@ pub struct FinishedJob {
 
 /// `POST /api/v1/agent/heartbeat` (bearer token).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Heartbeat {
     pub node_id: String,
+    /// The credential of the node's last registration ([`RegisterReply::node_credential`]).
+    /// While the server has an `agent_token`, a heartbeat without it, or with another
+    /// node's, is refused ([`codes::AUTHENTICATION`], HTTP 401) and changes nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_credential: Option<String>,
     /// Jobs (ids) still running on the node. A job the server has on this node that is
     /// neither running nor in `finished` is lost: it goes back to pending.
     #[serde(default)]

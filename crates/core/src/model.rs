@@ -369,12 +369,18 @@ impl Operation {
         self.spec.tasks.iter().any(|t| t.gang)
     }
 
+    /// Pending jobs over all tasks (saturating: tasks' counts are `u32` each).
     pub fn pending_job_count(&self) -> u32 {
-        self.tasks.iter().map(|t| t.pending).sum()
+        self.tasks
+            .iter()
+            .fold(0u32, |sum, t| sum.saturating_add(t.pending))
     }
 
+    /// Running jobs over all tasks (saturating).
     pub fn running_job_count(&self) -> u32 {
-        self.tasks.iter().map(|t| t.running).sum()
+        self.tasks
+            .iter()
+            .fold(0u32, |sum, t| sum.saturating_add(t.running))
     }
 
     /// `max_failed_job_count` or its default.

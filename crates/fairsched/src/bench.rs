@@ -752,7 +752,8 @@ async fn simulate_agent(
     let counters = &setup.counters;
     let mut latencies = Vec::new();
     let mut rng = u64::from(index) ^ 0x9e37_79b9_7f4a_7c15;
-    let mut registered = false;
+    // The node's credential, once registered.
+    let mut registered: Option<String> = None;
     // Running jobs: id and when they finish.
     let mut running: Vec<(String, Instant)> = Vec::new();
     // Finished jobs not yet accepted by the server.
@@ -765,7 +766,7 @@ async fn simulate_agent(
         }
         let jitter = 0.9 + 0.2 * next_jitter(&mut rng);
         next += setup.period.mul_f64(jitter);
-        if !registered {
+        if registered.is_none() {
             let sent = Instant::now();
             let node = RegisterNode {
                 node_id: node_id.clone(),
@@ -779,7 +780,7 @@ async fn simulate_agent(
                 r = register => r,
             };
             match reply {
-                Ok(_) => registered = true,
+                Ok(reply) => registered = Some(reply.node_credential),
                 Err(e) => {
                     counters.error(setup.window.contains(sent), "register", &e);
                     continue;
@@ -806,6 +807,7 @@ async fn simulate_agent(
         running = still;
         let hb = Heartbeat {
             node_id: node_id.clone(),
+            node_credential: registered.clone(),
             running: running.iter().map(|(j, _)| j.clone()).collect(),
             finished: std::mem::take(&mut finished),
         };
@@ -866,8 +868,11 @@ async fn simulate_agent(
             }
             Err(e) => {
                 counters.error(in_window, "heartbeat", &e);
-                if e.code() == Some(codes::NODE_NOT_REGISTERED) {
-                    registered = false;
+                if matches!(
+                    e.code(),
+                    Some(codes::NODE_NOT_REGISTERED | codes::AUTHENTICATION)
+                ) {
+                    registered = None;
                 }
                 // Report them again next time.
                 finished = hb.finished;

@@ -1262,14 +1262,9 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     let data_dir = args.data_dir;
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("cannot create {}", data_dir.display()))?;
-    let token = format!(
-        "{:x}{:x}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0)
-    );
+    // The agents' token: random, known only to this process (the server and its agents).
+    let token = fairsched_server::auth::random_secret()
+        .map_err(|e| anyhow!("cannot generate the agents' token: {e}"))?;
     // `up`'s nodes are slices of one machine (often 1 cpu each): the tree keeps scheduling on
     // a node while any job fits, instead of stopping below YTsaurus' default spare of 1 cpu,
     // 1 slot and 256 MiB (meant for big nodes; it would leave half of a 1-cpu node idle with

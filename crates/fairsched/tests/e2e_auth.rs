@@ -5,9 +5,12 @@
 
 mod common;
 
-use common::{Cluster, cli_fails, run_cli};
+use common::{Cluster, cli_fails, run_cli, wait_for};
+use std::time::Duration;
 
 const CONFIG: &str = r#"
+agent_token = "tok-agent-1234"
+
 [auth]
 superusers = ["root"]
 
@@ -44,9 +47,14 @@ fn ok(url: &str, token: &str, args: &[&str]) -> String {
 
 #[test]
 fn tokens_and_acls_through_the_cli() {
-    let c = Cluster::start(CONFIG, &[]);
+    // One agent, with the file's agent_token (and then its node's credential).
+    let c = Cluster::start(CONFIG, &[("n1", "cpu=1,memory=1GiB,user_slots=4")]);
     let url = c.url.as_str();
-    let submit = |id: &'static str| ["op", "run", "--id", id, "--pool", "research", "--", "true"];
+    let submit = |id: &'static str| {
+        [
+            "op", "run", "--id", id, "--pool", "research", "--", "sleep", "60",
+        ]
+    };
 
     // Alice may use research (her group); the operation is hers.
     assert_eq!(ok(url, "tok-alice-1234", &submit("a1")).trim(), "a1");
@@ -127,5 +135,16 @@ fn tokens_and_acls_through_the_cli() {
         "{log}"
     );
     assert!(!log.contains("tok-"), "a token in the server's log: {log}");
+
+    // The agent runs jobs with its token and its node's credential.
+    let run = [
+        "op", "run", "--id", "a2", "--pool", "research", "--", "sh", "-c", "echo ran",
+    ];
+    assert_eq!(ok(url, "tok-alice-1234", &run).trim(), "a2");
+    wait_for("a2 to complete", Duration::from_secs(30), || {
+        c.op("a2")["state"] == "completed"
+    });
+    let logs = ok(url, "tok-alice-1234", &["op", "logs", "a2"]);
+    assert!(logs.contains("ran"), "{logs}");
     c.stop();
 }

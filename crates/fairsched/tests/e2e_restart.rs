@@ -4,7 +4,9 @@
 //! server is killed (SIGKILL, by PID) and started again on the same data directory and port.
 //! The agent keeps both jobs running through the outage; the short one ends meanwhile and is
 //! reported afterwards with its exit code; the long one is adopted by the new server and
-//! finishes once. Neither job is started twice.
+//! finishes once. Neither job is started twice. The agent endpoints need a token, so the
+//! node's credential is checked too: the restarted server has forgotten it (credentials live
+//! in memory), the agent registers again and keeps its jobs.
 
 mod common;
 
@@ -23,15 +25,23 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Starts `fairsched server` and waits (at most 20 s) for its "listening" line.
+/// The agents' token of the server's file.
+const AGENT_TOKEN: &str = "e2e-restart-agent-token";
+
+/// Starts `fairsched server` (with an `agent_token`) and waits (at most 20 s) for its
+/// "listening" line.
 fn server(port: u16, data: &Path) -> Proc {
+    let config = data.with_extension("toml");
+    std::fs::write(&config, format!("agent_token = {AGENT_TOKEN:?}\n")).unwrap();
     let mut child = Command::new(BIN)
         .args([
             "server",
             "--listen",
             &format!("127.0.0.1:{port}"),
-            "--data-dir",
+            "--config",
         ])
+        .arg(&config)
+        .arg("--data-dir")
         .arg(data)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -90,6 +100,8 @@ fn jobs_survive_a_server_restart() {
                 "n1",
                 "--resources",
                 "cpu=2,memory=1GiB,user_slots=8",
+                "--token",
+                AGENT_TOKEN,
                 "--work-dir",
             ])
             .arg(dir.path().join("agent"))
@@ -241,6 +253,10 @@ fn jobs_survive_a_server_restart() {
         "{log}"
     );
     assert!(log.contains("server reachable again"), "{log}");
+    assert!(
+        log.contains("the server does not know this node; registering again"),
+        "the restarted server has no credential for the node: {log}"
+    );
 
     agent.signal(nix::sys::signal::Signal::SIGTERM);
     assert!(

@@ -368,6 +368,8 @@ pub struct Actor {
     queued: bool,
     /// Replies to heartbeats whose changes wait for the next commit (see `finish_heartbeat`).
     deferred: Vec<DeferredReply>,
+    /// Each node's credential from its last registration (memory only).
+    node_credentials: crate::auth::NodeCredentials,
 }
 
 /// A reply sent once the commit it waits for ends: with the commit's error if it failed.
@@ -506,6 +508,7 @@ impl Actor {
             tree_configs: BTreeMap::new(),
             queued: false,
             deferred: Vec::new(),
+            node_credentials: crate::auth::NodeCredentials::new(config.agent_token.is_some()),
         };
         actor.save_trees();
         if let Some(start) = &start {
@@ -937,7 +940,14 @@ impl Actor {
                 self.finish(reply, r);
             }
             Command::Register(node, reply) => {
-                let r = self.register(node);
+                let id = node.node_id.clone();
+                let r = self.register(node).and_then(|r| {
+                    let node_credential = self.node_credentials.issue(&id)?;
+                    Ok(RegisterReply {
+                        node_credential,
+                        ..r
+                    })
+                });
                 self.finish_heartbeat(reply, r);
             }
             Command::Heartbeat(hb, reply) => {
@@ -1452,6 +1462,7 @@ impl Actor {
             );
             return Ok(RegisterReply {
                 heartbeat_period_ms: self.sched.config.node_heartbeat_period_ms,
+                node_credential: String::new(),
             });
         }
         self.sched
@@ -1493,6 +1504,7 @@ impl Actor {
         self.server_event(json!({"event": "node_registered", "node": node.node_id}));
         Ok(RegisterReply {
             heartbeat_period_ms: self.sched.config.node_heartbeat_period_ms,
+            node_credential: String::new(),
         })
     }
 
@@ -1582,11 +1594,22 @@ impl Actor {
                 format!("node {:?} is not registered", hb.node_id),
             ));
         }
+        self.node_credentials
+            .check(&hb.node_id, hb.node_credential.as_deref())?;
         self.seen.insert(hb.node_id.clone(), Instant::now());
         let mut finished = Vec::new();
         let mut reported: BTreeSet<&str> = hb.running.iter().map(String::as_str).collect();
         for f in &hb.finished {
             reported.insert(&f.job);
+            // A node reports on its own jobs only.
+            if self.job(&f.job).is_some_and(|j| j.node != hb.node_id) {
+                tracing::warn!(
+                    node = hb.node_id,
+                    job = f.job,
+                    "a heartbeat reported the end of another node's job; ignored"
+                );
+                continue;
+            }
             self.record_exit(f);
             let Some(&allocation) = self.job_alloc.get(&f.job) else {
                 continue;
@@ -2050,6 +2073,8 @@ impl Actor {
             Ok(mut fresh) => {
                 fresh.read_only = self.read_only.take();
                 fresh.next_id = self.next_id;
+                // Nodes the reload restores keep their registration's credential.
+                std::mem::swap(&mut fresh.node_credentials, &mut self.node_credentials);
                 *self = fresh;
                 tracing::warn!("state reloaded from the store");
                 self.publish_view();
@@ -2106,7 +2131,9 @@ impl Actor {
                     .map(|ts| {
                         ts.iter()
                             .filter_map(|t| t.get("job_count").and_then(Value::as_u64))
-                            .sum::<u64>() as u32
+                            .fold(0u32, |sum, n| {
+                                sum.saturating_add(u32::try_from(n).unwrap_or(u32::MAX))
+                            })
                     })
                     .unwrap_or(0),
                 pending: core

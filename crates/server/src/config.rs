@@ -47,8 +47,13 @@ pub struct ServerConfig {
     pub data_dir: PathBuf,
     /// Shared secret of the agents: the agent endpoints (register, heartbeat) accept only
     /// requests with `Authorization: Bearer <token>`, which agents send from their `--token`
-    /// (or `FAIRSCHED_AGENT_TOKEN`). Unset: the agent endpoints are open to anyone who can reach
-    /// `listen`. The other endpoints do not take it; `[auth]` users' tokens protect them.
+    /// (or `FAIRSCHED_AGENT_TOKEN`). Required when `[auth]` has users: the server refuses to
+    /// start without it then (generate one with, for example, `openssl rand -hex 32`). Unset
+    /// (allowed only without users): the agent endpoints are open to anyone who can reach
+    /// `listen`. When set, each node also gets its own credential when it registers, and its
+    /// heartbeats must carry it (a heartbeat with another node's credential, or none, is
+    /// refused). The other endpoints do not take it; `[auth]` users' tokens protect them.
+    /// Must not be empty, nor any user's token.
     pub agent_token: Option<String>,
     /// A pool-trees file (`.toml` or `.json`, by extension; the layout of the [pool-trees
     /// reference](config-reference.md)), read at every start (one that cannot be read or
@@ -142,13 +147,14 @@ impl Synchronous {
 
 /// The `[auth]` section: API tokens and who is who.
 ///
-/// With at least one user, every request to `/api/v1` (except the agents' register and
-/// heartbeat, which take `agent_token`) must send `Authorization: Bearer <token>` with a
+/// With at least one user, `agent_token` is required, and every request to `/api/v1`
+/// (except the agents' register and heartbeat, which take `agent_token`) must send `Authorization: Bearer <token>` with a
 /// user's token; a missing or unknown token is refused (HTTP 401, code 109). Reads (`GET`)
 /// without a token are allowed as an anonymous reader unless `authenticate_reads` is set.
 /// What an authenticated user may change is decided by the pools' ACLs (`use` to run
 /// operations in a pool, `administer` to change it and its subpools, `manage` to abort or
-/// update others' operations in it); superusers may do everything, and only they may apply
+/// update others' operations in it, `read` to read others' operations' output, environment
+/// and events: without it their `env` values show as `"<redacted>"`); superusers may do everything, and only they may apply
 /// a whole tree, create top-level pools and disable, enable, drain or undrain nodes (HTTP
 /// 403, code 901, otherwise). Keep tokens in files only the server's user may read
 /// (`token_file`, mode 0600).

@@ -1,9 +1,10 @@
 //! HTTP handlers. Writes go to the actor by message; reads come from the published [`View`].
 
 use crate::actor::{Actor, Command, NodeAction, Request, View};
-use crate::auth::{Auth, Caller};
+use crate::auth::{AclTrees, Auth, Caller, ReadAccess};
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -39,6 +40,8 @@ pub struct AppState {
     pub events: broadcast::Sender<Arc<EventView>>,
     /// Set when the server stops: live streams end (so that the graceful shutdown can).
     pub stopping: Arc<watch::Sender<bool>>,
+    /// The trees' configurations, parsed for read checks.
+    pub acl_trees: Arc<AclTrees>,
 }
 
 impl AppState {
@@ -59,6 +62,7 @@ impl AppState {
             metrics: Arc::new(registry),
             events: actor.events(),
             stopping: Arc::new(watch::channel(false).0),
+            acl_trees: Arc::default(),
         }
     }
 
@@ -67,6 +71,28 @@ impl AppState {
         AppState {
             auth: Arc::new(auth),
             ..self
+        }
+    }
+
+    /// Who may read what, on the published view `view`.
+    fn reads<'a>(&self, caller: &'a Caller, view: &'a View) -> ReadAccess<'a> {
+        ReadAccess::new(caller, view, &self.acl_trees)
+    }
+
+    /// `op` as `caller` may see it (its `env` redacted unless it may read it).
+    fn shown(&self, caller: &Caller, op: OperationView) -> OperationView {
+        let view = self.view.borrow().clone();
+        self.reads(caller, &view).redact(op)
+    }
+
+    /// Refuses a read of operation `id`'s output or events by a caller who may not read it
+    /// (an operation the view does not have passes: the actor answers that it does not exist).
+    fn check_read(&self, caller: &Caller, id: &str) -> Result<(), Failure> {
+        let view = self.view.borrow().clone();
+        let reads = self.reads(caller, &view);
+        match reads.operation(id) {
+            Some(op) => reads.check(op).map_err(Failure),
+            None => Ok(()),
         }
     }
 
@@ -95,12 +121,22 @@ impl IntoResponse for Failure {
 
 type Reply<T> = Result<axum::Json<T>, Failure>;
 
+/// The body as `T`; an error names the field by its path (`finished[0]: unknown field ...`).
 fn parse<T: DeserializeOwned>(body: &Bytes) -> Result<T, Failure> {
-    serde_json::from_slice(body).map_err(|e| {
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
         Failure(ApiError::new(
             codes::BAD_REQUEST,
             format!("bad request body: {e}"),
         ))
+    })?;
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let message = if path == "." {
+            format!("bad request body: {}", e.inner())
+        } else {
+            format!("bad request body: {path}: {}", e.inner())
+        };
+        Failure(ApiError::new(codes::BAD_REQUEST, message).with_attribute("field", path))
     })
 }
 
@@ -153,6 +189,13 @@ fn ok<T: Serialize>(value: T) -> Reply<T> {
     Ok(axum::Json(value))
 }
 
+/// The largest request body the API takes, in bytes (8 MiB), except heartbeats'.
+pub const MAX_BODY_BYTES: usize = 8 << 20;
+
+/// The largest heartbeat body, in bytes (64 MiB): a heartbeat after an outage reports every
+/// job that ended meanwhile, each with up to 64 KiB of stdout and of stderr.
+pub const MAX_HEARTBEAT_BODY_BYTES: usize = 64 << 20;
+
 /// The API router.
 pub fn router(state: AppState) -> Router {
     Router::new()
@@ -184,9 +227,14 @@ pub fn router(state: AppState) -> Router {
         .route(routes::EVENTS, get(list_events))
         .route(routes::EVENTS_STREAM, get(stream_events))
         .route(routes::AGENT_REGISTER, post(register))
-        .route(routes::AGENT_HEARTBEAT, post(heartbeat))
+        .route(
+            routes::AGENT_HEARTBEAT,
+            post(heartbeat).layer(DefaultBodyLimit::max(MAX_HEARTBEAT_BODY_BYTES)),
+        )
         .route(routes::STATUS, get(status))
         .fallback(|| async { Failure(ApiError::new(codes::RESOLVE, "no such route")) })
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(json_errors))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             authenticate,
@@ -263,6 +311,55 @@ async fn authenticate(
     next.run(req).await
 }
 
+/// Gives every error answer the API's JSON error shape: axum's own rejections (a body above
+/// the limit: 413; a method the route does not take: 405; ...) come as plain text or empty.
+async fn json_errors(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let path = req.uri().path().to_string();
+    let limit = if path == routes::AGENT_HEARTBEAT {
+        MAX_HEARTBEAT_BODY_BYTES
+    } else {
+        MAX_BODY_BYTES
+    };
+    let resp = next.run(req).await;
+    let status = resp.status();
+    let is_json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return resp;
+    }
+    let error = if status == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(
+            codes::REQUEST_TOO_LARGE,
+            format!(
+                "the request body is larger than the {limit} bytes ({} MiB) {path} takes",
+                limit >> 20
+            ),
+        )
+        .with_attribute("limit_bytes", limit)
+    } else {
+        let bytes = axum::body::to_bytes(resp.into_body(), 4096)
+            .await
+            .unwrap_or_default();
+        let text = String::from_utf8_lossy(&bytes);
+        let reason = status.canonical_reason().unwrap_or("error");
+        let message = if text.trim().is_empty() {
+            format!("{reason} (HTTP {})", status.as_u16())
+        } else {
+            format!("{reason} (HTTP {}): {}", status.as_u16(), text.trim())
+        };
+        let code = if status.is_server_error() {
+            codes::INTERNAL
+        } else {
+            codes::BAD_REQUEST
+        };
+        ApiError::new(code, message)
+    };
+    (status, axum::Json(error)).into_response()
+}
+
 /// Logs every request (debug level) with its method, path, status and time.
 async fn log_request(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
     let method = req.method().clone();
@@ -290,6 +387,7 @@ async fn submit(
     body: Bytes,
 ) -> Reply<SubmitReply> {
     let mut spec: Value = parse(&body)?;
+    crate::validate::submit(&spec)?;
     // An authenticated user submits as themself unless the body says otherwise (which the
     // actor allows superusers only).
     if let (Some(user), Value::Object(obj)) = (caller.user(), &mut spec)
@@ -360,6 +458,7 @@ async fn status(State(s): State<AppState>) -> Reply<fairsched_api::ServerStatus>
 
 async fn list_operations(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     q: Result<Query<OperationQuery>, QueryRejection>,
 ) -> Reply<Vec<OperationView>> {
     let Query(q) = q.map_err(bad_query)?;
@@ -385,6 +484,7 @@ async fn list_operations(
     }
     let view = s.view.borrow().clone();
     let parents = pool_parents(&view);
+    let reads = s.reads(&caller, &view);
     ok(view
         .operations
         .iter()
@@ -399,7 +499,7 @@ async fn list_operations(
                 .is_none_or(|p| pool_within(&parents, &o.view.pool, p))
         })
         .filter(|o| q.user.as_ref().is_none_or(|u| *u == o.view.user))
-        .map(|o| o.to_view(q.jobs != Some(false)))
+        .map(|o| reads.redact(o.to_view(q.jobs != Some(false))))
         .collect())
 }
 
@@ -410,10 +510,14 @@ fn bad_query(e: QueryRejection) -> Failure {
     ))
 }
 
-async fn get_operation(State(s): State<AppState>, Path(id): Path<String>) -> Reply<OperationView> {
+async fn get_operation(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Reply<OperationView> {
     let view = s.view.borrow().clone();
     match view.operations.iter().find(|o| o.view.id == id) {
-        Some(op) => ok(op.to_view(true)),
+        Some(op) => ok(s.reads(&caller, &view).redact(op.to_view(true))),
         None => Err(no_such_operation(&id)),
     }
 }
@@ -423,7 +527,8 @@ async fn abort(
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Reply<OperationView> {
-    ok(ask(&s, &caller, |r| Command::Abort(id, r)).await?)
+    let op = ask(&s, &caller, |r| Command::Abort(id, r)).await?;
+    ok(s.shown(&caller, op))
 }
 
 async fn update_operation(
@@ -433,7 +538,8 @@ async fn update_operation(
     body: Bytes,
 ) -> Reply<OperationView> {
     let update: UpdateOperation = parse(&body)?;
-    ok(ask(&s, &caller, |r| Command::UpdateOperation(id, update, r)).await?)
+    let op = ask(&s, &caller, |r| Command::UpdateOperation(id, update, r)).await?;
+    ok(s.shown(&caller, op))
 }
 
 async fn logs(
@@ -441,6 +547,7 @@ async fn logs(
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Reply<Vec<fairsched_api::JobLogs>> {
+    s.check_read(&caller, &id)?;
     ok(ask(&s, &caller, |r| Command::Logs(id, r)).await?)
 }
 
@@ -725,7 +832,12 @@ async fn list_events(
     q: Result<Query<EventQuery>, QueryRejection>,
 ) -> Reply<Vec<EventView>> {
     let Query(q) = q.map_err(bad_query)?;
-    ok(ask(&s, &caller, |r| Command::Events(q, r)).await?)
+    if let Some(id) = &q.operation {
+        s.check_read(&caller, id)?;
+    }
+    let events = ask(&s, &caller, |r| Command::Events(q, r)).await?;
+    let view = s.view.borrow().clone();
+    ok(s.reads(&caller, &view).filter_events(events))
 }
 
 /// Events a live stream reads from the store at a time while it catches up.
@@ -748,11 +860,17 @@ struct Follow {
 }
 
 impl Follow {
+    /// The events the stream's caller may read.
+    fn readable(&self, events: Vec<EventView>) -> Vec<EventView> {
+        let view = self.app.view.borrow().clone();
+        self.app.reads(&self.caller, &view).filter_events(events)
+    }
+
     /// The next event to send; `None` ends the stream.
     async fn next(&mut self) -> Option<Arc<EventView>> {
         loop {
             if let Some(e) = self.backlog.pop_front() {
-                self.last = e.seq;
+                self.last = self.last.max(e.seq);
                 return Some(Arc::new(e));
             }
             if self.catching_up {
@@ -765,7 +883,11 @@ impl Follow {
                     .await
                     .ok()?;
                 self.catching_up = events.len() >= STREAM_PAGE;
-                self.backlog.extend(events);
+                // Left out events still move the stream on.
+                if let Some(last) = events.last() {
+                    self.last = last.seq;
+                }
+                self.backlog.extend(self.readable(events));
                 continue;
             }
             let received = tokio::select! {
@@ -775,6 +897,9 @@ impl Follow {
             match received {
                 Ok(e) if e.seq > self.last && self.query.matches(&e) => {
                     self.last = e.seq;
+                    if self.readable(vec![(*e).clone()]).is_empty() {
+                        continue;
+                    }
                     return Some(e);
                 }
                 Ok(_) => {}
@@ -795,6 +920,9 @@ async fn stream_events(
     q: Result<Query<EventQuery>, QueryRejection>,
 ) -> Result<Sse<impl futures_util::Stream<Item = Result<sse::Event, Infallible>>>, Failure> {
     let Query(mut query) = q.map_err(bad_query)?;
+    if let Some(op) = &query.operation {
+        s.check_read(&caller, op)?;
+    }
     if let Some(id) = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
@@ -833,6 +961,7 @@ async fn register(
 ) -> Reply<fairsched_api::RegisterReply> {
     check_token(&s, &headers)?;
     let req: RegisterNode = parse(&body)?;
+    crate::validate::check_id("node_id", "node", &req.node_id)?;
     ok(ask(&s, &caller, |r| Command::Register(req, r)).await?)
 }
 

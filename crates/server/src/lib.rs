@@ -22,6 +22,7 @@ pub mod jobs;
 pub mod metrics;
 pub mod reference;
 mod start_trees;
+pub mod validate;
 
 pub use config::{AuthConfig, AuthUser, ServerConfig, StoreConfig, Synchronous};
 

@@ -53,7 +53,7 @@ async fn call(
 #[tokio::test]
 async fn errors_auth_and_restart() {
     let dir = tempfile::tempdir().unwrap();
-    {
+    let (credential, running) = {
         let app = app(dir.path());
         let (status, body) = call(
             &app,
@@ -106,6 +106,9 @@ async fn errors_auth_and_restart() {
         )
         .await;
         assert_eq!(status, StatusCode::OK, "{body}");
+        // Heartbeats carry the node's credential from its registration.
+        let credential = body["node_credential"].clone();
+        assert!(credential.as_str().is_some_and(|c| !c.is_empty()), "{body}");
         // Jobs start once a fair-share update has seen the operation and the node (the timer's
         // first tick may come before or after the submit): heartbeat until they do.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -114,7 +117,7 @@ async fn errors_auth_and_restart() {
                 &app,
                 "POST",
                 "/api/v1/agent/heartbeat",
-                Some(json!({"node_id": "n1"})),
+                Some(json!({"node_id": "n1", "node_credential": credential})),
                 true,
             )
             .await;
@@ -128,7 +131,7 @@ async fn errors_auth_and_restart() {
         assert_eq!(started.len(), 2, "{hb}");
         assert_eq!(started[0]["command"], json!(["true"]));
         let first = started[0]["job"].clone();
-        let (_, _) = call(&app, "POST", "/api/v1/agent/heartbeat", Some(json!({"node_id": "n1", "running": [started[1]["job"]], "finished": [{"job": first, "outcome": "completed", "exit_code": 0, "stdout_tail": "ok\n"}]})), true).await;
+        let (_, _) = call(&app, "POST", "/api/v1/agent/heartbeat", Some(json!({"node_id": "n1", "node_credential": credential, "running": [started[1]["job"]], "finished": [{"job": first, "outcome": "completed", "exit_code": 0, "stdout_tail": "ok\n"}]})), true).await;
         let (_, op) = call(&app, "GET", "/api/v1/operations/op1", None, false).await;
         assert_eq!(op["job_counts"]["completed"], 1, "{op}");
         let (status, body) = call(&app, "GET", "/api/v1/operations/nope", None, false).await;
@@ -143,7 +146,16 @@ async fn errors_auth_and_restart() {
         )
         .await;
         assert_eq!(status, StatusCode::OK);
-    }
+        let (_, op) = call(&app, "GET", "/api/v1/operations/op1", None, false).await;
+        let running: Vec<Value> = op["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|j| j["state"] == "running")
+            .map(|j| j["id"].clone())
+            .collect();
+        (credential, running)
+    };
     // A new server on the same store: the operation is back, its completed job is not rerun,
     // its running job is adopted on its node (restored, waiting for its heartbeat).
     let app = app(dir.path());
@@ -169,4 +181,47 @@ async fn errors_auth_and_restart() {
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body["code"], 100_404);
+    // Node credentials are kept in memory only: n1's old one gets "register again", which
+    // changes nothing; registered again, n1 keeps its jobs.
+    let (status, body) = call(
+        &app,
+        "POST",
+        "/api/v1/agent/heartbeat",
+        Some(json!({"node_id": "n1", "node_credential": credential, "running": running})),
+        true,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(body["code"], 100_404, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("must register again"),
+        "{body}"
+    );
+    let (_, body) = call(
+        &app,
+        "POST",
+        "/api/v1/agent/register",
+        Some(json!({"node_id": "n1", "resources": {"cpu": 2}})),
+        true,
+    )
+    .await;
+    let renewed = body["node_credential"].clone();
+    assert_ne!(renewed, credential);
+    let (_, nodes) = call(&app, "GET", "/api/v1/nodes", None, false).await;
+    assert_eq!(
+        nodes[0]["allocation_count"], 2,
+        "the jobs are kept: {nodes}"
+    );
+    let (status, hb) = call(
+        &app,
+        "POST",
+        "/api/v1/agent/heartbeat",
+        Some(json!({"node_id": "n1", "node_credential": renewed, "running": running})),
+        true,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{hb}");
 }

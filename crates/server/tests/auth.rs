@@ -37,7 +37,8 @@ fn deny(subjects: &[&str], permissions: &[&str]) -> Value {
 /// Two trees. `default` (no `default_parent_pool`: ephemeral pools at the root):
 /// `research` (ml may use, alice administers and manages, mallory is denied) with `adhoc`
 /// (bob may use; inherits) and `private` (carol only, `inherit_acl = false`), `open` (no
-/// ACL), `locked` (carol uses and administers), `ops` (everyone uses, opsteam manages).
+/// ACL), `locked` (carol uses and administers), `ops` (everyone uses, opsteam manages),
+/// `readable` (bob and carol use, opsteam reads).
 /// `gpu` (`default_parent_pool = "team"`): `team` (ml may use), `secret` (carol only).
 fn trees() -> Value {
     json!({"default_tree": "default", "pool_trees": {
@@ -52,7 +53,9 @@ fn trees() -> Value {
             },
             "open": {},
             "locked": {"acl": [allow(&["carol"], &["use", "administer"])]},
-            "ops": {"acl": [allow(&["everyone"], &["use"]), allow(&["opsteam"], &["manage"])]}
+            "ops": {"acl": [allow(&["everyone"], &["use"]), allow(&["opsteam"], &["manage"])]},
+            "readable": {"acl": [allow(&["bob", "carol"], &["use"]),
+                                 allow(&["opsteam"], &["read"])]}
         }},
         "gpu": {
             "config": {"node_tag_filter": "gpu", "default_parent_pool": "team"},
@@ -196,13 +199,13 @@ async fn check(server: &Running, cases: Vec<Case>) {
 
 #[tokio::test]
 async fn tokens_and_pool_acls_decide_who_may_do_what() {
-    let server = start(json!({"superusers": ["root"], "users": users()}), None).await;
-    // Agents' endpoints are as before (no agent_token here: open).
+    let server = start(
+        json!({"superusers": ["root"], "users": users()}),
+        Some(AGENT),
+    )
+    .await;
     server
-        .post(
-            "/api/v1/agent/register",
-            json!({"node_id": "n1", "resources": {"cpu": 0}, "tags": ["cpu"]}),
-        )
+        .register_as(AGENT, "n1", json!({"cpu": 0}), &["cpu"])
         .await;
     let (_, tree) = server.call("GET", "/api/v1/tree", None).await;
     let tree_config = tree["config"].clone();
@@ -252,11 +255,12 @@ async fn tokens_and_pool_acls_decide_who_may_do_what() {
             OK,
         ),
         case(
-            "agents' heartbeat needs no user token",
-            None,
+            "agents' heartbeat takes the agent token, not a user's",
+            Some(AGENT),
             post(
                 "/api/v1/agent/heartbeat",
-                json!({"node_id": "n1", "running": []}),
+                json!({"node_id": "n1", "running": [],
+                       "node_credential": server.credential("n1")}),
             ),
             OK,
         ),
@@ -963,5 +967,378 @@ async fn without_users_everything_is_open() {
     check(&server, cases).await;
     let (_, o) = server.call("GET", "/api/v1/operations/o1", None).await;
     assert_eq!(o["user"], "someone");
+    server.stop().await;
+}
+
+/// With users, the server does not start without `agent_token`, and says how to set it.
+#[tokio::test]
+async fn users_need_an_agent_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = json!({"auth": {"users": users()}});
+    let error = match common::try_start_config(dir.path(), config).await {
+        Ok(_) => panic!("the server started with users and no agent_token"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        error.contains("agent_token: required when [auth] has users")
+            && error.contains("fairsched agent --token"),
+        "{error}"
+    );
+}
+
+/// A heartbeat as an agent with `credential` sends it: status and body.
+async fn agent_heartbeat(server: &Running, credential: Option<&str>, body: Value) -> (u16, Value) {
+    let mut body = body;
+    if let Some(c) = credential {
+        body["node_credential"] = json!(c);
+    }
+    server
+        .call_as(Some(AGENT), "POST", "/api/v1/agent/heartbeat", Some(body))
+        .await
+}
+
+/// Heartbeats `node` with its credential until one job started there; its id.
+async fn start_one_job(server: &Running, node: &str) -> String {
+    let credential = server.credential(node).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (status, hb) =
+            agent_heartbeat(server, Some(&credential), json!({"node_id": node})).await;
+        assert_eq!(status, 200, "{hb}");
+        if let Some(job) = hb["start"][0]["job"].as_str() {
+            return job.to_string();
+        }
+        assert!(std::time::Instant::now() < deadline, "no job started");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// The state of job `job` of operation `op`.
+async fn job_state(server: &Running, op: &str, job: &str) -> Value {
+    let (_, o) = server
+        .call_as(Some(ROOT), "GET", &format!("/api/v1/operations/{op}"), None)
+        .await;
+    let j = o["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["id"] == job)
+        .unwrap_or_else(|| panic!("no job {job} in {o}"));
+    json!([j["node"], j["state"], j["exit_code"]])
+}
+
+/// Node credentials: a heartbeat carries its own node's, from its last registration; any
+/// other (none, another node's, an old one) is refused and changes nothing, and a node
+/// reports the end of its own jobs only.
+#[tokio::test]
+async fn heartbeats_carry_their_nodes_credential() {
+    let server = start(
+        json!({"superusers": ["root"], "users": users()}),
+        Some(AGENT),
+    )
+    .await;
+    let slots = json!({"cpu": 1, "user_slots": 10});
+    server
+        .register_as(AGENT, "n1", slots.clone(), &["cpu"])
+        .await;
+    let (status, body) = server
+        .call_as(
+            Some(ROOT),
+            "POST",
+            "/api/v1/operations",
+            Some(op(
+                "o1",
+                "open",
+                json!({"tasks": [{"job_count": 1,
+                "resources": {"cpu": 1}, "command": ["sleep", "60"]}]}),
+            )),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let job = start_one_job(&server, "n1").await;
+    server.register_as(AGENT, "n2", slots, &["cpu"]).await;
+    let n1 = server.credential("n1").unwrap();
+    let n2 = server.credential("n2").unwrap();
+    assert_ne!(n1, n2);
+    assert!(n1.len() >= 32, "a credential of 32 random bytes: {n1}");
+    let running = json!([job]);
+    let ended = json!([{"job": job, "outcome": "completed", "exit_code": 0,
+                        "stdout_tail": "forged"}]);
+    // (what, credential, body, status, code)
+    let cases: Vec<(&str, Option<&str>, Value, u16, u64)> = vec![
+        (
+            "no credential",
+            None,
+            json!({"node_id": "n1", "finished": ended}),
+            401,
+            109,
+        ),
+        (
+            "another node's credential",
+            Some(&n2),
+            json!({"node_id": "n1", "finished": ended}),
+            401,
+            109,
+        ),
+        (
+            "a made-up credential",
+            Some("0123456789abcdef0123456789abcdef"),
+            json!({"node_id": "n1", "finished": ended}),
+            401,
+            109,
+        ),
+        (
+            "an empty credential",
+            Some(""),
+            json!({"node_id": "n1", "finished": ended}),
+            401,
+            109,
+        ),
+        (
+            "a node that is not registered",
+            Some(&n1),
+            json!({"node_id": "n9"}),
+            404,
+            100_404,
+        ),
+        (
+            "its own credential",
+            Some(&n1),
+            json!({"node_id": "n1", "running": running}),
+            200,
+            0,
+        ),
+        (
+            "another node reports n1's job as ended (ignored)",
+            Some(&n2),
+            json!({"node_id": "n2", "finished": ended}),
+            200,
+            0,
+        ),
+    ];
+    for (what, credential, body, status, code) in cases {
+        let before = json!([state(&server).await, job_state(&server, "o1", &job).await]);
+        let (got, reply) = agent_heartbeat(&server, credential, body).await;
+        assert_eq!(got, status, "{what}: {reply}");
+        if status != 200 {
+            assert_eq!(reply["code"], code, "{what}: {reply}");
+            assert!(
+                reply["message"].as_str().unwrap().contains("register"),
+                "{what}: the message says what to do: {reply}"
+            );
+            for secret in [&n1, &n2] {
+                assert!(
+                    !reply.to_string().contains(secret.as_str()),
+                    "{what}: {reply}"
+                );
+            }
+        }
+        let after = json!([state(&server).await, job_state(&server, "o1", &job).await]);
+        assert_eq!(after, before, "{what} changed something");
+    }
+    assert_eq!(
+        job_state(&server, "o1", &job).await,
+        json!(["n1", "running", null])
+    );
+    let (_, logs) = server
+        .call_as(Some(ROOT), "GET", "/api/v1/operations/o1/logs", None)
+        .await;
+    assert!(!logs.to_string().contains("forged"), "{logs}");
+
+    // A new registration replaces the credential: the old one is refused, the new one works.
+    server
+        .register_as(AGENT, "n1", json!({"cpu": 1, "user_slots": 10}), &["cpu"])
+        .await;
+    let renewed = server.credential("n1").unwrap();
+    assert_ne!(renewed, n1);
+    let (status, reply) = agent_heartbeat(
+        &server,
+        Some(&n1),
+        json!({"node_id": "n1", "running": [job]}),
+    )
+    .await;
+    assert_eq!((status, &reply["code"]), (401, &json!(109)), "{reply}");
+    let (status, reply) = agent_heartbeat(
+        &server,
+        Some(&renewed),
+        json!({"node_id": "n1", "finished": ended}),
+    )
+    .await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(
+        job_state(&server, "o1", &job).await,
+        json!(["n1", "completed", 0]),
+        "its own node reports its end"
+    );
+    server.stop().await;
+}
+
+/// The `read` permission: an operation's output (`logs`), its jobs' environment and its
+/// events are shown to its owner, superusers and those its pool's ACL lets read; others see
+/// that it exists with its `env` values redacted, and get no output and no events of it.
+#[tokio::test]
+async fn reading_output_env_and_events_needs_read() {
+    let server = start(
+        json!({"superusers": ["root"], "users": users()}),
+        Some(AGENT),
+    )
+    .await;
+    server
+        .register_as(AGENT, "n1", json!({"cpu": 3, "user_slots": 10}), &["cpu"])
+        .await;
+    let with_env = |id: &str, pool: &str| {
+        op(
+            id,
+            pool,
+            json!({"tasks": [{"job_count": 1, "resources": {"cpu": 1},
+                "command": ["sleep", "60"], "env": {"API_KEY": "s3cr3t-value"}}]}),
+        )
+    };
+    // bob's, in `readable` (opsteam reads), `open` (no ACL: everyone reads) and an ephemeral
+    // pool at the root (its owner and superusers only).
+    for (id, pool) in [
+        ("guarded", "readable"),
+        ("public", "open"),
+        ("mine", "bobs"),
+    ] {
+        let (status, body) = server
+            .call_as(
+                Some(BOB),
+                "POST",
+                "/api/v1/operations",
+                Some(with_env(id, pool)),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    // Their jobs run and end with some output (and events).
+    let credential = server.credential("n1").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut jobs = Vec::new();
+    while jobs.len() < 3 {
+        assert!(std::time::Instant::now() < deadline, "jobs did not start");
+        let (_, hb) = agent_heartbeat(
+            &server,
+            Some(&credential),
+            json!({"node_id": "n1", "running": jobs}),
+        )
+        .await;
+        for s in hb["start"].as_array().unwrap() {
+            jobs.push(s["job"].clone());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let finished: Vec<Value> = jobs
+        .iter()
+        .map(|j| {
+            json!({"job": j, "outcome": "completed", "exit_code": 0,
+                        "stdout_tail": "the-output"})
+        })
+        .collect();
+    let (status, body) = agent_heartbeat(
+        &server,
+        Some(&credential),
+        json!({"node_id": "n1", "finished": finished}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+
+    // (who, operation, may read; the status of its logs when not)
+    let cases: Vec<(Option<&str>, &str, bool, u16)> = vec![
+        (Some(BOB), "guarded", true, 200),
+        (Some(ROOT), "guarded", true, 200),
+        (Some(DAVE), "guarded", true, 200),
+        (Some(CAROL), "guarded", false, 403),
+        (Some(ALICE), "guarded", false, 403),
+        (None, "guarded", false, 401),
+        (Some(CAROL), "public", true, 200),
+        (None, "public", true, 200),
+        (Some(BOB), "mine", true, 200),
+        (Some(CAROL), "mine", false, 403),
+        (None, "mine", false, 401),
+    ];
+    for (who, id, may, logs_status) in cases {
+        let label = format!("{who:?} reads {id}");
+        let env = if may { "s3cr3t-value" } else { "<redacted>" };
+        let (status, one) = server
+            .call_as(who, "GET", &format!("/api/v1/operations/{id}"), None)
+            .await;
+        assert_eq!(status, 200, "{label}: it is seen to exist: {one}");
+        assert_eq!(
+            one["spec"]["tasks"][0]["env"]["API_KEY"], env,
+            "{label}: {one}"
+        );
+        assert_eq!(one["job_counts"]["completed"], 1, "{label}: {one}");
+        let (_, list) = server
+            .call_as(who, "GET", "/api/v1/operations?jobs=false", None)
+            .await;
+        let listed = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["id"] == id)
+            .unwrap_or_else(|| panic!("{label}: not listed: {list}"));
+        assert_eq!(listed["spec"]["tasks"][0]["env"]["API_KEY"], env, "{label}");
+        let (status, logs) = server
+            .call_as(who, "GET", &format!("/api/v1/operations/{id}/logs"), None)
+            .await;
+        assert_eq!(status, logs_status, "{label}: logs: {logs}");
+        assert_eq!(
+            logs.to_string().contains("the-output"),
+            may,
+            "{label}: {logs}"
+        );
+        if !may {
+            let message = logs["message"].as_str().unwrap();
+            assert!(message.contains(id), "{label}: {message}");
+            if who.is_some() {
+                assert_eq!(logs["attributes"]["permission"], "read", "{label}: {logs}");
+            }
+        }
+        let (_, events) = server
+            .call_as(who, "GET", "/api/v1/events?limit=1000", None)
+            .await;
+        let about = events
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["operation"] == id)
+            .count();
+        assert_eq!(about > 0, may, "{label}: events: {events}");
+        let (status, _) = server
+            .call_as(who, "GET", &format!("/api/v1/events?operation={id}"), None)
+            .await;
+        assert_eq!(status, logs_status, "{label}: events of it");
+    }
+
+    // The live stream leaves them out too: carol's, from the start, up to an event she may
+    // read that comes after all of them.
+    let client = fairsched_api::client::ApiClient::new(&server.url, Some(CAROL.into()));
+    let mut stream = client
+        .event_stream(&fairsched_api::EventQuery {
+            after: Some(0),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    server
+        .register_as(AGENT, "n2", json!({"cpu": 1}), &["cpu"])
+        .await;
+    let mut seen = Vec::new();
+    loop {
+        let e = tokio::time::timeout(std::time::Duration::from_secs(10), stream.next())
+            .await
+            .expect("an event within 10 s")
+            .unwrap()
+            .expect("the stream goes on");
+        seen.push(json!(e));
+        if e.fields.get("node") == Some(&json!("n2")) {
+            break;
+        }
+    }
+    let shown: Vec<&Value> = seen.iter().map(|e| &e["operation"]).collect();
+    assert!(shown.contains(&&json!("public")), "{seen:?}");
+    assert!(!shown.contains(&&json!("guarded")), "{seen:?}");
+    assert!(!shown.contains(&&json!("mine")), "{seen:?}");
     server.stop().await;
 }

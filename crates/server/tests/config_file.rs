@@ -118,6 +118,18 @@ fn auth_errors_name_the_option() {
             "tokn",
         ),
         ("[auth]\nsuperuser = []\n".to_string(), "superuser"),
+        (
+            user("alice", "tok-a"),
+            "agent_token: required when [auth] has users",
+        ),
+        (
+            format!("agent_token = \" \"\n{}", user("alice", "tok-a")),
+            "agent_token: the token is empty",
+        ),
+        (
+            "agent_token = \"\"\n".to_string(),
+            "agent_token: the token is empty",
+        ),
     ];
     for (text, expected) in cases {
         let error = ServerConfig::from_toml(&text).expect_err(&text).to_string();
@@ -140,7 +152,7 @@ fn tokens_from_files() {
     std::fs::write(
         &path,
         format!(
-            "[auth]\nsuperusers = [\"alice\"]\n[[auth.users]]\nname = \"alice\"\ntoken_file = {:?}\ngroups = [\"ml\"]\n",
+            "agent_token = \"agent-secret\"\n[auth]\nsuperusers = [\"alice\"]\n[[auth.users]]\nname = \"alice\"\ntoken_file = {:?}\ngroups = [\"ml\"]\n",
             token.display().to_string()
         ),
     )

@@ -121,7 +121,8 @@ async fn scheduling_page_in_headless_chromium() {
     // (project-backup runs at most 2).
     for (id, user, pool, jobs, cpu) in [
         ("nightly-etl", "robot-etl", "project-batch", 40, 2),
-        ("adhoc-<b>query</b>", "alice", "project-adhoc", 10, 3),
+        // (Operation ids are plain; user names may hold anything.)
+        ("adhoc-query", "alice-<b>query</b>", "project-adhoc", 10, 3),
         ("backup-snapshot", "robot-backup", "project-backup", 4, 5),
         ("backup-verify", "robot-backup", "project-backup", 2, 5),
         ("backup-archive", "robot-backup", "project-backup", 2, 5),
@@ -195,7 +196,7 @@ async fn scheduling_page_in_headless_chromium() {
     let nav = tag_with(&dom, "id=\"tree-tabs\"");
     assert!(nav.contains("hidden"), "one tree, no tabs: {nav}");
     // User strings are text, never markup.
-    assert!(dom.contains("adhoc-&lt;b&gt;query&lt;/b&gt;"), "{dom}");
+    assert!(dom.contains("alice-&lt;b&gt;query&lt;/b&gt;"), "{dom}");
     assert!(!dom.contains("<b>query</b>"), "{dom}");
 
     let shot = artifacts.join("web_page.png");
@@ -368,6 +369,7 @@ async fn a_page_that_needs_a_token_asks_for_it() {
         dir.path(),
         json!({
             "pool_trees": {"pool_trees": {"default": {"pools": {"research-pool": {}}}}},
+            "agent_token": "page-agent-token",
             "auth": {"authenticate_reads": true,
                      "users": [{"name": "alice", "token": "page-token-1"}]},
             "scheduler": {"fair_share_update_period_ms": 100}

@@ -102,6 +102,8 @@ pub struct Cluster {
     // Dropped in this order: the agents, the server, then the files.
     /// With their node ids.
     agents: Vec<(String, Proc)>,
+    /// What the agents send as `--token` (the file's `agent_token`).
+    agent_token: Option<String>,
     server: Option<Proc>,
     /// Holds the server's data (`server/`), each agent's work directory (`<node>/`) and logs
     /// (`server.log`, `<node>.log`). Kept when the test fails.
@@ -154,6 +156,11 @@ impl Cluster {
             dir,
             server: Some(server),
             agents: Vec::new(),
+            // The agents get the file's `agent_token`, if it has one.
+            agent_token: config
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("agent_token = "))
+                .map(|t| t.trim().trim_matches('"').to_string()),
         };
         for (node, resources) in nodes {
             cluster.start_agent(node, resources);
@@ -171,10 +178,14 @@ impl Cluster {
             .create(true)
             .append(true)
             .open(self.dir.path().join(format!("{node}.log")));
+        let mut agent = Command::new(BIN);
+        if let Some(token) = &self.agent_token {
+            agent.env("FAIRSCHED_AGENT_TOKEN", token);
+        }
         self.agents.push((
             node.to_string(),
             Proc(
-                Command::new(BIN)
+                agent
                     .args([
                         "agent",
                         "--server",

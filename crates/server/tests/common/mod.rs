@@ -83,6 +83,9 @@ pub struct Running {
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
     _dir: Option<tempfile::TempDir>,
+    /// Each node's credential from its last registration through [`Running::register`] or
+    /// [`Running::register_as`]; [`Running::heartbeat`] sends it.
+    pub credentials: Mutex<std::collections::BTreeMap<String, String>>,
 }
 
 impl Drop for Running {
@@ -157,6 +160,7 @@ fn serve(server: Server) -> Running {
         stop: Some(stop),
         task: Some(task),
         _dir: None,
+        credentials: Mutex::default(),
     }
 }
 
@@ -248,20 +252,50 @@ impl Running {
         serde_json::from_str(&text).unwrap()
     }
 
-    /// Registers a node as an agent would.
+    /// Registers a node as an agent would (keeping its credential).
     pub async fn register(&self, node: &str, resources: Value) {
-        self.post(
-            "/api/v1/agent/register",
-            json!({"node_id": node, "resources": resources}),
-        )
-        .await;
+        let reply = self
+            .post(
+                "/api/v1/agent/register",
+                json!({"node_id": node, "resources": resources}),
+            )
+            .await;
+        self.keep_credential(node, &reply);
+    }
+
+    fn keep_credential(&self, node: &str, reply: &Value) {
+        let credential = reply["node_credential"].as_str().unwrap().to_string();
+        self.credentials
+            .lock()
+            .unwrap()
+            .insert(node.to_string(), credential);
+    }
+
+    /// The credential of `node`'s last registration here.
+    pub fn credential(&self, node: &str) -> Option<String> {
+        self.credentials.lock().unwrap().get(node).cloned()
+    }
+
+    /// Registers a node with the agents' `token` and `tags`.
+    pub async fn register_as(&self, token: &str, node: &str, resources: Value, tags: &[&str]) {
+        let (status, body) = self
+            .call_as(
+                Some(token),
+                "POST",
+                "/api/v1/agent/register",
+                Some(json!({"node_id": node, "resources": resources, "tags": tags})),
+            )
+            .await;
+        assert_eq!(status, 200, "register {node}: {body}");
+        self.keep_credential(node, &body);
     }
 
     /// One heartbeat of `node` reporting `running` (job ids); the reply.
     pub async fn heartbeat(&self, node: &str, running: &[String]) -> Value {
         self.post(
             "/api/v1/agent/heartbeat",
-            json!({"node_id": node, "running": running}),
+            json!({"node_id": node, "running": running,
+                   "node_credential": self.credential(node)}),
         )
         .await
     }

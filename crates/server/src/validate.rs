@@ -1,0 +1,132 @@
+//! Checks of request bodies the handlers make before a command reaches the actor: ids (a
+//! strict character set and length), job counts (bounded, so that no count or sum overflows),
+//! and, for a submit, the whole spec parsed as the core will parse it, with errors that name
+//! the field by its path (`tasks[0].envv: unknown field ...`).
+
+use fairsched_api::{ApiError, codes};
+use fairsched_core::OperationSpec;
+use serde_json::Value;
+
+/// The longest operation or node id, in bytes.
+pub const MAX_ID_LEN: usize = 128;
+
+/// The most jobs an operation may have, over all its tasks.
+pub const MAX_OPERATION_JOBS: u64 = 1_000_000;
+
+/// Whether `id` is a valid operation or node id: 1 to [`MAX_ID_LEN`] characters out of
+/// `A-Z a-z 0-9 . _ -`, not starting with `.` (ids name directories on the nodes).
+pub fn is_valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_ID_LEN
+        && !id.starts_with('.')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// `what` (`operation`, `node`) id `id` in field `field`, checked: the error names the field
+/// and says what an id may be (showing at most 64 characters of the one given).
+pub fn check_id(field: &str, what: &str, id: &str) -> Result<(), ApiError> {
+    if is_valid_id(id) {
+        return Ok(());
+    }
+    let shown: String = id.chars().take(64).collect();
+    let more = if shown.len() < id.len() { "..." } else { "" };
+    Err(ApiError::new(
+        codes::BAD_REQUEST,
+        format!(
+            "{field}: {shown:?}{more} is not a valid {what} id: use 1 to {MAX_ID_LEN} of the \
+             characters A-Z a-z 0-9 . _ - (not starting with .)"
+        ),
+    )
+    .with_attribute("field", field))
+}
+
+fn bad(field: &str, message: String) -> ApiError {
+    ApiError::new(codes::BAD_REQUEST, message).with_attribute("field", field)
+}
+
+/// A submitted operation (`POST /api/v1/operations`), before the actor takes it: an object
+/// whose `id`, if given, is a valid id, whose tasks have at most [`MAX_OPERATION_JOBS`] jobs
+/// in all, and which parses as the core's `OperationSpec` (unknown fields, also inside tasks,
+/// are refused naming their path).
+pub fn submit(spec: &Value) -> Result<(), ApiError> {
+    let Some(obj) = spec.as_object() else {
+        return Err(ApiError::new(
+            codes::BAD_REQUEST,
+            "an operation must be a JSON object",
+        ));
+    };
+    match obj.get("id") {
+        None => {}
+        Some(Value::String(id)) => check_id("id", "operation", id)?,
+        Some(_) => return Err(bad("id", "id: must be a string".into())),
+    }
+    let mut total: u64 = 0;
+    let tasks = obj.get("tasks").and_then(Value::as_array);
+    for (i, task) in tasks.into_iter().flatten().enumerate() {
+        let field = format!("tasks[{i}].job_count");
+        let Some(count) = task.get("job_count") else {
+            continue; // The parse below says it is missing.
+        };
+        let Some(count) = count.as_u64() else {
+            return Err(bad(
+                &field,
+                format!("{field}: must be a whole number of jobs from 0 to {MAX_OPERATION_JOBS}"),
+            ));
+        };
+        total = total.saturating_add(count);
+        if total > MAX_OPERATION_JOBS {
+            return Err(bad(
+                &field,
+                format!(
+                    "{field}: too many jobs: an operation may have at most \
+                     {MAX_OPERATION_JOBS} jobs over all its tasks ({total} so far); split it \
+                     into several operations"
+                ),
+            ));
+        }
+    }
+    // Parsed as the actor will parse it (it fills in a missing id).
+    let mut probe = spec.clone();
+    if let Some(o) = probe.as_object_mut() {
+        o.entry("id").or_insert_with(|| Value::String("id".into()));
+    }
+    serde_path_to_error::deserialize::<_, OperationSpec>(probe)
+        .map(|_| ())
+        .map_err(|e| {
+            let path = e.path().to_string();
+            let message = if path == "." {
+                format!("bad operation spec: {}", e.inner())
+            } else {
+                format!("bad operation spec: {path}: {}", e.inner())
+            };
+            ApiError::new(codes::BAD_REQUEST, message).with_attribute("field", path)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids() {
+        for ok in ["a", "op-1", "0.7", "A_b.c-d", &"x".repeat(MAX_ID_LEN)] {
+            assert!(is_valid_id(ok), "{ok:?}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            "../x",
+            ".hidden",
+            "a b",
+            "a/b",
+            "a\0b",
+            "é",
+            &"x".repeat(MAX_ID_LEN + 1),
+        ] {
+            assert!(!is_valid_id(bad), "{bad:?}");
+        }
+    }
+}
