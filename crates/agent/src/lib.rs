@@ -510,6 +510,8 @@ pub async fn run_with_memory_enforcement(
     // Some(period) once registered.
     let mut period: Option<Duration> = None;
     let mut outage: Option<Outage> = None;
+    // Set when the agent cannot go on: it stops its jobs and returns it.
+    let mut fatal: Option<anyhow::Error> = None;
     loop {
         let wait = match (&outage, period) {
             (Some(o), _) => o.backoff,
@@ -523,6 +525,21 @@ pub async fn run_with_memory_enforcement(
         if period.is_none() {
             match agent.register().await {
                 Ok(p) => period = Some(p),
+                // Refusals that no retry can change: the agent stops, saying what to fix.
+                Err(e) if e.code() == Some(codes::AUTHENTICATION) => {
+                    fatal = Some(anyhow::anyhow!(
+                        "the server refused this agent's token: {e}\nGive the agent the \
+                         server's agent_token with --token or FAIRSCHED_AGENT_TOKEN."
+                    ));
+                    break;
+                }
+                Err(e) if e.code() == Some(codes::BAD_REQUEST) => {
+                    fatal = Some(anyhow::anyhow!(
+                        "the server refused to register node {:?}: {e}",
+                        agent.config.node_id
+                    ));
+                    break;
+                }
                 Err(e) => {
                     Outage::failed(&mut outage, "cannot register", &e, agent.jobs.len());
                     continue;
@@ -587,5 +604,8 @@ pub async fn run_with_memory_enforcement(
     // Give the groups their grace period to exit.
     agent.stop_all().await;
     poller.abort();
-    Ok(())
+    match fatal {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }

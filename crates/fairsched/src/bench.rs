@@ -78,6 +78,10 @@ pub struct ServerBenchArgs {
     /// removed at the end].
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<std::path::PathBuf>,
+    /// The store's durability (`[store] synchronous`): `full` flushes every commit to the
+    /// disk (the server's default), `normal` only at checkpoints.
+    #[arg(long, default_value = "full", value_parser = ["full", "normal"])]
+    pub synchronous: String,
     /// Print the figures as JSON.
     #[arg(long)]
     pub json: bool,
@@ -463,6 +467,10 @@ fn server_config(
         ..fairsched_server::ServerConfig::default()
     };
     config.scheduler.node_heartbeat_period_ms = args.heartbeat_ms;
+    config.store.synchronous = match args.synchronous.as_str() {
+        "normal" => fairsched_server::Synchronous::Normal,
+        _ => fairsched_server::Synchronous::Full,
+    };
     // A node counts as lost after missing many heartbeats, not one slow one.
     config.node_timeout_ms = config.node_timeout_ms.max(10 * args.heartbeat_ms);
     config.validate()?;

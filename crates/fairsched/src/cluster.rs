@@ -212,7 +212,9 @@ pub struct AgentArgs {
     /// Server URL.
     #[arg(long, env = "FAIRSCHED_SERVER")]
     server: String,
-    /// Resources offered, e.g. `cpu=8,memory=16GiB` (default: detected).
+    /// Resources offered, e.g. `cpu=8,memory=16GiB`. A resource left out keeps its detected
+    /// value: cpu the machine's cpus, memory its RAM, user_slots 4 per offered cpu (at least
+    /// 1), gpu and network 0.
     #[arg(long)]
     resources: Option<String>,
     /// Shared agent token.
@@ -426,6 +428,29 @@ fn init_tracing() {
         .try_init();
 }
 
+/// What `fairsched agent --resources` offers: the named resources as given, the others as
+/// detected (user slots: 4 per offered cpu, at least 1, unless given).
+fn offered_resources(given: Option<&str>) -> anyhow::Result<Resources> {
+    let mut out = fairsched_agent::detect_resources();
+    let Some(text) = given else {
+        return Ok(out);
+    };
+    let parsed = fairsched_api::parse_resources(text).map_err(|e| anyhow!("--resources: {e}"))?;
+    let named: Vec<ResourceKind> = text
+        .split(',')
+        .filter_map(|part| part.split_once('='))
+        .filter_map(|(name, _)| ResourceKind::from_name(name.trim()))
+        .collect();
+    for kind in &named {
+        out.set_raw(*kind, parsed.raw_of(*kind));
+    }
+    if !named.contains(&ResourceKind::UserSlots) {
+        let slots = (out.get(ResourceKind::Cpu) * 4.0).ceil().max(1.0);
+        out.set(ResourceKind::UserSlots, slots);
+    }
+    Ok(out)
+}
+
 /// Resolves on Ctrl-C or SIGTERM.
 /// `fairsched` as found on PATH (canonical), if it is there.
 fn which_fairsched() -> Option<PathBuf> {
@@ -437,12 +462,19 @@ fn which_fairsched() -> Option<PathBuf> {
     })
 }
 
-async fn stop_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+///
+/// The handlers are installed when this is called (inside a runtime), not when the future is
+/// first polled: a SIGTERM right after the server printed its address stops it cleanly instead
+/// of killing it.
+fn stop_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
     }
 }
 
@@ -472,21 +504,17 @@ fn run(command: ClusterCommand) -> anyhow::Result<()> {
             }
             runtime().block_on(async {
                 let server = fairsched_server::Server::bind(&config).await?;
+                let stop = stop_signal();
                 println!(
                     "fairsched server listening on http://{}",
                     server.local_addr()?
                 );
-                server.serve(stop_signal()).await
+                server.serve(stop).await
             })
         }
         ClusterCommand::Agent(args) => {
             init_tracing();
-            let resources = match &args.resources {
-                Some(r) => {
-                    fairsched_api::parse_resources(r).map_err(|e| anyhow!("--resources: {e}"))?
-                }
-                None => fairsched_agent::detect_resources(),
-            };
+            let resources = offered_resources(args.resources.as_deref())?;
             let node_id = args.node_id.clone().unwrap_or_else(hostname);
             let config = fairsched_agent::AgentConfig {
                 server: args.server,
@@ -497,7 +525,7 @@ fn run(command: ClusterCommand) -> anyhow::Result<()> {
                 work_dir: args.work_dir,
                 kill_grace: Duration::from_millis(args.kill_grace_ms),
             };
-            runtime().block_on(fairsched_agent::run(config, stop_signal()))
+            runtime().block_on(async { fairsched_agent::run(config, stop_signal()).await })
         }
         ClusterCommand::Up(args) => {
             init_tracing();

@@ -7,7 +7,9 @@ use serde_json::{Value, json};
 use std::path::Path;
 use tower::ServiceExt;
 
-fn app(dir: &Path) -> axum::Router {
+/// The router of a server on the store in `dir`, and its actor's task (which ends, closing
+/// the store, once the router is dropped).
+fn app_and_actor(dir: &Path) -> (axum::Router, tokio::task::JoinHandle<anyhow::Result<()>>) {
     let config = ServerConfig {
         data_dir: dir.to_path_buf(),
         agent_token: Some("secret".into()),
@@ -17,8 +19,12 @@ fn app(dir: &Path) -> axum::Router {
     let (actor, view) = actor::Actor::new(&config, Box::new(store)).unwrap();
     let (tx, rx) = tokio::sync::mpsc::channel(16);
     let state = http::AppState::new(tx, view, config.agent_token, &actor);
-    tokio::spawn(actor.run(rx));
-    http::router(state)
+    let task = tokio::spawn(actor.run(rx));
+    (http::router(state), task)
+}
+
+fn app(dir: &Path) -> axum::Router {
+    app_and_actor(dir).0
 }
 
 async fn call(
@@ -53,8 +59,8 @@ async fn call(
 #[tokio::test]
 async fn errors_auth_and_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let (credential, running) = {
-        let app = app(dir.path());
+    let ((credential, running), first_actor) = {
+        let (app, first_actor) = app_and_actor(dir.path());
         let (status, body) = call(
             &app,
             "POST",
@@ -154,8 +160,11 @@ async fn errors_auth_and_restart() {
             .filter(|j| j["state"] == "running")
             .map(|j| j["id"].clone())
             .collect();
-        (credential, running)
+        ((credential, running), first_actor)
     };
+    // The first server's actor ends (its router is gone) and closes the store: one server
+    // per store.
+    first_actor.await.unwrap().unwrap();
     // A new server on the same store: the operation is back, its completed job is not rerun,
     // its running job is adopted on its node (restored, waiting for its heartbeat).
     let app = app(dir.path());

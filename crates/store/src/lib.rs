@@ -125,6 +125,16 @@ pub enum StoreError {
     /// Any other failure (of stores that are not SQLite, or of none at all).
     #[error("store: {0}")]
     Other(String),
+    /// Another process has the store open (an OS lock on `fairsched.lock` in its directory).
+    #[error(
+        "the data directory {dir} is in use by another fairsched server ({holder}): two servers \
+         on one store would run the same jobs twice and corrupt its event log; stop that one \
+         first, or give this one another --data-dir"
+    )]
+    Locked { dir: String, holder: String },
+    /// The lock file cannot be opened or locked.
+    #[error("store: cannot lock {path}: {message}")]
+    Lock { path: String, message: String },
 }
 
 /// The server's durable state.
@@ -219,6 +229,56 @@ const MIGRATIONS: &[&str] = &[
 pub struct SqliteStore {
     conn: Connection,
     incarnation: u64,
+    /// `fairsched.lock`, locked (`flock`) while the store is open: one process per store. The
+    /// OS releases it when the process ends, however it ends.
+    _lock: std::fs::File,
+}
+
+/// Locks `dir/fairsched.lock` for this process and writes who holds it (for the error a
+/// second process gets).
+fn lock_dir(dir: &Path) -> Result<std::fs::File, StoreError> {
+    use std::io::{Read, Seek, Write};
+    let path = dir.join("fairsched.lock");
+    let lock_error = |e: &dyn std::fmt::Display| StoreError::Lock {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| lock_error(&e))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = holder.trim();
+            return Err(StoreError::Locked {
+                dir: dir.display().to_string(),
+                holder: if holder.is_empty() {
+                    "a process that has not said who it is".into()
+                } else {
+                    holder.to_string()
+                },
+            });
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(lock_error(&e)),
+    }
+    let exe = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "?".into());
+    let holder = format!("pid {}, {exe}", std::process::id());
+    let written = file
+        .set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| file.write_all(holder.as_bytes()));
+    if let Err(e) = written {
+        return Err(lock_error(&e));
+    }
+    Ok(file)
 }
 
 impl SqliteStore {
@@ -242,6 +302,7 @@ impl SqliteStore {
                 format!("cannot create {}: {e}", dir.display()),
             )))
         })?;
+        let lock = lock_dir(dir)?;
         let conn = Connection::open(dir.join("fairsched.db"))?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", synchronous.pragma())?;
@@ -249,6 +310,7 @@ impl SqliteStore {
         let mut store = SqliteStore {
             conn,
             incarnation: 0,
+            _lock: lock,
         };
         store.migrate()?;
         let tx = store.conn.transaction()?;
@@ -546,6 +608,26 @@ mod tests {
             config: config.into(),
             is_default,
         }
+    }
+
+    /// One process per store: a second open is refused, naming the holder, until the first
+    /// store is closed (the OS lock goes with it, so a killed server leaves no stale lock).
+    #[test]
+    fn a_store_in_use_is_not_opened_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = SqliteStore::open(dir.path()).unwrap();
+        let e = SqliteStore::open(dir.path()).unwrap_err();
+        let message = e.to_string();
+        assert!(matches!(e, StoreError::Locked { .. }), "{message}");
+        assert!(
+            message.contains("in use by another fairsched server")
+                && message.contains(&format!("pid {}", std::process::id()))
+                && message.contains("--data-dir"),
+            "{message}"
+        );
+        drop(first);
+        let again = SqliteStore::open(dir.path()).unwrap();
+        assert_eq!(again.load().unwrap().incarnation, 1);
     }
 
     #[test]

@@ -1,0 +1,107 @@
+//! Agents configure safely (issue 18): resources left out of `--resources` keep their detected
+//! values (before, `--resources cpu=2,memory=2GiB` registered 0 user slots and the node took
+//! no job), and an agent the server can never accept (a wrong token, a bad node id) exits
+//! non-zero saying what to fix instead of retrying forever.
+
+mod common;
+
+use common::{BIN, Cluster};
+use std::process::Command;
+use std::time::Duration;
+
+const TOKEN_CONFIG: &str = "agent_token = \"the-right-token\"\n";
+
+#[test]
+fn resources_left_out_keep_their_detected_values() {
+    let c = Cluster::start(
+        "agent_token = \"t\"\n\n[scheduler]\nnode_heartbeat_period_ms = 100\n",
+        &[("partial", "cpu=2,memory=2GiB"), ("cpu-only", "cpu=1")],
+    );
+    let nodes = c.json(&["node", "list"]);
+    let node = |id: &str| {
+        nodes
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["id"] == id)
+            .unwrap()["resources"]
+            .clone()
+    };
+    let partial = node("partial");
+    assert_eq!(partial["cpu"], 2.0, "{partial}");
+    assert_eq!(partial["user_slots"], 8.0, "{partial}");
+    let cpu_only = node("cpu-only");
+    assert_eq!(cpu_only["user_slots"], 4.0, "{cpu_only}");
+    assert!(
+        cpu_only["memory"].as_f64().unwrap() > 0.0,
+        "memory left out is detected: {cpu_only}"
+    );
+    // And they run jobs.
+    c.submit("runs", &["--cpu", "1", "--jobs", "2"], "true");
+    common::wait_for("the jobs to complete", Duration::from_secs(30), || {
+        c.op("runs")["state"] == "completed"
+    });
+    c.stop();
+}
+
+/// Runs `fairsched agent ARGS` against the cluster; its exit code and standard error. It must
+/// exit by itself (bounded).
+fn agent_exits(url: &str, args: &[&str]) -> (Option<i32>, String) {
+    let work = tempfile::tempdir().unwrap();
+    let mut child = Command::new(BIN)
+        .args([
+            "agent",
+            "--server",
+            url,
+            "--resources",
+            "cpu=1",
+            "--work-dir",
+        ])
+        .arg(work.path())
+        .args(args)
+        .env_remove("FAIRSCHED_AGENT_TOKEN")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut stderr = String::new();
+            use std::io::Read;
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut stderr)
+                .unwrap();
+            return (status.code(), stderr);
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("the agent did not exit within 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn an_agent_the_server_can_never_accept_exits_saying_what_to_fix() {
+    let c = Cluster::start(TOKEN_CONFIG, &[]);
+    let (code, stderr) = agent_exits(&c.url, &["--node-id", "n1", "--token", "wrong"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("refused this agent's token") && stderr.contains("--token"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("unreachable"), "{stderr}");
+    let (code, stderr) = agent_exits(&c.url, &["--node-id", "n1"]);
+    assert_eq!(code, Some(1), "no token at all: {stderr}");
+    assert!(stderr.contains("FAIRSCHED_AGENT_TOKEN"), "{stderr}");
+    let (code, stderr) = agent_exits(&c.url, &["--node-id", "../x", "--token", "the-right-token"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("refused to register node \"../x\""),
+        "{stderr}"
+    );
+    c.stop();
+}
