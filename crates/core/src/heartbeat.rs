@@ -125,7 +125,14 @@ impl Scheduler {
         self.abort_on_zero_user_slots(now, node, &mut response);
         self.abort_overdue_interruptions(now, node, &mut response);
         self.abort_waiting_too_long(now, node, &mut response);
-        let enabled = self.nodes[node].scheduler_jobs_enabled;
+        // A node whose allocations this heartbeat would abort for having no user slots gets
+        // none either (it used to get jobs only to abort them at its next heartbeat, forever).
+        let enabled = self.nodes[node].scheduler_jobs_enabled
+            && !(self.config.enable_allocation_abort_on_zero_user_slots
+                && self.nodes[node]
+                    .resources
+                    .raw_of(fairsched_resources::ResourceKind::UserSlots)
+                    == 0);
         // A node of no tree (no node_tag_filter matches it) gets no jobs.
         if let Some(t) = self.nodes[node].tree
             && enabled

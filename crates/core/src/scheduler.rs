@@ -74,7 +74,9 @@ pub struct SchedulerConfig {
     /// re-registered with none, or a node set so by its operator) has all its allocations
     /// aborted at its next heartbeat, reason `node_without_user_slots`; their jobs go back to
     /// pending and run elsewhere. False leaves them running (only new jobs that need a slot
-    /// cannot start there). YTsaurus `enable_allocation_abort_on_zero_user_slots` (alias
+    /// cannot start there). While it is true, such a node also gets no new allocations (jobs
+    /// that need no slot would otherwise start there only to be aborted at the next
+    /// heartbeat). YTsaurus `enable_allocation_abort_on_zero_user_slots` (alias
     /// `enable_job_abort_on_zero_user_slots`), default true.
     #[serde(alias = "enable_job_abort_on_zero_user_slots")]
     pub enable_allocation_abort_on_zero_user_slots: bool,
