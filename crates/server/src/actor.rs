@@ -1423,6 +1423,7 @@ impl Actor {
                 "node_id must not be empty",
             ));
         }
+        self.check_usable(&node)?;
         // A node the scheduler still has (e.g. restored at a restart with its running jobs)
         // keeps its jobs: the agent's next heartbeat reconciles them.
         if self.sched.node(&id).is_some() {
@@ -1506,6 +1507,38 @@ impl Actor {
             heartbeat_period_ms: self.sched.config.node_heartbeat_period_ms,
             node_credential: String::new(),
         })
+    }
+
+    /// Refuses a node the scheduler could never run a job on, saying why and what to change.
+    fn check_usable(&self, node: &RegisterNode) -> Result<(), ApiError> {
+        use fairsched_resources::ResourceKind;
+        let r = &node.resources;
+        let why = if r.is_zero() {
+            Some("it offers no resources at all".to_string())
+        } else if self.sched.config.enable_allocation_abort_on_zero_user_slots
+            && r.raw_of(ResourceKind::UserSlots) == 0
+        {
+            Some(
+                "it offers no user slots, and the scheduler aborts every job on a node without \
+                 user slots (scheduler.enable_allocation_abort_on_zero_user_slots)"
+                    .to_string(),
+            )
+        } else {
+            None
+        };
+        match why {
+            Some(why) => Err(ApiError::new(
+                codes::BAD_REQUEST,
+                format!(
+                    "node {:?} cannot run any job: {why}; offer some with `fairsched agent \
+                     --resources` (e.g. user_slots=4,cpu=2,memory=4GiB; resources left out are \
+                     detected)",
+                    node.node_id
+                ),
+            )
+            .with_attribute("node", node.node_id.as_str())),
+            None => Ok(()),
+        }
     }
 
     fn save_node(&mut self, record: NodeRecord) -> Result<(), ApiError> {

@@ -91,7 +91,7 @@ async fn errors_auth_and_restart() {
             &app,
             "POST",
             "/api/v1/agent/register",
-            Some(json!({"node_id": "n1", "resources": {"cpu": 2}})),
+            Some(json!({"node_id": "n1", "resources": {"cpu": 2, "user_slots": 2}})),
             false,
         )
         .await;
@@ -107,7 +107,7 @@ async fn errors_auth_and_restart() {
             &app,
             "POST",
             "/api/v1/agent/register",
-            Some(json!({"node_id": "n1", "resources": {"cpu": 2}})),
+            Some(json!({"node_id": "n1", "resources": {"cpu": 2, "user_slots": 2}})),
             true,
         )
         .await;
@@ -213,7 +213,7 @@ async fn errors_auth_and_restart() {
         &app,
         "POST",
         "/api/v1/agent/register",
-        Some(json!({"node_id": "n1", "resources": {"cpu": 2}})),
+        Some(json!({"node_id": "n1", "resources": {"cpu": 2, "user_slots": 2}})),
         true,
     )
     .await;

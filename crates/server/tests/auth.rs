@@ -205,7 +205,7 @@ async fn tokens_and_pool_acls_decide_who_may_do_what() {
     )
     .await;
     server
-        .register_as(AGENT, "n1", json!({"cpu": 0}), &["cpu"])
+        .register_as(AGENT, "n1", json!({"cpu": 0, "user_slots": 1}), &["cpu"])
         .await;
     let (_, tree) = server.call("GET", "/api/v1/tree", None).await;
     let tree_config = tree["config"].clone();
@@ -872,7 +872,7 @@ async fn authenticate_reads_and_agent_tokens() {
         Some(AGENT),
     )
     .await;
-    let register = json!({"node_id": "n1", "resources": {"cpu": 1}});
+    let register = json!({"node_id": "n1", "resources": {"cpu": 1, "user_slots": 1}});
     let cases = vec![
         case(
             "an anonymous read is refused",
@@ -1322,7 +1322,7 @@ async fn reading_output_env_and_events_needs_read() {
         .await
         .unwrap();
     server
-        .register_as(AGENT, "n2", json!({"cpu": 1}), &["cpu"])
+        .register_as(AGENT, "n2", json!({"cpu": 1, "user_slots": 1}), &["cpu"])
         .await;
     let mut seen = Vec::new();
     loop {

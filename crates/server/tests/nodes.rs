@@ -195,3 +195,40 @@ async fn operation_list_filters() {
         "{body}"
     );
 }
+
+/// Issue 18: a node the scheduler could never run a job on is refused at registration, saying
+/// why and what to change; nothing is registered.
+#[tokio::test]
+async fn a_node_that_could_never_run_a_job_is_refused_at_registration() {
+    let server = common::start(trees(), json!({})).await;
+    let cases = [
+        (json!({"cpu": 2, "memory": "2GiB"}), "offers no user slots"),
+        (json!({}), "offers no resources at all"),
+    ];
+    for (resources, why) in cases {
+        let (status, body) = server
+            .call(
+                "POST",
+                "/api/v1/agent/register",
+                Some(json!({"node_id": "useless", "resources": resources})),
+            )
+            .await;
+        assert_eq!(status, 400, "{body}");
+        let message = body["message"].as_str().unwrap();
+        assert!(
+            message.contains("cannot run any job") && message.contains(why),
+            "{message}"
+        );
+        assert!(message.contains("--resources"), "{message}");
+    }
+    assert_eq!(server.get("/api/v1/nodes").await, json!([]));
+    // Without the abort on zero user slots, such a node is accepted (jobs that need no slot
+    // may run there).
+    let server = common::start(
+        trees(),
+        json!({"enable_allocation_abort_on_zero_user_slots": false}),
+    )
+    .await;
+    server.register("no-slots", json!({"cpu": 2})).await;
+    assert_eq!(ids(&server.get("/api/v1/nodes").await), ["no-slots"]);
+}
