@@ -9,9 +9,38 @@ pub enum ClientError {
     /// The server answered with an error body.
     #[error("{0}")]
     Api(ApiError),
-    /// The server could not be reached or answered something unreadable.
-    #[error("cannot talk to the server: {0}")]
-    Http(#[from] reqwest::Error),
+    /// The server could not be reached or answered something unreadable. Shown with the
+    /// server's address and the root cause only (reqwest's own message repeats itself).
+    #[error("{}", http_message(.0))]
+    Http(reqwest::Error),
+}
+
+impl From<reqwest::Error> for ClientError {
+    fn from(e: reqwest::Error) -> ClientError {
+        ClientError::Http(e)
+    }
+}
+
+/// `cannot connect to the server at URL (Connection refused (os error 111))`.
+fn http_message(e: &reqwest::Error) -> String {
+    let mut root: &dyn std::error::Error = e;
+    while let Some(next) = root.source() {
+        root = next;
+    }
+    let server = e
+        .url()
+        .map(|u| format!("{}://{}", u.scheme(), u.authority()))
+        .unwrap_or_else(|| "its address".into());
+    let cause = root.to_string();
+    if e.is_connect() {
+        format!("cannot connect to the server at {server} ({cause}); is it running there?")
+    } else if e.is_timeout() {
+        format!("the server at {server} did not answer in time")
+    } else if e.is_builder() {
+        format!("bad server address: {cause}")
+    } else {
+        format!("cannot talk to the server at {server}: {cause}")
+    }
 }
 
 impl ClientError {
@@ -48,11 +77,14 @@ impl ApiClient {
             .timeout(timeout)
             .build()
             .expect("a reqwest client with default settings");
-        ApiClient {
-            base: base.trim_end_matches('/').to_string(),
-            token,
-            http,
-        }
+        // `127.0.0.1:9090` means `http://127.0.0.1:9090`.
+        let base = base.trim().trim_end_matches('/');
+        let base = if base.contains("://") {
+            base.to_string()
+        } else {
+            format!("http://{base}")
+        };
+        ApiClient { base, token, http }
     }
 
     pub fn base(&self) -> &str {

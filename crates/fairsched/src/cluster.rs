@@ -1180,9 +1180,10 @@ async fn apply_tree(
     file: &std::path::Path,
     dry_run: bool,
 ) -> anyhow::Result<()> {
+    // The file first: a missing or malformed file is the error, whatever the server.
+    let document: Value = fairsched_config::from_file(file)?;
     let current = client.tree(tree).await?;
     let tree = current["tree"].as_str().unwrap_or("default").to_string();
-    let document: Value = fairsched_config::from_file(file)?;
     let new = if document.get("pool_trees").is_some() {
         let trees = fairsched_config::load_pool_trees_file(file)?;
         let names: Vec<&String> = trees.pool_trees.keys().collect();

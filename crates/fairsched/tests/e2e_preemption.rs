@@ -532,7 +532,7 @@ fn the_cli_finds_the_server_through_flag_env_or_config_file() {
     let out = run(&[("FAIRSCHED_CONFIG", bad.as_os_str())], &[]);
     assert!(!out.status.success());
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("cannot talk to the server"),
+        String::from_utf8_lossy(&out.stderr).contains("cannot connect to the server at"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

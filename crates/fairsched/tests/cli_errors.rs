@@ -1,0 +1,63 @@
+//! What the CLI says when it cannot do what it was asked (issue 18): one clear line naming
+//! the cause, exit status 1, never a panic. Cases as data, no server needed.
+
+mod common;
+
+use common::run_cli;
+
+/// (arguments, words stderr must have).
+const CASES: &[(&[&str], &[&str])] = &[
+    // A server address without a scheme means http.
+    (
+        &["op", "list", "--server", "127.0.0.1:1"],
+        &[
+            "cannot connect to the server at http://127.0.0.1:1",
+            "is it running there?",
+        ],
+    ),
+    (
+        &["op", "list", "--server", "http://127.0.0.1:1/"],
+        &[
+            "cannot connect to the server at http://127.0.0.1:1",
+            "Connection refused",
+        ],
+    ),
+    (
+        &["op", "list", "--server", "http://exa mple"],
+        &["bad server address"],
+    ),
+    // The file is read before the server is asked: its error is the one shown.
+    (
+        &[
+            "pool",
+            "apply",
+            "/nonexistent/pools.toml",
+            "--server",
+            "http://127.0.0.1:1",
+        ],
+        &["/nonexistent/pools.toml"],
+    ),
+];
+
+#[test]
+fn cli_errors_name_their_cause() {
+    for (args, words) in CASES {
+        let out = run_cli("http://127.0.0.1:1", &[], args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert_eq!(
+            stderr.trim().lines().count(),
+            1,
+            "{args:?}: one line: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        for w in *words {
+            assert!(stderr.contains(w), "{args:?}: {w:?} not in {stderr}");
+        }
+        // reqwest's message repeated itself ("error sending request ...: error sending ...").
+        assert!(
+            !stderr.contains("error sending request"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
