@@ -963,7 +963,7 @@ impl Validator<'_> {
             } else if !(MIN_WEIGHT..=MAX_WEIGHT).contains(&w) {
                 err(
                     "weight",
-                    format!("must be in [{MIN_WEIGHT:e}, {MAX_WEIGHT:e}] (got {w})"),
+                    format!("must be in [{MIN_WEIGHT:e}, {MAX_WEIGHT:e}] (got {w:e})"),
                 );
             }
         }

@@ -106,6 +106,17 @@ const CASES: &[Case] = &[
         ),
     },
     Case {
+        name: "weight far below the minimum, shown readably",
+        doc: Tree,
+        format: Json,
+        input: r#"{"pools": {"a": {"weight": 1e-300}}}"#,
+        expect: pool_err(
+            "a",
+            "weight",
+            "must be in [1.4901161193847656e-8, 6.7108864e7] (got 1e-300)",
+        ),
+    },
+    Case {
         name: "weight that is not a number",
         doc: Tree,
         format: Toml,

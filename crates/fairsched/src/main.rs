@@ -69,6 +69,23 @@ struct ScenarioArgs {
 
 #[derive(Debug, Subcommand)]
 enum ConfigCommand {
+    /// Check a configuration file as the server would read it, without starting anything:
+    /// prints what it configures, or the errors (each naming the file, line and option).
+    ///
+    /// `--for server` checks the server's file (`fairsched server --config FILE`): its
+    /// options, `[auth]` and token files, the pool trees it configures (`pool_trees_file`
+    /// read) and the scheduler's settings with them. `--for pool-trees` checks a pool-trees
+    /// file (the server's `pool_trees_file`, what `fairsched pool apply` takes). Without
+    /// `--for`, a file with a server option (`listen`, `data_dir`, `scheduler`, `auth`, ...)
+    /// is a server's file, any other a pool-trees file. Exit status: 0 valid, 2 not.
+    Check {
+        /// The file (.toml; a pool-trees file may also be .json).
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// Which kind of file [default: decided by its options].
+        #[arg(long = "for", value_enum, value_name = "FILE")]
+        kind: Option<ReferenceFile>,
+    },
     /// Print the reference of every option of a configuration file: name, aliases, type,
     /// default and documentation, generated from the configuration types.
     ///
@@ -173,8 +190,107 @@ fn main() -> ExitCode {
                 Err(_) => ExitCode::FAILURE,
             }
         }
+        Command::Config {
+            command: ConfigCommand::Check { file, kind },
+        } => match check_config(&file, kind) {
+            Ok(summary) => {
+                println!("{summary}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::from(2)
+            }
+        },
         Command::Simulate(args) => simulate::main(args),
         Command::Bench { command } => bench::main(command),
         Command::Cluster(command) => cluster::main(command),
     }
+}
+
+/// `fairsched config check`: what a valid file configures, as lines of text.
+fn check_config(file: &std::path::Path, kind: Option<ReferenceFile>) -> anyhow::Result<String> {
+    const SERVER_OPTIONS: &[&str] = &[
+        "listen",
+        "data_dir",
+        "agent_token",
+        "pool_trees_file",
+        "scheduler",
+        "node_timeout_ms",
+        "auth",
+        "store",
+    ];
+    let kind = match kind {
+        Some(k) => k,
+        None => {
+            let document: serde_json::Value = fairsched_config::from_file(file)?;
+            let is_server = document
+                .as_object()
+                .is_some_and(|o| o.keys().any(|k| SERVER_OPTIONS.contains(&k.as_str())));
+            if is_server {
+                ReferenceFile::Server
+            } else {
+                ReferenceFile::PoolTrees
+            }
+        }
+    };
+    let mut out = Vec::new();
+    match kind {
+        ReferenceFile::Server => {
+            let config = fairsched_server::ServerConfig::from_file(file)?;
+            let summary = fairsched_server::check_config(&config)?;
+            out.push(format!("{}: a valid server file", file.display()));
+            out.push(format!(
+                "  listen {}, data_dir {}",
+                config.listen,
+                config.data_dir.display()
+            ));
+            match &summary.trees_source {
+                Some(source) => {
+                    out.push(format!("  pool trees from {source} (used on a new store):"));
+                    for (name, pools) in &summary.trees {
+                        out.push(format!("    {name}: {pools} pools"));
+                    }
+                }
+                None => out.push("  no pool trees: a new store runs one tree, default".into()),
+            }
+            out.push(if summary.users == 0 {
+                "  authentication off (no [auth] users)".to_string()
+            } else {
+                format!(
+                    "  {} [auth] users; agents need the agent_token",
+                    summary.users
+                )
+            });
+            for w in &summary.warnings {
+                out.push(format!("  warning: {w}"));
+            }
+        }
+        ReferenceFile::PoolTrees => {
+            // A pool-trees file, or one tree (`[config]`, `[pools.NAME]`) as `pool apply`
+            // takes it.
+            let document: serde_json::Value = fairsched_config::from_file(file)?;
+            let trees = if document.get("pool_trees").is_some() {
+                fairsched_config::load_pool_trees_file(file)?
+            } else {
+                let tree = fairsched_config::load_pool_tree_file(file)?;
+                fairsched_config::PoolTrees::single("tree", tree)
+            };
+            let validated = fairsched_config::validate_pool_trees(&trees)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            out.push(format!("{}: valid pool trees", file.display()));
+            for (name, t) in &validated.trees {
+                let default = if validated.default_tree.as_deref() == Some(name) {
+                    " (default)"
+                } else {
+                    ""
+                };
+                out.push(format!("  {name}{default}: {} pools", t.pools.len()));
+            }
+            for w in &validated.warnings {
+                out.push(format!("  warning: {w}"));
+            }
+        }
+    }
+    Ok(out.join("\n"))
 }

@@ -127,6 +127,11 @@ impl Auth {
         !self.users.is_empty()
     }
 
+    /// How many users are configured.
+    pub fn user_count(&self) -> usize {
+        self.users.len()
+    }
+
     /// Validates `[auth]` and reads the token files, warning about files others may read.
     /// Errors name the option (`auth.users[1].token`) and never print a token.
     pub fn from_config(config: &ServerConfig) -> anyhow::Result<Auth> {

@@ -116,6 +116,60 @@ impl Server {
     }
 }
 
+/// What `fairsched config check` reports of a valid server file.
+#[derive(Debug)]
+pub struct ConfigSummary {
+    /// Every pool tree the file configures, with its pool count (the default tree first);
+    /// empty when it configures none (a new store then runs one `default` tree).
+    pub trees: Vec<(String, usize)>,
+    /// Where the trees come from (`the pool-trees file ...`, `the inline pool_trees`).
+    pub trees_source: Option<String>,
+    /// `[auth]` users (0: authentication off).
+    pub users: usize,
+    /// Warnings of the pool trees' validation.
+    pub warnings: Vec<String>,
+}
+
+/// Checks a server's file as `fairsched server` would at start, without opening its store or
+/// its port: the file itself (unknown options, `[auth]`, token files), the pool trees it
+/// configures (`pool_trees_file` read, validated as a whole) and the scheduler's settings with
+/// them. A store's own trees win over configured ones at later starts; they are not read here.
+pub fn check_config(config: &ServerConfig) -> anyhow::Result<ConfigSummary> {
+    config.validate()?;
+    let auth = auth::Auth::from_config(config)?;
+    let configured = start_trees::configured(config)?;
+    let (trees, source) = match configured {
+        Some((trees, source)) => (trees, Some(source)),
+        None => (
+            fairsched_config::PoolTrees::single("default", Default::default()),
+            None,
+        ),
+    };
+    let validated = fairsched_config::validate_pool_trees(&trees)
+        .map_err(|e| anyhow::anyhow!("pool trees: {e}"))?;
+    let warnings = validated.warnings.iter().map(|w| w.to_string()).collect();
+    let mut summary: Vec<(String, usize)> = validated
+        .trees
+        .iter()
+        .map(|(name, t)| (name.clone(), t.pools.len()))
+        .collect();
+    if let Some(default) = &validated.default_tree {
+        summary.sort_by_key(|(name, _)| name != default);
+    }
+    fairsched_core::Scheduler::new(config.scheduler.clone(), validated)
+        .map_err(|e| anyhow::anyhow!("scheduler: {e}"))?;
+    Ok(ConfigSummary {
+        trees: if source.is_some() {
+            summary
+        } else {
+            Vec::new()
+        },
+        trees_source: source,
+        users: auth.user_count(),
+        warnings,
+    })
+}
+
 /// The error of an actor task that panicked (the panic's message, when it has one).
 fn actor_died(e: tokio::task::JoinError) -> anyhow::Error {
     if e.is_panic() {

@@ -1,0 +1,120 @@
+//! The deployment files in `deploy/` stay true (issue 18): the sample server file and pool
+//! trees pass `fairsched config check` (with their /etc paths moved into a temporary
+//! directory), the systemd units start what exists, and `config check` refuses a bad file by
+//! name and line with exit status 2.
+
+mod common;
+
+use common::BIN;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn deploy() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
+}
+
+fn check(args: &[&str], file: &Path) -> (Option<i32>, String, String) {
+    let out = Command::new(BIN)
+        .args(["config", "check"])
+        .args(args)
+        .arg(file)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_sample_server_file_and_pool_trees_are_valid() {
+    let dir = tempfile::tempdir().unwrap();
+    let etc = dir.path().join("etc");
+    std::fs::create_dir_all(&etc).unwrap();
+    let server = std::fs::read_to_string(deploy().join("server.toml"))
+        .unwrap()
+        .replace("/etc/fairsched/", &format!("{}/", etc.display()));
+    std::fs::write(etc.join("server.toml"), server).unwrap();
+    std::fs::copy(deploy().join("pools.toml"), etc.join("pools.toml")).unwrap();
+    for user in ["admin", "alice"] {
+        let token = etc.join(format!("{user}.token"));
+        std::fs::write(&token, format!("{user}-secret-token\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let (code, stdout, stderr) = check(&[], &etc.join("server.toml"));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("a valid server file"), "{stdout}");
+    assert!(stdout.contains("default: 2 pools"), "{stdout}");
+    assert!(stdout.contains("2 [auth] users"), "{stdout}");
+    let (code, stdout, stderr) = check(&[], &deploy().join("pools.toml"));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("default (default): 2 pools"), "{stdout}");
+}
+
+#[test]
+fn the_systemd_units_run_the_commands_they_name() {
+    let server = std::fs::read_to_string(deploy().join("fairsched-server.service")).unwrap();
+    assert!(
+        server.contains(
+            "ExecStart=/usr/local/bin/fairsched server --config /etc/fairsched/server.toml"
+        )
+    );
+    assert!(server.contains("ExecStartPre=/usr/local/bin/fairsched config check --for server"));
+    assert!(server.contains("Restart=on-failure"));
+    let agent = std::fs::read_to_string(deploy().join("fairsched-agent.service")).unwrap();
+    assert!(agent.contains("ExecStart=/usr/local/bin/fairsched agent --server "));
+    assert!(
+        agent.contains("Delegate=yes"),
+        "memory cgroups need a delegated subtree"
+    );
+    assert!(agent.contains("KillMode=mixed"));
+    // The options the units pass exist (clap refuses unknown ones before anything else).
+    for args in [
+        &["config", "check", "--help"][..],
+        &["server", "--config", "/x", "--help"][..],
+        &[
+            "agent",
+            "--server",
+            "http://x",
+            "--work-dir",
+            "/x",
+            "--help",
+        ][..],
+    ] {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn config_check_refuses_a_bad_file_naming_line_and_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("server.toml");
+    std::fs::write(
+        &file,
+        "listen = \"0.0.0.0:9090\"\n[scheduler]\nfair_share_update_perod_ms = 5\n",
+    )
+    .unwrap();
+    let (code, _, stderr) = check(&[], &file);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("server.toml")
+            && stderr.contains(":3")
+            && stderr.contains("fair_share_update_perod_ms"),
+        "{stderr}"
+    );
+    let pools = dir.path().join("pools.toml");
+    std::fs::write(&pools, "[pool_trees.default.pools.a]\nweight = 1e-300\n").unwrap();
+    let (code, _, stderr) = check(&[], &pools);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("weight") && stderr.contains("\"a\""),
+        "{stderr}"
+    );
+}
