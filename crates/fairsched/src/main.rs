@@ -149,7 +149,27 @@ struct CheckArgs {
     derived: bool,
 }
 
+/// A closed standard output (`fairsched op list | head -1`) ends the command quietly, with the
+/// status a process killed by SIGPIPE has (128 + 13), as other command-line tools end, instead
+/// of a panic message: Rust ignores SIGPIPE, so `println!` panics on a closed pipe.
+fn exit_quietly_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
+    exit_quietly_on_closed_stdout();
     let cli = Cli::parse();
     match cli.command {
         Command::Hdrf {

@@ -61,3 +61,39 @@ fn cli_errors_name_their_cause() {
         );
     }
 }
+
+/// A closed standard output ends the command quietly (status 141, as a process killed by
+/// SIGPIPE), never with a panic message (Rust ignores SIGPIPE, so printing panicked).
+#[test]
+fn a_closed_pipe_ends_the_cli_quietly() {
+    let c = common::Cluster::start("", &[]);
+    let big = format!("PADDING={}", "x".repeat(100_000));
+    for i in 0..3 {
+        let id = format!("big-{i}");
+        let out = run_cli(
+            &c.url,
+            &[],
+            &["op", "run", "--id", &id, "--env", &big, "--", "true"],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = std::process::Command::new("bash")
+        .args([
+            "-c",
+            "set -o pipefail; \"$0\" op list --json | head -c 1 >/dev/null",
+        ])
+        .arg(common::BIN)
+        .env("FAIRSCHED_SERVER", &c.url)
+        .env_remove("FAIRSCHED_CONFIG")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.trim().is_empty(), "{stderr}");
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+    c.stop();
+}
