@@ -103,10 +103,36 @@ pub struct ApiError {
     pub attributes: Map<String, Value>,
 }
 
-/// `error 500: node "x" does not exist (node: "x")`.
+/// What a code means, in words (the codes are YTsaurus' where one exists, so some look like
+/// HTTP statuses that they are not: 500 is "no such object").
+pub fn code_name(code: u32) -> &'static str {
+    match code {
+        codes::GENERIC => "error",
+        codes::AUTHENTICATION => "authentication failed",
+        codes::AUTHORIZATION => "not permitted",
+        codes::RESOLVE => "no such object",
+        codes::TOO_MANY_OPERATIONS => "too many operations",
+        codes::NO_SUCH_OPERATION => "no such operation",
+        codes::GUARANTEES_OVERCOMMIT => "guarantees overcommitted",
+        codes::BAD_REQUEST => "bad request",
+        codes::NODE_NOT_REGISTERED => "node not registered",
+        codes::REQUEST_TOO_LARGE => "request too large",
+        codes::INTERNAL => "internal error",
+        codes::READ_ONLY => "server read-only",
+        _ => "error",
+    }
+}
+
+/// `no such object (code 500): node "x" does not exist (node: "x")`.
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "error {}: {}", self.code, self.message)?;
+        write!(
+            f,
+            "{} (code {}): {}",
+            code_name(self.code),
+            self.code,
+            self.message
+        )?;
         for (i, (k, v)) in self.attributes.iter().enumerate() {
             let sep = if i == 0 { " (" } else { ", " };
             write!(f, "{sep}{k}: {v}")?;
@@ -689,6 +715,14 @@ mod tests {
             v,
             serde_json::json!({"code": 202, "message": "too many", "attributes": {"pool": "a"}})
         );
-        assert_eq!(e.to_string(), r#"error 202: too many (pool: "a")"#);
+        assert_eq!(
+            e.to_string(),
+            r#"too many operations (code 202): too many (pool: "a")"#
+        );
+        let e = ApiError::new(codes::RESOLVE, "node \"n9\" does not exist");
+        assert_eq!(
+            e.to_string(),
+            r#"no such object (code 500): node "n9" does not exist"#
+        );
     }
 }

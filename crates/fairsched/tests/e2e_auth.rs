@@ -68,7 +68,7 @@ fn tokens_and_acls_through_the_cli() {
     );
     assert!(
         err.contains(
-            r#"error 901: user "bob" may not abort operation "a1" of user "alice": no manage permission on pool "research" in tree "default""#
+            r#"not permitted (code 901): user "bob" may not abort operation "a1" of user "alice": no manage permission on pool "research" in tree "default""#
         ),
         "{err}"
     );
@@ -78,7 +78,9 @@ fn tokens_and_acls_through_the_cli() {
     // Nor run there, nor create a top-level pool.
     let err = cli_fails(url, &[("FAIRSCHED_TOKEN", "tok-bob-1234")], &submit("b1"));
     assert!(
-        err.contains(r#"error 901: user "bob" has no use permission on pool "research""#),
+        err.contains(
+            r#"not permitted (code 901): user "bob" has no use permission on pool "research""#
+        ),
         "{err}"
     );
     let err = cli_fails(
@@ -94,7 +96,8 @@ fn tokens_and_acls_through_the_cli() {
     // No token, or a wrong one (never shown back).
     let err = cli_fails(url, &[], &submit("x1"));
     assert!(
-        err.contains("error 109: authentication required") && err.contains("Authorization: Bearer"),
+        err.contains("authentication failed (code 109): authentication required")
+            && err.contains("Authorization: Bearer"),
         "{err}"
     );
     let err = cli_fails(
@@ -102,7 +105,10 @@ fn tokens_and_acls_through_the_cli() {
         &[],
         &["op", "abort", "a1", "--token", "tok-wrong-9876"],
     );
-    assert!(err.contains("error 109: the token is not valid"), "{err}");
+    assert!(
+        err.contains("authentication failed (code 109): the token is not valid"),
+        "{err}"
+    );
     assert!(!err.contains("tok-wrong-9876"), "{err}");
 
     // Reads need no token (authenticate_reads is off).
