@@ -303,6 +303,10 @@ pub struct RunArgs {
     /// (backfill). Not enforced: a job that overruns delays the job waiting for them.
     #[arg(long, value_parser = parse_duration_ms)]
     time_limit: Option<u64>,
+    /// Wait until the operation ends, printing its state; exit status 0 if it completed, 1
+    /// if it failed or was aborted (as `op wait`).
+    #[arg(long)]
+    wait: bool,
     #[arg(required = true, last = true)]
     command: Vec<String>,
 }
@@ -325,6 +329,15 @@ pub enum OpCommand {
     },
     /// Show one operation with its jobs.
     Show { id: String },
+    /// Wait until an operation ends: prints its final state and job counts; exit status 0 if
+    /// it completed, 1 if it failed, was aborted, or --timeout passed first.
+    Wait {
+        id: String,
+        /// Give up after this long (`30s`, `10m`, milliseconds) [default: wait as long as it
+        /// takes].
+        #[arg(long, value_parser = parse_duration_ms)]
+        timeout: Option<u64>,
+    },
     /// Change a running or pending operation's weight, resource limits or pool (YTsaurus
     /// `update_op_parameters`); what is not given stays. Takes effect at the next fair-share
     /// update: new jobs follow the new shares (running jobs are not moved).
@@ -642,6 +655,53 @@ fn amount(kind: ResourceKind, text: &str) -> anyhow::Result<i64> {
     fairsched_resources::parse_amount(kind, text).map_err(|e| anyhow!("--{}: {e}", kind.name()))
 }
 
+/// Polls operation `id` until it ends (or `timeout_ms` passes); prints its final state (as
+/// JSON with `json`); an error unless it completed.
+async fn wait_for_operation(
+    client: &ApiClient,
+    id: &str,
+    timeout_ms: Option<u64>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    let mut wait = Duration::from_millis(100);
+    loop {
+        let o = client.get_operation(id).await?;
+        if matches!(o.state.as_str(), "completed" | "failed" | "aborted") {
+            let c = &o.job_counts;
+            if json {
+                print_json(&o)?;
+            } else {
+                println!(
+                    "operation {} {}: {} completed, {} failed, {} aborted of {} jobs",
+                    o.id, o.state, c.completed, c.failed, c.aborted, c.total
+                );
+            }
+            return match o.state.as_str() {
+                "completed" => Ok(()),
+                state => Err(anyhow!(
+                    "operation {id:?} {state}{}",
+                    o.reason
+                        .as_deref()
+                        .map(|r| format!(": {r}"))
+                        .unwrap_or_default()
+                )),
+            };
+        }
+        if let Some(t) = timeout_ms
+            && started.elapsed() >= Duration::from_millis(t)
+        {
+            return Err(anyhow!(
+                "operation {id:?} is still {} after {}s",
+                o.state,
+                t as f64 / 1000.0
+            ));
+        }
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(Duration::from_secs(2));
+    }
+}
+
 async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
     let client = conn.client()?;
     match command {
@@ -661,6 +721,7 @@ async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
                 interruption_timeout,
                 resource_limits,
                 time_limit,
+                wait,
                 command,
             } = *args;
             let mut resources = Resources::ZERO;
@@ -710,12 +771,19 @@ async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
                     options,
                 })
                 .await?;
-            if conn.json {
-                print_json(&reply)
-            } else {
-                println!("{}", reply.id);
-                Ok(())
+            if conn.json && !wait {
+                return print_json(&reply);
             }
+            if !conn.json {
+                println!("{}", reply.id);
+            }
+            if wait {
+                return wait_for_operation(&client, &reply.id, None, conn.json).await;
+            }
+            Ok(())
+        }
+        OpCommand::Wait { id, timeout } => {
+            wait_for_operation(&client, &id, timeout, conn.json).await
         }
         OpCommand::List { state, pool, user } => {
             let ops = client

@@ -69,10 +69,10 @@ pub fn submit(spec: &Value) -> Result<(), ApiError> {
         let Some(count) = task.get("job_count") else {
             continue; // The parse below says it is missing.
         };
-        let Some(count) = count.as_u64() else {
+        let Some(count) = count.as_u64().filter(|c| *c > 0) else {
             return Err(bad(
                 &field,
-                format!("{field}: must be a whole number of jobs from 0 to {MAX_OPERATION_JOBS}"),
+                format!("{field}: must be a whole number of jobs from 1 to {MAX_OPERATION_JOBS}"),
             ));
         };
         total = total.saturating_add(count);

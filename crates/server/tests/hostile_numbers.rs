@@ -156,6 +156,22 @@ fn cases() -> Vec<Case> {
             &["memory"],
         ),
         (
+            "job_count 0",
+            "POST",
+            "/api/v1/operations",
+            op("j0", json!({"tasks": [{"job_count": 0}]})),
+            400,
+            &["tasks[0].job_count", "from 1"],
+        ),
+        (
+            "job_count -1",
+            "POST",
+            "/api/v1/operations",
+            op("j2", json!({"tasks": [{"job_count": -1}]})),
+            400,
+            &["tasks[0].job_count"],
+        ),
+        (
             "job_count 2^32",
             "POST",
             "/api/v1/operations",
