@@ -5,14 +5,21 @@ mod common;
 
 use common::{Cluster, run_cli};
 
+/// (arguments, exit code, words of stdout, words of stderr).
+type Case = (
+    &'static [&'static str],
+    i32,
+    &'static [&'static str],
+    &'static [&'static str],
+);
+
 #[test]
 fn op_wait_ends_with_the_operation_and_says_how() {
     let c = Cluster::start(
         "[scheduler]\nnode_heartbeat_period_ms = 100\nfair_share_update_period_ms = 100\n",
         &[("n1", "cpu=2,memory=1GiB,user_slots=4")],
     );
-    // (arguments, exit code, words of stdout, words of stderr)
-    let cases: &[(&[&str], i32, &[&str], &[&str])] = &[
+    let cases: &[Case] = &[
         (
             &["op", "run", "--id", "ok", "--wait", "--", "true"],
             0,
