@@ -1862,6 +1862,10 @@ impl Actor {
                     started_at: now_unix,
                     finished_at: None,
                 };
+                if let Some(record) = self.ops.get(&operation.0) {
+                    let waited_ms = now_unix.saturating_sub(record.view.submitted_at);
+                    self.metrics.job_wait.observe(waited_ms as f64 / 1000.0);
+                }
                 let pos = self.ops.get(&operation.0).map_or(0, |v| v.jobs.len());
                 self.job_op.insert(id.clone(), (operation.0.clone(), pos));
                 self.alloc_job.insert(allocation.0, id.clone());
@@ -1961,8 +1965,9 @@ impl Actor {
                     if reason.is_some() {
                         view.reason = reason.clone();
                     }
-                    if is_finished(state) {
+                    if is_finished(state) && view.finished_at.is_none() {
                         view.finished_at = Some(now_unix);
+                        self.metrics.operation_finished(state);
                     }
                 }
                 touched.insert(operation.0.clone());
@@ -2005,6 +2010,7 @@ impl Actor {
             true
         });
         if ended == Some(true) {
+            self.metrics.job_finished(state);
             self.dirty_jobs.insert(id);
         }
     }

@@ -67,6 +67,12 @@ pub struct ActorMetrics {
     pub fair_share_update_duration: Histogram,
     /// Seconds of each store commit.
     pub store_commit_duration: Histogram,
+    /// Jobs that ended, by outcome (`completed`, `failed`, `aborted`).
+    pub jobs_finished: Family<OneLabel, Counter>,
+    /// Operations that ended, by state (`completed`, `failed`, `aborted`).
+    pub operations_finished: Family<OneLabel, Counter>,
+    /// Seconds from an operation's submission to the start of each of its jobs.
+    pub job_wait: Histogram,
 }
 
 impl Default for ActorMetrics {
@@ -83,7 +89,19 @@ impl Default for ActorMetrics {
             // 100 µs .. ~3 s.
             fair_share_update_duration: Histogram::new(exponential_buckets(1e-4, 2.0, 16)),
             store_commit_duration: Histogram::new(exponential_buckets(1e-5, 2.0, 18)),
+            jobs_finished: Family::default(),
+            operations_finished: Family::default(),
+            // 10 ms .. ~3 days.
+            job_wait: Histogram::new(exponential_buckets(0.01, 2.0, 25)),
         };
+        for state in ["completed", "failed", "aborted"] {
+            m.jobs_finished
+                .get_or_create(&[("outcome", state)])
+                .inc_by(0);
+            m.operations_finished
+                .get_or_create(&[("state", state)])
+                .inc_by(0);
+        }
         // Every known label value from the start: rate() works from the first scrape.
         for stage in fairsched_core::Stage::ALL {
             m.placements
@@ -113,6 +131,28 @@ impl ActorMetrics {
         self.interruptions
             .get_or_create(&[("reason", reason)])
             .inc();
+    }
+
+    /// A job ended with `outcome` (`completed`, `failed`, `aborted`).
+    pub fn job_finished(&self, outcome: &str) {
+        if let Some(o) = ["completed", "failed", "aborted"]
+            .into_iter()
+            .find(|o| *o == outcome)
+        {
+            self.jobs_finished.get_or_create(&[("outcome", o)]).inc();
+        }
+    }
+
+    /// An operation ended in `state`.
+    pub fn operation_finished(&self, state: &str) {
+        if let Some(s) = ["completed", "failed", "aborted"]
+            .into_iter()
+            .find(|s| *s == state)
+        {
+            self.operations_finished
+                .get_or_create(&[("state", s)])
+                .inc();
+        }
     }
 }
 
@@ -176,6 +216,22 @@ pub fn registry(actor: &ActorMetrics, view: watch::Receiver<Arc<View>>) -> Regis
         "Time of one store commit (every accepted change is committed before the reply)",
         Unit::Seconds,
         actor.store_commit_duration.clone(),
+    );
+    r.register(
+        "fairsched_jobs_finished",
+        "Jobs that ended, by outcome",
+        actor.jobs_finished.clone(),
+    );
+    r.register(
+        "fairsched_operations_finished",
+        "Operations that ended, by state",
+        actor.operations_finished.clone(),
+    );
+    r.register_with_unit(
+        "fairsched_job_wait",
+        "Time from an operation's submission to the start of each of its jobs",
+        Unit::Seconds,
+        actor.job_wait.clone(),
     );
     r.register_collector(Box::new(ViewCollector { view }));
     r
@@ -241,11 +297,11 @@ impl Collector for ViewCollector {
             "Pool demand share on its dominant resource.",
         );
         let mut op_count = Gauges::<PoolLabels>::new(
-            "fairsched_pool_operation_count",
+            "fairsched_pool_operations",
             "Operations in the pool's subtree (running and pending).",
         );
         let mut running_op_count = Gauges::<PoolLabels>::new(
-            "fairsched_pool_running_operation_count",
+            "fairsched_pool_running_operations",
             "Running operations in the pool's subtree.",
         );
         let mut starvation = Gauges::<PoolResourceLabels>::new(
@@ -316,18 +372,20 @@ impl Collector for ViewCollector {
         r_demand.encode(&mut encoder)?;
         r_guarantee.encode(&mut encoder)?;
 
-        // Operations: counts by state (all the server knows) and by starvation status.
-        let mut by_state: BTreeMap<&str, f64> = ["pending", "running", "completed", "failed"]
+        // Operations now, by state (the ones that ended are the counter
+        // fairsched_operations_finished_total), and by starvation status.
+        let mut by_state: BTreeMap<&str, f64> = ["pending", "running"]
             .into_iter()
-            .chain(["aborted"])
             .map(|s| (s, 0.0))
             .collect();
         for op in &view.operations {
-            *by_state.entry(op.view.state.as_str()).or_default() += 1.0;
+            if let Some(n) = by_state.get_mut(op.view.state.as_str()) {
+                *n += 1.0;
+            }
         }
         let mut ops = Gauges::<[(&str, &str); 1]>::new(
             "fairsched_operations",
-            "Operations the server knows, by state.",
+            "Operations not ended yet, by state (pending, running).",
         );
         for (state, n) in &by_state {
             ops.add([("state", state)], *n);
@@ -341,7 +399,7 @@ impl Collector for ViewCollector {
             }
         }
         let mut op_starvation = Gauges::<[(&str, &str); 2]>::new(
-            "fairsched_operation_starvation_status_count",
+            "fairsched_operations_by_starvation_status",
             "Scheduled operations by starvation status.",
         );
         for (status, n) in &starving {
@@ -385,14 +443,7 @@ impl Collector for ViewCollector {
             (view.nodes.len() - enabled) as f64,
         );
         nodes.encode(&mut encoder)?;
-        let mut cluster = Gauges::<[(&str, &str); 2]>::new(
-            "fairsched_cluster_resources",
-            "Resources of the tree's nodes (cpu in cores, memory in bytes).",
-        );
-        let mut used = Gauges::<[(&str, &str); 2]>::new(
-            "fairsched_cluster_resource_usage",
-            "Resources in use on the tree's nodes (cpu in cores, memory in bytes).",
-        );
+        // One metric per resource, each in its own unit; `state` is total or used.
         let root_usage = snap
             .pools
             .values()
@@ -400,14 +451,39 @@ impl Collector for ViewCollector {
             .map(|p| p.element.resource_usage)
             .unwrap_or(fairsched_resources::Resources::ZERO);
         for kind in ResourceKind::ALL {
-            cluster.add([("tree", tree), ("resource", kind.name())], total.get(kind));
-            used.add(
-                [("tree", tree), ("resource", kind.name())],
-                root_usage.get(kind),
-            );
+            let (name, help) = match kind {
+                ResourceKind::UserSlots => (
+                    "fairsched_cluster_user_slots",
+                    "User slots of the tree's nodes: total, and used by running jobs.",
+                ),
+                ResourceKind::Cpu => (
+                    "fairsched_cluster_cpu_cores",
+                    "CPU cores of the tree's nodes: total, and used by running jobs.",
+                ),
+                ResourceKind::Gpu => (
+                    "fairsched_cluster_gpus",
+                    "GPUs of the tree's nodes: total, and used by running jobs.",
+                ),
+                ResourceKind::Memory => (
+                    "fairsched_cluster_memory_bytes",
+                    "Memory of the tree's nodes in bytes: total, and used by running jobs.",
+                ),
+                ResourceKind::Network => (
+                    "fairsched_cluster_network",
+                    "Network units of the tree's nodes: total, and used by running jobs.",
+                ),
+            };
+            let mut g = Gauges::<[(&str, &str); 2]>::new(name, help);
+            g.add([("tree", tree), ("state", "total")], total.get(kind));
+            g.add([("tree", tree), ("state", "used")], root_usage.get(kind));
+            g.encode(&mut encoder)?;
         }
-        cluster.encode(&mut encoder)?;
-        used.encode(&mut encoder)?;
+        let mut build = Gauges::<[(&str, &str); 1]>::new(
+            "fairsched_build_info",
+            "Always 1; the version of the running server in its label.",
+        );
+        build.add([("version", env!("CARGO_PKG_VERSION"))], 1.0);
+        build.encode(&mut encoder)?;
         Ok(())
     }
 }

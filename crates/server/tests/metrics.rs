@@ -58,12 +58,32 @@ async fn metrics_follow_placements_and_preemptions() {
         "fairsched_pool_fair_share_ratio{tree=\"default\",pool=\"guaranteed\"}",
         "fairsched_pool_usage_ratio{tree=\"default\",pool=\"batch\"}",
         "fairsched_pool_demand_ratio{tree=\"default\",pool=\"batch\"}",
-        "fairsched_pool_operation_count{tree=\"default\",pool=\"batch\"}",
+        "fairsched_pool_operations{tree=\"default\",pool=\"batch\"}",
         "fairsched_pool_starvation_status{tree=\"default\",pool=\"guaranteed\",status=\"starving\"}",
         "fairsched_operations{state=\"running\"}",
         "fairsched_nodes{scheduler_jobs_enabled=\"true\"}",
+        "fairsched_build_info{version=\"0.1.0\"}",
+        "fairsched_jobs_finished_total{outcome=\"completed\"}",
+        "fairsched_operations_finished_total{state=\"failed\"}",
+        "fairsched_job_wait_seconds_count",
     ] {
         must(&text, series);
+    }
+    // Prometheus conventions: no gauge named like a counter, one unit per metric (no
+    // resource label on an amount; ratios are unitless), counters end in _total.
+    for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
+        let mut parts = line.split_whitespace().skip(2);
+        let (name, kind) = (parts.next().unwrap(), parts.next().unwrap());
+        assert!(
+            !(kind == "gauge" && (name.ends_with("_count") || name.ends_with("_total"))),
+            "{line}"
+        );
+    }
+    for line in text.lines().filter(|l| l.contains("resource=\"")) {
+        assert!(
+            line.split('{').next().unwrap().ends_with("_ratio"),
+            "{line}"
+        );
     }
     // Reservation, gang and backfill counters exist from the start (at 0: this tree has
     // neither option on).
@@ -104,13 +124,15 @@ async fn metrics_follow_placements_and_preemptions() {
         must(&text, "fairsched_placements_total{stage=\"regular\"}"),
         3.0
     );
+    // Each job's wait from its operation's submission.
+    assert_eq!(must(&text, "fairsched_job_wait_seconds_count"), 3.0);
     let heartbeats = must(&text, "fairsched_heartbeat_duration_seconds_count");
     assert!(heartbeats >= 1.0, "{text}");
     assert_eq!(must(&text, "fairsched_operations{state=\"running\"}"), 1.0);
     assert_eq!(
         must(
             &text,
-            "fairsched_cluster_resources{tree=\"default\",resource=\"cpu\"}"
+            "fairsched_cluster_cpu_cores{tree=\"default\",state=\"total\"}"
         ),
         3.0
     );
@@ -170,7 +192,7 @@ async fn metrics_follow_placements_and_preemptions() {
     assert!(
         must(
             &text,
-            "fairsched_pool_operation_count{tree=\"default\",pool=\"guaranteed\"}"
+            "fairsched_pool_operations{tree=\"default\",pool=\"guaranteed\"}"
         ) == 1.0,
         "{text}"
     );
