@@ -26,9 +26,11 @@
 //! The agent knows nothing about fair share.
 
 pub mod memory;
+pub mod metrics;
 mod records;
 
 pub use memory::MemoryEnforcement;
+pub use metrics::AgentMetrics;
 pub use records::KILLED_AT_RESTART;
 
 use fairsched_api::client::{ApiClient, ClientError};
@@ -61,6 +63,8 @@ pub struct AgentConfig {
     pub work_dir: PathBuf,
     /// Between SIGTERM and SIGKILL.
     pub kill_grace: Duration,
+    /// Where to serve the agent's own `GET /metrics` (`host:port`); none: not served.
+    pub metrics_listen: Option<String>,
 }
 
 /// This machine's cpu count and memory.
@@ -130,6 +134,7 @@ struct Agent {
     records: records::Records,
     /// The credential of this node's last registration, sent with every heartbeat.
     credential: Option<String>,
+    metrics: AgentMetrics,
 }
 
 /// `setpriv`, when this machine has it: jobs are started through `setpriv --pdeathsig KILL`
@@ -233,6 +238,9 @@ impl Agent {
                 let pid = child.id().unwrap_or(0) as i32;
                 self.records.started(&job, &s.operation, pid);
                 let records = self.records.clone();
+                self.metrics.jobs_started.inc();
+                self.metrics.jobs_running.inc();
+                let metrics = self.metrics.clone();
                 let state = Arc::new(JobState::default());
                 self.jobs.insert(
                     job.clone(),
@@ -302,6 +310,8 @@ impl Agent {
                         stderr_tail: tail(&dir.join("stderr")),
                     };
                     records.ended(&finished);
+                    metrics.jobs_running.dec();
+                    metrics.finished(&finished.outcome);
                     let _ = tx.send((id, finished));
                 });
                 tracing::info!(job, operation = s.operation, pid, "job started");
@@ -321,6 +331,7 @@ impl Agent {
                     stderr_tail: format!("fairsched agent: cannot start {:?}: {e}\n", s.command),
                 };
                 self.records.ended(&finished);
+                self.metrics.finished(&finished.outcome);
                 self.unreported.push(finished);
             }
         }
@@ -494,7 +505,25 @@ pub async fn run_with_memory_enforcement(
              reported at the first heartbeat"
         );
     }
+    let metrics = AgentMetrics::default();
+    let metrics_task = match &config.metrics_listen {
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot listen on {addr} (--metrics-listen): {e}"))?;
+            tracing::info!(
+                "metrics at http://{}/metrics",
+                listener
+                    .local_addr()
+                    .map_or(addr.clone(), |a| a.to_string())
+            );
+            let registry = metrics.registry(&config.node_id);
+            Some(tokio::spawn(metrics::serve(listener, registry)))
+        }
+        None => None,
+    };
     let mut agent = Agent {
+        metrics,
         client: ApiClient::with_timeout(&config.server, config.token.clone(), REQUEST_TIMEOUT),
         config,
         jobs: BTreeMap::new(),
@@ -541,6 +570,7 @@ pub async fn run_with_memory_enforcement(
                     break;
                 }
                 Err(e) => {
+                    agent.metrics.server_errors.inc();
                     Outage::failed(&mut outage, "cannot register", &e, agent.jobs.len());
                     continue;
                 }
@@ -553,7 +583,15 @@ pub async fn run_with_memory_enforcement(
             running: agent.jobs.keys().cloned().collect(),
             finished: agent.unreported.clone(),
         };
-        match agent.client.heartbeat(&hb).await {
+        let sent = std::time::Instant::now();
+        let result = agent.client.heartbeat(&hb).await;
+        if result.is_ok() {
+            agent
+                .metrics
+                .heartbeat_duration
+                .observe(sent.elapsed().as_secs_f64());
+        }
+        match result {
             Ok(reply) => {
                 if let Some(o) = outage.take() {
                     tracing::warn!(
@@ -598,12 +636,18 @@ pub async fn run_with_memory_enforcement(
                 );
                 period = None;
             }
-            Err(e) => Outage::failed(&mut outage, "heartbeat failed", &e, agent.jobs.len()),
+            Err(e) => {
+                agent.metrics.server_errors.inc();
+                Outage::failed(&mut outage, "heartbeat failed", &e, agent.jobs.len());
+            }
         }
     }
     // Give the groups their grace period to exit.
     agent.stop_all().await;
     poller.abort();
+    if let Some(t) = metrics_task {
+        t.abort();
+    }
     match fatal {
         Some(e) => Err(e),
         None => Ok(()),

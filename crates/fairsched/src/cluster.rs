@@ -232,6 +232,11 @@ pub struct AgentArgs {
     /// Milliseconds between SIGTERM and SIGKILL when a job is killed.
     #[arg(long, default_value_t = 2000)]
     kill_grace_ms: u64,
+    /// Serve this agent's own Prometheus metrics at `GET /metrics` on this address
+    /// (`127.0.0.1:9101`, `0.0.0.0:9101`): jobs running, started and ended by outcome,
+    /// failed heartbeats, heartbeat latency [default: not served].
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_listen: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -537,6 +542,7 @@ fn run(command: ClusterCommand) -> anyhow::Result<()> {
                 tags: args.tags,
                 work_dir: args.work_dir,
                 kill_grace: Duration::from_millis(args.kill_grace_ms),
+                metrics_listen: args.metrics_listen.clone(),
             };
             runtime().block_on(async { fairsched_agent::run(config, stop_signal()).await })
         }
@@ -1404,6 +1410,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
             tags: Vec::new(),
             work_dir: data_dir.join(format!("node-{i}")),
             kill_grace: Duration::from_secs(2),
+            metrics_listen: None,
         };
         agents.push(tokio::spawn(fairsched_agent::run(
             config,

@@ -105,3 +105,81 @@ fn an_agent_the_server_can_never_accept_exits_saying_what_to_fix() {
     );
     c.stop();
 }
+
+/// An agent serves its own Prometheus metrics with --metrics-listen (issue 18).
+#[test]
+fn an_agent_serves_its_own_metrics() {
+    let c = Cluster::start(
+        "[scheduler]\nnode_heartbeat_period_ms = 100\nfair_share_update_period_ms = 100\n",
+        &[],
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let work = tempfile::tempdir().unwrap();
+    let agent = common::Proc(
+        Command::new(BIN)
+            .args(["agent", "--server", &c.url, "--node-id", "m1"])
+            .args(["--resources", "cpu=2,memory=1GiB,user_slots=4"])
+            .args([
+                "--metrics-listen",
+                &format!("127.0.0.1:{port}"),
+                "--work-dir",
+            ])
+            .arg(work.path())
+            .env("FAIRSCHED_MEMORY_ENFORCEMENT", "poll")
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    c.submit("two", &["--cpu", "1", "--jobs", "2"], "true");
+    common::wait_for("the jobs to complete", Duration::from_secs(30), || {
+        c.op("two")["state"] == "completed"
+    });
+    let metrics = || {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        write!(s, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        text
+    };
+    let value = |text: &str, series: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {series} in {text}"))
+    };
+    let mut text = metrics();
+    // The last end is counted once the job's exit was seen.
+    for _ in 0..50 {
+        if value(
+            &text,
+            "fairsched_agent_jobs_finished_total{outcome=\"completed\"}",
+        ) == 2.0
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        text = metrics();
+    }
+    assert!(text.contains("application/openmetrics-text"), "{text}");
+    assert_eq!(value(&text, "fairsched_agent_jobs_started_total"), 2.0);
+    assert_eq!(
+        value(
+            &text,
+            "fairsched_agent_jobs_finished_total{outcome=\"completed\"}"
+        ),
+        2.0
+    );
+    assert_eq!(value(&text, "fairsched_agent_jobs_running"), 0.0);
+    assert!(value(&text, "fairsched_agent_heartbeat_duration_seconds_count") >= 1.0);
+    assert!(
+        text.contains("fairsched_agent_build_info{version="),
+        "{text}"
+    );
+    assert!(text.contains("node=\"m1\""), "{text}");
+    drop(agent);
+    c.stop();
+}

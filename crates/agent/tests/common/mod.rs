@@ -47,6 +47,7 @@ pub async fn start(memory: MemoryEnforcement) -> Cluster {
         tags: Vec::new(),
         work_dir: dir.path().join("agent"),
         kill_grace: Duration::from_millis(500),
+        metrics_listen: None,
     };
     let agent = tokio::spawn(fairsched_agent::run_with_memory_enforcement(
         agent,
