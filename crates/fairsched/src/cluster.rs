@@ -697,6 +697,8 @@ async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
                     user,
                     // The table needs no jobs; JSON shows everything.
                     jobs: (!conn.json).then_some(false),
+                    limit: None,
+                    after: None,
                 })
                 .await?;
             if conn.json {
