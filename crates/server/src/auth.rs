@@ -462,6 +462,7 @@ fn names_missing(sched: &Scheduler, cmd: &Command) -> bool {
         Command::Node { id, .. } => sched.node(&NodeId(id.clone())).is_none(),
         Command::Logs(..)
         | Command::Events(..)
+        | Command::History(..)
         | Command::Register(..)
         | Command::Heartbeat(..) => false,
     }
@@ -474,7 +475,11 @@ fn names_missing(sched: &Scheduler, cmd: &Command) -> bool {
 pub fn authorize(sched: &Scheduler, caller: &Caller, cmd: &Command) -> Result<(), ApiError> {
     if matches!(
         cmd,
-        Command::Logs(..) | Command::Events(..) | Command::Register(..) | Command::Heartbeat(..)
+        Command::Logs(..)
+            | Command::Events(..)
+            | Command::History(..)
+            | Command::Register(..)
+            | Command::Heartbeat(..)
     ) {
         return Ok(());
     }
@@ -562,6 +567,7 @@ pub fn authorize(sched: &Scheduler, caller: &Caller, cmd: &Command) -> Result<()
         .with_attribute("node", id.as_str())),
         Command::Logs(..)
         | Command::Events(..)
+        | Command::History(..)
         | Command::Register(..)
         | Command::Heartbeat(..) => Ok(()),
     }

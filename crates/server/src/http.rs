@@ -1,6 +1,6 @@
 //! HTTP handlers. Writes go to the actor by message; reads come from the published [`View`].
 
-use crate::actor::{Actor, Command, NodeAction, Request, View};
+use crate::actor::{Actor, Command, HistoryQuery, NodeAction, OperationRecord, Request, View};
 use crate::auth::{Auth, Caller};
 use axum::Router;
 use axum::body::Bytes;
@@ -140,13 +140,6 @@ fn check_token(state: &AppState, headers: &HeaderMap) -> Result<(), Failure> {
             "agent endpoints need the shared token (Authorization: Bearer ...)",
         )))
     }
-}
-
-fn no_such_operation(id: &str) -> Failure {
-    Failure(ApiError::new(
-        codes::NO_SUCH_OPERATION,
-        format!("operation {id:?} does not exist"),
-    ))
 }
 
 fn ok<T: Serialize>(value: T) -> Reply<T> {
@@ -358,8 +351,28 @@ async fn status(State(s): State<AppState>) -> Reply<fairsched_api::ServerStatus>
     })
 }
 
+/// Default and largest number of operations `GET /api/v1/operations` returns.
+pub const OPERATIONS_DEFAULT_LIMIT: usize = 1000;
+pub const OPERATIONS_MAX_LIMIT: usize = 10_000;
+
+/// `pool` and the pools of its subtree (as [`pool_parents`] knows them).
+fn subtree_pools(parents: &std::collections::BTreeMap<String, String>, pool: &str) -> Vec<String> {
+    let mut pools = vec![pool.to_string()];
+    pools.extend(
+        parents
+            .keys()
+            .filter(|p| p.as_str() != pool && pool_within(parents, p, pool))
+            .cloned(),
+    );
+    pools
+}
+
+/// `GET /api/v1/operations`: in submission order, filtered and paged (`limit`, `after`). A
+/// query for unfinished operations only without a cursor is answered from the published view;
+/// others by the actor, from the store (where finished operations are).
 async fn list_operations(
     State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     q: Result<Query<OperationQuery>, QueryRejection>,
 ) -> Reply<Vec<OperationView>> {
     let Query(q) = q.map_err(bad_query)?;
@@ -383,24 +396,60 @@ async fn list_operations(
             ));
         }
     }
+    let limit = q
+        .limit
+        .unwrap_or(OPERATIONS_DEFAULT_LIMIT)
+        .min(OPERATIONS_MAX_LIMIT);
+    let jobs = q.jobs != Some(false);
     let view = s.view.borrow().clone();
     let parents = pool_parents(&view);
-    ok(view
-        .operations
-        .iter()
-        .filter(|o| {
-            states
-                .as_ref()
-                .is_none_or(|s| s.contains(&o.view.state.as_str()))
+    let unfinished_only = states
+        .as_ref()
+        .is_some_and(|s| !s.is_empty() && s.iter().all(|s| matches!(*s, "pending" | "running")));
+    if unfinished_only && q.after.as_deref().is_none_or(str::is_empty) {
+        let matching: Vec<&OperationRecord> = view
+            .operations
+            .iter()
+            .filter(|o| {
+                states
+                    .as_ref()
+                    .is_none_or(|s| s.contains(&o.view.state.as_str()))
+            })
+            .filter(|o| {
+                q.pool
+                    .as_ref()
+                    .is_none_or(|p| pool_within(&parents, &o.view.pool, p))
+            })
+            .filter(|o| q.user.as_ref().is_none_or(|u| *u == o.view.user))
+            .collect();
+        // From the first ones with `after=` (empty), else the newest.
+        let page = if q.after.is_some() {
+            &matching[..limit.min(matching.len())]
+        } else {
+            &matching[matching.len().saturating_sub(limit)..]
+        };
+        return ok(page.iter().map(|o| o.to_view(jobs)).collect());
+    }
+    let filter = fairsched_store::OperationFilter {
+        states: states
+            .unwrap_or_default()
+            .into_iter()
+            .map(str::to_string)
+            .collect(),
+        pools: q.pool.as_deref().map(|p| subtree_pools(&parents, p)),
+        user: q.user.clone(),
+        after: q.after.clone(),
+        limit,
+    };
+    drop(view);
+    ok(ask(&s, &caller, |reply| {
+        Command::History(HistoryQuery::List {
+            filter,
+            jobs,
+            reply,
         })
-        .filter(|o| {
-            q.pool
-                .as_ref()
-                .is_none_or(|p| pool_within(&parents, &o.view.pool, p))
-        })
-        .filter(|o| q.user.as_ref().is_none_or(|u| *u == o.view.user))
-        .map(|o| o.to_view(q.jobs != Some(false)))
-        .collect())
+    })
+    .await?)
 }
 
 fn bad_query(e: QueryRejection) -> Failure {
@@ -410,12 +459,22 @@ fn bad_query(e: QueryRejection) -> Failure {
     ))
 }
 
-async fn get_operation(State(s): State<AppState>, Path(id): Path<String>) -> Reply<OperationView> {
+/// `GET /api/v1/operations/ID`: an unfinished operation from the published view; any other
+/// (finished, in the store only) through the actor.
+async fn get_operation(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Reply<OperationView> {
     let view = s.view.borrow().clone();
-    match view.operations.iter().find(|o| o.view.id == id) {
-        Some(op) => ok(op.to_view(true)),
-        None => Err(no_such_operation(&id)),
+    if let Some(op) = view.operations.iter().find(|o| o.view.id == id) {
+        return ok(op.to_view(true));
     }
+    drop(view);
+    ok(ask(&s, &caller, |r| {
+        Command::History(HistoryQuery::Operation(id, r))
+    })
+    .await?)
 }
 
 async fn abort(

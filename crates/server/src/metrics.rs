@@ -315,18 +315,20 @@ impl Collector for ViewCollector {
         r_demand.encode(&mut encoder)?;
         r_guarantee.encode(&mut encoder)?;
 
-        // Operations: counts by state (all the server knows) and by starvation status.
-        let mut by_state: BTreeMap<&str, f64> = ["pending", "running", "completed", "failed"]
+        // Operations: unfinished ones by state (a finished operation leaves the server's
+        // memory for its store), and by starvation status.
+        let mut by_state: BTreeMap<&str, f64> = ["pending", "running"]
             .into_iter()
-            .chain(["aborted"])
             .map(|s| (s, 0.0))
             .collect();
         for op in &view.operations {
-            *by_state.entry(op.view.state.as_str()).or_default() += 1.0;
+            if let Some(n) = by_state.get_mut(op.view.state.as_str()) {
+                *n += 1.0;
+            }
         }
         let mut ops = Gauges::<[(&str, &str); 1]>::new(
             "fairsched_operations",
-            "Operations the server knows, by state.",
+            "Unfinished operations, by state (pending, running).",
         );
         for (state, n) in &by_state {
             ops.add([("state", state)], *n);
