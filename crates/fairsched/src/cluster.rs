@@ -230,6 +230,11 @@ pub struct AgentArgs {
     /// Milliseconds between SIGTERM and SIGKILL when a job is killed.
     #[arg(long, default_value_t = 2000)]
     kill_grace_ms: u64,
+    /// A finished job's directory (its output files) is removed once nothing in it changed
+    /// for this long (`7d`, `12h`, `30m`, or milliseconds; 0: keep them forever). The server
+    /// keeps the output's last 64 KiB for its own retention (`history_retention_ms`).
+    #[arg(long, default_value = "7d", value_parser = parse_duration_ms, value_name = "DURATION")]
+    job_dir_retention: u64,
 }
 
 #[derive(Debug, Args)]
@@ -309,17 +314,24 @@ pub struct RunArgs {
 pub enum OpCommand {
     /// Submit an operation of N identical jobs running CMD.
     Run(Box<RunArgs>),
-    /// List operations (in submission order).
+    /// List operations (in submission order): the newest --limit of them, or --all.
     List {
         /// Only these states, comma-separated (pending, running, completed, failed, aborted).
         #[arg(long)]
         state: Option<String>,
-        /// Only operations running in this pool.
+        /// Only operations running in this pool (or its subtree).
         #[arg(long)]
         pool: Option<String>,
         /// Only this user's operations.
         #[arg(long)]
         user: Option<String>,
+        /// The newest this many operations (finished ones are kept for the server's
+        /// `history_retention_ms`).
+        #[arg(long, default_value_t = 100, conflicts_with = "all")]
+        limit: usize,
+        /// Every operation the server has (fetched a page at a time).
+        #[arg(long)]
+        all: bool,
     },
     /// Show one operation with its jobs.
     Show { id: String },
@@ -496,6 +508,8 @@ fn run(command: ClusterCommand) -> anyhow::Result<()> {
                 tags: args.tags,
                 work_dir: args.work_dir,
                 kill_grace: Duration::from_millis(args.kill_grace_ms),
+                job_dir_retention: (args.job_dir_retention > 0)
+                    .then(|| Duration::from_millis(args.job_dir_retention)),
             };
             runtime().block_on(fairsched_agent::run(config, stop_signal()))
         }
@@ -689,18 +703,35 @@ async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
                 Ok(())
             }
         }
-        OpCommand::List { state, pool, user } => {
-            let ops = client
-                .list_operations(&OperationQuery {
-                    state,
-                    pool,
-                    user,
-                    // The table needs no jobs; JSON shows everything.
-                    jobs: (!conn.json).then_some(false),
-                    limit: None,
-                    after: None,
-                })
-                .await?;
+        OpCommand::List {
+            state,
+            pool,
+            user,
+            limit,
+            all,
+        } => {
+            /// Operations per request with --all.
+            const PAGE: usize = 1000;
+            let mut query = OperationQuery {
+                state,
+                pool,
+                user,
+                // The table needs no jobs; JSON shows everything.
+                jobs: (!conn.json).then_some(false),
+                limit: Some(if all { PAGE } else { limit }),
+                // --all: from the first one, a page at a time.
+                after: all.then(String::new),
+            };
+            let mut ops = Vec::new();
+            loop {
+                let page = client.list_operations(&query).await?;
+                let more = all && page.len() >= PAGE;
+                query.after = page.last().map(|o| o.id.clone());
+                ops.extend(page);
+                if !more {
+                    break;
+                }
+            }
             if conn.json {
                 return print_json(&ops);
             }
@@ -837,6 +868,7 @@ pub(crate) fn parse_duration_ms(text: &str) -> Result<u64, String> {
         "s" => 1e3,
         "m" => 60e3,
         "h" => 3600e3,
+        "d" => 86_400e3,
         _ => {
             return Err(format!(
                 "{text:?}: expected milliseconds or a duration (500ms, 30s, 2m)"
@@ -1314,6 +1346,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
             tags: Vec::new(),
             work_dir: data_dir.join(format!("node-{i}")),
             kill_grace: Duration::from_secs(2),
+            job_dir_retention: Some(Duration::from_secs(7 * 24 * 3600)),
         };
         agents.push(tokio::spawn(fairsched_agent::run(
             config,

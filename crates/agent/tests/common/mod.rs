@@ -26,6 +26,14 @@ pub struct Cluster {
 }
 
 pub async fn start(memory: MemoryEnforcement) -> Cluster {
+    start_with_retention(memory, None).await
+}
+
+/// [`start`] with the agent's `job_dir_retention`.
+pub async fn start_with_retention(
+    memory: MemoryEnforcement,
+    job_dir_retention: Option<Duration>,
+) -> Cluster {
     let dir = tempfile::tempdir().unwrap();
     let config = fairsched_server::ServerConfig {
         listen: "127.0.0.1:0".into(),
@@ -47,6 +55,7 @@ pub async fn start(memory: MemoryEnforcement) -> Cluster {
         tags: Vec::new(),
         work_dir: dir.path().join("agent"),
         kill_grace: Duration::from_millis(500),
+        job_dir_retention,
     };
     let agent = tokio::spawn(fairsched_agent::run_with_memory_enforcement(
         agent,
