@@ -13,6 +13,8 @@
 //!   group is polled every 500 ms. Either way a job above its limit is killed and reported
 //!   as failed with the reason `memory limit exceeded: ...` ([`memory`];
 //!   `FAIRSCHED_MEMORY_ENFORCEMENT=auto|cgroup|poll`).
+//! * A finished job's directory is removed `job_dir_retention` after the job ended (its
+//!   server keeps the output tails it reported); the directories of running jobs stay.
 //! * A short server outage does not stop the jobs: heartbeats are retried with backoff (200 ms
 //!   doubling to 2 s), jobs that end meanwhile are kept and reported, with their exit codes, by
 //!   the first heartbeat that gets through; the server keeps the jobs still running (after a
@@ -65,6 +67,10 @@ pub struct AgentConfig {
     pub kill_grace: Duration,
     /// Where to serve the agent's own `GET /metrics` (`host:port`); none: not served.
     pub metrics_listen: Option<String>,
+    /// A finished job's directory (`<work_dir>/jobs/<operation>/<job id>`) is removed once
+    /// nothing in it changed for this long (and an operation's directory once empty); `None`
+    /// keeps them forever.
+    pub job_dir_retention: Option<Duration>,
 }
 
 /// This machine's cpu count and memory.
@@ -135,6 +141,8 @@ struct Agent {
     /// The credential of this node's last registration, sent with every heartbeat.
     credential: Option<String>,
     metrics: AgentMetrics,
+    /// When finished jobs' directories are next looked at (see [`Agent::sweep_job_dirs`]).
+    next_sweep: std::time::Instant,
 }
 
 /// `setpriv`, when this machine has it: jobs are started through `setpriv --pdeathsig KILL`
@@ -159,7 +167,70 @@ fn setpriv() -> Option<&'static std::path::Path> {
         .as_deref()
 }
 
+/// The newest modification time of `dir` and the files directly in it.
+fn last_change(dir: &std::path::Path) -> Option<std::time::SystemTime> {
+    let mut newest = std::fs::metadata(dir).and_then(|m| m.modified()).ok()?;
+    for entry in std::fs::read_dir(dir).ok()?.flatten() {
+        if let Ok(t) = entry.metadata().and_then(|m| m.modified()) {
+            newest = newest.max(t);
+        }
+    }
+    Some(newest)
+}
+
 impl Agent {
+    /// Removes the directories of finished jobs whose contents did not change for
+    /// `job_dir_retention`, and the operations' directories left empty; at most every half
+    /// retention (between 100 ms and 10 minutes). Directories of running jobs and of jobs
+    /// whose end the server has not acknowledged yet stay.
+    fn sweep_job_dirs(&mut self) {
+        let Some(retention) = self.config.job_dir_retention else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        if now < self.next_sweep {
+            return;
+        }
+        self.next_sweep =
+            now + (retention / 2).clamp(Duration::from_millis(100), Duration::from_secs(600));
+        let root = self.config.work_dir.join("jobs");
+        let Ok(operations) = std::fs::read_dir(&root) else {
+            return;
+        };
+        let cutoff = std::time::SystemTime::now().checked_sub(retention);
+        let mut removed = 0usize;
+        for op in operations.flatten() {
+            let op_dir = op.path();
+            let Ok(jobs) = std::fs::read_dir(&op_dir) else {
+                continue;
+            };
+            for job in jobs.flatten() {
+                let name = job.file_name().to_string_lossy().into_owned();
+                let busy =
+                    self.jobs.contains_key(&name) || self.unreported.iter().any(|f| f.job == name);
+                let old = cutoff.is_some_and(|c| last_change(&job.path()).is_some_and(|t| t < c));
+                if busy || !old {
+                    continue;
+                }
+                match std::fs::remove_dir_all(job.path()) {
+                    Ok(()) => removed += 1,
+                    Err(e) => tracing::warn!(
+                        dir = %job.path().display(),
+                        "cannot remove a finished job's directory: {e}"
+                    ),
+                }
+            }
+            // Only when empty.
+            let _ = std::fs::remove_dir(&op_dir);
+        }
+        if removed > 0 {
+            tracing::info!(
+                removed,
+                "removed finished jobs' directories past their retention"
+            );
+        }
+    }
+
     fn start(&mut self, s: JobStart) {
         let dir = self
             .config
@@ -534,6 +605,7 @@ pub async fn run_with_memory_enforcement(
         watches,
         records,
         credential: None,
+        next_sweep: std::time::Instant::now(),
     };
     tokio::pin!(shutdown);
     // Some(period) once registered.
@@ -615,6 +687,7 @@ pub async fn run_with_memory_enforcement(
                 for s in reply.start {
                     agent.start(s);
                 }
+                agent.sweep_job_dirs();
             }
             Err(e) if e.code() == Some(codes::NODE_NOT_REGISTERED) => {
                 // The server lost this node (it timed out, or the server restarted without

@@ -286,6 +286,14 @@ pub struct OperationQuery {
     /// `false`: leave out each operation's `jobs` (the page polls without them).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub jobs: Option<bool>,
+    /// At most this many operations (default 1000, at most 10000). With `after` the first
+    /// ones after it, else the newest ones; oldest first in both cases.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+    /// A cursor: the operations submitted after the operation of this id (the last one of the
+    /// previous page); empty: from the first operation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
 }
 
 /// The states an operation can be in.

@@ -1126,6 +1126,52 @@ impl Scheduler {
         self.finish_operation(now, id, OperationState::Failed, Some(reason));
     }
 
+    /// Forgets the finished operations that nothing in the core refers to any more (the
+    /// fair-share update after an operation finished drops it from the trees; until then it
+    /// stays, readable with [`Scheduler::operation`] and in snapshots); returns their ids in
+    /// start order. A driver that keeps the history elsewhere (the server's store) calls it
+    /// after fair-share updates, so that what the core keeps and walks does not grow with
+    /// every operation ever run. An operation forgotten is unknown to the core afterwards
+    /// (its id may be used again).
+    pub fn forget_finished_operations(&mut self) -> Vec<OperationId> {
+        let forgettable = |s: &Scheduler, id: &OperationId| {
+            s.operations
+                .get(id)
+                .is_some_and(|op| op.state.is_finished() && op.allocations.is_empty())
+                && !s
+                    .trees
+                    .iter()
+                    .any(|t| t.arena.by_operation.contains_key(id))
+                && !s.placed_gangs.contains_key(id)
+                && !s.gangs.values().any(|g| g.operation == *id)
+                && !s.reservations.values().any(|r| r.operation == *id)
+        };
+        let mut forgotten = Vec::new();
+        let mut kept = Vec::with_capacity(self.start_order.len());
+        for id in std::mem::take(&mut self.start_order) {
+            if forgettable(self, &id) {
+                forgotten.push(id);
+            } else {
+                kept.push(id);
+            }
+        }
+        self.start_order = kept;
+        for id in &forgotten {
+            self.operations.remove(id);
+            self.reservation_streak.remove(id);
+            self.gang_cooldown.remove(id);
+            self.gang_unplaceable_at.remove(id);
+            for t in &mut self.trees {
+                t.class_cache.remove(id);
+            }
+        }
+        if !forgotten.is_empty() {
+            let operations = &self.operations;
+            self.live_order.retain(|id| operations.contains_key(id));
+        }
+        forgotten
+    }
+
     fn finish_operation(
         &mut self,
         now: Millis,

@@ -27,6 +27,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod load;
+
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// Throughput of the whole scheduler server: a real server (HTTP on 127.0.0.1, SQLite
@@ -37,6 +39,11 @@ pub enum BenchCommand {
     /// heartbeat latency percentiles and rate, errors, and the server threads' CPU time, all
     /// over the measurement window that follows the warm-up.
     Server(ServerBenchArgs),
+    /// A load test of the server's API: a real server on 127.0.0.1 with simulated agents and
+    /// N concurrent clients doing mixed reads (operation list and show, tree, nodes, events)
+    /// and writes (submit, abort) for --duration; then, with --history N, the same again after
+    /// N more operations have finished. Reports p50/p99 latency per route and errors.
+    Load(load::LoadArgs),
 }
 
 #[derive(Clone, Debug, Args)]
@@ -91,7 +98,10 @@ pub struct ServerBenchArgs {
 }
 
 pub fn main(command: BenchCommand) -> ExitCode {
-    let BenchCommand::Server(args) = command;
+    let args = match command {
+        BenchCommand::Server(args) => args,
+        BenchCommand::Load(args) => return load::main(&args),
+    };
     match server(&args) {
         Ok(report) => {
             if args.json {
@@ -308,16 +318,16 @@ impl Report {
 
 /// Counters the agents share. Window counters only count what happens inside the window.
 #[derive(Debug, Default)]
-struct Counters {
+pub(crate) struct Counters {
     placements: AtomicU64,
     completed: AtomicU64,
     heartbeats: AtomicU64,
-    errors: AtomicU64,
+    pub(crate) errors: AtomicU64,
     /// Whole run, for the progress line.
     all_placements: AtomicU64,
     all_heartbeats: AtomicU64,
     all_errors: AtomicU64,
-    error_messages: Mutex<BTreeMap<String, u64>>,
+    pub(crate) error_messages: Mutex<BTreeMap<String, u64>>,
 }
 
 impl Counters {
@@ -347,9 +357,9 @@ impl Counters {
 
 /// When the window starts and ends.
 #[derive(Clone, Copy, Debug)]
-struct Window {
-    start: Instant,
-    end: Instant,
+pub(crate) struct Window {
+    pub(crate) start: Instant,
+    pub(crate) end: Instant,
 }
 
 impl Window {
@@ -364,7 +374,7 @@ fn files_needed(agents: u32) -> u64 {
 }
 
 /// Raises the soft open-file limit to what the run needs, or fails naming the limit.
-fn raise_open_file_limit(agents: u32) -> anyhow::Result<()> {
+pub(crate) fn raise_open_file_limit(agents: u32) -> anyhow::Result<()> {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
     let need = files_needed(agents);
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).context("getrlimit(RLIMIT_NOFILE)")?;
@@ -385,7 +395,7 @@ fn raise_open_file_limit(agents: u32) -> anyhow::Result<()> {
 
 /// CPU seconds of this process's threads whose name starts with `prefix` (Linux; `None`
 /// elsewhere).
-fn threads_cpu_s(prefix: &str) -> Option<f64> {
+pub(crate) fn threads_cpu_s(prefix: &str) -> Option<f64> {
     let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
         .ok()
         .flatten()?;
@@ -430,10 +440,10 @@ fn process_cpu_s() -> Option<f64> {
     Some(secs(usage.user_time()) + secs(usage.system_time()))
 }
 
-const SERVER_THREADS: &str = "fsb-server";
-const AGENT_THREADS: &str = "fsb-agents";
+pub(crate) const SERVER_THREADS: &str = "fsb-server";
+pub(crate) const AGENT_THREADS: &str = "fsb-agents";
 
-fn runtime(name: &str) -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime(name: &str) -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name(name)
@@ -477,7 +487,7 @@ fn server_config(
     Ok(config)
 }
 
-fn pool_name(p: u32) -> String {
+pub(crate) fn pool_name(p: u32) -> String {
     format!("bench-{p}")
 }
 
@@ -731,17 +741,17 @@ async fn drive(args: &ServerBenchArgs, url: &str, token: &str) -> anyhow::Result
 
 /// What every simulated agent shares.
 #[derive(Clone, Debug)]
-struct AgentSetup {
-    client: ApiClient,
-    period: Duration,
-    job: Duration,
-    resources: Resources,
-    counters: Arc<Counters>,
-    window: Window,
+pub(crate) struct AgentSetup {
+    pub(crate) client: ApiClient,
+    pub(crate) period: Duration,
+    pub(crate) job: Duration,
+    pub(crate) resources: Resources,
+    pub(crate) counters: Arc<Counters>,
+    pub(crate) window: Window,
 }
 
 /// A small deterministic generator for heartbeat jitter (no randomness crate needed).
-fn next_jitter(state: &mut u64) -> f64 {
+pub(crate) fn next_jitter(state: &mut u64) -> f64 {
     *state = state
         .wrapping_mul(6364136223846793005)
         .wrapping_add(1442695040888963407);
@@ -750,7 +760,7 @@ fn next_jitter(state: &mut u64) -> f64 {
 
 /// One simulated agent: registers at `first`, then heartbeats every period (±10 %) until
 /// stopped. Returns the latencies (µs) of its heartbeats answered in the window.
-async fn simulate_agent(
+pub(crate) async fn simulate_agent(
     setup: AgentSetup,
     index: u32,
     first: Instant,
@@ -904,7 +914,9 @@ mod tests {
     fn args(extra: &[&str]) -> ServerBenchArgs {
         let mut argv = vec!["x", "server"];
         argv.extend_from_slice(extra);
-        let BenchCommand::Server(a) = Cli::try_parse_from(argv).unwrap().command;
+        let BenchCommand::Server(a) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not bench server");
+        };
         a
     }
 

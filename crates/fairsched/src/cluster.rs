@@ -237,6 +237,11 @@ pub struct AgentArgs {
     /// failed heartbeats, heartbeat latency [default: not served].
     #[arg(long, value_name = "HOST:PORT")]
     metrics_listen: Option<String>,
+    /// A finished job's directory (its output files) is removed once nothing in it changed
+    /// for this long (`7d`, `12h`, `30m`, or milliseconds; 0: keep them forever). The server
+    /// keeps the output's last 64 KiB for its own retention (`history_retention_ms`).
+    #[arg(long, default_value = "7d", value_parser = parse_duration_ms, value_name = "DURATION")]
+    job_dir_retention: u64,
 }
 
 #[derive(Debug, Args)]
@@ -320,17 +325,24 @@ pub struct RunArgs {
 pub enum OpCommand {
     /// Submit an operation of N identical jobs running CMD.
     Run(Box<RunArgs>),
-    /// List operations (in submission order).
+    /// List operations (in submission order): the newest --limit of them, or --all.
     List {
         /// Only these states, comma-separated (pending, running, completed, failed, aborted).
         #[arg(long)]
         state: Option<String>,
-        /// Only operations running in this pool.
+        /// Only operations running in this pool (or its subtree).
         #[arg(long)]
         pool: Option<String>,
         /// Only this user's operations.
         #[arg(long)]
         user: Option<String>,
+        /// The newest this many operations (finished ones are kept for the server's
+        /// `history_retention_ms`).
+        #[arg(long, default_value_t = 100, conflicts_with = "all")]
+        limit: usize,
+        /// Every operation the server has (fetched a page at a time).
+        #[arg(long)]
+        all: bool,
     },
     /// Show one operation with its jobs.
     Show { id: String },
@@ -543,6 +555,8 @@ fn run(command: ClusterCommand) -> anyhow::Result<()> {
                 work_dir: args.work_dir,
                 kill_grace: Duration::from_millis(args.kill_grace_ms),
                 metrics_listen: args.metrics_listen.clone(),
+                job_dir_retention: (args.job_dir_retention > 0)
+                    .then(|| Duration::from_millis(args.job_dir_retention)),
             };
             runtime().block_on(async { fairsched_agent::run(config, stop_signal()).await })
         }
@@ -791,16 +805,35 @@ async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
         OpCommand::Wait { id, timeout } => {
             wait_for_operation(&client, &id, timeout, conn.json).await
         }
-        OpCommand::List { state, pool, user } => {
-            let ops = client
-                .list_operations(&OperationQuery {
-                    state,
-                    pool,
-                    user,
-                    // The table needs no jobs; JSON shows everything.
-                    jobs: (!conn.json).then_some(false),
-                })
-                .await?;
+        OpCommand::List {
+            state,
+            pool,
+            user,
+            limit,
+            all,
+        } => {
+            /// Operations per request with --all.
+            const PAGE: usize = 1000;
+            let mut query = OperationQuery {
+                state,
+                pool,
+                user,
+                // The table needs no jobs; JSON shows everything.
+                jobs: (!conn.json).then_some(false),
+                limit: Some(if all { PAGE } else { limit }),
+                // --all: from the first one, a page at a time.
+                after: all.then(String::new),
+            };
+            let mut ops = Vec::new();
+            loop {
+                let page = client.list_operations(&query).await?;
+                let more = all && page.len() >= PAGE;
+                query.after = page.last().map(|o| o.id.clone());
+                ops.extend(page);
+                if !more {
+                    break;
+                }
+            }
             if conn.json {
                 return print_json(&ops);
             }
@@ -937,6 +970,7 @@ pub(crate) fn parse_duration_ms(text: &str) -> Result<u64, String> {
         "s" => 1e3,
         "m" => 60e3,
         "h" => 3600e3,
+        "d" => 86_400e3,
         _ => {
             return Err(format!(
                 "{text:?}: expected milliseconds or a duration (500ms, 30s, 2m)"
@@ -1411,6 +1445,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
             work_dir: data_dir.join(format!("node-{i}")),
             kill_grace: Duration::from_secs(2),
             metrics_listen: None,
+            job_dir_retention: Some(Duration::from_secs(7 * 24 * 3600)),
         };
         agents.push(tokio::spawn(fairsched_agent::run(
             config,

@@ -200,7 +200,7 @@ fn kill_9_of_the_server_and_of_agents_under_load_loses_and_doubles_nothing() {
         "every acknowledged operation to complete",
         Duration::from_secs(120),
         || {
-            let ops = common::json(&url, &["op", "list"]);
+            let ops = common::json(&url, &["op", "list", "--all"]);
             let completed: BTreeSet<String> = ops
                 .as_array()
                 .unwrap()
@@ -211,7 +211,7 @@ fn kill_9_of_the_server_and_of_agents_under_load_loses_and_doubles_nothing() {
             acknowledged.is_subset(&completed)
         },
     );
-    let ops = common::json(&url, &["op", "list"]);
+    let ops = common::json(&url, &["op", "list", "--all"]);
     for op in ops.as_array().unwrap() {
         let id = op["id"].as_str().unwrap();
         let counts: &Value = &op["job_counts"];

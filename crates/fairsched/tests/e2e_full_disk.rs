@@ -195,7 +195,7 @@ fn a_full_disk_makes_the_server_read_only_and_nothing_refused_runs() {
         stderr.contains("read-only") && stderr.contains("nothing was changed"),
         "{stderr}"
     );
-    let listed: Vec<String> = common::json(&url, &["op", "list"])
+    let listed: Vec<String> = common::json(&url, &["op", "list", "--all"])
         .as_array()
         .unwrap()
         .iter()
@@ -225,7 +225,7 @@ fn a_full_disk_makes_the_server_read_only_and_nothing_refused_runs() {
         Duration::from_secs(30),
         || common::json(&url, &["op", "show", "after"])["state"] == "completed",
     );
-    let after: Vec<String> = common::json(&url, &["op", "list"])
+    let after: Vec<String> = common::json(&url, &["op", "list", "--all"])
         .as_array()
         .unwrap()
         .iter()

@@ -9,6 +9,10 @@ const RESOURCES = ['user_slots', 'cpu', 'gpu', 'memory', 'network'];
 const ROOT = '<Root>';
 const POLL_MS = 1500;
 const EVENT_LIMIT = 50;
+// Operations asked for: every unfinished one (up to this many), and with "show finished" the
+// newest finished ones (the server keeps the others in its store only).
+const UNFINISHED_LIMIT = 500;
+const FINISHED_LIMIT = 50;
 const FINISHED = new Set(['completed', 'failed', 'aborted']);
 
 const ui = {
@@ -257,11 +261,11 @@ function toggle(name) {
 // ---- operations -------------------------------------------------------------------------
 
 function renderOperations(ops, snap, severalTrees) {
+  // Newest first.
   const shown = ops
     .filter((o) => ui.showFinished || !FINISHED.has(o.state))
     .slice()
-    .reverse()
-    .slice(0, 500);
+    .sort((a, b) => b.submitted_at - a.submitted_at);
   const rows = shown.map((o) => {
     const s = snap.operations[o.id] || {};
     // Element fields are flat in the operation; absent until a fair-share update saw it.
@@ -287,11 +291,10 @@ function renderOperations(ops, snap, severalTrees) {
       h('td', { class: 'why' }, why),
       h('td', { class: 'num' }, fmtAgo(Math.max(0, Date.now() - o.submitted_at)) + ' ago'));
   });
-  const hidden = ops.length - shown.length;
   setRows(document.getElementById('operations'),
     ['Operation', 'User', 'Pool', 'State', 'Jobs', 'Dominant share', 'Dominant', 'Starvation',
       'Why it waits', { text: 'Submitted', cls: 'num' }],
-    rows, hidden > 0 ? `no running or pending operations (${hidden} finished)` : 'no operations');
+    rows, ui.showFinished ? 'no operations' : 'no running or pending operations');
 }
 
 // ---- nodes ------------------------------------------------------------------------------
@@ -482,13 +485,19 @@ async function load() {
   const known = ui.tree !== null && trees.some((t) => t.name === ui.tree);
   const missing = ui.tree !== null && !known ? ui.tree : null;
   const query = known ? '?tree=' + encodeURIComponent(ui.tree) : '';
-  const [tree, operations, nodes, events] = await Promise.all([
+  const showFinished = ui.showFinished;
+  const [tree, unfinished, finished, nodes, events] = await Promise.all([
     fetchJson('/api/v1/tree' + query),
-    fetchJson('/api/v1/operations?jobs=false'),
+    fetchJson('/api/v1/operations?jobs=false&state=pending,running&limit=' + UNFINISHED_LIMIT),
+    showFinished
+      ? fetchJson('/api/v1/operations?jobs=false&state=completed,failed,aborted&limit=' +
+        FINISHED_LIMIT)
+      : Promise.resolve([]),
     fetchJson('/api/v1/nodes'),
     fetchJson('/api/v1/events?limit=' + EVENT_LIMIT),
   ]);
   if (seq !== loads) return null;
+  const operations = unfinished.concat(finished);
   return { trees, tree, operations, nodes, events, missing };
 }
 
@@ -562,7 +571,8 @@ document.addEventListener('DOMContentLoaded', () => {
   const box = document.getElementById('show-finished');
   box.addEventListener('change', () => {
     ui.showFinished = box.checked;
-    if (ui.last) render(ui.last);
+    // The finished operations are asked for only while shown.
+    refresh();
   });
   poll();
 });

@@ -17,7 +17,8 @@ use fairsched_core::{
 };
 use fairsched_resources::Resources;
 use fairsched_store::{
-    Batch, EventFilter, Store, StoredEvent, StoredJob, StoredNode, StoredOperation, StoredTree,
+    Batch, EventFilter, JobExit, OperationFilter, Pruned, Store, StoredEvent, StoredJob,
+    StoredNode, StoredOperation, StoredTree,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -174,6 +175,35 @@ pub enum Command {
     Heartbeat(Heartbeat, Reply<HeartbeatReply>),
     /// Reads the event log.
     Events(EventQuery, Reply<Vec<EventView>>),
+    /// Reads operations that may have left memory (finished ones are in the store only).
+    History(HistoryQuery),
+}
+
+/// A read of operations, finished or not: the actor answers the unfinished ones from memory
+/// and the others from the store.
+#[derive(Debug)]
+pub enum HistoryQuery {
+    /// One operation with its jobs.
+    Operation(String, Reply<OperationView>),
+    /// The operations that pass `filter` (oldest first), with their jobs if `jobs`.
+    List {
+        filter: OperationFilter,
+        jobs: bool,
+        reply: Reply<Vec<OperationView>>,
+    },
+}
+
+impl HistoryQuery {
+    fn refuse(self, error: ApiError) {
+        match self {
+            HistoryQuery::Operation(_, r) => {
+                let _ = r.send(Err(error));
+            }
+            HistoryQuery::List { reply, .. } => {
+                let _ = reply.send(Err(error));
+            }
+        }
+    }
 }
 
 impl Command {
@@ -192,6 +222,7 @@ impl Command {
             Command::Register(..) => "register",
             Command::Heartbeat(..) => "heartbeat",
             Command::Events(..) => "events",
+            Command::History(..) => "history",
         }
     }
 
@@ -201,6 +232,7 @@ impl Command {
             self,
             Command::Logs(..)
                 | Command::Events(..)
+                | Command::History(..)
                 | Command::Register(..)
                 | Command::Heartbeat(..)
         )
@@ -209,7 +241,10 @@ impl Command {
     /// Whether the command may change state (and so needs a store that can write): all but
     /// the reads of logs and events.
     fn changes_state(&self) -> bool {
-        !matches!(self, Command::Logs(..) | Command::Events(..))
+        !matches!(
+            self,
+            Command::Logs(..) | Command::Events(..) | Command::History(..)
+        )
     }
 
     /// Replies `error` without running the command.
@@ -230,6 +265,7 @@ impl Command {
             Command::Register(_, r) => send(r, error),
             Command::Heartbeat(_, r) => send(r, error),
             Command::Events(_, r) => send(r, error),
+            Command::History(q) => q.refuse(error),
         }
     }
 }
@@ -370,6 +406,8 @@ pub struct Actor {
     deferred: Vec<DeferredReply>,
     /// Each node's credential from its last registration (memory only).
     node_credentials: crate::auth::NodeCredentials,
+    /// When the timer next prunes the store of what is older than the retention.
+    prune_at: Instant,
 }
 
 /// A reply sent once the commit it waits for ends: with the commit's error if it failed.
@@ -377,6 +415,11 @@ type DeferredReply = Box<dyn FnOnce(Option<&ApiError>) + Send>;
 
 /// At most this many heartbeats share a commit (bounds the wait of the first).
 const MAX_DEFERRED: usize = 128;
+
+/// At most this many operations (with their jobs) and events are pruned at a time (see
+/// [`Actor::prune_history`]): a batch takes milliseconds, never a long pause of the actor.
+const PRUNE_OPERATIONS: usize = 200;
+const PRUNE_EVENTS: usize = 2000;
 
 /// Events a live stream may fall behind by before it reads the store again.
 const EVENT_BUFFER: usize = 4096;
@@ -509,6 +552,7 @@ impl Actor {
             queued: false,
             deferred: Vec::new(),
             node_credentials: crate::auth::NodeCredentials::new(config.agent_token.is_some()),
+            prune_at: Instant::now(),
         };
         actor.save_trees();
         if let Some(start) = &start {
@@ -550,6 +594,8 @@ impl Actor {
                     view.state = "failed".into();
                     view.reason = Some(format!("not restored after a restart: {}", e.message));
                     view.finished_at = Some(unix_ms());
+                    // Finished: it leaves memory at the first commit.
+                    actor.touched.insert(view.id.clone());
                 }
                 actor.dirty_op(&view);
             }
@@ -800,6 +846,9 @@ impl Actor {
         let started = Instant::now();
         self.sched.tick(now);
         if self.sched.stats.fair_share_updates != updates {
+            // The operations that finished before this update leave the core too (the actor
+            // let them go when it stored them).
+            self.sched.forget_finished_operations();
             let took = started.elapsed();
             metrics::observe(&self.metrics.fair_share_update_duration, took);
             tracing::trace!(
@@ -825,6 +874,7 @@ impl Actor {
         self.fold_changes();
         let _ = self.commit();
         self.publish_view();
+        self.prune_history();
     }
 
     /// While read-only: whether the store can write again (a test write). If it can, the
@@ -957,6 +1007,7 @@ impl Actor {
             Command::Events(q, reply) => {
                 let _ = reply.send(self.read_events(&q));
             }
+            Command::History(q) => self.history(q),
         }
     }
 
@@ -1209,13 +1260,13 @@ impl Actor {
             None => loop {
                 let id = format!("op-{}-{}", self.incarnation, self.next_id);
                 self.next_id += 1;
-                if !self.ops.contains_key(&id) {
+                if !self.operation_known(&id)? {
                     obj.insert("id".into(), Value::String(id.clone()));
                     break id;
                 }
             },
         };
-        if self.ops.contains_key(&id) {
+        if self.operation_known(&id)? {
             return Err(ApiError::new(
                 codes::GENERIC,
                 format!("operation {id:?} already exists"),
@@ -1279,10 +1330,7 @@ impl Actor {
 
     fn abort(&mut self, id: &str) -> Result<OperationView, ApiError> {
         if !self.ops.contains_key(id) {
-            return Err(ApiError::new(
-                codes::NO_SUCH_OPERATION,
-                format!("operation {id:?} does not exist"),
-            ));
+            return Err(self.not_in_memory(id, |state| format!("is already {state}")));
         }
         let now = self.now();
         self.sched
@@ -1301,10 +1349,7 @@ impl Actor {
         update: UpdateOperation,
     ) -> Result<OperationView, ApiError> {
         let Some(record) = self.ops.get(id) else {
-            return Err(ApiError::new(
-                codes::NO_SUCH_OPERATION,
-                format!("operation {id:?} does not exist"),
-            ));
+            return Err(self.not_in_memory(id, |state| format!("is {state} and cannot change")));
         };
         let view = &record.view;
         if is_finished(&view.state) {
@@ -1391,22 +1436,12 @@ impl Actor {
     }
 
     fn logs(&self, id: &str) -> Result<Vec<JobLogs>, ApiError> {
-        let op = self.ops.get(id).ok_or_else(|| {
-            ApiError::new(
-                codes::NO_SUCH_OPERATION,
-                format!("operation {id:?} does not exist"),
-            )
-        })?;
-        let nodes: BTreeMap<&str, &str> = op
-            .jobs
-            .iter()
-            .map(|j| (j.id.as_str(), j.node.as_str()))
-            .collect();
+        let nodes = self.job_nodes(id)?;
         let rows = self.store.job_logs(id).map_err(internal)?;
         Ok(rows
             .into_iter()
             .map(|(job, stdout, stderr)| JobLogs {
-                node: nodes.get(job.as_str()).copied().unwrap_or("").to_string(),
+                node: nodes.get(&job).cloned().unwrap_or_default(),
                 job,
                 stdout,
                 stderr,
@@ -1751,6 +1786,159 @@ impl Actor {
         Ok(reply)
     }
 
+    /// A finished operation, once stored, leaves memory: its record, its jobs and their
+    /// books. Reads find it in the store ([`Actor::history`]); the core forgets it at its next
+    /// fair-share update (`Scheduler::forget_finished_operations`). So what requests,
+    /// heartbeats and view builds walk does not grow with the operations ever run.
+    fn retire(&mut self, id: &str) {
+        let Some(record) = self.ops.remove(id) else {
+            return;
+        };
+        for job in record.jobs.iter() {
+            self.job_op.remove(&job.id);
+            if let Some(a) = self.job_alloc.remove(&job.id) {
+                self.alloc_job.remove(&a);
+            }
+        }
+        if let Some(at) = self.order.iter().position(|o| o == id) {
+            self.order.remove(at);
+        }
+    }
+
+    /// Whether an operation of this id exists, in memory or in the store.
+    fn operation_known(&self, id: &str) -> Result<bool, ApiError> {
+        Ok(
+            self.ops.contains_key(id)
+                || self.store.operation_state(id).map_err(internal)?.is_some(),
+        )
+    }
+
+    /// The error for a command on operation `id`, which is not in memory: it finished (the
+    /// store has it; `finished` says what that means for the command) or does not exist.
+    fn not_in_memory(&self, id: &str, finished: impl FnOnce(&str) -> String) -> ApiError {
+        match self.store.operation_state(id) {
+            Ok(Some(state)) => ApiError::new(
+                codes::GENERIC,
+                format!("operation {id:?} {}", finished(&state)),
+            )
+            .with_attribute("operation", id),
+            Ok(None) => no_such_operation(id),
+            Err(e) => internal(e),
+        }
+    }
+
+    /// Job id → node of operation `id`'s jobs, from memory or the store.
+    fn job_nodes(&self, id: &str) -> Result<BTreeMap<String, String>, ApiError> {
+        if let Some(op) = self.ops.get(id) {
+            return Ok(op
+                .jobs
+                .iter()
+                .map(|j| (j.id.clone(), j.node.clone()))
+                .collect());
+        }
+        let (_, jobs) = self
+            .store
+            .operation(id)
+            .map_err(internal)?
+            .ok_or_else(|| no_such_operation(id))?;
+        Ok(jobs
+            .iter()
+            .filter_map(|j| serde_json::from_str::<JobView>(&j.record).ok())
+            .map(|j| (j.id, j.node))
+            .collect())
+    }
+
+    /// Answers a [`HistoryQuery`].
+    fn history(&self, query: HistoryQuery) {
+        match query {
+            HistoryQuery::Operation(id, reply) => {
+                let _ = reply.send(self.operation_view(&id));
+            }
+            HistoryQuery::List {
+                filter,
+                jobs,
+                reply,
+            } => {
+                let _ = reply.send(self.operation_views(&filter, jobs));
+            }
+        }
+    }
+
+    /// Operation `id` with its jobs: from memory while unfinished, else from the store.
+    fn operation_view(&self, id: &str) -> Result<OperationView, ApiError> {
+        if let Some(r) = self.ops.get(id) {
+            return Ok(r.to_view(true));
+        }
+        let (op, jobs) = self
+            .store
+            .operation(id)
+            .map_err(internal)?
+            .ok_or_else(|| no_such_operation(id))?;
+        stored_view(&op, Some(&jobs))
+    }
+
+    /// The operations that pass `filter`, as the store lists them; the unfinished ones as
+    /// memory has them.
+    fn operation_views(
+        &self,
+        filter: &OperationFilter,
+        jobs: bool,
+    ) -> Result<Vec<OperationView>, ApiError> {
+        if let Some(after) = filter.after.as_deref()
+            && !after.is_empty()
+            && !self.operation_known(after)?
+        {
+            return Err(ApiError::new(
+                codes::NO_SUCH_OPERATION,
+                format!("operation {after:?} (the cursor `after`) does not exist"),
+            )
+            .with_attribute("after", after));
+        }
+        let rows = self.store.operations(filter).map_err(internal)?;
+        rows.iter()
+            .map(|row| match self.ops.get(&row.id) {
+                Some(r) => Ok(r.to_view(jobs)),
+                None if jobs => {
+                    let stored = self.store.operation(&row.id).map_err(internal)?;
+                    let stored_jobs = stored.map(|(_, j)| j).unwrap_or_default();
+                    stored_view(row, Some(&stored_jobs))
+                }
+                None => stored_view(row, None),
+            })
+            .collect()
+    }
+
+    /// Removes from the store, a small batch at a time, the operations (with their jobs and
+    /// logs) that finished longer than `history_retention_ms` ago and the events older than
+    /// that. Run by the timer: again at its next tick while a batch was full, else after a
+    /// while (half the retention, at most a minute).
+    fn prune_history(&mut self) {
+        let retention = self.config.history_retention_ms;
+        if retention == 0 || self.read_only.is_some() || Instant::now() < self.prune_at {
+            return;
+        }
+        let before = unix_ms().saturating_sub(retention);
+        let pause = Duration::from_millis((retention / 2).clamp(100, 60_000));
+        match self.store.prune(before, PRUNE_OPERATIONS, PRUNE_EVENTS) {
+            Ok(p) => {
+                if p != Pruned::default() {
+                    tracing::info!(
+                        operations = p.operations,
+                        jobs = p.jobs,
+                        events = p.events,
+                        "pruned what is older than the retention"
+                    );
+                }
+                let full = p.operations >= PRUNE_OPERATIONS || p.events >= PRUNE_EVENTS;
+                self.prune_at = Instant::now() + if full { Duration::ZERO } else { pause };
+            }
+            Err(e) => {
+                tracing::warn!("cannot prune what is older than the retention: {e}");
+                self.prune_at = Instant::now() + pause;
+            }
+        }
+    }
+
     /// Keeps a finished job's exit code and output (also for a job that the scheduler had
     /// already given up, e.g. one that ended while its node was away).
     fn record_exit(&mut self, f: &FinishedJob) {
@@ -1763,6 +1951,15 @@ impl Actor {
             }
         });
         if known.is_none() {
+            // A job of an operation that left memory (it finished, e.g. aborted, before its
+            // node reported the job's end): the stored job gets its end.
+            self.batch.job_exits.push(JobExit {
+                id: f.job.clone(),
+                exit_code: f.exit_code,
+                reason: f.reason.clone(),
+                stdout_tail: f.stdout_tail.clone(),
+                stderr_tail: f.stderr_tail.clone(),
+            });
             return;
         }
         self.tails.insert(
@@ -1807,16 +2004,30 @@ impl Actor {
 
     /// Queues the operations and jobs changed since the last commit for the store, each once
     /// however often it changed (heartbeats committed together touch the same operations).
+    ///
+    /// A finished operation is stored with its final job counts and leaves memory (see
+    /// [`Actor::retire`]).
     fn stage_changes(&mut self) {
+        let mut finished = Vec::new();
         for id in std::mem::take(&mut self.touched) {
             // The stored operation leaves out its jobs (stored one by one).
-            let Some(record) = self.ops.get(&id) else {
+            let Some(record) = self.ops.get_mut(&id) else {
                 continue;
             };
+            if is_finished(&record.view.state) {
+                let counts = job_counts(&record.view, &record.jobs, 0);
+                let view = record.view_mut();
+                view.job_counts = counts;
+                view.why = None;
+                finished.push(id);
+            }
             let view = Arc::clone(&record.view);
             self.dirty_op(&view);
         }
         self.save_jobs();
+        for id in finished {
+            self.retire(&id);
+        }
     }
 
     /// Folds the core's new events into the records and logs them.
@@ -2023,6 +2234,10 @@ impl Actor {
             self.batch.operations.push(StoredOperation {
                 id: view.id.clone(),
                 state: view.state.clone(),
+                pool: view.pool.clone(),
+                user: view.user.clone(),
+                finished_at: is_finished(&view.state)
+                    .then(|| view.finished_at.unwrap_or_else(unix_ms)),
                 record,
             });
         }
@@ -2160,30 +2375,11 @@ impl Actor {
         let snapshot = self.sched.snapshot(now);
         for (id, record) in self.ops.iter_mut() {
             let core = self.sched.operation(&OperationId(id.clone()));
-            let jobs = record.jobs.counts();
-            let counts = JobCounts {
-                total: record
-                    .view
-                    .spec
-                    .get("tasks")
-                    .and_then(Value::as_array)
-                    .map(|ts| {
-                        ts.iter()
-                            .filter_map(|t| t.get("job_count").and_then(Value::as_u64))
-                            .fold(0u32, |sum, n| {
-                                sum.saturating_add(u32::try_from(n).unwrap_or(u32::MAX))
-                            })
-                    })
-                    .unwrap_or(0),
-                pending: core
-                    .filter(|op| !op.state.is_finished())
-                    .map(|op| op.pending_job_count())
-                    .unwrap_or(0),
-                running: jobs.running,
-                completed: jobs.completed,
-                failed: jobs.failed,
-                aborted: jobs.aborted,
-            };
+            let pending = core
+                .filter(|op| !op.state.is_finished())
+                .map(|op| op.pending_job_count())
+                .unwrap_or(0);
+            let counts = job_counts(&record.view, &record.jobs, pending);
             let why = snapshot.operations.get(id).and_then(|o| o.why.as_ref());
             let pool = core.map(|op| &op.pool);
             let view = &record.view;
@@ -2311,6 +2507,55 @@ fn is_finished(state: &str) -> bool {
     matches!(state, "completed" | "failed" | "aborted")
 }
 
+/// An operation's job counts: `pending` from the core, the others from its jobs.
+fn job_counts(view: &OperationView, jobs: &JobList, pending: u32) -> JobCounts {
+    let by_state = jobs.counts();
+    JobCounts {
+        total: view
+            .spec
+            .get("tasks")
+            .and_then(Value::as_array)
+            .map(|ts| {
+                ts.iter()
+                    .filter_map(|t| t.get("job_count").and_then(Value::as_u64))
+                    .fold(0u32, |sum, n| {
+                        sum.saturating_add(u32::try_from(n).unwrap_or(u32::MAX))
+                    })
+            })
+            .unwrap_or(0),
+        pending,
+        running: by_state.running,
+        completed: by_state.completed,
+        failed: by_state.failed,
+        aborted: by_state.aborted,
+    }
+}
+
+/// A stored operation as the API shows it (with `jobs`, its stored jobs).
+fn stored_view(
+    op: &StoredOperation,
+    jobs: Option<&[StoredJob]>,
+) -> Result<OperationView, ApiError> {
+    let mut view: OperationView = serde_json::from_str(&op.record)
+        .map_err(|e| internal(format!("operation {:?}: unreadable record: {e}", op.id)))?;
+    if let Some(jobs) = jobs {
+        view.jobs = jobs
+            .iter()
+            .filter_map(|j| serde_json::from_str::<JobView>(&j.record).ok())
+            .collect();
+    }
+    Ok(view)
+}
+
+/// The error for an operation that does not exist.
+fn no_such_operation(id: &str) -> ApiError {
+    ApiError::new(
+        codes::NO_SUCH_OPERATION,
+        format!("operation {id:?} does not exist"),
+    )
+    .with_attribute("operation", id)
+}
+
 fn pool_config(config: Map<String, Value>) -> Result<PoolConfig, ApiError> {
     serde_json::from_value(Value::Object(config))
         .map_err(|e| ApiError::new(codes::BAD_REQUEST, format!("bad pool config: {e}")))
@@ -2358,8 +2603,209 @@ impl Store for Unavailable {
     fn check_writable(&mut self) -> Result<(), fairsched_store::StoreError> {
         Err(unavailable())
     }
+    fn operation(
+        &self,
+        _: &str,
+    ) -> Result<Option<(StoredOperation, Vec<StoredJob>)>, fairsched_store::StoreError> {
+        Err(unavailable())
+    }
+    fn operation_state(&self, _: &str) -> Result<Option<String>, fairsched_store::StoreError> {
+        Err(unavailable())
+    }
+    fn operations(
+        &self,
+        _: &OperationFilter,
+    ) -> Result<Vec<StoredOperation>, fairsched_store::StoreError> {
+        Err(unavailable())
+    }
+    fn prune(&mut self, _: u64, _: usize, _: usize) -> Result<Pruned, fairsched_store::StoreError> {
+        Err(unavailable())
+    }
 }
 
 fn unavailable() -> fairsched_store::StoreError {
     fairsched_store::StoreError::Other("the store is being reopened".into())
+}
+
+#[cfg(test)]
+mod history_tests {
+    //! Finished operations leave memory and are read from the store; a restart loads only the
+    //! unfinished ones; the retention prunes the store.
+
+    use super::*;
+    use fairsched_api::{FinishedJob, Heartbeat, RegisterNode};
+
+    const PERIOD_MS: u64 = 10;
+
+    fn actor(dir: &std::path::Path, history_retention_ms: u64) -> Actor {
+        let mut config = crate::ServerConfig {
+            data_dir: dir.to_path_buf(),
+            history_retention_ms,
+            ..crate::ServerConfig::default()
+        };
+        config.scheduler.fair_share_update_period_ms = PERIOD_MS;
+        let store = fairsched_store::SqliteStore::open(dir).unwrap();
+        Actor::new(&config, Box::new(store)).unwrap().0
+    }
+
+    fn ask<T>(actor: &mut Actor, make: impl FnOnce(Reply<T>) -> Command) -> Result<T, ApiError> {
+        let (tx, mut rx) = oneshot::channel();
+        actor.handle(make(tx));
+        rx.try_recv().expect("answered at once")
+    }
+
+    /// Lets a fair-share update come due and runs the timer.
+    fn tick(actor: &mut Actor) {
+        std::thread::sleep(Duration::from_millis(PERIOD_MS + 5));
+        actor.on_timer();
+    }
+
+    fn submit(actor: &mut Actor, id: &str) {
+        let spec = json!({"id": id, "tasks": [{"job_count": 1, "resources": {"cpu": 1},
+                          "command": ["true"]}]});
+        ask(actor, |r| Command::Submit(spec, r)).unwrap();
+    }
+
+    fn heartbeat(actor: &mut Actor, finished: Vec<FinishedJob>) -> HeartbeatReply {
+        let hb = Heartbeat {
+            node_id: "n1".into(),
+            node_credential: None,
+            running: Vec::new(),
+            finished,
+        };
+        ask(actor, |r| Command::Heartbeat(hb, r)).unwrap()
+    }
+
+    fn completed(job: &str) -> FinishedJob {
+        FinishedJob {
+            job: job.into(),
+            outcome: "completed".into(),
+            exit_code: Some(0),
+            signal: None,
+            reason: None,
+            stdout_tail: format!("out of {job}\n"),
+            stderr_tail: String::new(),
+        }
+    }
+
+    /// `done` runs to its end on n1, `live` keeps running there.
+    fn setup(actor: &mut Actor) {
+        let node = RegisterNode {
+            node_id: "n1".into(),
+            resources: fairsched_api::parse_resources("cpu=4,user_slots=4").unwrap(),
+            tags: Vec::new(),
+        };
+        ask(actor, |r| Command::Register(node, r)).unwrap();
+        submit(actor, "done");
+        submit(actor, "live");
+        tick(actor);
+        let started = heartbeat(actor, Vec::new()).start;
+        assert_eq!(started.len(), 2, "{started:?}");
+        let done: Vec<FinishedJob> = started
+            .iter()
+            .filter(|s| s.operation == "done")
+            .map(|s| completed(&s.job))
+            .collect();
+        heartbeat(actor, done);
+    }
+
+    fn ids(ops: &[OperationView]) -> Vec<&str> {
+        ops.iter().map(|o| o.id.as_str()).collect()
+    }
+
+    #[test]
+    fn a_finished_operation_leaves_memory_and_is_read_from_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = actor(dir.path(), 0);
+        setup(&mut a);
+        // Gone from what requests, heartbeats and views walk.
+        assert!(!a.ops.contains_key("done"));
+        assert_eq!(a.order, ["live"]);
+        assert!(a.job_op.values().all(|(op, _)| op == "live"));
+        let view = a.build_view();
+        assert_eq!(
+            view.operations
+                .iter()
+                .map(|o| o.view.id.as_str())
+                .collect::<Vec<_>>(),
+            ["live"]
+        );
+        // The core forgets it at the next fair-share update.
+        tick(&mut a);
+        assert!(a.sched.operation(&OperationId("done".into())).is_none());
+        assert!(a.sched.operation(&OperationId("live".into())).is_some());
+        // Read from the store: the record with its final counts, its job, its output.
+        let done = a.operation_view("done").unwrap();
+        assert_eq!(done.state, "completed");
+        assert_eq!(done.job_counts.completed, 1, "{done:?}");
+        assert_eq!(done.job_counts.total, 1);
+        assert_eq!(done.jobs.len(), 1);
+        assert_eq!(done.jobs[0].exit_code, Some(0));
+        let logs = a.logs("done").unwrap();
+        assert_eq!(logs.len(), 1);
+        assert_eq!(logs[0].node, "n1");
+        assert!(logs[0].stdout.starts_with("out of "), "{logs:?}");
+        let listed = a
+            .operation_views(
+                &OperationFilter {
+                    limit: 10,
+                    ..OperationFilter::default()
+                },
+                false,
+            )
+            .unwrap();
+        assert_eq!(ids(&listed), ["done", "live"]);
+        assert_eq!(listed[1].state, "running");
+        // Commands on it say what it is.
+        let e = ask(&mut a, |r| Command::Abort("done".into(), r)).unwrap_err();
+        assert!(e.message.contains("is already completed"), "{e:?}");
+        let spec = json!({"id": "done", "tasks": [{"job_count": 1, "command": ["true"]}]});
+        let e = ask(&mut a, |r| Command::Submit(spec, r)).unwrap_err();
+        assert!(e.message.contains("already exists"), "{e:?}");
+        let e = a.operation_view("nope").unwrap_err();
+        assert_eq!(e.code, codes::NO_SUCH_OPERATION);
+    }
+
+    #[test]
+    fn a_restart_loads_only_unfinished_operations() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = actor(dir.path(), 0);
+        setup(&mut a);
+        drop(a);
+        let b = actor(dir.path(), 0);
+        assert_eq!(b.ops.keys().collect::<Vec<_>>(), ["live"]);
+        assert!(b.sched.operation(&OperationId("done".into())).is_none());
+        assert!(b.job_op.values().all(|(op, _)| op == "live"));
+        assert_eq!(b.operation_view("done").unwrap().state, "completed");
+    }
+
+    #[test]
+    fn the_retention_prunes_finished_operations_and_old_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = actor(dir.path(), 30);
+        setup(&mut a);
+        assert!(a.operation_view("done").is_ok());
+        std::thread::sleep(Duration::from_millis(60));
+        a.prune_at = Instant::now();
+        a.prune_history();
+        let e = a.operation_view("done").unwrap_err();
+        assert_eq!(e.code, codes::NO_SUCH_OPERATION, "{e:?}");
+        assert!(a.logs("done").is_err());
+        // The unfinished operation stays; of the events, the newest.
+        assert_eq!(a.operation_view("live").unwrap().state, "running");
+        let events = a
+            .read_events(&EventQuery {
+                limit: Some(100),
+                ..EventQuery::default()
+            })
+            .unwrap();
+        assert_eq!(events.len(), 1, "{events:?}");
+        // Without a retention nothing goes.
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = actor(dir.path(), 0);
+        setup(&mut a);
+        a.prune_at = Instant::now();
+        a.prune_history();
+        assert!(a.operation_view("done").is_ok());
+    }
 }

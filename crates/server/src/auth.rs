@@ -573,6 +573,7 @@ fn names_missing(sched: &Scheduler, cmd: &Command) -> bool {
         Command::Node { id, .. } => sched.node(&NodeId(id.clone())).is_none(),
         Command::Logs(..)
         | Command::Events(..)
+        | Command::History(..)
         | Command::Register(..)
         | Command::Heartbeat(..) => false,
     }
@@ -585,7 +586,11 @@ fn names_missing(sched: &Scheduler, cmd: &Command) -> bool {
 pub fn authorize(sched: &Scheduler, caller: &Caller, cmd: &Command) -> Result<(), ApiError> {
     if matches!(
         cmd,
-        Command::Logs(..) | Command::Events(..) | Command::Register(..) | Command::Heartbeat(..)
+        Command::Logs(..)
+            | Command::Events(..)
+            | Command::History(..)
+            | Command::Register(..)
+            | Command::Heartbeat(..)
     ) {
         return Ok(());
     }
@@ -673,6 +678,7 @@ pub fn authorize(sched: &Scheduler, caller: &Caller, cmd: &Command) -> Result<()
         .with_attribute("node", id.as_str())),
         Command::Logs(..)
         | Command::Events(..)
+        | Command::History(..)
         | Command::Register(..)
         | Command::Heartbeat(..) => Ok(()),
     }
@@ -985,9 +991,41 @@ impl<'a> ReadAccess<'a> {
     /// The events the caller may read: those about an operation it may not read (or that
     /// the view does not have) are left out.
     pub fn filter_events(&self, events: Vec<EventView>) -> Vec<EventView> {
+        self.filter_events_with(events, &[])
+    }
+
+    /// The operations the events name that the view does not have (finished ones, in the
+    /// store only): the caller reads them from there for [`ReadAccess::filter_events_with`].
+    pub fn operations_missing(&self, events: &[EventView]) -> BTreeSet<String> {
+        if self.reads_everything() {
+            return BTreeSet::new();
+        }
+        let known: BTreeSet<&str> = self
+            .view
+            .operations
+            .iter()
+            .map(|o| o.view.id.as_str())
+            .collect();
+        events
+            .iter()
+            .filter_map(|e| e.fields.get("operation").and_then(Value::as_str))
+            .filter(|id| !known.contains(id))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// [`ReadAccess::filter_events`], also keeping the events of `finished` operations (read
+    /// from the store) the caller may read.
+    pub fn filter_events_with(
+        &self,
+        events: Vec<EventView>,
+        finished: &[OperationView],
+    ) -> Vec<EventView> {
         if self.reads_everything() {
             return events;
         }
+        let finished: BTreeMap<&str, &OperationView> =
+            finished.iter().map(|o| (o.id.as_str(), o)).collect();
         // A few events (a live stream's): find their operations; more: index them first.
         let ops: Option<BTreeMap<&str, &OperationView>> = (events.len() > 8).then(|| {
             self.view
@@ -1008,7 +1046,8 @@ impl<'a> ReadAccess<'a> {
                         Some(ops) => ops.get(id).copied(),
                         None => self.operation(id),
                     };
-                    op.is_some_and(|op| self.may_read(op))
+                    op.or_else(|| finished.get(id).copied())
+                        .is_some_and(|op| self.may_read(op))
                 })
             })
             .collect()

@@ -89,6 +89,15 @@ pub struct ServerConfig {
     /// agent retries a failed heartbeat with backoff (200 ms doubling to 2 s), and a node lost
     /// on a short hiccup has its jobs run twice.
     pub node_timeout_ms: u64,
+    /// How long, in milliseconds, a finished operation (completed, failed or aborted) with its
+    /// jobs and their captured output, and every event of the log, are kept after they
+    /// finished (events: after they were logged); then they are pruned from the store, a small
+    /// batch at a time. Until then `op show`, `op logs`, `op list` and `events` find them. A
+    /// finished operation leaves the server's memory at once (its reads come from the
+    /// store), so this bounds the store's size, not the cost of requests. 0 keeps everything
+    /// forever. Default: 7 days. Agents remove finished jobs' directories after a retention
+    /// of their own (`fairsched agent --job-dir-retention`).
+    pub history_retention_ms: u64,
     /// Who may use the API: users with their tokens and groups, superusers, and whether reads
     /// need a token. No users (the default, and what `fairsched up` runs with): authentication
     /// is off, every request may do everything and an operation's `user` is what the request
@@ -237,6 +246,7 @@ impl Default for ServerConfig {
             pool_trees: None,
             scheduler: SchedulerConfig::default(),
             node_timeout_ms: 15_000,
+            history_retention_ms: 7 * 24 * 3600 * 1000,
             auth: AuthConfig::default(),
             store: StoreConfig::default(),
         }

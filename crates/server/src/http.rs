@@ -1,6 +1,6 @@
 //! HTTP handlers. Writes go to the actor by message; reads come from the published [`View`].
 
-use crate::actor::{Actor, Command, NodeAction, Request, View};
+use crate::actor::{Actor, Command, HistoryQuery, NodeAction, OperationRecord, Request, View};
 use crate::auth::{AclTrees, Auth, Caller, ReadAccess};
 use axum::Router;
 use axum::body::Bytes;
@@ -87,12 +87,52 @@ impl AppState {
 
     /// Refuses a read of operation `id`'s output or events by a caller who may not read it
     /// (an operation the view does not have passes: the actor answers that it does not exist).
-    fn check_read(&self, caller: &Caller, id: &str) -> Result<(), Failure> {
+    /// The events `caller` may read. Operations that finished are in the store only: the
+    /// ones the events name are read from there to decide.
+    async fn readable_events(&self, caller: &Caller, events: Vec<EventView>) -> Vec<EventView> {
+        let missing = {
+            let view = self.view.borrow().clone();
+            self.reads(caller, &view).operations_missing(&events)
+        };
+        let mut finished = Vec::new();
+        for id in missing {
+            let stored = ask(self, caller, |r| {
+                Command::History(HistoryQuery::Operation(id, r))
+            })
+            .await;
+            if let Ok(op) = stored {
+                finished.push(op);
+            }
+        }
         let view = self.view.borrow().clone();
-        let reads = self.reads(caller, &view);
-        match reads.operation(id) {
-            Some(op) => reads.check(op).map_err(Failure),
-            None => Ok(()),
+        self.reads(caller, &view)
+            .filter_events_with(events, &finished)
+    }
+
+    /// Refuses, unless `caller` may read operation `id`'s output, environment and events. An
+    /// operation that finished (in the store only) is read from there to be checked; one that
+    /// does not exist passes (the command itself answers "does not exist").
+    async fn check_read(&self, caller: &Caller, id: &str) -> Result<(), Failure> {
+        {
+            let view = self.view.borrow().clone();
+            let reads = self.reads(caller, &view);
+            if reads.reads_everything() {
+                return Ok(());
+            }
+            if let Some(op) = reads.operation(id) {
+                return reads.check(op).map_err(Failure);
+            }
+        }
+        let stored = ask(self, caller, |r| {
+            Command::History(HistoryQuery::Operation(id.to_string(), r))
+        })
+        .await;
+        match stored {
+            Ok(op) => {
+                let view = self.view.borrow().clone();
+                self.reads(caller, &view).check(&op).map_err(Failure)
+            }
+            Err(_) => Ok(()),
         }
     }
 
@@ -176,13 +216,6 @@ fn check_token(state: &AppState, headers: &HeaderMap) -> Result<(), Failure> {
             "agent endpoints need the shared token (Authorization: Bearer ...)",
         )))
     }
-}
-
-fn no_such_operation(id: &str) -> Failure {
-    Failure(ApiError::new(
-        codes::NO_SUCH_OPERATION,
-        format!("operation {id:?} does not exist"),
-    ))
 }
 
 fn ok<T: Serialize>(value: T) -> Reply<T> {
@@ -456,6 +489,25 @@ async fn status(State(s): State<AppState>) -> Reply<fairsched_api::ServerStatus>
     })
 }
 
+/// Default and largest number of operations `GET /api/v1/operations` returns.
+pub const OPERATIONS_DEFAULT_LIMIT: usize = 1000;
+pub const OPERATIONS_MAX_LIMIT: usize = 10_000;
+
+/// `pool` and the pools of its subtree (as [`pool_parents`] knows them).
+fn subtree_pools(parents: &std::collections::BTreeMap<String, String>, pool: &str) -> Vec<String> {
+    let mut pools = vec![pool.to_string()];
+    pools.extend(
+        parents
+            .keys()
+            .filter(|p| p.as_str() != pool && pool_within(parents, p, pool))
+            .cloned(),
+    );
+    pools
+}
+
+/// `GET /api/v1/operations`: in submission order, filtered and paged (`limit`, `after`). A
+/// query for unfinished operations only without a cursor is answered from the published view;
+/// others by the actor, from the store (where finished operations are).
 async fn list_operations(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -482,25 +534,65 @@ async fn list_operations(
             ));
         }
     }
+    let limit = q
+        .limit
+        .unwrap_or(OPERATIONS_DEFAULT_LIMIT)
+        .min(OPERATIONS_MAX_LIMIT);
+    let jobs = q.jobs != Some(false);
     let view = s.view.borrow().clone();
     let parents = pool_parents(&view);
+    let unfinished_only = states
+        .as_ref()
+        .is_some_and(|s| !s.is_empty() && s.iter().all(|s| matches!(*s, "pending" | "running")));
+    if unfinished_only && q.after.as_deref().is_none_or(str::is_empty) {
+        let matching: Vec<&OperationRecord> = view
+            .operations
+            .iter()
+            .filter(|o| {
+                states
+                    .as_ref()
+                    .is_none_or(|s| s.contains(&o.view.state.as_str()))
+            })
+            .filter(|o| {
+                q.pool
+                    .as_ref()
+                    .is_none_or(|p| pool_within(&parents, &o.view.pool, p))
+            })
+            .filter(|o| q.user.as_ref().is_none_or(|u| *u == o.view.user))
+            .collect();
+        // From the first ones with `after=` (empty), else the newest.
+        let page = if q.after.is_some() {
+            &matching[..limit.min(matching.len())]
+        } else {
+            &matching[matching.len().saturating_sub(limit)..]
+        };
+        let reads = s.reads(&caller, &view);
+        return ok(page.iter().map(|o| reads.redact(o.to_view(jobs))).collect());
+    }
+    let filter = fairsched_store::OperationFilter {
+        states: states
+            .unwrap_or_default()
+            .into_iter()
+            .map(str::to_string)
+            .collect(),
+        pools: q.pool.as_deref().map(|p| subtree_pools(&parents, p)),
+        user: q.user.clone(),
+        after: q.after.clone(),
+        limit,
+    };
+    drop(view);
+    let ops = ask(&s, &caller, |reply| {
+        Command::History(HistoryQuery::List {
+            filter,
+            jobs,
+            reply,
+        })
+    })
+    .await?;
+    // Finished operations follow the read permission as unfinished ones do.
+    let view = s.view.borrow().clone();
     let reads = s.reads(&caller, &view);
-    ok(view
-        .operations
-        .iter()
-        .filter(|o| {
-            states
-                .as_ref()
-                .is_none_or(|s| s.contains(&o.view.state.as_str()))
-        })
-        .filter(|o| {
-            q.pool
-                .as_ref()
-                .is_none_or(|p| pool_within(&parents, &o.view.pool, p))
-        })
-        .filter(|o| q.user.as_ref().is_none_or(|u| *u == o.view.user))
-        .map(|o| reads.redact(o.to_view(q.jobs != Some(false))))
-        .collect())
+    ok(ops.into_iter().map(|o| reads.redact(o)).collect())
 }
 
 fn bad_query(e: QueryRejection) -> Failure {
@@ -510,16 +602,23 @@ fn bad_query(e: QueryRejection) -> Failure {
     ))
 }
 
+/// `GET /api/v1/operations/ID`: an unfinished operation from the published view; any other
+/// (finished, in the store only) through the actor.
 async fn get_operation(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Reply<OperationView> {
     let view = s.view.borrow().clone();
-    match view.operations.iter().find(|o| o.view.id == id) {
-        Some(op) => ok(s.reads(&caller, &view).redact(op.to_view(true))),
-        None => Err(no_such_operation(&id)),
+    if let Some(op) = view.operations.iter().find(|o| o.view.id == id) {
+        return ok(s.reads(&caller, &view).redact(op.to_view(true)));
     }
+    drop(view);
+    let op = ask(&s, &caller, |r| {
+        Command::History(HistoryQuery::Operation(id, r))
+    })
+    .await?;
+    ok(s.shown(&caller, op))
 }
 
 async fn abort(
@@ -547,7 +646,7 @@ async fn logs(
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Reply<Vec<fairsched_api::JobLogs>> {
-    s.check_read(&caller, &id)?;
+    s.check_read(&caller, &id).await?;
     ok(ask(&s, &caller, |r| Command::Logs(id, r)).await?)
 }
 
@@ -833,11 +932,10 @@ async fn list_events(
 ) -> Reply<Vec<EventView>> {
     let Query(q) = q.map_err(bad_query)?;
     if let Some(id) = &q.operation {
-        s.check_read(&caller, id)?;
+        s.check_read(&caller, id).await?;
     }
     let events = ask(&s, &caller, |r| Command::Events(q, r)).await?;
-    let view = s.view.borrow().clone();
-    ok(s.reads(&caller, &view).filter_events(events))
+    ok(s.readable_events(&caller, events).await)
 }
 
 /// Events a live stream reads from the store at a time while it catches up.
@@ -861,9 +959,8 @@ struct Follow {
 
 impl Follow {
     /// The events the stream's caller may read.
-    fn readable(&self, events: Vec<EventView>) -> Vec<EventView> {
-        let view = self.app.view.borrow().clone();
-        self.app.reads(&self.caller, &view).filter_events(events)
+    async fn readable(&self, events: Vec<EventView>) -> Vec<EventView> {
+        self.app.readable_events(&self.caller, events).await
     }
 
     /// The next event to send; `None` ends the stream.
@@ -887,7 +984,7 @@ impl Follow {
                 if let Some(last) = events.last() {
                     self.last = last.seq;
                 }
-                self.backlog.extend(self.readable(events));
+                self.backlog.extend(self.readable(events).await);
                 continue;
             }
             let received = tokio::select! {
@@ -897,7 +994,7 @@ impl Follow {
             match received {
                 Ok(e) if e.seq > self.last && self.query.matches(&e) => {
                     self.last = e.seq;
-                    if self.readable(vec![(*e).clone()]).is_empty() {
+                    if self.readable(vec![(*e).clone()]).await.is_empty() {
                         continue;
                     }
                     return Some(e);
@@ -921,7 +1018,7 @@ async fn stream_events(
 ) -> Result<Sse<impl futures_util::Stream<Item = Result<sse::Event, Infallible>>>, Failure> {
     let Query(mut query) = q.map_err(bad_query)?;
     if let Some(op) = &query.operation {
-        s.check_read(&caller, op)?;
+        s.check_read(&caller, op).await?;
     }
     if let Some(id) = headers
         .get("last-event-id")

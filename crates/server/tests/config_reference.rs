@@ -110,6 +110,7 @@ fn schema_is_complete_with_inline_pool_trees() {
             "pool_trees",
             "scheduler",
             "node_timeout_ms",
+            "history_retention_ms",
             "auth",
             "store"
         ])

@@ -47,6 +47,35 @@ impl Store for Faulty {
     fn events(&self, filter: &EventFilter) -> Result<Vec<StoredEvent>, StoreError> {
         self.inner.events(filter)
     }
+    fn operation(
+        &self,
+        id: &str,
+    ) -> Result<
+        Option<(
+            fairsched_store::StoredOperation,
+            Vec<fairsched_store::StoredJob>,
+        )>,
+        StoreError,
+    > {
+        self.inner.operation(id)
+    }
+    fn operation_state(&self, id: &str) -> Result<Option<String>, StoreError> {
+        self.inner.operation_state(id)
+    }
+    fn operations(
+        &self,
+        filter: &fairsched_store::OperationFilter,
+    ) -> Result<Vec<fairsched_store::StoredOperation>, StoreError> {
+        self.inner.operations(filter)
+    }
+    fn prune(
+        &mut self,
+        before_unix_ms: u64,
+        max_operations: usize,
+        max_events: usize,
+    ) -> Result<fairsched_store::Pruned, StoreError> {
+        self.inner.prune(before_unix_ms, max_operations, max_events)
+    }
     fn check_writable(&mut self) -> Result<(), StoreError> {
         if self.full.load(Ordering::SeqCst) {
             return Err(disk_full());

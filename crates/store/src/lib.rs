@@ -1,7 +1,8 @@
 //! Durable state of the fairsched server.
 //!
-//! [`Store`] is what the server needs: load everything at start, and commit one batch of
-//! changes (pool trees, operations, jobs, nodes, events) atomically before it replies.
+//! [`Store`] is what the server needs: load what is not finished at start, commit one batch
+//! of changes (pool trees, operations, jobs, nodes, events) atomically before it replies, read
+//! finished operations (by id, in filtered pages) and prune what is older than the retention.
 //! [`SqliteStore`] keeps it in one SQLite file (WAL journal, `schema_version` table, migrations
 //! as SQL strings). Records are JSON documents with a few indexed columns, so the server owns
 //! their shape and the schema changes only for new tables or indexes.
@@ -9,12 +10,58 @@
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::Path;
 
-/// A stored operation: its id, state and the server's JSON record.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A stored operation: its id, state, the columns its lists filter on and the server's JSON
+/// record.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StoredOperation {
     pub id: String,
     pub state: String,
+    /// Its pool (in its first tree).
+    pub pool: String,
+    pub user: String,
+    /// When it finished (Unix ms); `None` while it has not.
+    pub finished_at: Option<u64>,
     pub record: String,
+}
+
+/// The states of a finished operation: [`Store::load`] leaves these operations out, and
+/// [`Store::prune`] removes them once old enough.
+pub const FINISHED_STATES: [&str; 3] = ["completed", "failed", "aborted"];
+
+/// Which operations [`Store::operations`] returns, in submission order. Every filter given
+/// must hold.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OperationFilter {
+    /// Any of these states (none: all).
+    pub states: Vec<String>,
+    /// Any of these pools (none: all).
+    pub pools: Option<Vec<String>>,
+    pub user: Option<String>,
+    /// Operations submitted after the one of this id (`Some("")`: from the first one). An id
+    /// the store does not have is an error ([`StoreError::Other`] naming it).
+    pub after: Option<String>,
+    /// At most this many: with `after` the first ones after it, else the newest ones.
+    pub limit: usize,
+}
+
+/// A finished job's end as its node reported it after its operation had left the server's
+/// memory: applied to the stored job (its exit code, when it has none yet; its reason, when
+/// given; its output tails).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct JobExit {
+    pub id: String,
+    pub exit_code: Option<i32>,
+    pub reason: Option<String>,
+    pub stdout_tail: String,
+    pub stderr_tail: String,
+}
+
+/// What one [`Store::prune`] call removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pruned {
+    pub operations: usize,
+    pub jobs: usize,
+    pub events: usize,
 }
 
 /// A stored job (one allocation).
@@ -88,6 +135,8 @@ pub struct Batch {
     pub jobs: Vec<StoredJob>,
     pub nodes: Vec<StoredNode>,
     pub events: Vec<StoredEvent>,
+    /// Ends of stored jobs (see [`JobExit`]), applied after `jobs`.
+    pub job_exits: Vec<JobExit>,
 }
 
 impl Batch {
@@ -97,16 +146,19 @@ impl Batch {
             && self.jobs.is_empty()
             && self.nodes.is_empty()
             && self.events.is_empty()
+            && self.job_exits.is_empty()
     }
 }
 
-/// Everything the server restores at start.
+/// What the server restores at start: everything but finished operations and their jobs
+/// (those stay in the store for queries until pruned).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Loaded {
     /// Every stored pool tree, by name.
     pub trees: Vec<StoredTree>,
-    /// In submission order.
+    /// The operations not finished, in submission order.
     pub operations: Vec<StoredOperation>,
+    /// The jobs of those operations.
     pub jobs: Vec<StoredJob>,
     pub nodes: Vec<StoredNode>,
     /// How many times the store was opened before (0 on a new store).
@@ -139,8 +191,24 @@ pub enum StoreError {
 
 /// The server's durable state.
 pub trait Store: Send {
-    /// Everything stored.
+    /// What the server restores (see [`Loaded`]).
     fn load(&self) -> Result<Loaded, StoreError>;
+    /// One operation and its jobs (in start order), finished or not.
+    fn operation(&self, id: &str) -> Result<Option<(StoredOperation, Vec<StoredJob>)>, StoreError>;
+    /// The state of operation `id` (`None`: the store does not have it).
+    fn operation_state(&self, id: &str) -> Result<Option<String>, StoreError>;
+    /// The operations that pass `filter`, oldest first.
+    fn operations(&self, filter: &OperationFilter) -> Result<Vec<StoredOperation>, StoreError>;
+    /// Removes at most `max_operations` operations that finished before `before_unix_ms`
+    /// (oldest first) with their jobs, and at most `max_events` events logged before it
+    /// (the newest event always stays: it numbers the next ones). Small batches keep each
+    /// call short; call again while it removes something.
+    fn prune(
+        &mut self,
+        before_unix_ms: u64,
+        max_operations: usize,
+        max_events: usize,
+    ) -> Result<Pruned, StoreError>;
     /// Commits a batch atomically (all or nothing).
     fn commit(&mut self, batch: &Batch) -> Result<(), StoreError>;
     /// The captured output of one operation's jobs: `(job id, stdout, stderr)`.
@@ -222,7 +290,48 @@ const MIGRATIONS: &[&str] = &[
     // default one), which becomes the default.
     "ALTER TABLE pool_trees ADD COLUMN is_default INTEGER NOT NULL DEFAULT 0;
      UPDATE pool_trees SET is_default = 1 WHERE (SELECT COUNT(*) FROM pool_trees) = 1;",
+    // 4: finished operations stay in the store only: lists filter and page there, and the
+    // retention prunes by finish time.
+    "ALTER TABLE operations ADD COLUMN pool TEXT NOT NULL DEFAULT '';
+     ALTER TABLE operations ADD COLUMN user TEXT NOT NULL DEFAULT '';
+     ALTER TABLE operations ADD COLUMN finished_at INTEGER;
+     UPDATE operations SET
+         pool = COALESCE(json_extract(record, '$.pool'), ''),
+         user = COALESCE(json_extract(record, '$.user'), ''),
+         finished_at = CASE WHEN state IN ('completed', 'failed', 'aborted')
+             THEN COALESCE(json_extract(record, '$.finished_at'), 0) END
+       WHERE json_valid(record);
+     CREATE INDEX operations_by_state ON operations (state, seq);
+     CREATE INDEX operations_by_pool ON operations (pool, seq);
+     CREATE INDEX operations_by_user ON operations (user, seq);
+     CREATE INDEX operations_by_finish ON operations (finished_at) WHERE finished_at IS NOT NULL;",
 ];
+
+/// The SQL list of [`FINISHED_STATES`].
+const FINISHED_SQL: &str = "('completed', 'failed', 'aborted')";
+
+fn stored_operation(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredOperation> {
+    Ok(StoredOperation {
+        id: r.get(0)?,
+        state: r.get(1)?,
+        pool: r.get(2)?,
+        user: r.get(3)?,
+        finished_at: r.get::<_, Option<i64>>(4)?.map(|t| t.max(0) as u64),
+        record: r.get(5)?,
+    })
+}
+
+const OPERATION_COLUMNS: &str = "id, state, pool, user, finished_at, record";
+
+fn stored_job(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredJob> {
+    Ok(StoredJob {
+        id: r.get(0)?,
+        operation: r.get(1)?,
+        record: r.get(2)?,
+        stdout_tail: r.get(3)?,
+        stderr_tail: r.get(4)?,
+    })
+}
 
 /// [`Store`] in one SQLite database file.
 #[derive(Debug)]
@@ -380,28 +489,19 @@ impl Store for SqliteStore {
             })?
             .collect::<Result<_, _>>()?;
         let operations = c
-            .prepare("SELECT id, state, record FROM operations ORDER BY seq")?
-            .query_map([], |r| {
-                Ok(StoredOperation {
-                    id: r.get(0)?,
-                    state: r.get(1)?,
-                    record: r.get(2)?,
-                })
-            })?
+            .prepare(&format!(
+                "SELECT {OPERATION_COLUMNS} FROM operations WHERE state NOT IN {FINISHED_SQL}
+                 ORDER BY seq"
+            ))?
+            .query_map([], stored_operation)?
             .collect::<Result<_, _>>()?;
         let jobs = c
-            .prepare(
-                "SELECT id, operation, record, stdout_tail, stderr_tail FROM jobs ORDER BY rowid",
-            )?
-            .query_map([], |r| {
-                Ok(StoredJob {
-                    id: r.get(0)?,
-                    operation: r.get(1)?,
-                    record: r.get(2)?,
-                    stdout_tail: r.get(3)?,
-                    stderr_tail: r.get(4)?,
-                })
-            })?
+            .prepare(&format!(
+                "SELECT id, operation, record, stdout_tail, stderr_tail FROM jobs
+                 WHERE operation IN (SELECT id FROM operations WHERE state NOT IN {FINISHED_SQL})
+                 ORDER BY rowid"
+            ))?
+            .query_map([], stored_job)?
             .collect::<Result<_, _>>()?;
         let nodes = c
             .prepare("SELECT id, record FROM nodes ORDER BY id")?
@@ -447,11 +547,21 @@ impl Store for SqliteStore {
         // per row: parsing the SQL was a good part of a heartbeat's commit.
         if !batch.operations.is_empty() {
             let mut stmt = tx.prepare_cached(
-                "INSERT INTO operations (id, state, record) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (id) DO UPDATE SET state = excluded.state, record = excluded.record",
+                "INSERT INTO operations (id, state, pool, user, finished_at, record)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (id) DO UPDATE SET state = excluded.state, pool = excluded.pool,
+                   user = excluded.user, finished_at = excluded.finished_at,
+                   record = excluded.record",
             )?;
             for op in &batch.operations {
-                stmt.execute(params![op.id, op.state, op.record])?;
+                stmt.execute(params![
+                    op.id,
+                    op.state,
+                    op.pool,
+                    op.user,
+                    op.finished_at.map(|t| t.min(i64::MAX as u64) as i64),
+                    op.record
+                ])?;
             }
         }
         if !batch.jobs.is_empty() {
@@ -469,6 +579,26 @@ impl Store for SqliteStore {
                     job.record,
                     job.stdout_tail,
                     job.stderr_tail
+                ])?;
+            }
+        }
+        if !batch.job_exits.is_empty() {
+            let mut stmt = tx.prepare_cached(
+                "UPDATE jobs SET
+                   record = CASE WHEN json_valid(record) THEN json_set(record,
+                       '$.exit_code', COALESCE(json_extract(record, '$.exit_code'), ?2),
+                       '$.reason', COALESCE(?3, json_extract(record, '$.reason')))
+                     ELSE record END,
+                   stdout_tail = ?4, stderr_tail = ?5
+                 WHERE id = ?1",
+            )?;
+            for e in &batch.job_exits {
+                stmt.execute(params![
+                    e.id,
+                    e.exit_code,
+                    e.reason,
+                    e.stdout_tail,
+                    e.stderr_tail
                 ])?;
             }
         }
@@ -510,6 +640,132 @@ impl Store for SqliteStore {
         )?;
         tx.commit()?;
         Ok(())
+    }
+
+    fn operation(&self, id: &str) -> Result<Option<(StoredOperation, Vec<StoredJob>)>, StoreError> {
+        let op = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {OPERATION_COLUMNS} FROM operations WHERE id = ?1"
+            ))?
+            .query_row(params![id], stored_operation)
+            .optional()?;
+        let Some(op) = op else {
+            return Ok(None);
+        };
+        let jobs = self
+            .conn
+            .prepare_cached(
+                "SELECT id, operation, record, stdout_tail, stderr_tail FROM jobs
+                 WHERE operation = ?1 ORDER BY rowid",
+            )?
+            .query_map(params![id], stored_job)?
+            .collect::<Result<_, _>>()?;
+        Ok(Some((op, jobs)))
+    }
+
+    fn operation_state(&self, id: &str) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT state FROM operations WHERE id = ?1")?
+            .query_row(params![id], |r| r.get(0))
+            .optional()?)
+    }
+
+    fn operations(&self, filter: &OperationFilter) -> Result<Vec<StoredOperation>, StoreError> {
+        use rusqlite::types::Value as V;
+        let mut sql = format!("SELECT {OPERATION_COLUMNS} FROM operations WHERE 1");
+        let mut args: Vec<V> = Vec::new();
+        let mut list = |sql: &mut String, column: &str, values: &[String]| {
+            sql.push_str(&format!(" AND {column} IN ("));
+            for (i, v) in values.iter().enumerate() {
+                args.push(V::Text(v.clone()));
+                sql.push_str(&format!("{}?{}", if i > 0 { "," } else { "" }, args.len()));
+            }
+            sql.push(')');
+        };
+        if !filter.states.is_empty() {
+            list(&mut sql, "state", &filter.states);
+        }
+        if let Some(pools) = &filter.pools {
+            list(&mut sql, "pool", pools);
+        }
+        if let Some(user) = &filter.user {
+            args.push(V::Text(user.clone()));
+            sql.push_str(&format!(" AND user = ?{}", args.len()));
+        }
+        match filter.after.as_deref() {
+            None | Some("") => {}
+            Some(after) => {
+                let seq: Option<i64> = self
+                    .conn
+                    .query_row(
+                        "SELECT seq FROM operations WHERE id = ?1",
+                        params![after],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                let Some(seq) = seq else {
+                    return Err(StoreError::Other(format!(
+                        "operation {after:?} (the cursor `after`) does not exist"
+                    )));
+                };
+                args.push(V::Integer(seq));
+                sql.push_str(&format!(" AND seq > ?{}", args.len()));
+            }
+        }
+        let newest = filter.after.is_none();
+        sql.push_str(if newest {
+            " ORDER BY seq DESC"
+        } else {
+            " ORDER BY seq"
+        });
+        args.push(V::Integer(filter.limit.min(i64::MAX as usize) as i64));
+        sql.push_str(&format!(" LIMIT ?{}", args.len()));
+        let mut rows: Vec<StoredOperation> = self
+            .conn
+            .prepare_cached(&sql)?
+            .query_map(rusqlite::params_from_iter(args), stored_operation)?
+            .collect::<Result<_, _>>()?;
+        if newest {
+            rows.reverse();
+        }
+        Ok(rows)
+    }
+
+    fn prune(
+        &mut self,
+        before_unix_ms: u64,
+        max_operations: usize,
+        max_events: usize,
+    ) -> Result<Pruned, StoreError> {
+        let before = before_unix_ms.min(i64::MAX as u64) as i64;
+        let tx = self.conn.transaction()?;
+        let ids: Vec<String> = tx
+            .prepare_cached(&format!(
+                "SELECT id FROM operations WHERE finished_at IS NOT NULL AND finished_at < ?1
+                   AND state IN {FINISHED_SQL}
+                 ORDER BY finished_at LIMIT ?2"
+            ))?
+            .query_map(params![before, max_operations as i64], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        let mut pruned = Pruned::default();
+        for id in &ids {
+            pruned.jobs += tx
+                .prepare_cached("DELETE FROM jobs WHERE operation = ?1")?
+                .execute(params![id])?;
+            pruned.operations += tx
+                .prepare_cached("DELETE FROM operations WHERE id = ?1")?
+                .execute(params![id])?;
+        }
+        pruned.events = tx
+            .prepare_cached(
+                "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE unix_ms < ?1
+                   AND seq < (SELECT MAX(seq) FROM events) ORDER BY seq LIMIT ?2)",
+            )?
+            .execute(params![before, max_events as i64])?;
+        tx.commit()?;
+        Ok(pruned)
     }
 
     fn job_logs(&self, operation: &str) -> Result<Vec<(String, String, String)>, StoreError> {
@@ -599,6 +855,7 @@ mod tests {
             id: id.into(),
             state: state.into(),
             record: format!("{{\"id\":\"{id}\"}}"),
+            ..StoredOperation::default()
         }
     }
 
@@ -659,6 +916,7 @@ mod tests {
                     record: "{}".into(),
                     ..StoredEvent::default()
                 }],
+                ..Batch::default()
             })
             .unwrap();
             // An update keeps the submission order and earlier logs.
@@ -679,13 +937,23 @@ mod tests {
         let loaded = s.load().unwrap();
         assert_eq!(loaded.incarnation, 1);
         assert_eq!(loaded.trees, vec![tree("default", "{}", true)]);
+        // The finished operation and its jobs stay in the store, not in what is loaded.
         let ids: Vec<_> = loaded
             .operations
             .iter()
             .map(|o| (o.id.as_str(), o.state.as_str()))
             .collect();
-        assert_eq!(ids, vec![("b", "completed"), ("a", "running")]);
-        assert_eq!(loaded.jobs[0].record, "{\"done\":true}");
+        assert_eq!(ids, vec![("a", "running")]);
+        assert!(loaded.jobs.is_empty());
+        let (b, b_jobs) = s.operation("b").unwrap().unwrap();
+        assert_eq!(b.state, "completed");
+        assert_eq!(b_jobs[0].record, "{\"done\":true}");
+        assert!(s.operation("c").unwrap().is_none());
+        assert_eq!(
+            s.operation_state("b").unwrap().as_deref(),
+            Some("completed")
+        );
+        assert_eq!(s.operation_state("c").unwrap(), None);
         assert_eq!(
             s.job_logs("b").unwrap(),
             vec![("0.1".into(), "hi\n".into(), String::new())]
@@ -902,7 +1170,223 @@ mod tests {
         }
         let s = SqliteStore::open(empty.path()).unwrap();
         assert_eq!(s.load().unwrap().trees, vec![]);
-        assert_eq!(SqliteStore::schema_version(), 3);
+        assert_eq!(SqliteStore::schema_version(), 4);
+    }
+
+    fn finished(id: &str, state: &str, pool: &str, user: &str, at: u64) -> StoredOperation {
+        StoredOperation {
+            id: id.into(),
+            state: state.into(),
+            pool: pool.into(),
+            user: user.into(),
+            finished_at: is_finished(state).then_some(at),
+            record: format!("{{\"id\":\"{id}\"}}"),
+        }
+    }
+
+    fn is_finished(state: &str) -> bool {
+        FINISHED_STATES.contains(&state)
+    }
+
+    fn job(id: &str, operation: &str) -> StoredJob {
+        StoredJob {
+            id: id.into(),
+            operation: operation.into(),
+            record: format!("{{\"id\":\"{id}\",\"state\":\"aborted\"}}"),
+            stdout_tail: None,
+            stderr_tail: None,
+        }
+    }
+
+    #[test]
+    fn operations_are_listed_by_filter_in_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SqliteStore::open(dir.path()).unwrap();
+        s.commit(&Batch {
+            operations: vec![
+                finished("o1", "completed", "a", "u1", 10),
+                finished("o2", "running", "b", "u2", 0),
+                finished("o3", "failed", "a", "u2", 30),
+                finished("o4", "aborted", "c", "u1", 40),
+                finished("o5", "pending", "a", "u1", 0),
+            ],
+            ..Batch::default()
+        })
+        .unwrap();
+        let ids = |f: OperationFilter| -> Vec<String> {
+            s.operations(&OperationFilter { limit: 100, ..f })
+                .unwrap()
+                .into_iter()
+                .map(|o| o.id)
+                .collect()
+        };
+        assert_eq!(
+            ids(OperationFilter::default()),
+            ["o1", "o2", "o3", "o4", "o5"]
+        );
+        assert_eq!(
+            ids(OperationFilter {
+                states: vec!["completed".into(), "failed".into()],
+                ..OperationFilter::default()
+            }),
+            ["o1", "o3"]
+        );
+        assert_eq!(
+            ids(OperationFilter {
+                pools: Some(vec!["a".into(), "c".into()]),
+                user: Some("u1".into()),
+                ..OperationFilter::default()
+            }),
+            ["o1", "o4", "o5"]
+        );
+        assert!(
+            ids(OperationFilter {
+                pools: Some(Vec::new()),
+                ..OperationFilter::default()
+            })
+            .is_empty()
+        );
+        // Pages: the newest without a cursor; the first ones after a cursor ("": the start).
+        let page = |after: Option<&str>, limit| -> Vec<String> {
+            s.operations(&OperationFilter {
+                after: after.map(Into::into),
+                limit,
+                ..OperationFilter::default()
+            })
+            .unwrap()
+            .into_iter()
+            .map(|o| o.id)
+            .collect()
+        };
+        assert_eq!(page(None, 2), ["o4", "o5"]);
+        assert_eq!(page(Some(""), 2), ["o1", "o2"]);
+        assert_eq!(page(Some("o2"), 2), ["o3", "o4"]);
+        assert_eq!(page(Some("o4"), 2), ["o5"]);
+        let e = s
+            .operations(&OperationFilter {
+                after: Some("nope".into()),
+                limit: 1,
+                ..OperationFilter::default()
+            })
+            .unwrap_err();
+        assert!(e.to_string().contains("\"nope\""), "{e}");
+    }
+
+    #[test]
+    fn prune_removes_old_finished_operations_their_jobs_and_old_events_in_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SqliteStore::open(dir.path()).unwrap();
+        s.commit(&Batch {
+            operations: vec![
+                finished("old1", "completed", "a", "u", 100),
+                finished("old2", "aborted", "a", "u", 200),
+                finished("new", "completed", "a", "u", 5000),
+                finished("live", "running", "a", "u", 0),
+            ],
+            jobs: vec![
+                job("1", "old1"),
+                job("2", "old2"),
+                job("3", "new"),
+                job("4", "live"),
+            ],
+            events: (1..=5)
+                .map(|seq| StoredEvent {
+                    seq,
+                    unix_ms: seq * 100,
+                    kind: "x".into(),
+                    record: "{}".into(),
+                    ..StoredEvent::default()
+                })
+                .collect(),
+            ..Batch::default()
+        })
+        .unwrap();
+        // One operation per call: the oldest first.
+        let p = s.prune(1000, 1, 2).unwrap();
+        assert_eq!((p.operations, p.jobs, p.events), (1, 1, 2));
+        assert!(s.operation("old1").unwrap().is_none());
+        assert!(s.operation("old2").unwrap().is_some());
+        let p = s.prune(1000, 10, 10).unwrap();
+        // The newest event (5, at 500 ms) stays: it numbers the next ones.
+        assert_eq!((p.operations, p.jobs, p.events), (1, 1, 2));
+        assert_eq!(s.prune(1000, 10, 10).unwrap(), Pruned::default());
+        assert!(s.operation("new").unwrap().is_some());
+        assert_eq!(s.operation("live").unwrap().unwrap().1.len(), 1);
+        assert_eq!(s.load().unwrap().last_event_seq, 5);
+        assert_eq!(s.job_logs("old2").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn a_late_job_exit_updates_the_stored_job() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SqliteStore::open(dir.path()).unwrap();
+        s.commit(&Batch {
+            operations: vec![finished("o", "aborted", "a", "u", 1)],
+            jobs: vec![job("1", "o")],
+            ..Batch::default()
+        })
+        .unwrap();
+        s.commit(&Batch {
+            job_exits: vec![
+                JobExit {
+                    id: "1".into(),
+                    exit_code: Some(143),
+                    reason: None,
+                    stdout_tail: "out".into(),
+                    stderr_tail: "err".into(),
+                },
+                // An unknown job changes nothing.
+                JobExit {
+                    id: "9".into(),
+                    ..JobExit::default()
+                },
+            ],
+            ..Batch::default()
+        })
+        .unwrap();
+        let (_, jobs) = s.operation("o").unwrap().unwrap();
+        let record: serde_json::Value = serde_json::from_str(&jobs[0].record).unwrap();
+        assert_eq!(record["exit_code"], 143);
+        assert_eq!(record["state"], "aborted");
+        assert_eq!(
+            s.job_logs("o").unwrap(),
+            vec![("1".into(), "out".into(), "err".into())]
+        );
+    }
+
+    #[test]
+    fn migrates_version_3_operations_with_their_filter_columns() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let conn = Connection::open(dir.path().join("fairsched.db")).unwrap();
+            conn.execute_batch(
+                "CREATE TABLE schema_version (version INTEGER NOT NULL);
+                 INSERT INTO schema_version (version) VALUES (1), (2), (3);",
+            )
+            .unwrap();
+            for m in &MIGRATIONS[..3] {
+                conn.execute_batch(m).unwrap();
+            }
+            conn.execute(
+                "INSERT INTO operations (id, state, record) VALUES ('x', 'completed', ?1),
+                   ('y', 'running', ?2)",
+                params![
+                    r#"{"id":"x","pool":"p","user":"u","finished_at":77}"#,
+                    r#"{"id":"y","pool":"q","user":"v","finished_at":null}"#
+                ],
+            )
+            .unwrap();
+        }
+        let s = SqliteStore::open(dir.path()).unwrap();
+        let (x, _) = s.operation("x").unwrap().unwrap();
+        assert_eq!(
+            (x.pool.as_str(), x.user.as_str(), x.finished_at),
+            ("p", "u", Some(77))
+        );
+        let loaded = s.load().unwrap();
+        assert_eq!(loaded.operations.len(), 1);
+        assert_eq!(loaded.operations[0].pool, "q");
+        assert_eq!(loaded.operations[0].finished_at, None);
     }
 
     #[test]

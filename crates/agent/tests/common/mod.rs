@@ -26,6 +26,14 @@ pub struct Cluster {
 }
 
 pub async fn start(memory: MemoryEnforcement) -> Cluster {
+    start_with_retention(memory, None).await
+}
+
+/// [`start`] with the agent's `job_dir_retention`.
+pub async fn start_with_retention(
+    memory: MemoryEnforcement,
+    job_dir_retention: Option<Duration>,
+) -> Cluster {
     let dir = tempfile::tempdir().unwrap();
     let config = fairsched_server::ServerConfig {
         listen: "127.0.0.1:0".into(),
@@ -48,6 +56,7 @@ pub async fn start(memory: MemoryEnforcement) -> Cluster {
         work_dir: dir.path().join("agent"),
         kill_grace: Duration::from_millis(500),
         metrics_listen: None,
+        job_dir_retention,
     };
     let agent = tokio::spawn(fairsched_agent::run_with_memory_enforcement(
         agent,

@@ -1,0 +1,86 @@
+//! Finished operations leave the core: `forget_finished_operations` drops the finished
+//! operations nothing refers to any more, and nothing else; scheduling goes on as before.
+
+mod common;
+
+use common::*;
+use fairsched_core::{OperationId, OperationState, SchedulerConfig};
+
+const TREE: &str = r#"{"pool_trees": {"default": {"pools": {"pool": {}}}}}"#;
+
+fn id(s: &str) -> OperationId {
+    OperationId(s.into())
+}
+
+#[test]
+fn finished_operations_are_forgotten_after_the_next_update_and_only_they() {
+    let mut s = scheduler(TREE, SchedulerConfig::default());
+    add_nodes(&mut s, 2, res(2.0, 2.0));
+    s.start_operation(
+        0,
+        op(
+            "short",
+            Some("pool"),
+            vec![task(2, res(1.0, 1.0), Some(100))],
+        ),
+    )
+    .unwrap();
+    s.start_operation(
+        0,
+        op(
+            "long",
+            Some("pool"),
+            vec![task(2, res(1.0, 1.0), Some(100_000))],
+        ),
+    )
+    .unwrap();
+    s.start_operation(
+        0,
+        op("aborted", Some("pool"), vec![task(1, res(1.0, 1.0), None)]),
+    )
+    .unwrap();
+    let mut d = Driver::new();
+    d.run(&mut s, 0, 500, 100);
+    s.abort_operation(500, &id("aborted")).unwrap();
+    assert_eq!(
+        s.operation(&id("short")).unwrap().state,
+        OperationState::Completed
+    );
+    assert_eq!(
+        s.operation(&id("aborted")).unwrap().state,
+        OperationState::Aborted
+    );
+    s.update_fair_share(600);
+    let forgotten = s.forget_finished_operations();
+    assert!(forgotten.contains(&id("aborted")), "{forgotten:?}");
+    assert!(forgotten.contains(&id("short")), "{forgotten:?}");
+    assert!(!forgotten.contains(&id("long")));
+    assert!(s.operation(&id("short")).is_none());
+    assert!(s.operation(&id("aborted")).is_none());
+    let left: Vec<String> = s.operations().map(|o| o.spec.id.0.clone()).collect();
+    assert_eq!(left, ["long"]);
+    assert!(!s.snapshot(600).operations.contains_key("short"));
+    // Nothing more to forget; scheduling goes on with the operations left and new ones.
+    assert!(s.forget_finished_operations().is_empty());
+    s.start_operation(
+        700,
+        op(
+            "later",
+            Some("pool"),
+            vec![task(1, res(1.0, 1.0), Some(100))],
+        ),
+    )
+    .unwrap();
+    d.run(&mut s, 700, 3000, 100);
+    assert_eq!(
+        s.operation(&id("later")).unwrap().state,
+        OperationState::Completed
+    );
+    assert_eq!(s.operation(&id("long")).unwrap().running_job_count(), 2);
+    // A forgotten id may be used again.
+    s.start_operation(
+        3000,
+        op("short", Some("pool"), vec![task(1, res(1.0, 1.0), None)]),
+    )
+    .unwrap();
+}
