@@ -55,7 +55,7 @@ enum Command {
 
 #[derive(Debug, Args)]
 struct ScenarioArgs {
-    /// The scenario file (JSON; see PRODUCT.md "Scenario format").
+    /// The scenario file (JSON; its format: docs/scenario-format.md).
     #[arg(value_name = "FILE")]
     file: PathBuf,
     /// Also write events.jsonl, snapshots.jsonl and summary.json into this directory.

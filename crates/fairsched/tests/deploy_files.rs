@@ -118,3 +118,36 @@ fn config_check_refuses_a_bad_file_naming_line_and_option() {
         "{stderr}"
     );
 }
+
+/// The scenario format page's example runs as it is (the page stays true), and the CLI's help
+/// points to the page, which the repository has.
+#[test]
+fn the_scenario_format_page_example_runs() {
+    let page = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/scenario-format.md");
+    let text = std::fs::read_to_string(&page).unwrap();
+    let example = text
+        .split("```json\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a JSON example on the page");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("example.json");
+    std::fs::write(&file, example).unwrap();
+    let out = Command::new(BIN)
+        .arg("scenario")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("\"snapshot\":\"after-op2\""), "{stdout}");
+    let help = Command::new(BIN)
+        .args(["scenario", "--help"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&help.stdout).contains("docs/scenario-format.md"));
+}

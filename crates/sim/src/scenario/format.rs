@@ -22,7 +22,7 @@ pub const DEFAULT_TREE_NAME: &str = "default";
 /// Default prefix of node ids (`node-0`, `node-1`, ...).
 pub const DEFAULT_NODE_ID_PREFIX: &str = "node";
 
-/// The event kinds, in the order PRODUCT.md lists them.
+/// The event kinds, in the order docs/scenario-format.md lists them.
 pub const EVENT_KINDS: [&str; 11] = [
     "start_operation",
     "abort_operation",

@@ -1,5 +1,5 @@
 //! Scenarios: a JSON file of nodes, pool trees and timed events, run in virtual time through the
-//! scheduling core (`fairsched scenario FILE [--out DIR] [--stats]`, PRODUCT.md interface 2).
+//! scheduling core (`fairsched scenario FILE [--out DIR] [--stats]`; the format: docs/scenario-format.md).
 //!
 //! # File
 //!
