@@ -392,13 +392,19 @@ pub enum PoolCommand {
         #[arg(long)]
         config: Option<String>,
     },
-    /// Replace a pool's options and/or move it.
+    /// Change a pool's options and/or move it. The options given (JSON, `--config
+    /// '{"weight":2}'`; `null` unsets one) are merged into the pool's; the others keep their
+    /// values (`--replace`: the given ones are all it keeps). Prints what changed, as `pool
+    /// apply` does.
     Set {
         name: String,
         #[arg(long)]
         config: Option<String>,
         #[arg(long)]
         parent: Option<String>,
+        /// Replace all the pool's options with --config instead of merging.
+        #[arg(long)]
+        replace: bool,
     },
     /// Remove a pool (refused while it has child pools or unfinished operations; `pool
     /// apply` removes pools with operations, which go on in ephemeral pools).
@@ -1261,11 +1267,59 @@ async fn pool(conn: Conn, tree: Option<String>, command: PoolCommand) -> anyhow:
             name,
             config,
             parent,
+            replace,
         } => {
-            let config = json_object(config.as_deref())?;
-            client
-                .update_pool(tree, &name, &UpdatePool { config, parent })
-                .await?
+            let given = json_object(config.as_deref())?;
+            let current = client.tree(tree).await?;
+            let pools = pool_options(&current["config"]);
+            let (old_path, old) = pools
+                .get(&name)
+                .cloned()
+                .unwrap_or_else(|| (name.clone(), Map::new()));
+            let config = match given {
+                Some(given) if !replace => {
+                    let mut merged = old.clone();
+                    for (k, v) in given {
+                        if v.is_null() {
+                            merged.remove(&k);
+                        } else {
+                            merged.insert(k, v);
+                        }
+                    }
+                    Some(merged)
+                }
+                other => other,
+            };
+            let reply = client
+                .update_pool(
+                    tree,
+                    &name,
+                    &UpdatePool {
+                        config: config.clone(),
+                        parent: parent.clone(),
+                    },
+                )
+                .await?;
+            if conn.json {
+                return print_json(&reply);
+            }
+            let mut changes = Vec::new();
+            if let Some(p) = &parent {
+                let old_parent = old_path.rsplit_once('/').map_or("<Root>", |(p, _)| p);
+                let old_parent = old_parent.rsplit('/').next().unwrap_or(old_parent);
+                if old_parent != p {
+                    changes.push(format!("moved from {old_path}"));
+                }
+            }
+            if let Some(new) = &config {
+                changes.extend(option_changes(&old, new));
+            }
+            if changes.is_empty() {
+                println!("no change");
+            } else {
+                println!("~ {old_path}: {}", changes.join(", "));
+            }
+            return Ok(());
         }
         PoolCommand::Remove { name } => client.remove_pool(tree, &name).await?,
         PoolCommand::Apply { file, dry_run } => {
@@ -1383,15 +1437,32 @@ fn pool_options(tree: &Value) -> BTreeMap<String, (String, Map<String, Value>)> 
 }
 
 /// `option old -> new` for every option that differs (`unset` where there is none).
+/// Numbers are compared and shown by value (`3` and `3.0` are the same weight).
 fn option_changes(old: &Map<String, Value>, new: &Map<String, Value>) -> Vec<String> {
+    fn numbers_as_f64(v: &Value) -> Value {
+        match v {
+            Value::Number(n) => n
+                .as_f64()
+                .and_then(serde_json::Number::from_f64)
+                .map_or_else(|| v.clone(), Value::Number),
+            Value::Array(a) => Value::Array(a.iter().map(numbers_as_f64).collect()),
+            Value::Object(o) => Value::Object(
+                o.iter()
+                    .map(|(k, v)| (k.clone(), numbers_as_f64(v)))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
     let keys: std::collections::BTreeSet<&String> = old.keys().chain(new.keys()).collect();
-    let show = |v: Option<&Value>| match v {
+    let get = |m: &Map<String, Value>, k: &str| m.get(k).map(numbers_as_f64);
+    let show = |v: Option<Value>| match v {
         None | Some(Value::Null) => "unset".to_string(),
         Some(v) => v.to_string(),
     };
     keys.into_iter()
-        .filter(|k| old.get(*k) != new.get(*k))
-        .map(|k| format!("{k} {} -> {}", show(old.get(k)), show(new.get(k))))
+        .filter(|k| get(old, k) != get(new, k))
+        .map(|k| format!("{k} {} -> {}", show(get(old, k)), show(get(new, k))))
         .collect()
 }
 
