@@ -344,8 +344,14 @@ pub enum OpCommand {
         #[arg(long)]
         all: bool,
     },
-    /// Show one operation with its jobs.
-    Show { id: String },
+    /// Show one operation: its state, why it waits, job counts (aborted ones by reason), its
+    /// running jobs and its last failed ones; `--all-jobs` lists every job it ran.
+    Show {
+        id: String,
+        /// List every job, finished ones too.
+        #[arg(long)]
+        all_jobs: bool,
+    },
     /// Wait until an operation ends: prints its final state and job counts; exit status 0 if
     /// it completed, 1 if it failed, was aborted, or --timeout passed first.
     Wait {
@@ -856,7 +862,7 @@ async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        OpCommand::Show { id } => {
+        OpCommand::Show { id, all_jobs } => {
             let o = client.get_operation(&id).await?;
             if conn.json {
                 return print_json(&o);
@@ -871,13 +877,30 @@ async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
             if let Some(w) = &o.why {
                 println!("why waiting: {w}");
             }
-            let c = o.job_counts;
+            let c = &o.job_counts;
+            // Aborted jobs by why: preempted, lost with their node, ... (the reason's first
+            // word: `agent_restarted: ...` is `agent_restarted`).
+            let mut aborted: BTreeMap<String, usize> = BTreeMap::new();
+            for j in o.jobs.iter().filter(|j| j.state == "aborted") {
+                let why = j
+                    .reason
+                    .as_deref()
+                    .map(|r| r.split(':').next().unwrap_or(r).trim().to_string())
+                    .unwrap_or_else(|| "aborted".into());
+                *aborted.entry(why).or_default() += 1;
+            }
+            let by_reason = if aborted.is_empty() {
+                String::new()
+            } else {
+                let parts: Vec<String> = aborted.iter().map(|(r, n)| format!("{r} {n}")).collect();
+                format!(" ({})", parts.join(", "))
+            };
             println!(
-                "jobs: {} total, {} pending, {} running, {} completed, {} failed, {} aborted",
+                "jobs: {} total: {} pending, {} running, {} completed, {} failed, {} aborted{by_reason}",
                 c.total, c.pending, c.running, c.completed, c.failed, c.aborted
             );
-            for j in &o.jobs {
-                println!(
+            let line = |j: &fairsched_api::JobView| {
+                format!(
                     "  job {} on {}: {}{}{}",
                     j.id,
                     j.node,
@@ -889,7 +912,33 @@ async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
                         .as_deref()
                         .map(|r| format!(": {r}"))
                         .unwrap_or_default()
-                );
+                )
+            };
+            if all_jobs {
+                for j in &o.jobs {
+                    println!("{}", line(j));
+                }
+                return Ok(());
+            }
+            /// Failed jobs shown without --all-jobs (the newest).
+            const FAILED_SHOWN: usize = 5;
+            let running: Vec<_> = o.jobs.iter().filter(|j| j.state == "running").collect();
+            let failed: Vec<_> = o.jobs.iter().filter(|j| j.state == "failed").collect();
+            if !running.is_empty() {
+                println!("running:");
+                for j in &running {
+                    println!("{}", line(j));
+                }
+            }
+            if !failed.is_empty() {
+                println!("failed (the last {}):", failed.len().min(FAILED_SHOWN));
+                for j in failed.iter().rev().take(FAILED_SHOWN).rev() {
+                    println!("{}", line(j));
+                }
+            }
+            let hidden = o.jobs.len() - running.len() - failed.len().min(FAILED_SHOWN);
+            if hidden > 0 {
+                println!("({hidden} more jobs: op show {} --all-jobs)", o.id);
             }
             Ok(())
         }

@@ -76,3 +76,47 @@ fn op_wait_ends_with_the_operation_and_says_how() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("operation slow aborted"));
     c.stop();
 }
+
+/// `op show` summarises: counts with aborted jobs by reason, the running jobs, the last failed
+/// ones; `--all-jobs` lists every job (issue 18).
+#[test]
+fn op_show_summarises_and_lists_every_job_on_request() {
+    let mut c = Cluster::start(
+        "node_timeout_ms = 1500\n\n[scheduler]\nnode_heartbeat_period_ms = 100\nfair_share_update_period_ms = 100\n",
+        &[("n1", "cpu=1,memory=1GiB,user_slots=1")],
+    );
+    // A job that runs while its node is lost (node_lost), then again elsewhere.
+    c.submit("lost", &["--cpu", "1"], "sleep 100");
+    common::wait_for("lost to run", std::time::Duration::from_secs(30), || {
+        c.op("lost")["job_counts"]["running"] == 1
+    });
+    c.kill_agent("n1");
+    c.start_agent("n2", "cpu=1,memory=1GiB,user_slots=1");
+    common::wait_for(
+        "lost to run on n2",
+        std::time::Duration::from_secs(30),
+        || {
+            c.op("lost")["jobs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|j| j["node"] == "n2" && j["state"] == "running")
+        },
+    );
+    let text = c.cli(&["op", "show", "lost"]);
+    assert!(
+        text.contains(
+            "jobs: 1 total: 0 pending, 1 running, 0 completed, 0 failed, 1 aborted (node_lost 1)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("running:\n  job "), "{text}");
+    assert!(
+        text.contains("(1 more jobs: op show lost --all-jobs)"),
+        "{text}"
+    );
+    let all = c.cli(&["op", "show", "lost", "--all-jobs"]);
+    assert!(all.contains("aborted: node_lost"), "{all}");
+    c.cli(&["op", "abort", "lost"]);
+    c.stop();
+}

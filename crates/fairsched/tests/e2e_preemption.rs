@@ -148,7 +148,7 @@ strong_guarantee_resources = { cpu = 2 }
     for l in logs.as_array().unwrap() {
         assert_eq!(l["stdout"], "got-int\n", "{logs}");
     }
-    let text = c.cli(&["op", "show", "handles"]);
+    let text = c.cli(&["op", "show", "handles", "--all-jobs"]);
     assert!(text.contains("completed (exit 0): preemption"), "{text}");
 
     // The jobs that ignore it got it too, and were killed once their 2 s were up.

@@ -114,7 +114,7 @@ fn up_runs_completes_aborts_and_stops() {
         let dir = data.path().join(node).join("jobs").join(&id).join(job);
         assert!(dir.join("stdout").is_file(), "no {}", dir.display());
     }
-    let text = cli(&url, &["op", "show", &id]);
+    let text = cli(&url, &["op", "show", &id, "--all-jobs"]);
     assert!(text.contains(&format!("job {} on", shown[0])), "{text}");
     let list = json(&url, &["op", "list"]);
     assert_eq!(list[0]["id"], id.as_str());
