@@ -145,8 +145,20 @@ impl ApiClient {
     }
 
     pub async fn submit(&self, op: &SubmitOperation) -> Result<SubmitReply, ClientError> {
-        self.send(self.http.post(self.url(routes::OPERATIONS)).json(op))
-            .await
+        self.submit_with(op, false).await
+    }
+
+    /// [`ApiClient::submit`]; `wait_for_nodes`: accepted even if no node can hold its jobs yet.
+    pub async fn submit_with(
+        &self,
+        op: &SubmitOperation,
+        wait_for_nodes: bool,
+    ) -> Result<SubmitReply, ClientError> {
+        let mut request = self.http.post(self.url(routes::OPERATIONS)).json(op);
+        if wait_for_nodes {
+            request = request.query(&[("wait_for_nodes", "true")]);
+        }
+        self.send(request).await
     }
 
     pub async fn list_operations(

@@ -317,6 +317,10 @@ pub struct RunArgs {
     /// if it failed or was aborted (as `op wait`).
     #[arg(long)]
     wait: bool,
+    /// Accept it even if no node can hold its jobs yet (nodes that large will join, as in an
+    /// autoscaled cluster); otherwise such an operation is refused.
+    #[arg(long)]
+    wait_for_nodes: bool,
     #[arg(required = true, last = true)]
     command: Vec<String>,
 }
@@ -754,6 +758,7 @@ async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
                 resource_limits,
                 time_limit,
                 wait,
+                wait_for_nodes,
                 command,
             } = *args;
             let mut resources = Resources::ZERO;
@@ -788,20 +793,23 @@ async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
                 options.insert("resource_limits".into(), serde_json::to_value(l)?);
             }
             let reply = client
-                .submit(&SubmitOperation {
-                    id,
-                    user,
-                    pool,
-                    tasks: vec![TaskSubmit {
-                        job_count: jobs,
-                        resources,
-                        command,
-                        env,
-                        gang: false,
-                        time_limit_ms: time_limit,
-                    }],
-                    options,
-                })
+                .submit_with(
+                    &SubmitOperation {
+                        id,
+                        user,
+                        pool,
+                        tasks: vec![TaskSubmit {
+                            job_count: jobs,
+                            resources,
+                            command,
+                            env,
+                            gang: false,
+                            time_limit_ms: time_limit,
+                        }],
+                        options,
+                    },
+                    wait_for_nodes,
+                )
                 .await?;
             if conn.json && !wait {
                 return print_json(&reply);

@@ -135,7 +135,8 @@ pub struct Request {
 /// A command to the actor.
 #[derive(Debug)]
 pub enum Command {
-    Submit(Value, Reply<String>),
+    /// The spec, and whether to accept jobs no node can hold yet (`?wait_for_nodes=true`).
+    Submit(Value, bool, Reply<String>),
     Abort(String, Reply<OperationView>),
     UpdateOperation(String, UpdateOperation, Reply<OperationView>),
     Logs(String, Reply<Vec<JobLogs>>),
@@ -253,7 +254,7 @@ impl Command {
             let _ = reply.send(Err(error));
         }
         match self {
-            Command::Submit(_, r) => send(r, error),
+            Command::Submit(_, _, r) => send(r, error),
             Command::Abort(_, r) => send(r, error),
             Command::UpdateOperation(_, _, r) => send(r, error),
             Command::Logs(_, r) => send(r, error),
@@ -937,8 +938,13 @@ impl Actor {
     fn handle(&mut self, cmd: Command) {
         let _span = tracing::debug_span!("command", kind = cmd.name()).entered();
         match cmd {
-            Command::Submit(spec, reply) => {
-                let r = self.submit(spec);
+            Command::Submit(spec, wait_for_nodes, reply) => {
+                let r = if wait_for_nodes {
+                    Ok(())
+                } else {
+                    self.check_fits(&spec)
+                };
+                let r = r.and_then(|()| self.submit(spec));
                 self.finish(reply, r);
             }
             Command::Abort(id, reply) => {
@@ -1248,6 +1254,23 @@ impl Actor {
         };
         self.batch.trees.retain(|s| s.name != stored.name);
         self.batch.trees.push(stored);
+    }
+
+    /// Refuses an operation no node could ever run a job of (see
+    /// [`crate::validate::fits_some_node`]).
+    fn check_fits(&self, spec: &Value) -> Result<(), ApiError> {
+        let trees = self.sched.trees();
+        let nodes: Vec<crate::validate::NodeFit> = self
+            .sched
+            .nodes()
+            .map(|n| crate::validate::NodeFit {
+                id: n.id.0.clone(),
+                tree: n.tree.map(|t| trees[t].name.clone()),
+                tags: n.tags.iter().cloned().collect(),
+                resources: n.resources,
+            })
+            .collect();
+        crate::validate::fits_some_node(spec, &nodes, &self.sched.tree().name)
     }
 
     fn submit(&mut self, mut body: Value) -> Result<String, ApiError> {
@@ -2663,7 +2686,7 @@ mod history_tests {
     fn submit(actor: &mut Actor, id: &str) {
         let spec = json!({"id": id, "tasks": [{"job_count": 1, "resources": {"cpu": 1},
                           "command": ["true"]}]});
-        ask(actor, |r| Command::Submit(spec, r)).unwrap();
+        ask(actor, |r| Command::Submit(spec, false, r)).unwrap();
     }
 
     fn heartbeat(actor: &mut Actor, finished: Vec<FinishedJob>) -> HeartbeatReply {
@@ -2760,7 +2783,7 @@ mod history_tests {
         let e = ask(&mut a, |r| Command::Abort("done".into(), r)).unwrap_err();
         assert!(e.message.contains("is already completed"), "{e:?}");
         let spec = json!({"id": "done", "tasks": [{"job_count": 1, "command": ["true"]}]});
-        let e = ask(&mut a, |r| Command::Submit(spec, r)).unwrap_err();
+        let e = ask(&mut a, |r| Command::Submit(spec, false, r)).unwrap_err();
         assert!(e.message.contains("already exists"), "{e:?}");
         let e = a.operation_view("nope").unwrap_err();
         assert_eq!(e.code, codes::NO_SUCH_OPERATION);

@@ -542,7 +542,7 @@ fn names_missing(sched: &Scheduler, cmd: &Command) -> bool {
     };
     let no_operation = |id: &str| sched.operation(&OperationId(id.to_string())).is_none();
     match cmd {
-        Command::Submit(spec, _) => {
+        Command::Submit(spec, _, _) => {
             let listed = spec
                 .get("pool_trees")
                 .and_then(Value::as_array)
@@ -603,7 +603,7 @@ pub fn authorize(sched: &Scheduler, caller: &Caller, cmd: &Command) -> Result<()
         return Ok(());
     }
     match cmd {
-        Command::Submit(spec, _) => authorize_submit(sched, who, spec),
+        Command::Submit(spec, _, _) => authorize_submit(sched, who, spec),
         Command::Abort(id, _) => authorize_operation(sched, who, id, "abort", &[]),
         Command::UpdateOperation(id, update, _) => {
             // The new pool of the operation's first tree (`None`: that tree), then each

@@ -414,11 +414,21 @@ async fn log_request(req: axum::extract::Request, next: axum::middleware::Next) 
     resp
 }
 
+/// `POST /api/v1/operations` query: `wait_for_nodes=true` accepts jobs no node can hold yet.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SubmitQuery {
+    #[serde(default)]
+    wait_for_nodes: bool,
+}
+
 async fn submit(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
+    q: Result<Query<SubmitQuery>, QueryRejection>,
     body: Bytes,
 ) -> Reply<SubmitReply> {
+    let Query(q) = q.map_err(bad_query)?;
     let mut spec: Value = parse(&body)?;
     crate::validate::submit(&spec)?;
     // An authenticated user submits as themself unless the body says otherwise (which the
@@ -428,7 +438,7 @@ async fn submit(
     {
         obj.insert("user".into(), Value::String(user.name.clone()));
     }
-    let id = ask(&s, &caller, |r| Command::Submit(spec, r)).await?;
+    let id = ask(&s, &caller, |r| Command::Submit(spec, q.wait_for_nodes, r)).await?;
     ok(SubmitReply { id })
 }
 

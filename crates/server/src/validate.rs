@@ -130,3 +130,86 @@ mod tests {
         }
     }
 }
+
+/// A node as [`fits_some_node`] sees it.
+#[derive(Debug)]
+pub struct NodeFit {
+    pub id: String,
+    /// Its pool tree (none: no tree takes it).
+    pub tree: Option<String>,
+    pub tags: std::collections::BTreeSet<String>,
+    pub resources: fairsched_resources::Resources,
+}
+
+/// Refuses an operation whose jobs could never run: in every tree it runs in that has nodes,
+/// no node (of those its `scheduling_tag_filter` matches) is large enough for one of its jobs.
+/// A tree without nodes yet (a cluster starting) passes: nodes that fit may join. The error
+/// names the task, what a job needs and the largest node there is; `wait_for_nodes` (the
+/// submit's `?wait_for_nodes=true`) skips the check, for clusters whose nodes come later.
+pub fn fits_some_node(spec: &Value, nodes: &[NodeFit], default_tree: &str) -> Result<(), ApiError> {
+    let mut probe = spec.clone();
+    if let Some(o) = probe.as_object_mut() {
+        o.entry("id").or_insert_with(|| Value::String("id".into()));
+    }
+    let Ok(spec) = serde_json::from_value::<OperationSpec>(probe) else {
+        return Ok(()); // `submit` reported it.
+    };
+    let filter = spec
+        .scheduling_tag_filter
+        .as_deref()
+        .and_then(|f| fairsched_config::TagFilter::parse(f).ok());
+    let trees = spec
+        .pool_trees
+        .clone()
+        .unwrap_or_else(|| vec![default_tree.to_string()]);
+    let mut refusal = None;
+    for tree in &trees {
+        let nodes: Vec<&NodeFit> = nodes
+            .iter()
+            .filter(|n| n.tree.as_deref() == Some(tree.as_str()))
+            .collect();
+        if nodes.is_empty() {
+            return Ok(());
+        }
+        let eligible: Vec<&&NodeFit> = nodes
+            .iter()
+            .filter(|n| filter.as_ref().is_none_or(|f| f.matches(&n.tags)))
+            .collect();
+        let unfit = spec
+            .tasks
+            .iter()
+            .enumerate()
+            .find(|(_, t)| !eligible.iter().any(|n| n.resources.dominates(&t.resources)));
+        let Some((i, task)) = unfit else {
+            return Ok(());
+        };
+        let largest = eligible
+            .iter()
+            .max_by_key(|n| n.resources.raw_of(fairsched_resources::ResourceKind::Cpu))
+            .map(|n| {
+                format!(
+                    "the largest: node {:?} with {}",
+                    n.id,
+                    fairsched_api::format_resources(&n.resources)
+                )
+            })
+            .unwrap_or_else(|| "none matches its scheduling_tag_filter".into());
+        refusal.get_or_insert_with(|| {
+            ApiError::new(
+                codes::BAD_REQUEST,
+                format!(
+                    "tasks[{i}]: a job needs {} but no node of pool tree {tree:?} can hold one \
+                     ({largest}), so it would wait forever; submit it with \
+                     ?wait_for_nodes=true (`fairsched op run --wait-for-nodes`) if such nodes \
+                     will join",
+                    fairsched_api::format_resources(&task.resources)
+                ),
+            )
+            .with_attribute("field", format!("tasks[{i}].resources"))
+        });
+    }
+    match refusal {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}

@@ -205,7 +205,7 @@ async fn tokens_and_pool_acls_decide_who_may_do_what() {
     )
     .await;
     server
-        .register_as(AGENT, "n1", json!({"cpu": 0, "user_slots": 1}), &["cpu"])
+        .register_as(AGENT, "n1", json!({"cpu": 4, "user_slots": 1}), &["cpu"])
         .await;
     let (_, tree) = server.call("GET", "/api/v1/tree", None).await;
     let tree_config = tree["config"].clone();

@@ -252,9 +252,21 @@ async fn extreme_numbers_are_refused_by_name_and_the_scheduler_keeps_scheduling(
             op("huge", json!({"weight": max, "tasks": [{"job_count": 3}]})),
         )
         .await;
+    // No node holds such a job: accepted only when asked to wait for nodes.
+    let (status, reply) = server
+        .call(
+            "POST",
+            "/api/v1/operations",
+            Some(op(
+                "wide",
+                json!({"tasks": [{"resources": {"cpu": 1, "memory": "1024PiB"}}]}),
+            )),
+        )
+        .await;
+    assert_eq!(status, 400, "{reply}");
     server
         .post(
-            "/api/v1/operations",
+            "/api/v1/operations?wait_for_nodes=true",
             op(
                 "wide",
                 json!({"tasks": [{"job_count": 1_000_000,
@@ -279,4 +291,58 @@ async fn extreme_numbers_are_refused_by_name_and_the_scheduler_keeps_scheduling(
     assert_eq!(started.len(), 4, "{started:?}");
     let tree = server.get("/api/v1/tree").await;
     assert!(tree.is_object(), "{tree}");
+}
+
+/// Issue 18: an operation whose job no node of its trees could ever hold is refused at submit
+/// (it would wait forever), naming what a job needs and the largest node; with
+/// `?wait_for_nodes=true`, or while its tree has no nodes yet, it is accepted.
+#[tokio::test]
+async fn an_operation_no_node_could_run_is_refused_unless_it_waits_for_nodes() {
+    let server = common::start(Value::Null, json!({})).await;
+    let big = |id: &str| op(id, json!({"tasks": [{"resources": {"cpu": 64}}]}));
+    // No node yet: the cluster is starting, nodes that fit may join.
+    server.post("/api/v1/operations", big("early")).await;
+    server
+        .register("small", json!({"cpu": 8, "user_slots": 8}))
+        .await;
+    let (status, reply) = server
+        .call("POST", "/api/v1/operations", Some(big("late")))
+        .await;
+    assert_eq!(status, 400, "{reply}");
+    let message = reply["message"].as_str().unwrap();
+    for w in ["tasks[0]", "cpu=64", "\"small\"", "cpu=8", "wait_for_nodes"] {
+        assert!(message.contains(w), "{w:?} not in {message}");
+    }
+    server
+        .post("/api/v1/operations?wait_for_nodes=true", big("patient"))
+        .await;
+    // A tag filter no node matches is refused the same way.
+    let (status, reply) = server
+        .call(
+            "POST",
+            "/api/v1/operations",
+            Some(op("tagged", json!({"scheduling_tag_filter": "gpu"}))),
+        )
+        .await;
+    assert_eq!(status, 400, "{reply}");
+    assert!(
+        reply["message"]
+            .as_str()
+            .unwrap()
+            .contains("scheduling_tag_filter"),
+        "{reply}"
+    );
+    // What fits is accepted.
+    server
+        .post("/api/v1/operations", op("fits", json!({})))
+        .await;
+    let ids: Vec<Value> = server
+        .get("/api/v1/operations")
+        .await
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["id"].clone())
+        .collect();
+    assert_eq!(ids, [json!("early"), json!("patient"), json!("fits")]);
 }
