@@ -303,6 +303,22 @@ pub const OPERATION_STATES: &[&str] = &["pending", "running", "completed", "fail
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SubmitReply {
     pub id: String,
+    /// Pools the submission created (an operation naming a pool its tree does not have runs
+    /// in a new ephemeral pool of that name, as in YTsaurus).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub created_pools: Vec<CreatedPool>,
+}
+
+/// An ephemeral pool a submission created.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CreatedPool {
+    pub tree: String,
+    pub pool: String,
+    /// Its parent (`<Root>`: the tree's root).
+    pub parent: String,
+    /// A configured pool whose name is close (a likely typo).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub did_you_mean: Option<String>,
 }
 
 /// Job counts of an operation.

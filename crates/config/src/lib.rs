@@ -81,7 +81,7 @@ pub use common::{
 };
 pub use error::{ConfigError, ConfigErrors, Error, Format, LoadError};
 pub use load::{
-    SerializeError, from_file, from_str, load_and_validate_pool_tree_file,
+    SerializeError, closest, from_file, from_str, load_and_validate_pool_tree_file,
     load_and_validate_pool_trees_file, load_pool_tree_file, load_pool_tree_str,
     load_pool_trees_file, load_pool_trees_str, to_string,
 };

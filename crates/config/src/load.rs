@@ -180,6 +180,18 @@ fn tidy_message(message: &str) -> String {
     }
 }
 
+/// The candidate closest to `word` when one is close enough to be a likely typo (the rule of
+/// "did you mean" for options, also used for pool names); `None` for `word` itself.
+pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .into_iter()
+        .filter(|c| *c != word)
+        .map(|c| (edit_distance(word, c), c))
+        .min()
+        .filter(|(d, _)| *d <= 3.max(word.len() / 4))
+        .map(|(_, c)| c)
+}
+
 /// Levenshtein distance over bytes (option names are ASCII).
 fn edit_distance(a: &str, b: &str) -> usize {
     let (a, b) = (a.as_bytes(), b.as_bytes());

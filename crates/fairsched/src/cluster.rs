@@ -817,6 +817,18 @@ async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
             if !conn.json {
                 println!("{}", reply.id);
             }
+            for c in &reply.created_pools {
+                let hint = c
+                    .did_you_mean
+                    .as_deref()
+                    .map(|p| format!(" (did you mean {p:?}? pass --pool {p})"))
+                    .unwrap_or_default();
+                eprintln!(
+                    "note: pool {:?} did not exist in tree {:?}: created it as an ephemeral pool \
+                     under {:?}{hint}",
+                    c.pool, c.tree, c.parent
+                );
+            }
             if wait {
                 return wait_for_operation(&client, &reply.id, None, conn.json).await;
             }

@@ -62,3 +62,36 @@ fn pool_set_merges_and_prints_what_changed() {
     }
     c.stop();
 }
+
+/// A submission to a pool the tree does not have says that it created it (an ephemeral pool,
+/// as in YTsaurus), with "did you mean" when a configured pool's name is close (issue 18).
+#[test]
+fn a_submission_that_creates_a_pool_says_so() {
+    let c = Cluster::start(
+        "[pool_trees.pool_trees.default.pools.research]\n",
+        &[("n1", "cpu=2,memory=1GiB,user_slots=4")],
+    );
+    let run = |id: &str, pool: &str| {
+        common::run_cli(
+            &c.url,
+            &[],
+            &["op", "run", "--id", id, "--pool", pool, "--", "true"],
+        )
+    };
+    let out = run("typo", "reserch");
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "note: pool \"reserch\" did not exist in tree \"default\": created it as an ephemeral pool"
+        ) && stderr.contains("did you mean \"research\"? pass --pool research"),
+        "{stderr}"
+    );
+    // The second submission there creates nothing; a configured pool is no news either.
+    for (id, pool) in [("again", "reserch"), ("right", "research")] {
+        let out = run(id, pool);
+        assert!(out.status.success());
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "", "{id}");
+    }
+    c.stop();
+}

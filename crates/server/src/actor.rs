@@ -136,7 +136,7 @@ pub struct Request {
 #[derive(Debug)]
 pub enum Command {
     /// The spec, and whether to accept jobs no node can hold yet (`?wait_for_nodes=true`).
-    Submit(Value, bool, Reply<String>),
+    Submit(Value, bool, Reply<fairsched_api::SubmitReply>),
     Abort(String, Reply<OperationView>),
     UpdateOperation(String, UpdateOperation, Reply<OperationView>),
     Logs(String, Reply<Vec<JobLogs>>),
@@ -1273,7 +1273,7 @@ impl Actor {
         crate::validate::fits_some_node(spec, &nodes, &self.sched.tree().name)
     }
 
-    fn submit(&mut self, mut body: Value) -> Result<String, ApiError> {
+    fn submit(&mut self, mut body: Value) -> Result<fairsched_api::SubmitReply, ApiError> {
         let obj = body
             .as_object_mut()
             .ok_or_else(|| ApiError::new(codes::BAD_REQUEST, "an operation must be an object"))?;
@@ -1321,10 +1321,35 @@ impl Actor {
             )
         })?;
         let now = self.now();
+        // Which pools exist now, to tell the submitter of a pool its submission creates.
+        let ephemeral_before: Vec<BTreeSet<String>> = self
+            .sched
+            .trees()
+            .iter()
+            .map(|t| t.ephemeral.keys().cloned().collect())
+            .collect();
         self.sched
             .start_operation(now, spec.clone())
             .map_err(core_error)?;
         let op = self.sched.operation(&spec.id).expect("just started");
+        let mut created_pools = Vec::new();
+        for placement in &op.trees {
+            let tree = &self.sched.trees()[placement.tree];
+            let Some(pool) = tree.ephemeral.get(&placement.pool) else {
+                continue;
+            };
+            if ephemeral_before[placement.tree].contains(&placement.pool) {
+                continue;
+            }
+            let configured = tree.validated.pools.iter().map(|p| p.name.as_str());
+            created_pools.push(fairsched_api::CreatedPool {
+                tree: tree.name.clone(),
+                pool: placement.pool.clone(),
+                parent: pool.parent.clone(),
+                did_you_mean: fairsched_config::closest(&placement.pool, configured)
+                    .map(str::to_string),
+            });
+        }
         let view = OperationView {
             id: id.clone(),
             state: op.state.name().into(),
@@ -1348,7 +1373,7 @@ impl Actor {
         self.order.push(id.clone());
         self.ops
             .insert(id.clone(), OperationRecord::new(view, JobList::default()));
-        Ok(id)
+        Ok(fairsched_api::SubmitReply { id, created_pools })
     }
 
     fn abort(&mut self, id: &str) -> Result<OperationView, ApiError> {

@@ -438,8 +438,9 @@ async fn submit(
     {
         obj.insert("user".into(), Value::String(user.name.clone()));
     }
-    let id = ask(&s, &caller, |r| Command::Submit(spec, q.wait_for_nodes, r)).await?;
-    ok(SubmitReply { id })
+    let reply: SubmitReply =
+        ask(&s, &caller, |r| Command::Submit(spec, q.wait_for_nodes, r)).await?;
+    ok(reply)
 }
 
 /// Each pool's parent: explicit pools from the tree's configuration, ephemeral ones from the
