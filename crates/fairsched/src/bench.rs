@@ -495,22 +495,45 @@ pub(crate) fn pool_name(p: u32) -> String {
 pub fn server(args: &ServerBenchArgs) -> anyhow::Result<Report> {
     args.validate()?;
     raise_open_file_limit(args.agents)?;
+    with_server(
+        args.data_dir.as_deref(),
+        "fairsched-bench-",
+        "bench",
+        |data_dir, token| server_config(args, data_dir, token),
+        |url, token| async move { drive(args, &url, &token).await },
+    )
+}
+
+/// The harness of the whole-system benchmarks: a store in `data_dir` (default: a new temporary
+/// directory named `prefix...`, removed at the end), a real server built from `config` on its
+/// own runtime ([`SERVER_THREADS`]), and `drive` (the agents or clients, given the server's
+/// URL and the agents' token) on a second one ([`AGENT_THREADS`]); then the server is stopped
+/// (at most 10 s; a failure to stop is a warning) and `drive`'s result returned.
+pub(crate) fn with_server<T, F>(
+    data_dir: Option<&std::path::Path>,
+    prefix: &str,
+    token_prefix: &str,
+    config: impl FnOnce(&std::path::Path, &str) -> anyhow::Result<fairsched_server::ServerConfig>,
+    drive: impl FnOnce(String, String) -> F,
+) -> anyhow::Result<T>
+where
+    F: std::future::Future<Output = anyhow::Result<T>>,
+{
     let temp;
-    let data_dir = match &args.data_dir {
-        Some(dir) => dir.clone(),
+    let data_dir = match data_dir {
+        Some(dir) => dir.to_path_buf(),
         None => {
             temp = tempfile::Builder::new()
-                .prefix("fairsched-bench-")
+                .prefix(prefix)
                 .tempdir()
                 .context("cannot create a temporary directory")?;
             temp.path().join("store")
         }
     };
-    let token = format!("bench-{:x}", std::process::id());
-    let config = server_config(args, &data_dir, &token)?;
-
+    let token = format!("{token_prefix}-{:x}", std::process::id());
+    let config = config(&data_dir, &token)?;
     let server_rt = runtime(SERVER_THREADS)?;
-    let agents_rt = runtime(AGENT_THREADS)?;
+    let drive_rt = runtime(AGENT_THREADS)?;
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     let server = server_rt.block_on(fairsched_server::Server::bind(&config))?;
     let url = format!("http://{}", server.local_addr()?);
@@ -518,7 +541,7 @@ pub fn server(args: &ServerBenchArgs) -> anyhow::Result<Report> {
         let _ = stop_rx.wait_for(|s| *s).await;
     }));
 
-    let result = agents_rt.block_on(drive(args, &url, &token));
+    let result = drive_rt.block_on(drive(url, token));
 
     let _ = stop_tx.send(true);
     let stopped = server_rt
@@ -529,7 +552,7 @@ pub fn server(args: &ServerBenchArgs) -> anyhow::Result<Report> {
         Ok(Err(e)) => eprintln!("warning: the server task failed: {e}"),
         Err(_) => eprintln!("warning: the server did not stop within 10 s"),
     }
-    agents_rt.shutdown_timeout(Duration::from_secs(2));
+    drive_rt.shutdown_timeout(Duration::from_secs(2));
     server_rt.shutdown_timeout(Duration::from_secs(2));
     result
 }

@@ -14,8 +14,8 @@
 //! submitted and run to their end, and phase `history` runs the same load again.
 
 use super::{
-    AGENT_THREADS, AgentSetup, Counters, SERVER_THREADS, Window, pool_name, raise_open_file_limit,
-    runtime, simulate_agent, threads_cpu_s,
+    AgentSetup, Counters, SERVER_THREADS, Window, pool_name, raise_open_file_limit, simulate_agent,
+    threads_cpu_s,
 };
 use anyhow::{Context, anyhow, bail};
 use clap::Args;
@@ -311,40 +311,13 @@ fn server_config(
 pub fn run(args: &LoadArgs) -> anyhow::Result<LoadReport> {
     args.validate()?;
     raise_open_file_limit(args.agents + args.clients)?;
-    let temp;
-    let data_dir = match &args.data_dir {
-        Some(dir) => dir.clone(),
-        None => {
-            temp = tempfile::Builder::new()
-                .prefix("fairsched-load-")
-                .tempdir()
-                .context("cannot create a temporary directory")?;
-            temp.path().join("store")
-        }
-    };
-    let token = format!("load-{:x}", std::process::id());
-    let config = server_config(&data_dir, &token, args)?;
-    let server_rt = runtime(SERVER_THREADS)?;
-    let clients_rt = runtime(AGENT_THREADS)?;
-    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-    let server = server_rt.block_on(fairsched_server::Server::bind(&config))?;
-    let url = format!("http://{}", server.local_addr()?);
-    let server_task = server_rt.spawn(server.serve(async move {
-        let _ = stop_rx.wait_for(|s| *s).await;
-    }));
-    let result = clients_rt.block_on(drive(args, &url, &token));
-    let _ = stop_tx.send(true);
-    let stopped = server_rt
-        .block_on(async { tokio::time::timeout(Duration::from_secs(10), server_task).await });
-    match stopped {
-        Ok(Ok(Ok(()))) => {}
-        Ok(Ok(Err(e))) => eprintln!("warning: the server ended with an error: {e:#}"),
-        Ok(Err(e)) => eprintln!("warning: the server task failed: {e}"),
-        Err(_) => eprintln!("warning: the server did not stop within 10 s"),
-    }
-    clients_rt.shutdown_timeout(Duration::from_secs(2));
-    server_rt.shutdown_timeout(Duration::from_secs(2));
-    result
+    super::with_server(
+        args.data_dir.as_deref(),
+        "fairsched-load-",
+        "load",
+        |data_dir, token| server_config(data_dir, token, args),
+        |url, token| async move { drive(args, &url, &token).await },
+    )
 }
 
 /// What the clients share.
