@@ -13,7 +13,6 @@ mod common;
 use common::{BIN, Proc, run_cli, wait_for};
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -50,20 +49,14 @@ fn server(port: u16, dir: &Path) -> Proc {
         .append(true)
         .open(dir.join("server.log"))
         .unwrap();
-    let mut child = Command::new(BIN)
-        .args(["server", "--config"])
-        .arg(&config)
-        .env("FAIRSCHED_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.contains("listening"), "{line}");
-    Proc(child)
+    common::spawn_server(
+        Command::new(BIN)
+            .args(["server", "--config"])
+            .arg(&config)
+            .env("FAIRSCHED_LOG", "info")
+            .stderr(log),
+    )
+    .0
 }
 
 fn agent(url: &str, node: &str, dir: &Path) -> Proc {

@@ -5,26 +5,19 @@
 mod common;
 
 use common::{BIN, Proc};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// `fairsched server --listen 127.0.0.1:0 --data-dir DIR`, waiting for its address line.
 fn server(data: &Path) -> Proc {
-    let mut child = Command::new(BIN)
-        .args(["server", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(data)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.contains("listening"), "{line}");
-    Proc(child)
+    common::spawn_server(
+        Command::new(BIN)
+            .args(["server", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data)
+            .stderr(Stdio::null()),
+    )
+    .0
 }
 
 /// Runs `args` (which must fail at once); its exit code and standard error.

@@ -9,7 +9,7 @@ mod common;
 
 use common::{BIN, Proc, wait_for};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -100,29 +100,19 @@ fn a_full_disk_makes_the_server_read_only_and_nothing_refused_runs() {
         ),
     )
     .unwrap();
-    let mut child = Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "sh", "-c"])
-        .arg("mount -t tmpfs -o size=8m tmpfs \"$1\" && exec \"$2\" server --config \"$3\"")
-        .arg("sh")
-        .arg(&data)
-        .arg(BIN)
-        .arg(&config)
-        .env("FAIRSCHED_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(dir.path().join("server.log")).unwrap())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
+    let (server, url) = common::spawn_server(
+        Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg("mount -t tmpfs -o size=8m tmpfs \"$1\" && exec \"$2\" server --config \"$3\"")
+            .arg("sh")
+            .arg(&data)
+            .arg(BIN)
+            .arg(&config)
+            .env("FAIRSCHED_LOG", "info")
+            .stderr(std::fs::File::create(dir.path().join("server.log")).unwrap()),
+    );
     // `exec`: this PID is the server's, and /proc/PID/root sees its mounts.
-    let server = Proc(child);
     let pid = server.0.id();
-    let mut first = String::new();
-    BufReader::new(stdout).read_line(&mut first).unwrap();
-    let url = first
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no URL in {first:?}"))
-        .to_string();
     let work = dir.path().join("n1");
     let agent_log = dir.path().join("n1.log");
     let agent = Proc(

@@ -10,7 +10,6 @@ mod common;
 
 use common::{BIN, Proc, wait_for};
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -111,20 +110,14 @@ fn server(net: &Network, dir: &Path) -> Proc {
         .append(true)
         .open(dir.join("server.log"))
         .unwrap();
-    let mut child = in_ns(net.server())
-        .args(["server", "--config"])
-        .arg(dir.join("server.toml"))
-        .env("FAIRSCHED_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.contains("listening"), "{line}");
-    Proc(child)
+    common::spawn_server(
+        in_ns(net.server())
+            .args(["server", "--config"])
+            .arg(dir.join("server.toml"))
+            .env("FAIRSCHED_LOG", "info")
+            .stderr(log),
+    )
+    .0
 }
 
 fn agent(net: &Network, a: usize, dir: &Path) -> Proc {

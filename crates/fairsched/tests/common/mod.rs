@@ -40,6 +40,28 @@ impl Proc {
     }
 }
 
+/// Starts `cmd` (a `fairsched server`, possibly through a wrapper that execs it) with its
+/// stdout piped and waits for its first line, `fairsched server listening on URL`: the
+/// process (stopped by its PID when dropped) and the URL.
+pub fn spawn_server(cmd: &mut Command) -> (Proc, String) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start fairsched server");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .expect("the server prints its address");
+    let server = Proc(child);
+    assert!(line.contains("listening"), "{line}");
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no URL in {line:?}"))
+        .to_string();
+    (server, url)
+}
+
 /// Polls `done` every 100 ms until it holds; fails the test after `timeout`.
 pub fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
