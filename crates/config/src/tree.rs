@@ -248,7 +248,11 @@ pub struct TreeConfig {
     pub allowed_resource_usage_staleness_ms: u64,
 
     /// A heartbeat keeps scheduling while the node has at least these resources free.
-    /// Default: `{user_slots: 1, cpu: 1, memory: 256MiB}`.
+    /// Default: `{}` (keep scheduling while the smallest pending job fits). YTsaurus' default,
+    /// `{user_slots: 1, cpu: 1, memory: 256MiB}`, is meant for big nodes: on a node of a few
+    /// cpus it leaves part of every node idle (a 2-cpu node runs three 0.5-cpu jobs, not four)
+    /// and a starving pool then fills only that idle part instead of preempting. Set it to
+    /// YTsaurus' value to schedule as YTsaurus does.
     #[schemars(with = "crate::reference::ResourceMap")]
     pub min_spare_allocation_resources_on_node: PartialResources,
 
@@ -348,10 +352,7 @@ impl Default for TreeConfig {
             enable_limiting_ancestor_check: true,
             enable_scheduling_tags: true,
             allowed_resource_usage_staleness_ms: 100,
-            min_spare_allocation_resources_on_node: PartialResources::EMPTY
-                .with(ResourceKind::UserSlots, 1.0)
-                .with(ResourceKind::Cpu, 1.0)
-                .with(ResourceKind::Memory, 256.0 * 1024.0 * 1024.0),
+            min_spare_allocation_resources_on_node: PartialResources::EMPTY,
             max_started_allocations_per_heartbeat: None,
             min_child_heap_size: 16,
             fifo_pool_scheduling_order: FifoPoolSchedulingOrder::Satisfaction,

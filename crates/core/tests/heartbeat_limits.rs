@@ -10,13 +10,15 @@ use fairsched_core::{NodeHeartbeat, NodeId, NodeSpec, SchedulerConfig};
 /// (case, tree config options, jobs started by the first heartbeat of a 4-cpu node with 8
 /// pending jobs of 0.5 cpu)
 const CASES: &[(&str, &str, usize)] = &[
-    // Default spare: 1 slot, 1 cpu, 256 MiB (the node has no memory, so memory is not asked
-    // for): the 7th job leaves 0.5 cpu, less than 1, and the heartbeat stops.
-    ("default spare", "{}", 7),
+    // Default: no spare bound; the node takes jobs while one fits (issue 18: YTsaurus'
+    // default stranded part of every small node).
+    ("default spare", "{}", 8),
+    // YTsaurus' default: 1 slot, 1 cpu, 256 MiB (the node has no memory, so memory is not
+    // asked for): the 7th job leaves 0.5 cpu, less than 1, and the heartbeat stops.
     (
-        "no spare",
-        r#"{"min_spare_allocation_resources_on_node": {}}"#,
-        8,
+        "YTsaurus' spare",
+        r#"{"min_spare_allocation_resources_on_node": {"user_slots": 1, "cpu": 1, "memory": "256MiB"}}"#,
+        7,
     ),
     (
         "spare of 2 cpu",

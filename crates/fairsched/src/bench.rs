@@ -19,7 +19,7 @@ use fairsched_api::{
     FinishedJob, Heartbeat, OperationQuery, RegisterNode, SubmitOperation, TaskSubmit, codes,
 };
 use fairsched_config::{PoolNode, PoolTreeConfig, PoolTrees};
-use fairsched_resources::{PartialResources, Resources};
+use fairsched_resources::Resources;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -452,14 +452,13 @@ pub(crate) fn runtime(name: &str) -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 /// The server's configuration: one tree with `pools` pools, room for every operation to run,
-/// no spare bound on nodes (as `fairsched up`).
+/// and the default tree options.
 fn server_config(
     args: &ServerBenchArgs,
     data_dir: &std::path::Path,
     token: &str,
 ) -> anyhow::Result<fairsched_server::ServerConfig> {
     let mut tree = PoolTreeConfig::default();
-    tree.config.min_spare_allocation_resources_on_node = PartialResources::EMPTY;
     let per_pool = args.operations.div_ceil(args.pools).max(50);
     tree.config.max_operation_count_per_pool = per_pool;
     tree.config.max_running_operation_count_per_pool = per_pool;

@@ -1542,19 +1542,11 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     // The agents' token: random, known only to this process (the server and its agents).
     let token = fairsched_server::auth::random_secret()
         .map_err(|e| anyhow!("cannot generate the agents' token: {e}"))?;
-    // `up`'s nodes are slices of one machine (often 1 cpu each): the tree keeps scheduling on
-    // a node while any job fits, instead of stopping below YTsaurus' default spare of 1 cpu,
-    // 1 slot and 256 MiB (meant for big nodes; it would leave half of a 1-cpu node idle with
-    // 0.5-cpu jobs). Given to a new store only: a store's trees are the user's (changed
-    // through the API), and the server would warn at every start that they differ from this.
-    let mut tree = fairsched_config::PoolTreeConfig::default();
-    tree.config.min_spare_allocation_resources_on_node =
-        fairsched_resources::PartialResources::EMPTY;
+    // A new store gets one `default` tree with default options, as `fairsched server`'s; a
+    // store's trees are the user's (changed through the API).
     let store_dir = data_dir.join("store");
     let config = fairsched_server::ServerConfig {
         listen: format!("127.0.0.1:{}", args.port),
-        pool_trees: (!fairsched_server::Server::store_exists(&store_dir))
-            .then(|| fairsched_config::PoolTrees::single("default", tree)),
         data_dir: store_dir,
         agent_token: Some(token.clone()),
         ..fairsched_server::ServerConfig::default()

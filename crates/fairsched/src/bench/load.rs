@@ -22,7 +22,7 @@ use clap::Args;
 use fairsched_api::client::{ApiClient, ClientError};
 use fairsched_api::{EventQuery, OperationQuery, SubmitOperation, TaskSubmit};
 use fairsched_config::{PoolNode, PoolTreeConfig, PoolTrees};
-use fairsched_resources::{PartialResources, Resources};
+use fairsched_resources::Resources;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -285,7 +285,6 @@ fn server_config(
     args: &LoadArgs,
 ) -> anyhow::Result<fairsched_server::ServerConfig> {
     let mut tree = PoolTreeConfig::default();
-    tree.config.min_spare_allocation_resources_on_node = PartialResources::EMPTY;
     let per_pool = 100_000;
     tree.config.max_operation_count_per_pool = per_pool;
     tree.config.max_running_operation_count_per_pool = per_pool;
