@@ -68,7 +68,7 @@ pub fn local_satisfaction(
 }
 
 /// Whether `free` lacks some resource of `min_spare` that the node has at all.
-fn below_min_spare(
+pub(crate) fn below_min_spare(
     free: &Resources,
     node: &Resources,
     min_spare: &fairsched_resources::PartialResources,

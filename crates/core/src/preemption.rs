@@ -674,6 +674,28 @@ impl Scheduler {
         for op_id in &ops {
             self.classes(t, op_id);
         }
+        let cache = &self.trees[t].class_cache;
+        self.candidates_classified(t, node_id, stage, min_level, &|op, id| {
+            cache.get(op).and_then(|c| c.statuses.get(&id)).copied()
+        })
+    }
+
+    /// [`Self::preemption_candidates`] with the allocations' classes from `status` (`None`:
+    /// preemptible, as an operation not in the last update).
+    fn candidates_classified(
+        &self,
+        t: usize,
+        node_id: &NodeId,
+        stage: Stage,
+        min_level: Level,
+        status: &dyn Fn(&crate::model::OperationId, AllocationId) -> Option<PreemptionStatus>,
+    ) -> Vec<(AllocationId, Level)> {
+        let ops: std::collections::BTreeSet<crate::model::OperationId> = self.nodes[node_id]
+            .allocations
+            .iter()
+            .filter_map(|id| self.allocations.get(id))
+            .map(|a| a.operation.clone())
+            .collect();
         // SSD priority preemption on this node: which (operation, task) pairs run SSD jobs.
         let ssd = self.trees[t].arena.ssd.as_ref();
         let ssd_node = ssd.is_some_and(|ssd| ssd.priority_on(&self.nodes[node_id].tags));
@@ -700,12 +722,7 @@ impl Scheduler {
                 continue;
             }
             let op = &self.operations[&a.operation];
-            let status = self.trees[t]
-                .class_cache
-                .get(&op.spec.id)
-                .and_then(|classes| classes.statuses.get(&id))
-                .copied()
-                .unwrap_or(PreemptionStatus::Preemptible);
+            let status = status(&op.spec.id, id).unwrap_or(PreemptionStatus::Preemptible);
             // SSD allocations are protected from non-SSD preemption unless plainly preemptible.
             let ssd = ssd_node && ssd_tasks.contains(&(&a.operation, a.task));
             let level = match status {
@@ -730,6 +747,81 @@ impl Scheduler {
         }
         out.sort_by(|a, b| b.1.cmp(&a.1).then(b.2.cmp(&a.2)).then(b.0.cmp(&a.0)));
         out.into_iter().map(|(id, level, _)| (id, level)).collect()
+    }
+
+    /// What the operation at arena index `leaf` of tree `t` could use on a node of that tree
+    /// in its preemptive stage now (as a heartbeat of the node would count it): the node's
+    /// free resources plus the allocations the stage of its preemption priority may take for
+    /// it. Only the free resources when it has no preemption priority or its stage does not
+    /// run on the node (an SSD stage on a node without SSD priority).
+    pub(crate) fn preemptive_offer(
+        &self,
+        t: usize,
+        leaf: ElementIndex,
+        node_id: &NodeId,
+        classes: &BTreeMap<crate::model::OperationId, BTreeMap<AllocationId, PreemptionStatus>>,
+    ) -> Resources {
+        let node = &self.nodes[node_id];
+        let free = node.free();
+        let crate::tree::ElementRef::Operation(id) = &self.trees[t].arena.elements[leaf].kind
+        else {
+            return free;
+        };
+        let priority = self.preemption_priority(t, &self.operations[id]);
+        let ssd_node = self.trees[t]
+            .arena
+            .ssd
+            .as_ref()
+            .is_some_and(|ssd| ssd.priority_on(&node.tags));
+        let Some(spec) = PREEMPTIVE_STAGES
+            .iter()
+            .find(|s| s.target == priority && (ssd_node || !s.stage.is_ssd()))
+        else {
+            return free;
+        };
+        let cache = &self.trees[t].class_cache;
+        let candidates =
+            self.candidates_classified(t, node_id, spec.stage, spec.min_level, &|op, a| {
+                cache
+                    .get(op)
+                    .map(|c| &c.statuses)
+                    .or_else(|| classes.get(op))
+                    .and_then(|statuses| statuses.get(&a))
+                    .copied()
+            });
+        let blockers = self.conditional_blockers(t, &candidates, spec.stage);
+        candidates
+            .iter()
+            .filter(|(a, _)| self.candidate_allowed_for(t, &blockers, *a, leaf))
+            .fold(free, |acc, (a, _)| acc.add(&self.allocations[a].resources))
+    }
+
+    /// Classes of the allocations of operations on `nodes` that the cache lacks (for
+    /// [`Self::preemptive_offer`], which may not fill the cache).
+    pub(crate) fn classes_for_offers<'a>(
+        &self,
+        t: usize,
+        nodes: impl Iterator<Item = &'a NodeId>,
+    ) -> BTreeMap<crate::model::OperationId, BTreeMap<AllocationId, PreemptionStatus>> {
+        let mut out = BTreeMap::new();
+        for node in nodes {
+            for a in &self.nodes[node].allocations {
+                let Some(a) = self.allocations.get(a) else {
+                    continue;
+                };
+                if self.trees[t].class_cache.contains_key(&a.operation)
+                    || out.contains_key(&a.operation)
+                {
+                    continue;
+                }
+                let op = &self.operations[&a.operation];
+                out.insert(
+                    a.operation.clone(),
+                    self.classify(t, op).into_iter().collect(),
+                );
+            }
+        }
+        out
     }
 
     /// Starts one allocation for a target operation (arena indices of the node's tree),

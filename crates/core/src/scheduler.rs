@@ -195,7 +195,7 @@ pub struct Scheduler {
     pub(crate) allocations: BTreeMap<AllocationId, Allocation>,
     next_allocation: u64,
     events: Vec<Event>,
-    last_fair_share_update: Option<Millis>,
+    pub(crate) last_fair_share_update: Option<Millis>,
     last_hangup_check: Option<Millis>,
     /// Componentwise minimum of the pending jobs at the last update: a node that cannot fit it
     /// cannot fit any job, and its regular stage is skipped.
