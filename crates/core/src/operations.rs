@@ -255,10 +255,42 @@ impl Scheduler {
             .map(|(n, _)| n.clone())
             .collect();
         if owned.len() >= limit {
+            // YTsaurus' message first, then what happened and what to do, in user words.
+            let configured: Vec<&str> = self.trees[t]
+                .validated
+                .pools
+                .iter()
+                .map(|p| p.name.as_str())
+                .collect();
+            let hint = match fairsched_config::closest(&requested, configured.iter().copied()) {
+                Some(close) => format!(" Did you mean {close:?}?"),
+                None => String::new(),
+            };
+            const SHOWN: usize = 10;
+            let mut names: Vec<String> = configured
+                .iter()
+                .take(SHOWN)
+                .map(|n| format!("{n:?}"))
+                .collect();
+            if configured.len() > SHOWN {
+                names.push(format!("and {} more", configured.len() - SHOWN));
+            }
+            let existing = if names.is_empty() {
+                "the tree configures no pools".to_string()
+            } else {
+                format!(
+                    "pools of tree {:?}: {}",
+                    self.trees[t].name,
+                    names.join(", ")
+                )
+            };
             return Err(CoreError::new(format!(
                 "cannot create new ephemeral pool {requested:?} for user {user:?}: the limit of \
                  {limit} ephemeral pools per user in {parent:?} has been reached; previously \
-                 created pools are {owned:?}"
+                 created pools are {owned:?}. Pool {requested:?} does not exist, so running \
+                 the operation there would create it as your ephemeral pool.{hint} Name an \
+                 existing pool ({existing}) or one of your ephemeral pools {owned:?}, or ask an \
+                 administrator to raise max_ephemeral_pools_per_user."
             )));
         }
         let config = ephemeral_config(
