@@ -152,6 +152,8 @@ struct Agent {
     wanted: Vec<OutputRequest>,
     /// The directories of the jobs in `unreported` (their last output goes with their end).
     finished_dirs: BTreeMap<String, PathBuf>,
+    /// Counts heartbeats, to take turns among running jobs whose output does not all fit.
+    output_turn: std::sync::atomic::AtomicUsize,
 }
 
 /// The bytes of the file at `path` from byte `from` (`None`, or past its end: its newest
@@ -490,11 +492,21 @@ impl Agent {
                 None => self.jobs.get(&r.job).map(|j| (r, &j.dir, false)),
             })
             .collect();
+        // Ended jobs first; the running ones from a place that moves at every heartbeat, so
+        // that when they do not all fit, each gets its turn.
         asked.sort_by_key(|(_, _, ended)| !ended);
+        let ended = asked.iter().filter(|a| a.2).count();
+        let running = asked.len() - ended;
+        if running > 0 {
+            let turn = self.output_turn.fetch_add(1, Ordering::Relaxed) % running;
+            asked[ended..].rotate_left(turn);
+        }
         let mut budget = OUTPUT_HEARTBEAT_BYTES;
         let mut out = Vec::new();
         for (r, dir, ended) in asked {
-            if budget == 0 {
+            // A running job that does not fit whole waits for the next heartbeat rather than
+            // lose bytes; an ended one gets what is left.
+            if budget == 0 || (!ended && budget < 2 * OUTPUT_CHUNK_BYTES) {
                 break;
             }
             let mut chunk = |name: &str, from: Option<u64>| {
@@ -674,6 +686,7 @@ pub async fn run_with_memory_enforcement(
         next_sweep: std::time::Instant::now(),
         wanted: Vec::new(),
         finished_dirs: BTreeMap::new(),
+        output_turn: Default::default(),
     };
     tokio::pin!(shutdown);
     // Some(period) once registered.
@@ -795,5 +808,35 @@ pub async fn run_with_memory_enforcement(
     match fatal {
         Some(e) => Err(e),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chunk_is_the_bytes_from_the_offset_or_the_newest_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stdout");
+        std::fs::write(&path, b"0123456789").unwrap();
+        let read = |from, max| {
+            let c = read_chunk(&path, from, max).unwrap();
+            (c.offset, String::from_utf8(c.bytes().unwrap()).unwrap())
+        };
+        assert_eq!(read(Some(4), 100), (4, "456789".into()));
+        assert_eq!(read(None, 3), (7, "789".into()), "the newest");
+        assert_eq!(
+            read(Some(2), 3),
+            (7, "789".into()),
+            "more than max: the newest"
+        );
+        assert_eq!(read(Some(10), 3), (10, "".into()), "nothing new");
+        assert_eq!(
+            read(Some(99), 3),
+            (7, "789".into()),
+            "past the end: the newest"
+        );
+        assert!(read_chunk(&dir.path().join("none"), None, 3).is_none());
     }
 }

@@ -431,7 +431,6 @@ pub struct StreamRange {
 
 /// Query of `GET /api/v1/operations/ID/logs`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct LogsQuery {
     /// Only these jobs (ids, comma-separated); absent: every job of the operation.
     #[serde(default, skip_serializing_if = "Option::is_none")]

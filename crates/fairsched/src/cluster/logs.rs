@@ -152,7 +152,15 @@ pub(super) async fn follow(client: &ApiClient, id: &str, json: bool) -> anyhow::
                 jobs: Some(batch.join(",")),
                 from: (!from.is_empty()).then(|| from.join(",")),
             };
-            for l in client.operation_logs_with(id, &query).await? {
+            for mut l in client.operation_logs_with(id, &query).await? {
+                // (A server before live output says no state: the operation's view does.)
+                if l.state.is_none() {
+                    l.state = op
+                        .jobs
+                        .iter()
+                        .find(|j| j.id == l.job)
+                        .map(|j| j.state.clone());
+                }
                 let s = seen.entry(l.job.clone()).or_default();
                 show(&mut printer, s, &l, json);
             }
