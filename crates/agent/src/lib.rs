@@ -36,7 +36,10 @@ pub use metrics::AgentMetrics;
 pub use records::KILLED_AT_RESTART;
 
 use fairsched_api::client::{ApiClient, ClientError};
-use fairsched_api::{FinishedJob, Heartbeat, JobStart, RegisterNode, codes};
+use fairsched_api::{
+    FinishedJob, Heartbeat, JobOutput, JobStart, OUTPUT_CHUNK_BYTES, OUTPUT_HEARTBEAT_BYTES,
+    OutputChunk, OutputRequest, RegisterNode, codes,
+};
 use fairsched_resources::{ResourceKind, Resources};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -97,6 +100,8 @@ pub fn detect_resources() -> Resources {
 struct Job {
     pgid: Pid,
     state: Arc<JobState>,
+    /// Its directory (with `stdout` and `stderr`).
+    dir: PathBuf,
 }
 
 /// What the agent and the job's tasks (its wait, the memory poller) share about a job.
@@ -143,6 +148,29 @@ struct Agent {
     metrics: AgentMetrics,
     /// When finished jobs' directories are next looked at (see [`Agent::sweep_job_dirs`]).
     next_sweep: std::time::Instant,
+    /// The jobs whose output the server asked for in its last reply.
+    wanted: Vec<OutputRequest>,
+    /// The directories of the jobs in `unreported` (their last output goes with their end).
+    finished_dirs: BTreeMap<String, PathBuf>,
+    /// Counts heartbeats, to take turns among running jobs whose output does not all fit.
+    output_turn: std::sync::atomic::AtomicUsize,
+}
+
+/// The bytes of the file at `path` from byte `from` (`None`, or past its end: its newest
+/// bytes), at most `max` of them: the newest ones when there are more.
+fn read_chunk(path: &std::path::Path, from: Option<u64>, max: u64) -> Option<OutputChunk> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    let newest = len.saturating_sub(max);
+    let start = match from {
+        Some(from) if from <= len => from.max(newest),
+        _ => newest,
+    };
+    f.seek(SeekFrom::Start(start)).ok()?;
+    let mut buf = Vec::new();
+    f.take(len - start).read_to_end(&mut buf).ok()?;
+    Some(OutputChunk::new(start, &buf))
 }
 
 /// `setpriv`, when this machine has it: jobs are started through `setpriv --pdeathsig KILL`
@@ -318,6 +346,7 @@ impl Agent {
                     Job {
                         pgid: Pid::from_raw(pid),
                         state: state.clone(),
+                        dir: dir.clone(),
                     },
                 );
                 if limit > 0 && cgroup.is_none() && pid > 0 {
@@ -443,9 +472,58 @@ impl Agent {
 
     fn collect_finished(&mut self) {
         while let Ok((id, f)) = self.done_rx.try_recv() {
-            self.jobs.remove(&id);
+            if let Some(job) = self.jobs.remove(&id) {
+                self.finished_dirs.insert(id, job.dir);
+            }
             self.unreported.push(f);
         }
+    }
+
+    /// The output the server asked for: of the jobs that ended first (to their end: this
+    /// heartbeat reports their end), then of the running ones; at most
+    /// [`OUTPUT_CHUNK_BYTES`] per stream (the newest) and [`OUTPUT_HEARTBEAT_BYTES`] in all
+    /// (the rest is asked for again).
+    fn collect_output(&self) -> Vec<JobOutput> {
+        let mut asked: Vec<(&OutputRequest, &PathBuf, bool)> = self
+            .wanted
+            .iter()
+            .filter_map(|r| match self.finished_dirs.get(&r.job) {
+                Some(dir) => Some((r, dir, true)),
+                None => self.jobs.get(&r.job).map(|j| (r, &j.dir, false)),
+            })
+            .collect();
+        // Ended jobs first; the running ones from a place that moves at every heartbeat, so
+        // that when they do not all fit, each gets its turn.
+        asked.sort_by_key(|(_, _, ended)| !ended);
+        let ended = asked.iter().filter(|a| a.2).count();
+        let running = asked.len() - ended;
+        if running > 0 {
+            let turn = self.output_turn.fetch_add(1, Ordering::Relaxed) % running;
+            asked[ended..].rotate_left(turn);
+        }
+        let mut budget = OUTPUT_HEARTBEAT_BYTES;
+        let mut out = Vec::new();
+        for (r, dir, ended) in asked {
+            // A running job that does not fit whole waits for the next heartbeat rather than
+            // lose bytes; an ended one gets what is left.
+            if budget == 0 || (!ended && budget < 2 * OUTPUT_CHUNK_BYTES) {
+                break;
+            }
+            let mut chunk = |name: &str, from: Option<u64>| {
+                let c = read_chunk(&dir.join(name), from, OUTPUT_CHUNK_BYTES.min(budget))?;
+                budget = budget.saturating_sub(c.data.len() as u64 / 4 * 3);
+                Some(c)
+            };
+            let stdout = chunk("stdout", r.stdout_from);
+            let stderr = chunk("stderr", r.stderr_from);
+            out.push(JobOutput {
+                job: r.job.clone(),
+                stdout,
+                stderr,
+                ended,
+            });
+        }
+        out
     }
 
     /// Kills every job and waits (at most the grace period and a little) for them to exit.
@@ -606,6 +684,9 @@ pub async fn run_with_memory_enforcement(
         records,
         credential: None,
         next_sweep: std::time::Instant::now(),
+        wanted: Vec::new(),
+        finished_dirs: BTreeMap::new(),
+        output_turn: Default::default(),
     };
     tokio::pin!(shutdown);
     // Some(period) once registered.
@@ -654,6 +735,7 @@ pub async fn run_with_memory_enforcement(
             node_credential: agent.credential.clone(),
             running: agent.jobs.keys().cloned().collect(),
             finished: agent.unreported.clone(),
+            output: agent.collect_output(),
         };
         let sent = std::time::Instant::now();
         let result = agent.client.heartbeat(&hb).await;
@@ -677,7 +759,9 @@ pub async fn run_with_memory_enforcement(
                 }
                 for f in agent.unreported.drain(..hb.finished.len()) {
                     agent.records.reported(&f.job);
+                    agent.finished_dirs.remove(&f.job);
                 }
+                agent.wanted = reply.output;
                 for a in reply.abort {
                     agent.kill(&a);
                 }
@@ -724,5 +808,35 @@ pub async fn run_with_memory_enforcement(
     match fatal {
         Some(e) => Err(e),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chunk_is_the_bytes_from_the_offset_or_the_newest_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stdout");
+        std::fs::write(&path, b"0123456789").unwrap();
+        let read = |from, max| {
+            let c = read_chunk(&path, from, max).unwrap();
+            (c.offset, String::from_utf8(c.bytes().unwrap()).unwrap())
+        };
+        assert_eq!(read(Some(4), 100), (4, "456789".into()));
+        assert_eq!(read(None, 3), (7, "789".into()), "the newest");
+        assert_eq!(
+            read(Some(2), 3),
+            (7, "789".into()),
+            "more than max: the newest"
+        );
+        assert_eq!(read(Some(10), 3), (10, "".into()), "nothing new");
+        assert_eq!(
+            read(Some(99), 3),
+            (7, "789".into()),
+            "past the end: the newest"
+        );
+        assert!(read_chunk(&dir.path().join("none"), None, 3).is_none());
     }
 }

@@ -190,8 +190,17 @@ impl ApiClient {
     }
 
     pub async fn operation_logs(&self, id: &str) -> Result<Vec<JobLogs>, ClientError> {
+        self.operation_logs_with(id, &LogsQuery::default()).await
+    }
+
+    /// The output of operation `id`'s jobs that `query` names, from where it says.
+    pub async fn operation_logs_with(
+        &self,
+        id: &str,
+        query: &LogsQuery,
+    ) -> Result<Vec<JobLogs>, ClientError> {
         let path = Self::path(routes::OPERATION_LOGS, "id", id);
-        self.send(self.http.get(self.url(&path))).await
+        self.send(self.http.get(self.url(&path)).query(query)).await
     }
 
     /// Pools of `tree` (`None`: the default tree) as the orchid shows them (name → fields).

@@ -380,13 +380,95 @@ pub struct OperationView {
     pub jobs: Vec<JobView>,
 }
 
-/// The captured output of one job (the last bytes of each stream).
+/// The captured output of one job (the last bytes of each stream), as
+/// `GET /api/v1/operations/ID/logs` returns it (query: [`LogsQuery`]).
+///
+/// A finished job's output is the tail its node reported at its end (`live` absent). A
+/// running job's is its output so far, fetched from its node through the heartbeats while
+/// someone reads it (`live` present); so is a job's that ended while it was read, up to its
+/// end (`live.complete`). Non-UTF-8 bytes are shown as U+FFFD.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct JobLogs {
     pub job: String,
     pub node: String,
     pub stdout: String,
     pub stderr: String,
+    /// The job's state (running | completed | failed | aborted); absent from older servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Where `stdout` and `stderr` are in the job's streams, when they come from the live
+    /// output of a running (or just ended) job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<LiveLogs>,
+}
+
+/// Where a running job's output shown in [`JobLogs`] is in its streams.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LiveLogs {
+    pub stdout: StreamRange,
+    pub stderr: StreamRange,
+    /// Nothing was received from the job's node yet (it is asked at its next heartbeat):
+    /// read again shortly.
+    #[serde(default)]
+    pub waiting: bool,
+    /// The job ended and its output is shown up to its end.
+    #[serde(default)]
+    pub complete: bool,
+}
+
+/// A range of bytes of one stream of a job: the text shown is the bytes `offset..end` (byte
+/// offsets in the stream, counted from its start). A reader that printed them asks next
+/// `from` `end` ([`LogsQuery::from`]) and gets only what came after.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StreamRange {
+    pub offset: u64,
+    pub end: u64,
+    /// Bytes between where the reader asked to start (0 without `from`) and `offset` that the
+    /// server no longer has or never got (it keeps a bounded tail): not shown.
+    #[serde(default)]
+    pub skipped: u64,
+}
+
+/// Query of `GET /api/v1/operations/ID/logs`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LogsQuery {
+    /// Only these jobs (ids, comma-separated); absent: every job of the operation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<String>,
+    /// Where to start in the live output of some jobs: `JOB:STDOUT_OFFSET:STDERR_OFFSET`,
+    /// comma-separated (the `end`s of the previous read). Jobs not named start at the oldest
+    /// byte the server has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+}
+
+impl LogsQuery {
+    /// `from` parsed: job → (stdout offset, stderr offset).
+    pub fn parse_from(&self) -> Result<BTreeMap<String, (u64, u64)>, String> {
+        let mut out = BTreeMap::new();
+        for part in self.from.iter().flat_map(|f| f.split(',')) {
+            if part.is_empty() {
+                continue;
+            }
+            let bad = || format!("from: {part:?}: expected JOB:STDOUT_OFFSET:STDERR_OFFSET");
+            let mut it = part.rsplitn(3, ':');
+            let err = it.next().ok_or_else(bad)?.parse().map_err(|_| bad())?;
+            let out_ = it.next().ok_or_else(bad)?.parse().map_err(|_| bad())?;
+            let job = it.next().filter(|j| !j.is_empty()).ok_or_else(bad)?;
+            out.insert(job.to_string(), (out_, err));
+        }
+        Ok(out)
+    }
+
+    /// `jobs` parsed (`None`: every job).
+    pub fn job_set(&self) -> Option<std::collections::BTreeSet<String>> {
+        self.jobs.as_ref().map(|j| {
+            j.split(',')
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+    }
 }
 
 // ---- pools, nodes, tree -------------------------------------------------------------------
@@ -654,6 +736,70 @@ pub struct Heartbeat {
     pub running: Vec<String>,
     #[serde(default)]
     pub finished: Vec<FinishedJob>,
+    /// Output of the jobs the server asked for ([`HeartbeatReply::output`]): of running jobs,
+    /// and of jobs in `finished` up to their end. At most [`OUTPUT_CHUNK_BYTES`] per stream
+    /// and [`OUTPUT_HEARTBEAT_BYTES`] in all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output: Vec<JobOutput>,
+}
+
+/// The most bytes of one stream of one job a heartbeat carries: with more new output since
+/// the asked offset, the agent sends the newest bytes (the server notes the skipped ones).
+pub const OUTPUT_CHUNK_BYTES: u64 = 64 * 1024;
+/// The most output bytes (before encoding) one heartbeat carries; what does not fit is sent
+/// at the next one (the server asks again from where it is).
+pub const OUTPUT_HEARTBEAT_BYTES: u64 = 1024 * 1024;
+
+/// New output of one job ([`Heartbeat::output`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobOutput {
+    pub job: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout: Option<OutputChunk>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<OutputChunk>,
+    /// The job has ended: the chunks reach the end of its streams.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ended: bool,
+}
+
+/// Bytes of one stream of a job, from byte `offset` of it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputChunk {
+    pub offset: u64,
+    /// The bytes, in base64 (standard alphabet, padded): output need not be UTF-8.
+    pub data: String,
+}
+
+impl OutputChunk {
+    pub fn new(offset: u64, bytes: &[u8]) -> OutputChunk {
+        use base64::Engine;
+        OutputChunk {
+            offset,
+            data: base64::engine::general_purpose::STANDARD.encode(bytes),
+        }
+    }
+
+    /// The bytes (`None`: `data` is not base64).
+    pub fn bytes(&self) -> Option<Vec<u8>> {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD
+            .decode(&self.data)
+            .ok()
+    }
+}
+
+/// The server asks a node for new output of one of its jobs ([`HeartbeatReply::output`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OutputRequest {
+    pub job: String,
+    /// From this byte of stdout; absent: its newest [`OUTPUT_CHUNK_BYTES`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout_from: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr_from: Option<u64>,
 }
 
 /// Start a job.
@@ -685,6 +831,10 @@ pub struct HeartbeatReply {
     pub interrupt: Vec<JobInterrupt>,
     /// Kill these jobs (ids) now (SIGTERM to the group, SIGKILL after the grace period).
     pub abort: Vec<String>,
+    /// Send the new output of these jobs with the next heartbeat ([`Heartbeat::output`]):
+    /// someone reads it. Asked again at every heartbeat while they do.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output: Vec<OutputRequest>,
 }
 
 /// Parses `cpu=8,memory=16GiB` (human amounts as in PRODUCT.md).

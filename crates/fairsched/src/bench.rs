@@ -850,6 +850,7 @@ pub(crate) async fn simulate_agent(
             node_credential: registered.clone(),
             running: running.iter().map(|(j, _)| j.clone()).collect(),
             finished: std::mem::take(&mut finished),
+            output: Vec::new(),
         };
         let sent = Instant::now();
         let reply = tokio::select! {

@@ -17,6 +17,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 mod demo;
+mod logs;
 
 #[derive(Debug, Subcommand)]
 pub enum ClusterCommand {
@@ -386,8 +387,17 @@ pub enum OpCommand {
     },
     /// Abort an operation (its jobs are killed).
     Abort { id: String },
-    /// Print the captured output of an operation's jobs.
-    Logs { id: String },
+    /// Print the output of an operation's jobs: each finished job's captured output (the
+    /// last 64 KiB of stdout and of stderr) and each running job's output so far, fetched
+    /// from its node (marked `running`; the newest 64 KiB of each stream).
+    Logs {
+        id: String,
+        /// Keep printing the jobs' new output as it comes (as `tail -f`), until the operation
+        /// has ended and its jobs' last output is printed (exit status 0). Output that comes
+        /// faster than it is read is skipped, and a line says how many bytes.
+        #[arg(long, short)]
+        follow: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -1011,18 +1021,16 @@ async fn op(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
                 Ok(())
             }
         }
-        OpCommand::Logs { id } => {
+        OpCommand::Logs { id, follow } => {
+            if follow {
+                return logs::follow(&client, &id, conn.json).await;
+            }
             let logs = client.operation_logs(&id).await?;
             if conn.json {
                 return print_json(&logs);
             }
             for l in logs {
-                println!("== job {} on {} ==", l.job, l.node);
-                print!("{}", l.stdout);
-                if !l.stderr.is_empty() {
-                    println!("-- stderr --");
-                    print!("{}", l.stderr);
-                }
+                logs::print(&l);
             }
             Ok(())
         }

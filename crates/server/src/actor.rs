@@ -139,7 +139,9 @@ pub enum Command {
     Submit(Value, bool, Reply<fairsched_api::SubmitReply>),
     Abort(String, Reply<OperationView>),
     UpdateOperation(String, UpdateOperation, Reply<OperationView>),
-    Logs(String, Reply<Vec<JobLogs>>),
+    /// The output of an operation's jobs (a read of a running job's watches it: see
+    /// [`crate::live`]).
+    Logs(LogsRequest, Reply<LogsReply>),
     /// Pool commands act in `tree` (`None`: the default tree).
     CreatePool {
         tree: Option<String>,
@@ -178,6 +180,35 @@ pub enum Command {
     Events(EventQuery, Reply<Vec<EventView>>),
     /// Reads operations that may have left memory (finished ones are in the store only).
     History(HistoryQuery),
+}
+
+/// A read of an operation's jobs' output.
+#[derive(Debug)]
+pub struct LogsRequest {
+    pub operation: String,
+    /// Only these jobs (`None`: all).
+    pub jobs: Option<BTreeSet<String>>,
+    /// Where to start in jobs' live output: job → (stdout, stderr) byte offsets.
+    pub from: BTreeMap<String, (u64, u64)>,
+}
+
+impl LogsRequest {
+    /// Every job of `operation`, each from the oldest byte held.
+    pub fn all(operation: &str) -> LogsRequest {
+        LogsRequest {
+            operation: operation.to_string(),
+            jobs: None,
+            from: BTreeMap::new(),
+        }
+    }
+}
+
+/// The answer to a [`LogsRequest`].
+#[derive(Debug)]
+pub struct LogsReply {
+    pub logs: Vec<JobLogs>,
+    /// The nodes' heartbeat period (a running job's first output comes within two).
+    pub heartbeat_period: Duration,
 }
 
 /// A read of operations, finished or not: the actor answers the unfinished ones from memory
@@ -390,6 +421,8 @@ pub struct Actor {
     batch: Batch,
     /// Log tails reported with finished jobs (by job id), committed with the next batch.
     tails: BTreeMap<String, (String, String)>,
+    /// The watched jobs' live output (memory only).
+    live: crate::live::LiveOutput,
     metrics: ActorMetrics,
     /// The next event's sequence number.
     next_event_seq: u64,
@@ -545,6 +578,7 @@ impl Actor {
             publish: shared.publish,
             batch: Batch::default(),
             tails: BTreeMap::new(),
+            live: crate::live::LiveOutput::default(),
             metrics: shared.metrics,
             next_event_seq: loaded.last_event_seq + 1,
             touched: BTreeSet::new(),
@@ -955,8 +989,8 @@ impl Actor {
                 let r = self.update_operation(&id, update);
                 self.finish(reply, r);
             }
-            Command::Logs(id, reply) => {
-                let _ = reply.send(self.logs(&id));
+            Command::Logs(request, reply) => {
+                let _ = reply.send(self.logs(request));
             }
             Command::CreatePool {
                 tree,
@@ -1483,18 +1517,76 @@ impl Actor {
         Ok(self.ops[id].to_view(true))
     }
 
-    fn logs(&self, id: &str) -> Result<Vec<JobLogs>, ApiError> {
-        let nodes = self.job_nodes(id)?;
-        let rows = self.store.job_logs(id).map_err(internal)?;
-        Ok(rows
-            .into_iter()
-            .map(|(job, stdout, stderr)| JobLogs {
-                node: nodes.get(&job).cloned().unwrap_or_default(),
-                job,
+    /// The output of the jobs `request` names: a running job's from its live copy (the read
+    /// watches it, so its node is asked for its output), a job that ended while watched from
+    /// that copy up to its end, any other from its stored final tail.
+    fn logs(&mut self, request: LogsRequest) -> Result<LogsReply, ApiError> {
+        let id = &request.operation;
+        let wanted = |job: &str| request.jobs.as_ref().is_none_or(|j| j.contains(job));
+        let jobs: Vec<JobView> = match self.ops.get(id) {
+            Some(op) => op.jobs.iter().filter(|j| wanted(&j.id)).cloned().collect(),
+            None => {
+                let (_, jobs) = self
+                    .store
+                    .operation(id)
+                    .map_err(internal)?
+                    .ok_or_else(|| no_such_operation(id))?;
+                jobs.iter()
+                    .filter_map(|j| serde_json::from_str::<JobView>(&j.record).ok())
+                    .filter(|j| wanted(&j.id))
+                    .collect()
+            }
+        };
+        let now = Instant::now();
+        let mut stored: Option<BTreeMap<String, (String, String)>> = None;
+        let mut logs = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let from = request.from.get(&job.id).copied();
+            let running = job.state == "running";
+            if running {
+                self.live.watch(&job.id, &job.node, now);
+            }
+            let live = if running || self.live.is_complete(&job.id) {
+                self.live.read(&job.id, from)
+            } else {
+                None
+            };
+            let (stdout, stderr, live) = match live {
+                Some(r) => (r.stdout, r.stderr, Some(r.live)),
+                // Watched by too many readers' jobs already: nothing yet.
+                None if running => (
+                    String::new(),
+                    String::new(),
+                    Some(fairsched_api::LiveLogs {
+                        waiting: true,
+                        ..Default::default()
+                    }),
+                ),
+                None => {
+                    if stored.is_none() {
+                        let rows = self.store.job_logs(id).map_err(internal)?;
+                        stored = Some(rows.into_iter().map(|(j, o, e)| (j, (o, e))).collect());
+                    }
+                    let (o, e) = stored
+                        .as_mut()
+                        .and_then(|s| s.remove(&job.id))
+                        .unwrap_or_default();
+                    (o, e, None)
+                }
+            };
+            logs.push(JobLogs {
+                job: job.id,
+                node: job.node,
                 stdout,
                 stderr,
-            })
-            .collect())
+                state: Some(job.state),
+                live,
+            });
+        }
+        Ok(LogsReply {
+            logs,
+            heartbeat_period: Duration::from_millis(self.sched.config.node_heartbeat_period_ms),
+        })
     }
 
     fn register(&mut self, node: RegisterNode) -> Result<RegisterReply, ApiError> {
@@ -1713,6 +1805,11 @@ impl Actor {
         self.node_credentials
             .check(&hb.node_id, hb.node_credential.as_deref())?;
         self.seen.insert(hb.node_id.clone(), Instant::now());
+        // Output of watched jobs first: a job's end below leaves its copy complete.
+        self.live.receive(&hb.node_id, &hb.output);
+        for f in &hb.finished {
+            self.live.ended(&hb.node_id, &f.job);
+        }
         let mut finished = Vec::new();
         let mut reported: BTreeSet<&str> = hb.running.iter().map(String::as_str).collect();
         for f in &hb.finished {
@@ -1829,6 +1926,7 @@ impl Actor {
             .unwrap_or_default()
             .into_iter()
             .collect();
+        reply.output = self.live.requests(&hb.node_id, Instant::now());
         let _ = response.interrupt;
         let _ = response.abort;
         Ok(reply)
@@ -1873,27 +1971,6 @@ impl Actor {
             Ok(None) => no_such_operation(id),
             Err(e) => internal(e),
         }
-    }
-
-    /// Job id → node of operation `id`'s jobs, from memory or the store.
-    fn job_nodes(&self, id: &str) -> Result<BTreeMap<String, String>, ApiError> {
-        if let Some(op) = self.ops.get(id) {
-            return Ok(op
-                .jobs
-                .iter()
-                .map(|j| (j.id.clone(), j.node.clone()))
-                .collect());
-        }
-        let (_, jobs) = self
-            .store
-            .operation(id)
-            .map_err(internal)?
-            .ok_or_else(|| no_such_operation(id))?;
-        Ok(jobs
-            .iter()
-            .filter_map(|j| serde_json::from_str::<JobView>(&j.record).ok())
-            .map(|j| (j.id, j.node))
-            .collect())
     }
 
     /// Answers a [`HistoryQuery`].
@@ -2720,6 +2797,7 @@ mod history_tests {
             node_credential: None,
             running: Vec::new(),
             finished,
+            output: Vec::new(),
         };
         ask(actor, |r| Command::Heartbeat(hb, r)).unwrap()
     }
@@ -2789,7 +2867,7 @@ mod history_tests {
         assert_eq!(done.job_counts.total, 1);
         assert_eq!(done.jobs.len(), 1);
         assert_eq!(done.jobs[0].exit_code, Some(0));
-        let logs = a.logs("done").unwrap();
+        let logs = a.logs(LogsRequest::all("done")).unwrap().logs;
         assert_eq!(logs.len(), 1);
         assert_eq!(logs[0].node, "n1");
         assert!(logs[0].stdout.starts_with("out of "), "{logs:?}");
@@ -2838,7 +2916,7 @@ mod history_tests {
         a.prune_history();
         let e = a.operation_view("done").unwrap_err();
         assert_eq!(e.code, codes::NO_SUCH_OPERATION, "{e:?}");
-        assert!(a.logs("done").is_err());
+        assert!(a.logs(LogsRequest::all("done")).is_err());
         // The unfinished operation stays; of the events, the newest.
         assert_eq!(a.operation_view("live").unwrap().state, "running");
         let events = a

@@ -652,13 +652,47 @@ async fn update_operation(
     ok(s.shown(&caller, op))
 }
 
+/// The longest a read of logs waits for a running job's first output.
+const LOGS_WAIT_MAX: Duration = Duration::from_secs(5);
+
+/// `GET /api/v1/operations/ID/logs` (query [`fairsched_api::LogsQuery`]). A running job's
+/// output comes from its node through the heartbeats once this read watches it: when some
+/// running job has none yet, the read waits for it, up to two heartbeat periods (and a
+/// little), then answers what there is (those jobs marked `waiting`).
 async fn logs(
     State(s): State<AppState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
+    q: Result<Query<fairsched_api::LogsQuery>, QueryRejection>,
 ) -> Reply<Vec<fairsched_api::JobLogs>> {
+    let Query(q) = q.map_err(bad_query)?;
+    let from = q
+        .parse_from()
+        .map_err(|e| Failure(ApiError::new(codes::BAD_REQUEST, format!("bad query: {e}"))))?;
+    let jobs = q.job_set();
     s.check_read(&caller, &id).await?;
-    ok(ask(&s, &caller, |r| Command::Logs(id, r)).await?)
+    let request = || crate::actor::LogsRequest {
+        operation: id.clone(),
+        jobs: jobs.clone(),
+        from: from.clone(),
+    };
+    let started = tokio::time::Instant::now();
+    loop {
+        let reply = ask(&s, &caller, |r| Command::Logs(request(), r)).await?;
+        let waiting = reply
+            .logs
+            .iter()
+            .any(|l| l.live.as_ref().is_some_and(|l| l.waiting));
+        let wait = (reply.heartbeat_period * 2 + Duration::from_millis(250)).min(LOGS_WAIT_MAX);
+        if !waiting || started.elapsed() >= wait {
+            return ok(reply.logs);
+        }
+        tokio::time::sleep(
+            (reply.heartbeat_period / 4)
+                .clamp(Duration::from_millis(10), Duration::from_millis(100)),
+        )
+        .await;
+    }
 }
 
 /// The tree a pool route names (`?tree=`, default: the default tree).

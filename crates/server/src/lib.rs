@@ -19,6 +19,7 @@ pub mod auth;
 pub mod config;
 pub mod http;
 pub mod jobs;
+pub mod live;
 pub mod metrics;
 pub mod reference;
 mod start_trees;

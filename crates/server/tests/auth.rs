@@ -1342,3 +1342,116 @@ async fn reading_output_env_and_events_needs_read() {
     assert!(!shown.contains(&&json!("mine")), "{seen:?}");
     server.stop().await;
 }
+
+/// A running job's output (fetched from its node while someone reads it) follows the `read`
+/// permission as a finished job's does: a reader without it is refused the same way, and
+/// its refused read does not make the server ask the node for the output.
+#[tokio::test]
+async fn reading_a_running_jobs_output_needs_read() {
+    let server = start(
+        json!({"superusers": ["root"], "users": users()}),
+        Some(AGENT),
+    )
+    .await;
+    server
+        .register_as(AGENT, "n1", json!({"cpu": 3, "user_slots": 10}), &["cpu"])
+        .await;
+    let (status, body) = server
+        .call_as(
+            Some(BOB),
+            "POST",
+            "/api/v1/operations",
+            Some(op(
+                "guarded",
+                "readable",
+                json!({"tasks": [{"job_count": 1, "resources": {"cpu": 1},
+                    "command": ["sleep", "60"]}]}),
+            )),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let job = start_one_job(&server, "n1").await;
+    let credential = server.credential("n1").unwrap();
+    let running = json!({"node_id": "n1", "running": [job]});
+    let logs = "/api/v1/operations/guarded/logs";
+
+    // Refused: carol (no `read` in `readable`), and without a token. Nobody is asked for it.
+    let (status, body) = server.call_as(Some(CAROL), "GET", logs, None).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["code"], 901, "{body}");
+    assert_eq!(body["attributes"]["permission"], "read", "{body}");
+    let (status, _) = server.call_as(None, "GET", logs, None).await;
+    assert_eq!(status, 401);
+    let (_, hb) = agent_heartbeat(&server, Some(&credential), running.clone()).await;
+    assert!(
+        hb.get("output").is_none(),
+        "a refused read watches nothing: {hb}"
+    );
+
+    // dave (opsteam reads) may: the read watches the job; the node is asked for its output.
+    let (status, body) = server.call_as(Some(DAVE), "GET", logs, None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body[0]["job"], job.as_str(), "{body}");
+    assert_eq!(body[0]["state"], "running", "{body}");
+    assert_eq!(
+        body[0]["live"]["waiting"], true,
+        "nothing from the node yet: {body}"
+    );
+    let (_, hb) = agent_heartbeat(&server, Some(&credential), running.clone()).await;
+    assert_eq!(hb["output"], json!([{"job": job}]), "{hb}");
+    let chunk = fairsched_api::OutputChunk::new(0, b"secret-running-output\n");
+    let mut with_output = running.clone();
+    with_output["output"] = json!([{"job": job, "stdout": chunk}]);
+    let (status, hb) = agent_heartbeat(&server, Some(&credential), with_output).await;
+    assert_eq!(status, 200, "{hb}");
+    assert_eq!(
+        hb["output"],
+        json!([{"job": job, "stdout_from": 22}]),
+        "asked again from where it is: {hb}"
+    );
+
+    for (who, may, status_when_not) in [
+        (Some(DAVE), true, 200),
+        (Some(BOB), true, 200),
+        (Some(ROOT), true, 200),
+        (Some(CAROL), false, 403),
+        (Some(ALICE), false, 403),
+        (None, false, 401),
+    ] {
+        let (status, body) = server.call_as(who, "GET", logs, None).await;
+        let label = format!("{who:?}");
+        assert_eq!(
+            status,
+            if may { 200 } else { status_when_not },
+            "{label}: {body}"
+        );
+        assert_eq!(
+            body.to_string().contains("secret-running-output"),
+            may,
+            "{label}: {body}"
+        );
+        if may {
+            assert_eq!(body[0]["live"]["stdout"]["end"], 22, "{label}: {body}");
+        } else if who.is_some() {
+            assert_eq!(body["attributes"]["permission"], "read", "{label}: {body}");
+        }
+        // Also with a query naming the job and an offset.
+        let (status, body) = server
+            .call_as(
+                who,
+                "GET",
+                &format!("{logs}?jobs={job}&from={job}:22:0"),
+                None,
+            )
+            .await;
+        assert_eq!(
+            status,
+            if may { 200 } else { status_when_not },
+            "{label}: {body}"
+        );
+        if may {
+            assert_eq!(body[0]["stdout"], "", "nothing after offset 22: {body}");
+        }
+    }
+    server.stop().await;
+}
