@@ -27,7 +27,8 @@ pub mod routes {
     /// POST [`UpdateOperation`](crate::UpdateOperation): weight, resource limits, pool.
     pub const OPERATION_UPDATE: &str = "/api/v1/operations/{id}/update";
     /// GET: the pools of a tree as the orchid shows them (name → fields); POST
-    /// [`CreatePool`](crate::CreatePool) creates one. Query [`TreeQuery`](crate::TreeQuery):
+    /// [`CreatePool`](crate::CreatePool) creates one (reply [`PoolReply`](crate::PoolReply)).
+    /// Query [`TreeQuery`](crate::TreeQuery):
     /// `?tree=NAME` (default: the default tree).
     pub const POOLS: &str = "/api/v1/pools";
     /// GET, PUT [`UpdatePool`](crate::UpdatePool), DELETE one pool; query
@@ -58,7 +59,8 @@ pub mod routes {
     pub const EVENTS_STREAM: &str = "/api/v1/events/stream";
     pub const AGENT_REGISTER: &str = "/api/v1/agent/register";
     pub const AGENT_HEARTBEAT: &str = "/api/v1/agent/heartbeat";
-    /// GET [`ServerStatus`](crate::ServerStatus): whether the server takes changes.
+    /// GET [`ServerStatus`](crate::ServerStatus): whether the server takes changes, and the
+    /// active alerts.
     pub const STATUS: &str = "/api/v1/status";
 }
 
@@ -186,6 +188,33 @@ pub struct ServerStatus {
     /// Since when (Unix time in milliseconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_only_since_unix_ms: Option<u64>,
+    /// The scheduler's active alerts, every tree's (as of its last fair-share update), e.g.
+    /// 29000 while guarantees exceed a tree's cluster.
+    #[serde(default)]
+    pub alerts: Vec<AlertView>,
+}
+
+/// An active scheduler alert (YTsaurus' scheduler alerts): the configuration is accepted, but
+/// something needs an operator's attention. It lasts until a fair-share update no longer
+/// raises it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AlertView {
+    /// The pool tree it is about.
+    pub tree: String,
+    /// YTsaurus code ([`codes::GUARANTEES_OVERCOMMIT`]: the root's guarantees exceed the
+    /// tree's cluster and are scaled down proportionally).
+    pub code: u32,
+    pub message: String,
+}
+
+/// Reply of `POST /api/v1/pools`, `PUT` and `DELETE /api/v1/pools/{name}`: the pool, and
+/// what needs attention in its tree after the change (e.g. guarantees that exceed the
+/// cluster, code 29000: the change is applied and the guarantees are scaled down).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PoolReply {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 // ---- operations ---------------------------------------------------------------------------
@@ -538,6 +567,9 @@ pub struct PoolTreeView {
     pub operation_count: usize,
     /// Resources of its schedulable nodes.
     pub total_resources: Resources,
+    /// Its active alerts (as of its last fair-share update).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alerts: Vec<AlertView>,
 }
 
 /// Reply of `PUT /api/v1/tree`: what the new configuration changes (pools matched by name).
@@ -556,7 +588,9 @@ pub struct TreeApplyReply {
     pub tree_config_changed: bool,
     /// Whether it was applied (`false` for a dry run).
     pub applied: bool,
-    /// The new configuration's warnings.
+    /// The new configuration's warnings, and what needs attention in the tree after the
+    /// change (e.g. guarantees that exceed the cluster, code 29000: applied all the same, the
+    /// guarantees are scaled down).
     #[serde(default)]
     pub warnings: Vec<String>,
 }

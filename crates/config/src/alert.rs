@@ -39,7 +39,8 @@ pub struct OvercommitAttributes {
 /// Such a tree is **not** rejected: the fair-share computation scales the guarantees down to
 /// fit the cluster, and the scheduler raises this alert. The check uses the configured
 /// components (guarantee components inferred from the main resource are proportional to it and
-/// are scaled with it). A cluster with no nodes (total 0) overcommits any positive guarantee.
+/// are scaled with it). A cluster with no nodes (total 0) overcommits any positive guarantee;
+/// the message then says that the tree has no nodes yet rather than comparing with 0.
 pub fn guarantee_overcommit_alert(
     tree: &PoolTreeConfig,
     cluster_total: &Resources,
@@ -68,24 +69,40 @@ pub fn guarantee_overcommit_alert(
         .into_iter()
         .map(|(what, amount)| (what, amount, exceeded(&amount)))
         .find(|(_, _, over)| !over.is_empty())?;
-    let details: Vec<String> = over
-        .iter()
-        .map(|&k| {
-            format!(
-                "{k}: {} > {}",
-                format_amount(k, amount.raw_of(k)),
-                format_amount(k, cluster_total.raw_of(k))
-            )
-        })
-        .collect();
+    let what_lower = what.to_lowercase();
+    let label = what_lower.strip_prefix("strong ").unwrap_or(&what_lower);
+    let message = if *cluster_total == Resources::ZERO {
+        // Not "cpu: 35 > 0": a tree without nodes has nothing to compare with yet.
+        let amounts: Vec<String> = over
+            .iter()
+            .map(|&k| format!("{k}: {}", format_amount(k, amount.raw_of(k))))
+            .collect();
+        format!(
+            "the tree has no nodes yet: the {what_lower} of the root's pools ({}) are checked \
+             against the cluster's resources once nodes join",
+            amounts.join(", ")
+        )
+    } else {
+        let details: Vec<String> = over
+            .iter()
+            .map(|&k| {
+                format!(
+                    "{k}: {label} {} > cluster {}",
+                    format_amount(k, amount.raw_of(k)),
+                    format_amount(k, cluster_total.raw_of(k))
+                )
+            })
+            .collect();
+        format!(
+            "{what} of the root's pools exceed the cluster's resources ({}); guarantees are \
+             scaled down proportionally to fit",
+            details.join(", ")
+        )
+    };
     let names: Vec<String> = over.iter().map(|k| k.name().to_string()).collect();
     Some(Alert {
         code: POOL_TREE_GUARANTEES_OVERCOMMIT,
-        message: format!(
-            "{what} of the root's pools exceed the total cluster resources ({}); guarantees are \
-             scaled down to fit",
-            details.join(", ")
-        ),
+        message,
         attributes: OvercommitAttributes {
             total_strong_guarantee_resources: strong,
             total_resource_flow: flow,

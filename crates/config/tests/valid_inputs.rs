@@ -560,8 +560,8 @@ fn guarantee_overcommit_raises_alert_29000() {
     assert_eq!(alert.attributes.overcommitted_resources, ["cpu"]);
     assert_eq!(
         alert.message,
-        "Strong guarantees of the root's pools exceed the total cluster resources (cpu: 35 > 30); \
-         guarantees are scaled down to fit"
+        "Strong guarantees of the root's pools exceed the cluster's resources (cpu: guarantees 35 \
+         > cluster 30); guarantees are scaled down proportionally to fit"
     );
     assert_eq!(
         serde_json::to_value(&alert).unwrap()["attributes"]["total_strong_guarantee_resources"]["cpu"],
@@ -574,8 +574,14 @@ fn guarantee_overcommit_raises_alert_29000() {
     assert_eq!(guarantee_overcommit_alert(&seed, &hundred), None);
     assert!(guarantee_overcommit_alert(&seed, &hundred.with(ResourceKind::Cpu, 99.0)).is_some());
 
-    // A cluster with no nodes overcommits any positive guarantee (YT-S36 "zero cluster").
-    assert!(guarantee_overcommit_alert(&tree, &Resources::ZERO).is_some());
+    // A cluster with no nodes overcommits any positive guarantee (YT-S36 "zero cluster"); the
+    // message says that there are no nodes rather than comparing with 0.
+    let alert = guarantee_overcommit_alert(&tree, &Resources::ZERO).unwrap();
+    assert_eq!(
+        alert.message,
+        "the tree has no nodes yet: the strong guarantees of the root's pools (user_slots: \
+         20, cpu: 35) are checked against the cluster's resources once nodes join"
+    );
     assert_eq!(
         guarantee_overcommit_alert(&tree_toml(""), &Resources::ZERO),
         None
@@ -588,9 +594,10 @@ fn guarantee_overcommit_raises_alert_29000() {
     );
     let alert = guarantee_overcommit_alert(&flows, &cluster).unwrap();
     assert!(
-        alert
-            .message
-            .starts_with("Strong guarantees and resource flows"),
+        alert.message.starts_with(
+            "Strong guarantees and resource flows of the root's pools exceed the \
+                          cluster's resources (cpu: guarantees and resource flows 35 > cluster 30)"
+        ),
         "{}",
         alert.message
     );

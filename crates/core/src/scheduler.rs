@@ -578,18 +578,21 @@ impl Scheduler {
                 .or_default()
                 .push(format!("{}: {e}", e.name()));
         }
+        if let Some(messages) = by_code.get_mut(&fairsched_config::POOL_TREE_GUARANTEES_OVERCOMMIT)
+        {
+            // The configuration's words for it (the overcommitted resources only, in human
+            // units), as the server's replies to pool changes say it; the update's own text
+            // where the configured guarantees alone do not show it (inferred components).
+            let total = self.tree_total(t);
+            if let Some(alert) =
+                fairsched_config::guarantee_overcommit_alert(&self.trees[t].validated.tree, &total)
+            {
+                *messages = vec![alert.message];
+            }
+        }
         let alerts: Vec<(u32, String)> = by_code
             .into_iter()
-            .map(|(code, messages)| {
-                (
-                    code,
-                    format!(
-                        "pool tree {:?}: {}",
-                        self.trees[t].name,
-                        messages.join("; ")
-                    ),
-                )
-            })
+            .map(|(code, messages)| (code, messages.join("; ")))
             .collect();
         for alert in &alerts {
             if !self.trees[t].active_alerts.contains(alert) {
@@ -597,7 +600,7 @@ impl Scheduler {
                     now,
                     EventKind::Error {
                         code: alert.0,
-                        message: alert.1.clone(),
+                        message: format!("pool tree {:?}: {}", self.trees[t].name, alert.1),
                     },
                 );
             }
@@ -605,11 +608,15 @@ impl Scheduler {
         self.trees[t].active_alerts = alerts;
     }
 
-    /// Fair-share alerts of the last update (code, message), tree by tree.
+    /// Fair-share alerts of the last update (code, message naming the tree), tree by tree.
     pub fn alerts(&self) -> Vec<(u32, String)> {
         self.trees
             .iter()
-            .flat_map(|t| t.active_alerts.iter().cloned())
+            .flat_map(|t| {
+                t.alerts()
+                    .iter()
+                    .map(|(code, message)| (*code, format!("pool tree {:?}: {message}", t.name)))
+            })
             .collect()
     }
 

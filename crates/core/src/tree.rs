@@ -255,11 +255,18 @@ pub struct PoolTree {
     pub(crate) class_cache: BTreeMap<OperationId, crate::preemption::OperationClasses>,
     /// Set when limits were lowered (usage may exceed them until preemption trims it).
     pub(crate) limits_maybe_violated: bool,
-    /// Fair-share alerts (e.g. 29000) raised by the last update, logged when they appear.
+    /// Fair-share alerts (code, message; e.g. 29000) raised by the last update, logged when
+    /// they appear.
     pub(crate) active_alerts: Vec<(u32, String)>,
 }
 
 impl PoolTree {
+    /// The fair-share alerts of the last update (code, message without the tree's name), by
+    /// code: active until an update no longer raises them.
+    pub fn alerts(&self) -> &[(u32, String)] {
+        &self.active_alerts
+    }
+
     pub fn new(name: String, validated: ValidatedTree) -> PoolTree {
         let node_filter = node_filter(&validated);
         PoolTree {

@@ -1380,6 +1380,7 @@ async fn pool(conn: Conn, tree: Option<String>, command: PoolCommand) -> anyhow:
             if conn.json {
                 return print_json(&reply);
             }
+            print_warnings(&reply);
             let mut changes = Vec::new();
             if let Some(p) = &parent {
                 let old_parent = old_path.rsplit_once('/').map_or("<Root>", |(p, _)| p);
@@ -1406,8 +1407,20 @@ async fn pool(conn: Conn, tree: Option<String>, command: PoolCommand) -> anyhow:
     if conn.json {
         print_json(&reply)
     } else {
+        print_warnings(&reply);
         println!("ok");
         Ok(())
+    }
+}
+
+/// Prints a pool change's `warnings` (the tree after it: guarantees that overcommit the
+/// cluster, ...) on stderr, as `pool apply` does.
+fn print_warnings(reply: &Value) {
+    let warnings = serde_json::from_value::<fairsched_api::PoolReply>(reply.clone())
+        .map(|r| r.warnings)
+        .unwrap_or_default();
+    for w in warnings {
+        eprintln!("warning: {w}");
     }
 }
 

@@ -95,3 +95,76 @@ fn a_submission_that_creates_a_pool_says_so() {
     }
     c.stop();
 }
+
+/// `pool create`, `set` and `apply` leave a tree whose root guarantees exceed its nodes
+/// (YTsaurus alert 29000): the change is made, and the CLI says so on stderr, naming the tree
+/// and the resource (issue 18).
+#[test]
+fn pool_changes_warn_of_guarantee_overcommit() {
+    let c = Cluster::start("", &[("n1", "cpu=4,memory=1GiB,user_slots=4")]);
+    let file = c.dir.path().join("tree.toml");
+    std::fs::write(
+        &file,
+        "[pools.a]\nstrong_guarantee_resources = { cpu = 3 }\n\
+         [pools.b]\nstrong_guarantee_resources = { cpu = 3 }\n",
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let overcommit = |sum: &str| {
+        format!(
+            "warning: pool tree \"default\" overcommits its guarantees (alert 29000): Strong \
+             guarantees of the root's pools exceed the cluster's resources (cpu: guarantees \
+             {sum} > cluster 4); guarantees are scaled down proportionally to fit\n"
+        )
+    };
+    // (arguments, what it prints on stderr)
+    let cases: &[(&[&str], String)] = &[
+        (
+            &[
+                "pool",
+                "create",
+                "a",
+                "--config",
+                r#"{"strong_guarantee_resources": {"cpu": 2}}"#,
+            ],
+            String::new(),
+        ),
+        (
+            &[
+                "pool",
+                "create",
+                "b",
+                "--config",
+                r#"{"strong_guarantee_resources": {"cpu": 4}}"#,
+            ],
+            overcommit("6"),
+        ),
+        (
+            &[
+                "pool",
+                "set",
+                "b",
+                "--config",
+                r#"{"strong_guarantee_resources": {"cpu": 1}}"#,
+            ],
+            String::new(),
+        ),
+        (&["pool", "apply", file], overcommit("6")),
+        (&["pool", "remove", "b"], String::new()),
+    ];
+    for (args, stderr) in cases {
+        let out = common::run_cli(&c.url, &[], args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stderr), *stderr, "{args:?}");
+    }
+    // Applied all the same.
+    assert_eq!(
+        pool(&c, "a")["strong_guarantee_resources"]["cpu"],
+        json!(3.0)
+    );
+    c.stop();
+}

@@ -399,6 +399,24 @@ function renderSummary(data) {
   document.getElementById('tree-name').textContent = `pool tree “${snap.tree}”`;
 }
 
+// ---- alerts ------------------------------------------------------------------------------
+
+// The scheduler's active alerts, every tree's (e.g. 29000: the root's guarantees exceed the
+// tree's cluster and are scaled down); the banner is hidden when there is none.
+function renderAlerts(trees) {
+  const box = document.getElementById('alerts');
+  const alerts = trees.flatMap((t) => t.alerts || []);
+  box.replaceChildren(...alerts.map((a) => h('div', {
+    class: 'alert',
+    'data-alert-code': a.code,
+    'data-alert-tree': a.tree,
+  },
+  h('span', { class: 'alert-code' }, `Alert ${a.code}`),
+  h('span', { class: 'alert-tree' }, `pool tree “${a.tree}”:`),
+  a.message)));
+  box.hidden = alerts.length === 0;
+}
+
 // ---- the tree tabs ---------------------------------------------------------------------
 
 function renderTreeTabs(trees, shown) {
@@ -441,6 +459,7 @@ function selectTree(name) {
 function render(data) {
   ui.last = data;
   const severalTrees = data.trees.length > 1;
+  renderAlerts(data.trees);
   renderTreeTabs(data.trees, data.tree.tree);
   renderSummary(data);
   renderPools(data.tree);

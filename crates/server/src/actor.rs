@@ -6,7 +6,7 @@ use crate::auth::Caller;
 use crate::jobs::JobList;
 use crate::metrics::{self, ActorMetrics};
 use fairsched_api::{
-    ApiError, EventQuery, EventView, FinishedJob, Heartbeat, HeartbeatReply, JobCounts,
+    AlertView, ApiError, EventQuery, EventView, FinishedJob, Heartbeat, HeartbeatReply, JobCounts,
     JobInterrupt, JobLogs, JobStart, JobView, NodeView, OperationView, PoolTreeView, RegisterNode,
     RegisterReply, TreeApplyReply, UpdateOperation, codes,
 };
@@ -142,25 +142,26 @@ pub enum Command {
     /// The output of an operation's jobs (a read of a running job's watches it: see
     /// [`crate::live`]).
     Logs(LogsRequest, Reply<LogsReply>),
-    /// Pool commands act in `tree` (`None`: the default tree).
+    /// Pool commands act in `tree` (`None`: the default tree); they reply with the warnings
+    /// about the tree after the change ([`Actor::tree_warnings`]).
     CreatePool {
         tree: Option<String>,
         name: String,
         parent: Option<String>,
         config: Map<String, Value>,
-        reply: Reply<()>,
+        reply: Reply<Vec<String>>,
     },
     UpdatePool {
         tree: Option<String>,
         name: String,
         config: Option<Map<String, Value>>,
         parent: Option<String>,
-        reply: Reply<()>,
+        reply: Reply<Vec<String>>,
     },
     RemovePool {
         tree: Option<String>,
         name: String,
-        reply: Reply<()>,
+        reply: Reply<Vec<String>>,
     },
     /// Replaces a tree's configuration (`None`: the default tree's; `dry_run`: only compares).
     ApplyTree {
@@ -1126,7 +1127,7 @@ impl Actor {
         name: &str,
         parent: Option<&str>,
         config: Map<String, Value>,
-    ) -> Result<(), ApiError> {
+    ) -> Result<Vec<String>, ApiError> {
         let tree = self.resolve_tree(tree)?;
         let config = pool_config(config)?;
         let now = self.now();
@@ -1135,7 +1136,7 @@ impl Actor {
             .map_err(|e| core_error(e).with_attribute("tree", tree.as_str()))?;
         tracing::info!(tree, pool = name, parent, "pool created");
         self.save_tree(&tree);
-        Ok(())
+        Ok(self.tree_warnings(&tree))
     }
 
     /// Replaces a pool's options and/or moves it: both or neither (a rejected move undoes the
@@ -1146,7 +1147,7 @@ impl Actor {
         name: &str,
         config: Option<Map<String, Value>>,
         parent: Option<&str>,
-    ) -> Result<(), ApiError> {
+    ) -> Result<Vec<String>, ApiError> {
         let tree = self.resolve_tree(tree)?;
         let config = config.map(pool_config).transpose()?;
         let now = self.now();
@@ -1172,10 +1173,10 @@ impl Actor {
         }
         tracing::info!(tree, pool = name, "pool updated");
         self.save_tree(&tree);
-        Ok(())
+        Ok(self.tree_warnings(&tree))
     }
 
-    fn remove_pool(&mut self, tree: Option<&str>, name: &str) -> Result<(), ApiError> {
+    fn remove_pool(&mut self, tree: Option<&str>, name: &str) -> Result<Vec<String>, ApiError> {
         let tree = self.resolve_tree(tree)?;
         let now = self.now();
         self.sched
@@ -1183,7 +1184,41 @@ impl Actor {
             .map_err(|e| core_error(e).with_attribute("tree", tree.as_str()))?;
         tracing::info!(tree, pool = name, "pool removed");
         self.save_tree(&tree);
-        Ok(())
+        Ok(self.tree_warnings(&tree))
+    }
+
+    /// What needs attention in tree `name` as it is now (after a change): its guarantees
+    /// overcommit ([`Actor::overcommit_warning`]).
+    fn tree_warnings(&self, name: &str) -> Vec<String> {
+        let Some(t) = self.sched.tree_index(name) else {
+            return Vec::new();
+        };
+        self.overcommit_warning(name, &self.sched.trees()[t].validated.tree)
+            .into_iter()
+            .collect()
+    }
+
+    /// `config` as tree `name`'s, against the tree's nodes now: when the strong guarantees
+    /// (with flows or burst guarantees) of the root's pools exceed the cluster, says so
+    /// (alert 29000). Such a tree is accepted, as in YTsaurus: the fair-share update scales
+    /// the guarantees down proportionally and raises the alert. A tree without nodes yet is
+    /// said to have none, not to overcommit a cluster of 0.
+    fn overcommit_warning(&self, name: &str, config: &PoolTreeConfig) -> Option<String> {
+        let t = self.sched.tree_index(name)?;
+        let total = self
+            .sched
+            .nodes()
+            .filter(|n| n.tree == Some(t) && n.scheduler_jobs_enabled)
+            .fold(Resources::ZERO, |acc, n| acc.add(&n.resources));
+        let alert = fairsched_config::guarantee_overcommit_alert(config, &total)?;
+        Some(if total == Resources::ZERO {
+            format!("pool tree {name:?}: {}", alert.message)
+        } else {
+            format!(
+                "pool tree {name:?} overcommits its guarantees (alert {}): {}",
+                alert.code, alert.message
+            )
+        })
     }
 
     /// Validates a new configuration of a tree (`None`: the default tree) as a whole and,
@@ -1216,6 +1251,7 @@ impl Actor {
                 .warnings
                 .iter()
                 .map(|w| w.to_string())
+                .chain(self.overcommit_warning(&name, &update.validated.tree))
                 .collect(),
         };
         if dry_run || diff.is_empty() {
@@ -2583,6 +2619,15 @@ impl Actor {
                     node_count: nodes[t],
                     operation_count: operations[t],
                     total_resources: totals[t],
+                    alerts: tree
+                        .alerts()
+                        .iter()
+                        .map(|(code, message)| AlertView {
+                            tree: tree.name.clone(),
+                            code: *code,
+                            message: message.clone(),
+                        })
+                        .collect(),
                 },
                 config: self
                     .tree_configs

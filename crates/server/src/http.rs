@@ -13,8 +13,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use fairsched_api::{
     ApiError, CreatePool, EventQuery, EventView, Heartbeat, NodeView, OPERATION_STATES,
-    OperationQuery, OperationView, PoolTreeView, RegisterNode, SubmitReply, TreeApplyQuery,
-    TreeApplyReply, TreeQuery, UpdateOperation, UpdatePool, codes, routes,
+    OperationQuery, OperationView, PoolReply, PoolTreeView, RegisterNode, SubmitReply,
+    TreeApplyQuery, TreeApplyReply, TreeQuery, UpdateOperation, UpdatePool, codes, routes,
 };
 use prometheus_client::registry::Registry;
 use serde::Serialize;
@@ -497,6 +497,11 @@ async fn status(State(s): State<AppState>) -> Reply<fairsched_api::ServerStatus>
         read_only: r.is_some(),
         read_only_reason: r.map(|r| r.reason.clone()),
         read_only_since_unix_ms: r.map(|r| r.since_unix_ms),
+        alerts: view
+            .trees
+            .iter()
+            .flat_map(|t| t.info.alerts.iter().cloned())
+            .collect(),
     })
 }
 
@@ -753,11 +758,11 @@ async fn create_pool(
     Extension(caller): Extension<Caller>,
     q: Result<Query<TreeQuery>, QueryRejection>,
     body: Bytes,
-) -> Reply<Value> {
+) -> Reply<PoolReply> {
     let tree = tree_query(q)?;
     let req: CreatePool = parse(&body)?;
     let name = req.name.clone();
-    ask(&s, &caller, |reply| Command::CreatePool {
+    let warnings = ask(&s, &caller, |reply| Command::CreatePool {
         tree,
         name: req.name,
         parent: req.parent,
@@ -765,7 +770,7 @@ async fn create_pool(
         reply,
     })
     .await?;
-    ok(json!({"name": name}))
+    ok(PoolReply { name, warnings })
 }
 
 async fn update_pool(
@@ -774,11 +779,11 @@ async fn update_pool(
     Path(name): Path<String>,
     q: Result<Query<TreeQuery>, QueryRejection>,
     body: Bytes,
-) -> Reply<Value> {
+) -> Reply<PoolReply> {
     let tree = tree_query(q)?;
     let req: UpdatePool = parse(&body)?;
     let n = name.clone();
-    ask(&s, &caller, |reply| Command::UpdatePool {
+    let warnings = ask(&s, &caller, |reply| Command::UpdatePool {
         tree,
         name: n,
         config: req.config,
@@ -786,7 +791,7 @@ async fn update_pool(
         reply,
     })
     .await?;
-    ok(json!({"name": name}))
+    ok(PoolReply { name, warnings })
 }
 
 async fn remove_pool(
@@ -794,16 +799,16 @@ async fn remove_pool(
     Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
     q: Result<Query<TreeQuery>, QueryRejection>,
-) -> Reply<Value> {
+) -> Reply<PoolReply> {
     let tree = tree_query(q)?;
     let n = name.clone();
-    ask(&s, &caller, |reply| Command::RemovePool {
+    let warnings = ask(&s, &caller, |reply| Command::RemovePool {
         tree,
         name: n,
         reply,
     })
     .await?;
-    ok(json!({"name": name}))
+    ok(PoolReply { name, warnings })
 }
 
 async fn list_nodes(State(s): State<AppState>) -> Reply<Vec<NodeView>> {

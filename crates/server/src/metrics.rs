@@ -426,6 +426,27 @@ impl Collector for ViewCollector {
         )?;
         ConstGauge::new(if view.read_only.is_some() { 1 } else { 0 }).encode(metric)?;
         jobs.encode(&mut encoder)?;
+        // Every tree has a 29000 series (0 when its guarantees fit), so that a rule on it
+        // needs no absent(); other codes appear while active.
+        let mut alerts = Gauges::<[(&str, String); 2]>::new(
+            "fairsched_alerts",
+            "Active scheduler alerts by tree and YTsaurus code (29000: the root's guarantees \
+             exceed the tree's cluster and are scaled down): 1 while active.",
+        );
+        for t in &view.trees {
+            let mut codes: BTreeMap<u32, f64> =
+                BTreeMap::from([(fairsched_api::codes::GUARANTEES_OVERCOMMIT, 0.0)]);
+            for a in &t.info.alerts {
+                codes.insert(a.code, 1.0);
+            }
+            for (code, value) in codes {
+                alerts.add(
+                    [("tree", t.info.name.clone()), ("code", code.to_string())],
+                    value,
+                );
+            }
+        }
+        alerts.encode(&mut encoder)?;
 
         // Nodes and the cluster.
         let mut nodes = Gauges::<[(&str, &str); 1]>::new(

@@ -43,7 +43,11 @@ async fn a_tree_apply_is_validated_atomic_and_kept() {
     assert_eq!(
         dry,
         json!({"tree": "default", "added": ["a/a1", "c"], "removed": ["b"], "changed": ["a"],
-               "tree_config_changed": true, "applied": false, "warnings": []})
+               "tree_config_changed": true, "applied": false,
+               // Guarantees and no nodes yet: said so, not an overcommit of 0.
+               "warnings": ["pool tree \"default\": the tree has no nodes yet: the strong \
+                             guarantees of the root's pools (cpu: 4) are checked against the \
+                             cluster's resources once nodes join"]})
     );
     let before = server.get("/api/v1/tree").await["config"].clone();
     assert!(before["pools"]["b"].is_object(), "{before}");

@@ -3,7 +3,8 @@
 //! JavaScript ran must show the pools, the operations, the nodes, the bars and the newest
 //! events. A screenshot is kept as `target/test-artifacts/web_page.png`. With two pool trees,
 //! tabs choose the tree: the gpu tab's link shows the gpu tree's pools and bars
-//! (`web_page_gpu_tree.png`).
+//! (`web_page_gpu_tree.png`). Guarantees above the cluster show an alert banner while the
+//! alert is active (`web_page_alert.png`).
 //!
 //! Chromium is required: without it this test fails (CI installs it, see `.ci/run`). Set
 //! `FAIRSCHED_CHROMIUM` to use another binary.
@@ -192,6 +193,9 @@ async fn scheduling_page_in_headless_chromium() {
         first_row >= newest_before,
         "the newest event first: row {first_row}, newest before the page loaded {newest_before}"
     );
+    // The project's guarantees fit the cluster: no alert banner.
+    let alerts = tag_with(&dom, "id=\"alerts\"");
+    assert!(alerts.contains("hidden"), "no alert: {alerts}");
     // One tree: no tree tabs.
     let nav = tag_with(&dom, "id=\"tree-tabs\"");
     assert!(nav.contains("hidden"), "one tree, no tabs: {nav}");
@@ -357,6 +361,77 @@ async fn a_second_tree_can_be_selected() {
     .await;
     let png = std::fs::read(&shot).unwrap_or_else(|e| panic!("no screenshot at {shot:?}: {e}"));
     assert!(png.starts_with(b"\x89PNG"), "not a PNG: {shot:?}");
+}
+
+/// Guarantees above the cluster (alert 29000): a banner names the code, the tree and the
+/// resources while the alert is active, and is gone once a node joins and they fit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_alert_banner_shows_while_guarantees_overcommit() {
+    let chromium = chromium();
+    let trees = json!({"pool_trees": {"default": {"pools": {
+        "a": {"strong_guarantee_resources": {"cpu": 4}},
+        "b": {"strong_guarantee_resources": {"cpu": 8}},
+    }}}});
+    let server = common::start(trees, json!({"fair_share_update_period_ms": 100})).await;
+    let url = format!("{}/", server.url);
+    let artifacts = common::artifacts_dir();
+    // (nodes that join first, whether the banner shows)
+    for (nodes, shown) in [(&["node-1"][..], true), (&["node-2"][..], false)] {
+        for node in nodes {
+            server
+                .register(node, json!({"cpu": 8, "user_slots": 8}))
+                .await;
+        }
+        server
+            .wait_for(
+                "the alert in the status",
+                Duration::from_secs(10),
+                || async {
+                    let status = server.get("/api/v1/status").await;
+                    status["alerts"]
+                        .as_array()
+                        .is_some_and(|a| a.is_empty() != shown)
+                },
+            )
+            .await;
+        let dom = run_chromium(&chromium, &url, &["--dump-dom"]).await;
+        std::fs::write(artifacts.join("web_page_alert.html"), &dom).unwrap();
+        assert!(dom.contains("data-state=\"live\""), "{dom}");
+        let banner = tag_with(&dom, "id=\"alerts\"");
+        assert_eq!(!banner.contains("hidden"), shown, "{banner}");
+        // The banner's part of the page (the events below also have the message: the
+        // core logs an error event when the alert appears).
+        let start = dom.find("id=\"alerts\"").unwrap();
+        let section = &dom[start..start + dom[start..].find("id=\"tree-tabs\"").unwrap()];
+        for needle in [
+            "data-alert-code=\"29000\"",
+            "data-alert-tree=\"default\"",
+            "Alert 29000",
+            "pool tree “default”:",
+            "cpu: guarantees 12 &gt; cluster 8",
+            "scaled down proportionally",
+        ] {
+            assert_eq!(
+                section.contains(needle),
+                shown,
+                "{needle:?} (shown: {shown}):\n{section}"
+            );
+        }
+        if shown {
+            let shot = artifacts.join("web_page_alert.png");
+            let _ = std::fs::remove_file(&shot);
+            run_chromium(
+                &chromium,
+                &url,
+                &[
+                    &format!("--screenshot={}", shot.display()),
+                    "--window-size=1400,700",
+                ],
+            )
+            .await;
+            assert!(std::fs::read(&shot).is_ok_and(|png| png.starts_with(b"\x89PNG")));
+        }
+    }
 }
 
 /// With `authenticate_reads`, the page asks for a token (and says when one is refused); a
