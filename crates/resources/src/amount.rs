@@ -116,8 +116,10 @@ pub(crate) fn value_to_raw(
     Ok(Resources::convert(kind, value))
 }
 
-/// Formats raw units of `kind` for humans: cpu as a decimal (`"2.5"`), memory with the largest
-/// exact binary unit (`"4GiB"`, `"1536MiB"`, or plain bytes), the rest as integers.
+/// Formats raw units of `kind` for humans: cpu as a decimal (`"2.5"`), memory in the largest
+/// binary unit it reaches, with at most two decimals (`"4GiB"`, `"1.5GiB"`, `"512MiB"`,
+/// `"100B"`); a size that two decimals do not give exactly is marked approximate
+/// (`"~23.54GiB"`). The rest as integers.
 pub fn format_amount(kind: ResourceKind, raw: i64) -> String {
     match kind {
         ResourceKind::Cpu => {
@@ -133,19 +135,31 @@ pub fn format_amount(kind: ResourceKind, raw: i64) -> String {
             }
         }
         ResourceKind::Memory => {
-            const UNITS: [(&str, i64); 5] = [
+            const UNITS: [(&str, u64); 5] = [
                 ("PiB", 1 << 50),
                 ("TiB", 1 << 40),
                 ("GiB", 1 << 30),
                 ("MiB", 1 << 20),
                 ("KiB", 1 << 10),
             ];
-            for (name, size) in UNITS {
-                if raw != 0 && raw % size == 0 {
-                    return format!("{}{name}", raw / size);
-                }
-            }
-            format!("{raw}B")
+            let sign = if raw < 0 { "-" } else { "" };
+            let abs = raw.unsigned_abs();
+            let Some((name, size)) = UNITS.into_iter().find(|&(_, size)| abs >= size) else {
+                return format!("{raw}B");
+            };
+            // Hundredths of the unit, rounded; exact when they give the size back.
+            let hundredths = ((abs as u128 * 100 + size as u128 / 2) / size as u128) as u64;
+            let exact = hundredths as u128 * size as u128 == abs as u128 * 100;
+            let (whole, frac) = (hundredths / 100, hundredths % 100);
+            let number = if frac == 0 {
+                whole.to_string()
+            } else if frac % 10 == 0 {
+                format!("{whole}.{}", frac / 10)
+            } else {
+                format!("{whole}.{frac:02}")
+            };
+            let approx = if exact { "" } else { "~" };
+            format!("{approx}{sign}{number}{name}")
         }
         _ => raw.to_string(),
     }
@@ -201,7 +215,13 @@ mod tests {
         assert_eq!(format_amount(Cpu, 105), "1.05");
         assert_eq!(format_amount(Cpu, 300), "3");
         assert_eq!(format_amount(Memory, 4 << 30), "4GiB");
-        assert_eq!(format_amount(Memory, 1536 << 20), "1536MiB");
+        assert_eq!(format_amount(Memory, 1536 << 20), "1.5GiB");
+        assert_eq!(format_amount(Memory, 512 << 20), "512MiB");
+        assert_eq!(format_amount(Memory, (1 << 30) + (1 << 28)), "1.25GiB");
+        // A detected 24684084 KiB: readable, and said to be rounded.
+        assert_eq!(format_amount(Memory, 24684084 << 10), "~23.54GiB");
+        assert_eq!(format_amount(Memory, (1 << 30) + 1), "~1GiB");
+        assert_eq!(format_amount(Memory, -(2 << 20)), "-2MiB");
         assert_eq!(format_amount(Memory, 100), "100B");
         assert_eq!(format_amount(Memory, 0), "0B");
         assert_eq!(format_amount(UserSlots, 7), "7");
@@ -213,7 +233,15 @@ mod tests {
             let kind = ResourceKind::ALL[kind_index];
             let raw = raw.min(Resources::infinite().raw_of(kind));
             let text = format_amount(kind, raw);
-            proptest::prop_assert_eq!(parse_amount(kind, &text), Ok(raw), "{}", text);
+            // Exact unless marked approximate; then within half a hundredth of its unit.
+            match text.strip_prefix('~') {
+                None => proptest::prop_assert_eq!(parse_amount(kind, &text), Ok(raw), "{}", text),
+                Some(rounded) => {
+                    let back = parse_amount(kind, rounded).expect("parses");
+                    let error = (back - raw).abs() as f64 / raw as f64;
+                    proptest::prop_assert!(error <= 0.005, "{} for {}", text, raw);
+                }
+            }
         }
     }
 }
