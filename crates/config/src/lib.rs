@@ -69,6 +69,7 @@ mod tag_filter;
 mod tree;
 mod trees;
 mod validate;
+mod words;
 
 pub use acl::{AccessDenied, Subject};
 pub use alert::{Alert, OvercommitAttributes, guarantee_overcommit_alert};
@@ -99,3 +100,4 @@ pub use validate::{
     EffectivePool, PoolTreeDiff, TreeUpdate, ValidatedPoolTrees, ValidatedTree, check_name,
     diff_trees, is_name_char, validate_pool_trees, validate_tree, validate_update,
 };
+pub use words::user_words;

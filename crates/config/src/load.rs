@@ -156,10 +156,10 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
 /// option) to "unknown option `x`" plus the closest known name when one is close.
 fn tidy_message(message: &str) -> String {
     let Some(rest) = message.strip_prefix("unknown field `") else {
-        return message.to_string();
+        return crate::user_words(message);
     };
     let Some((field, expected)) = rest.split_once('`') else {
-        return message.to_string();
+        return crate::user_words(message);
     };
     let candidates: Vec<&str> = expected
         .split('`')

@@ -123,7 +123,7 @@ const CASES: &[Case] = &[
         input: "[pools.a]\nweight = \"heavy\"\n",
         expect: Load {
             path: "pools.a.weight",
-            message: "invalid type: string \"heavy\", expected f64",
+            message: "invalid type: the string \"heavy\", expected a number",
         },
     },
     // ----- Unknown names and bad values caught while loading -----
@@ -214,7 +214,7 @@ const CASES: &[Case] = &[
         input: r#"{"pools": {"a": {"max_operation_count": -1}}}"#,
         expect: Load {
             path: "pools.a.max_operation_count",
-            message: "invalid value: integer `-1`, expected u32",
+            message: "invalid value: `-1`, expected a whole number (0 or more)",
         },
     },
     Case {
@@ -224,7 +224,7 @@ const CASES: &[Case] = &[
         input: r#"{"config": {"fair_share_starvation_timeout_ms": -5}}"#,
         expect: Load {
             path: "config.fair_share_starvation_timeout_ms",
-            message: "invalid value: integer `-5`",
+            message: "invalid value: `-5`, expected a whole number",
         },
     },
     Case {

@@ -1129,7 +1129,7 @@ impl Actor {
         config: Map<String, Value>,
     ) -> Result<Vec<String>, ApiError> {
         let tree = self.resolve_tree(tree)?;
-        let config = pool_config(config)?;
+        let config = pool_config(name, config)?;
         let now = self.now();
         self.sched
             .create_pool_in(now, &tree, parent, name, config)
@@ -1149,7 +1149,7 @@ impl Actor {
         parent: Option<&str>,
     ) -> Result<Vec<String>, ApiError> {
         let tree = self.resolve_tree(tree)?;
-        let config = config.map(pool_config).transpose()?;
+        let config = config.map(|c| pool_config(name, c)).transpose()?;
         let now = self.now();
         let t = self.sched.tree_index(&tree).expect("resolved above");
         let before = self.sched.trees()[t].validated.tree.clone();
@@ -1387,7 +1387,11 @@ impl Actor {
         let spec: OperationSpec = serde_path_to_error::deserialize(body.clone()).map_err(|e| {
             ApiError::new(
                 codes::BAD_REQUEST,
-                format!("bad operation spec: {}: {}", e.path(), e.inner()),
+                format!(
+                    "bad operation spec: {}: {}",
+                    e.path(),
+                    fairsched_config::user_words(&e.inner().to_string())
+                ),
             )
         })?;
         let now = self.now();
@@ -2726,9 +2730,21 @@ fn no_such_operation(id: &str) -> ApiError {
     .with_attribute("operation", id)
 }
 
-fn pool_config(config: Map<String, Value>) -> Result<PoolConfig, ApiError> {
-    serde_json::from_value(Value::Object(config))
-        .map_err(|e| ApiError::new(codes::BAD_REQUEST, format!("bad pool config: {e}")))
+/// Pool `name`'s options from a request; an error names the pool and the option, in user
+/// words (`pool "q": weight: invalid type: the string "heavy", expected a number`).
+fn pool_config(name: &str, config: Map<String, Value>) -> Result<PoolConfig, ApiError> {
+    serde_path_to_error::deserialize(Value::Object(config)).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = fairsched_config::user_words(&e.inner().to_string());
+        let message = if path == "." {
+            format!("bad pool config: pool {name:?}: {inner}")
+        } else {
+            format!("bad pool config: pool {name:?}: {path}: {inner}")
+        };
+        ApiError::new(codes::BAD_REQUEST, message)
+            .with_attribute("pool", name)
+            .with_attribute("field", path)
+    })
 }
 
 fn send_reply<T>(reply: Reply<T>, result: Result<T, ApiError>) {

@@ -171,10 +171,11 @@ fn parse<T: DeserializeOwned>(body: &Bytes) -> Result<T, Failure> {
     })?;
     serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
+        let inner = fairsched_config::user_words(&e.inner().to_string());
         let message = if path == "." {
-            format!("bad request body: {}", e.inner())
+            format!("bad request body: {inner}")
         } else {
-            format!("bad request body: {path}: {}", e.inner())
+            format!("bad request body: {path}: {inner}")
         };
         Failure(ApiError::new(codes::BAD_REQUEST, message).with_attribute("field", path))
     })

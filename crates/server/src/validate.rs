@@ -96,10 +96,11 @@ pub fn submit(spec: &Value) -> Result<(), ApiError> {
         .map(|_| ())
         .map_err(|e| {
             let path = e.path().to_string();
+            let inner = fairsched_config::user_words(&e.inner().to_string());
             let message = if path == "." {
-                format!("bad operation spec: {}", e.inner())
+                format!("bad operation spec: {inner}")
             } else {
-                format!("bad operation spec: {path}: {}", e.inner())
+                format!("bad operation spec: {path}: {inner}")
             };
             ApiError::new(codes::BAD_REQUEST, message).with_attribute("field", path)
         })

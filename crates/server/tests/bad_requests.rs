@@ -131,6 +131,14 @@ async fn check(app: &axum::Router, cases: Vec<Case>) {
             );
         }
         assert!(message.len() < 2000, "{label}: a long message: {message}");
+        for rust in [
+            "f64", "u32", "u64", "usize", "struct ", "enum ", "sequence", "map,",
+        ] {
+            assert!(
+                !message.contains(rust),
+                "{label}: {message:?} names a Rust type ({rust:?})"
+            );
+        }
         assert_eq!(state(app).await, before, "{label} changed something");
     }
 }
@@ -193,6 +201,46 @@ async fn bad_bodies_are_refused_naming_the_field() {
             op(json!(7), json!({}), json!({})),
             BAD,
             &["id: must be a string"],
+        ),
+        // Type errors name the pool or field in user words, never a Rust type (issue 18).
+        case(
+            "a pool weight that is a word",
+            ("POST", "/api/v1/pools"),
+            json!({"name": "q", "config": {"weight": "heavy"}}),
+            BAD,
+            &["\"q\"", "weight", "the string \"heavy\", expected a number"],
+        ),
+        case(
+            "a negative pool operation count",
+            ("POST", "/api/v1/pools"),
+            json!({"name": "q", "config": {"max_operation_count": -1}}),
+            BAD,
+            &[
+                "\"q\"",
+                "max_operation_count",
+                "expected a whole number (0 or more)",
+            ],
+        ),
+        case(
+            "a pool mode that is a list",
+            ("POST", "/api/v1/pools"),
+            json!({"name": "q", "config": {"mode": ["fifo"]}}),
+            BAD,
+            &["\"q\"", "mode", "a list"],
+        ),
+        case(
+            "a job count that is a fraction",
+            SUBMIT,
+            op(json!("frac"), json!({"job_count": 1.5}), json!({})),
+            BAD,
+            &["tasks[0].job_count", "must be a whole number of jobs"],
+        ),
+        case(
+            "a task list that is an object",
+            SUBMIT,
+            json!({"id": "obj", "pool": "p", "tasks": {"job_count": 1}}),
+            BAD,
+            &["tasks", "an object, expected a list"],
         ),
         // Unknown fields, named with their path.
         case(

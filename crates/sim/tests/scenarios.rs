@@ -243,7 +243,7 @@ fn malformed_files_exit_2_naming_the_file_and_the_json_path() {
         ),
         (
             "events_not_an_array.json",
-            &["events: invalid type: map, expected a sequence"],
+            &["events: invalid type: an object, expected a list"],
         ),
         ("missing_until_ms.json", &["missing field `until_ms`"]),
         (

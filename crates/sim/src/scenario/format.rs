@@ -602,18 +602,9 @@ fn json_problem(path: &str, e: &serde_json::Error) -> Problem {
 
 /// Shortens serde's messages: "unknown field `x`, expected one of `a`, `b`, ..." becomes
 /// "unknown field `x` (did you mean `a`?)" or lists the fields when there are few;
-/// "expected struct Name" becomes "expected an object".
+/// Rust type names become user words ("expected struct Name": "expected an object").
 fn tidy_message(message: &str) -> String {
-    let message = match message.find("expected struct ") {
-        Some(at) => {
-            let rest = &message[at + "expected struct ".len()..];
-            let end = rest
-                .find(|c: char| !c.is_alphanumeric() && c != '_')
-                .unwrap_or(rest.len());
-            format!("{}expected an object{}", &message[..at], &rest[end..])
-        }
-        None => message.to_string(),
-    };
+    let message = fairsched_config::user_words(message);
     let Some(rest) = message.strip_prefix("unknown field `") else {
         return message;
     };
@@ -725,7 +716,7 @@ mod tests {
         );
         assert_eq!(
             tidy_message("invalid type: sequence, expected struct ScenarioFile"),
-            "invalid type: sequence, expected an object"
+            "invalid type: a list, expected an object"
         );
     }
 
