@@ -122,9 +122,9 @@ impl Scheduler {
                 self.end_allocation(now, f.allocation, EndKind::Finished(f.outcome));
             }
         }
-        self.abort_on_zero_user_slots(now, node, &mut response);
-        self.abort_overdue_interruptions(now, node, &mut response);
-        self.abort_waiting_too_long(now, node, &mut response);
+        self.abort_on_zero_user_slots(now, node);
+        self.abort_overdue_interruptions(now, node);
+        self.abort_waiting_too_long(now, node);
         // A node whose allocations this heartbeat would abort for having no user slots gets
         // none either (it used to get jobs only to abort them at its next heartbeat, forever).
         let enabled = self.nodes[node].scheduler_jobs_enabled
@@ -138,25 +138,25 @@ impl Scheduler {
             && enabled
             && !self.trees[t].arena.elements.is_empty()
         {
-            self.preempt_gracefully(t, now, node, &mut response);
+            self.preempt_gracefully(t, now, node);
             // A draining node starts nothing new; what runs there finishes.
             if !self.nodes[node].draining {
                 self.schedule_regular(t, now, node, &mut response);
                 self.schedule_preemptive(t, now, node, &mut response);
             }
-            self.preempt_overcommit(now, node, &mut response);
+            self.preempt_overcommit(now, node);
+        }
+        // Everything the node must stop: ordered by this heartbeat or since its last one.
+        if let Some(orders) = self.orders.remove(node) {
+            response.interrupt = orders.interrupt;
+            response.abort = orders.abort;
         }
         Ok(response)
     }
 
     /// `enable_allocation_abort_on_zero_user_slots` (scheduler spec §1.1, YT-S21): a node without
     /// user slots has every allocation on it (running or being interrupted) aborted.
-    fn abort_on_zero_user_slots(
-        &mut self,
-        now: Millis,
-        node: &NodeId,
-        response: &mut HeartbeatResponse,
-    ) {
+    fn abort_on_zero_user_slots(&mut self, now: Millis, node: &NodeId) {
         let n = &self.nodes[node];
         if !self.config.enable_allocation_abort_on_zero_user_slots
             || n.resources
@@ -168,7 +168,6 @@ impl Scheduler {
         }
         let ids: Vec<AllocationId> = n.allocations.iter().copied().collect();
         for id in ids {
-            response.abort.push(id);
             self.end_allocation(
                 now,
                 id,
@@ -178,12 +177,7 @@ impl Scheduler {
     }
 
     /// Interrupted jobs that did not exit before their deadline are aborted.
-    fn abort_overdue_interruptions(
-        &mut self,
-        now: Millis,
-        node: &NodeId,
-        response: &mut HeartbeatResponse,
-    ) {
+    fn abort_overdue_interruptions(&mut self, now: Millis, node: &NodeId) {
         let overdue: Vec<_> = self.nodes[node]
             .allocations
             .iter()
@@ -198,7 +192,6 @@ impl Scheduler {
             })
             .collect();
         for (id, reason, preemptor) in overdue {
-            response.abort.push(id);
             self.end_allocation(now, id, EndKind::Preempted(reason, preemptor));
         }
     }
@@ -210,12 +203,7 @@ impl Scheduler {
     /// aborted with reason `waiting_timeout` and its job goes back to pending. The victims
     /// keep their interruption. Runs after the overdue interruptions are aborted, so a victim
     /// whose deadline is reached in the same heartbeat no longer keeps its preemptor waiting.
-    fn abort_waiting_too_long(
-        &mut self,
-        now: Millis,
-        node: &NodeId,
-        response: &mut HeartbeatResponse,
-    ) {
+    fn abort_waiting_too_long(&mut self, now: Millis, node: &NodeId) {
         // Preemptors whose victims on this node are still being interrupted (few: victims of
         // recent preemptive heartbeats).
         let waiting: std::collections::BTreeSet<AllocationId> = self.nodes[node]
@@ -243,7 +231,6 @@ impl Scheduler {
             .map(|a| a.id)
             .collect();
         for id in expired {
-            response.abort.push(id);
             self.end_allocation(
                 now,
                 id,

@@ -30,6 +30,6 @@ pub use model::*;
 pub use reservation::Reservation;
 pub use scheduler::{
     CoreError, FinishedAllocation, HeartbeatResponse, InterruptOrder, MAX_DURATION_MS,
-    NodeHeartbeat, OperationUpdate, Scheduler, SchedulerConfig, StartOrder, Stats,
+    NodeHeartbeat, NodeOrders, OperationUpdate, Scheduler, SchedulerConfig, StartOrder, Stats,
 };
 pub use snapshot::{OperationTreeSnapshot, Snapshot, TreeSnapshot};

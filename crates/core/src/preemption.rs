@@ -433,7 +433,6 @@ impl Scheduler {
         reason: PreemptionReason,
         preemptor: Option<Preemptor>,
         timeout_override: Option<u64>,
-        response: &mut HeartbeatResponse,
     ) {
         let Some(a) = self.allocations.get(&id) else {
             return;
@@ -471,12 +470,17 @@ impl Scheduler {
             if let Some(n) = self.nodes.get_mut(&node_id) {
                 n.usage = n.usage.sub(&resources);
             }
-            response.interrupt.push(InterruptOrder {
-                allocation: id,
-                signal,
-                timeout_ms: timeout,
-                reason,
-            });
+            self.orders
+                .entry(node_id.clone())
+                .or_default()
+                .interrupt
+                .push(InterruptOrder {
+                    allocation: id,
+                    signal,
+                    timeout_ms: timeout,
+                    reason,
+                    preemptor: preemptor.clone(),
+                });
             self.stats.preemptions += 1;
             self.log(
                 now,
@@ -490,20 +494,13 @@ impl Scheduler {
                 },
             );
         } else {
-            response.abort.push(id);
             self.end_allocation(now, id, EndKind::Preempted(reason, preemptor));
         }
     }
 
     /// Graceful mode (spec §2.7): every preemptible allocation of a graceful operation is
     /// interrupted with the graceful timeout.
-    pub(crate) fn preempt_gracefully(
-        &mut self,
-        t: usize,
-        now: Millis,
-        node_id: &NodeId,
-        response: &mut HeartbeatResponse,
-    ) {
+    pub(crate) fn preempt_gracefully(&mut self, t: usize, now: Millis, node_id: &NodeId) {
         // Graceful mode is fixed at submission: without a graceful operation in the tree (as of
         // the last fair-share update, which every scheduled operation went through) there is
         // nothing to do.
@@ -540,7 +537,6 @@ impl Scheduler {
                 PreemptionReason::GracefulPreemption,
                 None,
                 Some(timeout),
-                response,
             );
         }
     }
@@ -636,14 +632,7 @@ impl Scheduler {
                     let node = &self.nodes[node_id];
                     let allowed = self.candidate_allowed_for(t, &blockers, id, preemptor_leaf);
                     if allowed && !node.resources.dominates(&node.usage.add(&gang_held)) {
-                        self.preempt(
-                            now,
-                            id,
-                            spec.reason,
-                            Some(preemptor.clone()),
-                            None,
-                            response,
-                        );
+                        self.preempt(now, id, spec.reason, Some(preemptor.clone()), None);
                     } else {
                         remaining.push((id, level));
                     }
@@ -651,7 +640,7 @@ impl Scheduler {
                 candidates = remaining;
             }
             if stage == Stage::Preemptive {
-                self.preempt_limit_violations(t, now, candidates, response);
+                self.preempt_limit_violations(t, now, candidates);
             }
         }
     }
@@ -958,7 +947,6 @@ impl Scheduler {
         t: usize,
         now: Millis,
         candidates: Vec<(AllocationId, Level)>,
-        response: &mut HeartbeatResponse,
     ) {
         if !self.trees[t].limits_maybe_violated {
             return;
@@ -994,7 +982,6 @@ impl Scheduler {
                     PreemptionReason::ResourceLimitsViolated,
                     None,
                     None,
-                    response,
                 );
             }
         }
@@ -1020,12 +1007,7 @@ impl Scheduler {
 
     /// Node overcommit (spec §2.8): after the allowed duration, allocations that do not fit,
     /// kept in order (non-preemptible first, oldest first), are preempted.
-    pub(crate) fn preempt_overcommit(
-        &mut self,
-        now: Millis,
-        node_id: &NodeId,
-        response: &mut HeartbeatResponse,
-    ) {
+    pub(crate) fn preempt_overcommit(&mut self, now: Millis, node_id: &NodeId) {
         let node = &self.nodes[node_id];
         if node.resources.dominates(&node.usage) {
             self.nodes.get_mut(node_id).expect("node").overcommit_since = None;
@@ -1071,14 +1053,7 @@ impl Scheduler {
             }
         }
         for id in victims {
-            self.preempt(
-                now,
-                id,
-                PreemptionReason::ResourceOvercommit,
-                None,
-                None,
-                response,
-            );
+            self.preempt(now, id, PreemptionReason::ResourceOvercommit, None, None);
         }
         self.nodes.get_mut(node_id).expect("node").overcommit_since = None;
     }

@@ -165,9 +165,25 @@ pub struct InterruptOrder {
     pub signal: Option<String>,
     pub timeout_ms: u64,
     pub reason: PreemptionReason,
+    /// The allocation started for this one's resources (it waits until this one has left the
+    /// node).
+    pub preemptor: Option<Preemptor>,
 }
 
-/// What the core answers to a heartbeat.
+/// What a node must stop: the core's orders for it, handed out in its next heartbeat's
+/// response ([`Scheduler::process_heartbeat`]) or to a driver that delivers them at once
+/// ([`Scheduler::take_orders`]). Every allocation the core gives up while its job may still
+/// run (preempted, aborted with its operation, on a disabled node, ...) is here, whatever
+/// caused it: a command, a fair-share update or a heartbeat of any node.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct NodeOrders {
+    pub interrupt: Vec<InterruptOrder>,
+    /// Kill these jobs now.
+    pub abort: Vec<AllocationId>,
+}
+
+/// What the core answers to a heartbeat: the jobs to start, and every order for the node not
+/// yet taken ([`NodeOrders`]).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct HeartbeatResponse {
     pub start: Vec<StartOrder>,
@@ -195,6 +211,8 @@ pub struct Scheduler {
     pub(crate) allocations: BTreeMap<AllocationId, Allocation>,
     next_allocation: u64,
     events: Vec<Event>,
+    /// Orders not yet handed out, by node ([`NodeOrders`]).
+    pub(crate) orders: BTreeMap<NodeId, NodeOrders>,
     pub(crate) last_fair_share_update: Option<Millis>,
     last_hangup_check: Option<Millis>,
     /// Componentwise minimum of the pending jobs at the last update: a node that cannot fit it
@@ -275,6 +293,7 @@ impl Scheduler {
             allocations: BTreeMap::new(),
             next_allocation: 1,
             events: Vec::new(),
+            orders: BTreeMap::new(),
             last_fair_share_update: None,
             last_hangup_check: None,
             min_pending_job: None,
@@ -294,6 +313,14 @@ impl Scheduler {
     /// that builds a new scheduler and names jobs by allocation id continues after it.
     pub fn next_allocation_id(&self) -> u64 {
         self.next_allocation
+    }
+
+    /// Every order not yet handed out, by node, for a driver that delivers them itself (a
+    /// node's heartbeat response would otherwise carry them). Take them after each command,
+    /// fair-share update or heartbeat: the core logs what it did in events, but only orders
+    /// say what a node must do.
+    pub fn take_orders(&mut self) -> BTreeMap<NodeId, NodeOrders> {
+        std::mem::take(&mut self.orders)
     }
 
     /// Takes the events logged since the last call.
@@ -758,6 +785,8 @@ impl Scheduler {
             self.end_allocation(now, a, EndKind::Preempted(PreemptionReason::NodeLost, None));
         }
         self.nodes.remove(id);
+        // Nobody is left to stop anything there.
+        self.orders.remove(id);
         self.release_reservation(now, id, "node_unavailable");
         self.drop_gang_holds_on(now, id);
         Ok(())
@@ -1438,6 +1467,14 @@ impl Scheduler {
             },
             EndKind::Preempted(reason, preemptor) => {
                 self.stats.preemptions += 1;
+                // The node may still run the job: it must stop it.
+                if self.nodes.contains_key(&alloc.node) {
+                    self.orders
+                        .entry(alloc.node.clone())
+                        .or_default()
+                        .abort
+                        .push(id);
+                }
                 EventKind::AllocationPreempted {
                     operation: alloc.operation.clone(),
                     allocation: id,

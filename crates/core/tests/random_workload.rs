@@ -462,6 +462,10 @@ struct Checker {
     reservations: BTreeMap<NodeId, (OperationId, Resources)>,
     /// The core's reservations' `backfill_until` before the call being checked.
     backfill_until_before: BTreeMap<NodeId, Option<Millis>>,
+    /// Orders the core owes each node since its last heartbeat, from the log: every
+    /// preempted allocation (abort) and interrupted one (interrupt) of a node still there.
+    owed_aborts: BTreeMap<NodeId, BTreeSet<AllocationId>>,
+    owed_interrupts: BTreeMap<NodeId, BTreeSet<AllocationId>>,
 }
 
 impl Checker {
@@ -486,6 +490,8 @@ impl Checker {
             scope_at_update: None,
             reservations: BTreeMap::new(),
             backfill_until_before: BTreeMap::new(),
+            owed_aborts: BTreeMap::new(),
+            owed_interrupts: BTreeMap::new(),
         }
     }
 
@@ -998,6 +1004,10 @@ impl Checker {
                     )?;
                     *self.counts.interrupted.entry(reason).or_default() += 1;
                     interrupted_here.insert(*allocation);
+                    self.owed_interrupts
+                        .entry(node.clone())
+                        .or_default()
+                        .insert(*allocation);
                     self.uncount(*allocation);
                     self.allocs.get_mut(allocation).expect("known").state =
                         ShadowState::Interrupting {
@@ -1111,6 +1121,10 @@ impl Checker {
                     }
                     *self.counts.preempted.entry(reason).or_default() += 1;
                     preempted_here.insert(*allocation);
+                    self.owed_aborts
+                        .entry(node.clone())
+                        .or_default()
+                        .insert(*allocation);
                     self.end(*allocation)?;
                 }
                 EventKind::OperationState {
@@ -1253,16 +1267,24 @@ impl Checker {
                     "start orders {starts:?} vs started events {:?}",
                     started_here.keys()
                 );
+                // The response carries every order owed to the node: those of this heartbeat
+                // and those of commands and other calls since its last one.
+                let owed_interrupts = self.owed_interrupts.remove(*node).unwrap_or_default();
                 let interrupts: BTreeSet<AllocationId> =
                     response.interrupt.iter().map(|o| o.allocation).collect();
                 ensure!(
-                    interrupts.len() == response.interrupt.len() && interrupts == interrupted_here,
-                    "interrupt orders {interrupts:?} vs interrupted events {interrupted_here:?}"
+                    interrupts.len() == response.interrupt.len()
+                        && interrupts == owed_interrupts
+                        && interrupted_here.is_subset(&owed_interrupts),
+                    "interrupt orders {interrupts:?} vs interrupted events {owed_interrupts:?}"
                 );
+                let owed_aborts = self.owed_aborts.remove(*node).unwrap_or_default();
                 let aborts: BTreeSet<AllocationId> = response.abort.iter().copied().collect();
                 ensure!(
-                    aborts.len() == response.abort.len() && aborts == preempted_here,
-                    "abort orders {:?} vs preempted events {preempted_here:?}",
+                    aborts.len() == response.abort.len()
+                        && aborts == owed_aborts
+                        && preempted_here.is_subset(&owed_aborts),
+                    "abort orders {:?} vs preempted events {owed_aborts:?}",
                     response.abort
                 );
                 let expected: BTreeSet<AllocationId> = expect_finished.keys().copied().collect();
@@ -1295,10 +1317,23 @@ impl Checker {
             Call::Command {
                 cmd: Cmd::DisableNode(node) | Cmd::RemoveNode(node),
                 ok: true,
-            } => ensure!(
-                self.allocs.values().all(|a| &a.node != node),
-                "disabled or removed node {node} keeps allocations"
-            ),
+            } => {
+                ensure!(
+                    self.allocs.values().all(|a| &a.node != node),
+                    "disabled or removed node {node} keeps allocations"
+                );
+                // A removed node is owed nothing: nobody is left to stop anything there.
+                if matches!(
+                    call,
+                    Call::Command {
+                        cmd: Cmd::RemoveNode(_),
+                        ..
+                    }
+                ) {
+                    self.owed_aborts.remove(node);
+                    self.owed_interrupts.remove(node);
+                }
+            }
             _ => {}
         }
 

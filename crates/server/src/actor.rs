@@ -416,6 +416,12 @@ pub struct Actor {
     /// Jobs each node must kill / interrupt at its next heartbeat.
     kill: BTreeMap<String, BTreeSet<String>>,
     interrupts: BTreeMap<String, Vec<JobInterrupt>>,
+    /// The core's orders of the heartbeat being handled, queued with the others once its
+    /// events are folded (the jobs they name may have started in the same heartbeat).
+    heartbeat_orders: Vec<(NodeId, fairsched_core::NodeOrders)>,
+    /// Jobs of allocations that ended since the core's orders were last queued (an order may
+    /// name an allocation the fold just ended).
+    ended_jobs: BTreeMap<u64, String>,
     next_id: u64,
     node_timeout: Duration,
     publish: watch::Sender<Arc<View>>,
@@ -574,6 +580,8 @@ impl Actor {
                 .collect(),
             kill: BTreeMap::new(),
             interrupts: BTreeMap::new(),
+            heartbeat_orders: Vec::new(),
+            ended_jobs: BTreeMap::new(),
             next_id: 1,
             node_timeout: Duration::from_millis(config.node_timeout_ms),
             publish: shared.publish,
@@ -1935,9 +1943,16 @@ impl Actor {
                     .insert(job.clone());
             }
         }
-        // The events name the new jobs; interruptions and aborts also come through them
-        // (aborted operations, lowered limits, ...): collect them all there. The view is
-        // published when the request finishes.
+        // The events name the new jobs; the orders (this heartbeat's, and those of commands
+        // since) are queued once they are folded. The view is published when the request
+        // finishes.
+        self.heartbeat_orders.push((
+            node.clone(),
+            fairsched_core::NodeOrders {
+                interrupt: response.interrupt,
+                abort: response.abort,
+            },
+        ));
         self.fold_changes();
         let mut reply = HeartbeatReply::default();
         for s in response.start {
@@ -1967,8 +1982,6 @@ impl Actor {
             .into_iter()
             .collect();
         reply.output = self.live.requests(&hb.node_id, Instant::now());
-        let _ = response.interrupt;
-        let _ = response.abort;
         Ok(reply)
     }
 
@@ -2207,6 +2220,44 @@ impl Actor {
             self.log_event(now_unix, fields);
         }
         self.touched = touched;
+        self.queue_orders();
+    }
+
+    /// Queues the core's orders (a heartbeat's, and those of commands and fair-share
+    /// updates) for their nodes' next heartbeat replies, by job id. The only source of what
+    /// an agent must stop: the event log is not read for it.
+    fn queue_orders(&mut self) {
+        let mut orders = std::mem::take(&mut self.heartbeat_orders);
+        orders.extend(self.sched.take_orders());
+        for (node, o) in orders {
+            for order in o.interrupt {
+                let Some(job) = self.job_of(order.allocation.0) else {
+                    continue;
+                };
+                self.interrupts
+                    .entry(node.0.clone())
+                    .or_default()
+                    .push(JobInterrupt {
+                        job,
+                        signal: order.signal,
+                        timeout_ms: order.timeout_ms,
+                    });
+            }
+            for allocation in o.abort {
+                if let Some(job) = self.job_of(allocation.0) {
+                    self.kill.entry(node.0.clone()).or_default().insert(job);
+                }
+            }
+        }
+        self.ended_jobs.clear();
+    }
+
+    /// The job of an allocation, running or ended since the orders were last queued.
+    fn job_of(&self, allocation: u64) -> Option<String> {
+        self.alloc_job
+            .get(&allocation)
+            .or_else(|| self.ended_jobs.get(&allocation))
+            .cloned()
     }
 
     fn apply_event(&mut self, e: &Event, now_unix: u64, touched: &mut BTreeSet<String>) {
@@ -2276,12 +2327,6 @@ impl Actor {
                     reason,
                     "allocation preempted"
                 );
-                if let Some(job) = self.alloc_job.get(&allocation.0) {
-                    self.kill
-                        .entry(node.0.clone())
-                        .or_default()
-                        .insert(job.clone());
-                }
                 self.end_job(allocation.0, "aborted", Some(reason), now_unix);
                 touched.insert(operation.0.clone());
             }
@@ -2302,26 +2347,14 @@ impl Actor {
                     timeout_ms,
                     "allocation interrupted"
                 );
-                let signal = self
-                    .sched
-                    .operation(operation)
-                    .and_then(|op| op.spec.interruption_signal.clone());
                 if let Some(job) = self.alloc_job.get(&allocation.0).cloned() {
                     // The job keeps the reason however it ends (exits in time: completed).
                     if self
                         .update_job(&job, |j| j.reason = Some((*reason).to_string()))
                         .is_some()
                     {
-                        self.dirty_jobs.insert(job.clone());
+                        self.dirty_jobs.insert(job);
                     }
-                    self.interrupts
-                        .entry(node.0.clone())
-                        .or_default()
-                        .push(JobInterrupt {
-                            job,
-                            signal,
-                            timeout_ms: *timeout_ms,
-                        });
                 }
             }
             EventKind::OperationState {
@@ -2373,6 +2406,7 @@ impl Actor {
         let Some(id) = self.alloc_job.remove(&allocation) else {
             return;
         };
+        self.ended_jobs.insert(allocation, id.clone());
         self.job_alloc.remove(&id);
         let ended = self.update_job(&id, |job| {
             if job.state != "running" {

@@ -238,6 +238,8 @@ const HANGUP_NEVER: u64 = 1 << 50;
 struct Running {
     resources: Resources,
     ends_at: Millis,
+    /// Index of its trace job.
+    job: usize,
 }
 
 #[derive(Debug)]
@@ -760,6 +762,7 @@ impl<'t> Replay<'t> {
                 Running {
                     resources: start.resources,
                     ends_at,
+                    job: j,
                 },
             );
             self.ends.push(Reverse((ends_at, n, start.allocation)));
@@ -770,10 +773,21 @@ impl<'t> Replay<'t> {
             self.records[j].first_start_ms.get_or_insert(t);
             self.refresh_room(n);
         }
-        for allocation in response.abort {
-            self.release(n, allocation);
-        }
+        self.carry_out(n, response.abort);
         self.absorb_events(t)
+    }
+
+    /// Node `n` stops `aborted` (preempted by the core): each job goes back to pending.
+    fn carry_out(&mut self, n: usize, aborted: Vec<AllocationId>) {
+        for allocation in aborted {
+            if let Some(running) = self.release(n, allocation) {
+                let j = running.job;
+                self.records[j].preemptions += 1;
+                self.pending[j] += 1;
+                self.pending_allocations += 1;
+                self.stats.preemptions += 1;
+            }
+        }
     }
 
     /// The allocation left node `n` (ended, aborted or preempted).
@@ -796,67 +810,50 @@ impl<'t> Replay<'t> {
         }
     }
 
-    /// Follows the core's events: preemptions put allocations back to pending, operations
-    /// finish.
+    /// Carries out the core's orders, then follows its events for the operations that
+    /// finished.
     fn absorb_events(&mut self, t: Millis) -> Result<(), String> {
+        // Orders given outside a heartbeat: carried out at once.
+        for (node, orders) in self.core.take_orders() {
+            let n = node_index(&node)?;
+            self.carry_out(n, orders.abort);
+        }
         for event in self.core.take_events() {
-            match event.kind {
-                EventKind::AllocationPreempted {
-                    operation,
-                    allocation,
-                    node,
-                    ..
-                } => {
-                    let n = node_index(&node)?;
-                    if self.release(n, allocation).is_some()
-                        && let Some(&j) = self.by_operation.get(&operation)
-                    {
-                        self.records[j].preemptions += 1;
-                        self.pending[j] += 1;
-                        self.pending_allocations += 1;
-                        self.stats.preemptions += 1;
-                    }
+            let EventKind::OperationState {
+                operation,
+                state,
+                reason,
+            } = event.kind
+            else {
+                continue;
+            };
+            let Some(&j) = self.by_operation.get(&operation) else {
+                continue;
+            };
+            match state {
+                "completed" => {
+                    self.records[j].state = JobState::Completed;
+                    self.records[j].finish_ms = Some(t);
                 }
-                EventKind::AllocationFinished {
-                    allocation, node, ..
-                } => {
-                    self.release(node_index(&node)?, allocation);
+                "failed" | "aborted" => {
+                    self.records[j].state =
+                        JobState::Failed(reason.unwrap_or_else(|| state.to_string()));
+                    self.records[j].finish_ms = Some(t);
                 }
-                EventKind::OperationState {
-                    operation,
-                    state,
-                    reason,
-                } => {
-                    let Some(&j) = self.by_operation.get(&operation) else {
-                        continue;
-                    };
-                    match state {
-                        "completed" => {
-                            self.records[j].state = JobState::Completed;
-                            self.records[j].finish_ms = Some(t);
-                        }
-                        "failed" | "aborted" => {
-                            self.records[j].state =
-                                JobState::Failed(reason.unwrap_or_else(|| state.to_string()));
-                            self.records[j].finish_ms = Some(t);
-                        }
-                        _ => continue,
-                    }
-                    self.pending_allocations = self
-                        .pending_allocations
-                        .saturating_sub(u64::from(self.pending[j]));
-                    self.pending[j] = 0;
-                    self.jobs_in_system = self.jobs_in_system.saturating_sub(1);
-                    self.finished_jobs += 1;
-                    if self.tree.group_pool.is_some()
-                        && let Some(name) = self.records[j].pool.clone()
-                        && let Some(count) = self.group_jobs.get_mut(&name)
-                    {
-                        *count = count.saturating_sub(1);
-                        self.release_group_pool(t, &name);
-                    }
-                }
-                _ => {}
+                _ => continue,
+            }
+            self.pending_allocations = self
+                .pending_allocations
+                .saturating_sub(u64::from(self.pending[j]));
+            self.pending[j] = 0;
+            self.jobs_in_system = self.jobs_in_system.saturating_sub(1);
+            self.finished_jobs += 1;
+            if self.tree.group_pool.is_some()
+                && let Some(name) = self.records[j].pool.clone()
+                && let Some(count) = self.group_jobs.get_mut(&name)
+            {
+                *count = count.saturating_sub(1);
+                self.release_group_pool(t, &name);
             }
         }
         Ok(())

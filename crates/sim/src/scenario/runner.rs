@@ -74,7 +74,6 @@ pub fn run(scenario: &Scenario, events: &mut dyn Write) -> io::Result<RunReport>
         id_counters: BTreeMap::new(),
         models: BTreeMap::new(),
         unfinished: BTreeSet::new(),
-        live_allocations: 0,
         pending_events: scenario.events.len(),
         out: events,
         snapshots: Vec::new(),
@@ -293,8 +292,6 @@ struct Runner<'s, 'w> {
     models: BTreeMap<OperationId, Vec<JobModel>>,
     /// Operations not yet completed, failed or aborted (from the event log).
     unfinished: BTreeSet<OperationId>,
-    /// Allocations started and not yet finished or preempted (from the event log).
-    live_allocations: u64,
     pending_events: usize,
     out: &'w mut dyn Write,
     snapshots: Vec<String>,
@@ -328,7 +325,7 @@ impl Runner<'_, '_> {
                 self.apply(t, &scenario.events[entry.event])?;
             }
             self.meter.measure(|| self.core.tick(t));
-            self.flush()?;
+            self.flush(t)?;
             while queue.pop_if(t, Phase::FairShare).is_some() {
                 queue.push(t.saturating_add(fair_share_period), Phase::FairShare, 0);
             }
@@ -348,7 +345,6 @@ impl Runner<'_, '_> {
     fn quiescent(&self) -> bool {
         self.pending_events == 0
             && self.unfinished.is_empty()
-            && self.live_allocations == 0
             && self.core.allocations().next().is_none()
             && self.core.operations().all(|op| op.state.is_finished())
     }
@@ -398,7 +394,7 @@ impl Runner<'_, '_> {
             Command::Snapshot(label) => self.snapshot(t, label),
         };
         // What the command logged comes first (nothing, if it was rejected).
-        self.flush()?;
+        self.flush(t)?;
         match result {
             Ok(()) => Ok(()),
             Err(r) => self.error_line(
@@ -552,11 +548,11 @@ impl Runner<'_, '_> {
         match response {
             Ok(response) => self.carry_out(t, n, response),
             Err(e) => {
-                self.flush()?;
+                self.flush(t)?;
                 return self.error_line(t, Rejection::from(e));
             }
         }
-        self.flush()
+        self.flush(t)
     }
 
     fn carry_out(&mut self, t: Millis, n: u64, response: HeartbeatResponse) {
@@ -588,6 +584,10 @@ impl Runner<'_, '_> {
             if let Some(job) = node.jobs.get_mut(&order.allocation) {
                 job.interrupt(t, order.timeout_ms);
             }
+            // The job started for it waits until the interrupted one leaves the node.
+            if let Some(p) = &order.preemptor {
+                node.wait_for(p.allocation, order.allocation);
+            }
         }
         for allocation in response.abort {
             node.remove_job(allocation, t);
@@ -598,7 +598,22 @@ impl Runner<'_, '_> {
 
     /// Writes the events the core logged since the last call, keeping the simulated jobs and
     /// the quiescence counters in step with them.
-    fn flush(&mut self) -> io::Result<()> {
+    fn flush(&mut self, t: Millis) -> io::Result<()> {
+        // Orders the core gave outside a heartbeat (an aborted operation, a disabled node,
+        // ...): the simulated nodes carry them out at once.
+        for (node, orders) in self.core.take_orders() {
+            if let Some(&n) = self.node_order.get(&node) {
+                self.carry_out(
+                    t,
+                    n,
+                    HeartbeatResponse {
+                        start: Vec::new(),
+                        interrupt: orders.interrupt,
+                        abort: orders.abort,
+                    },
+                );
+            }
+        }
         let events = self.core.take_events();
         for event in &events {
             self.observe(event);
@@ -607,47 +622,10 @@ impl Runner<'_, '_> {
         Ok(())
     }
 
+    /// Follows the log for what the run reports: which operations are unfinished and how
+    /// many error lines there were. (What the nodes must do comes from the core's orders.)
     fn observe(&mut self, event: &Event) {
         match &event.kind {
-            EventKind::AllocationStarted { .. } => self.live_allocations += 1,
-            EventKind::AllocationFinished {
-                allocation, node, ..
-            }
-            | EventKind::AllocationPreempted {
-                allocation, node, ..
-            } => {
-                self.live_allocations = self.live_allocations.saturating_sub(1);
-                // The core gave up the allocation (also without telling the node, e.g. when
-                // the operation is aborted or the node disabled): the job is gone.
-                if let Some(n) = self.node_order.get(node)
-                    && let Some(sim) = self.nodes.get_mut(n)
-                {
-                    sim.remove_job(*allocation, event.t_ms);
-                }
-            }
-            EventKind::AllocationInterrupted {
-                allocation,
-                node,
-                timeout_ms,
-                preemptor,
-                ..
-            } => {
-                let Some(sim) = self
-                    .node_order
-                    .get(node)
-                    .and_then(|n| self.nodes.get_mut(n))
-                else {
-                    return;
-                };
-                // Normally already done through the heartbeat's interrupt order.
-                if let Some(job) = sim.jobs.get_mut(allocation) {
-                    job.interrupt(event.t_ms, *timeout_ms);
-                }
-                // The job started for it waits until the interrupted one leaves the node.
-                if let Some(p) = preemptor {
-                    sim.wait_for(p.allocation, *allocation);
-                }
-            }
             EventKind::OperationState {
                 operation, state, ..
             } => {
@@ -658,10 +636,7 @@ impl Runner<'_, '_> {
                 }
             }
             EventKind::Error { .. } => self.error_lines += 1,
-            EventKind::JobReserved { .. }
-            | EventKind::ReservationReleased { .. }
-            | EventKind::GangAssembled { .. }
-            | EventKind::GangReleased { .. } => {}
+            _ => {}
         }
     }
 
