@@ -258,7 +258,7 @@ pub struct UpArgs {
     data_dir: PathBuf,
     /// Once up, run a short demo on seed 001's project-root pool layout: a batch operation
     /// fills the cluster, then an adhoc operation with a guarantee starves and preempts it
-    /// (about a minute; the cluster stays up afterwards).
+    /// (about 15 s; the cluster stays up afterwards).
     #[arg(long)]
     demo: bool,
 }

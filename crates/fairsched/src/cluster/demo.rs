@@ -6,9 +6,10 @@
 //!    `project-backup` (20 %), with seed 001's running-operation limits (10, 4, 2).
 //! 2. A batch operation with twice as many jobs as the cluster holds: adhoc and backup are
 //!    idle, so batch's fair share is the whole cluster and it fills it.
-//! 3. An adhoc operation: its guarantee makes its fair share 80 % of the cluster; it waits
-//!    below that share for its starvation timeout (3 s here), then starves and preempts batch
-//!    jobs, which go back to pending.
+//! 3. An adhoc operation with jobs for 80 % of the cluster, rounded down to whole jobs: its
+//!    guarantee (80 %) makes what they need its fair share; it waits below that share for its
+//!    starvation timeout (3 s here), then starves and preempts batch jobs, which go back to
+//!    pending.
 //!
 //! Everything goes through the public API, as a user's tools would.
 
@@ -62,9 +63,11 @@ pub async fn run(client: &ApiClient, nodes: usize) -> anyhow::Result<()> {
     let adhoc_jobs = ((slots as f64) * 0.8).floor().max(1.0) as u32;
     let adhoc = submit(client, "project-adhoc", adhoc_jobs, ADHOC_JOB_SECONDS).await?;
     say(&format!(
-        "2/2 operation {adhoc} in project-adhoc: {adhoc_jobs} jobs of {ADHOC_JOB_SECONDS} s. \
-         Its guarantee makes its fair share 80 % of the cluster, which batch holds: after \
-         {} s below its fair share adhoc starves and preempts batch jobs",
+        "2/2 operation {adhoc} in project-adhoc: {adhoc_jobs} jobs of {ADHOC_JOB_SECONDS} s \
+         ({:.1} % of the cluster). Its guarantee (80 %) makes what they need its fair share, \
+         which batch holds: after {} s below its fair share adhoc starves and preempts batch \
+         jobs",
+        100.0 * f64::from(adhoc_jobs) / f64::from(slots),
         ADHOC_STARVATION_TIMEOUT_MS / 1000
     ));
     let started = Instant::now();
