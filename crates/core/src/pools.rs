@@ -79,7 +79,10 @@ impl Scheduler {
             .explicit(name)
             .map(|p| p.path.clone())
             .ok_or_else(|| {
-                CoreError::new(format!("pool {name:?} does not exist (or is ephemeral)"))
+                CoreError::with_code(
+                    crate::scheduler::ERROR_NO_SUCH_OBJECT,
+                    format!("pool {name:?} does not exist (or is ephemeral)"),
+                )
             })
     }
 
@@ -110,8 +113,12 @@ impl Scheduler {
             Some(p) => Some(self.pool_path(t, p)?),
         };
         let mut new = self.trees[t].validated.tree.clone();
-        let children = Self::children_of(&mut new, parent_path.as_deref())
-            .ok_or_else(|| CoreError::new(format!("parent pool {parent:?} does not exist")))?;
+        let children = Self::children_of(&mut new, parent_path.as_deref()).ok_or_else(|| {
+            CoreError::with_code(
+                crate::scheduler::ERROR_NO_SUCH_OBJECT,
+                format!("parent pool {parent:?} does not exist"),
+            )
+        })?;
         children.insert(
             name.to_string(),
             PoolNode::from_parts(config, BTreeMap::new()),
@@ -130,7 +137,12 @@ impl Scheduler {
         let path = self.pool_path(t, name)?;
         let mut new = self.trees[t].validated.tree.clone();
         new.pool_at_mut(&path)
-            .ok_or_else(|| CoreError::new(format!("pool {name:?} does not exist")))?
+            .ok_or_else(|| {
+                CoreError::with_code(
+                    crate::scheduler::ERROR_NO_SUCH_OBJECT,
+                    format!("pool {name:?} does not exist"),
+                )
+            })?
             .set_config(config);
         self.apply_tree_config(now, t, new)
     }
@@ -160,9 +172,19 @@ impl Scheduler {
         let old_parent = path.rsplit_once('/').map(|(p, _)| p.to_string());
         let node = Self::children_of(&mut new, old_parent.as_deref())
             .and_then(|c| c.remove(name))
-            .ok_or_else(|| CoreError::new(format!("pool {name:?} does not exist")))?;
+            .ok_or_else(|| {
+                CoreError::with_code(
+                    crate::scheduler::ERROR_NO_SUCH_OBJECT,
+                    format!("pool {name:?} does not exist"),
+                )
+            })?;
         Self::children_of(&mut new, parent_path.as_deref())
-            .ok_or_else(|| CoreError::new(format!("parent pool {new_parent:?} does not exist")))?
+            .ok_or_else(|| {
+                CoreError::with_code(
+                    crate::scheduler::ERROR_NO_SUCH_OBJECT,
+                    format!("parent pool {new_parent:?} does not exist"),
+                )
+            })?
             .insert(name.to_string(), node);
         self.apply_tree_config(now, t, new)
     }
@@ -172,9 +194,12 @@ impl Scheduler {
     fn remove_pool_at(&mut self, now: Millis, t: usize, name: &str) -> Result<(), CoreError> {
         let path = self.pool_path(t, name)?;
         let mut new = self.trees[t].validated.tree.clone();
-        let node = new
-            .pool_at(&path)
-            .ok_or_else(|| CoreError::new(format!("pool {name:?} does not exist")))?;
+        let node = new.pool_at(&path).ok_or_else(|| {
+            CoreError::with_code(
+                crate::scheduler::ERROR_NO_SUCH_OBJECT,
+                format!("pool {name:?} does not exist"),
+            )
+        })?;
         if !node.pools.is_empty() {
             return Err(CoreError::new(format!(
                 "pool {name:?} cannot be removed: it has child pools {:?}",
@@ -184,7 +209,12 @@ impl Scheduler {
         let parent = path.rsplit_once('/').map(|(p, _)| p.to_string());
         Self::children_of(&mut new, parent.as_deref())
             .and_then(|c| c.remove(name))
-            .ok_or_else(|| CoreError::new(format!("pool {name:?} does not exist")))?;
+            .ok_or_else(|| {
+                CoreError::with_code(
+                    crate::scheduler::ERROR_NO_SUCH_OBJECT,
+                    format!("pool {name:?} does not exist"),
+                )
+            })?;
         self.apply_tree_config(now, t, new)
     }
 

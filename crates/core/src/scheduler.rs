@@ -15,6 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// YTsaurus error code: too many operations in a pool.
 pub const ERROR_TOO_MANY_OPERATIONS: u32 = 202;
+/// YTsaurus `ResolveError`: what a command names does not exist (a pool, a parent pool).
+pub const ERROR_NO_SUCH_OBJECT: u32 = 500;
 
 /// Scheduler-wide settings: the `[scheduler]` block of the server's file and the `scheduler`
 /// object of a scenario. Every option may be left out (its default applies); an unknown name

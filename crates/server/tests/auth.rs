@@ -154,10 +154,10 @@ const OK: (u16, Option<u64>) = (200, None);
 const UNAUTHENTICATED: (u16, Option<u64>) = (401, Some(109));
 /// HTTP 403, code 901 (AuthorizationError).
 const FORBIDDEN: (u16, Option<u64>) = (403, Some(901));
-/// HTTP 404, code 500 (ResolveError): no such tree or node.
+/// HTTP 404, code 500 (ResolveError): no such tree, node or pool.
 const NO_SUCH: (u16, Option<u64>) = (404, Some(500));
-/// HTTP 400, code 1 (Generic): how the core refuses a pool that does not exist, and an
-/// operation naming a tree that does not exist.
+/// HTTP 400, code 1 (Generic): how the core refuses an operation naming a tree that does not
+/// exist.
 const REJECTED: (u16, Option<u64>) = (400, Some(1));
 
 fn post(path: &'static str, body: Value) -> (&'static str, &'static str, Option<Value>) {
@@ -768,7 +768,7 @@ async fn tokens_and_pool_acls_decide_who_may_do_what() {
                 "/api/v1/pools/nope",
                 Some(json!({"parent": "<Root>"})),
             ),
-            REJECTED,
+            NO_SUCH,
         ),
         case(
             "move a pool that does not exist under a parent one may not administer",
@@ -778,7 +778,7 @@ async fn tokens_and_pool_acls_decide_who_may_do_what() {
                 "/api/v1/pools/nope",
                 Some(json!({"parent": "research"})),
             ),
-            REJECTED,
+            NO_SUCH,
         ),
         case(
             "move a pool that does not exist (superuser)",
@@ -788,7 +788,7 @@ async fn tokens_and_pool_acls_decide_who_may_do_what() {
                 "/api/v1/pools/nope",
                 Some(json!({"parent": "<Root>"})),
             ),
-            REJECTED,
+            NO_SUCH,
         ),
         case(
             "abort an operation that does not exist",

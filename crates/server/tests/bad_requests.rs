@@ -202,6 +202,29 @@ async fn bad_bodies_are_refused_naming_the_field() {
             BAD,
             &["id: must be a string"],
         ),
+        // A pool that does not exist is "no such object" (HTTP 404, code 500), as a node or
+        // tree is: not a generic error.
+        case(
+            "set a missing pool",
+            ("PUT", "/api/v1/pools/nope"),
+            json!({"config": {"weight": 2}}),
+            (404, 500),
+            &["pool \"nope\" does not exist"],
+        ),
+        case(
+            "remove a missing pool",
+            ("DELETE", "/api/v1/pools/nope"),
+            Value::Null,
+            (404, 500),
+            &["pool \"nope\" does not exist"],
+        ),
+        case(
+            "a pool under a missing parent",
+            ("POST", "/api/v1/pools"),
+            json!({"name": "q", "parent": "nope"}),
+            (404, 500),
+            &["pool \"nope\" does not exist"],
+        ),
         // Type errors name the pool or field in user words, never a Rust type (issue 18).
         case(
             "a pool weight that is a word",

@@ -291,7 +291,7 @@ async fn pools_of_a_named_tree_through_the_api() {
                                                                    "parent": "nowhere"})),
         )
         .await;
-    assert_eq!(status, 400, "{e}");
+    assert_eq!((status, &e["code"]), (404, &json!(500)), "{e}");
     assert_eq!(e["attributes"]["tree"], "gpu", "{e}");
     assert_eq!(configs(&server).await, (physical.clone(), gpu.clone()));
 
