@@ -1,7 +1,9 @@
 //! The event log: every start, finish, interruption, preemption, state change and error, in
 //! order, as data. Serialized as flat JSON objects (`{"t_ms":..,"event":"allocation_started",..}`).
 
-use crate::model::{AllocationId, Millis, NodeId, OperationId};
+use crate::model::{
+    AllocationId, JobOutcome, Millis, NodeId, OperationId, OperationState, PreemptionReason,
+};
 use serde::Serialize;
 
 /// Which heartbeat stage started an allocation (YTsaurus `EAllocationSchedulingStage`; the
@@ -90,15 +92,14 @@ pub enum EventKind {
         operation: OperationId,
         allocation: AllocationId,
         node: NodeId,
-        /// completed | failed | aborted
-        outcome: &'static str,
+        outcome: JobOutcome,
     },
     /// The node was told to interrupt the job (it has `timeout_ms` to exit).
     AllocationInterrupted {
         operation: OperationId,
         allocation: AllocationId,
         node: NodeId,
-        reason: &'static str,
+        reason: PreemptionReason,
         timeout_ms: u64,
         #[serde(skip_serializing_if = "Option::is_none")]
         preemptor: Option<Preemptor>,
@@ -109,13 +110,13 @@ pub enum EventKind {
         operation: OperationId,
         allocation: AllocationId,
         node: NodeId,
-        reason: &'static str,
+        reason: PreemptionReason,
         #[serde(skip_serializing_if = "Option::is_none")]
         preemptor: Option<Preemptor>,
     },
     OperationState {
         operation: OperationId,
-        state: &'static str,
+        state: OperationState,
         #[serde(skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },

@@ -490,7 +490,7 @@ impl Scheduler {
                         now,
                         EventKind::OperationState {
                             operation: id.clone(),
-                            state: OperationState::Running.name(),
+                            state: OperationState::Running,
                             reason: None,
                         },
                     );

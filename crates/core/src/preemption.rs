@@ -488,7 +488,7 @@ impl Scheduler {
                     operation: op_id,
                     allocation: id,
                     node: node_id,
-                    reason: reason.name(),
+                    reason,
                     timeout_ms: timeout,
                     preemptor,
                 },

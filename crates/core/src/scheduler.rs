@@ -903,7 +903,7 @@ impl Scheduler {
             now,
             EventKind::OperationState {
                 operation: id.clone(),
-                state: state.name(),
+                state,
                 reason: pending_reason,
             },
         );
@@ -1227,7 +1227,7 @@ impl Scheduler {
             now,
             EventKind::OperationState {
                 operation: id.clone(),
-                state: state.name(),
+                state,
                 reason,
             },
         );
@@ -1465,7 +1465,7 @@ impl Scheduler {
                 operation: alloc.operation.clone(),
                 allocation: id,
                 node: alloc.node.clone(),
-                outcome: outcome.name(),
+                outcome,
             },
             EndKind::Preempted(reason, preemptor) => {
                 self.stats.preemptions += 1;
@@ -1481,7 +1481,7 @@ impl Scheduler {
                     operation: alloc.operation.clone(),
                     allocation: id,
                     node: alloc.node.clone(),
-                    reason: reason.name(),
+                    reason,
                     preemptor,
                 }
             }

@@ -925,6 +925,7 @@ impl Checker {
                     node,
                     outcome,
                 } => {
+                    let outcome = &outcome.name();
                     ensure!(
                         hb_node == Some(node),
                         "allocation {allocation} finished outside a heartbeat of its node: {e:?}"
@@ -960,6 +961,7 @@ impl Checker {
                     timeout_ms,
                     preemptor,
                 } => {
+                    let reason = &reason.name();
                     let Call::Heartbeat {
                         node: hb, response, ..
                     } = call
@@ -1023,6 +1025,7 @@ impl Checker {
                     reason,
                     preemptor,
                 } => {
+                    let reason = &reason.name();
                     let a = self.allocs.get(allocation).ok_or_else(|| {
                         format!("preempted allocation {allocation} is unknown or ended")
                     })?;
@@ -1130,6 +1133,7 @@ impl Checker {
                 EventKind::OperationState {
                     operation, state, ..
                 } => {
+                    let state = &state.name();
                     let prev = self.op_states.get(operation).copied();
                     let allowed = match (prev, *state) {
                         (None, "running" | "pending") => {

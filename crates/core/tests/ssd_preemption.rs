@@ -112,7 +112,7 @@ fn the_ssd_stage_comes_first_and_one_preemptive_start_per_heartbeat_is_shared_by
     assert!(events.iter().any(|e| matches!(
         &e.kind,
         EventKind::AllocationPreempted {
-            reason: "ssd_preemption",
+            reason: fairsched_core::PreemptionReason::SsdPreemption,
             ..
         }
     )));

@@ -2309,7 +2309,7 @@ impl Actor {
                 outcome,
                 ..
             } => {
-                self.end_job(allocation.0, outcome, None, now_unix);
+                self.end_job(allocation.0, outcome.name(), None, now_unix);
                 touched.insert(operation.0.clone());
             }
             EventKind::AllocationPreempted {
@@ -2319,6 +2319,7 @@ impl Actor {
                 reason,
                 ..
             } => {
+                let reason = reason.name();
                 self.metrics.preempted(reason);
                 tracing::info!(
                     operation = operation.0,
@@ -2338,6 +2339,7 @@ impl Actor {
                 reason,
                 ..
             } => {
+                let reason = reason.name();
                 self.metrics.interrupted(reason);
                 tracing::info!(
                     operation = operation.0,
@@ -2350,7 +2352,7 @@ impl Actor {
                 if let Some(job) = self.alloc_job.get(&allocation.0).cloned() {
                     // The job keeps the reason however it ends (exits in time: completed).
                     if self
-                        .update_job(&job, |j| j.reason = Some((*reason).to_string()))
+                        .update_job(&job, |j| j.reason = Some(reason.to_string()))
                         .is_some()
                     {
                         self.dirty_jobs.insert(job);
@@ -2364,19 +2366,19 @@ impl Actor {
             } => {
                 tracing::info!(
                     operation = operation.0,
-                    state,
+                    state = state.name(),
                     reason = reason.as_deref(),
                     "operation state"
                 );
                 if let Some(record) = self.ops.get_mut(&operation.0) {
                     let view = record.view_mut();
-                    view.state = (*state).to_string();
+                    view.state = state.name().to_string();
                     if reason.is_some() {
                         view.reason = reason.clone();
                     }
-                    if is_finished(state) && view.finished_at.is_none() {
+                    if state.is_finished() && view.finished_at.is_none() {
                         view.finished_at = Some(now_unix);
-                        self.metrics.operation_finished(state);
+                        self.metrics.operation_finished(state.name());
                     }
                 }
                 touched.insert(operation.0.clone());

@@ -31,7 +31,7 @@ pub mod policy;
 use crate::trace::{MachineGroup, Trace};
 use fairsched_core::{
     AllocationId, EventKind, FinishedAllocation, JobOutcome, Millis, NodeHeartbeat, NodeId,
-    NodeSpec, OperationId, OperationSpec, Scheduler, SchedulerConfig,
+    NodeSpec, OperationId, OperationSpec, OperationState, Scheduler, SchedulerConfig,
 };
 use fairsched_resources::{ResourceKind, Resources};
 pub use policy::{Policy, PolicyTree};
@@ -831,16 +831,16 @@ impl<'t> Replay<'t> {
                 continue;
             };
             match state {
-                "completed" => {
+                OperationState::Completed => {
                     self.records[j].state = JobState::Completed;
                     self.records[j].finish_ms = Some(t);
                 }
-                "failed" | "aborted" => {
+                OperationState::Failed | OperationState::Aborted => {
                     self.records[j].state =
-                        JobState::Failed(reason.unwrap_or_else(|| state.to_string()));
+                        JobState::Failed(reason.unwrap_or_else(|| state.name().to_string()));
                     self.records[j].finish_ms = Some(t);
                 }
-                _ => continue,
+                OperationState::Pending | OperationState::Running => continue,
             }
             self.pending_allocations = self
                 .pending_allocations

@@ -629,7 +629,7 @@ impl Runner<'_, '_> {
             EventKind::OperationState {
                 operation, state, ..
             } => {
-                if matches!(*state, "completed" | "failed" | "aborted") {
+                if state.is_finished() {
                     self.unfinished.remove(operation);
                 } else {
                     self.unfinished.insert(operation.clone());
