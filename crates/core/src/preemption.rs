@@ -172,7 +172,7 @@ impl Scheduler {
     /// operation's when the threshold has no `user_slots`).
     fn non_preemptible_threshold(&self, t: usize, op: &Operation) -> PartialResources {
         let mut threshold = self.trees[t]
-            .explicit(op.in_tree(t).map_or("", |o| o.pool.as_str()))
+            .inherited(op.in_tree(t).map_or("", |o| o.pool.as_str()))
             .map(|p| p.non_preemptible_resource_usage_threshold)
             .unwrap_or(
                 self.trees[t]
@@ -390,7 +390,7 @@ impl Scheduler {
             return false;
         }
         self.trees[t]
-            .explicit(op.in_tree(t).map_or("", |o| o.pool.as_str()))
+            .inherited(op.in_tree(t).map_or("", |o| o.pool.as_str()))
             .is_none_or(|p| p.allow_aggressive_preemption)
     }
 

@@ -307,6 +307,18 @@ impl PoolTree {
         self.validated.pool(name)
     }
 
+    /// The settings a pool's operations inherit: an explicit pool's effective ones; for an
+    /// ephemeral pool (which configures none of them) its parent's, as an explicit child
+    /// without its own takes its parent's (YTsaurus: own value, else the parent's effective
+    /// one). `None` at the root's level (the tree's settings apply).
+    pub fn inherited(&self, name: &str) -> Option<&EffectivePool> {
+        self.validated.pool(name).or_else(|| {
+            self.ephemeral
+                .get(name)
+                .and_then(|e| self.validated.pool(&e.parent))
+        })
+    }
+
     /// A pool's configuration (explicit or ephemeral).
     pub fn pool_config(&self, name: &str) -> Option<&PoolConfig> {
         self.validated
