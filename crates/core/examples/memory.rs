@@ -217,6 +217,8 @@ fn slope(a: usize, b: usize, n: usize) -> String {
     format!("{:.0}", (a as f64 - b as f64) / n as f64)
 }
 
+// A driver, not the core: it may spawn threads (clippy.toml forbids them in the core).
+#[allow(clippy::disallowed_methods)]
 fn main() {
     let mut cases = Vec::new();
     for (nodes, operations, jobs) in CASES {

@@ -24,6 +24,10 @@
 //! stderr). With `DHAT_DIR=DIR` it also saves each tree's dhat profile in DIR. The profiler
 //! records a backtrace per block, so this runs a few times slower than a plain update.
 
+// A driver or test of the crate, not the crate: it may read clocks, spawn threads and hash
+// (clippy.toml forbids them in the crate itself).
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
+
 use fairsched_hdrf::{ElementAttributes, NoClock, UpdateOptions, update, update_into};
 use fairsched_hdrf_testkit::{TreeParams, options, random_tree};
 
