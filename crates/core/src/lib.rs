@@ -17,12 +17,14 @@ pub mod heartbeat;
 pub mod model;
 pub mod operations;
 pub mod pools;
+pub mod preemptible;
 pub mod preemption;
 pub mod reservation;
 pub mod scheduler;
 pub mod snapshot;
 pub mod status;
 pub mod tree;
+pub mod why;
 
 pub use event::{Event, EventKind, Preemptor, Stage};
 pub use gang::GangAssembly;

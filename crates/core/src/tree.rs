@@ -249,10 +249,10 @@ pub struct PoolTree {
     /// Operations (arena indices) by preemption priority (none: not listed), as of the last
     /// fair-share update.
     pub(crate) preemption_targets:
-        BTreeMap<crate::preemption::PreemptionPriority, Vec<ElementIndex>>,
+        BTreeMap<crate::preemptible::PreemptionPriority, Vec<ElementIndex>>,
     /// Allocation classes per operation, dropped when its shares change or one of its
     /// allocations leaves; a new allocation joins them.
-    pub(crate) class_cache: BTreeMap<OperationId, crate::preemption::OperationClasses>,
+    pub(crate) class_cache: BTreeMap<OperationId, crate::preemptible::OperationClasses>,
     /// Set when limits were lowered (usage may exceed them until preemption trims it).
     pub(crate) limits_maybe_violated: bool,
     /// Fair-share alerts (code, message; e.g. 29000) raised by the last update, logged when

@@ -15,7 +15,7 @@
 //! 40) and longer runs with `CORE_STEPS=<n>` (default 300 steps of 100 ms).
 
 use fairsched_config::PreemptionPriorityScope;
-use fairsched_core::preemption::PreemptionPriority;
+use fairsched_core::preemptible::PreemptionPriority;
 use fairsched_core::tree::{SchedulingStatus, StarvationStatus};
 use fairsched_core::{
     AllocationId, AllocationState, EventKind, FinishedAllocation, HeartbeatResponse, JobOutcome,

@@ -1,0 +1,310 @@
+//! Which allocations may be taken away (scheduler spec §2.3): each operation's allocations
+//! classified oldest first against its fair share (preemptible, aggressively preemptible,
+//! non-preemptible), cached per tree until its shares change; and each operation's preemption
+//! priority from its own and its ancestors' starvation.
+
+use crate::model::{AllocationId, AllocationState, Operation};
+use crate::scheduler::Scheduler;
+use crate::status::strictly_dominates_on_non_blocked;
+use crate::tree::StarvationStatus;
+use fairsched_config::PreemptionPriorityScope;
+use fairsched_hdrf::ElementIndex;
+use fairsched_resources::{PartialResources, ResourceKind, ResourceVector, Resources};
+use std::collections::BTreeMap;
+
+/// An operation's cached allocation classes in one tree.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct OperationClasses {
+    pub(crate) statuses: BTreeMap<AllocationId, PreemptionStatus>,
+    /// Usage of the classified allocations: the prefix of the next one.
+    pub(crate) prefix: Resources,
+    /// The bounds they were classified with (`None`: not in the last update).
+    classifier: Option<Classifier>,
+}
+
+/// The bounds an operation's allocations are classified with (spec §2.3), fixed between
+/// fair-share updates.
+#[derive(Clone, Debug, PartialEq)]
+struct Classifier {
+    aggressive_bound: ResourceVector,
+    regular_bound: ResourceVector,
+    threshold: PartialResources,
+    total: Resources,
+    fair: ResourceVector,
+    demand: ResourceVector,
+}
+
+impl Classifier {
+    /// The class of an allocation started after allocations using `prefix`.
+    fn status(&self, prefix: &Resources) -> PreemptionStatus {
+        let below = |bound: &ResourceVector| {
+            below_absolute_threshold(&self.threshold, prefix)
+                || strictly_dominates_on_non_blocked(
+                    bound,
+                    &ResourceVector::from_resources(prefix, &self.total),
+                    &self.fair,
+                    &self.demand,
+                )
+        };
+        if below(&self.aggressive_bound) {
+            PreemptionStatus::NonPreemptible
+        } else if below(&self.regular_bound) {
+            PreemptionStatus::AggressivelyPreemptible
+        } else {
+            PreemptionStatus::Preemptible
+        }
+    }
+}
+
+/// An allocation's class by the start-order prefix rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PreemptionStatus {
+    NonPreemptible,
+    AggressivelyPreemptible,
+    Preemptible,
+}
+
+/// How hard an operation may preempt (its own or an ancestor's starvation), YTsaurus
+/// `EOperationPreemptionPriority`. Each preemptive stage serves the operations of one priority.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PreemptionPriority {
+    None,
+    /// Starving: the `preemptive` stage.
+    Normal,
+    /// Aggressively starving: the `aggressive` stage.
+    Aggressive,
+    /// A starving SSD operation (SSD priority preemption enabled, some task asks for disk on an
+    /// SSD medium): the `ssd_preemptive` stage, on SSD nodes only.
+    SsdNormal,
+    /// An aggressively starving SSD operation: the `ssd_aggressive` stage, on SSD nodes only.
+    SsdAggressive,
+}
+
+/// `threshold` strictly dominates `usage` (every set component larger; an empty threshold is
+/// disabled).
+fn below_absolute_threshold(threshold: &PartialResources, usage: &Resources) -> bool {
+    if threshold.is_empty() {
+        return false;
+    }
+    ResourceKind::ALL
+        .iter()
+        .all(|&k| threshold.raw_of(k).is_none_or(|t| usage.raw_of(k) < t))
+}
+
+impl Scheduler {
+    /// Effective `non_preemptible_resource_usage_threshold` for an operation, with the tree's
+    /// `max_unpreemptible_running_allocation_count` folded into `user_slots`, then capped by
+    /// the operation's own `max_unpreemptible_allocation_count` (YTsaurus
+    /// `TSchedulerOperationElement::UpdateRecursiveAttributes`: the minimum of both, or the
+    /// operation's when the threshold has no `user_slots`).
+    fn non_preemptible_threshold(&self, t: usize, op: &Operation) -> PartialResources {
+        let mut threshold = self.trees[t]
+            .inherited(op.in_tree(t).map_or("", |o| o.pool.as_str()))
+            .map(|p| p.non_preemptible_resource_usage_threshold)
+            .unwrap_or(
+                self.trees[t]
+                    .config()
+                    .non_preemptible_resource_usage_threshold,
+            );
+        if !threshold.is_set(ResourceKind::UserSlots)
+            && let Some(count) = self.trees[t]
+                .config()
+                .max_unpreemptible_running_allocation_count
+        {
+            threshold.set(ResourceKind::UserSlots, f64::from(count));
+        }
+        if let Some(count) = op.spec.max_unpreemptible_allocation_count {
+            let own = Resources::convert(ResourceKind::UserSlots, f64::from(count));
+            let slots = threshold
+                .raw_of(ResourceKind::UserSlots)
+                .map_or(own, |tree| tree.min(own));
+            threshold.set_raw(ResourceKind::UserSlots, Some(slots));
+        }
+        threshold
+    }
+
+    /// Classifies an operation's running allocations, oldest first (spec §2.3): an allocation
+    /// is non-preemptible while the usage of the allocations before it is below the aggressive
+    /// bound, aggressively preemptible while below the regular bound, preemptible after.
+    pub fn classify(&self, t: usize, op: &Operation) -> Vec<(AllocationId, PreemptionStatus)> {
+        self.classify_with_prefix(t, op).0
+    }
+
+    /// [`Self::classify`], the usage of the classified allocations (the prefix the next
+    /// allocation of the operation would be classified with) and the classifier used.
+    fn classify_with_prefix(
+        &self,
+        t: usize,
+        op: &Operation,
+    ) -> (
+        Vec<(AllocationId, PreemptionStatus)>,
+        Resources,
+        Option<Classifier>,
+    ) {
+        let classifier = self.classifier(t, op);
+        let mut prefix = Resources::ZERO;
+        let mut out = Vec::with_capacity(op.allocations.len());
+        // Only its allocations in this tree (each looked up once).
+        for (id, a) in op
+            .allocations
+            .iter()
+            .filter_map(|id| Some((*id, self.allocations.get(id)?)))
+            .filter(|(_, a)| a.tree == t)
+        {
+            if classifier.is_some() && a.state != AllocationState::Running {
+                continue;
+            }
+            let status = classifier
+                .as_ref()
+                .map_or(PreemptionStatus::Preemptible, |c| c.status(&prefix));
+            out.push((id, status));
+            prefix = prefix.add(&a.resources);
+        }
+        (out, prefix, classifier)
+    }
+
+    /// What classifies the operation's allocations in tree `t` until the next fair-share
+    /// update (`None`: it is not in the tree's last update, and everything is preemptible).
+    fn classifier(&self, t: usize, op: &Operation) -> Option<Classifier> {
+        let arena = &self.trees[t].arena;
+        let &index = arena.by_operation.get(&op.spec.id)?;
+        let attrs = &arena.elements[index].attrs;
+        let fair = attrs.fair_share.total;
+        let demand = attrs.demand_share;
+        let config = self.trees[t].config();
+        let satisfied = (fair + ResourceVector::splat(1e-6)).dominates(&demand);
+        Some(Classifier {
+            aggressive_bound: fair * config.aggressive_preemption_satisfaction_threshold,
+            regular_bound: if satisfied {
+                ResourceVector::splat(f64::INFINITY)
+            } else {
+                fair * config.preemption_satisfaction_threshold
+            },
+            threshold: self.non_preemptible_threshold(t, op),
+            total: arena.total_resources,
+            fair,
+            demand,
+        })
+    }
+
+    /// A new allocation of `op` in tree `t` (the last in its start order): its class joins
+    /// the cached classes, if any, instead of dropping them (a wide operation starting one
+    /// allocation per heartbeat would otherwise be classified from scratch every time).
+    pub(crate) fn classify_appended(
+        &mut self,
+        t: usize,
+        op_id: &crate::model::OperationId,
+        id: AllocationId,
+        resources: Resources,
+    ) {
+        let Some(classes) = self.trees[t].class_cache.get_mut(op_id) else {
+            return;
+        };
+        let status = classes
+            .classifier
+            .as_ref()
+            .map_or(PreemptionStatus::Preemptible, |c| c.status(&classes.prefix));
+        classes.statuses.insert(id, status);
+        classes.prefix = classes.prefix.add(&resources);
+    }
+
+    /// Counts (preemptible, aggressively preemptible) allocations of an operation.
+    pub fn preemptible_counts(&self, t: usize, op: &Operation) -> (u32, u32) {
+        let mut p = 0;
+        let mut ap = 0;
+        for (_, s) in self.classify(t, op) {
+            match s {
+                PreemptionStatus::Preemptible => p += 1,
+                PreemptionStatus::AggressivelyPreemptible => ap += 1,
+                PreemptionStatus::NonPreemptible => {}
+            }
+        }
+        (p, ap)
+    }
+
+    /// Elements from `i` up to (not including) the root.
+    pub(crate) fn path_to_root(&self, t: usize, i: ElementIndex) -> Vec<ElementIndex> {
+        let arena = &self.trees[t].arena;
+        std::iter::once(i)
+            .chain(arena.ancestors(i))
+            .filter(|&e| e != fairsched_hdrf::ROOT)
+            .collect()
+    }
+
+    /// The operation's preemption priority from its own and (by scope) its ancestors' starvation;
+    /// the SSD variants for an SSD operation when SSD priority preemption is enabled.
+    pub fn preemption_priority(&self, t: usize, op: &Operation) -> PreemptionPriority {
+        let arena = &self.trees[t].arena;
+        let Some(&index) = arena.by_operation.get(&op.spec.id) else {
+            return PreemptionPriority::None;
+        };
+        let scope = self.trees[t].config().scheduling_preemption_priority_scope;
+        let elements: Vec<ElementIndex> = match scope {
+            PreemptionPriorityScope::OperationOnly => vec![index],
+            _ => self.path_to_root(t, index),
+        };
+        let worst = elements
+            .iter()
+            .map(|&e| arena.elements[e].starvation_status)
+            .max()
+            .unwrap_or(StarvationStatus::NonStarving);
+        let ssd = arena
+            .ssd
+            .as_ref()
+            .is_some_and(|ssd| ssd.is_ssd_operation(op));
+        match (worst, ssd) {
+            (StarvationStatus::NonStarving, _) => PreemptionPriority::None,
+            (StarvationStatus::Starving, false) => PreemptionPriority::Normal,
+            (StarvationStatus::Starving, true) => PreemptionPriority::SsdNormal,
+            (StarvationStatus::AggressivelyStarving, false) => PreemptionPriority::Aggressive,
+            (StarvationStatus::AggressivelyStarving, true) => PreemptionPriority::SsdAggressive,
+        }
+    }
+
+    /// Sorts running operations by preemption priority (after each fair-share update).
+    pub(crate) fn compute_preemption_targets(&mut self, t: usize) {
+        let mut targets: BTreeMap<PreemptionPriority, Vec<ElementIndex>> = BTreeMap::new();
+        for (id, &i) in &self.trees[t].arena.by_operation {
+            let Some(op) = self.operations.get(id) else {
+                continue;
+            };
+            match self.preemption_priority(t, op) {
+                PreemptionPriority::None => {}
+                priority => targets.entry(priority).or_default().push(i),
+            }
+        }
+        self.trees[t].preemption_targets = targets;
+    }
+
+    /// Classes of an operation's allocations, cached until its shares change or an allocation
+    /// leaves (a new one joins the cache: [`Self::classify_appended`]). Debug builds check
+    /// the cache against a classification from scratch at every use.
+    pub(crate) fn classes(
+        &mut self,
+        t: usize,
+        op_id: &crate::model::OperationId,
+    ) -> &BTreeMap<AllocationId, PreemptionStatus> {
+        if !self.trees[t].class_cache.contains_key(op_id) {
+            let (classes, prefix, classifier) =
+                self.classify_with_prefix(t, &self.operations[op_id]);
+            self.trees[t].class_cache.insert(
+                op_id.clone(),
+                OperationClasses {
+                    statuses: classes.into_iter().collect(),
+                    prefix,
+                    classifier,
+                },
+            );
+        } else if cfg!(debug_assertions) {
+            let (fresh, prefix, _) = self.classify_with_prefix(t, &self.operations[op_id]);
+            let fresh: BTreeMap<AllocationId, PreemptionStatus> = fresh.into_iter().collect();
+            debug_assert_eq!(
+                self.trees[t].class_cache[op_id].statuses, fresh,
+                "cached allocation classes of {op_id:?} differ from a fresh classification \
+                 (prefix {:?} cached, {prefix:?} fresh)",
+                self.trees[t].class_cache[op_id].prefix
+            );
+        }
+        &self.trees[t].class_cache[op_id].statuses
+    }
+}

@@ -1,0 +1,449 @@
+//! "Why does it wait?": the reason an unfinished operation's jobs wait, computed from the real
+//! blocker with numbers (pending behind a running-operation limit, no node large enough, tag
+//! filters, resource limits, FIFO order, gangs, reservations, room on a node, the spare bound,
+//! a fair share of 0, starvation with or without anything to preempt, the fair share itself).
+
+use crate::model::{Millis, OperationState};
+use crate::scheduler::Scheduler;
+use fairsched_hdrf::ElementIndex;
+use fairsched_resources::{ResourceKind, Resources};
+
+impl Scheduler {
+    /// Why an unfinished operation has jobs waiting, in words (the first reason that applies),
+    /// or `None` when nothing holds it back.
+    pub fn why_waiting(&self, op: &crate::model::Operation) -> Option<String> {
+        use crate::tree::{SchedulingStatus, StarvationStatus};
+        if op.state == OperationState::Pending {
+            return op.pending_reason.clone();
+        }
+        if op.state != OperationState::Running || op.pending_job_count() == 0 {
+            return None;
+        }
+        // Told for its first tree; nodes of any of its trees may take its jobs.
+        let t = op.trees[0].tree;
+        let in_its_trees = |n: &&crate::model::Node| {
+            n.tree
+                .is_some_and(|nt| op.trees.iter().any(|o| o.tree == nt))
+        };
+        let arena = &self.trees[t].arena;
+        let Some(&index) = arena.by_operation.get(&op.spec.id) else {
+            return Some("waiting for the next fair-share update to include the operation".into());
+        };
+        let job = op
+            .spec
+            .tasks
+            .iter()
+            .enumerate()
+            .filter(|(t, _)| op.tasks[*t].pending > 0)
+            .map(|(_, t)| t.resources)
+            .next()?;
+        if arena.elements[index].tag_set != 0
+            && !self
+                .nodes
+                .values()
+                .filter(in_its_trees)
+                .any(|n| arena.tags_allow(index, &n.tags))
+        {
+            let filters: Vec<String> = arena.tag_sets[arena.elements[index].tag_set]
+                .iter()
+                .map(|f| format!("{:?}", f.as_str()))
+                .collect();
+            return Some(format!(
+                "no node matches the scheduling tag filters {} (scheduling_tag_filter of the \
+                 operation or its pools)",
+                filters.join(" and ")
+            ));
+        }
+        // The nodes that may run its jobs: of its trees, taking jobs, allowed by its tags.
+        let eligible: Vec<&crate::model::Node> = self
+            .nodes
+            .values()
+            .filter(in_its_trees)
+            .filter(|n| n.scheduler_jobs_enabled && arena.tags_allow(index, &n.tags))
+            .collect();
+        if !eligible.iter().any(|n| n.resources.dominates(&job)) {
+            let largest = eligible.iter().max_by(|a, b| {
+                fit_ratio(&a.resources, &job)
+                    .total_cmp(&fit_ratio(&b.resources, &job))
+                    .then_with(|| b.id.cmp(&a.id))
+            });
+            return Some(match largest {
+                Some(n) => format!(
+                    "no node is large enough for a job of {job}: the closest, node {:?}, has {}",
+                    n.id.0, n.resources
+                ),
+                None => format!(
+                    "no node is large enough for a job of {job}: no node runs jobs of its trees"
+                ),
+            });
+        }
+        let usage = self.live_usage(t);
+        for e in std::iter::once(index).chain(arena.ancestors(index)) {
+            let element = &arena.elements[e];
+            if !element.resource_limits.dominates(&usage[e].add(&job)) {
+                let who = match &element.kind {
+                    crate::tree::ElementRef::Operation(_) => "the operation's".to_string(),
+                    crate::tree::ElementRef::Pool(p) => format!("pool {p:?}'s"),
+                    crate::tree::ElementRef::Root => "the tree's".to_string(),
+                };
+                return Some(format!(
+                    "{who} resource_limits are reached (usage {}, next job {job})",
+                    usage[e]
+                ));
+            }
+        }
+        if arena.elements[index].fifo_limited
+            && let Some(parent) = arena.elements[index].parent
+            && let crate::tree::ElementRef::Pool(pool) = &arena.elements[parent].kind
+        {
+            return Some(format!(
+                "FIFO pool {pool:?} schedules only its first {} operations with a fair share \
+                 (max_schedulable_element_count_in_fifo_pool; \
+                 fifo_schedulable_element_count_limit_reached)",
+                self.trees[t]
+                    .config()
+                    .max_schedulable_element_count_in_fifo_pool
+                    .unwrap_or_default()
+            ));
+        }
+        // A FIFO pool shares in start order (its children are sorted so): name the one ahead.
+        if let Some(parent) = arena.elements[index].parent
+            && arena.elements[parent].fifo
+            && let Some(ahead) = arena.elements[parent]
+                .children
+                .iter()
+                .take_while(|&&c| c != index)
+                .find_map(|&c| match &arena.elements[c].kind {
+                    crate::tree::ElementRef::Operation(id) => self
+                        .operations
+                        .get(id)
+                        .filter(|o| o.state == OperationState::Running && o.pending_job_count() > 0)
+                        .map(|o| o.spec.id.0.clone()),
+                    _ => None,
+                })
+            && let crate::tree::ElementRef::Pool(pool) = &arena.elements[parent].kind
+        {
+            return Some(format!(
+                "waits behind operation {ahead:?} in FIFO pool {pool:?}"
+            ));
+        }
+        // Where a job fits now: free resources, less what nodes hold for others' jobs.
+        let leaf_in = |n: &crate::model::Node| {
+            n.tree
+                .and_then(|nt| Some((nt, *self.trees[nt].arena.by_operation.get(&op.spec.id)?)))
+        };
+        let with_room: Vec<&crate::model::Node> = eligible
+            .iter()
+            .copied()
+            .filter(|n| !n.draining)
+            .filter(|n| {
+                let held = leaf_in(n)
+                    .and_then(|(nt, leaf)| self.held_from_leaf(nt, &n.id, leaf))
+                    .map_or(Resources::ZERO, |h| h.all());
+                n.free().sub(&held).dominates(&job)
+            })
+            .collect();
+        let full = if with_room.is_empty() {
+            format!("no node has room for a job of {job} now; ")
+        } else {
+            String::new()
+        };
+        if self.trees[t].config().gang_placement.enable && op.is_gang() {
+            let text = match self.gangs.get(&t) {
+                _ if self.placed_gangs.contains_key(&op.spec.id) => {
+                    let a = &self.placed_gangs[&op.spec.id];
+                    format!(
+                        "gang: all its {} pending jobs are held on {} nodes, which start them at \
+                         their next heartbeats (gang_placement)",
+                        a.held_jobs(),
+                        a.holds.len()
+                    )
+                }
+                Some(a) if a.operation == op.spec.id => format!(
+                    "gang: {} of its {} pending jobs held on {} nodes; they start together once \
+                     all are held (gang_placement; {})",
+                    a.held_jobs(),
+                    op.pending_job_count(),
+                    a.holds.len(),
+                    backfill_text(a.backfill_until)
+                ),
+                Some(a) => format!(
+                    "gang: waits until gang {:?} has assembled (one gang gathers resources at a \
+                     time; gang_placement)",
+                    a.operation.0
+                ),
+                None => match self.gang_cooldown.get(&op.spec.id) {
+                    Some(until) => format!(
+                        "gang: its assembly timed out; it may gather resources again from \
+                         {until} ms (gang_placement.assembly_timeout_ms)"
+                    ),
+                    None => "gang: gathers resources for all its jobs when the scheduler offers \
+                             it a node (gang_placement)"
+                        .to_string(),
+                },
+            };
+            return Some(format!("{full}{text}"));
+        }
+        let full = match self
+            .reservations
+            .iter()
+            .find(|(_, r)| r.operation == op.spec.id)
+        {
+            Some((node, r)) => format!(
+                "{full}node {:?} holds {} for its next job and starts it once that much is free \
+                 (job_reservation; {}); ",
+                node.0,
+                r.resources,
+                backfill_text(r.backfill_until)
+            ),
+            None => full,
+        };
+        // Room somewhere: the next heartbeat of that node starts a job, unless the node stops
+        // below its tree's spare bound first.
+        let spare_of = |n: &crate::model::Node| {
+            n.tree
+                .map(|nt| {
+                    self.trees[nt]
+                        .config()
+                        .min_spare_allocation_resources_on_node
+                })
+                .unwrap_or(fairsched_resources::PartialResources::EMPTY)
+        };
+        if let Some(n) = with_room
+            .iter()
+            .find(|n| !crate::heartbeat::below_min_spare(&n.free(), &n.resources, &spare_of(n)))
+        {
+            return Some(format!(
+                "{full}node {:?} has room for a job of {job} ({} free): a job starts at that \
+                 node's next heartbeat",
+                n.id.0,
+                n.free()
+            ));
+        }
+        if let Some(n) = with_room.first() {
+            return Some(format!(
+                "{full}node {:?} has room for a job of {job} ({} free), but less than its tree's \
+                 min_spare_allocation_resources_on_node ({}), below which a heartbeat starts \
+                 nothing; lower that tree option to use such room",
+                n.id.0,
+                n.free(),
+                spare_of(n)
+            ));
+        }
+        let total = &arena.total_resources;
+        let amount = |share: &fairsched_resources::ResourceVector| total.scale_by(share);
+        let e = &arena.elements[index];
+        let fair = &e.attrs.fair_share.total;
+        let own = format!(
+            "usage {}, fair share {}",
+            shown(&usage[index]),
+            shown(&amount(fair))
+        );
+        if fairsched_resources::ResourceVector::splat(1e-9).dominates(fair) {
+            return Some(format!("{full}{}", self.zero_share_reason(t, index)));
+        }
+        let text = match (e.scheduling_status, e.starvation_status) {
+            (_, StarvationStatus::Starving | StarvationStatus::AggressivelyStarving) => {
+                let nodes: Vec<&crate::model::Node> = eligible
+                    .iter()
+                    .copied()
+                    .filter(|n| n.tree == Some(t) && !n.draining)
+                    .collect();
+                let classes = self.classes_for_offers(t, nodes.iter().map(|n| &n.id));
+                let offers: Vec<(&crate::model::Node, Resources)> = nodes
+                    .iter()
+                    .map(|n| (*n, self.preemptive_offer(t, index, &n.id, &classes)))
+                    .collect();
+                // A node tries preemption once per backoff: the earliest such node.
+                let backoff = self.trees[t].config().preemptive_scheduling_backoff_ms;
+                let next_try = |n: &crate::model::Node| {
+                    n.last_preemptive_scheduling
+                        .map_or(0, |l| l.saturating_add(backoff))
+                };
+                let fitting = offers
+                    .iter()
+                    .filter(|(_, offer)| offer.dominates(&job))
+                    .min_by_key(|(n, _)| (next_try(n), &n.id));
+                match fitting {
+                    Some((n, offer)) => {
+                        let when = match next_try(n) {
+                            at if at > self.last_fair_share_update.unwrap_or(0) => format!(
+                                "at its first heartbeat from {at} ms \
+                                 (preemptive_scheduling_backoff_ms = {backoff})"
+                            ),
+                            _ => "at its next heartbeat".to_string(),
+                        };
+                        format!(
+                            "{full}starving ({own}): below its fair share for longer than the \
+                             starvation timeout; node {:?} offers {offer} counting what it may \
+                             preempt there, and preemption frees room for it {when}",
+                            n.id.0
+                        )
+                    }
+                    None => {
+                        let most = offers.iter().max_by(|a, b| {
+                            fit_ratio(&a.1, &job)
+                                .total_cmp(&fit_ratio(&b.1, &job))
+                                .then_with(|| b.0.id.cmp(&a.0.id))
+                        });
+                        let most = match most {
+                            Some((n, offer)) => {
+                                format!("the most is {offer} on node {:?}", n.id.0)
+                            }
+                            None => "no node of its tree runs jobs".to_string(),
+                        };
+                        format!(
+                            "{full}starving ({own}), but no node has enough free and \
+                             preemptible resources for one job of {job}: {most} (allocations \
+                             below their operations' non-preemptible thresholds and those of \
+                             starving or unsatisfied operations and pools are not preempted)"
+                        )
+                    }
+                }
+            }
+            (SchedulingStatus::BelowFairShare, _) => format!(
+                "{full}below its fair share ({own}); it becomes starving (and may preempt) \
+                 after {} s below {} of its fair share (fair_share_starvation_timeout, \
+                 fair_share_starvation_tolerance)",
+                e.starvation_timeout_ms as f64 / 1000.0,
+                e.tolerance
+            ),
+            _ => match satisfied_ancestor(self, t, index, &usage) {
+                Some((pool, a)) => format!(
+                    "{full}pool {pool:?} uses its whole fair share (usage {}, fair share {}), \
+                     which its operations share: this one gets more only when resources are \
+                     free",
+                    shown(&usage[a]),
+                    shown(&amount(&arena.elements[a].attrs.fair_share.total))
+                ),
+                None => format!(
+                    "{full}at or above its fair share ({own}): it gets more only when resources \
+                     are free"
+                ),
+            },
+        };
+        Some(text)
+    }
+
+    /// Why the operation at `index` of tree `t` has a fair share of 0: the strong guarantees
+    /// of other pools cover the cluster, or the others' shares take it all.
+    fn zero_share_reason(&self, t: usize, index: ElementIndex) -> String {
+        let arena = &self.trees[t].arena;
+        let total = &arena.total_resources;
+        let own_top = std::iter::once(index)
+            .chain(arena.ancestors(index))
+            .find(|&e| arena.elements[e].parent == Some(fairsched_hdrf::ROOT));
+        let guaranteed: Vec<ElementIndex> = arena.elements[fairsched_hdrf::ROOT]
+            .children
+            .iter()
+            .copied()
+            .filter(|&c| Some(c) != own_top)
+            .filter(|&c| {
+                arena.elements[c]
+                    .attrs
+                    .strong_guarantee_share
+                    .max_component()
+                    > 1e-9
+            })
+            .collect();
+        let mut covered = fairsched_resources::ResourceVector::ZERO;
+        for &c in &guaranteed {
+            covered = covered + arena.elements[c].attrs.strong_guarantee_share;
+        }
+        let covering: Vec<ResourceKind> = ResourceKind::ALL
+            .iter()
+            .copied()
+            .filter(|&k| total.raw_of(k) > 0 && covered.get(k) >= 1.0 - 1e-6)
+            .collect();
+        if !covering.is_empty() {
+            let names: Vec<String> = guaranteed
+                .iter()
+                .filter_map(|&c| match &arena.elements[c].kind {
+                    crate::tree::ElementRef::Pool(p) => Some(format!(
+                        "{p:?} ({})",
+                        only(
+                            &total.scale_by(&arena.elements[c].attrs.strong_guarantee_share),
+                            &covering
+                        )
+                    )),
+                    _ => None,
+                })
+                .collect();
+            return format!(
+                "its fair share is 0: the strong guarantees of pools {} cover the cluster's {}; \
+                 it gets resources only when they are free",
+                names.join(", "),
+                only(total, &covering)
+            );
+        }
+        "its fair share is 0: the fair shares of other operations and pools take the whole \
+         cluster; it gets resources only when they are free"
+            .to_string()
+    }
+}
+
+/// The nearest ancestor (below the root) at or above its own fair share: it holds its subtree
+/// back. Its pool name and arena index.
+fn satisfied_ancestor(
+    s: &Scheduler,
+    t: usize,
+    index: ElementIndex,
+    usage: &[Resources],
+) -> Option<(String, ElementIndex)> {
+    let arena = &s.trees[t].arena;
+    arena
+        .ancestors(index)
+        .filter(|&a| a != fairsched_hdrf::ROOT)
+        .find(|&a| {
+            let share = fairsched_resources::ResourceVector::from_resources(
+                &usage[a],
+                &arena.total_resources,
+            );
+            let attrs = &arena.elements[a].attrs;
+            crate::heartbeat::local_satisfaction(
+                &share,
+                &attrs.fair_share.total,
+                &attrs.demand_share,
+            ) >= 1.0 - 1e-6
+        })
+        .and_then(|a| match &arena.elements[a].kind {
+            crate::tree::ElementRef::Pool(p) => Some((p.clone(), a)),
+            _ => None,
+        })
+}
+
+/// How close `offer` comes to holding `job`: the smallest ratio over the job's resources
+/// (1 or more: it fits).
+fn fit_ratio(offer: &Resources, job: &Resources) -> f64 {
+    ResourceKind::ALL
+        .iter()
+        .filter(|&&k| job.raw_of(k) > 0)
+        .map(|&k| offer.raw_of(k) as f64 / job.raw_of(k) as f64)
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// `r` in words: `0` when it is nothing.
+fn shown(r: &Resources) -> String {
+    if r.is_zero() {
+        "0".to_string()
+    } else {
+        r.to_string()
+    }
+}
+
+/// `r` with only the resources `kinds`.
+fn only(r: &Resources, kinds: &[ResourceKind]) -> Resources {
+    let mut out = Resources::ZERO;
+    for &k in kinds {
+        out.set_raw(k, r.raw_of(k));
+    }
+    out
+}
+
+/// How a reservation's or a gang's `backfill_until` reads in `why`.
+fn backfill_text(until: Option<Millis>) -> String {
+    match until {
+        Some(until) => format!("jobs whose time limit ends by {until} ms may use them meanwhile"),
+        None => "nothing backfills them: no time limits tell when they will be needed".into(),
+    }
+}
