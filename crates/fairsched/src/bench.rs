@@ -73,13 +73,13 @@ pub struct ServerBenchArgs {
     #[arg(long)]
     pub jobs_per_operation: Option<u32>,
     /// Length of the measurement window (`30s`, `2m`, or milliseconds).
-    #[arg(long, default_value = "30s", value_parser = crate::cluster::parse_duration_ms, value_name = "DURATION")]
+    #[arg(long, default_value = "30s", value_parser = crate::args::parse_duration_ms, value_name = "DURATION")]
     pub duration: u64,
     /// Warm-up before the window: registrations and the first fill of the cluster.
-    #[arg(long, default_value = "5s", value_parser = crate::cluster::parse_duration_ms, value_name = "DURATION")]
+    #[arg(long, default_value = "5s", value_parser = crate::args::parse_duration_ms, value_name = "DURATION")]
     pub warmup: u64,
     /// Timeout of one agent request (a slower heartbeat counts as an error).
-    #[arg(long, default_value = "10s", value_parser = crate::cluster::parse_duration_ms, value_name = "DURATION")]
+    #[arg(long, default_value = "10s", value_parser = crate::args::parse_duration_ms, value_name = "DURATION")]
     pub request_timeout: u64,
     /// The server's data directory (must not exist yet) [default: a temporary directory,
     /// removed at the end].

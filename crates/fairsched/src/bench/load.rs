@@ -35,10 +35,10 @@ pub struct LoadArgs {
     #[arg(long, default_value_t = 200)]
     pub clients: u32,
     /// Length of each phase's measurement window (`60s`, `2m`, or milliseconds).
-    #[arg(long, default_value = "60s", value_parser = crate::cluster::parse_duration_ms, value_name = "DURATION")]
+    #[arg(long, default_value = "60s", value_parser = crate::args::parse_duration_ms, value_name = "DURATION")]
     pub duration: u64,
     /// Warm-up of each phase before its window (clients and agents run, nothing is counted).
-    #[arg(long, default_value = "2s", value_parser = crate::cluster::parse_duration_ms, value_name = "DURATION")]
+    #[arg(long, default_value = "2s", value_parser = crate::args::parse_duration_ms, value_name = "DURATION")]
     pub warmup: u64,
     /// After the first phase, run this many one-job operations to their end, then run the
     /// load again (phase `history`); 0: the first phase only.
@@ -57,7 +57,7 @@ pub struct LoadArgs {
     #[arg(long, default_value_t = 200, value_name = "MS")]
     pub job_ms: u64,
     /// Timeout of one request (a slower one counts as an error).
-    #[arg(long, default_value = "30s", value_parser = crate::cluster::parse_duration_ms, value_name = "DURATION")]
+    #[arg(long, default_value = "30s", value_parser = crate::args::parse_duration_ms, value_name = "DURATION")]
     pub request_timeout: u64,
     /// The server's data directory (must not exist yet) [default: a temporary directory,
     /// removed at the end].
