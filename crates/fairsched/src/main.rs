@@ -1,9 +1,14 @@
 //! The `fairsched` binary.
 
+mod agent;
+mod args;
 mod bench;
-mod cluster;
+mod cli;
 mod hdrf_check;
+mod runtime;
+mod server;
 mod simulate;
+mod up;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -49,8 +54,15 @@ enum Command {
         #[command(subcommand)]
         command: bench::BenchCommand,
     },
+    /// Run the scheduler server.
+    Server(server::ServerArgs),
+    /// Run a node agent that runs jobs on this machine.
+    Agent(agent::AgentArgs),
+    /// A whole cluster on this machine: the server and N agents sharing its resources.
+    Up(up::UpArgs),
+    // The CLI: op, pool, node, tree, events.
     #[command(flatten)]
-    Cluster(cluster::ClusterCommand),
+    Cli(cli::CliCommand),
 }
 
 #[derive(Debug, Args)]
@@ -224,7 +236,22 @@ fn main() -> ExitCode {
         },
         Command::Simulate(args) => simulate::main(args),
         Command::Bench { command } => bench::main(command),
-        Command::Cluster(command) => cluster::main(command),
+        Command::Server(args) => exit_status(server::run(args)),
+        Command::Agent(args) => exit_status(agent::run(args)),
+        Command::Up(args) => exit_status(up::run(args)),
+        Command::Cli(command) => exit_status(cli::run(command)),
+    }
+}
+
+/// The exit status of `server`, `agent`, `up` and the CLI's commands: 0, or 1 with the error
+/// on stderr.
+fn exit_status(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -13,7 +13,7 @@
 //! Phase `empty` runs on a new server. With `--history N`, N one-job operations are then
 //! submitted and run to their end, and phase `history` runs the same load again.
 
-use super::{
+use super::harness::{
     AgentSetup, Counters, SERVER_THREADS, Window, pool_name, raise_open_file_limit, simulate_agent,
     threads_cpu_s,
 };
@@ -35,10 +35,10 @@ pub struct LoadArgs {
     #[arg(long, default_value_t = 200)]
     pub clients: u32,
     /// Length of each phase's measurement window (`60s`, `2m`, or milliseconds).
-    #[arg(long, default_value = "60s", value_parser = crate::cluster::parse_duration_ms, value_name = "DURATION")]
+    #[arg(long, default_value = "60s", value_parser = crate::args::parse_duration_ms, value_name = "DURATION")]
     pub duration: u64,
     /// Warm-up of each phase before its window (clients and agents run, nothing is counted).
-    #[arg(long, default_value = "2s", value_parser = crate::cluster::parse_duration_ms, value_name = "DURATION")]
+    #[arg(long, default_value = "2s", value_parser = crate::args::parse_duration_ms, value_name = "DURATION")]
     pub warmup: u64,
     /// After the first phase, run this many one-job operations to their end, then run the
     /// load again (phase `history`); 0: the first phase only.
@@ -57,7 +57,7 @@ pub struct LoadArgs {
     #[arg(long, default_value_t = 200, value_name = "MS")]
     pub job_ms: u64,
     /// Timeout of one request (a slower one counts as an error).
-    #[arg(long, default_value = "30s", value_parser = crate::cluster::parse_duration_ms, value_name = "DURATION")]
+    #[arg(long, default_value = "30s", value_parser = crate::args::parse_duration_ms, value_name = "DURATION")]
     pub request_timeout: u64,
     /// The server's data directory (must not exist yet) [default: a temporary directory,
     /// removed at the end].
@@ -176,7 +176,7 @@ pub struct PhaseReport {
     /// abort's "already finished").
     pub errors: u64,
     /// Failed requests of the phase, by message (at most 5).
-    pub error_samples: Vec<super::ErrorSample>,
+    pub error_samples: Vec<super::harness::ErrorSample>,
     /// CPU time of the server's threads in the window, in cores busy.
     pub server_cpu_cores: Option<f64>,
 }
@@ -310,7 +310,7 @@ fn server_config(
 pub fn run(args: &LoadArgs) -> anyhow::Result<LoadReport> {
     args.validate()?;
     raise_open_file_limit(args.agents + args.clients)?;
-    super::with_server(
+    super::harness::with_server(
         args.data_dir.as_deref(),
         "fairsched-load-",
         "load",
@@ -610,9 +610,9 @@ async fn phase(args: &LoadArgs, shared: &Arc<Shared>, name: &str) -> anyhow::Res
             refused,
         });
     }
-    let mut error_samples: Vec<super::ErrorSample> = messages
+    let mut error_samples: Vec<super::harness::ErrorSample> = messages
         .into_iter()
-        .map(|(message, count)| super::ErrorSample { message, count })
+        .map(|(message, count)| super::harness::ErrorSample { message, count })
         .collect();
     error_samples.sort_by_key(|e| std::cmp::Reverse(e.count));
     error_samples.truncate(5);
@@ -637,7 +637,7 @@ async fn client_loop(shared: Arc<Shared>, index: u32, window: Window) -> Vec<Sam
     let mut n = u64::from(index);
     let client = &shared.client;
     while Instant::now() < window.end {
-        let pick = (super::next_jitter(&mut rng) * 100.0) as u32;
+        let pick = (super::harness::next_jitter(&mut rng) * 100.0) as u32;
         let mut acc = 0;
         let mut route = Route::Submit;
         for (r, share) in MIX {
@@ -662,7 +662,7 @@ async fn client_loop(shared: Arc<Shared>, index: u32, window: Window) -> Vec<Sam
                 .await
                 .map(drop),
             Route::Show => {
-                let at = (super::next_jitter(&mut rng) * known as f64) as usize;
+                let at = (super::harness::next_jitter(&mut rng) * known as f64) as usize;
                 let id = shared.known.lock().expect("not poisoned").get(at).cloned();
                 match id {
                     Some(id) => client.get_operation(&id).await.map(drop),

@@ -1,0 +1,383 @@
+//! The harness of the whole-system benchmarks (`bench server`, `bench load`): a real server on
+//! its own runtime, simulated agents that speak the real protocol, counters over a measurement
+//! window, and the process's CPU time, memory and open-file limit.
+
+use anyhow::{Context, bail};
+use fairsched_api::client::{ApiClient, ClientError};
+use fairsched_api::{FinishedJob, Heartbeat, RegisterNode, codes};
+use fairsched_resources::Resources;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Serialize)]
+pub struct ErrorSample {
+    pub message: String,
+    pub count: u64,
+}
+
+/// Counters the agents share. Window counters only count what happens inside the window.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) placements: AtomicU64,
+    pub(crate) completed: AtomicU64,
+    pub(crate) heartbeats: AtomicU64,
+    pub(crate) errors: AtomicU64,
+    /// Whole run, for the progress line.
+    pub(crate) all_placements: AtomicU64,
+    pub(crate) all_heartbeats: AtomicU64,
+    pub(crate) all_errors: AtomicU64,
+    pub(crate) error_messages: Mutex<BTreeMap<String, u64>>,
+}
+
+impl Counters {
+    fn error(&self, in_window: bool, what: &str, e: &ClientError) {
+        self.all_errors.fetch_add(1, Ordering::Relaxed);
+        if in_window {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut messages = self.error_messages.lock().expect("not poisoned");
+        // With the causes: reqwest's own message does not say "timed out" or "refused".
+        let mut message = format!("{what}: {e}");
+        let mut source = std::error::Error::source(e);
+        while let Some(cause) = source {
+            let cause_text = cause.to_string();
+            if !message.contains(&cause_text) {
+                message.push_str(&format!(": {cause_text}"));
+            }
+            source = cause.source();
+        }
+        if let Some(n) = messages.get_mut(&message) {
+            *n += 1;
+        } else if messages.len() < 64 {
+            messages.insert(message, 1);
+        }
+    }
+}
+
+/// When the window starts and ends.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Window {
+    pub(crate) start: Instant,
+    pub(crate) end: Instant,
+}
+
+impl Window {
+    pub(crate) fn contains(&self, t: Instant) -> bool {
+        t >= self.start && t < self.end
+    }
+}
+
+/// Open files the run needs: both ends of one connection per agent, and some spare.
+fn files_needed(agents: u32) -> u64 {
+    2 * u64::from(agents) + 512
+}
+
+/// Raises the soft open-file limit to what the run needs, or fails naming the limit.
+pub(crate) fn raise_open_file_limit(agents: u32) -> anyhow::Result<()> {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let need = files_needed(agents);
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).context("getrlimit(RLIMIT_NOFILE)")?;
+    if soft >= need {
+        return Ok(());
+    }
+    if hard < need {
+        bail!(
+            "{agents} agents need about {need} open files (both ends of one connection per \
+             agent); the hard limit of open files (RLIMIT_NOFILE, `ulimit -Hn`) is {hard}: \
+             raise it or use fewer --agents"
+        );
+    }
+    setrlimit(Resource::RLIMIT_NOFILE, need, hard)
+        .with_context(|| format!("raising the open-file limit (RLIMIT_NOFILE) to {need}"))?;
+    Ok(())
+}
+
+/// CPU seconds of this process's threads whose name starts with `prefix` (Linux; `None`
+/// elsewhere).
+pub(crate) fn threads_cpu_s(prefix: &str) -> Option<f64> {
+    let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()?;
+    let mut total = 0u64;
+    for entry in std::fs::read_dir("/proc/self/task").ok()? {
+        let Ok(entry) = entry else { continue };
+        let path = entry.path();
+        let Ok(comm) = std::fs::read_to_string(path.join("comm")) else {
+            continue;
+        };
+        if !comm.starts_with(prefix) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
+            continue;
+        };
+        // Fields after the command name (which may hold spaces): state is field 3, utime 14,
+        // stime 15.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let utime: u64 = fields.get(11).and_then(|f| f.parse().ok()).unwrap_or(0);
+        let stime: u64 = fields.get(12).and_then(|f| f.parse().ok()).unwrap_or(0);
+        total += utime + stime;
+    }
+    Some(total as f64 / ticks as f64)
+}
+
+/// Peak resident memory of the whole process so far, in bytes (Linux reports KiB).
+pub(crate) fn process_peak_rss_bytes() -> Option<u64> {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let usage = getrusage(UsageWho::RUSAGE_SELF).ok()?;
+    u64::try_from(usage.max_rss()).ok().map(|kib| kib * 1024)
+}
+
+/// CPU seconds of the whole process.
+pub(crate) fn process_cpu_s() -> Option<f64> {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let usage = getrusage(UsageWho::RUSAGE_SELF).ok()?;
+    let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+    Some(secs(usage.user_time()) + secs(usage.system_time()))
+}
+
+pub(crate) const SERVER_THREADS: &str = "fsb-server";
+pub(crate) const AGENT_THREADS: &str = "fsb-agents";
+
+pub(crate) fn runtime(name: &str) -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name(name)
+        .build()
+        .with_context(|| format!("cannot start the {name} runtime"))
+}
+
+pub(crate) fn pool_name(p: u32) -> String {
+    format!("bench-{p}")
+}
+
+/// The harness of the whole-system benchmarks: a store in `data_dir` (default: a new temporary
+/// directory named `prefix...`, removed at the end), a real server built from `config` on its
+/// own runtime ([`SERVER_THREADS`]), and `drive` (the agents or clients, given the server's
+/// URL and the agents' token) on a second one ([`AGENT_THREADS`]); then the server is stopped
+/// (at most 10 s; a failure to stop is a warning) and `drive`'s result returned.
+pub(crate) fn with_server<T, F>(
+    data_dir: Option<&std::path::Path>,
+    prefix: &str,
+    token_prefix: &str,
+    config: impl FnOnce(&std::path::Path, &str) -> anyhow::Result<fairsched_server::ServerConfig>,
+    drive: impl FnOnce(String, String) -> F,
+) -> anyhow::Result<T>
+where
+    F: std::future::Future<Output = anyhow::Result<T>>,
+{
+    let temp;
+    let data_dir = match data_dir {
+        Some(dir) => dir.to_path_buf(),
+        None => {
+            temp = tempfile::Builder::new()
+                .prefix(prefix)
+                .tempdir()
+                .context("cannot create a temporary directory")?;
+            temp.path().join("store")
+        }
+    };
+    let token = format!("{token_prefix}-{:x}", std::process::id());
+    let config = config(&data_dir, &token)?;
+    let server_rt = runtime(SERVER_THREADS)?;
+    let drive_rt = runtime(AGENT_THREADS)?;
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let server = server_rt.block_on(fairsched_server::Server::bind(&config))?;
+    let url = format!("http://{}", server.local_addr()?);
+    let server_task = server_rt.spawn(server.serve(async move {
+        let _ = stop_rx.wait_for(|s| *s).await;
+    }));
+
+    let result = drive_rt.block_on(drive(url, token));
+
+    let _ = stop_tx.send(true);
+    let stopped = server_rt
+        .block_on(async { tokio::time::timeout(Duration::from_secs(10), server_task).await });
+    match stopped {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(e))) => eprintln!("warning: the server ended with an error: {e:#}"),
+        Ok(Err(e)) => eprintln!("warning: the server task failed: {e}"),
+        Err(_) => eprintln!("warning: the server did not stop within 10 s"),
+    }
+    drive_rt.shutdown_timeout(Duration::from_secs(2));
+    server_rt.shutdown_timeout(Duration::from_secs(2));
+    result
+}
+
+/// What every simulated agent shares.
+#[derive(Clone, Debug)]
+pub(crate) struct AgentSetup {
+    pub(crate) client: ApiClient,
+    pub(crate) period: Duration,
+    pub(crate) job: Duration,
+    pub(crate) resources: Resources,
+    pub(crate) counters: Arc<Counters>,
+    pub(crate) window: Window,
+}
+
+/// A small deterministic generator for heartbeat jitter (no randomness crate needed).
+pub(crate) fn next_jitter(state: &mut u64) -> f64 {
+    *state = state
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    ((*state >> 33) as f64) / f64::from(1u32 << 31)
+}
+
+/// One simulated agent: registers at `first`, then heartbeats every period (±10 %) until
+/// stopped. Returns the latencies (µs) of its heartbeats answered in the window.
+pub(crate) async fn simulate_agent(
+    setup: AgentSetup,
+    index: u32,
+    first: Instant,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Vec<u32> {
+    let node_id = format!("bench-node-{index}");
+    let counters = &setup.counters;
+    let mut latencies = Vec::new();
+    let mut rng = u64::from(index) ^ 0x9e37_79b9_7f4a_7c15;
+    // The node's credential, once registered.
+    let mut registered: Option<String> = None;
+    // Running jobs: id and when they finish.
+    let mut running: Vec<(String, Instant)> = Vec::new();
+    // Finished jobs not yet accepted by the server.
+    let mut finished: Vec<FinishedJob> = Vec::new();
+    let mut next = first;
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => break,
+            _ = tokio::time::sleep_until(next.into()) => {}
+        }
+        let jitter = 0.9 + 0.2 * next_jitter(&mut rng);
+        next += setup.period.mul_f64(jitter);
+        if registered.is_none() {
+            let sent = Instant::now();
+            let node = RegisterNode {
+                node_id: node_id.clone(),
+                resources: setup.resources,
+                tags: Vec::new(),
+            };
+            let register = setup.client.register(&node);
+            // A request still waiting when the run ends is dropped: it is past the window.
+            let reply = tokio::select! {
+                _ = stop.wait_for(|s| *s) => break,
+                r = register => r,
+            };
+            match reply {
+                Ok(reply) => registered = Some(reply.node_credential),
+                Err(e) => {
+                    counters.error(setup.window.contains(sent), "register", &e);
+                    continue;
+                }
+            }
+        }
+        let now = Instant::now();
+        let mut still = Vec::with_capacity(running.len());
+        for (job, end) in running.drain(..) {
+            if end <= now {
+                finished.push(FinishedJob {
+                    job,
+                    outcome: "completed".into(),
+                    exit_code: Some(0),
+                    signal: None,
+                    reason: None,
+                    stdout_tail: String::new(),
+                    stderr_tail: String::new(),
+                });
+            } else {
+                still.push((job, end));
+            }
+        }
+        running = still;
+        let hb = Heartbeat {
+            node_id: node_id.clone(),
+            node_credential: registered.clone(),
+            running: running.iter().map(|(j, _)| j.clone()).collect(),
+            finished: std::mem::take(&mut finished),
+            output: Vec::new(),
+        };
+        let sent = Instant::now();
+        let reply = tokio::select! {
+            _ = stop.wait_for(|s| *s) => break,
+            r = setup.client.heartbeat(&hb) => r,
+        };
+        let got = Instant::now();
+        let in_window = setup.window.contains(got);
+        counters.all_heartbeats.fetch_add(1, Ordering::Relaxed);
+        if in_window {
+            counters.heartbeats.fetch_add(1, Ordering::Relaxed);
+            let us = got
+                .duration_since(sent)
+                .as_micros()
+                .min(u128::from(u32::MAX)) as u32;
+            latencies.push(us);
+        }
+        match reply {
+            Ok(reply) => {
+                let completed = hb
+                    .finished
+                    .iter()
+                    .filter(|f| f.outcome == "completed")
+                    .count() as u64;
+                let started = reply.start.len() as u64;
+                counters
+                    .all_placements
+                    .fetch_add(started, Ordering::Relaxed);
+                if in_window {
+                    counters.placements.fetch_add(started, Ordering::Relaxed);
+                    counters.completed.fetch_add(completed, Ordering::Relaxed);
+                }
+                let end = got + setup.job;
+                running.extend(reply.start.into_iter().map(|s| (s.job, end)));
+                // Aborted and interrupted jobs end at once (a simulated job obeys at once).
+                let mut ended = |job: &str| {
+                    if let Some(at) = running.iter().position(|(j, _)| j == job) {
+                        running.swap_remove(at);
+                        finished.push(FinishedJob {
+                            job: job.to_string(),
+                            outcome: "aborted".into(),
+                            exit_code: None,
+                            signal: Some(15),
+                            reason: None,
+                            stdout_tail: String::new(),
+                            stderr_tail: String::new(),
+                        });
+                    }
+                };
+                for job in &reply.abort {
+                    ended(job);
+                }
+                for i in &reply.interrupt {
+                    ended(&i.job);
+                }
+            }
+            Err(e) => {
+                counters.error(in_window, "heartbeat", &e);
+                if matches!(
+                    e.code(),
+                    Some(codes::NODE_NOT_REGISTERED | codes::AUTHENTICATION)
+                ) {
+                    registered = None;
+                }
+                // Report them again next time.
+                finished = hb.finished;
+            }
+        }
+    }
+    latencies
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_file_need_grows_with_agents() {
+        assert_eq!(files_needed(5000), 10_512);
+    }
+}
