@@ -11,19 +11,26 @@
 //!   orchid-like view with YTsaurus field names.
 
 pub mod backfill;
+mod books;
+mod error;
 pub mod event;
 pub mod gang;
 pub mod heartbeat;
+mod lifecycle;
 pub mod model;
+mod nodes;
 pub mod operations;
 pub mod pools;
 pub mod preemptible;
 pub mod preemption;
+pub mod protocol;
 pub mod reservation;
 pub mod scheduler;
+mod scheduler_config;
 pub mod snapshot;
 pub mod status;
 pub mod tree;
+mod validate;
 pub mod why;
 
 pub use event::{Event, EventKind, Preemptor, Stage};

@@ -1,0 +1,258 @@
+//! The books: allocations placed (and adopted after a restart) and ended, with the usage they
+//! add to and remove from their node, operation and trees. (An interrupted allocation's usage
+//! leaves the books when it is interrupted: `preemption.rs`.)
+
+use crate::error::*;
+use crate::event::{EventKind, Preemptor, Stage};
+use crate::model::{
+    Allocation, AllocationId, AllocationState, JobOutcome, Millis, NodeId, OperationId,
+    OperationState, PreemptionReason,
+};
+use crate::protocol::*;
+use crate::scheduler::*;
+use fairsched_resources::Resources;
+
+impl Scheduler {
+    // ---- allocations --------------------------------------------------------------------
+
+    /// Creates an allocation for one pending job of `task`.
+    pub(crate) fn place(
+        &mut self,
+        now: Millis,
+        op_id: &OperationId,
+        task: usize,
+        node_id: &NodeId,
+        stage: Stage,
+        backfill: bool,
+    ) -> StartOrder {
+        let tree = self.nodes[node_id]
+            .tree
+            .expect("allocations start only on nodes of a tree");
+        let (id, resources) = self.book_allocation(now, op_id, task, node_id, tree);
+        self.stats.placements += 1;
+        if backfill {
+            self.stats.backfills += 1;
+        }
+        self.log(
+            now,
+            EventKind::AllocationStarted {
+                operation: op_id.clone(),
+                allocation: id,
+                node: node_id.clone(),
+                stage,
+                backfill,
+            },
+        );
+        self.reservation_used(now, op_id, node_id);
+        StartOrder {
+            allocation: id,
+            operation: op_id.clone(),
+            task,
+            resources,
+        }
+    }
+
+    /// Adopts a job that already runs on `node_id`: one pending job of `task` becomes a
+    /// running allocation there, started at `now`. For a driver that lost its books while its
+    /// nodes kept running (a restarted server re-inserts the jobs its store had as running).
+    ///
+    /// No event is logged (nothing started now; the driver records the adoption) and the
+    /// node's capacity is not checked (what runs there, runs; overcommit is handled as usual).
+    /// Rejected, changing nothing, when the operation is not running, the task has no pending
+    /// job, or the node does not exist or has `scheduler_jobs_enabled = false`.
+    pub fn adopt_allocation(
+        &mut self,
+        now: Millis,
+        op_id: &OperationId,
+        task: usize,
+        node_id: &NodeId,
+    ) -> Result<AllocationId, CoreError> {
+        let node = self
+            .nodes
+            .get(node_id)
+            .ok_or_else(|| CoreError::new(format!("node {:?} does not exist", node_id.0)))?;
+        if !node.scheduler_jobs_enabled {
+            return Err(CoreError::new(format!(
+                "node {:?} has scheduler_jobs_enabled = false",
+                node_id.0
+            )));
+        }
+        let tree = node.tree.ok_or_else(|| {
+            CoreError::new(format!(
+                "node {:?} belongs to no pool tree (no node_tag_filter matches its tags)",
+                node_id.0
+            ))
+        })?;
+        let tree_name = self.trees[tree].name.clone();
+        let op = self
+            .operations
+            .get_mut(op_id)
+            .ok_or_else(|| CoreError::new(format!("operation {:?} does not exist", op_id.0)))?;
+        if op.state != OperationState::Running {
+            return Err(CoreError::new(format!(
+                "operation {:?} is {}, not running",
+                op_id.0,
+                op.state.name()
+            )));
+        }
+        if op.tasks.get(task).is_none_or(|t| t.pending == 0) {
+            return Err(CoreError::new(format!(
+                "operation {:?}: task {task} has no pending job",
+                op_id.0
+            )));
+        }
+        if op.in_tree(tree).is_none() {
+            return Err(CoreError::new(format!(
+                "operation {:?} does not run in tree {tree_name:?} of node {:?}",
+                op_id.0, node_id.0
+            )));
+        }
+        let (id, _) = self.book_allocation(now, op_id, task, node_id, tree);
+        Ok(id)
+    }
+
+    /// Books one pending job of `task` as a running allocation on `node_id` (in `tree`, the
+    /// node's): the operation's, the node's and the tree's usage, the walk and the class cache.
+    /// The caller has checked that the operation, the node and a pending job exist.
+    fn book_allocation(
+        &mut self,
+        now: Millis,
+        op_id: &OperationId,
+        task: usize,
+        node_id: &NodeId,
+        tree: usize,
+    ) -> (AllocationId, Resources) {
+        let id = AllocationId(self.next_allocation);
+        self.next_allocation += 1;
+        let op = self
+            .operations
+            .get_mut(op_id)
+            .expect("booked operation exists");
+        let resources = op.spec.tasks[task].resources;
+        op.tasks[task].pending -= 1;
+        op.tasks[task].running += 1;
+        op.allocations.push(id);
+        op.usage = op.usage.add(&resources);
+        if let Some(o) = op.in_tree_mut(tree) {
+            o.usage = o.usage.add(&resources);
+        }
+        op.pending_demand = op.pending_demand.sub(&resources);
+        op.last_scheduled_at = Some(now);
+        let node = self.nodes.get_mut(node_id).expect("booked node exists");
+        node.allocations.insert(id);
+        node.usage = node.usage.add(&resources);
+        self.allocations.insert(
+            id,
+            Allocation {
+                id,
+                operation: op_id.clone(),
+                task,
+                node: node_id.clone(),
+                tree,
+                resources,
+                start_time: now,
+                state: AllocationState::Running,
+            },
+        );
+        self.classify_appended(tree, op_id, id, resources);
+        self.touch_operation(op_id);
+        (id, resources)
+    }
+
+    /// Removes an allocation from the books and logs how it ended. A job that did not
+    /// complete goes back to pending (unless the operation is finishing).
+    pub(crate) fn end_allocation(&mut self, now: Millis, id: AllocationId, how: EndKind) {
+        self.room_epoch += 1;
+        let Some(alloc) = self.allocations.remove(&id) else {
+            return;
+        };
+        if let Some(tree) = self.trees.get_mut(alloc.tree) {
+            tree.class_cache.remove(&alloc.operation);
+        }
+        // An interrupted allocation already left the node's and the operation's usage.
+        let counted = alloc.state == AllocationState::Running;
+        if let Some(node) = self.nodes.get_mut(&alloc.node) {
+            node.allocations.remove(&id);
+            if counted {
+                node.usage = node.usage.sub(&alloc.resources);
+            }
+        }
+        let mut completed = false;
+        let mut too_many_failed = None;
+        if let Some(op) = self.operations.get_mut(&alloc.operation) {
+            op.allocations.retain(|&a| a != id);
+            if counted {
+                op.usage = op.usage.sub(&alloc.resources);
+                if let Some(o) = op.in_tree_mut(alloc.tree) {
+                    o.usage = o.usage.sub(&alloc.resources);
+                }
+            }
+            let t = &mut op.tasks[alloc.task];
+            t.running -= 1;
+            match how {
+                EndKind::Finished(JobOutcome::Completed) => {
+                    t.completed += 1;
+                    completed = true;
+                }
+                _ => {
+                    if op.state == OperationState::Running {
+                        t.pending += 1;
+                        op.pending_demand = op.pending_demand.add(&alloc.resources);
+                    }
+                }
+            }
+            // A failed job runs again, until the operation's failed-job limit.
+            if how == EndKind::Finished(JobOutcome::Failed) {
+                op.failed_job_count += 1;
+                let max = op.max_failed_job_count();
+                if op.state == OperationState::Running && op.failed_job_count >= max {
+                    too_many_failed = Some(format!(
+                        "failed jobs limit exceeded: {} jobs failed (max_failed_job_count = {max})",
+                        op.failed_job_count
+                    ));
+                }
+            }
+        }
+        self.touch_operation(&alloc.operation);
+        let kind = match how {
+            EndKind::Finished(outcome) => EventKind::AllocationFinished {
+                operation: alloc.operation.clone(),
+                allocation: id,
+                node: alloc.node.clone(),
+                outcome,
+            },
+            EndKind::Preempted(reason, preemptor) => {
+                self.stats.preemptions += 1;
+                // The node may still run the job: it must stop it.
+                if self.nodes.contains_key(&alloc.node) {
+                    self.orders
+                        .entry(alloc.node.clone())
+                        .or_default()
+                        .abort
+                        .push(id);
+                }
+                EventKind::AllocationPreempted {
+                    operation: alloc.operation.clone(),
+                    allocation: id,
+                    node: alloc.node.clone(),
+                    reason,
+                    preemptor,
+                }
+            }
+        };
+        self.log(now, kind);
+        if completed {
+            self.maybe_complete(now, &alloc.operation);
+        }
+        if let Some(reason) = too_many_failed {
+            self.fail_operation(now, &alloc.operation, reason);
+        }
+    }
+}
+
+/// How an allocation ended.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum EndKind {
+    Finished(JobOutcome),
+    Preempted(PreemptionReason, Option<Preemptor>),
+}

@@ -1,0 +1,479 @@
+//! Operation commands and their lifecycle: start (placement in trees and pools), abort,
+//! update, fail, finish, and forgetting finished operations.
+
+use crate::error::*;
+use crate::event::EventKind;
+use crate::model::{
+    Millis, Operation, OperationId, OperationSpec, OperationState, PreemptionReason, TaskProgress,
+};
+use crate::scheduler::*;
+use crate::validate::*;
+use fairsched_resources::{PartialResources, Resources};
+use std::collections::BTreeMap;
+
+impl Scheduler {
+    // ---- operations ---------------------------------------------------------------------
+
+    /// Accepts an operation, or rejects it whole with a reason.
+    pub fn start_operation(&mut self, now: Millis, spec: OperationSpec) -> Result<(), CoreError> {
+        validate_operation_spec(&spec)?;
+        if self.operations.contains_key(&spec.id) {
+            return Err(CoreError::new(format!(
+                "operation {:?} already exists",
+                spec.id.0
+            )));
+        }
+        let user = spec.user.clone().unwrap_or_else(|| "root".to_string());
+        // Decide and check everything first; change state only when the operation is accepted.
+        let trees = self.operation_trees(&spec)?;
+        let mut placements = Vec::new();
+        for &t in &trees {
+            let options = spec
+                .scheduling_options_per_pool_tree
+                .get(&self.trees[t].name);
+            let requested = options
+                .and_then(|o| o.pool.as_deref())
+                .or(spec.pool.as_deref());
+            let placement = self.plan_placement(t, requested, &user)?;
+            self.check_operation_count(t, &placement, None)?;
+            placements.push((t, placement));
+        }
+        let mut op_trees = Vec::new();
+        let mut blocked = None;
+        for (t, placement) in placements {
+            if let Some((name, pool)) = placement.create.clone() {
+                self.trees[t].ephemeral.insert(name, pool);
+            }
+            let pool = placement.pool;
+            let lightweight = self.is_lightweight(t, &spec, &pool);
+            if !lightweight && blocked.is_none() {
+                blocked = self
+                    .running_limit_violation(t, &pool, &self.trees[t].counts)
+                    .map(|(pool, limit)| (t, pool, limit));
+            }
+            let options = spec
+                .scheduling_options_per_pool_tree
+                .get(&self.trees[t].name);
+            op_trees.push(crate::model::OperationTree {
+                tree: t,
+                pool,
+                weight: options.and_then(|o| o.weight).or(spec.weight),
+                resource_limits: options
+                    .and_then(|o| o.resource_limits)
+                    .unwrap_or(spec.resource_limits),
+                usage: Resources::ZERO,
+                lightweight,
+            });
+        }
+        let pool = op_trees[0].pool.clone();
+        let lightweight = op_trees[0].lightweight;
+        let tasks: Vec<TaskProgress> = spec
+            .tasks
+            .iter()
+            .map(|t| TaskProgress {
+                pending: t.job_count,
+                running: 0,
+                completed: 0,
+            })
+            .collect();
+        let pending_demand = spec.tasks.iter().fold(Resources::ZERO, |acc, t| {
+            acc.add(&t.resources.scale(f64::from(t.job_count)))
+        });
+        let id = spec.id.clone();
+        let (state, pending_reason) = match &blocked {
+            Some((t, pool, limit)) => (
+                OperationState::Pending,
+                Some(crate::operations::pending_reason(
+                    pool,
+                    *limit,
+                    &self.trees[*t].name,
+                )),
+            ),
+            None => (OperationState::Running, None),
+        };
+        self.operations.insert(
+            id.clone(),
+            Operation {
+                spec,
+                state,
+                pool,
+                trees: op_trees,
+                user,
+                start_time: now,
+                tasks,
+                allocations: Vec::new(),
+                usage: Resources::ZERO,
+                pending_demand,
+                last_scheduled_at: None,
+                lightweight,
+                pending_reason: pending_reason.clone(),
+                failed_schedule_attempts: 0,
+                failed_job_count: 0,
+                skipped_heartbeats_at_start: self.skipped_heartbeats,
+                limiting_ancestor_since: None,
+                last_non_starving_at: now,
+            },
+        );
+        self.start_order.push(id.clone());
+        self.live_order.push(id.clone());
+        self.count_operation(&id, true);
+        self.log(
+            now,
+            EventKind::OperationState {
+                operation: id.clone(),
+                state,
+                reason: pending_reason,
+            },
+        );
+        self.maybe_complete(now, &id);
+        Ok(())
+    }
+
+    /// The trees an operation runs in (indices; the default tree first if it is one of them):
+    /// its `pool_trees`, or the default tree. Unknown trees and per-tree options for trees it does not run in are errors.
+    fn operation_trees(&self, spec: &OperationSpec) -> Result<Vec<usize>, CoreError> {
+        let id = &spec.id.0;
+        let mut trees = match &spec.pool_trees {
+            None => vec![self.default_tree],
+            Some(names) if names.is_empty() => {
+                return Err(CoreError::new(format!(
+                    "operation {id:?}: pool_trees must not be empty"
+                )));
+            }
+            Some(names) => names
+                .iter()
+                .map(|name| {
+                    self.tree_index(name).ok_or_else(|| {
+                        CoreError::new(format!(
+                            "operation {id:?}: pool_trees names tree {name:?}, which does not \
+                             exist (trees: {})",
+                            self.trees
+                                .iter()
+                                .map(|t| format!("{:?}", t.name))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        };
+        // The default tree first (the operation's fields in snapshots are of its first tree),
+        // then by name.
+        let default = self.default_tree;
+        trees.sort_unstable_by_key(|&t| (t != default, t));
+        trees.dedup();
+        for name in spec.scheduling_options_per_pool_tree.keys() {
+            if !self.tree_index(name).is_some_and(|t| trees.contains(&t)) {
+                return Err(CoreError::new(format!(
+                    "operation {id:?}: scheduling_options_per_pool_tree.{name}: the operation \
+                     does not run in tree {name:?}"
+                )));
+            }
+        }
+        Ok(trees)
+    }
+
+    /// Aborts an operation: its jobs are killed.
+    pub fn abort_operation(&mut self, now: Millis, id: &OperationId) -> Result<(), CoreError> {
+        let op = self
+            .operations
+            .get(id)
+            .ok_or_else(|| CoreError::new(format!("operation {:?} does not exist", id.0)))?;
+        if op.state.is_finished() {
+            return Err(CoreError::new(format!(
+                "operation {:?} is already {}",
+                id.0,
+                op.state.name()
+            )));
+        }
+        let allocations = op.allocations.clone();
+        for a in allocations {
+            self.end_allocation(
+                now,
+                a,
+                EndKind::Preempted(PreemptionReason::OperationAborted, None),
+            );
+        }
+        self.finish_operation(now, id, OperationState::Aborted, None);
+        Ok(())
+    }
+
+    /// Changes an operation's weight, resource limits or pool (the pool in its first tree); see
+    /// [`Scheduler::update_operation_with`].
+    pub fn update_operation(
+        &mut self,
+        now: Millis,
+        id: &OperationId,
+        weight: Option<f64>,
+        resource_limits: Option<PartialResources>,
+        pool: Option<String>,
+    ) -> Result<(), CoreError> {
+        self.update_operation_with(
+            now,
+            id,
+            OperationUpdate {
+                weight,
+                resource_limits,
+                pool,
+                per_tree: BTreeMap::new(),
+            },
+        )
+    }
+
+    /// Changes an operation's parameters (YTsaurus `update_op_parameters`): everything is
+    /// checked first (weights, trees, pools and their operation limits), then all of it
+    /// applies, or nothing does. Running jobs stay where they are; new ones follow.
+    pub fn update_operation_with(
+        &mut self,
+        now: Millis,
+        id: &OperationId,
+        update: OperationUpdate,
+    ) -> Result<(), CoreError> {
+        // Its pool (and so its preemption thresholds) may change.
+        for tree in &mut self.trees {
+            tree.class_cache.remove(id);
+        }
+        let op = self
+            .operations
+            .get(id)
+            .ok_or_else(|| CoreError::new(format!("operation {:?} does not exist", id.0)))?;
+        if op.state.is_finished() {
+            return Err(CoreError::new(format!(
+                "operation {:?} is already {}",
+                id.0,
+                op.state.name()
+            )));
+        }
+        let check_weight = |field: &str, w: Option<f64>| match w {
+            Some(w) => check_operation_weight(&id.0, field, w),
+            None => Ok(()),
+        };
+        check_weight("weight", update.weight)?;
+        let user = op.user.clone();
+        // The new pool of each tree: a per-tree pool, else the top-level pool for the first
+        // tree (the default tree when the operation runs there).
+        // (slot in op.trees, tree, requested pool, from the top-level `pool`)
+        let mut moves: Vec<(usize, usize, Option<String>, bool)> = Vec::new();
+        for (name, o) in &update.per_tree {
+            check_weight(
+                &format!("scheduling_options_per_pool_tree.{name}.weight"),
+                o.weight,
+            )?;
+            let slot = self
+                .tree_index(name)
+                .and_then(|t| op.trees.iter().position(|x| x.tree == t))
+                .ok_or_else(|| {
+                    CoreError::new(format!(
+                        "operation {:?}: scheduling_options_per_pool_tree.{name}: the operation \
+                         does not run in tree {name:?}",
+                        id.0
+                    ))
+                })?;
+            if o.pool.is_some() {
+                moves.push((slot, op.trees[slot].tree, o.pool.clone(), false));
+            }
+        }
+        if update.pool.is_some() && !moves.iter().any(|m| m.0 == 0) {
+            moves.push((0, op.trees[0].tree, update.pool.clone(), true));
+        }
+        let mut planned = Vec::new();
+        for (slot, t, pool, top_level) in &moves {
+            let placement = self.plan_placement(*t, pool.as_deref(), &user)?;
+            self.check_operation_count(*t, &placement, Some(&op.trees[*slot].pool))?;
+            self.check_running_count_on_move(*t, id, *slot, &placement)?;
+            planned.push((*slot, *t, placement, *top_level));
+        }
+        self.count_operation(id, false);
+        // Apply.
+        let names: Vec<String> = self.trees.iter().map(|t| t.name.clone()).collect();
+        let op = self.operations.get_mut(id).expect("checked above");
+        for (name, o) in &update.per_tree {
+            let own = op
+                .spec
+                .scheduling_options_per_pool_tree
+                .entry(name.clone())
+                .or_default();
+            if o.weight.is_some() {
+                own.weight = o.weight;
+            }
+            if o.resource_limits.is_some() {
+                own.resource_limits = o.resource_limits;
+            }
+            if o.pool.is_some() {
+                own.pool = o.pool.clone();
+            }
+        }
+        if let Some(w) = update.weight {
+            op.spec.weight = Some(w);
+        }
+        if let Some(l) = update.resource_limits {
+            op.spec.resource_limits = l;
+        }
+        // Each tree's weight and limits: its own value, else the operation's.
+        for o in &mut op.trees {
+            let own = op.spec.scheduling_options_per_pool_tree.get(&names[o.tree]);
+            if update.weight.is_some() || update.per_tree.contains_key(&names[o.tree]) {
+                o.weight = own.and_then(|x| x.weight).or(op.spec.weight);
+            }
+            if update.resource_limits.is_some() || update.per_tree.contains_key(&names[o.tree]) {
+                o.resource_limits = own
+                    .and_then(|x| x.resource_limits)
+                    .unwrap_or(op.spec.resource_limits);
+            }
+        }
+        for (slot, t, placement, top_level) in planned {
+            if let Some((name, pool)) = placement.create.clone() {
+                self.trees[t].ephemeral.insert(name, pool);
+            }
+            let op = self.operations.get_mut(id).expect("checked above");
+            op.trees[slot].pool = placement.pool.clone();
+            if slot == 0 {
+                op.pool = placement.pool.clone();
+            }
+            // The spec says where the operation runs now (a restart resubmits it): the
+            // top-level `pool` replaces the first tree's pool wherever the spec had it.
+            if top_level {
+                op.spec.pool = Some(placement.pool.clone());
+                if let Some(own) = op.spec.scheduling_options_per_pool_tree.get_mut(&names[t])
+                    && own.pool.is_some()
+                {
+                    own.pool = Some(placement.pool);
+                }
+            }
+        }
+        // Lightweight or not in the new pools (counted as such from here on).
+        let op = &self.operations[id];
+        let lightweight: Vec<bool> = op
+            .trees
+            .iter()
+            .map(|o| self.is_lightweight(o.tree, &op.spec, &o.pool))
+            .collect();
+        let op = self.operations.get_mut(id).expect("checked above");
+        for (o, l) in op.trees.iter_mut().zip(lightweight) {
+            o.lightweight = l;
+        }
+        op.lightweight = op.trees.first().is_some_and(|o| o.lightweight);
+        self.count_operation(id, true);
+        if update.resource_limits.is_some() || !update.per_tree.is_empty() {
+            for t in &mut self.trees {
+                t.limits_maybe_violated = true;
+            }
+        }
+        self.touch_operation(id);
+        self.remove_empty_ephemeral_pools();
+        self.try_run_pending(now);
+        Ok(())
+    }
+
+    /// Ends an operation as failed (its jobs are aborted).
+    pub(crate) fn fail_operation(&mut self, now: Millis, id: &OperationId, reason: String) {
+        let allocations = self
+            .operations
+            .get(id)
+            .map(|op| op.allocations.clone())
+            .unwrap_or_default();
+        for a in allocations {
+            self.end_allocation(
+                now,
+                a,
+                EndKind::Preempted(PreemptionReason::OperationAborted, None),
+            );
+        }
+        self.finish_operation(now, id, OperationState::Failed, Some(reason));
+    }
+
+    /// Forgets the finished operations that nothing in the core refers to any more (the
+    /// fair-share update after an operation finished drops it from the trees; until then it
+    /// stays, readable with [`Scheduler::operation`] and in snapshots); returns their ids in
+    /// start order. A driver that keeps the history elsewhere (the server's store) calls it
+    /// after fair-share updates, so that what the core keeps and walks does not grow with
+    /// every operation ever run. An operation forgotten is unknown to the core afterwards
+    /// (its id may be used again).
+    pub fn forget_finished_operations(&mut self) -> Vec<OperationId> {
+        let forgettable = |s: &Scheduler, id: &OperationId| {
+            s.operations
+                .get(id)
+                .is_some_and(|op| op.state.is_finished() && op.allocations.is_empty())
+                && !s
+                    .trees
+                    .iter()
+                    .any(|t| t.arena.by_operation.contains_key(id))
+                && !s.placed_gangs.contains_key(id)
+                && !s.gangs.values().any(|g| g.operation == *id)
+                && !s.reservations.values().any(|r| r.operation == *id)
+        };
+        let mut forgotten = Vec::new();
+        let mut kept = Vec::with_capacity(self.start_order.len());
+        for id in std::mem::take(&mut self.start_order) {
+            if forgettable(self, &id) {
+                forgotten.push(id);
+            } else {
+                kept.push(id);
+            }
+        }
+        self.start_order = kept;
+        for id in &forgotten {
+            self.operations.remove(id);
+            self.reservation_streak.remove(id);
+            self.gang_cooldown.remove(id);
+            self.gang_unplaceable_at.remove(id);
+            for t in &mut self.trees {
+                t.class_cache.remove(id);
+            }
+        }
+        if !forgotten.is_empty() {
+            let operations = &self.operations;
+            self.live_order.retain(|id| operations.contains_key(id));
+        }
+        forgotten
+    }
+
+    fn finish_operation(
+        &mut self,
+        now: Millis,
+        id: &OperationId,
+        state: OperationState,
+        reason: Option<String>,
+    ) {
+        self.count_operation(id, false);
+        if let Some(op) = self.operations.get_mut(id) {
+            op.state = state;
+            op.pending_demand = Resources::ZERO;
+        }
+        self.touch_operation(id);
+        self.log(
+            now,
+            EventKind::OperationState {
+                operation: id.clone(),
+                state,
+                reason,
+            },
+        );
+        self.remove_empty_ephemeral_pools();
+        self.release_reservation_of(now, id, "operation_finished");
+        self.reservation_streak.remove(id);
+        self.release_gang_of(now, id);
+        self.try_run_pending(now);
+    }
+
+    /// Ephemeral pools disappear when no unfinished operation uses them (their counts are
+    /// subtree totals, so a kept removed pool goes with its subpools' last operation).
+    fn remove_empty_ephemeral_pools(&mut self) {
+        for tree in &mut self.trees {
+            let counts = &tree.counts;
+            tree.ephemeral
+                .retain(|name, _| counts.get(name).is_some_and(|c| c.operation_count > 0));
+        }
+    }
+
+    /// Completes an operation whose jobs are all done.
+    pub(crate) fn maybe_complete(&mut self, now: Millis, id: &OperationId) {
+        let done = self.operations.get(id).is_some_and(|op| {
+            op.state == OperationState::Running
+                && op.tasks.iter().all(|t| t.pending == 0 && t.running == 0)
+        });
+        if done {
+            self.finish_operation(now, id, OperationState::Completed, None);
+        }
+    }
+}

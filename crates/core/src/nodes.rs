@@ -1,0 +1,155 @@
+//! Node commands: a node joins, changes (resources, tags, enabled), drains or leaves; its
+//! allocations end when it can no longer run them.
+
+use crate::error::*;
+use crate::model::{AllocationId, Millis, Node, NodeId, NodeSpec, PreemptionReason};
+use crate::scheduler::*;
+use fairsched_resources::Resources;
+use std::collections::BTreeSet;
+
+impl Scheduler {
+    // ---- nodes ------------------------------------------------------------------------------
+
+    /// Registers a node. Rejected if a node with that id exists.
+    pub fn add_node(&mut self, _now: Millis, spec: NodeSpec) -> Result<(), CoreError> {
+        self.room_epoch += 1;
+        if self.nodes.contains_key(&spec.id) {
+            return Err(CoreError::new(format!(
+                "node {:?} already exists",
+                spec.id.0
+            )));
+        }
+        if spec.resources.any_negative() {
+            return Err(CoreError::new(format!(
+                "node {:?}: resources must not be negative",
+                spec.id.0
+            )));
+        }
+        let tree = Self::tree_for_tags(&self.trees, &spec.id, &spec.tags)?;
+        self.nodes.insert(
+            spec.id.clone(),
+            Node {
+                id: spec.id,
+                resources: spec.resources,
+                tags: spec.tags,
+                scheduler_jobs_enabled: true,
+                tree,
+                draining: false,
+                allocations: BTreeSet::new(),
+                usage: Resources::ZERO,
+                last_preemptive_scheduling: None,
+                overcommit_since: None,
+            },
+        );
+        Ok(())
+    }
+
+    /// Changes a node's resources, tags or `scheduler_jobs_enabled`. Disabling aborts its
+    /// allocations (their jobs go back to pending and run elsewhere).
+    pub fn set_node(
+        &mut self,
+        now: Millis,
+        id: &NodeId,
+        resources: Option<Resources>,
+        tags: Option<BTreeSet<String>>,
+        scheduler_jobs_enabled: Option<bool>,
+    ) -> Result<(), CoreError> {
+        if resources.is_some_and(|r| r.any_negative()) {
+            return Err(CoreError::new(format!(
+                "node {:?}: resources must not be negative",
+                id.0
+            )));
+        }
+        let new_tree = match &tags {
+            Some(t) => Some(Self::tree_for_tags(&self.trees, id, t)?),
+            None => None,
+        };
+        let node = self
+            .nodes
+            .get_mut(id)
+            .ok_or_else(|| CoreError::new(format!("node {:?} does not exist", id.0)))?;
+        let moved = new_tree.is_some_and(|t| t != node.tree);
+        if let Some(tree) = new_tree {
+            node.tree = tree;
+        }
+        if let Some(r) = resources {
+            node.resources = r;
+            // The overcommit clock restarts whenever the node fits again.
+            if node.resources.dominates(&node.usage) {
+                node.overcommit_since = None;
+            }
+        }
+        if let Some(t) = tags {
+            node.tags = t;
+        }
+        if moved {
+            self.abort_allocations_of_moved_node(now, id);
+        }
+        let node = self.nodes.get_mut(id).expect("checked above");
+        if let Some(enabled) = scheduler_jobs_enabled {
+            node.scheduler_jobs_enabled = enabled;
+            if !enabled {
+                let ids: Vec<AllocationId> = node.allocations.iter().copied().collect();
+                for a in ids {
+                    self.end_allocation(
+                        now,
+                        a,
+                        EndKind::Preempted(PreemptionReason::NodeDisabled, None),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A node that moved to another tree loses its allocations: they belonged to the old tree
+    /// (their jobs go back to pending and run again in the trees of their operations).
+    pub(crate) fn abort_allocations_of_moved_node(&mut self, now: Millis, id: &NodeId) {
+        let ids: Vec<AllocationId> = self
+            .nodes
+            .get(id)
+            .map(|n| n.allocations.iter().copied().collect())
+            .unwrap_or_default();
+        for a in ids {
+            self.end_allocation(
+                now,
+                a,
+                EndKind::Preempted(PreemptionReason::NodeFairShareTreeChanged, None),
+            );
+        }
+    }
+
+    /// Starts (`true`) or ends draining a node: while draining, no new allocation starts on it
+    /// and its running allocations continue until they end.
+    pub fn set_node_draining(
+        &mut self,
+        _now: Millis,
+        id: &NodeId,
+        draining: bool,
+    ) -> Result<(), CoreError> {
+        let node = self
+            .nodes
+            .get_mut(id)
+            .ok_or_else(|| CoreError::new(format!("node {:?} does not exist", id.0)))?;
+        node.draining = draining;
+        Ok(())
+    }
+
+    /// Removes a node; its allocations are lost and their jobs go back to pending.
+    pub fn remove_node(&mut self, now: Millis, id: &NodeId) -> Result<(), CoreError> {
+        let node = self
+            .nodes
+            .get(id)
+            .ok_or_else(|| CoreError::new(format!("node {:?} does not exist", id.0)))?;
+        let ids: Vec<AllocationId> = node.allocations.iter().copied().collect();
+        for a in ids {
+            self.end_allocation(now, a, EndKind::Preempted(PreemptionReason::NodeLost, None));
+        }
+        self.nodes.remove(id);
+        // Nobody is left to stop anything there.
+        self.orders.remove(id);
+        self.release_reservation(now, id, "node_unavailable");
+        self.drop_gang_holds_on(now, id);
+        Ok(())
+    }
+}
