@@ -4,7 +4,7 @@
 
 use crate::event::EventKind;
 use crate::model::{Millis, OperationId, OperationSpec, OperationState};
-use crate::scheduler::{CoreError, ERROR_TOO_MANY_OPERATIONS, Scheduler};
+use crate::scheduler::{CoreError, Scheduler};
 use crate::tree::{EphemeralPool, ROOT_NAME};
 use fairsched_config::{PoolConfig, SchedulingMode};
 use serde::Serialize;
@@ -327,14 +327,11 @@ impl Scheduler {
             let current = counts.get(&name).map_or(0, |c| c.operation_count)
                 - u32::from(counted.contains(&name));
             if current >= max_ops {
-                return Err(CoreError::with_code(
-                    ERROR_TOO_MANY_OPERATIONS,
-                    format!(
-                        "limit for the number of concurrent operations {max_ops} for pool {name:?} \
+                return Err(CoreError::TooManyOperations(format!(
+                    "limit for the number of concurrent operations {max_ops} for pool {name:?} \
                          in tree {:?} has been reached",
-                        self.trees[t].name
-                    ),
-                ));
+                    self.trees[t].name
+                )));
             }
         }
         Ok(())

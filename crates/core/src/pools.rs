@@ -48,10 +48,11 @@ impl Scheduler {
         t: usize,
         new: PoolTreeConfig,
     ) -> Result<(), CoreError> {
-        let validated = fairsched_config::validate_tree(&new).map_err(|errors| CoreError {
-            code: errors.0.iter().find_map(|e| e.code),
-            message: format!("rejected pool tree change: {errors}"),
-        })?;
+        let validated =
+            fairsched_config::validate_tree(&new).map_err(|errors| CoreError::InvalidConfig {
+                code: errors.0.iter().find_map(|e| e.code),
+                message: format!("rejected pool tree change: {errors}"),
+            })?;
         // A pool that disappears while it has operations lives on as an ephemeral pool of the
         // same name under the default parent until its last operation leaves (YTsaurus: an
         // explicit pool removed with operations turns ephemeral); created again, it takes them
@@ -79,10 +80,7 @@ impl Scheduler {
             .explicit(name)
             .map(|p| p.path.clone())
             .ok_or_else(|| {
-                CoreError::with_code(
-                    crate::scheduler::ERROR_NO_SUCH_OBJECT,
-                    format!("pool {name:?} does not exist (or is ephemeral)"),
-                )
+                CoreError::NoSuchObject(format!("pool {name:?} does not exist (or is ephemeral)"))
             })
     }
 
@@ -114,10 +112,7 @@ impl Scheduler {
         };
         let mut new = self.trees[t].validated.tree.clone();
         let children = Self::children_of(&mut new, parent_path.as_deref()).ok_or_else(|| {
-            CoreError::with_code(
-                crate::scheduler::ERROR_NO_SUCH_OBJECT,
-                format!("parent pool {parent:?} does not exist"),
-            )
+            CoreError::NoSuchObject(format!("parent pool {parent:?} does not exist"))
         })?;
         children.insert(
             name.to_string(),
@@ -137,12 +132,7 @@ impl Scheduler {
         let path = self.pool_path(t, name)?;
         let mut new = self.trees[t].validated.tree.clone();
         new.pool_at_mut(&path)
-            .ok_or_else(|| {
-                CoreError::with_code(
-                    crate::scheduler::ERROR_NO_SUCH_OBJECT,
-                    format!("pool {name:?} does not exist"),
-                )
-            })?
+            .ok_or_else(|| CoreError::NoSuchObject(format!("pool {name:?} does not exist")))?
             .set_config(config);
         self.apply_tree_config(now, t, new)
     }
@@ -172,18 +162,10 @@ impl Scheduler {
         let old_parent = path.rsplit_once('/').map(|(p, _)| p.to_string());
         let node = Self::children_of(&mut new, old_parent.as_deref())
             .and_then(|c| c.remove(name))
-            .ok_or_else(|| {
-                CoreError::with_code(
-                    crate::scheduler::ERROR_NO_SUCH_OBJECT,
-                    format!("pool {name:?} does not exist"),
-                )
-            })?;
+            .ok_or_else(|| CoreError::NoSuchObject(format!("pool {name:?} does not exist")))?;
         Self::children_of(&mut new, parent_path.as_deref())
             .ok_or_else(|| {
-                CoreError::with_code(
-                    crate::scheduler::ERROR_NO_SUCH_OBJECT,
-                    format!("parent pool {new_parent:?} does not exist"),
-                )
+                CoreError::NoSuchObject(format!("parent pool {new_parent:?} does not exist"))
             })?
             .insert(name.to_string(), node);
         self.apply_tree_config(now, t, new)
@@ -194,12 +176,9 @@ impl Scheduler {
     fn remove_pool_at(&mut self, now: Millis, t: usize, name: &str) -> Result<(), CoreError> {
         let path = self.pool_path(t, name)?;
         let mut new = self.trees[t].validated.tree.clone();
-        let node = new.pool_at(&path).ok_or_else(|| {
-            CoreError::with_code(
-                crate::scheduler::ERROR_NO_SUCH_OBJECT,
-                format!("pool {name:?} does not exist"),
-            )
-        })?;
+        let node = new
+            .pool_at(&path)
+            .ok_or_else(|| CoreError::NoSuchObject(format!("pool {name:?} does not exist")))?;
         if !node.pools.is_empty() {
             return Err(CoreError::new(format!(
                 "pool {name:?} cannot be removed: it has child pools {:?}",
@@ -209,12 +188,7 @@ impl Scheduler {
         let parent = path.rsplit_once('/').map(|(p, _)| p.to_string());
         Self::children_of(&mut new, parent.as_deref())
             .and_then(|c| c.remove(name))
-            .ok_or_else(|| {
-                CoreError::with_code(
-                    crate::scheduler::ERROR_NO_SUCH_OBJECT,
-                    format!("pool {name:?} does not exist"),
-                )
-            })?;
+            .ok_or_else(|| CoreError::NoSuchObject(format!("pool {name:?} does not exist")))?;
         self.apply_tree_config(now, t, new)
     }
 

@@ -95,7 +95,7 @@ fn adoption_is_rejected_without_changes() {
     // Its only job adopted, the task has none pending left.
     s.adopt_allocation(0, &a, 0, &node0).expect("adopted");
     let err = s.adopt_allocation(0, &a, 0, &node0).unwrap_err();
-    assert!(err.message.contains("no pending job"), "{err}");
+    assert!(err.message().contains("no pending job"), "{err}");
     assert_eq!(s.allocations().count(), 1);
 
     // A finished operation adopts nothing.

@@ -48,9 +48,9 @@ fn weights_out_of_range_are_refused_and_the_rest_runs() {
         let mut s = scheduler(TREE, SchedulerConfig::default());
         let e = s.start_operation(0, weighted("bad", w)).unwrap_err();
         assert!(
-            e.message.contains("weight must be in"),
+            e.message().contains("weight must be in"),
             "{w}: {}",
-            e.message
+            e.message()
         );
     }
     assert_eq!(
@@ -102,9 +102,9 @@ fn the_longest_starvation_timeout_does_not_overflow() {
     let mut s = scheduler(TREE, SchedulerConfig::default());
     let e = s.start_operation(0, spec).unwrap_err();
     assert!(
-        e.message
+        e.message()
             .contains("fair_share_starvation_timeout_ms must be at most"),
         "{}",
-        e.message
+        e.message()
     );
 }

@@ -63,8 +63,8 @@ fn a_full_pool_in_one_tree_holds_an_operation_of_both_trees_pending() {
     let e = s
         .start_operation(0, in_both("c"))
         .expect_err("c is rejected");
-    assert_eq!(e.code, Some(202), "{e}");
-    assert!(e.message.contains("\"shared\" in tree \"gpu\""), "{e}");
+    assert_eq!(e.code(), Some(202), "{e}");
+    assert!(e.message().contains("\"shared\" in tree \"gpu\""), "{e}");
     assert!(s.operation(&OperationId("c".into())).is_none());
     assert_eq!(s.pool_counts()["prod"].operation_count, 2);
 
@@ -92,7 +92,7 @@ fn no_node_is_in_two_trees() {
             },
         )
         .expect_err("rejected");
-    assert!(e.message.contains("trees must not share nodes"), "{e}");
+    assert!(e.message().contains("trees must not share nodes"), "{e}");
     assert!(s.node(&NodeId("both".into())).is_none());
     // So is a tag change that would make one.
     let p = NodeId("p".into());
@@ -105,7 +105,7 @@ fn no_node_is_in_two_trees() {
             None,
         )
         .expect_err("rejected");
-    assert!(e.message.contains("\"gpu\" and \"physical\""), "{e}");
+    assert!(e.message().contains("\"gpu\" and \"physical\""), "{e}");
     assert_eq!(s.node(&p).expect("node").tree, s.tree_index("physical"));
     // A tag change moves the node to the other tree.
     s.set_node(0, &p, None, Some(["gpu".to_string()].into()), None)
@@ -125,7 +125,7 @@ fn a_configuration_that_makes_trees_share_a_node_is_rejected_whole() {
         .expect("loads");
     let trees = fairsched_config::validate_pool_trees(&trees).expect("valid on its own");
     let e = s.replace_tree_config(0, trees).expect_err("rejected");
-    assert!(e.message.contains("node \"p\""), "{e}");
+    assert!(e.message().contains("node \"p\""), "{e}");
     // Nothing changed.
     let gpu = s.tree_index("gpu").expect("gpu");
     assert_eq!(
@@ -245,7 +245,7 @@ fn a_rejected_update_changes_nothing() {
         let e = s
             .update_operation_with(10, &id, update.clone())
             .expect_err("rejected");
-        assert!(e.message.contains(names), "{update:?}: {e}");
+        assert!(e.message().contains(names), "{update:?}: {e}");
         assert_eq!(s.operation(&id).unwrap(), &before, "{update:?} changed it");
     }
 }

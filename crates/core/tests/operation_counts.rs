@@ -71,8 +71,8 @@ fn lightweight_operations_do_not_count_against_the_running_limit() {
             ),
         )
         .unwrap_err();
-    assert_eq!(err.code, Some(202), "{err}");
-    assert!(err.message.contains("<Root>"), "{err}");
+    assert_eq!(err.code(), Some(202), "{err}");
+    assert!(err.message().contains("<Root>"), "{err}");
     assert!(
         s.operation(&OperationId("sixth".into())).is_none(),
         "nothing half-applied"
@@ -154,8 +154,8 @@ fn a_full_pool_rejects_new_operations_with_202() {
             op("c", Some("small"), vec![task(1, res(1.0, 1.0), None)]),
         )
         .unwrap_err();
-    assert_eq!(err.code, Some(202));
-    assert!(err.message.contains("\"small\""), "{err}");
+    assert_eq!(err.code(), Some(202));
+    assert!(err.message().contains("\"small\""), "{err}");
 }
 
 /// Finished operations stay visible (`operations`) but leave the live list that the

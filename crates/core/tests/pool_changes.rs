@@ -90,7 +90,7 @@ fn pool_changes_are_validated_whole() {
             None => assert!(result.is_ok(), "{what}: {result:?}"),
             Some(needle) => {
                 let err = result.expect_err(what);
-                assert!(err.message.contains(needle), "{what}: {err}");
+                assert!(err.message().contains(needle), "{what}: {err}");
                 assert_eq!(s.tree_config(), &before, "{what}: nothing changes");
             }
         }

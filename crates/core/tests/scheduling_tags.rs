@@ -162,9 +162,9 @@ fn an_operation_whose_filter_does_not_parse_is_rejected_naming_the_field() {
     o.scheduling_tag_filter = Some("gpu & (old".into());
     let e = s.start_operation(0, o).unwrap_err();
     assert!(
-        e.message.contains("scheduling_tag_filter") && e.message.contains("expected ')'"),
+        e.message().contains("scheduling_tag_filter") && e.message().contains("expected ')'"),
         "{}",
-        e.message
+        e.message()
     );
     assert!(
         s.operation(&fairsched_core::OperationId("o".into()))

@@ -356,7 +356,7 @@ fn unix_ms() -> u64 {
 }
 
 fn core_error(e: CoreError) -> ApiError {
-    ApiError::new(e.code.unwrap_or(codes::GENERIC), e.message)
+    ApiError::new(e.code().unwrap_or(codes::GENERIC), e.message())
 }
 
 fn internal(e: impl std::fmt::Display) -> ApiError {
@@ -636,7 +636,7 @@ impl Actor {
                 }
                 if let Err(e) = actor.sched.start_operation(0, spec) {
                     view.state = "failed".into();
-                    view.reason = Some(format!("not restored after a restart: {}", e.message));
+                    view.reason = Some(format!("not restored after a restart: {}", e.message()));
                     view.finished_at = Some(unix_ms());
                     // Finished: it leaves memory at the first commit.
                     actor.touched.insert(view.id.clone());

@@ -686,7 +686,7 @@ impl<'t> Replay<'t> {
                 }
             }
             Err(e) => {
-                self.records[j].state = JobState::Failed(e.message);
+                self.records[j].state = JobState::Failed(e.message().to_string());
                 self.finished_jobs += 1;
                 if let Some((name, _)) = lazy_pool {
                     self.release_group_pool(t, name);

@@ -350,7 +350,7 @@ fn parse(text: &str) -> Result<Scenario, Vec<Problem>> {
     let validated_trees = match validate_pool_trees(&pool_trees) {
         Ok(v) => {
             if let Err(e) = Scheduler::new(scheduler.clone(), v.clone()) {
-                problems.push(Problem::new("pool_trees", e.message));
+                problems.push(Problem::new("pool_trees", e.message().to_string()));
             }
             Some(v)
         }

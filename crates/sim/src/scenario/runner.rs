@@ -240,14 +240,14 @@ impl From<CoreError> for Rejection {
     fn from(e: CoreError) -> Rejection {
         // One line: multi-line messages (a list of configuration errors) are joined.
         let message = e
-            .message
+            .message()
             .lines()
             .map(str::trim)
             .filter(|l| !l.is_empty())
             .collect::<Vec<_>>()
             .join(" ");
         Rejection {
-            code: e.code.unwrap_or(GENERIC_ERROR_CODE),
+            code: e.code().unwrap_or(GENERIC_ERROR_CODE),
             message,
         }
     }
