@@ -175,17 +175,7 @@ impl Scheduler {
 
     /// Aborts an operation: its jobs are killed.
     pub fn abort_operation(&mut self, now: Millis, id: &OperationId) -> Result<(), CoreError> {
-        let op = self
-            .operations
-            .get(id)
-            .ok_or_else(|| CoreError::new(format!("operation {:?} does not exist", id.0)))?;
-        if op.state.is_finished() {
-            return Err(CoreError::new(format!(
-                "operation {:?} is already {}",
-                id.0,
-                op.state.name()
-            )));
-        }
+        let op = self.unfinished_operation(id)?;
         let allocations = op.allocations.clone();
         for a in allocations {
             self.end_allocation(
@@ -233,17 +223,7 @@ impl Scheduler {
         for tree in &mut self.trees {
             tree.class_cache.remove(id);
         }
-        let op = self
-            .operations
-            .get(id)
-            .ok_or_else(|| CoreError::new(format!("operation {:?} does not exist", id.0)))?;
-        if op.state.is_finished() {
-            return Err(CoreError::new(format!(
-                "operation {:?} is already {}",
-                id.0,
-                op.state.name()
-            )));
-        }
+        let op = self.unfinished_operation(id)?;
         let check_weight = |field: &str, w: Option<f64>| match w {
             Some(w) => check_operation_weight(&id.0, field, w),
             None => Ok(()),
@@ -475,5 +455,21 @@ impl Scheduler {
         if done {
             self.finish_operation(now, id, OperationState::Completed, None);
         }
+    }
+
+    /// The operation `id` if it exists and has not finished (commands refuse it otherwise).
+    fn unfinished_operation(&self, id: &OperationId) -> Result<&Operation, CoreError> {
+        let op = self
+            .operations
+            .get(id)
+            .ok_or_else(|| CoreError::new(format!("operation {:?} does not exist", id.0)))?;
+        if op.state.is_finished() {
+            return Err(CoreError::new(format!(
+                "operation {:?} is already {}",
+                id.0,
+                op.state.name()
+            )));
+        }
+        Ok(op)
     }
 }

@@ -369,6 +369,16 @@ impl Operation {
         self.spec.tasks.iter().any(|t| t.gang)
     }
 
+    /// The resources of one job of each task that has pending jobs, in task order.
+    pub fn pending_job_resources(&self) -> impl Iterator<Item = Resources> + '_ {
+        self.spec
+            .tasks
+            .iter()
+            .zip(&self.tasks)
+            .filter(|(_, progress)| progress.pending > 0)
+            .map(|(task, _)| task.resources)
+    }
+
     /// Pending jobs over all tasks (saturating: tasks' counts are `u32` each).
     pub fn pending_job_count(&self) -> u32 {
         self.tasks

@@ -531,14 +531,7 @@ impl Scheduler {
                 continue;
             }
             // Smallest pending job (componentwise minimum over tasks with pending jobs).
-            let min_job = op
-                .spec
-                .tasks
-                .iter()
-                .enumerate()
-                .filter(|(t, _)| op.tasks[*t].pending > 0)
-                .map(|(_, t)| t.resources)
-                .reduce(|a, b| a.min(&b));
+            let min_job = op.pending_job_resources().reduce(|a, b| a.min(&b));
             // An operation in several trees is hung only if it is in every one of them: it
             // can progress in any tree where it is not limited or not starving.
             let mut starving = true;

@@ -29,14 +29,7 @@ impl Scheduler {
         let Some(&index) = arena.by_operation.get(&op.spec.id) else {
             return Some("waiting for the next fair-share update to include the operation".into());
         };
-        let job = op
-            .spec
-            .tasks
-            .iter()
-            .enumerate()
-            .filter(|(t, _)| op.tasks[*t].pending > 0)
-            .map(|(_, t)| t.resources)
-            .next()?;
+        let job = op.pending_job_resources().next()?;
         if arena.elements[index].tag_set != 0
             && !self
                 .nodes

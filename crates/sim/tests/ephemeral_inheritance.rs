@@ -5,7 +5,8 @@
 //! differentially: the same run with the operation in an explicit child pool and in an
 //! ephemeral one gives the same preemptions.
 
-use fairsched_sim::scenario::cli::{self, EXIT_OK, Options};
+mod common;
+
 use serde_json::{Value, json};
 
 /// YTsaurus' TestSchedulerAggressivePreemption2 setup, with the protected operation in `pool`
@@ -50,22 +51,7 @@ fn scenario(pool: &str) -> Value {
 
 /// Preemptions of `protected_op` and the running jobs of every operation at the end.
 fn outcome(pool: &str) -> (usize, Value) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let file = dir.path().join("case.json");
-    std::fs::write(&file, scenario(pool).to_string()).expect("write");
-    let options = Options {
-        file,
-        out: None,
-        stats: false,
-    };
-    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-    let code = cli::main(&options, &mut stdout, &mut stderr);
-    assert_eq!(code, EXIT_OK, "{}", String::from_utf8_lossy(&stderr));
-    let lines: Vec<Value> = String::from_utf8(stdout)
-        .expect("UTF-8")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON"))
-        .collect();
+    let lines = common::run(&scenario(pool));
     let preempted = lines
         .iter()
         .filter(|l| l["event"] == "allocation_preempted" && l["operation"] == "protected_op")

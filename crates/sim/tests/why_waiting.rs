@@ -2,7 +2,8 @@
 //! blocker with numbers, in the situation that produces it. Each case is a scenario run through
 //! `fairsched scenario`'s entry point; its snapshot `asked` carries the operation's `why`.
 
-use fairsched_sim::scenario::cli::{self, EXIT_OK, Options};
+mod common;
+
 use serde_json::{Value, json};
 
 /// (case, nodes, tree (config and pools), operations started as (at ms, body), snapshot time,
@@ -246,24 +247,10 @@ fn why(case: &Case) -> String {
         "events": events,
         "until_ms": case.at_ms,
     });
-    let dir = tempfile::tempdir().expect("tempdir");
-    let file = dir.path().join("case.json");
-    std::fs::write(&file, scenario.to_string()).expect("write");
-    let options = Options {
-        file,
-        out: None,
-        stats: false,
-    };
-    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-    let code = cli::main(&options, &mut stdout, &mut stderr);
-    let stderr = String::from_utf8_lossy(&stderr);
-    assert_eq!(code, EXIT_OK, "{}: {stderr}", case.name);
-    let stdout = String::from_utf8(stdout).expect("UTF-8");
-    let snapshot: Value = stdout
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).expect("JSON line"))
+    let snapshot = common::run(&scenario)
+        .into_iter()
         .find(|l| l["snapshot"] == "asked")
-        .unwrap_or_else(|| panic!("{}: no snapshot in\n{stdout}", case.name));
+        .unwrap_or_else(|| panic!("{}: no snapshot", case.name));
     snapshot["operations"][case.asked]["why"]
         .as_str()
         .unwrap_or_else(|| panic!("{}: no reason in {snapshot}", case.name))
