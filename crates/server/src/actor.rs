@@ -2,9 +2,11 @@
 //! the reply; after every change it commits what changed to the store (before replying) and
 //! publishes a new [`View`] that GET handlers read without reaching the actor.
 
-use crate::auth::Caller;
+use crate::caller::Caller;
+use crate::command::{Command, HistoryQuery, LogsReply, LogsRequest, NodeAction, Reply, Request};
 use crate::jobs::JobList;
 use crate::metrics::{self, ActorMetrics};
+use crate::view::{OperationRecord, ReadOnly, TreeView, View, unknown_tree};
 use fairsched_api::{
     AlertView, ApiError, EventQuery, EventView, FinishedJob, Heartbeat, HeartbeatReply, JobCounts,
     JobInterrupt, JobLogs, JobStart, JobView, NodeView, OperationView, PoolTreeView, RegisterNode,
@@ -13,7 +15,7 @@ use fairsched_api::{
 use fairsched_config::{PoolConfig, PoolTreeConfig, PoolTrees};
 use fairsched_core::{
     AllocationId, CoreError, Event, EventKind, FinishedAllocation, JobOutcome, NodeHeartbeat,
-    NodeId, NodeSpec, OperationId, OperationSpec, Scheduler, Snapshot, Stage,
+    NodeId, NodeSpec, OperationId, OperationSpec, Scheduler, Stage,
 };
 use fairsched_resources::Resources;
 use fairsched_store::{
@@ -25,305 +27,7 @@ use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
-
-/// What GET handlers read: the last published state.
-#[derive(Debug)]
-pub struct View {
-    /// Every tree (the default one at the top, the others under `pool_trees`). An operation's
-    /// fields are of its first tree ([`View::operation_trees`]), its other trees' under its
-    /// `pool_trees`.
-    pub snapshot: Snapshot,
-    /// The first tree of each operation in the snapshot (the default tree if it runs there).
-    pub operation_trees: BTreeMap<String, String>,
-    /// Every tree, sorted by name.
-    pub trees: Vec<TreeView>,
-    /// In submission order.
-    pub operations: Vec<OperationRecord>,
-    pub nodes: Vec<NodeView>,
-    /// Set while the store cannot write (the server refuses changes).
-    pub read_only: Option<ReadOnly>,
-}
-
-/// An operation as the actor keeps it and the [`View`] shows it: its record (with `jobs`
-/// always empty) and its jobs apart. Both are shared with the published views and copied only
-/// where they change, so publishing costs O(operations), not O(jobs ever run).
-#[derive(Clone, Debug)]
-pub struct OperationRecord {
-    pub view: Arc<OperationView>,
-    pub jobs: JobList,
-}
-
-impl OperationRecord {
-    fn new(view: OperationView, jobs: JobList) -> OperationRecord {
-        OperationRecord {
-            view: Arc::new(OperationView {
-                jobs: Vec::new(),
-                ..view
-            }),
-            jobs,
-        }
-    }
-
-    /// The operation as the API shows it, with its jobs or without.
-    pub fn to_view(&self, with_jobs: bool) -> OperationView {
-        let mut view = (*self.view).clone();
-        if with_jobs {
-            view.jobs = self.jobs.to_vec();
-        }
-        view
-    }
-
-    /// The record to change (copied first if a published view shares it).
-    fn view_mut(&mut self) -> &mut OperationView {
-        Arc::make_mut(&mut self.view)
-    }
-}
-
-/// One pool tree in the [`View`].
-#[derive(Debug)]
-pub struct TreeView {
-    pub info: PoolTreeView,
-    /// Its configuration as stored (`config` and `pools`).
-    pub config: Arc<Value>,
-}
-
-impl View {
-    /// The tree named `name`.
-    pub fn tree(&self, name: &str) -> Option<&TreeView> {
-        self.trees.iter().find(|t| t.info.name == name)
-    }
-
-    /// The default tree's configuration.
-    pub fn default_config(&self) -> &Value {
-        self.tree(&self.snapshot.tree)
-            .map_or(&Value::Null, |t| t.config.as_ref())
-    }
-
-    /// The tree a request names (`None`: the default tree); an unknown one is an error naming
-    /// the trees there are.
-    pub fn resolve_tree(&self, tree: Option<&str>) -> Result<&TreeView, ApiError> {
-        let name = tree.unwrap_or(&self.snapshot.tree);
-        self.tree(name)
-            .ok_or_else(|| unknown_tree(name, self.trees.iter().map(|t| t.info.name.as_str())))
-    }
-}
-
-/// The error for a pool tree the server does not run.
-pub fn unknown_tree<'a>(name: &str, known: impl Iterator<Item = &'a str>) -> ApiError {
-    let known: Vec<String> = known.map(|t| format!("{t:?}")).collect();
-    ApiError::new(
-        codes::RESOLVE,
-        format!(
-            "pool tree {name:?} does not exist (trees: {})",
-            known.join(", ")
-        ),
-    )
-    .with_attribute("tree", name)
-}
-
-type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
-
-/// What handlers send the actor: a command and who asks ([`crate::auth::authorize`] decides
-/// whether they may, before the command runs).
-#[derive(Debug)]
-pub struct Request {
-    pub caller: Caller,
-    pub command: Command,
-}
-
-/// A command to the actor.
-#[derive(Debug)]
-pub enum Command {
-    /// The spec, and whether to accept jobs no node can hold yet (`?wait_for_nodes=true`).
-    Submit(Value, bool, Reply<fairsched_api::SubmitReply>),
-    Abort(String, Reply<OperationView>),
-    UpdateOperation(String, UpdateOperation, Reply<OperationView>),
-    /// The output of an operation's jobs (a read of a running job's watches it: see
-    /// [`crate::live`]).
-    Logs(LogsRequest, Reply<LogsReply>),
-    /// Pool commands act in `tree` (`None`: the default tree); they reply with the warnings
-    /// about the tree after the change ([`Actor::tree_warnings`]).
-    CreatePool {
-        tree: Option<String>,
-        name: String,
-        parent: Option<String>,
-        config: Map<String, Value>,
-        reply: Reply<Vec<String>>,
-    },
-    UpdatePool {
-        tree: Option<String>,
-        name: String,
-        config: Option<Map<String, Value>>,
-        parent: Option<String>,
-        reply: Reply<Vec<String>>,
-    },
-    RemovePool {
-        tree: Option<String>,
-        name: String,
-        reply: Reply<Vec<String>>,
-    },
-    /// Replaces a tree's configuration (`None`: the default tree's; `dry_run`: only compares).
-    ApplyTree {
-        tree: Option<String>,
-        config: Value,
-        dry_run: bool,
-        reply: Reply<TreeApplyReply>,
-    },
-    Node {
-        id: String,
-        action: NodeAction,
-        reply: Reply<NodeView>,
-    },
-    Register(RegisterNode, Reply<RegisterReply>),
-    Heartbeat(Heartbeat, Reply<HeartbeatReply>),
-    /// Reads the event log.
-    Events(EventQuery, Reply<Vec<EventView>>),
-    /// Reads operations that may have left memory (finished ones are in the store only).
-    History(HistoryQuery),
-}
-
-/// A read of an operation's jobs' output.
-#[derive(Debug)]
-pub struct LogsRequest {
-    pub operation: String,
-    /// Only these jobs (`None`: all).
-    pub jobs: Option<BTreeSet<String>>,
-    /// Where to start in jobs' live output: job → (stdout, stderr) byte offsets.
-    pub from: BTreeMap<String, (u64, u64)>,
-}
-
-impl LogsRequest {
-    /// Every job of `operation`, each from the oldest byte held.
-    pub fn all(operation: &str) -> LogsRequest {
-        LogsRequest {
-            operation: operation.to_string(),
-            jobs: None,
-            from: BTreeMap::new(),
-        }
-    }
-}
-
-/// The answer to a [`LogsRequest`].
-#[derive(Debug)]
-pub struct LogsReply {
-    pub logs: Vec<JobLogs>,
-    /// The nodes' heartbeat period (a running job's first output comes within two).
-    pub heartbeat_period: Duration,
-}
-
-/// A read of operations, finished or not: the actor answers the unfinished ones from memory
-/// and the others from the store.
-#[derive(Debug)]
-pub enum HistoryQuery {
-    /// One operation with its jobs.
-    Operation(String, Reply<OperationView>),
-    /// The operations that pass `filter` (oldest first), with their jobs if `jobs`.
-    List {
-        filter: OperationFilter,
-        jobs: bool,
-        reply: Reply<Vec<OperationView>>,
-    },
-}
-
-impl HistoryQuery {
-    fn refuse(self, error: ApiError) {
-        match self {
-            HistoryQuery::Operation(_, r) => {
-                let _ = r.send(Err(error));
-            }
-            HistoryQuery::List { reply, .. } => {
-                let _ = reply.send(Err(error));
-            }
-        }
-    }
-}
-
-impl Command {
-    /// For logs.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Command::Submit(..) => "submit",
-            Command::Abort(..) => "abort",
-            Command::UpdateOperation(..) => "update_operation",
-            Command::Logs(..) => "logs",
-            Command::CreatePool { .. } => "create_pool",
-            Command::UpdatePool { .. } => "update_pool",
-            Command::RemovePool { .. } => "remove_pool",
-            Command::ApplyTree { .. } => "apply_tree",
-            Command::Node { .. } => "node",
-            Command::Register(..) => "register",
-            Command::Heartbeat(..) => "heartbeat",
-            Command::Events(..) => "events",
-            Command::History(..) => "history",
-        }
-    }
-
-    /// Whether the command is a user's change (logged with the user; agents' are not).
-    fn is_users_change(&self) -> bool {
-        !matches!(
-            self,
-            Command::Logs(..)
-                | Command::Events(..)
-                | Command::History(..)
-                | Command::Register(..)
-                | Command::Heartbeat(..)
-        )
-    }
-
-    /// Whether the command may change state (and so needs a store that can write): all but
-    /// the reads of logs and events.
-    fn changes_state(&self) -> bool {
-        !matches!(
-            self,
-            Command::Logs(..) | Command::Events(..) | Command::History(..)
-        )
-    }
-
-    /// Replies `error` without running the command.
-    fn refuse(self, error: ApiError) {
-        fn send<T>(reply: Reply<T>, error: ApiError) {
-            let _ = reply.send(Err(error));
-        }
-        match self {
-            Command::Submit(_, _, r) => send(r, error),
-            Command::Abort(_, r) => send(r, error),
-            Command::UpdateOperation(_, _, r) => send(r, error),
-            Command::Logs(_, r) => send(r, error),
-            Command::CreatePool { reply, .. } => send(reply, error),
-            Command::UpdatePool { reply, .. } => send(reply, error),
-            Command::RemovePool { reply, .. } => send(reply, error),
-            Command::ApplyTree { reply, .. } => send(reply, error),
-            Command::Node { reply, .. } => send(reply, error),
-            Command::Register(_, r) => send(r, error),
-            Command::Heartbeat(_, r) => send(r, error),
-            Command::Events(_, r) => send(r, error),
-            Command::History(q) => q.refuse(error),
-        }
-    }
-}
-
-/// What an operator does to a node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NodeAction {
-    /// `scheduler_jobs_enabled = false`: its jobs are aborted (they go back to pending).
-    Disable,
-    Enable,
-    /// Nothing new starts there; running jobs finish.
-    Drain,
-    Undrain,
-}
-
-impl NodeAction {
-    pub fn name(self) -> &'static str {
-        match self {
-            NodeAction::Disable => "disable",
-            NodeAction::Enable => "enable",
-            NodeAction::Drain => "drain",
-            NodeAction::Undrain => "undrain",
-        }
-    }
-}
+use tokio::sync::{broadcast, mpsc, watch};
 
 /// The stored record of a node: what it registered with and the operator's settings, which
 /// survive re-registrations and server restarts.
@@ -372,14 +76,6 @@ struct Shared {
     publish: watch::Sender<Arc<View>>,
     events: broadcast::Sender<Arc<EventView>>,
     metrics: ActorMetrics,
-}
-
-/// Why the server is read-only, and since when.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReadOnly {
-    /// The store's error.
-    pub reason: String,
-    pub since_unix_ms: u64,
 }
 
 /// The actor's state.
@@ -2856,6 +2552,7 @@ mod history_tests {
 
     use super::*;
     use fairsched_api::{FinishedJob, Heartbeat, RegisterNode};
+    use tokio::sync::oneshot;
 
     const PERIOD_MS: u64 = 10;
 

@@ -33,7 +33,9 @@
 //! `forbid_immediate_operations_in_root`), only superusers may administer it.
 
 use crate::ServerConfig;
-use crate::actor::{Command, View};
+use crate::caller::{Caller, Identity};
+use crate::command::Command;
+use crate::view::View;
 use fairsched_api::{ApiError, EventView, OperationView, codes};
 use fairsched_config::acl::{AccessDenied, Subject, permission_name};
 use fairsched_config::{Permission, PoolTreeConfig};
@@ -44,55 +46,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
-
-/// A user the server knows (without the token).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Identity {
-    pub name: String,
-    pub groups: Vec<String>,
-    pub superuser: bool,
-}
-
-impl Identity {
-    fn subject(&self) -> Subject<'_> {
-        Subject {
-            user: &self.name,
-            groups: &self.groups,
-        }
-    }
-}
-
-/// Who sends a request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Caller {
-    /// Authentication is off (no users in `[auth]`): the request may do everything, and an
-    /// operation's `user` is what the request says.
-    Unchecked,
-    /// No token where none is needed: a read while `authenticate_reads` is off, or an agent
-    /// endpoint (which checks `agent_token` itself).
-    Anonymous,
-    /// A user, by their token.
-    User(Arc<Identity>),
-}
-
-impl Caller {
-    /// For logs: the user's name, `anonymous`, or `-` when authentication is off.
-    pub fn name(&self) -> &str {
-        match self {
-            Caller::Unchecked => "-",
-            Caller::Anonymous => "anonymous",
-            Caller::User(u) => &u.name,
-        }
-    }
-
-    /// The user, when the request was authenticated.
-    pub fn user(&self) -> Option<&Identity> {
-        match self {
-            Caller::User(u) => Some(u),
-            _ => None,
-        }
-    }
-}
 
 /// The server's users by token, from `[auth]`.
 #[derive(Clone, Default)]

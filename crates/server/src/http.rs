@@ -1,7 +1,10 @@
 //! HTTP handlers. Writes go to the actor by message; reads come from the published [`View`].
 
-use crate::actor::{Actor, Command, HistoryQuery, NodeAction, OperationRecord, Request, View};
-use crate::auth::{AclTrees, Auth, Caller, ReadAccess};
+use crate::actor::Actor;
+use crate::auth::{AclTrees, Auth, ReadAccess};
+use crate::caller::Caller;
+use crate::command::{Command, HistoryQuery, NodeAction, Request};
+use crate::view::{OperationRecord, View};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::DefaultBodyLimit;
@@ -677,7 +680,7 @@ async fn logs(
         .map_err(|e| Failure(ApiError::new(codes::BAD_REQUEST, format!("bad query: {e}"))))?;
     let jobs = q.job_set();
     s.check_read(&caller, &id).await?;
-    let request = || crate::actor::LogsRequest {
+    let request = || crate::command::LogsRequest {
         operation: id.clone(),
         jobs: jobs.clone(),
         from: from.clone(),
