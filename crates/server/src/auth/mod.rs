@@ -1,6 +1,6 @@
 //! API tokens and pool ACLs.
 //!
-//! * Authentication ([`Auth`], used by `http.rs`): with users configured (`[auth]`), a request
+//! * Authentication ([`Auth`], used by `http`): with users configured (`[auth]`), a request
 //!   to `/api/v1` names its user by a bearer token, compared in constant time; the request
 //!   goes to the actor with its [`Caller`](crate::caller::Caller). No users: authentication
 //!   is off ([`Caller::Unchecked`](crate::caller::Caller::Unchecked)).
@@ -17,7 +17,7 @@
 //! | create a pool | `administer` on its parent; a top-level pool: superusers only |
 //! | set a pool's options, move or remove it | `administer` on it; a move also on the new parent (to the top: superusers only) |
 //! | apply a whole tree, node actions | superusers only |
-//! | reads, agents' register and heartbeat | nothing here (`http.rs` decides; reading others' operations' output, environment and events needs `read`: [`ReadAccess`]) |
+//! | reads, agents' register and heartbeat | nothing here (`http` decides; reading others' operations' output, environment and events needs `read`: [`ReadAccess`]) |
 //!
 //! Names are resolved before permissions are checked: a command that names a pool tree, node
 //! or operation that does not exist, or whose pool to change or remove is not configured,
