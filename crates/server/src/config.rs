@@ -1,9 +1,12 @@
 //! The server's TOML configuration.
 
+use crate::caller::Identity;
 use fairsched_config::PoolTrees;
 use fairsched_core::SchedulerConfig;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The server's file: `fairsched server --config fairsched.toml` (TOML). Every option may be
 /// left out (its default applies; no file at all means all defaults); an unknown name, here
@@ -266,7 +269,7 @@ impl ServerConfig {
             .validate()
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         if config.auth.users.iter().any(|u| u.token.is_some()) {
-            crate::auth::warn_if_readable_by_others(path, "the server's file holds tokens");
+            warn_if_readable_by_others(path, "the server's file holds tokens");
         }
         Ok(config)
     }
@@ -282,6 +285,141 @@ impl ServerConfig {
     /// Checks what parsing cannot: the `[auth]` section (users, tokens and token files,
     /// superusers). Errors name the option (`auth.users[1].token`).
     pub fn validate(&self) -> anyhow::Result<()> {
-        crate::auth::Auth::check(self)
+        self.users(false).map(|_| ())
     }
+
+    /// The users of `[auth]`, validated, with their tokens (token files read; with `warn`,
+    /// a warning about files others may read). Errors name the option
+    /// (`auth.users[1].token`) and never print a token.
+    pub(crate) fn users(&self, warn: bool) -> anyhow::Result<Vec<(Vec<u8>, Arc<Identity>)>> {
+        let auth = &self.auth;
+        let mut names: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut users: Vec<(Vec<u8>, Arc<Identity>)> = Vec::new();
+        for (i, u) in auth.users.iter().enumerate() {
+            let at = format!("auth.users[{i}]");
+            if u.name.trim().is_empty() {
+                anyhow::bail!("{at}.name: a user needs a name");
+            }
+            if u.name == fairsched_config::acl::EVERYONE {
+                anyhow::bail!(
+                    "{at}.name: {:?} is reserved (the ACL subject every user belongs to)",
+                    u.name
+                );
+            }
+            if let Some(first) = names.insert(&u.name, i) {
+                anyhow::bail!(
+                    "{at}.name: user {:?} is already auth.users[{first}]; names must be unique",
+                    u.name
+                );
+            }
+            if let Some(g) = u.groups.iter().position(|g| g.trim().is_empty()) {
+                anyhow::bail!("{at}.groups[{g}]: a group needs a name");
+            }
+            let token = match (&u.token, &u.token_file) {
+                (Some(_), Some(_)) => {
+                    anyhow::bail!("{at}: give either token or token_file, not both")
+                }
+                (None, None) => {
+                    anyhow::bail!("{at}: user {:?} needs a token or token_file", u.name)
+                }
+                (Some(t), None) => {
+                    if t.trim().is_empty() {
+                        anyhow::bail!("{at}.token: the token is empty");
+                    }
+                    t.clone()
+                }
+                (None, Some(path)) => {
+                    let text = std::fs::read_to_string(path).map_err(|e| {
+                        anyhow::anyhow!("{at}.token_file: cannot read {}: {e}", path.display())
+                    })?;
+                    if warn {
+                        warn_if_readable_by_others(path, "a token file");
+                    }
+                    let t = text.trim().to_string();
+                    if t.is_empty() {
+                        anyhow::bail!("{at}.token_file: {} is empty", path.display());
+                    }
+                    t
+                }
+            };
+            let field = if u.token.is_some() {
+                "token"
+            } else {
+                "token_file"
+            };
+            if let Some(j) = users
+                .iter()
+                .position(|(other, _)| *other == token.as_bytes())
+            {
+                anyhow::bail!(
+                    "{at}.{field}: the same token as auth.users[{j}] ({:?}); every user needs \
+                     their own",
+                    users[j].1.name
+                );
+            }
+            if self.agent_token.as_deref() == Some(token.as_str()) {
+                anyhow::bail!(
+                    "{at}.{field}: the same token as agent_token; users and agents need \
+                     different tokens"
+                );
+            }
+            users.push((
+                token.into_bytes(),
+                Arc::new(Identity {
+                    name: u.name.clone(),
+                    groups: u.groups.clone(),
+                    superuser: auth.superusers.contains(&u.name),
+                }),
+            ));
+        }
+        for (i, s) in auth.superusers.iter().enumerate() {
+            if !names.contains_key(s.as_str()) {
+                anyhow::bail!(
+                    "auth.superusers[{i}]: {s:?} is not a user (auth.users names {:?})",
+                    names.keys().collect::<Vec<_>>()
+                );
+            }
+        }
+        if auth.authenticate_reads && users.is_empty() {
+            anyhow::bail!(
+                "auth.authenticate_reads: needs auth.users (without users authentication is off)"
+            );
+        }
+        match self.agent_token.as_deref() {
+            Some(t) if t.trim().is_empty() => anyhow::bail!(
+                "agent_token: the token is empty; set a secret (for example the output of \
+                 `openssl rand -hex 32`) or leave the option out"
+            ),
+            None if !users.is_empty() => anyhow::bail!(
+                "agent_token: required when [auth] has users (without it anyone who can reach \
+                 the server could register a node and report on its jobs); set `agent_token = \
+                 \"<secret>\"` at the top of the server's file (for example the output of \
+                 `openssl rand -hex 32`) and give every agent the same secret (`fairsched agent \
+                 --token`, or FAIRSCHED_AGENT_TOKEN)"
+            ),
+            _ => {}
+        }
+        Ok(users)
+    }
+}
+
+/// Warns (once, at load) when a file holding secrets may be read by other users.
+pub fn warn_if_readable_by_others(path: &Path, what: &str) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = std::fs::metadata(path) {
+            let mode = meta.permissions().mode();
+            if mode & 0o077 != 0 {
+                tracing::warn!(
+                    path = %path.display(),
+                    mode = format!("{:o}", mode & 0o777),
+                    "{what} may be read by other users; make it readable by the server's user \
+                     only (chmod 600)"
+                );
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (path, what);
 }

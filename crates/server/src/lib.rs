@@ -1,7 +1,7 @@
 //! The fairsched scheduler server.
 //!
 //! * One task ([`actor::Actor`]) owns the scheduling core; HTTP handlers talk to it by message
-//!   and read a published snapshot ([`actor::View`]).
+//!   and read a published snapshot ([`view::View`]).
 //! * A timer calls the core's `tick` (fair-share update, hang checks) every
 //!   `fair_share_update_period_ms` and removes nodes that stopped heartbeating.
 //! * Every accepted change is committed to the store before the reply; at start the stored
@@ -16,6 +16,8 @@
 
 pub mod actor;
 pub mod auth;
+pub mod caller;
+pub mod command;
 pub mod config;
 pub mod http;
 pub mod jobs;
@@ -24,6 +26,7 @@ pub mod metrics;
 pub mod reference;
 mod start_trees;
 pub mod validate;
+pub mod view;
 
 pub use config::{AuthConfig, AuthUser, ServerConfig, StoreConfig, Synchronous};
 
@@ -37,7 +40,7 @@ pub struct Server {
     listener: tokio::net::TcpListener,
     actor: actor::Actor,
     state: http::AppState,
-    rx: mpsc::Receiver<actor::Request>,
+    rx: mpsc::Receiver<command::Request>,
 }
 
 impl Server {

@@ -7,7 +7,7 @@
 //! * gauges (pools, operations, nodes) are read from the published [`View`] at scrape time by a
 //!   collector, so scraping never reaches the actor.
 
-use crate::actor::View;
+use crate::view::View;
 use fairsched_resources::{ResourceKind, ResourceVector};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};

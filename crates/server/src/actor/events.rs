@@ -1,0 +1,269 @@
+//! The event log: the core's events folded into operation and job records (with job ids and
+//! exit codes), the server's own events, numbering, and reads of the log.
+
+use super::{Actor, EVENTS_DEFAULT_LIMIT, EVENTS_MAX_LIMIT, internal, unix_ms};
+use fairsched_api::{ApiError, EventQuery, EventView, JobView};
+use fairsched_core::{Event, EventKind, Stage};
+use fairsched_store::{EventFilter, StoredEvent};
+use serde_json::{Map, Value, json};
+use std::collections::BTreeSet;
+
+/// A stored event as the API shows it.
+pub(super) fn event_view(e: &StoredEvent) -> EventView {
+    EventView {
+        seq: e.seq,
+        unix_ms: e.unix_ms,
+        fields: serde_json::from_str(&e.record).unwrap_or_default(),
+    }
+}
+
+pub(super) fn stage_name(stage: Stage) -> &'static str {
+    stage.name()
+}
+
+impl Actor {
+    /// Logs an event of the server's own (not the core's) in the event log.
+    pub(super) fn server_event(&mut self, record: Value) {
+        // The core's events so far come first.
+        self.take_core_events();
+        let fields = self.server_fields(record);
+        self.log_event(unix_ms(), fields);
+    }
+
+    /// A server event's fields: `t_ms`, then the record's.
+    pub(super) fn server_fields(&self, record: Value) -> Map<String, Value> {
+        let mut fields = Map::new();
+        fields.insert("t_ms".into(), json!(self.now()));
+        if let Value::Object(m) = record {
+            fields.extend(m);
+        }
+        fields
+    }
+
+    /// Numbers an event and queues it for the store (streams get it once it is committed).
+    pub(super) fn log_event(&mut self, unix_ms: u64, fields: Map<String, Value>) {
+        let text = |k: &str| fields.get(k).and_then(Value::as_str).map(str::to_string);
+        let event = StoredEvent {
+            seq: self.next_event_seq,
+            unix_ms,
+            kind: text("event").unwrap_or_default(),
+            operation: text("operation"),
+            node: text("node"),
+            job: text("job"),
+            record: Value::Object(fields).to_string(),
+        };
+        self.next_event_seq += 1;
+        self.batch.events.push(event);
+    }
+
+    /// A core event as the log keeps it: jobs named by their job id (not the core's allocation
+    /// number), and a finished job's exit code.
+    pub(super) fn event_fields(&self, e: &Event) -> Map<String, Value> {
+        let mut fields = match serde_json::to_value(e) {
+            Ok(Value::Object(m)) => m,
+            _ => Map::new(),
+        };
+        let job_of = |a: &Value| {
+            a.as_u64().map(|a| {
+                self.alloc_job
+                    .get(&a)
+                    .cloned()
+                    .unwrap_or_else(|| self.new_job_id(a))
+            })
+        };
+        if let Some(job) = fields.remove("allocation").as_ref().and_then(job_of) {
+            if fields.get("event").and_then(Value::as_str) == Some("allocation_finished")
+                && let Some(code) = self.job(&job).and_then(|j| j.exit_code)
+            {
+                fields.insert("exit_code".into(), json!(code));
+            }
+            fields.insert("job".into(), json!(job));
+        }
+        if let Some(Value::Object(p)) = fields.get_mut("preemptor")
+            && let Some(job) = p.remove("allocation").as_ref().and_then(job_of)
+        {
+            p.insert("job".into(), json!(job));
+        }
+        fields
+    }
+
+    pub(super) fn read_events(&self, q: &EventQuery) -> Result<Vec<EventView>, ApiError> {
+        let filter = EventFilter {
+            operation: q.operation.clone(),
+            node: q.node.clone(),
+            job: q.job.clone(),
+            kinds: q.kinds(),
+            since_unix_ms: q.since,
+            after_seq: q.after,
+            limit: q
+                .limit
+                .unwrap_or(EVENTS_DEFAULT_LIMIT)
+                .min(EVENTS_MAX_LIMIT),
+        };
+        Ok(self
+            .store
+            .events(&filter)
+            .map_err(internal)?
+            .iter()
+            .map(event_view)
+            .collect())
+    }
+
+    /// Folds the core's new events into the records and logs them.
+    pub(super) fn take_core_events(&mut self) {
+        let events = self.sched.take_events();
+        let now_unix = unix_ms();
+        let mut touched = std::mem::take(&mut self.touched);
+        for e in &events {
+            // Named before the event is applied (an ended job leaves the maps).
+            let fields = self.event_fields(e);
+            self.apply_event(e, now_unix, &mut touched);
+            self.log_event(now_unix, fields);
+        }
+        self.touched = touched;
+        self.queue_orders();
+    }
+
+    pub(super) fn apply_event(&mut self, e: &Event, now_unix: u64, touched: &mut BTreeSet<String>) {
+        match &e.kind {
+            EventKind::AllocationStarted {
+                operation,
+                allocation,
+                node,
+                stage,
+                backfill,
+            } => {
+                self.metrics.placed(stage_name(*stage));
+                if *backfill {
+                    self.metrics.backfills.inc();
+                }
+                let task = self
+                    .sched
+                    .allocation(*allocation)
+                    .map(|a| a.task)
+                    .unwrap_or(0);
+                let id = self.new_job_id(allocation.0);
+                let job = JobView {
+                    id: id.clone(),
+                    task,
+                    node: node.0.clone(),
+                    state: "running".into(),
+                    exit_code: None,
+                    reason: None,
+                    started_at: now_unix,
+                    finished_at: None,
+                };
+                if let Some(record) = self.ops.get(&operation.0) {
+                    let waited_ms = now_unix.saturating_sub(record.view.submitted_at);
+                    self.metrics.job_wait.observe(waited_ms as f64 / 1000.0);
+                }
+                let pos = self.ops.get(&operation.0).map_or(0, |v| v.jobs.len());
+                self.job_op.insert(id.clone(), (operation.0.clone(), pos));
+                self.alloc_job.insert(allocation.0, id.clone());
+                self.job_alloc.insert(id.clone(), allocation.0);
+                self.dirty_jobs.insert(id);
+                if let Some(record) = self.ops.get_mut(&operation.0) {
+                    record.jobs.push(job);
+                }
+                touched.insert(operation.0.clone());
+            }
+            EventKind::AllocationFinished {
+                operation,
+                allocation,
+                outcome,
+                ..
+            } => {
+                self.end_job(allocation.0, outcome.name(), None, now_unix);
+                touched.insert(operation.0.clone());
+            }
+            EventKind::AllocationPreempted {
+                operation,
+                allocation,
+                node,
+                reason,
+                ..
+            } => {
+                let reason = reason.name();
+                self.metrics.preempted(reason);
+                tracing::info!(
+                    operation = operation.0,
+                    allocation = allocation.0,
+                    node = node.0,
+                    reason,
+                    "allocation preempted"
+                );
+                self.end_job(allocation.0, "aborted", Some(reason), now_unix);
+                touched.insert(operation.0.clone());
+            }
+            EventKind::AllocationInterrupted {
+                operation,
+                allocation,
+                node,
+                timeout_ms,
+                reason,
+                ..
+            } => {
+                let reason = reason.name();
+                self.metrics.interrupted(reason);
+                tracing::info!(
+                    operation = operation.0,
+                    allocation = allocation.0,
+                    node = node.0,
+                    reason,
+                    timeout_ms,
+                    "allocation interrupted"
+                );
+                if let Some(job) = self.alloc_job.get(&allocation.0).cloned() {
+                    // The job keeps the reason however it ends (exits in time: completed).
+                    if self
+                        .update_job(&job, |j| j.reason = Some(reason.to_string()))
+                        .is_some()
+                    {
+                        self.dirty_jobs.insert(job);
+                    }
+                }
+            }
+            EventKind::OperationState {
+                operation,
+                state,
+                reason,
+            } => {
+                tracing::info!(
+                    operation = operation.0,
+                    state = state.name(),
+                    reason = reason.as_deref(),
+                    "operation state"
+                );
+                if let Some(record) = self.ops.get_mut(&operation.0) {
+                    let view = record.view_mut();
+                    view.state = state.name().to_string();
+                    if reason.is_some() {
+                        view.reason = reason.clone();
+                    }
+                    if state.is_finished() && view.finished_at.is_none() {
+                        view.finished_at = Some(now_unix);
+                        self.metrics.operation_finished(state.name());
+                    }
+                }
+                touched.insert(operation.0.clone());
+            }
+            EventKind::Error { code, message } => {
+                tracing::warn!(code, message, "core error event");
+            }
+            // In the event log and the counters (and the operation's `reserved_node` and
+            // `why` in snapshots).
+            EventKind::JobReserved { operation, .. } => {
+                self.metrics.reservations.inc();
+                touched.insert(operation.0.clone());
+            }
+            EventKind::GangAssembled { operation, .. } => {
+                self.metrics.gangs_assembled.inc();
+                touched.insert(operation.0.clone());
+            }
+            EventKind::ReservationReleased { operation, .. }
+            | EventKind::GangReleased { operation, .. } => {
+                touched.insert(operation.0.clone());
+            }
+        }
+    }
+}

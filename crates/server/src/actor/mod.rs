@@ -1,0 +1,594 @@
+//! The one task that owns the scheduling core. Handlers send it [`Command`]s with a oneshot for
+//! the reply; after every change it commits what changed to the store (before replying) and
+//! publishes a new [`View`] that GET handlers read without reaching the actor.
+
+mod books;
+mod events;
+mod history;
+#[cfg(test)]
+mod history_tests;
+mod nodes;
+mod operations;
+mod pools;
+mod publish;
+mod recovery;
+
+use crate::caller::Caller;
+use crate::command::{Command, Reply, Request};
+use crate::metrics::{self, ActorMetrics};
+use crate::view::{OperationRecord, ReadOnly, View};
+use events::event_view;
+use fairsched_api::{ApiError, EventView, JobInterrupt, RegisterReply, codes};
+use fairsched_core::{CoreError, NodeId, Scheduler};
+use fairsched_store::{Batch, Store};
+use nodes::NodeRecord;
+pub use nodes::no_such_node;
+use publish::job_counts;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::{broadcast, mpsc, watch};
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn core_error(e: CoreError) -> ApiError {
+    ApiError::new(e.code().unwrap_or(codes::GENERIC), e.message())
+}
+
+fn internal(e: impl std::fmt::Display) -> ApiError {
+    ApiError::new(codes::INTERNAL, e.to_string())
+}
+
+/// Bytes of each output stream kept per job.
+pub const LOG_TAIL_BYTES: usize = 64 * 1024;
+
+/// What outlives a reload of the actor's state ([`Actor::reload`]): the channels that
+/// handlers and streams hold, and the metrics the registry reads.
+struct Shared {
+    publish: watch::Sender<Arc<View>>,
+    events: broadcast::Sender<Arc<EventView>>,
+    metrics: ActorMetrics,
+}
+
+/// The actor's state.
+pub struct Actor {
+    /// What it was started with (a reload restores from the store with it).
+    config: crate::ServerConfig,
+    /// Set while the store cannot write: changes and heartbeats are refused, and the timer
+    /// checks whether the store can write again.
+    read_only: Option<ReadOnly>,
+    /// Set when the actor cannot go on (its state could not be reloaded): it stops, and the
+    /// server exits with the error.
+    fatal: Option<String>,
+    /// Added to allocation ids in new job ids (see [`Actor::restore`]).
+    job_id_base: u64,
+    sched: Scheduler,
+    started: Instant,
+    store: Box<dyn Store>,
+    incarnation: u64,
+    order: Vec<String>,
+    ops: BTreeMap<String, OperationRecord>,
+    /// Job id → operation id (every job, also those of earlier incarnations).
+    /// ... and the job's position among its operation's jobs (a hint, checked at every use:
+    /// finding a job by id among an operation's jobs would cost O(jobs)).
+    job_op: BTreeMap<String, (String, usize)>,
+    /// The core's allocation → its job id, and back (running jobs only).
+    alloc_job: BTreeMap<u64, String>,
+    job_alloc: BTreeMap<String, u64>,
+    /// Jobs changed since the last commit.
+    dirty_jobs: BTreeSet<String>,
+    /// Node → last heartbeat.
+    seen: BTreeMap<String, Instant>,
+    /// Every node ever registered, with the operator's settings (stored).
+    node_records: BTreeMap<String, NodeRecord>,
+    /// Jobs each node must kill / interrupt at its next heartbeat.
+    kill: BTreeMap<String, BTreeSet<String>>,
+    interrupts: BTreeMap<String, Vec<JobInterrupt>>,
+    /// The core's orders of the heartbeat being handled, queued with the others once its
+    /// events are folded (the jobs they name may have started in the same heartbeat).
+    heartbeat_orders: Vec<(NodeId, fairsched_core::NodeOrders)>,
+    /// Jobs of allocations that ended since the core's orders were last queued (an order may
+    /// name an allocation the fold just ended).
+    ended_jobs: BTreeMap<u64, String>,
+    next_id: u64,
+    node_timeout: Duration,
+    publish: watch::Sender<Arc<View>>,
+    batch: Batch,
+    /// Log tails reported with finished jobs (by job id), committed with the next batch.
+    tails: BTreeMap<String, (String, String)>,
+    /// The watched jobs' live output (memory only).
+    live: crate::live::LiveOutput,
+    metrics: ActorMetrics,
+    /// The next event's sequence number.
+    next_event_seq: u64,
+    /// Operations changed by events, to be stored.
+    touched: BTreeSet<String>,
+    /// Events, once committed, for live streams.
+    events: broadcast::Sender<Arc<EventView>>,
+    /// Each tree's configuration as JSON, refreshed when it changes (see `save_tree`).
+    tree_configs: BTreeMap<String, Arc<Value>>,
+    /// More requests were waiting when the current one was taken: a heartbeat then leaves
+    /// the published view to the last request of the queue (or the timer), since building
+    /// it costs O(cluster) (see `finish_heartbeat`).
+    queued: bool,
+    /// Replies to heartbeats whose changes wait for the next commit (see `finish_heartbeat`).
+    deferred: Vec<DeferredReply>,
+    /// Each node's credential from its last registration (memory only).
+    node_credentials: crate::auth::NodeCredentials,
+    /// When the timer next prunes the store of what is older than the retention.
+    prune_at: Instant,
+}
+
+/// A reply sent once the commit it waits for ends: with the commit's error if it failed.
+type DeferredReply = Box<dyn FnOnce(Option<&ApiError>) + Send>;
+
+/// At most this many heartbeats share a commit (bounds the wait of the first).
+const MAX_DEFERRED: usize = 128;
+
+/// At most this many operations (with their jobs) and events are pruned at a time (see
+/// [`Actor::prune_history`]): a batch takes milliseconds, never a long pause of the actor.
+const PRUNE_OPERATIONS: usize = 200;
+const PRUNE_EVENTS: usize = 2000;
+
+/// Events a live stream may fall behind by before it reads the store again.
+const EVENT_BUFFER: usize = 4096;
+/// Default and largest number of events `GET /api/v1/events` returns.
+pub const EVENTS_DEFAULT_LIMIT: usize = 100;
+pub const EVENTS_MAX_LIMIT: usize = 10_000;
+
+impl std::fmt::Debug for Actor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Actor")
+            .field("incarnation", &self.incarnation)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Actor {
+    /// Builds the core from the store's pool trees and the configured trees it lacks (on the
+    /// first start: the configured trees; see `start_trees`) and re-submits the
+    /// operations that had not finished; completed jobs are not rerun. Jobs that were running
+    /// are adopted where they ran: their nodes are restored (with the operator's settings) and
+    /// have `node_timeout_ms` to heartbeat again, which reconciles them (jobs that ended
+    /// meanwhile are reported with their exit codes, jobs the node no longer runs go back to
+    /// pending); a node that does not come back loses them to pending like any lost node. A
+    /// running job that cannot be adopted is marked aborted (`server_restart`) and runs again.
+    pub fn new(
+        config: &crate::ServerConfig,
+        store: Box<dyn Store>,
+    ) -> anyhow::Result<(Actor, watch::Receiver<Arc<View>>)> {
+        let mut actor = Actor::restore(config, store, None, 0)?;
+        actor
+            .commit_batch()
+            .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        actor.publish_view();
+        let view = actor.publish.subscribe();
+        Ok((actor, view))
+    }
+
+    /// The event broadcast: subscribe for events as they are committed.
+    pub fn events(&self) -> broadcast::Sender<Arc<EventView>> {
+        self.events.clone()
+    }
+
+    /// The counters and histograms this actor updates (shared: clones see the same values).
+    pub fn metrics(&self) -> ActorMetrics {
+        self.metrics.clone()
+    }
+
+    fn now(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// Runs until every sender is dropped; an error when the actor cannot go on (its state
+    /// could not be reloaded after a failed commit: see [`Actor::reload`]).
+    pub async fn run(mut self, mut rx: mpsc::Receiver<Request>) -> anyhow::Result<()> {
+        let period = self.sched.config.fair_share_update_period_ms.max(10);
+        let mut timer = tokio::time::interval(Duration::from_millis(period));
+        timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                req = rx.recv() => match req {
+                    Some(req) => {
+                        self.queued = !rx.is_empty();
+                        self.authorize_and_handle(req);
+                        if !self.queued && !self.deferred.is_empty() {
+                            // The last request of a burst did not commit (a read, a refusal).
+                            self.fold_changes();
+                            let _ = self.commit();
+                            self.publish_view();
+                        }
+                    }
+                    None => break,
+                },
+                _ = timer.tick() => self.on_timer(),
+            }
+            if let Some(e) = self.fatal.take() {
+                anyhow::bail!("{e}");
+            }
+        }
+        Ok(())
+    }
+
+    fn on_timer(&mut self) {
+        if self.read_only.is_some() {
+            self.check_store();
+            return;
+        }
+        let now = self.now();
+        let updates = self.sched.stats.fair_share_updates;
+        let started = Instant::now();
+        self.sched.tick(now);
+        if self.sched.stats.fair_share_updates != updates {
+            // The operations that finished before this update leave the core too (the actor
+            // let them go when it stored them).
+            self.sched.forget_finished_operations();
+            let took = started.elapsed();
+            metrics::observe(&self.metrics.fair_share_update_duration, took);
+            tracing::trace!(
+                now_ms = now,
+                took_us = took.as_micros() as u64,
+                "fair-share update"
+            );
+        }
+        let lost: Vec<String> = self
+            .seen
+            .iter()
+            .filter(|(_, t)| t.elapsed() > self.node_timeout)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for node in lost {
+            tracing::warn!(node, "node lost (no heartbeat); its jobs are rescheduled");
+            self.server_event(json!({"event": "node_lost", "node": node}));
+            self.seen.remove(&node);
+            let _ = self.sched.remove_node(now, &NodeId(node.clone()));
+            self.kill.remove(&node);
+            self.interrupts.remove(&node);
+        }
+        self.fold_changes();
+        let _ = self.commit();
+        self.publish_view();
+        self.prune_history();
+    }
+
+    /// While read-only: whether the store can write again (a test write). If it can, the
+    /// changes the reload made (see [`Actor::restore`]) are committed and the server takes
+    /// changes and heartbeats again; every node gets a full `node_timeout_ms` to heartbeat
+    /// (their heartbeats were refused meanwhile).
+    fn check_store(&mut self) {
+        if let Err(e) = self.store.check_writable() {
+            tracing::debug!("the store still cannot write: {e}");
+            return;
+        }
+        match self.commit_batch() {
+            Ok(()) => {
+                let since = self.read_only.take().map_or(0, |r| r.since_unix_ms);
+                let now = Instant::now();
+                for seen in self.seen.values_mut() {
+                    *seen = now;
+                }
+                tracing::warn!(
+                    read_only_s = unix_ms().saturating_sub(since) as f64 / 1000.0,
+                    "the store can write again: the server takes changes and heartbeats again"
+                );
+                self.publish_view();
+            }
+            Err(e) => {
+                tracing::debug!("the store still cannot write: {}", e.message);
+                // What the batch held is in memory only: start again from the store.
+                self.reload();
+            }
+        }
+    }
+
+    /// Runs the request's command if its caller may (decided on the trees as they are now,
+    /// so that a refused command changes nothing); refusals and changes are logged with the
+    /// user.
+    fn authorize_and_handle(&mut self, Request { caller, command }: Request) {
+        if let Some(r) = &self.read_only
+            && command.changes_state()
+        {
+            command.refuse(read_only_error(r));
+            return;
+        }
+        if let Err(e) = crate::auth::authorize(&self.sched, &caller, &command) {
+            tracing::warn!(
+                user = caller.name(),
+                command = command.name(),
+                code = e.code,
+                message = %e.message,
+                "request refused"
+            );
+            command.refuse(e);
+            return;
+        }
+        if command.is_users_change() && caller != Caller::Unchecked {
+            tracing::info!(user = caller.name(), command = command.name(), "request");
+        }
+        self.handle(command);
+    }
+
+    fn handle(&mut self, cmd: Command) {
+        let _span = tracing::debug_span!("command", kind = cmd.name()).entered();
+        match cmd {
+            Command::Submit(spec, wait_for_nodes, reply) => {
+                let r = if wait_for_nodes {
+                    Ok(())
+                } else {
+                    self.check_fits(&spec)
+                };
+                let r = r.and_then(|()| self.submit(spec));
+                self.finish(reply, r);
+            }
+            Command::Abort(id, reply) => {
+                let r = self.abort(&id);
+                self.finish(reply, r);
+            }
+            Command::UpdateOperation(id, update, reply) => {
+                let r = self.update_operation(&id, update);
+                self.finish(reply, r);
+            }
+            Command::Logs(request, reply) => {
+                let _ = reply.send(self.logs(request));
+            }
+            Command::CreatePool {
+                tree,
+                name,
+                parent,
+                config,
+                reply,
+            } => {
+                let r = self.create_pool(tree.as_deref(), &name, parent.as_deref(), config);
+                self.finish(reply, r);
+            }
+            Command::UpdatePool {
+                tree,
+                name,
+                config,
+                parent,
+                reply,
+            } => {
+                let r = self.update_pool(tree.as_deref(), &name, config, parent.as_deref());
+                self.finish(reply, r);
+            }
+            Command::RemovePool { tree, name, reply } => {
+                let r = self.remove_pool(tree.as_deref(), &name);
+                self.finish(reply, r);
+            }
+            Command::ApplyTree {
+                tree,
+                config,
+                dry_run,
+                reply,
+            } => {
+                let r = self.apply_tree(tree.as_deref(), config, dry_run);
+                self.finish(reply, r);
+            }
+            Command::Node { id, action, reply } => {
+                let r = self.node_action(&id, action);
+                self.finish(reply, r);
+            }
+            Command::Register(node, reply) => {
+                let id = node.node_id.clone();
+                let r = self.register(node).and_then(|r| {
+                    let node_credential = self.node_credentials.issue(&id)?;
+                    Ok(RegisterReply {
+                        node_credential,
+                        ..r
+                    })
+                });
+                self.finish_heartbeat(reply, r);
+            }
+            Command::Heartbeat(hb, reply) => {
+                let r = self.heartbeat(hb);
+                self.finish_heartbeat(reply, r);
+            }
+            Command::Events(q, reply) => {
+                let _ = reply.send(self.read_events(&q));
+            }
+            Command::History(q) => self.history(q),
+        }
+    }
+
+    /// Applies the events, commits, publishes, then replies (a commit failure is the reply,
+    /// and the change is undone: see [`Actor::commit`]). Readers see a change only once it
+    /// is committed.
+    fn finish<T>(&mut self, reply: Reply<T>, result: Result<T, ApiError>) {
+        self.fold_changes();
+        let result = self.commit_result(result);
+        self.publish_view();
+        send_reply(reply, result);
+    }
+
+    /// [`Actor::finish`] for an agent's heartbeat or registration. While other requests wait
+    /// (a burst, as when a whole cluster starts or under load), it neither publishes the view
+    /// nor commits: the last request of the burst (or the timer) publishes once, and up to
+    /// [`MAX_DEFERRED`] heartbeats share one commit, each replied to only after it. Building
+    /// the view costs O(cluster) (a core snapshot, every node, every operation's summary);
+    /// per heartbeat it made the actor spend most of its time on views nobody read (a burst of
+    /// registrations rebuilt it once per node: quadratic in the nodes), and a commit per
+    /// heartbeat spent most of the rest in SQLite's per-transaction work. A client that waits
+    /// for its reply and then reads sees its change whenever the server is not busy; under
+    /// load reads lag by at most the queue.
+    fn finish_heartbeat<T: Send + 'static>(
+        &mut self,
+        reply: Reply<T>,
+        result: Result<T, ApiError>,
+    ) {
+        if self.queued && self.deferred.len() < MAX_DEFERRED {
+            self.fold_changes();
+            self.deferred
+                .push(Box::new(move |failed: Option<&ApiError>| {
+                    let result = match failed {
+                        Some(e) => Err(e.clone()),
+                        None => result,
+                    };
+                    if let Err(e) = &result {
+                        tracing::debug!(code = e.code, message = %e.message, "request rejected");
+                    }
+                    let _ = reply.send(result);
+                }));
+            return;
+        }
+        self.fold_changes();
+        let result = self.commit_result(result);
+        if !self.queued {
+            self.publish_view();
+        }
+        send_reply(reply, result);
+    }
+
+    /// Commits; a commit failure replaces `result`.
+    fn commit_result<T>(&mut self, result: Result<T, ApiError>) -> Result<T, ApiError> {
+        match self.commit() {
+            Ok(()) => result,
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Folds the core's events into the records, queues them for the store, publishes a view.
+    /// (The published view waits for the commit: [`Actor::finish`].)
+    fn after_change(&mut self) {
+        self.fold_changes();
+        self.build_view();
+    }
+
+    /// Folds the core's events into the records; the changed operations and jobs are queued
+    /// for the store at the next commit ([`Actor::stage_changes`]).
+    fn fold_changes(&mut self) {
+        self.take_core_events();
+    }
+
+    /// Queues the operations and jobs changed since the last commit for the store, each once
+    /// however often it changed (heartbeats committed together touch the same operations).
+    ///
+    /// A finished operation is stored with its final job counts and leaves memory (see
+    /// [`Actor::retire`]).
+    fn stage_changes(&mut self) {
+        let mut finished = Vec::new();
+        for id in std::mem::take(&mut self.touched) {
+            // The stored operation leaves out its jobs (stored one by one).
+            let Some(record) = self.ops.get_mut(&id) else {
+                continue;
+            };
+            if is_finished(&record.view.state) {
+                let counts = job_counts(&record.view, &record.jobs, 0);
+                let view = record.view_mut();
+                view.job_counts = counts;
+                view.why = None;
+                finished.push(id);
+            }
+            let view = Arc::clone(&record.view);
+            self.dirty_op(&view);
+        }
+        self.save_jobs();
+        for id in finished {
+            self.retire(&id);
+        }
+    }
+
+    /// Commits everything changed (see [`Actor::stage_changes`]), then sends the replies that
+    /// waited for this commit (a failure is their reply too).
+    ///
+    /// A failed commit did not happen: the state is reloaded from the store as it was before
+    /// (what the batch held is dropped from memory too, so no job it started is told to
+    /// start and no reply says it happened), and the server is read-only until the store can
+    /// write again ([`Actor::check_store`]).
+    fn commit(&mut self) -> Result<(), ApiError> {
+        let r = self.commit_batch();
+        let r = match r {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let e = ApiError::new(
+                    codes::READ_ONLY,
+                    format!(
+                        "the change was not made: the store cannot write ({}); the server is \
+                         read-only until it can (free space on its disk, or make it writable)",
+                        e.message
+                    ),
+                );
+                tracing::error!(
+                    "store commit failed: {}; its changes are undone and the server is \
+                     read-only until the store can write",
+                    e.message
+                );
+                self.read_only = Some(ReadOnly {
+                    reason: e.message.clone(),
+                    since_unix_ms: unix_ms(),
+                });
+                Err(e)
+            }
+        };
+        for reply in std::mem::take(&mut self.deferred) {
+            reply(r.as_ref().err());
+        }
+        if r.is_err() {
+            self.reload();
+        }
+        r
+    }
+
+    fn commit_batch(&mut self) -> Result<(), ApiError> {
+        self.stage_changes();
+        let batch = std::mem::take(&mut self.batch);
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let r = self
+            .store
+            .commit(&batch)
+            .map_err(|e| ApiError::new(codes::INTERNAL, format!("not persisted: {e}")));
+        metrics::observe(&self.metrics.store_commit_duration, started.elapsed());
+        if r.is_ok() {
+            for e in &batch.events {
+                // No receiver (no stream open) is fine.
+                let _ = self.events.send(Arc::new(event_view(e)));
+            }
+        }
+        r
+    }
+
+    fn publish_view(&mut self) {
+        let view = self.build_view();
+        self.publish.send_replace(Arc::new(view));
+    }
+}
+
+fn is_finished(state: &str) -> bool {
+    matches!(state, "completed" | "failed" | "aborted")
+}
+
+/// The error for an operation that does not exist.
+fn no_such_operation(id: &str) -> ApiError {
+    ApiError::new(
+        codes::NO_SUCH_OPERATION,
+        format!("operation {id:?} does not exist"),
+    )
+    .with_attribute("operation", id)
+}
+
+fn send_reply<T>(reply: Reply<T>, result: Result<T, ApiError>) {
+    if let Err(e) = &result {
+        tracing::debug!(code = e.code, message = %e.message, "request rejected");
+    }
+    let _ = reply.send(result);
+}
+
+/// The refusal of a change while the server is read-only.
+fn read_only_error(r: &ReadOnly) -> ApiError {
+    ApiError::new(
+        codes::READ_ONLY,
+        format!(
+            "the server is read-only: its store cannot write ({}); nothing was changed; retry \
+             once the store can write again (free space on its disk, or make it writable)",
+            r.reason
+        ),
+    )
+}

@@ -1,0 +1,372 @@
+//! Recovery: the actor's state restored from the store at start (trees, nodes, unfinished
+//! operations, running jobs adopted on their nodes) and reloaded after a failed commit.
+
+use super::nodes::NodeRecord;
+use super::{Actor, EVENT_BUFFER, Shared, is_finished, unix_ms};
+use crate::jobs::JobList;
+use crate::metrics::ActorMetrics;
+use crate::view::{OperationRecord, View};
+use fairsched_api::{JobView, OperationView};
+use fairsched_config::{PoolTreeConfig, PoolTrees};
+use fairsched_core::{NodeId, NodeSpec, OperationId, OperationSpec, Scheduler};
+use fairsched_store::{
+    Batch, EventFilter, OperationFilter, Pruned, Store, StoredEvent, StoredJob, StoredOperation,
+    StoredTree,
+};
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{broadcast, watch};
+
+/// The pool trees as the store keeps them: every tree with its API changes, and the default
+/// one. Errors name the tree.
+pub(super) fn stored_trees(stored: &[StoredTree]) -> anyhow::Result<PoolTrees> {
+    let mut trees = PoolTrees::default();
+    for t in stored {
+        let tree: PoolTreeConfig = serde_json::from_str(&t.config)
+            .map_err(|e| anyhow::anyhow!("the stored pool tree {:?} is unreadable: {e}", t.name))?;
+        trees.pool_trees.insert(t.name.clone(), tree);
+        if t.is_default {
+            trees.default_tree = Some(t.name.clone());
+        }
+    }
+    if trees.default_tree_name().is_none() {
+        anyhow::bail!(
+            "the store holds pool trees {:?} and none is marked the default",
+            trees.pool_trees.keys().collect::<Vec<_>>()
+        );
+    }
+    Ok(trees)
+}
+
+/// The store of an actor whose state is being reloaded: never used (the reload gives the
+/// store back, or the actor stops).
+struct Unavailable;
+
+impl Store for Unavailable {
+    fn load(&self) -> Result<fairsched_store::Loaded, fairsched_store::StoreError> {
+        Err(unavailable())
+    }
+    fn commit(&mut self, _: &Batch) -> Result<(), fairsched_store::StoreError> {
+        Err(unavailable())
+    }
+    fn job_logs(
+        &self,
+        _: &str,
+    ) -> Result<Vec<(String, String, String)>, fairsched_store::StoreError> {
+        Err(unavailable())
+    }
+    fn events(&self, _: &EventFilter) -> Result<Vec<StoredEvent>, fairsched_store::StoreError> {
+        Err(unavailable())
+    }
+    fn check_writable(&mut self) -> Result<(), fairsched_store::StoreError> {
+        Err(unavailable())
+    }
+    fn operation(
+        &self,
+        _: &str,
+    ) -> Result<Option<(StoredOperation, Vec<StoredJob>)>, fairsched_store::StoreError> {
+        Err(unavailable())
+    }
+    fn operation_state(&self, _: &str) -> Result<Option<String>, fairsched_store::StoreError> {
+        Err(unavailable())
+    }
+    fn operations(
+        &self,
+        _: &OperationFilter,
+    ) -> Result<Vec<StoredOperation>, fairsched_store::StoreError> {
+        Err(unavailable())
+    }
+    fn prune(&mut self, _: u64, _: usize, _: usize) -> Result<Pruned, fairsched_store::StoreError> {
+        Err(unavailable())
+    }
+}
+
+pub(super) fn unavailable() -> fairsched_store::StoreError {
+    fairsched_store::StoreError::Other("the store is being reopened".into())
+}
+
+impl Actor {
+    /// The state as the store has it (see [`Actor::new`]), not committed yet: what recovery
+    /// changed (trees saved, jobs that cannot be adopted aborted, adoption events) is in the
+    /// batch. `shared`: the channels and metrics of the actor this one replaces (a reload),
+    /// none at start; `job_id_base`: added to allocation ids in new job ids, so that a reload
+    /// (whose core numbers allocations from 1 again) does not reuse this incarnation's ids.
+    pub(super) fn restore(
+        config: &crate::ServerConfig,
+        store: Box<dyn Store>,
+        shared: Option<Shared>,
+        job_id_base: u64,
+    ) -> anyhow::Result<Actor> {
+        let loaded = store.load()?;
+        let configured = crate::start_trees::configured(config)?;
+        // The first start takes the configured trees; later ones the stored trees and the
+        // configured trees the store does not have yet (see `start_trees`).
+        let (trees, start) = if loaded.trees.is_empty() {
+            let trees = configured
+                .as_ref()
+                .map(|(trees, _)| trees.clone())
+                .unwrap_or_else(|| PoolTrees::single("default", PoolTreeConfig::default()));
+            (trees, None)
+        } else {
+            let start = crate::start_trees::merge(
+                stored_trees(&loaded.trees)?,
+                configured.as_ref().map(|(trees, _)| trees),
+            );
+            (start.trees.clone(), Some(start))
+        };
+        let validated = fairsched_config::validate_pool_trees(&trees).map_err(|e| {
+            match (&start, &configured) {
+                (Some(start), Some((_, source))) if !start.added.is_empty() => anyhow::anyhow!(
+                    "pool trees: the stored trees and the ones {source} adds ({}) are not valid \
+                     together: {e}\nThe stored trees win over their versions in {source}: to \
+                     change a stored tree, start without the new trees and apply it with \
+                     `fairsched pool apply --tree NAME FILE` first. Nothing was changed.",
+                    crate::start_trees::quoted(&start.added)
+                ),
+                _ => anyhow::anyhow!("pool trees: {e}"),
+            }
+        })?;
+        let sched = Scheduler::new(config.scheduler.clone(), validated)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        if let (Some(start), Some((_, source))) = (&start, &configured) {
+            start.log(source);
+        }
+        let shared = shared.unwrap_or_else(|| Shared {
+            publish: watch::channel(Arc::new(View {
+                snapshot: sched.snapshot(0),
+                operation_trees: BTreeMap::new(),
+                trees: Vec::new(),
+                operations: Vec::new(),
+                nodes: Vec::new(),
+                read_only: None,
+            }))
+            .0,
+            events: broadcast::channel(EVENT_BUFFER).0,
+            metrics: ActorMetrics::default(),
+        });
+        let mut actor = Actor {
+            config: config.clone(),
+            read_only: None,
+            fatal: None,
+            job_id_base,
+            sched,
+            started: Instant::now(),
+            store,
+            incarnation: loaded.incarnation,
+            order: Vec::new(),
+            ops: BTreeMap::new(),
+            job_op: BTreeMap::new(),
+            alloc_job: BTreeMap::new(),
+            job_alloc: BTreeMap::new(),
+            dirty_jobs: BTreeSet::new(),
+            seen: BTreeMap::new(),
+            node_records: loaded
+                .nodes
+                .iter()
+                .filter_map(|n| serde_json::from_str::<NodeRecord>(&n.record).ok())
+                .map(|r| (r.node_id.clone(), r))
+                .collect(),
+            kill: BTreeMap::new(),
+            interrupts: BTreeMap::new(),
+            heartbeat_orders: Vec::new(),
+            ended_jobs: BTreeMap::new(),
+            next_id: 1,
+            node_timeout: Duration::from_millis(config.node_timeout_ms),
+            publish: shared.publish,
+            batch: Batch::default(),
+            tails: BTreeMap::new(),
+            live: crate::live::LiveOutput::default(),
+            metrics: shared.metrics,
+            next_event_seq: loaded.last_event_seq + 1,
+            touched: BTreeSet::new(),
+            events: shared.events,
+            tree_configs: BTreeMap::new(),
+            queued: false,
+            deferred: Vec::new(),
+            node_credentials: crate::auth::NodeCredentials::new(config.agent_token.is_some()),
+            prune_at: Instant::now(),
+        };
+        actor.save_trees();
+        if let Some(start) = &start {
+            actor.warn_of_shared_nodes(&start.added);
+        }
+        let mut jobs: BTreeMap<String, JobList> = BTreeMap::new();
+        // Running jobs in store order: (job, operation, task, node).
+        let mut running: Vec<(String, String, usize, String)> = Vec::new();
+        for j in &loaded.jobs {
+            if let Ok(job) = serde_json::from_str::<JobView>(&j.record) {
+                let pos = jobs.get(&j.operation).map_or(0, JobList::len);
+                actor
+                    .job_op
+                    .insert(job.id.clone(), (j.operation.clone(), pos));
+                if job.state == "running" {
+                    running.push((
+                        job.id.clone(),
+                        j.operation.clone(),
+                        job.task,
+                        job.node.clone(),
+                    ));
+                }
+                jobs.entry(j.operation.clone()).or_default().push(job);
+            }
+        }
+        for stored in &loaded.operations {
+            let mut view: OperationView = serde_json::from_str(&stored.record)?;
+            let op_jobs = jobs.remove(&view.id).unwrap_or_default();
+            if !is_finished(&view.state) {
+                let mut spec: OperationSpec = serde_json::from_value(view.spec.clone())?;
+                for (t, task) in spec.tasks.iter_mut().enumerate() {
+                    let done = op_jobs
+                        .iter()
+                        .filter(|j| j.task == t && j.state == "completed")
+                        .count() as u32;
+                    task.job_count = task.job_count.saturating_sub(done);
+                }
+                if let Err(e) = actor.sched.start_operation(0, spec) {
+                    view.state = "failed".into();
+                    view.reason = Some(format!("not restored after a restart: {}", e.message()));
+                    view.finished_at = Some(unix_ms());
+                    // Finished: it leaves memory at the first commit.
+                    actor.touched.insert(view.id.clone());
+                }
+                actor.dirty_op(&view);
+            }
+            actor.order.push(view.id.clone());
+            actor
+                .ops
+                .insert(view.id.clone(), OperationRecord::new(view, op_jobs));
+        }
+        actor.adopt_running(running);
+        actor.after_change();
+        Ok(actor)
+    }
+
+    /// At start, after trees were added: warns of each known node that the added trees'
+    /// filters give a second tree (it is refused when it registers, and not restored).
+    pub(super) fn warn_of_shared_nodes(&self, added: &[String]) {
+        if added.is_empty() {
+            return;
+        }
+        for r in self.node_records.values() {
+            let tags: BTreeSet<String> = r.tags.iter().cloned().collect();
+            let matching: Vec<String> = self
+                .sched
+                .trees()
+                .iter()
+                .filter(|t| t.node_filter.matches(&tags))
+                .map(|t| t.name.clone())
+                .collect();
+            if matching.len() > 1 && matching.iter().any(|t| added.contains(t)) {
+                tracing::warn!(
+                    node = r.node_id,
+                    "node {:?} (tags {:?}) matches the node_tag_filter of pool trees {}; trees \
+                     must not share nodes, so it is refused until its tags or a tree's filter \
+                     change (`fairsched pool apply --tree NAME FILE`)",
+                    r.node_id,
+                    r.tags,
+                    crate::start_trees::quoted(&matching)
+                );
+            }
+        }
+    }
+
+    /// At start: restores the nodes that ran jobs and adopts those jobs there (see
+    /// [`Actor::new`]).
+    pub(super) fn adopt_running(&mut self, running: Vec<(String, String, usize, String)>) {
+        let now = self.now();
+        let mut restored: BTreeSet<String> = BTreeSet::new();
+        let mut refused: BTreeSet<String> = BTreeSet::new();
+        for (job, op, task, node) in running {
+            let id = NodeId(node.clone());
+            if self.sched.node(&id).is_none()
+                && !refused.contains(&node)
+                && let Some(r) = self.node_records.get(&node)
+            {
+                // Its tree follows from its tags and the trees now (an added tree may take it).
+                let spec = NodeSpec {
+                    id: id.clone(),
+                    resources: r.resources,
+                    tags: r.tags.iter().cloned().collect(),
+                };
+                match self.sched.add_node(now, spec) {
+                    Ok(()) => {
+                        self.seen.insert(node.clone(), Instant::now());
+                        restored.insert(node.clone());
+                    }
+                    Err(e) => {
+                        tracing::warn!(node, "node not restored: {e}");
+                        refused.insert(node.clone());
+                    }
+                }
+            }
+            match self
+                .sched
+                .adopt_allocation(now, &OperationId(op.clone()), task, &id)
+            {
+                Ok(allocation) => {
+                    tracing::info!(job, operation = op, node, "running job adopted");
+                    self.alloc_job.insert(allocation.0, job.clone());
+                    self.job_alloc.insert(job.clone(), allocation.0);
+                    self.server_event(json!({"event": "job_adopted", "operation": op,
+                        "job": job, "node": node}));
+                }
+                Err(e) => {
+                    tracing::warn!(job, operation = op, node, "running job not adopted: {e}");
+                    self.update_job(&job, |j| {
+                        j.state = "aborted".into();
+                        j.reason = Some("server_restart".into());
+                        j.finished_at = Some(unix_ms());
+                    });
+                    self.dirty_jobs.insert(job);
+                }
+            }
+        }
+        // The operator's settings (a disabled node's jobs are aborted).
+        for node in restored {
+            let Some(r) = self.node_records.get(&node).cloned() else {
+                continue;
+            };
+            let id = NodeId(node.clone());
+            if !r.scheduler_jobs_enabled {
+                let _ = self.sched.set_node(now, &id, None, None, Some(false));
+            }
+            if r.draining {
+                let _ = self.sched.set_node_draining(now, &id, true);
+            }
+            tracing::info!(node, "node restored; waiting for its heartbeat");
+        }
+    }
+
+    /// Rebuilds the whole state from the store (as a restart does: see [`Actor::new`]),
+    /// keeping the channels, the metrics and the read-only state. When the store cannot be
+    /// read either, the actor stops ([`Actor::fatal`]): the server exits with the error, for
+    /// its supervisor to restart it.
+    pub(super) fn reload(&mut self) {
+        let store = std::mem::replace(&mut self.store, Box::new(Unavailable));
+        let shared = Shared {
+            publish: self.publish.clone(),
+            events: self.events.clone(),
+            metrics: self.metrics.clone(),
+        };
+        let base = self.job_id_base + self.sched.next_allocation_id();
+        match Actor::restore(&self.config, store, Some(shared), base) {
+            Ok(mut fresh) => {
+                fresh.read_only = self.read_only.take();
+                fresh.next_id = self.next_id;
+                // Nodes the reload restores keep their registration's credential.
+                std::mem::swap(&mut fresh.node_credentials, &mut self.node_credentials);
+                *self = fresh;
+                tracing::warn!("state reloaded from the store");
+                self.publish_view();
+            }
+            Err(e) => {
+                tracing::error!("cannot reload the state from the store: {e:#}");
+                self.fatal = Some(format!(
+                    "the store failed a commit and its state cannot be read back: {e:#}"
+                ));
+            }
+        }
+    }
+}
