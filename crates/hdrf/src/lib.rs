@@ -21,10 +21,8 @@ pub mod output;
 pub mod plf;
 mod update;
 
-#[cfg(test)]
-mod perf_equivalence;
-#[cfg(test)]
-mod reference;
+#[cfg(feature = "tuning")]
+pub mod tuning;
 
 pub use model::*;
 pub use output::*;

@@ -14,8 +14,8 @@
 //! (no search), values at segment ends and on horizontal segments skip the division, and the
 //! `*_into` variants write into buffers the caller reuses. They produce exactly the segments
 //! the straightforward formulation produces (sample both limits at the sorted, deduplicated
-//! critical points and feed them to the builder); `crate::perf_equivalence` checks this against
-//! the original implementation kept in `crate::reference`.
+//! critical points and feed them to the builder); `tests/differential.rs` checks this against
+//! the original implementation kept in `fairsched_hdrf_testkit::oracle`.
 //!
 //! The one deliberate exception is the summation of many functions: [`Plf::sum`] adds all
 //! functions left to right at every critical point, which costs (points × functions)

@@ -10,7 +10,8 @@
 //! 8. burst integral shares;
 //! 9. relaxed integral shares;
 //! 10. bottom-up functions F, M, S (M and S by one walk over F, `crate::envelope`, unless
-//!     `Tuning::envelope` is off or F does not suit it: then as the reference builds them);
+//!     F does not suit it, or the tests' `crate::tuning` turns it off: then as the oracle builds
+//!     them);
 //! 11. top-down distribution;
 //! 12. promised-guarantee pass;
 //! 13. root fix-up.
@@ -29,8 +30,8 @@ use crate::output::{
     TIER_PRIORITY_POOLS, TIER_REGULAR_POOLS, UpdateError, UpdateOutput, UpdateWarning,
 };
 use crate::plf::{
-    Builder, ComposeScratch, ExactSum, Plf, PlfRef, Segment, SumScratch, Value, component_into,
-    compose_into, compress_into, inverse_lower_bound, inverse_part_into, pointwise_min_into,
+    Builder, ComposeScratch, Plf, PlfRef, Segment, SumScratch, Value, component_into, compose_into,
+    compress_into, inverse_lower_bound, inverse_part_into, pointwise_min_into,
     scale_argument_extend_into, sum_adaptive_into, sum_exact_into,
 };
 use fairsched_resources::{RESOURCE_COUNT, ResourceKind, ResourceVector, Resources};
@@ -259,27 +260,29 @@ struct Update<'a> {
     smooth_seconds: Option<f64>,
 }
 
-/// Knobs of the implementation that only tests change.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Tuning {
-    /// When the children of a classic normal pool are summed exactly, left to right at every
-    /// point, rather than by balanced pairwise summation (see `crate::plf::Plf::sum_adaptive`).
-    /// Improved-mode and FIFO sums are always exact.
-    pub exact_sum: ExactSum,
-    /// Whether M and S are built in one walk over F (`crate::envelope`) rather than as the
-    /// reference builds them (per-resource inverses, their pointwise minimum, the composition
-    /// and its compression). The same functions; values differ in the last bits.
-    pub envelope: bool,
-}
+/// The implementation's knobs: constants in production; the differential tests set them
+/// through [`crate::tuning`] (feature `tuning`).
+#[cfg(not(feature = "tuning"))]
+#[derive(Clone, Copy)]
+pub(crate) struct Tuning;
 
-impl Default for Tuning {
-    fn default() -> Self {
-        Tuning {
-            exact_sum: crate::plf::EXACT_SUM,
-            envelope: true,
-        }
+#[cfg(not(feature = "tuning"))]
+impl Tuning {
+    const PRODUCTION: Tuning = Tuning;
+
+    /// M and S are built in one walk over F (`crate::envelope`) where F suits it.
+    fn envelope(self) -> bool {
+        true
+    }
+
+    /// When classic normal pools' children are summed exactly.
+    fn exact_sum(self) -> crate::plf::ExactSum {
+        crate::plf::EXACT_SUM
     }
 }
+
+#[cfg(feature = "tuning")]
+pub(crate) use crate::tuning::Tuning;
 
 /// Working memory of an update that the next update on the same thread reuses: the function
 /// arenas and per-element tables of a large tree take a hundred megabytes or more, and
@@ -310,7 +313,9 @@ thread_local! {
 /// attributes, some 4.2 KB per element: BENCHMARKS.md, "Memory") for the next update on the same
 /// thread; it holds no other state between calls.
 pub fn update(tree: &mut Tree, input: &UpdateInput, clock: &dyn PhaseClock) -> UpdateOutput {
-    update_with(tree, input, clock, Tuning::default())
+    let mut out = UpdateOutput::default();
+    update_with_into(tree, input, clock, Tuning::PRODUCTION, &mut out);
+    out
 }
 
 /// [`update`] writing into `out` (overwriting everything in it) and reusing its allocations.
@@ -323,7 +328,7 @@ pub fn update_into(
     clock: &dyn PhaseClock,
     out: &mut UpdateOutput,
 ) {
-    update_with_into(tree, input, clock, Tuning::default(), out);
+    update_with_into(tree, input, clock, Tuning::PRODUCTION, out);
 }
 
 /// `v` cleared and refilled with `n` copies of `value`, keeping its allocation.
@@ -331,18 +336,6 @@ fn refill<T: Clone>(mut v: Vec<T>, n: usize, value: T) -> Vec<T> {
     v.clear();
     v.resize(n, value);
     v
-}
-
-/// [`update`] with explicit tuning.
-pub(crate) fn update_with(
-    tree: &mut Tree,
-    input: &UpdateInput,
-    clock: &dyn PhaseClock,
-    tuning: Tuning,
-) -> UpdateOutput {
-    let mut out = UpdateOutput::default();
-    update_with_into(tree, input, clock, tuning, &mut out);
-    out
 }
 
 /// [`update_into`] with explicit tuning.
@@ -538,7 +531,7 @@ impl Update<'_> {
         let t1 = self.now_ns();
         self.timings.prepare_ns = t1 - t0;
 
-        if self.tuning.envelope
+        if self.tuning.envelope()
             && !self
                 .opts
                 .enable_improved_fair_share_by_fit_factor_computation
@@ -1694,7 +1687,7 @@ impl Update<'_> {
         }
 
         let t1 = self.now_ns();
-        if self.tuning.envelope
+        if self.tuning.envelope()
             && monotone
             && scratch.f.iter().all(|s| s.x0 <= s.x1)
             && let Some(functions) = self.build_by_envelope(i, scratch, improved.as_ref())
@@ -2038,7 +2031,7 @@ impl Update<'_> {
         } else {
             sum_adaptive_into(
                 &slices,
-                self.tuning.exact_sum,
+                self.tuning.exact_sum(),
                 &mut scratch.sum,
                 &mut scratch.f,
             );
