@@ -26,4 +26,4 @@ pub mod tuning;
 
 pub use model::*;
 pub use output::*;
-pub use update::{update, update_into};
+pub use update::{Workspace, update, update_into};

@@ -51,6 +51,13 @@ pub fn update_tuned(
     tuning: Tuning,
 ) -> UpdateOutput {
     let mut out = UpdateOutput::default();
-    crate::update::update_with_into(tree, input, clock, tuning, &mut out);
+    crate::update::update_with_into(
+        tree,
+        input,
+        clock,
+        tuning,
+        &mut crate::Workspace::new(),
+        &mut out,
+    );
     out
 }

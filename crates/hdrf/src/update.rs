@@ -284,11 +284,17 @@ impl Tuning {
 #[cfg(feature = "tuning")]
 pub(crate) use crate::tuning::Tuning;
 
-/// Working memory of an update that the next update on the same thread reuses: the function
-/// arenas and per-element tables of a large tree take a hundred megabytes or more, and
-/// allocating them afresh costs a page fault per page on every update.
+/// Working memory of the fair-share update, kept by the caller from one update to the next:
+/// the function arenas and per-element tables (among them every attribute of every element;
+/// together about four times as large as the returned attributes, some 4.2 KB per element:
+/// BENCHMARKS.md, "Memory"). Allocating them afresh costs a page fault per page on every
+/// update of a large tree; a caller that updates repeatedly keeps one `Workspace` and calls
+/// [`Workspace::update`] or [`Workspace::update_into`].
+///
+/// Nothing in it is read before an update overwrites it: the results never depend on what an
+/// earlier update (of any tree) left there. Cloning gives an empty workspace.
 #[derive(Default)]
-struct Buffers {
+pub struct Workspace {
     attrs: Attrs,
     usage: Vec<Resources>,
     demand: Vec<Resources>,
@@ -300,22 +306,60 @@ struct Buffers {
     scratch: Scratch,
 }
 
-thread_local! {
-    /// The buffers of the last update that finished on this thread.
-    static BUFFERS: std::cell::RefCell<Option<Buffers>> = const { std::cell::RefCell::new(None) };
+impl std::fmt::Debug for Workspace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Workspace")
+            .field("elements", &self.functions.capacity())
+            .field("s_segments", &self.s_arena.capacity())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Clone for Workspace {
+    /// An empty workspace: the content is working memory only.
+    fn clone(&self) -> Self {
+        Workspace::default()
+    }
+}
+
+impl Workspace {
+    /// An empty workspace (it grows to what the largest tree it updates needs).
+    pub fn new() -> Workspace {
+        Workspace::default()
+    }
+
+    /// [`update`], keeping the working memory here for the next update.
+    pub fn update(
+        &mut self,
+        tree: &mut Tree,
+        input: &UpdateInput,
+        clock: &dyn PhaseClock,
+    ) -> UpdateOutput {
+        let mut out = UpdateOutput::default();
+        update_with_into(tree, input, clock, Tuning::PRODUCTION, self, &mut out);
+        out
+    }
+
+    /// [`update_into`], keeping the working memory here for the next update.
+    pub fn update_into(
+        &mut self,
+        tree: &mut Tree,
+        input: &UpdateInput,
+        clock: &dyn PhaseClock,
+        out: &mut UpdateOutput,
+    ) {
+        update_with_into(tree, input, clock, Tuning::PRODUCTION, self, out);
+    }
 }
 
 /// Runs one fair-share update over `tree` (advancing its persistent integral state) and returns
 /// every element's attributes, indexed like the tree.
 ///
-/// The update keeps its working memory (function arenas and per-element tables, among them
-/// every attribute of every element; together about four times as large as the returned
-/// attributes, some 4.2 KB per element: BENCHMARKS.md, "Memory") for the next update on the same
-/// thread; it holds no other state between calls.
+/// The working memory is allocated for this update and freed when it returns; a caller that
+/// updates repeatedly keeps it in a [`Workspace`] instead. The library holds no state between
+/// calls.
 pub fn update(tree: &mut Tree, input: &UpdateInput, clock: &dyn PhaseClock) -> UpdateOutput {
-    let mut out = UpdateOutput::default();
-    update_with_into(tree, input, clock, Tuning::PRODUCTION, &mut out);
-    out
+    Workspace::new().update(tree, input, clock)
 }
 
 /// [`update`] writing into `out` (overwriting everything in it) and reusing its allocations.
@@ -328,7 +372,7 @@ pub fn update_into(
     clock: &dyn PhaseClock,
     out: &mut UpdateOutput,
 ) {
-    update_with_into(tree, input, clock, Tuning::PRODUCTION, out);
+    Workspace::new().update_into(tree, input, clock, out);
 }
 
 /// `v` cleared and refilled with `n` copies of `value`, keeping its allocation.
@@ -338,34 +382,34 @@ fn refill<T: Clone>(mut v: Vec<T>, n: usize, value: T) -> Vec<T> {
     v
 }
 
-/// [`update_into`] with explicit tuning.
+/// [`update_into`] with explicit tuning and working memory.
 pub(crate) fn update_with_into(
     tree: &mut Tree,
     input: &UpdateInput,
     clock: &dyn PhaseClock,
     tuning: Tuning,
+    workspace: &mut Workspace,
     out: &mut UpdateOutput,
 ) {
     let n = tree.len();
     let start = clock.now_ns();
     let timing = clock.enabled();
-    let mut buffers = BUFFERS.with(|b| b.borrow_mut().take()).unwrap_or_default();
-    let mut order = std::mem::take(&mut buffers.order);
+    let mut order = std::mem::take(&mut workspace.order);
     order.truncate(n);
     for o in &mut order {
         o.clear();
     }
     order.resize(n, Vec::new());
-    let mut functions = std::mem::take(&mut buffers.functions);
+    let mut functions = std::mem::take(&mut workspace.functions);
     functions.clear();
     functions.resize_with(n, || None);
-    let mut s_arena = std::mem::take(&mut buffers.s_arena);
+    let mut s_arena = std::mem::take(&mut workspace.s_arena);
     s_arena.clear();
-    let mut m_arena = std::mem::take(&mut buffers.m_arena);
+    let mut m_arena = std::mem::take(&mut workspace.m_arena);
     m_arena.clear();
-    let mut m_points = std::mem::take(&mut buffers.m_points);
+    let mut m_points = std::mem::take(&mut workspace.m_points);
     m_points.clear();
-    let mut attrs = std::mem::take(&mut buffers.attrs);
+    let mut attrs = std::mem::take(&mut workspace.attrs);
     attrs.reset(n);
     let is_op = tree.elements().iter().map(|e| e.is_operation()).collect();
     let mut u = Update {
@@ -375,8 +419,8 @@ pub(crate) fn update_with_into(
         now: input.now_seconds,
         previous: input.previous_update_seconds,
         attrs,
-        usage: refill(std::mem::take(&mut buffers.usage), n, Resources::ZERO),
-        demand: refill(std::mem::take(&mut buffers.demand), n, Resources::ZERO),
+        usage: refill(std::mem::take(&mut workspace.usage), n, Resources::ZERO),
+        demand: refill(std::mem::take(&mut workspace.demand), n, Resources::ZERO),
         order,
         functions,
         s_arena,
@@ -393,7 +437,7 @@ pub(crate) fn update_with_into(
         timing,
         timings: PhaseTimings::default(),
         tuning,
-        scratch: std::mem::take(&mut buffers.scratch),
+        scratch: std::mem::take(&mut workspace.scratch),
         root_fit_at_one: None,
         period: None,
         saturation_seconds: 0.0,
@@ -402,7 +446,7 @@ pub(crate) fn update_with_into(
     u.run();
     let mut attributes = std::mem::take(&mut out.attributes);
     u.write_attributes(&mut attributes);
-    let buffers = Buffers {
+    *workspace = Workspace {
         attrs: std::mem::take(&mut u.attrs),
         usage: std::mem::take(&mut u.usage),
         demand: std::mem::take(&mut u.demand),
@@ -413,7 +457,6 @@ pub(crate) fn update_with_into(
         m_points: std::mem::take(&mut u.m_points),
         scratch: std::mem::take(&mut u.scratch),
     };
-    BUFFERS.with(|b| *b.borrow_mut() = Some(buffers));
     let mut timings = u.timings;
     timings.total_ns = clock.now_ns().saturating_sub(start);
     *out = UpdateOutput {

@@ -734,3 +734,38 @@ fn update_into_equals_update() {
         assert_eq!(format!("{expected:?}"), format!("{out:?}"), "seed {seed}");
     }
 }
+
+/// A [`fairsched_hdrf::Workspace`] reused across trees of different sizes and modes gives what a
+/// fresh one gives: nothing an earlier update left in it is read.
+#[test]
+fn reused_workspace_equals_fresh() {
+    let mut workspace = fairsched_hdrf::Workspace::new();
+    let mut out = UpdateOutput::default();
+    for (seed, shape, bits) in [
+        (7u64, MEDIUM, 0b00_0101),
+        (8, SMALL, 0b10_0000),
+        (9, MEDIUM, 0b11_1111),
+        (10, SMALL, 0),
+    ] {
+        let (tree, cluster) = random_tree(seed, shape);
+        let input = UpdateInput {
+            total_resources: cluster,
+            now_seconds: 100.0,
+            previous_update_seconds: Some(40.0),
+            options: options(bits),
+        };
+        let expected = fairsched_hdrf::update(&mut tree.clone(), &input, &NoClock);
+        let reused = workspace.update(&mut tree.clone(), &input, &NoClock);
+        assert_eq!(
+            format!("{expected:?}"),
+            format!("{reused:?}"),
+            "seed {seed}"
+        );
+        workspace.update_into(&mut tree.clone(), &input, &NoClock, &mut out);
+        assert_eq!(
+            format!("{expected:?}"),
+            format!("{out:?}"),
+            "seed {seed} into"
+        );
+    }
+}
