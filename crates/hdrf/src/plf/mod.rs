@@ -19,7 +19,7 @@
 //!
 //! The one deliberate exception is the summation of many functions: [`Plf::sum`] adds all
 //! functions left to right at every critical point, which costs (points × functions)
-//! evaluations. [`Plf::sum_adaptive`] does that for few functions or few evaluations
+//! evaluations. [`sum_adaptive_into`] does that for few functions or few evaluations
 //! ([`EXACT_SUM`]) and otherwise sums the functions in a balanced binary tree of pairwise sums
 //! (O(points · log functions)); see there for what that changes.
 //!
@@ -29,7 +29,7 @@
 use fairsched_resources::{RESOURCE_COUNT, ResourceVector};
 use std::fmt::Debug;
 
-/// When [`Plf::sum_adaptive`] adds exactly: with at most `max_functions` functions, or at most
+/// When [`sum_adaptive_into`] adds exactly: with at most `max_functions` functions, or at most
 /// `max_evaluations` = functions × their total critical points (either suffices).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ExactSum {
@@ -183,23 +183,8 @@ impl<V: Value> Segment<V> {
     }
 
     #[inline]
-    pub fn is_horizontal(&self) -> bool {
-        self.x0 != self.x1 && self.y0.same(self.y1)
-    }
-
-    #[inline]
-    pub fn is_point(&self) -> bool {
-        self.x0 == self.x1 && self.y0.same(self.y1)
-    }
-
-    #[inline]
     pub fn is_tilted(&self) -> bool {
         self.x0 != self.x1 && !self.y0.same(self.y1)
-    }
-
-    #[inline]
-    pub fn is_defined_at(&self, x: f64) -> bool {
-        x >= self.x0 && x <= self.x1
     }
 
     /// Linear interpolation, exact at both ends and monotone: from the left end for `t < 0.5`,
@@ -696,42 +681,6 @@ fn sweep2<'a, 'b, V: Value, W: Value>(
     }
 }
 
-/// The first segment with `x1 >= x`, or the vertical one right after it when it ends at `x`,
-/// searched forward from `*cur` (the traverser of the reference: amortised O(1) for
-/// nondecreasing arguments).
-#[inline]
-fn advance_to<V: Value>(segs: &[Segment<V>], cur: &mut usize, x: f64) -> usize {
-    let n = segs.len();
-    while segs[*cur].x1 < x && *cur + 1 < n {
-        *cur += 1;
-    }
-    if segs[*cur].x1 == x && *cur + 1 < n && segs[*cur + 1].is_vertical() {
-        *cur += 1;
-    }
-    *cur
-}
-
-/// A cursor for sampling a function at nondecreasing arguments in amortised O(1).
-#[derive(Debug)]
-pub struct Traverser<'a, V> {
-    segs: &'a [Segment<V>],
-    cur: usize,
-}
-
-impl<'a, V: Value> Traverser<'a, V> {
-    #[inline]
-    pub(crate) fn new(segs: &'a [Segment<V>]) -> Traverser<'a, V> {
-        Traverser { segs, cur: 0 }
-    }
-
-    /// (left limit, right limit) at `x`.
-    #[inline]
-    pub fn limits_at(&mut self, x: f64) -> (V, V) {
-        let i = advance_to(self.segs, &mut self.cur, x);
-        fast_limits(&self.segs[i], x)
-    }
-}
-
 /// Index of the first segment with `x1 >= x` (the last one if none).
 #[inline]
 fn left_segment_index<V>(segs: &[Segment<V>], x: f64) -> usize {
@@ -813,47 +762,8 @@ impl<'a, V: Value> LimitCursor<'a, V> {
 }
 
 impl<V: Value> Plf<V> {
-    /// A single linear segment.
-    pub fn linear(x0: f64, y0: V, x1: f64, y1: V) -> Plf<V> {
-        let mut b = Builder::with_capacity(1);
-        b.push_segment(Segment::new(x0, y0, x1, y1));
-        b.finish()
-    }
-
-    /// A constant function.
-    pub fn constant(x0: f64, x1: f64, y: V) -> Plf<V> {
-        Plf::linear(x0, y, x1, y)
-    }
-
-    /// Builds from critical points: samples (left, right) limits at each point (sorted,
-    /// deduplicated, restricted to the bounds, which must be among them) and connects them.
-    pub fn create(
-        mut sample: impl FnMut(f64) -> (V, V),
-        lb: f64,
-        rb: f64,
-        mut points: Vec<f64>,
-    ) -> Plf<V> {
-        clear_and_sort(&mut points, lb, rb);
-        assert!(
-            points.first() == Some(&lb) && points.last() == Some(&rb),
-            "critical points must include both bounds"
-        );
-        let mut b = Builder::with_capacity(points.len() * 2);
-        for x in points {
-            let (l, r) = sample(x);
-            b.add_point(x, l);
-            b.add_point(x, r);
-        }
-        b.finish()
-    }
-
     pub fn segments(&self) -> &[Segment<V>] {
         &self.segs
-    }
-
-    /// Number of segments.
-    pub fn size(&self) -> usize {
-        self.segs.len()
     }
 
     pub fn left_bound(&self) -> f64 {
@@ -864,30 +774,8 @@ impl<V: Value> Plf<V> {
         self.segs[self.segs.len() - 1].x1
     }
 
-    pub fn left_value(&self) -> V {
-        self.segs[0].y0
-    }
-
-    /// Value at the right bound (the function must be trimmed).
-    pub fn right_value(&self) -> V {
-        self.segs[self.segs.len() - 1].y1
-    }
-
     pub fn is_defined_at(&self, x: f64) -> bool {
         x >= self.left_bound() && x <= self.right_bound()
-    }
-
-    pub fn is_trimmed(&self) -> bool {
-        !self.segs[self.segs.len() - 1].is_vertical()
-    }
-
-    pub fn is_trimmed_left(&self) -> bool {
-        !self.segs[0].is_vertical()
-    }
-
-    /// A cursor starting at the first segment.
-    pub fn traverser(&self) -> Traverser<'_, V> {
-        Traverser::new(&self.segs)
     }
 
     /// The segment used for (left, right) sampling at `x`.
@@ -899,66 +787,12 @@ impl<V: Value> Plf<V> {
         &self.segs[i]
     }
 
-    /// Left limit at `x`.
-    #[inline]
-    pub fn left_limit_at(&self, x: f64) -> V {
-        self.segs[left_segment_index(&self.segs, x)].limits_at(x).0
-    }
-
-    /// Right limit at `x`.
-    #[inline]
-    pub fn right_limit_at(&self, x: f64) -> V {
-        self.segs[right_segment_index(&self.segs, x)].limits_at(x).1
-    }
-
-    /// The (left-continuous) value at `x`.
-    #[inline]
-    pub fn value_at(&self, x: f64) -> V {
-        self.left_limit_at(x)
-    }
-
-    /// (left limit, right limit) at `x`.
-    pub fn limits_at(&self, x: f64) -> (V, V) {
-        self.segment_at(x).limits_at(x)
-    }
-
-    /// Drops a vertical segment at the right end (meaningless for a left-continuous function).
-    #[must_use]
-    pub fn trim(mut self) -> Plf<V> {
-        trim_in_place(&mut self.segs);
-        self
-    }
-
-    /// Drops a vertical segment at the left end; a lone vertical becomes its upper point.
-    #[must_use]
-    pub fn trim_left(mut self) -> Plf<V> {
-        trim_left_in_place(&mut self.segs);
-        self
-    }
-
-    /// Divides the domain by `k`.
-    #[must_use]
-    pub fn scale_argument(&self, k: f64) -> Plf<V> {
-        let mut segs = self.segs.clone();
-        rebuild_in_place(&mut segs, |s| s.scale_argument(k));
-        Plf { segs }
-    }
-
     /// Shifts the argument by `dx` and the value by `dy`.
     #[must_use]
     pub fn shift(&self, dx: f64, dy: V) -> Plf<V> {
         let mut segs = self.segs.clone();
         rebuild_in_place(&mut segs, |s| s.shift(dx, dy));
         Plf { segs }
-    }
-
-    /// Restricts the domain to `[l, r]` (sampling both limits at the new bounds, so a jump
-    /// exactly at a bound stays as a vertical segment).
-    #[must_use]
-    pub fn narrow(&self, l: f64, r: f64) -> Plf<V> {
-        let mut out = Vec::new();
-        narrow_into(&self.segs, l, r, &mut out);
-        Plf { segs: out }
     }
 
     /// Extends the domain to `[lb, rb]` with constant values `lv` and `rv` (inserting vertical
@@ -992,55 +826,6 @@ impl<V: Value> Plf<V> {
     #[must_use]
     pub fn extend_const(&self, lb: f64, rb: f64) -> Plf<V> {
         self.extend(lb, self.segs[0].y0, rb, self.segs[self.segs.len() - 1].y1)
-    }
-
-    /// Extends to the right up to `rb` with the end value.
-    #[must_use]
-    pub fn extend_right(&self, rb: f64) -> Plf<V> {
-        let mut segs = self.segs.clone();
-        extend_right_in_place(&mut segs, rb);
-        Plf { segs }
-    }
-
-    /// Sum of functions over the intersection of their domains: at every critical point of
-    /// every function, the functions' left limits are added left to right (starting from
-    /// zero), and so are their right limits. Costs (points × functions) evaluations.
-    pub fn sum(fs: &[Plf<V>]) -> Plf<V> {
-        let slices: Vec<&[Segment<V>]> = fs.iter().map(|f| f.segs.as_slice()).collect();
-        let mut out = Vec::new();
-        sum_exact_into(&slices, &mut SumScratch::default(), &mut out);
-        Plf { segs: out }
-    }
-
-    /// [`Plf::sum`] when `exact` allows it (few functions or few evaluations), otherwise a
-    /// balanced sum: the functions are split in halves recursively and each pair of
-    /// partial sums is added by [`Plf::sum`] of two. That costs O(points · log functions)
-    /// instead of O(points · functions).
-    ///
-    /// The balanced sum adds in a different order, and a partial sum is evaluated between its
-    /// own critical points by interpolation rather than by adding its terms' interpolated
-    /// values. Each of the ⌈log₂ n⌉ levels rounds at most twice (interpolation, addition), so
-    /// the values differ from the sequential sum in the last bits: by a few units in the last
-    /// place of the largest nearby value (relative ~1e-15). For the same reason a segment
-    /// that is collinear in exact arithmetic may or may not be merged, so segment counts can
-    /// differ.
-    pub fn sum_adaptive(fs: &[Plf<V>], exact: ExactSum) -> Plf<V> {
-        let slices: Vec<&[Segment<V>]> = fs.iter().map(|f| f.segs.as_slice()).collect();
-        let mut out = Vec::new();
-        sum_adaptive_into(&slices, exact, &mut SumScratch::default(), &mut out);
-        Plf { segs: out }
-    }
-
-    /// `self ∘ g` for a nondecreasing scalar `g` whose values lie in `self`'s domain.
-    pub fn compose(&self, g: &Plf<f64>) -> Plf<V> {
-        let mut out = Vec::new();
-        compose_into(
-            &self.segs,
-            &g.segs,
-            &mut ComposeScratch::default(),
-            &mut out,
-        );
-        Plf { segs: out }
     }
 }
 
@@ -1150,17 +935,6 @@ fn trim_left_in_place<V: Value>(segs: &mut Vec<Segment<V>>) {
             let s = segs[0];
             segs[0] = Segment::new(s.x0, s.y1, s.x0, s.y1);
         }
-    }
-}
-
-/// `extend_right(rb)`: a horizontal continuation at the end value up to `rb` (merged with a
-/// horizontal last segment, as the builder does).
-fn extend_right_in_place<V: Value>(segs: &mut Vec<Segment<V>>, rb: f64) {
-    // The reference re-adds every segment to a builder first (a no-op for builder output).
-    rebuild_in_place(segs, |s| *s);
-    let last = segs[segs.len() - 1];
-    if last.x1 < rb {
-        push_segment(segs, Segment::new(last.x1, last.y1, rb, last.y1));
     }
 }
 
@@ -1533,7 +1307,7 @@ pub(crate) fn add_two_into<V: Value>(
     *out = builder.finish_buffer();
 }
 
-/// Balanced pairwise sum (see [`Plf::sum_adaptive`]) into `out`.
+/// Balanced pairwise sum (see [`sum_adaptive_into`]) into `out`.
 fn sum_balanced_into<V: Value>(
     fs: &[&[Segment<V>]],
     scratch: &mut SumScratch<V>,
@@ -1559,7 +1333,7 @@ fn sum_balanced_into<V: Value>(
     }
 }
 
-/// [`Plf::sum_adaptive`] into `out`.
+/// [`sum_adaptive_into`] into `out`.
 pub(crate) fn sum_adaptive_into<V: Value>(
     fs: &[&[Segment<V>]],
     exact: ExactSum,
@@ -1764,40 +1538,6 @@ fn compose_points_reference<V: Value>(
     }
 }
 
-impl Plf<f64> {
-    /// Swaps arguments and values (for nondecreasing functions: the inverse, with flat parts
-    /// becoming jumps).
-    #[must_use]
-    pub fn transpose(&self) -> Plf<f64> {
-        Plf {
-            segs: self.segs.iter().map(Segment::transpose).collect(),
-        }
-    }
-
-    /// Pointwise minimum of two functions over the intersection of their domains.
-    pub fn pointwise_min(a: &Plf<f64>, b: &Plf<f64>) -> Plf<f64> {
-        let mut out = Vec::new();
-        pointwise_min_into(&a.segs, &b.segs, &mut out);
-        Plf { segs: out }
-    }
-
-    /// Pointwise minimum of several functions, folded left to right.
-    pub fn pointwise_min_all(fs: &[Plf<f64>]) -> Plf<f64> {
-        let mut acc = fs[0].segs.clone();
-        let mut next = Vec::new();
-        for f in &fs[1..] {
-            pointwise_min_into(&acc, &f.segs, &mut next);
-            std::mem::swap(&mut acc, &mut next);
-        }
-        Plf { segs: acc }
-    }
-
-    /// Returns true when the function never decreases.
-    pub fn is_nondecreasing(&self) -> bool {
-        self.segs.iter().all(|s| s.y0 <= s.y1)
-    }
-}
-
 /// Component `r` of a vector function as a scalar function, into `out` (builder rules apply:
 /// segments that are vertical, horizontal or points in this component merge).
 pub(crate) fn component_into(f: &[Segment<ResourceVector>], r: usize, out: &mut Vec<Segment<f64>>) {
@@ -1835,27 +1575,6 @@ pub(crate) fn inverse_part_into(
         push_segment(out, Segment::new(last.x1, last.y1, 1.0, last.y1));
     }
     trim_in_place(out);
-}
-
-impl Plf<ResourceVector> {
-    /// One component as a scalar function.
-    pub fn component(&self, r: usize) -> Plf<f64> {
-        let mut out = Vec::with_capacity(self.segs.len());
-        component_into(&self.segs, r, &mut out);
-        Plf { segs: out }
-    }
-    /// Returns true when no component ever decreases.
-    pub fn is_nondecreasing(&self) -> bool {
-        self.segs.iter().all(|s| s.y1.dominates(&s.y0))
-    }
-
-    /// Greedily merges consecutive segments while the merged chord stays within ±`eps` of every
-    /// merged point on every resource (bounds only the size of the function).
-    pub fn compress(&self, eps: f64) -> Plf<ResourceVector> {
-        let mut out = Vec::new();
-        compress_into(&self.segs, eps, &mut out);
-        Plf { segs: out }
-    }
 }
 
 /// [`Plf::compress`] of the function made of `segs`, into `out`.
@@ -1981,134 +1700,6 @@ pub fn inverse_lower_bound(lo: f64, hi: f64, mut pred: impl FnMut(f64) -> bool) 
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pts(f: &Plf<f64>) -> Vec<(f64, f64, f64, f64)> {
-        f.segments()
-            .iter()
-            .map(|s| (s.x0, s.y0, s.x1, s.y1))
-            .collect()
-    }
-
-    #[test]
-    fn interpolation_is_exact_at_ends_and_left_continuous() {
-        let f = Plf::create(
-            |x| {
-                if x < 1.0 {
-                    (x, x)
-                } else if x == 1.0 {
-                    (1.0, 3.0)
-                } else {
-                    (3.0, 3.0)
-                }
-            },
-            0.0,
-            2.0,
-            vec![0.0, 1.0, 2.0],
-        );
-        assert_eq!(
-            pts(&f),
-            vec![
-                (0.0, 0.0, 1.0, 1.0),
-                (1.0, 1.0, 1.0, 3.0),
-                (1.0, 3.0, 2.0, 3.0)
-            ]
-        );
-        assert_eq!(f.value_at(1.0), 1.0);
-        assert_eq!(f.right_limit_at(1.0), 3.0);
-        assert_eq!(f.value_at(0.5), 0.5);
-        assert_eq!(f.limits_at(1.0), (1.0, 3.0));
-    }
-
-    #[test]
-    fn transpose_narrow_trim_shift_extend() {
-        // f: flat 0 on [0,1], then up to 2 on [1,2].
-        let mut b = Builder::new();
-        b.add_point(0.0, 0.0);
-        b.add_point(1.0, 0.0);
-        b.add_point(2.0, 2.0);
-        let f = b.finish();
-        let t = f.transpose(); // vertical at 0 from 0 to 1, then (0,1)->(2,2)
-        assert_eq!(pts(&t), vec![(0.0, 0.0, 0.0, 1.0), (0.0, 1.0, 2.0, 2.0)]);
-        let n = t.narrow(0.0, 1.0).trim_left();
-        assert_eq!(pts(&n), vec![(0.0, 1.0, 1.0, 1.5)]);
-        let s = n.shift(-0.5, 0.0).extend_right(1.0).trim();
-        assert_eq!(pts(&s), vec![(-0.5, 1.0, 0.5, 1.5), (0.5, 1.5, 1.0, 1.5)]);
-    }
-
-    #[test]
-    fn sum_samples_left_and_right_limits() {
-        let a = Plf::linear(0.0, 0.0, 1.0, 1.0);
-        let mut b = Builder::new();
-        b.add_point(0.0, 0.0);
-        b.add_point(0.5, 0.0);
-        b.add_point(0.5, 1.0);
-        b.add_point(1.0, 1.0);
-        let b = b.finish();
-        let s = Plf::sum(&[a, b]);
-        assert_eq!(
-            pts(&s),
-            vec![
-                (0.0, 0.0, 0.5, 0.5),
-                (0.5, 0.5, 0.5, 1.5),
-                (0.5, 1.5, 1.0, 2.0)
-            ]
-        );
-    }
-
-    #[test]
-    fn pointwise_min_finds_crossings() {
-        let a = Plf::linear(0.0, 0.0, 1.0, 1.0);
-        let b = Plf::constant(0.0, 1.0, 0.25);
-        let m = Plf::pointwise_min(&a, &b);
-        assert_eq!(
-            pts(&m),
-            vec![(0.0, 0.0, 0.25, 0.25), (0.25, 0.25, 1.0, 0.25)]
-        );
-    }
-
-    #[test]
-    fn compose_with_jumps() {
-        // F jumps at 1 from 0 to 1; g goes linearly 0 -> 2 on [0,1].
-        let mut fb = Builder::new();
-        fb.add_point(0.0, 0.0);
-        fb.add_point(1.0, 0.0);
-        fb.add_point(1.0, 1.0);
-        fb.add_point(2.0, 1.0);
-        let f = fb.finish();
-        let g = Plf::linear(0.0, 0.0, 1.0, 2.0);
-        let c = f.compose(&g);
-        assert_eq!(
-            pts(&c),
-            vec![
-                (0.0, 0.0, 0.5, 0.0),
-                (0.5, 0.0, 0.5, 1.0),
-                (0.5, 1.0, 1.0, 1.0)
-            ]
-        );
-        assert_eq!(c.value_at(0.5), 0.0);
-    }
-
-    #[test]
-    fn inverse_lower_bound_is_exact() {
-        let x = inverse_lower_bound(0.0, 1.0, |m| m * 3.0 <= 1.0);
-        assert!(x * 3.0 <= 1.0);
-        assert!(f64::from_bits(x.to_bits() + 1) * 3.0 > 1.0);
-        assert_eq!(inverse_lower_bound(0.0, 1.0, |_| true), 1.0);
-        assert_eq!(inverse_lower_bound(0.0, 1.0, |m| m == 0.0), 0.0);
-        assert_eq!(inverse_lower_bound(-1.0, 1.0, |m| m <= -0.5), -0.5);
-    }
-
-    #[test]
-    fn compress_merges_collinear_segments() {
-        let v = |x: f64| ResourceVector([x, 2.0 * x, 0.0, 0.0, 0.0]);
-        let mut b = Builder::new();
-        b.add_point(0.0, v(0.0));
-        b.add_point(0.3, v(0.3));
-        b.add_point(1.0, v(1.0));
-        let f = b.finish();
-        assert_eq!(f.size(), 2);
-        assert_eq!(f.compress(1e-15).size(), 1);
-    }
-}
+mod owned;
+#[cfg(test)]
+mod tests;
