@@ -1,6 +1,13 @@
 //! Scalar piecewise-linear functions stored as their critical points, for the hot loops of the
 //! update (the maximal fit factor M and the functions it is built from).
 //!
+//! The update uses the representation, the vertex builder and the sampling (M as the walk over
+//! F writes it, `crate::envelope`). The items marked `#[cfg(test)]` are a construction of M and
+//! S on critical points by the oracle's steps (inverses, pointwise minimum, composition and
+//! compression), bit for bit what the segment construction gives; the update used it as a
+//! second fallback until the segment construction became the only one, and the unit tests keep
+//! it to check the walk against.
+//!
 //! A function whose arguments never decrease (every function built from a nondecreasing fair
 //! share by fit factor) is determined by its critical points `x_0 < x_1 < … < x_n` and, at
 //! each, the left and right limits `l_k`, `r_k`: its segments are the vertical `(x_0, l_0) →
@@ -16,7 +23,9 @@
 //! segment the reference traverser uses between two critical points is the one from
 //! `(x_{k−1}, r_{k−1})` to `(x_k, l_k)`, and at a critical point it reads `(l_k, r_k)`.
 
-use crate::plf::{Segment, Value, inverse_lower_bound, push_segment};
+#[cfg(test)]
+use crate::plf::inverse_lower_bound;
+use crate::plf::{Segment, Value, push_segment};
 use fairsched_resources::{RESOURCE_COUNT, ResourceVector};
 
 type Rv = ResourceVector;
@@ -85,17 +94,20 @@ pub(crate) fn from_segments(segs: &[Segment<f64>], out: &mut Vec<Pt>) {
 }
 
 /// Whether the function never decreases (no segment's value decreases).
+#[cfg(test)]
 pub(crate) fn is_nondecreasing(pts: &[Pt]) -> bool {
     pts[0].l <= pts[0].r && pts.windows(2).all(|w| w[0].r <= w[1].l && w[1].l <= w[1].r)
 }
 
 /// The segments the builder makes of these critical points, into `out`.
+#[cfg(test)]
 pub(crate) fn to_segments(pts: &[Pt], out: &mut Vec<Segment<f64>>) {
     out.clear();
     append_segments(pts, out);
 }
 
 /// [`to_segments`] appended to `out`.
+#[cfg(test)]
 pub(crate) fn append_segments(pts: &[Pt], out: &mut Vec<Segment<f64>>) {
     let p0 = pts[0];
     if pts.len() == 1 || p0.l != p0.r {
@@ -157,6 +169,7 @@ pub(crate) fn segment_count(pts: &[Pt]) -> usize {
 
 /// The segment the reference traverser uses strictly between the critical points `k − 1` and
 /// `k`.
+#[cfg(test)]
 #[inline(always)]
 fn covering(f: &[Pt], k: usize) -> Segment<f64> {
     let (p, q) = (f[k - 1], f[k]);
@@ -170,6 +183,7 @@ fn covering(f: &[Pt], k: usize) -> Segment<f64> {
 
 /// The value strictly between the critical points `k − 1` and `k` (`fast_value` of
 /// [`crate::plf`]: the constant of a horizontal segment, else the interpolation).
+#[cfg(test)]
 #[inline(always)]
 fn between(f: &[Pt], k: usize, x: f64) -> f64 {
     let (p, q) = (f[k - 1], f[k]);
@@ -187,6 +201,7 @@ fn between(f: &[Pt], k: usize, x: f64) -> f64 {
 }
 
 /// (left, right) limits at `x`, where `k` is the first critical point at or after `x`.
+#[cfg(test)]
 #[inline(always)]
 fn limits(f: &[Pt], k: usize, x: f64) -> (f64, f64) {
     let p = f[k];
@@ -201,6 +216,7 @@ fn limits(f: &[Pt], k: usize, x: f64) -> (f64, f64) {
 /// The minimum of `a` and `b` without any work (as `trivial_min` in [`crate::plf`]): when one is
 /// a constant on the same non-degenerate domain as the other, nondecreasing one, which lies
 /// entirely below or above it. `Some(true)`: the minimum is `a`; `Some(false)`: it is `b`.
+#[cfg(test)]
 fn trivial_min(a: &[Pt], b: &[Pt]) -> Option<bool> {
     let constant = |f: &[Pt]| {
         (f.len() == 2 && f[0].l == f[0].r && f[1].l == f[1].r && f[0].r == f[1].l).then_some(f[0].r)
@@ -233,6 +249,7 @@ fn trivial_min(a: &[Pt], b: &[Pt]) -> Option<bool> {
 /// step exactly [`min_into`]), into `acc`. A step whose minimum is one of its operands as it is
 /// (see [`trivial_min`]) copies nothing: the fold goes on with that operand, and a part that is
 /// the result at the end is swapped into `acc`. `parts` and `next` are left unspecified.
+#[cfg(test)]
 pub(crate) fn min_fold(parts: &mut [Vec<Pt>], acc: &mut Vec<Pt>, next: &mut Vec<Pt>) {
     // Where the minimum so far is: `Some(k)`: `parts[k]`; `None`: `acc`.
     let mut in_part = Some(0);
@@ -275,6 +292,7 @@ pub(crate) fn min_into(a: &[Pt], b: &[Pt], out: &mut Vec<Pt>) {
 }
 
 /// [`min_into`] where [`trivial_min`] does not apply.
+#[cfg(test)]
 fn min_general_into(a: &[Pt], b: &[Pt], out: &mut Vec<Pt>) {
     let lb = a[0].x.max(b[0].x);
     let rb = a[a.len() - 1].x.min(b[b.len() - 1].x);
@@ -350,6 +368,7 @@ pub(crate) fn transposed_component_into(f: &[Segment<Rv>], r: usize, out: &mut V
 }
 
 /// [`transposed_component_into`] for every resource, in one pass over `f`.
+#[cfg(test)]
 pub(crate) fn transposed_components_into(f: &[Segment<Rv>], out: &mut [Vec<Pt>; RESOURCE_COUNT]) {
     let first = f[0];
     for (r, o) in out.iter_mut().enumerate() {
@@ -380,6 +399,7 @@ pub(crate) fn transposed_components_into(f: &[Segment<Rv>], out: &mut [Vec<Pt>; 
 /// `crate::plf::inverse_part_into`), into `out`. Returns false (leaving `out` unspecified) when
 /// the shift makes two critical points coincide: then the builder would merge segments, which
 /// this does not reproduce.
+#[cfg(test)]
 pub(crate) fn inverse_part_into(t: &[Pt], g: f64, limit: f64, out: &mut Vec<Pt>) -> bool {
     out.clear();
     let dx = -g;
@@ -438,6 +458,7 @@ pub(crate) fn inverse_part_into(t: &[Pt], g: f64, limit: f64, out: &mut Vec<Pt>)
 /// re-sampled point by point. The same operations on every point give the same bits, and the
 /// builder's merges cannot differ: they compare values only, which are those `t` was built from
 /// (but for the first point's left limit, which no later merge test reads).
+#[cfg(test)]
 pub(crate) fn inverse_part_take(t: &mut Vec<Pt>, g: f64, limit: f64, out: &mut Vec<Pt>) -> bool {
     let n = t.len();
     if !(n >= 2 && t[0].x == g && t[n - 1].x == limit && limit > g) {
@@ -711,6 +732,7 @@ impl<const N: usize> VertexBuilder<N> {
         }
     }
 
+    #[cfg(test)]
     #[inline(always)]
     fn add_point(&mut self, x: f64, y: Rv) {
         if self.started {
@@ -750,6 +772,7 @@ impl<const N: usize> VertexBuilder<N> {
 /// Left and right limits of F at nondecreasing arguments, as [`LimitCursor`] reads them, on a
 /// forward cursor over F's segments (which must never decrease in argument) with the current
 /// segment's interpolation operands kept; an argument that goes backwards starts over.
+#[cfg(test)]
 struct FSampler<'a> {
     f: &'a [Segment<Rv>],
     /// The first segment with `x1 >= x` for the last argument x.
@@ -760,7 +783,9 @@ struct FSampler<'a> {
     horizontal: bool,
 }
 
+#[cfg(test)]
 impl<'a> FSampler<'a> {
+    #[cfg(test)]
     fn new(f: &'a [Segment<Rv>]) -> FSampler<'a> {
         let mut s = FSampler {
             f,
@@ -773,6 +798,7 @@ impl<'a> FSampler<'a> {
         s
     }
 
+    #[cfg(test)]
     #[inline(always)]
     fn load(&mut self) {
         let s = &self.f[self.j];
@@ -781,6 +807,7 @@ impl<'a> FSampler<'a> {
         self.horizontal = s.y0.same(s.y1);
     }
 
+    #[cfg(test)]
     #[inline(always)]
     fn seek(&mut self, x: f64) {
         let f = self.f;
@@ -800,6 +827,7 @@ impl<'a> FSampler<'a> {
     }
 
     /// `fast_value` on segment j.
+    #[cfg(test)]
     #[inline(always)]
     fn value(&self, x: f64) -> Rv {
         let s = &self.f[self.j];
@@ -818,6 +846,7 @@ impl<'a> FSampler<'a> {
     }
 
     /// (left limit, right limit) at `x`.
+    #[cfg(test)]
     #[inline(always)]
     fn limits(&mut self, x: f64) -> (Rv, Rv) {
         self.seek(x);
@@ -848,6 +877,7 @@ impl<'a> FSampler<'a> {
 }
 
 /// `fast_limits(s, x).1` of [`crate::plf`] for a segment starting at or before `x`.
+#[cfg(test)]
 #[inline(always)]
 fn fast_value_right(s: &Segment<Rv>, x: f64) -> Rv {
     if s.x0 == s.x1 {
@@ -879,6 +909,7 @@ pub(crate) fn compose_compress_into(
 /// values lie in F's domain (F's arguments never decrease): exactly `compose_into` (on
 /// `to_segments(g)`) followed by `compress_into`, without materialising the composition.
 /// `outer` and `points` are scratch space.
+#[cfg(test)]
 pub(crate) fn compose_compress_append(
     f: &[Segment<Rv>],
     g: &[Pt],
@@ -947,6 +978,7 @@ pub(crate) fn compose_compress_append(
 
 /// The composition's points, sampled on F, through the builder into the compressor (appended
 /// to `out`); with `N < RESOURCE_COUNT`, F's last resource must be zero everywhere.
+#[cfg(test)]
 #[inline(always)]
 fn sample_and_compress<const N: usize>(
     f: &[Segment<Rv>],

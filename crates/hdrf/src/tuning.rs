@@ -15,9 +15,10 @@ pub struct Tuning {
     /// point, rather than by balanced pairwise summation (see [`ExactSum`]). Improved-mode and
     /// FIFO sums are always exact.
     pub exact_sum: ExactSum,
-    /// Whether M and S are built in one walk over F (`crate::envelope`) rather than as the
-    /// oracle builds them (per-resource inverses, their pointwise minimum, the composition and
-    /// its compression). The same functions; values differ in the last bits.
+    /// Whether M and S are built in one walk over F (`crate::envelope`) where F suits it,
+    /// rather than always by the fallback, as the oracle builds them (per-resource inverses,
+    /// their pointwise minimum, the composition and its compression, on segments). The same
+    /// functions; values differ in the last bits.
     pub envelope: bool,
 }
 

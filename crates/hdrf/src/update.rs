@@ -122,15 +122,8 @@ struct Scratch {
     composed: Vec<Segment<Rv>>,
     sum: SumScratch<Rv>,
     compose: ComposeScratch,
-    /// On critical points: a transposed component of F, the parts of M, and the
-    /// pointwise-minimum accumulators.
-    crit_t: [Vec<Pt>; RESOURCE_COUNT],
-    crit_parts: [Vec<Pt>; RESOURCE_COUNT],
+    /// M as critical points, built by the walk over F (`crate::envelope`).
     crit_acc: Vec<Pt>,
-    crit_next: Vec<Pt>,
-    /// Critical points of F and the composition's points (argument, value of M).
-    compose_outer: Vec<f64>,
-    compose_points: Vec<(f64, f64)>,
     /// Normal pools in improved mode.
     improved: crate::improved::BuildScratch,
 }

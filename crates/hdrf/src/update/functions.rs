@@ -1,7 +1,8 @@
 //! Step 10: the bottom-up functions of every element — F (fair share by fit factor), M (max
 //! fit factor by suggestion) and S (fair share by suggestion) — M and S by one walk over F
-//! (`crate::envelope`) where F suits it, else by per-resource inverses, their pointwise minimum
-//! and the composition (`crate::crit`, or segments).
+//! (`crate::envelope`) where F suits it, else (the one fallback) as the oracle builds them:
+//! per-resource inverses, their pointwise minimum, the composition and its compression, on
+//! segments (`crate::plf`).
 
 use super::*;
 
@@ -115,43 +116,22 @@ impl Update<'_> {
                 ..functions
             };
         }
-        let on_critical_points = self.max_fit_factor_by_suggestion(i, monotone, scratch);
-        let m_size = if on_critical_points {
-            crit::segment_count(&scratch.crit_acc)
-        } else {
-            scratch.min_acc.len()
-        };
+        // The fallback: M and S as the oracle builds them, on segments (any F).
+        self.max_fit_factor_by_suggestion(i, monotone, scratch);
+        let m_size = scratch.min_acc.len();
         let t2 = self.now_ns();
-        let (t3, t4);
         // S goes straight into its arena.
         let s_start = self.s_arena.len();
-        if on_critical_points && crit::is_nondecreasing(&scratch.crit_acc) {
-            // Composition and compression in one pass (the time counts as composition).
-            crit::compose_compress_append(
-                &scratch.f,
-                &scratch.crit_acc,
-                COMPRESS_FUNCTION_EPSILON,
-                &mut scratch.compose_outer,
-                &mut scratch.compose_points,
-                &mut self.s_arena,
-            );
-            t3 = self.now_ns();
-            t4 = t3;
-        } else {
-            if on_critical_points {
-                crit::to_segments(&scratch.crit_acc, &mut scratch.min_acc);
-            }
-            compose_into(
-                &scratch.f,
-                &scratch.min_acc,
-                &mut scratch.compose,
-                &mut scratch.composed,
-            );
-            t3 = self.now_ns();
-            compress_into(&scratch.composed, COMPRESS_FUNCTION_EPSILON, &mut scratch.s);
-            self.s_arena.extend_from_slice(&scratch.s);
-            t4 = self.now_ns();
-        }
+        compose_into(
+            &scratch.f,
+            &scratch.min_acc,
+            &mut scratch.compose,
+            &mut scratch.composed,
+        );
+        let t3 = self.now_ns();
+        compress_into(&scratch.composed, COMPRESS_FUNCTION_EPSILON, &mut scratch.s);
+        self.s_arena.extend_from_slice(&scratch.s);
+        let t4 = self.now_ns();
         self.timings.max_fit_factor_ns += t2 - t1;
         self.timings.compose_ns += t3 - t2;
         self.timings.compress_ns += t4 - t3;
@@ -167,15 +147,9 @@ impl Update<'_> {
                 .opts
                 .enable_improved_fair_share_by_fit_factor_computation;
         let m = keep_m.then(|| {
-            if on_critical_points {
-                let start = self.m_points.len();
-                self.m_points.extend_from_slice(&scratch.crit_acc);
-                KeptM::Points(start..self.m_points.len())
-            } else {
-                let start = self.m_arena.len();
-                self.m_arena.extend_from_slice(&scratch.min_acc);
-                KeptM::Segments(start..self.m_arena.len())
-            }
+            let start = self.m_arena.len();
+            self.m_arena.extend_from_slice(&scratch.min_acc);
+            KeptM::Segments(start..self.m_arena.len())
         });
         Functions {
             f_size: scratch.f.len(),
@@ -468,40 +442,15 @@ impl Update<'_> {
 
     /// M: per resource, the inverse of F's component between the guarantee and the limit,
     /// shifted to start at 0 and extended to 1; then their pointwise minimum, folded in
-    /// resource order. Reads F from `scratch.f`; returns whether M was computed on critical
-    /// points, left in `scratch.crit_acc` (otherwise as segments in `scratch.min_acc`).
+    /// resource order, into `scratch.min_acc`. Reads F from `scratch.f`. (For F that suits it,
+    /// [`Self::build_by_envelope`] gives the same function by one walk over F.)
     pub(super) fn max_fit_factor_by_suggestion(
         &mut self,
         i: ElementIndex,
         monotone: bool,
         scratch: &mut Scratch,
-    ) -> bool {
+    ) {
         let bounds = self.m_bounds(i, &scratch.f);
-        // Nondecreasing functions: on critical points (see `crate::crit`).
-        if monotone && scratch.f.iter().all(|s| s.x0 <= s.x1) {
-            let Scratch {
-                f,
-                crit_t,
-                crit_parts,
-                crit_acc,
-                crit_next,
-                ..
-            } = scratch;
-            let mut ok = true;
-            crit::transposed_components_into(f, crit_t);
-            for (r, &(g, limit)) in bounds.iter().enumerate() {
-                if !crit::inverse_part_take(&mut crit_t[r], g, limit, &mut crit_parts[r]) {
-                    ok = false;
-                    break;
-                }
-            }
-            if ok {
-                let t0 = self.now_ns();
-                crit::min_fold(crit_parts, crit_acc, crit_next);
-                self.timings.pointwise_min_ns += self.now_ns() - t0;
-                return true;
-            }
-        }
         for (r, &(g, limit)) in bounds.iter().enumerate() {
             let c = &mut scratch.component;
             component_into(&scratch.f, r, c);
@@ -527,7 +476,6 @@ impl Update<'_> {
             std::mem::swap(min_acc, min_next);
         }
         self.timings.pointwise_min_ns += self.now_ns() - t0;
-        false
     }
 
     // ---- 11. top-down ------------------------------------------------------------------------
