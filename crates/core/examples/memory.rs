@@ -4,8 +4,8 @@
 //! so it can be estimated).
 //!
 //! Each case builds a `Scheduler` step by step under its own profiler, on its own thread (the
-//! fair-share library keeps its working memory in a thread-local between updates; a fresh
-//! thread starts without it), and reads the heap after every step:
+//! fair-share update's working memory is allocated per update and freed after it), and reads
+//! the heap after every step:
 //!
 //! 1. `Scheduler::new` with a pool tree of 124 pools (4 × 5 × 5, 100 leaves);
 //! 2. `add_node` for every node (16 cpu, 64 GiB, 16 user slots; ids `node-00000`);

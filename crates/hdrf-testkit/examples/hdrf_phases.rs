@@ -6,7 +6,7 @@
 //! strong and integral guarantees, limits, gangs, usage), in classic and improved mode. Each
 //! configuration runs a few times on a fresh clone of the tree; the median run is printed.
 
-use fairsched_hdrf::{PhaseTimings, UpdateOptions, update};
+use fairsched_hdrf::{PhaseTimings, UpdateOptions, Workspace};
 use fairsched_hdrf_testkit::{InstantClock, TreeParams, options, random_tree};
 
 const RUNS: usize = 5;
@@ -41,10 +41,11 @@ fn main() {
             let params = TreeParams::benchmark(pools, operations, mode_options(improved));
             let (tree, input) = random_tree(seed, &params);
             let clock = InstantClock::new();
+            let mut workspace = Workspace::new();
             let mut runs: Vec<(PhaseTimings, usize)> = (0..RUNS)
                 .map(|_| {
                     let mut t = tree.clone();
-                    let out = update(&mut t, &input, &clock);
+                    let out = workspace.update(&mut t, &input, &clock);
                     assert!(out.errors.is_empty(), "{:?}", out.errors);
                     let max_s = out
                         .attributes

@@ -9,9 +9,12 @@
 //!   [`fairsched_hdrf::Tree`] and an [`fairsched_hdrf::UpdateInput`], keeping every configuration
 //!   feasible (guarantees fit in their parents and the cluster, FIFO pools hold only operations,
 //!   usage ≤ demand and fits the cluster).
+//! * [`oracle`]: the original, unoptimised update and piecewise-linear toolkit, kept verbatim
+//!   as the oracle of `fairsched-hdrf`'s differential tests.
 //! * [`InstantClock`]: a [`fairsched_hdrf::PhaseClock`] on `std::time::Instant` for per-phase
 //!   timings.
 
+pub mod oracle;
 mod random;
 pub mod rng;
 mod spec;

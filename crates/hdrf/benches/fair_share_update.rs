@@ -4,14 +4,15 @@
 //! classic and improved mode (fast FIFO path on).
 //!
 //! The tree is built once per benchmark; every iteration updates a fresh clone (cloned outside
-//! the timed section), because `update` advances integral state. `update_into_*` times
-//! `update_into` with an output reused across iterations.
+//! the timed section), because `update` advances integral state. Every iteration reuses one
+//! `Workspace` (the working memory a repeated caller keeps). `update_into_*` times
+//! `Workspace::update_into` with an output reused across iterations too.
 //!
 //! `CARGO_TARGET_DIR=... cargo bench -p fairsched-hdrf`. Per-phase timings:
 //! `cargo run --release -p fairsched-hdrf-testkit --example hdrf_phases`.
 
 use divan::Bencher;
-use fairsched_hdrf::{NoClock, UpdateOptions, UpdateOutput, update, update_into};
+use fairsched_hdrf::{NoClock, UpdateOptions, UpdateOutput, Workspace};
 use fairsched_hdrf_testkit::{TreeParams, options, random_tree};
 
 fn main() {
@@ -31,9 +32,11 @@ fn mode_options(mode: &str) -> UpdateOptions {
 fn bench(bencher: Bencher, pools: usize, operations: usize, mode: &str) {
     let params = TreeParams::benchmark(pools, operations, mode_options(mode));
     let (tree, input) = random_tree(SEED, &params);
+    let mut workspace = Workspace::new();
+    workspace.update(&mut tree.clone(), &input, &NoClock);
     bencher
         .with_inputs(|| tree.clone())
-        .bench_local_refs(|t| update(t, &input, &NoClock));
+        .bench_local_refs(|t| workspace.update(t, &input, &NoClock));
 }
 
 /// `update_into` writing into one output reused by every iteration (warmed up once): what a
@@ -42,11 +45,12 @@ fn bench(bencher: Bencher, pools: usize, operations: usize, mode: &str) {
 fn bench_into(bencher: Bencher, pools: usize, operations: usize, mode: &str) {
     let params = TreeParams::benchmark(pools, operations, mode_options(mode));
     let (tree, input) = random_tree(SEED, &params);
+    let mut workspace = Workspace::new();
     let mut out = UpdateOutput::default();
-    update_into(&mut tree.clone(), &input, &NoClock, &mut out);
+    workspace.update_into(&mut tree.clone(), &input, &NoClock, &mut out);
     bencher
         .with_inputs(|| tree.clone())
-        .bench_local_refs(|t| update_into(t, &input, &NoClock, &mut out));
+        .bench_local_refs(|t| workspace.update_into(t, &input, &NoClock, &mut out));
 }
 
 #[divan::bench(args = MODES, sample_count = 20, sample_size = 1)]

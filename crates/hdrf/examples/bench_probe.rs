@@ -12,7 +12,7 @@
 // the crate itself).
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
-use fairsched_hdrf::{NoClock, UpdateOptions, UpdateOutput, update, update_into};
+use fairsched_hdrf::{NoClock, UpdateOptions, UpdateOutput, Workspace, update};
 use fairsched_hdrf_testkit::{InstantClock, TreeParams, options, random_tree};
 use std::time::Instant;
 
@@ -46,13 +46,14 @@ fn main() {
     let reuse = std::env::var_os("REUSE_OUTPUT").is_some();
     let mut times = Vec::new();
     let mut out = UpdateOutput::default();
+    let mut workspace = Workspace::new();
     for _ in 0..runs {
         let mut t = tree.clone();
         let (start, cpu) = (Instant::now(), cpu_ns());
         if reuse {
-            update_into(&mut t, &input, &NoClock, &mut out);
+            workspace.update_into(&mut t, &input, &NoClock, &mut out);
         } else {
-            out = update(&mut t, &input, &NoClock);
+            out = workspace.update(&mut t, &input, &NoClock);
         }
         let (wall, cpu) = (start.elapsed(), cpu_ns() - cpu);
         println!(
@@ -67,7 +68,7 @@ fn main() {
     times.sort_unstable();
     println!("median cpu {:.1} ms", times[times.len() / 2] as f64 / 1e6);
     let mut t = tree.clone();
-    let out = update(&mut t, &input, &InstantClock::new());
+    let out = workspace.update(&mut t, &input, &InstantClock::new());
     let ms = |ns: u64| ns as f64 / 1e6;
     let tm = out.timings;
     println!(

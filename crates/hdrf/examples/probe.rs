@@ -128,18 +128,19 @@ fn main() {
         println!("root fair share {:?}", out.attributes[0].fair_share.total);
         return;
     }
+    let mut workspace = Workspace::new();
     for _ in 0..runs {
         let (start, cpu) = (Instant::now(), cpu_ns());
-        let out = update(&mut t, &input, &NoClock);
+        let out = workspace.update(&mut t, &input, &NoClock);
         report("update", &t, start, cpu, &out);
     }
     let mut out = UpdateOutput::default();
     for _ in 0..runs {
         let (start, cpu) = (Instant::now(), cpu_ns());
-        update_into(&mut t, &input, &NoClock, &mut out);
+        workspace.update_into(&mut t, &input, &NoClock, &mut out);
         report("update_into", &t, start, cpu, &out);
     }
-    let out = update(&mut t, &input, &WallClock(Instant::now()));
+    let out = workspace.update(&mut t, &input, &WallClock(Instant::now()));
     println!("{:#?}", out.timings);
     let mut depth = vec![0usize; t.len()];
     let mut agg = [[0usize; 4]; 4];

@@ -7,13 +7,13 @@
 //! 100k operations, it prints
 //!
 //! * the input: the tree and its `UpdateInput`;
-//! * the first update on a fresh thread (`update`, as `fairsched-core` calls it): the peak heap
-//!   above the input while it runs, and what stays allocated afterwards, split into the
-//!   returned `UpdateOutput` (measured by dropping it) and the working memory the library keeps
-//!   for the next update on the same thread (its thread-local buffers);
-//! * a second `update` on the same thread (the previous output dropped first) and an
-//!   `update_into` reusing that output: bytes allocated while each runs, whether the peak rose,
-//!   and what stays allocated.
+//! * the first update with a fresh `Workspace` (`Workspace::update`): the peak heap above the
+//!   input while it runs, and what stays allocated afterwards, split into the returned
+//!   `UpdateOutput` (measured by dropping it) and the working memory the `Workspace` keeps for
+//!   the next update;
+//! * a second update with the same `Workspace` (the previous output dropped first) and a
+//!   `Workspace::update_into` reusing that output: bytes allocated while each runs, whether the
+//!   peak rose, and what stays allocated.
 //!
 //! Each tree is measured on its own thread under its own profiler; everything measured is
 //! allocated after the profiler starts, so every block is counted.
@@ -28,7 +28,7 @@
 // (clippy.toml forbids them in the crate itself).
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
-use fairsched_hdrf::{ElementAttributes, NoClock, UpdateOptions, update, update_into};
+use fairsched_hdrf::{ElementAttributes, NoClock, UpdateOptions, Workspace};
 use fairsched_hdrf_testkit::{TreeParams, options, random_tree};
 
 #[global_allocator]
@@ -67,8 +67,8 @@ struct Row {
     input_bytes: usize,
     output_bytes: usize,
     output_blocks: usize,
-    /// `update` on a fresh thread, then `MORE_UPDATES` more on the same thread (each output
-    /// dropped before the next update).
+    /// An update with a fresh `Workspace`, then `MORE_UPDATES` more with the same one (each
+    /// output dropped before the next update).
     updates: Vec<UpdateFigures>,
     /// `update_into` reusing the output of one more `update`.
     into: UpdateFigures,
@@ -96,11 +96,12 @@ fn measure(mode: &'static str, pools: usize, operations: usize, more: usize) -> 
     let elements = tree.len();
     let input_bytes = s0.curr_bytes - base.curr_bytes;
 
+    let mut workspace = Workspace::new();
     let mut updates = Vec::new();
     let (mut output_bytes, mut output_blocks) = (0, 0);
     for i in 0..=more {
         let before = stats();
-        let out = update(&mut tree, &input, &NoClock);
+        let out = workspace.update(&mut tree, &input, &NoClock);
         let after = stats();
         assert_eq!(out.attributes.len(), elements);
         drop(out);
@@ -117,9 +118,9 @@ fn measure(mode: &'static str, pools: usize, operations: usize, more: usize) -> 
         });
     }
 
-    let mut out = update(&mut tree, &input, &NoClock);
+    let mut out = workspace.update(&mut tree, &input, &NoClock);
     let before = stats();
-    update_into(&mut tree, &input, &NoClock, &mut out);
+    workspace.update_into(&mut tree, &input, &NoClock, &mut out);
     let after = stats();
     assert_eq!(out.attributes.len(), elements);
     let into = UpdateFigures {
@@ -163,8 +164,7 @@ fn main() {
     let mut rows = Vec::new();
     for &mode in modes {
         for (pools, operations) in SIZES {
-            // A fresh thread: the library's thread-local buffers start empty and are freed
-            // (after the profiler has stopped) when the thread ends.
+            // A thread of its own per tree, under its own profiler.
             let row = std::thread::spawn(move || measure(mode, pools, operations, more))
                 .join()
                 .expect("measurement thread");
@@ -179,8 +179,8 @@ fn main() {
         std::mem::size_of::<ElementAttributes>()
     );
     println!(
-        "Updates: the 1st `update` on a fresh thread, {more} more `update`s on the same \
-         thread (output dropped before the next), then `update_into` reusing an output."
+        "Updates: the 1st with a fresh `Workspace`, {more} more with the same one (output \
+         dropped before the next), then `update_into` reusing an output."
     );
     println!();
     println!(

@@ -30,7 +30,7 @@
 //! The function is the same as the reference's; values differ from it in the last bits only
 //! (at points where the reference interpolates M between its extra critical points, at the
 //! crossings, which the reference finds by bisection, and by compression), which
-//! `crate::perf_equivalence` bounds against the reference implementation.
+//! `tests/differential.rs` bounds against the oracle (`fairsched_hdrf_testkit::oracle`).
 
 use crate::crit::{Pt, VertexBuilder, push_sample};
 use crate::plf::{Segment, Value, fast_value};

@@ -7,25 +7,29 @@
 //! threads, and does not depend on hash order.
 //!
 //! The algorithm follows `shared/spec/vector_hdrf.md`:
-//! * [`plf`]: monotone piecewise-linear functions (scalar and 5-vector) and the operations the
-//!   algorithm needs (transpose, narrow, sum, pointwise min, compose, compress);
+//! * `plf` (private): monotone piecewise-linear functions (scalar and 5-vector) and the
+//!   operations the algorithm needs (transpose, narrow, sum, pointwise min, compose, compress);
 //! * [`update`]: the update in its thirteen steps — guarantees, integral volumes, FIFO
 //!   reordering, burst and relaxed shares, the bottom-up F/M/S functions and the top-down
-//!   distribution.
+//!   distribution. A caller that updates repeatedly keeps the working memory in a
+//!   [`Workspace`].
+//!
+//! The public API is [`model`] (the input tree and options), [`output`] (the attributes,
+//! errors, warnings and timings), [`update`], [`update_into`] and [`Workspace`]. The feature
+//! `tuning` (this crate's own tests only) adds the module `tuning`, the knobs the
+//! differential tests against the oracle in `fairsched-hdrf-testkit` set.
 
 mod crit;
 mod envelope;
 mod improved;
 pub mod model;
 pub mod output;
-pub mod plf;
+mod plf;
 mod update;
 
-#[cfg(test)]
-mod perf_equivalence;
-#[cfg(test)]
-mod reference;
+#[cfg(feature = "tuning")]
+pub mod tuning;
 
 pub use model::*;
 pub use output::*;
-pub use update::{update, update_into};
+pub use update::{Workspace, update, update_into};

@@ -240,13 +240,13 @@ impl ResourceVolume {
         self.values()[kind.index()]
     }
 
-    /// Raw component `i` (cpu in hundredths).
-    pub(crate) fn raw(&self, i: usize) -> f64 {
+    /// Raw component `i` in resource order (cpu in hundredths, as stored).
+    pub fn raw(&self, i: usize) -> f64 {
         self.raw[i]
     }
 
-    /// Sets raw component `i` (cpu in hundredths, rounded).
-    pub(crate) fn set_raw(&mut self, i: usize, v: f64) {
+    /// Sets raw component `i` in resource order (cpu in hundredths, rounded).
+    pub fn set_raw(&mut self, i: usize, v: f64) {
         self.raw[i] = if i == CPU { v.round() } else { v };
     }
 

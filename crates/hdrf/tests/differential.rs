@@ -1,5 +1,6 @@
-//! Differential test of the optimised update against the original implementation, which is kept
-//! verbatim in `crate::reference` as the oracle.
+//! Differential test of the production update against the original implementation, which is
+//! kept verbatim in `fairsched_hdrf_testkit::oracle` as the oracle. The knobs it sets are
+//! `fairsched_hdrf::tuning` (feature `tuning`, enabled for this crate's tests only).
 //!
 //! Seeded random trees (small and medium, every option combination: classic/improved mode,
 //! distribution gap, gang step function, FIFO reordering, fast FIFO, inferred weights; with
@@ -16,13 +17,13 @@
 //!   (FIFO indices, dominant resources, errors) must be equal. Segment counts are not compared
 //!   there: the builder merges a segment only on exact equality of values, so a last-bit
 //!   difference may keep two segments apart. Improved-mode updates never use the balanced
-//!   summation (see `crate::improved`), so they must stay bit-identical under any tuning.
+//!   summation (see `fairsched_hdrf`'s `improved` module), so they must stay bit-identical under any tuning.
 //!
 //! These comparisons use `Tuning::envelope = false` (M and S built as the reference builds
-//! them). The default builds them in one walk over F (`crate::envelope`): the same functions,
+//! them). The default builds them in one walk over F (`envelope` module): the same functions,
 //! with values that differ in the last bits. Small trees must then agree with the reference within
 //! `1e-12` in every option combination (`small_trees_by_envelope_are_close_in_every_option_combination`),
-//! and `crate::envelope`'s tests compare the two constructions function by function on random
+//! and the `envelope` module's unit tests compare the two constructions function by function on random
 //! F. Medium trees are not compared that way: their round shares put some values within a few
 //! ulps of a limit, and there the last bits decide which side of the limit a share falls on
 //! (medium seed 2012, classic mode: a FIFO child's share of user slots is 0.9999999999999999 by
@@ -30,14 +31,13 @@
 //! pool's limited demand then differs by 0.125). Both are rounding of the same real value; the
 //! algorithm is discontinuous there by design (left-continuous functions, hard limits).
 
-use crate::model::{
-    ElementIndex, FifoSortParameter, IntegralGuaranteeType, IntegralGuarantees, OperationSpec,
-    PoolMode, PoolSpec, ROOT, ResourceVolume, Tree, UpdateInput, UpdateOptions,
+use fairsched_hdrf::tuning::{ExactSum, Tuning, update_tuned};
+use fairsched_hdrf::{
+    DetailedFairShare, ElementAttributes, ElementIndex, FifoSortParameter, IntegralGuaranteeType,
+    IntegralGuarantees, NoClock, OperationSpec, PoolMode, PoolSpec, ROOT, ResourceVolume, Tree,
+    UpdateInput, UpdateOptions, UpdateOutput,
 };
-use crate::output::{DetailedFairShare, ElementAttributes, NoClock, UpdateOutput};
-use crate::plf::ExactSum;
-use crate::reference;
-use crate::update::{Tuning, update_with};
+use fairsched_hdrf_testkit::oracle;
 use fairsched_resources::{
     PartialResources, RESOURCE_COUNT, ResourceKind, ResourceVector, Resources,
 };
@@ -360,7 +360,7 @@ fn reference_run(
     options: &UpdateOptions,
 ) -> (Vec<UpdateOutput>, Tree) {
     run(tree, cluster, options, |t, i| {
-        reference::update::update(t, i, &NoClock)
+        oracle::update::update(t, i, &NoClock)
     })
 }
 
@@ -371,7 +371,7 @@ fn optimised_run(
     tuning: Tuning,
 ) -> (Vec<UpdateOutput>, Tree) {
     run(tree, cluster, options, |t, i| {
-        update_with(t, i, &NoClock, tuning)
+        update_tuned(t, i, &NoClock, tuning)
     })
 }
 
@@ -570,10 +570,12 @@ const EXACT: Tuning = Tuning {
 };
 
 /// The default tuning with M and S built as the reference builds them.
-const REFERENCE_FUNCTIONS: Tuning = Tuning {
-    exact_sum: crate::plf::EXACT_SUM,
-    envelope: false,
-};
+fn reference_functions() -> Tuning {
+    Tuning {
+        envelope: false,
+        ..Tuning::default()
+    }
+}
 
 #[test]
 fn small_trees_are_bit_identical_in_every_option_combination() {
@@ -586,7 +588,7 @@ fn small_trees_are_bit_identical_in_every_option_combination() {
             assert_identical(
                 &label,
                 &expected,
-                &optimised_run(&tree, cluster, &opts, REFERENCE_FUNCTIONS),
+                &optimised_run(&tree, cluster, &opts, reference_functions()),
             );
             assert_identical(
                 &label,
@@ -597,7 +599,7 @@ fn small_trees_are_bit_identical_in_every_option_combination() {
     }
 }
 
-/// M and S built by one walk over F (`crate::envelope`, the default) agree with the reference
+/// M and S built by one walk over F (`envelope` module, the default) agree with the reference
 /// within 1e-12 in every option combination, classic and improved.
 #[test]
 fn small_trees_by_envelope_are_close_in_every_option_combination() {
@@ -647,7 +649,7 @@ fn medium_trees_are_close_with_default_tuning() {
                 &label,
                 &opts,
                 &expected,
-                &optimised_run(&tree, cluster, &opts, REFERENCE_FUNCTIONS),
+                &optimised_run(&tree, cluster, &opts, reference_functions()),
             );
         }
     }
@@ -727,8 +729,43 @@ fn update_into_equals_update() {
             previous_update_seconds: Some(40.0),
             options: opts,
         };
-        let expected = crate::update::update(&mut tree.clone(), &input, &NoClock);
-        crate::update::update_into(&mut tree.clone(), &input, &NoClock, &mut out);
+        let expected = fairsched_hdrf::update(&mut tree.clone(), &input, &NoClock);
+        fairsched_hdrf::update_into(&mut tree.clone(), &input, &NoClock, &mut out);
         assert_eq!(format!("{expected:?}"), format!("{out:?}"), "seed {seed}");
+    }
+}
+
+/// A [`fairsched_hdrf::Workspace`] reused across trees of different sizes and modes gives what a
+/// fresh one gives: nothing an earlier update left in it is read.
+#[test]
+fn reused_workspace_equals_fresh() {
+    let mut workspace = fairsched_hdrf::Workspace::new();
+    let mut out = UpdateOutput::default();
+    for (seed, shape, bits) in [
+        (7u64, MEDIUM, 0b00_0101),
+        (8, SMALL, 0b10_0000),
+        (9, MEDIUM, 0b11_1111),
+        (10, SMALL, 0),
+    ] {
+        let (tree, cluster) = random_tree(seed, shape);
+        let input = UpdateInput {
+            total_resources: cluster,
+            now_seconds: 100.0,
+            previous_update_seconds: Some(40.0),
+            options: options(bits),
+        };
+        let expected = fairsched_hdrf::update(&mut tree.clone(), &input, &NoClock);
+        let reused = workspace.update(&mut tree.clone(), &input, &NoClock);
+        assert_eq!(
+            format!("{expected:?}"),
+            format!("{reused:?}"),
+            "seed {seed}"
+        );
+        workspace.update_into(&mut tree.clone(), &input, &NoClock, &mut out);
+        assert_eq!(
+            format!("{expected:?}"),
+            format!("{out:?}"),
+            "seed {seed} into"
+        );
     }
 }

@@ -20,13 +20,13 @@
 //! reported as [`UpdateWarning`]s instead: the update always completes.
 
 use super::plf::{Builder, Plf, Segment, inverse_lower_bound};
-use crate::model::{
-    ElementIndex, FifoSortParameter, IntegralGuaranteeType, PoolMode, ROOT, ResourceVolume, Tree,
-    UpdateInput, UpdateOptions,
-};
-use crate::output::{
+use fairsched_hdrf::{
     DetailedFairShare, ElementAttributes, FunctionSizes, PhaseClock, PhaseTimings,
     TIER_PRIORITY_POOLS, TIER_REGULAR_POOLS, UpdateError, UpdateOutput, UpdateWarning,
+};
+use fairsched_hdrf::{
+    ElementIndex, FifoSortParameter, IntegralGuaranteeType, PoolMode, ROOT, ResourceVolume, Tree,
+    UpdateInput, UpdateOptions,
 };
 use fairsched_resources::{RESOURCE_COUNT, ResourceKind, ResourceVector, Resources};
 
