@@ -258,6 +258,8 @@ pub struct PoolTree {
     /// Fair-share alerts (code, message; e.g. 29000) raised by the last update, logged when
     /// they appear.
     pub(crate) active_alerts: Vec<(u32, String)>,
+    /// The fair-share library's working memory, kept between this tree's updates.
+    pub(crate) workspace: fairsched_hdrf::Workspace,
 }
 
 impl PoolTree {
@@ -284,6 +286,7 @@ impl PoolTree {
             class_cache: BTreeMap::new(),
             limits_maybe_violated: false,
             active_alerts: Vec::new(),
+            workspace: fairsched_hdrf::Workspace::default(),
         }
     }
 
@@ -502,7 +505,9 @@ impl PoolTree {
             previous_update_seconds: self.last_update_ms.map(|t| t as f64 / 1000.0),
             options: self.update_options(),
         };
-        let output = fairsched_hdrf::update(&mut tree, &input, &fairsched_hdrf::NoClock);
+        let output = self
+            .workspace
+            .update(&mut tree, &input, &fairsched_hdrf::NoClock);
         self.last_update_ms = Some(now);
         for (name, &index) in &by_pool {
             self.integral_states
