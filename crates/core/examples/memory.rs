@@ -3,9 +3,9 @@
 //! the allocator's own per-block overhead is not in these figures, the block counts are printed
 //! so it can be estimated).
 //!
-//! Each case builds a `Scheduler` step by step under its own profiler, on its own thread (the
-//! fair-share update's working memory is allocated per update and freed after it), and reads
-//! the heap after every step:
+//! Each case builds a `Scheduler` step by step under its own profiler, on its own thread (each
+//! pool tree keeps the fair-share update's working memory, a `Workspace`, between updates: it
+//! counts with the scheduler's heap), and reads the heap after every step:
 //!
 //! 1. `Scheduler::new` with a pool tree of 124 pools (4 × 5 × 5, 100 leaves);
 //! 2. `add_node` for every node (16 cpu, 64 GiB, 16 user slots; ids `node-00000`);
