@@ -372,6 +372,35 @@ pub(crate) async fn simulate_agent(
     latencies
 }
 
+/// Prints a bench's report, as JSON or as its table, or its error; the command's exit status.
+pub(crate) fn print_report<R: Serialize>(
+    result: anyhow::Result<R>,
+    json: bool,
+    table: impl Fn(&R) -> String,
+) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    match result {
+        Ok(report) => {
+            if json {
+                match serde_json::to_string_pretty(&report) {
+                    Ok(text) => println!("{text}"),
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                }
+            } else {
+                print!("{}", table(&report));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -256,26 +256,7 @@ impl LoadReport {
 }
 
 pub fn main(args: &LoadArgs) -> ExitCode {
-    match run(args) {
-        Ok(report) => {
-            if args.json {
-                match serde_json::to_string_pretty(&report) {
-                    Ok(text) => println!("{text}"),
-                    Err(e) => {
-                        eprintln!("error: {e}");
-                        return ExitCode::FAILURE;
-                    }
-                }
-            } else {
-                print!("{}", report.table());
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    super::harness::print_report(run(args), args.json, |r| r.table())
 }
 
 /// One tree with [`POOLS`] pools and room for every operation the test submits.

@@ -82,26 +82,7 @@ pub struct ServerBenchArgs {
 
 /// `fairsched bench server`: runs it and prints the report (a table, or JSON).
 pub fn main(args: &ServerBenchArgs) -> ExitCode {
-    match server(args) {
-        Ok(report) => {
-            if args.json {
-                match serde_json::to_string_pretty(&report) {
-                    Ok(text) => println!("{text}"),
-                    Err(e) => {
-                        eprintln!("error: {e}");
-                        return ExitCode::FAILURE;
-                    }
-                }
-            } else {
-                print!("{}", report.table());
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    super::harness::print_report(server(args), args.json, |r| r.table())
 }
 
 impl ServerBenchArgs {
