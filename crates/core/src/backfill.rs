@@ -12,93 +12,39 @@
 //! An allocation past its limit counts as ending now. Nothing enforces limits: a job that
 //! overruns delays the holder (which then starts when the resources are actually free).
 
+pub use crate::holds::Held;
+use crate::holds::Reservation;
 use crate::model::{Allocation, Millis, NodeId, OperationId};
-use crate::reservation::Reservation;
 use crate::scheduler::Scheduler;
 use fairsched_resources::{RESOURCE_COUNT, Resources};
 use std::collections::BTreeMap;
 
-/// What a node holds back from one operation, with until when each part may be backfilled.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Held {
-    /// Held for another operation's job reservation.
-    pub reserved: Resources,
-    /// Jobs ending at or before this may use `reserved` (`None`: none may).
-    pub reserved_until: Option<Millis>,
-    /// Held by assembling gangs of other operations.
-    pub gangs: Resources,
-    /// Jobs ending at or before this may use `gangs` (`None`: none may).
-    pub gangs_until: Option<Millis>,
-}
-
-impl Held {
-    /// What stays held from a job of time limit `limit` starting at `now`.
-    pub fn for_job(&self, now: Millis, limit: Option<u64>) -> Resources {
-        let mut held = self.gangs_for_job(now, limit);
-        if !ends_by(now, limit, self.reserved_until) {
-            held = held.add(&self.reserved);
+impl Scheduler {
+    /// Resources the gang assemblies hold on `node` for operations other than `op`.
+    pub(crate) fn gang_held_from(&self, node: &NodeId, op: &OperationId) -> Resources {
+        let mut held = Resources::ZERO;
+        for a in self.holds.all_gangs().filter(|a| &a.operation != op) {
+            if let Some(tasks) = a.holds.get(node) {
+                held = held.add(&self.held_resources(&a.operation, tasks));
+            }
         }
         held
     }
 
-    /// The gangs' part of [`Held::for_job`].
-    pub fn gangs_for_job(&self, now: Millis, limit: Option<u64>) -> Resources {
-        if ends_by(now, limit, self.gangs_until) {
-            Resources::ZERO
-        } else {
-            self.gangs
-        }
-    }
-
-    /// Everything held, whatever a job's limit.
-    pub(crate) fn all(&self) -> Resources {
-        self.reserved.add(&self.gangs)
-    }
-
-    /// Whether nothing is held.
-    pub(crate) fn is_zero(&self) -> bool {
-        self.reserved.is_zero() && self.gangs.is_zero()
-    }
-}
-
-/// What a node offers one operation at a start: its available resources, less what it holds
-/// for others unless the job backfills.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct Offer {
-    pub available: Resources,
-    pub held: Option<Held>,
-}
-
-impl Offer {
-    /// All of `available`, nothing held back.
-    pub(crate) fn all(available: Resources) -> Offer {
-        Offer {
-            available,
-            held: None,
-        }
-    }
-
-    /// Whether `job` fits only thanks to backfill: into what a job of time limit `limit` may
-    /// use, but not into what is left with everything held kept out.
-    pub(crate) fn backfills(&self, now: Millis, limit: Option<u64>, job: &Resources) -> bool {
-        self.held.is_some_and(|h| {
-            !self.available.sub(&h.all()).dominates(job) && self.for_job(now, limit).dominates(job)
+    /// Resources of `tasks` (task -> jobs) of operation `op`.
+    pub(crate) fn held_resources(
+        &self,
+        op: &OperationId,
+        tasks: &BTreeMap<usize, u32>,
+    ) -> Resources {
+        let Some(op) = self.operations.get(op) else {
+            return Resources::ZERO;
+        };
+        tasks.iter().fold(Resources::ZERO, |acc, (&task, &n)| {
+            (0..n).fold(acc, |acc, _| acc.add(&op.spec.tasks[task].resources))
         })
     }
 
-    /// What a job of time limit `limit` starting at `now` may use.
-    pub(crate) fn for_job(&self, now: Millis, limit: Option<u64>) -> Resources {
-        match &self.held {
-            Some(h) => self
-                .available
-                .sub(&h.for_job(now, limit))
-                .max(&Resources::ZERO),
-            None => self.available,
-        }
-    }
-}
-
-impl Scheduler {
     /// When the allocation is expected to end: its start plus its task's time limit, or now if
     /// that has passed (`None`: it has no limit).
     pub(crate) fn expected_end(&self, now: Millis, a: &Allocation) -> Option<Millis> {
@@ -176,6 +122,7 @@ impl Scheduler {
                 continue;
             }
             let reserved = self
+                .holds
                 .reservations
                 .get(&n.id)
                 .filter(|r| &r.operation != op)
@@ -217,13 +164,18 @@ impl Scheduler {
     /// backfilled (`None`: nothing is held).
     pub(crate) fn held_from(&self, node: &NodeId, op: &OperationId) -> Option<Held> {
         let mut held = Held::default();
-        if let Some(r) = self.reservations.get(node).filter(|r| &r.operation != op) {
+        if let Some(r) = self
+            .holds
+            .reservations
+            .get(node)
+            .filter(|r| &r.operation != op)
+        {
             held.reserved = r.resources;
             held.reserved_until = r.backfill_until;
         }
-        if self.any_gang() {
+        if self.holds.any_gang() {
             let mut untils = Vec::new();
-            for a in self.all_gangs().filter(|a| &a.operation != op) {
+            for a in self.holds.all_gangs().filter(|a| &a.operation != op) {
                 if let Some(tasks) = a.holds.get(node) {
                     held.gangs = held.gangs.add(&self.held_resources(&a.operation, tasks));
                     untils.push(a.backfill_until);
@@ -237,13 +189,6 @@ impl Scheduler {
 }
 
 /// Whether a job of time limit `limit` starting at `now` ends by `until`.
-fn ends_by(now: Millis, limit: Option<u64>, until: Option<Millis>) -> bool {
-    match (limit, until) {
-        (Some(l), Some(u)) => now.saturating_add(l) <= u,
-        _ => false,
-    }
-}
-
 /// How many jobs of `job` fit into `free`, at most `cap`.
 fn fit_count(free: &Resources, job: &Resources, cap: u64) -> u64 {
     let (free, job) = (free.raw(), job.raw());

@@ -162,12 +162,12 @@ impl Scheduler {
     /// Removes an allocation from the books and logs how it ended. A job that did not
     /// complete goes back to pending (unless the operation is finishing).
     pub(crate) fn end_allocation(&mut self, now: Millis, id: AllocationId, how: EndKind) {
-        self.room_epoch += 1;
+        self.holds.room_epoch += 1;
         let Some(alloc) = self.allocations.remove(&id) else {
             return;
         };
-        if let Some(tree) = self.trees.get_mut(alloc.tree) {
-            tree.class_cache.remove(&alloc.operation);
+        if let Some(cache) = self.preemption.get_mut(alloc.tree) {
+            cache.classes.remove(&alloc.operation);
         }
         // An interrupted allocation already left the node's and the operation's usage.
         let counted = alloc.state == AllocationState::Running;

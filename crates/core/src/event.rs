@@ -1,6 +1,7 @@
 //! The event log: every start, finish, interruption, preemption, state change and error, in
 //! order, as data. Serialized as flat JSON objects (`{"t_ms":..,"event":"allocation_started",..}`).
 
+pub use crate::model::Preemptor;
 use crate::model::{
     AllocationId, JobOutcome, Millis, NodeId, OperationId, OperationState, PreemptionReason,
 };
@@ -57,13 +58,6 @@ impl Stage {
     pub fn is_ssd(self) -> bool {
         matches!(self, Stage::SsdPreemptive | Stage::SsdAggressive)
     }
-}
-
-/// Who an allocation was preempted for.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Preemptor {
-    pub operation: OperationId,
-    pub allocation: AllocationId,
 }
 
 /// One entry of the event log.

@@ -10,48 +10,16 @@
 //! heartbeat. Held resources are kept from other operations (see [`crate::backfill`]).
 //! Assemblies are checked at fair-share updates (timeout, lost nodes, finished operations).
 
-use crate::backfill::Offer;
 use crate::event::EventKind;
 use crate::heartbeat::Walk;
+pub use crate::holds::GangAssembly;
+use crate::holds::Offer;
 use crate::model::{Millis, NodeId, OperationId, OperationState};
 use crate::scheduler::{Scheduler, StartOrder};
 use crate::tree::ElementRef;
 use fairsched_hdrf::ElementIndex;
 use fairsched_resources::Resources;
 use std::collections::BTreeMap;
-
-/// A gang operation gathering resources for all its pending jobs.
-#[derive(Clone, Debug, PartialEq)]
-pub struct GangAssembly {
-    pub operation: OperationId,
-    /// When it began.
-    pub since: Millis,
-    /// Jobs held, per node and task.
-    pub holds: BTreeMap<NodeId, BTreeMap<usize, u32>>,
-    /// Every pending job is held: the nodes start them at their next heartbeats.
-    pub ready: bool,
-    /// Jobs of other operations that end by then may use the held resources (as of the last
-    /// fair-share update; see [`crate::backfill`]).
-    pub backfill_until: Option<Millis>,
-}
-
-impl GangAssembly {
-    /// Jobs held per task, over all nodes.
-    fn held_per_task(&self) -> BTreeMap<usize, u32> {
-        let mut out = BTreeMap::new();
-        for tasks in self.holds.values() {
-            for (&task, &n) in tasks {
-                *out.entry(task).or_default() += n;
-            }
-        }
-        out
-    }
-
-    /// Jobs held, over all nodes and tasks.
-    pub fn held_jobs(&self) -> u32 {
-        self.holds.values().flat_map(|t| t.values()).sum()
-    }
-}
 
 impl Scheduler {
     /// Whether tree `t` places the operation's jobs all at once.
@@ -62,7 +30,7 @@ impl Scheduler {
 
     /// The gang assembling in tree `t`, if any.
     pub fn gang_assembly(&self, t: usize) -> Option<&GangAssembly> {
-        self.gangs.get(&t)
+        self.holds.gangs.get(&t)
     }
 
     /// Resources the gang assemblies hold on `node` for operations other than `op`.
@@ -70,25 +38,9 @@ impl Scheduler {
         self.gang_held_from(node, op)
     }
 
-    /// Resources the gang assemblies hold on `node` for operations other than `op`.
-    pub(crate) fn gang_held_from(&self, node: &NodeId, op: &OperationId) -> Resources {
-        let mut held = Resources::ZERO;
-        for a in self.all_gangs().filter(|a| &a.operation != op) {
-            if let Some(tasks) = a.holds.get(node) {
-                held = held.add(&self.held_resources(&a.operation, tasks));
-            }
-        }
-        held
-    }
-
     /// Every gang holding resources: the assembling ones and those placed whole.
     pub fn all_gangs(&self) -> impl Iterator<Item = &GangAssembly> {
-        self.gangs.values().chain(self.placed_gangs.values())
-    }
-
-    /// Whether any gang holds resources.
-    pub(crate) fn any_gang(&self) -> bool {
-        !self.gangs.is_empty() || !self.placed_gangs.is_empty()
+        self.holds.all_gangs()
     }
 
     /// The regular stage offers a node to the gang operation at `leaf`: if what is free in the
@@ -103,16 +55,20 @@ impl Scheduler {
         let ElementRef::Operation(op_id) = &arena.elements[leaf].kind else {
             return false;
         };
-        if self.placed_gangs.contains_key(op_id)
-            || self.gangs.get(&t).is_some_and(|a| &a.operation == op_id)
-            || self.gang_unplaceable_at.get(op_id) == Some(&self.room_epoch)
+        if self.holds.placed_gangs.contains_key(op_id)
+            || self
+                .holds
+                .gangs
+                .get(&t)
+                .is_some_and(|a| &a.operation == op_id)
+            || self.holds.gang_unplaceable_at.get(op_id) == Some(&self.holds.room_epoch)
         {
             return false;
         }
         let op = &self.operations[op_id];
         // While another gang assembles, its jobs must all end before that one needs its
         // resources.
-        if let Some(a) = self.gangs.get(&t) {
+        if let Some(a) = self.holds.gangs.get(&t) {
             let ends_in_time = a.backfill_until.is_some_and(|until| {
                 op.spec.tasks.iter().zip(&op.tasks).all(|(spec, task)| {
                     task.pending == 0
@@ -175,8 +131,9 @@ impl Scheduler {
             }
         }
         if wanted.iter().any(|&w| w > 0) || holds.is_empty() {
-            self.gang_unplaceable_at
-                .insert(op_id.clone(), self.room_epoch);
+            self.holds
+                .gang_unplaceable_at
+                .insert(op_id.clone(), self.holds.room_epoch);
             return false;
         }
         let op_id = op_id.clone();
@@ -184,8 +141,8 @@ impl Scheduler {
             holds.values().flat_map(|t| t.values()).sum(),
             holds.len() as u32,
         );
-        self.gang_unplaceable_at.remove(&op_id);
-        self.placed_gangs.insert(
+        self.holds.gang_unplaceable_at.remove(&op_id);
+        self.holds.placed_gangs.insert(
             op_id.clone(),
             GangAssembly {
                 operation: op_id.clone(),
@@ -206,20 +163,6 @@ impl Scheduler {
         true
     }
 
-    /// Resources of `tasks` (task -> jobs) of operation `op`.
-    pub(crate) fn held_resources(
-        &self,
-        op: &OperationId,
-        tasks: &BTreeMap<usize, u32>,
-    ) -> Resources {
-        let Some(op) = self.operations.get(op) else {
-            return Resources::ZERO;
-        };
-        tasks.iter().fold(Resources::ZERO, |acc, (&task, &n)| {
-            (0..n).fold(acc, |acc, _| acc.add(&op.spec.tasks[task].resources))
-        })
-    }
-
     /// The regular stage offers `node_id` to the gang operation at `leaf`: holds what fits
     /// there for its pending jobs (if it may assemble now), and marks the assembly ready when
     /// every pending job is held. Never starts a job.
@@ -236,21 +179,22 @@ impl Scheduler {
             return;
         };
         let op_id = op_id.clone();
-        if self.placed_gangs.contains_key(&op_id) {
+        if self.holds.placed_gangs.contains_key(&op_id) {
             return;
         }
-        match self.gangs.get(&t) {
+        match self.holds.gangs.get(&t) {
             Some(a) if a.operation != op_id || a.ready => return,
             Some(_) => {}
             None => {
                 if self
+                    .holds
                     .gang_cooldown
                     .get(&op_id)
                     .is_some_and(|&until| now < until)
                 {
                     return;
                 }
-                self.gangs.insert(
+                self.holds.gangs.insert(
                     t,
                     GangAssembly {
                         operation: op_id.clone(),
@@ -262,7 +206,7 @@ impl Scheduler {
                 );
             }
         }
-        let a = &self.gangs[&t];
+        let a = &self.holds.gangs[&t];
         let op = &self.operations[&op_id];
         let node = &self.nodes[node_id];
         let own_here = a
@@ -313,7 +257,7 @@ impl Scheduler {
             }
         }
         let pending: u32 = op.pending_job_count();
-        let a = self.gangs.get_mut(&t).expect("inserted above");
+        let a = self.holds.gangs.get_mut(&t).expect("inserted above");
         if !new_here.is_empty() {
             let here = a.holds.entry(node_id.clone()).or_default();
             for (task, n) in new_here {
@@ -346,12 +290,12 @@ impl Scheduler {
     ) -> Vec<StartOrder> {
         let t = walk.tree;
         let mut orders = Vec::new();
-        if let Some(a) = self.gangs.get(&t).filter(|a| a.ready)
+        if let Some(a) = self.holds.gangs.get(&t).filter(|a| a.ready)
             && let Some(tasks) = a.holds.get(node_id).cloned()
         {
             let op_id = a.operation.clone();
             let started = self.start_held_here(now, node_id, walk, &op_id, &tasks);
-            let a = self.gangs.get_mut(&t).expect("checked above");
+            let a = self.holds.gangs.get_mut(&t).expect("checked above");
             a.holds.remove(node_id);
             match started {
                 Some(started) => {
@@ -365,13 +309,18 @@ impl Scheduler {
             }
         }
         let placed: Vec<(OperationId, BTreeMap<usize, u32>)> = self
+            .holds
             .placed_gangs
             .iter()
             .filter_map(|(op, a)| Some((op.clone(), a.holds.get(node_id)?.clone())))
             .collect();
         for (op_id, tasks) in placed {
             let started = self.start_held_here(now, node_id, walk, &op_id, &tasks);
-            let a = self.placed_gangs.get_mut(&op_id).expect("listed above");
+            let a = self
+                .holds
+                .placed_gangs
+                .get_mut(&op_id)
+                .expect("listed above");
             a.holds.remove(node_id);
             match started {
                 Some(started) => {
@@ -445,8 +394,8 @@ impl Scheduler {
 
     /// Ends a gang placed whole (started, or undone).
     fn release_placed_gang(&mut self, now: Millis, op: &OperationId, reason: &'static str) {
-        if let Some(a) = self.placed_gangs.remove(op) {
-            self.room_epoch += 1;
+        if let Some(a) = self.holds.placed_gangs.remove(op) {
+            self.holds.room_epoch += 1;
             self.log(
                 now,
                 EventKind::GangReleased {
@@ -459,8 +408,8 @@ impl Scheduler {
 
     /// Ends tree `t`'s assembly (its holds are released).
     pub(crate) fn release_gang(&mut self, now: Millis, t: usize, reason: &'static str) {
-        if let Some(a) = self.gangs.remove(&t) {
-            self.room_epoch += 1;
+        if let Some(a) = self.holds.gangs.remove(&t) {
+            self.holds.room_epoch += 1;
             self.log(
                 now,
                 EventKind::GangReleased {
@@ -474,6 +423,7 @@ impl Scheduler {
     /// The operation finished: its assembly, if any, ends.
     pub(crate) fn release_gang_of(&mut self, now: Millis, op: &OperationId) {
         let trees: Vec<usize> = self
+            .holds
             .gangs
             .iter()
             .filter(|(_, a)| &a.operation == op)
@@ -483,19 +433,20 @@ impl Scheduler {
             self.release_gang(now, t, "operation_finished");
         }
         self.release_placed_gang(now, op, "operation_finished");
-        self.gang_cooldown.remove(op);
-        self.gang_unplaceable_at.remove(op);
+        self.holds.gang_cooldown.remove(op);
+        self.holds.gang_unplaceable_at.remove(op);
     }
 
     /// The node is gone: what assembling gangs held there is gathered again elsewhere; gangs
     /// placed whole with jobs there are undone.
     pub(crate) fn drop_gang_holds_on(&mut self, now: Millis, node: &NodeId) {
-        for a in self.gangs.values_mut() {
+        for a in self.holds.gangs.values_mut() {
             if a.holds.remove(node).is_some() {
                 a.ready = false;
             }
         }
         let undone: Vec<OperationId> = self
+            .holds
             .placed_gangs
             .iter()
             .filter(|(_, a)| a.holds.contains_key(node))
@@ -509,10 +460,11 @@ impl Scheduler {
     /// Runs after every fair-share update: assemblies that time out, lose their operation or
     /// nodes, or whose tree turned the option off.
     pub(crate) fn update_gangs(&mut self, now: Millis) {
-        self.gang_cooldown.retain(|_, until| now < *until);
+        self.holds.gang_cooldown.retain(|_, until| now < *until);
         // Gangs placed whole whose operation no longer waits, or whose tree turned the option
         // off (their nodes would otherwise start them at their next heartbeats).
         let stale: Vec<(OperationId, &'static str)> = self
+            .holds
             .placed_gangs
             .keys()
             .filter_map(|id| {
@@ -535,14 +487,14 @@ impl Scheduler {
         for (op, reason) in stale {
             self.release_placed_gang(now, &op, reason);
         }
-        let trees: Vec<usize> = self.gangs.keys().copied().collect();
+        let trees: Vec<usize> = self.holds.gangs.keys().copied().collect();
         for t in trees {
             let config = self.trees[t].config().gang_placement.clone();
             if !config.enable {
                 self.release_gang(now, t, "disabled");
                 continue;
             }
-            let a = &self.gangs[&t];
+            let a = &self.holds.gangs[&t];
             let running = self.operations.get(&a.operation).is_some_and(|op| {
                 op.state == OperationState::Running && op.pending_job_count() > 0
             });
@@ -560,7 +512,7 @@ impl Scheduler {
                 })
                 .cloned()
                 .collect();
-            let a = self.gangs.get_mut(&t).expect("present");
+            let a = self.holds.gangs.get_mut(&t).expect("present");
             for n in &lost {
                 a.holds.remove(n);
                 a.ready = false;
@@ -568,7 +520,8 @@ impl Scheduler {
             if !a.ready && now >= a.since.saturating_add(config.assembly_timeout_ms) {
                 let op = a.operation.clone();
                 self.release_gang(now, t, "timeout");
-                self.gang_cooldown
+                self.holds
+                    .gang_cooldown
                     .insert(op, now.saturating_add(config.assembly_timeout_ms));
             } else if !lost.is_empty() && a.holds.is_empty() {
                 self.release_gang(now, t, "node_unavailable");
@@ -576,7 +529,11 @@ impl Scheduler {
                 // Until when other jobs may backfill what it holds.
                 let op = a.operation.clone();
                 let until = self.gang_needed_at(now, t, &op);
-                self.gangs.get_mut(&t).expect("present").backfill_until = until;
+                self.holds
+                    .gangs
+                    .get_mut(&t)
+                    .expect("present")
+                    .backfill_until = until;
             }
         }
     }

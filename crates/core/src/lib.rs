@@ -16,6 +16,7 @@ mod error;
 pub mod event;
 pub mod gang;
 pub mod heartbeat;
+mod holds;
 mod lifecycle;
 pub mod model;
 mod nodes;
@@ -34,9 +35,8 @@ mod validate;
 pub mod why;
 
 pub use event::{Event, EventKind, Preemptor, Stage};
-pub use gang::GangAssembly;
+pub use holds::{GangAssembly, Held, Reservation};
 pub use model::*;
-pub use reservation::Reservation;
 pub use scheduler::{
     CoreError, FinishedAllocation, HeartbeatResponse, InterruptOrder, MAX_DURATION_MS,
     NodeHeartbeat, NodeOrders, OperationUpdate, Scheduler, SchedulerConfig, StartOrder, Stats,

@@ -48,7 +48,7 @@ impl Scheduler {
             let lightweight = self.is_lightweight(t, &spec, &pool);
             if !lightweight && blocked.is_none() {
                 blocked = self
-                    .running_limit_violation(t, &pool, &self.trees[t].counts)
+                    .running_limit_violation(t, &pool, &self.counts[t])
                     .map(|(pool, limit)| (t, pool, limit));
             }
             let options = spec
@@ -220,8 +220,8 @@ impl Scheduler {
         update: OperationUpdate,
     ) -> Result<(), CoreError> {
         // Its pool (and so its preemption thresholds) may change.
-        for tree in &mut self.trees {
-            tree.class_cache.remove(id);
+        for cache in &mut self.preemption {
+            cache.classes.remove(id);
         }
         let op = self.unfinished_operation(id)?;
         let check_weight = |field: &str, w: Option<f64>| match w {
@@ -378,9 +378,7 @@ impl Scheduler {
                     .trees
                     .iter()
                     .any(|t| t.arena.by_operation.contains_key(id))
-                && !s.placed_gangs.contains_key(id)
-                && !s.gangs.values().any(|g| g.operation == *id)
-                && !s.reservations.values().any(|r| r.operation == *id)
+                && !s.holds.holds_for(id)
         };
         let mut forgotten = Vec::new();
         let mut kept = Vec::with_capacity(self.start_order.len());
@@ -394,11 +392,9 @@ impl Scheduler {
         self.start_order = kept;
         for id in &forgotten {
             self.operations.remove(id);
-            self.reservation_streak.remove(id);
-            self.gang_cooldown.remove(id);
-            self.gang_unplaceable_at.remove(id);
-            for t in &mut self.trees {
-                t.class_cache.remove(id);
+            self.holds.forget(id);
+            for cache in &mut self.preemption {
+                cache.classes.remove(id);
             }
         }
         if !forgotten.is_empty() {
@@ -431,7 +427,7 @@ impl Scheduler {
         );
         self.remove_empty_ephemeral_pools();
         self.release_reservation_of(now, id, "operation_finished");
-        self.reservation_streak.remove(id);
+        self.holds.reservation_streak.remove(id);
         self.release_gang_of(now, id);
         self.try_run_pending(now);
     }
@@ -439,8 +435,7 @@ impl Scheduler {
     /// Ephemeral pools disappear when no unfinished operation uses them (their counts are
     /// subtree totals, so a kept removed pool goes with its subpools' last operation).
     fn remove_empty_ephemeral_pools(&mut self) {
-        for tree in &mut self.trees {
-            let counts = &tree.counts;
+        for (tree, counts) in self.trees.iter_mut().zip(&self.counts) {
             tree.ephemeral
                 .retain(|name, _| counts.get(name).is_some_and(|c| c.operation_count > 0));
         }

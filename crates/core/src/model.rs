@@ -508,6 +508,13 @@ impl PreemptionReason {
     }
 }
 
+/// Who an allocation was preempted for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Preemptor {
+    pub operation: OperationId,
+    pub allocation: AllocationId,
+}
+
 /// The allocation's lifecycle on the scheduler's side.
 #[derive(Clone, Debug, PartialEq)]
 pub enum AllocationState {
@@ -522,7 +529,7 @@ pub enum AllocationState {
         reason: PreemptionReason,
         deadline: Millis,
         /// Who it was preempted for, if anyone.
-        preemptor: Option<crate::event::Preemptor>,
+        preemptor: Option<Preemptor>,
     },
 }
 

@@ -12,7 +12,7 @@ impl Scheduler {
 
     /// Registers a node. Rejected if a node with that id exists.
     pub fn add_node(&mut self, _now: Millis, spec: NodeSpec) -> Result<(), CoreError> {
-        self.room_epoch += 1;
+        self.holds.room_epoch += 1;
         if self.nodes.contains_key(&spec.id) {
             return Err(CoreError::new(format!(
                 "node {:?} already exists",

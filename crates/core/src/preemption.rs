@@ -172,7 +172,7 @@ impl Scheduler {
                 }
             }
             self.touch_operation(&op_id);
-            self.trees[tree].class_cache.remove(&op_id);
+            self.preemption[tree].classes.remove(&op_id);
             if let Some(n) = self.nodes.get_mut(&node_id) {
                 n.usage = n.usage.sub(&resources);
             }
@@ -282,8 +282,8 @@ impl Scheduler {
             if stage.is_ssd() && !ssd_node {
                 continue;
             }
-            let targets: Vec<ElementIndex> = self.trees[t]
-                .preemption_targets
+            let targets: Vec<ElementIndex> = self.preemption[t]
+                .targets
                 .get(&spec.target)
                 .into_iter()
                 .flatten()
@@ -326,7 +326,7 @@ impl Scheduler {
                 let preemptor_leaf = self.trees[t].arena.by_operation[&preemptor.operation];
                 // What gangs hold here was free: it stays free after the victims leave (unless
                 // the preemptor's job backfills it).
-                let gang_held = if !self.any_gang() {
+                let gang_held = if !self.holds.any_gang() {
                     Resources::ZERO
                 } else {
                     let limit = self.operations[&order_op].spec.tasks[order_task].time_limit_ms;
@@ -369,7 +369,7 @@ impl Scheduler {
         for op_id in &ops {
             self.classes(t, op_id);
         }
-        let cache = &self.trees[t].class_cache;
+        let cache = &self.preemption[t].classes;
         self.candidates_classified(t, node_id, stage, min_level, &|op, id| {
             cache.get(op).and_then(|c| c.statuses.get(&id)).copied()
         })
@@ -474,7 +474,7 @@ impl Scheduler {
         else {
             return free;
         };
-        let cache = &self.trees[t].class_cache;
+        let cache = &self.preemption[t].classes;
         let candidates =
             self.candidates_classified(t, node_id, spec.stage, spec.min_level, &|op, a| {
                 cache
@@ -504,7 +504,7 @@ impl Scheduler {
                 let Some(a) = self.allocations.get(a) else {
                     continue;
                 };
-                if self.trees[t].class_cache.contains_key(&a.operation)
+                if self.preemption[t].classes.contains_key(&a.operation)
                     || out.contains_key(&a.operation)
                 {
                     continue;
@@ -545,7 +545,7 @@ impl Scheduler {
                 .fold(Resources::ZERO, |acc, (id, _)| {
                     acc.add(&self.allocations[id].resources)
                 });
-            let offer = crate::backfill::Offer {
+            let offer = crate::holds::Offer {
                 available: self.nodes[node_id].free().add(&discount),
                 held: self.held_from_leaf(t, node_id, leaf),
             };

@@ -8,56 +8,38 @@
 //! resources, and the reserving operation is served first once its job fits.
 
 use crate::event::EventKind;
+pub use crate::holds::Reservation;
 use crate::model::{Millis, NodeId, OperationId, OperationState};
 use crate::scheduler::Scheduler;
 use crate::status::strictly_dominates_on_non_blocked;
 use crate::tree::ElementRef;
 use fairsched_resources::{RESOURCE_COUNT, ResourceVector, Resources};
 
-/// Resources held on a node for one job of an operation.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Reservation {
-    /// The tree of the node (and of the operation's element that reserved).
-    pub tree: usize,
-    pub operation: OperationId,
-    /// The task whose job the resources are held for.
-    pub task: usize,
-    pub resources: Resources,
-    /// When the reservation was made.
-    pub since: Millis,
-    /// Jobs of other operations that end by then may use the reserved resources (as of the
-    /// last fair-share update; see [`crate::backfill`]).
-    pub backfill_until: Option<Millis>,
-}
-
 impl Scheduler {
     /// The reservations in force, by node.
     pub fn reservations(&self) -> impl Iterator<Item = (&NodeId, &Reservation)> {
-        self.reservations.iter()
+        self.holds.reservations.iter()
     }
 
     /// The node holding resources for `op`, if any.
     pub fn reserved_node_of(&self, op: &OperationId) -> Option<&NodeId> {
-        self.reservations
-            .iter()
-            .find(|(_, r)| &r.operation == op)
-            .map(|(node, _)| node)
+        self.holds.reserved_node_of(op)
     }
 
     /// The operation started a job on `node`: its reservation, if it has one, has served. If
     /// the job took the reserved resources, the operation may reserve again at the next update
     /// without a new wait (its next big job is as blocked as this one was).
     pub(crate) fn reservation_used(&mut self, now: Millis, op: &OperationId, node: &NodeId) {
-        if self.reservations.is_empty() {
+        if self.holds.reservations.is_empty() {
             return;
         }
         match self.reserved_node_of(op).cloned() {
             Some(held) if &held == node => {
-                self.reservation_streak.insert(op.clone());
+                self.holds.reservation_streak.insert(op.clone());
                 self.release_reservation(now, &held, "job_started");
             }
             Some(held) => {
-                self.reservation_streak.remove(op);
+                self.holds.reservation_streak.remove(op);
                 self.release_reservation(now, &held, "job_started");
             }
             None => {}
@@ -71,7 +53,7 @@ impl Scheduler {
         op: &OperationId,
         reason: &'static str,
     ) {
-        if self.reservations.is_empty() {
+        if self.holds.reservations.is_empty() {
             return;
         }
         if let Some(node) = self.reserved_node_of(op).cloned() {
@@ -81,7 +63,7 @@ impl Scheduler {
 
     /// Ends the reservation on `node`, if there is one.
     pub(crate) fn release_reservation(&mut self, now: Millis, node: &NodeId, reason: &'static str) {
-        if let Some(r) = self.reservations.remove(node) {
+        if let Some(r) = self.holds.reservations.remove(node) {
             self.log(
                 now,
                 EventKind::ReservationReleased {
@@ -97,6 +79,7 @@ impl Scheduler {
     /// reserves for the operations that have waited too long.
     pub(crate) fn update_reservations(&mut self, now: Millis) {
         let stale: Vec<(NodeId, &'static str)> = self
+            .holds
             .reservations
             .iter()
             .filter_map(|(node, r)| {
@@ -113,7 +96,12 @@ impl Scheduler {
             if !config.enable {
                 continue;
             }
-            let held = self.reservations.values().filter(|r| r.tree == t).count();
+            let held = self
+                .holds
+                .reservations
+                .values()
+                .filter(|r| r.tree == t)
+                .count();
             let room = (config.max_reservations as usize).saturating_sub(held);
             // Only a job larger than the smallest pending job of the tree (on some resource) can
             // be kept out by smaller ones taking every freed resource; among jobs of one size,
@@ -144,7 +132,7 @@ impl Scheduler {
                 .filter(|op| self.qualifies(t, &op.spec.id))
                 .map(|op| {
                     (
-                        !self.reservation_streak.contains(&op.spec.id),
+                        !self.holds.reservation_streak.contains(&op.spec.id),
                         op.last_scheduled_at.unwrap_or(0).max(op.start_time),
                         op.spec.id.clone(),
                     )
@@ -163,18 +151,19 @@ impl Scheduler {
             }
         }
         // A streak ends once the operation no longer waits blocked.
-        let reservations = &self.reservations;
-        self.reservation_streak.retain(|id| {
+        let reservations = &self.holds.reservations;
+        self.holds.reservation_streak.retain(|id| {
             still_blocked.contains(id) || reservations.values().any(|r| &r.operation == id)
         });
         // Until when other jobs may backfill each reservation.
         let needed: Vec<(NodeId, Option<Millis>)> = self
+            .holds
             .reservations
             .iter()
             .map(|(node, r)| (node.clone(), self.reservation_needed_at(now, node, r)))
             .collect();
         for (node, until) in needed {
-            if let Some(r) = self.reservations.get_mut(&node) {
+            if let Some(r) = self.holds.reservations.get_mut(&node) {
                 r.backfill_until = until;
             }
         }
@@ -262,7 +251,7 @@ impl Scheduler {
             if node.tree != Some(t)
                 || !node.scheduler_jobs_enabled
                 || node.draining
-                || self.reservations.contains_key(&node.id)
+                || self.holds.reservations.contains_key(&node.id)
                 || !node.resources.dominates(&job)
                 || (arena.any_tag_filter() && !arena.tags_allow(leaf, &node.tags))
                 || arena
@@ -287,7 +276,7 @@ impl Scheduler {
             return;
         };
         let node = node.clone();
-        self.reservations.insert(
+        self.holds.reservations.insert(
             node.clone(),
             Reservation {
                 tree: t,

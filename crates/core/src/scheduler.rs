@@ -2,10 +2,14 @@
 //! as an argument; nothing here reads a clock, spawns a thread or depends on hash order.
 
 use crate::event::{Event, EventKind};
+use crate::heartbeat::Walk;
+use crate::holds::Holds;
 use crate::model::{
     Allocation, AllocationId, Millis, Node, NodeId, Operation, OperationId, OperationState,
     TreeSchedulingOptions,
 };
+use crate::operations::PoolCounts;
+use crate::preemptible::PreemptionCache;
 use crate::tree::{EphemeralPool, PoolTree, ROOT_NAME};
 use fairsched_config::{PoolConfig, ValidatedPoolTrees};
 use fairsched_resources::{PartialResources, Resources};
@@ -60,24 +64,16 @@ pub struct Scheduler {
     pub(crate) min_pending_job: Option<Resources>,
     /// Heartbeats whose regular stage was skipped because no pending job could fit.
     pub(crate) skipped_heartbeats: u64,
-    /// Resources held for big jobs, by node (`job_reservation`; see [`crate::reservation`]).
-    pub(crate) reservations: BTreeMap<NodeId, crate::reservation::Reservation>,
-    /// Operations whose last job started on their reserved node: they reserve again without a
-    /// new wait while they stay blocked.
-    pub(crate) reservation_streak: BTreeSet<OperationId>,
-    /// The gang assembling in each tree (`gang_placement`; see [`crate::gang`]), by tree.
-    pub(crate) gangs: BTreeMap<usize, crate::gang::GangAssembly>,
-    /// Gangs whose assembly timed out, and until when they may not assemble again.
-    pub(crate) gang_cooldown: BTreeMap<OperationId, Millis>,
-    /// Gangs placed whole at once from what was free (see [`crate::gang`]), by operation;
-    /// always ready: their nodes start them at their next heartbeats.
-    pub(crate) placed_gangs: BTreeMap<OperationId, crate::gang::GangAssembly>,
-    /// Counts the events that may free room for a gang (allocations ending, nodes joining,
-    /// holds released); a gang that did not fit at one count is not tried again until it
-    /// changes.
-    pub(crate) room_epoch: u64,
-    /// The `room_epoch` at which each gang last failed to fit at once.
-    pub(crate) gang_unplaceable_at: BTreeMap<OperationId, u64>,
+    /// The heartbeat's descent state per tree, kept up to date between fair-share updates
+    /// (see [`crate::heartbeat`]); `None` until the first heartbeat after an update.
+    pub(crate) walks: Vec<Option<Walk>>,
+    /// Operation counts per pool (subtree totals) per tree, maintained as operations start,
+    /// change state or move (see [`crate::operations`]).
+    pub(crate) counts: Vec<BTreeMap<String, PoolCounts>>,
+    /// Preemption's caches per tree (see [`crate::preemptible`]).
+    pub(crate) preemption: Vec<PreemptionCache>,
+    /// Reservations and gangs (see [`crate::holds`]).
+    pub(crate) holds: Holds,
     /// Counters for `--stats`.
     pub stats: Stats,
 }
@@ -118,6 +114,7 @@ impl Scheduler {
             .keys()
             .position(|n| *n == name)
             .expect("checked above");
+        let tree_count = trees.trees.len();
         Ok(Scheduler {
             config,
             trees: trees
@@ -138,13 +135,10 @@ impl Scheduler {
             last_hangup_check: None,
             min_pending_job: None,
             skipped_heartbeats: 0,
-            reservations: BTreeMap::new(),
-            reservation_streak: BTreeSet::new(),
-            gangs: BTreeMap::new(),
-            gang_cooldown: BTreeMap::new(),
-            placed_gangs: BTreeMap::new(),
-            room_epoch: 0,
-            gang_unplaceable_at: BTreeMap::new(),
+            walks: vec![None; tree_count],
+            counts: vec![BTreeMap::new(); tree_count],
+            preemption: vec![PreemptionCache::default(); tree_count],
+            holds: Holds::default(),
             stats: Stats::default(),
         })
     }
@@ -303,8 +297,8 @@ impl Scheduler {
                 .collect();
             self.trees[t].update_fair_share(t, now, total, &in_tree);
             crate::status::update_statuses(&mut self.trees[t], now);
-            self.trees[t].walk_cache = None;
-            self.trees[t].class_cache.clear();
+            self.walks[t] = None;
+            self.preemption[t].classes.clear();
         }
         for t in 0..self.trees.len() {
             self.compute_preemption_targets(t);
@@ -360,8 +354,10 @@ impl Scheduler {
         for (tree, validated) in self.trees.iter_mut().zip(trees.trees.into_values()) {
             tree.set_validated(validated);
             tree.limits_maybe_violated = true;
-            // Preemption thresholds may have changed.
-            tree.class_cache.clear();
+        }
+        // Preemption thresholds may have changed.
+        for cache in &mut self.preemption {
+            cache.classes.clear();
         }
         let mut moved = Vec::new();
         for (id, t) in assignment {

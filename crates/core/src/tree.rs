@@ -240,19 +240,6 @@ pub struct PoolTree {
     pub last_update_ms: Option<Millis>,
     /// Which nodes the tree takes (`node_tag_filter`; validated when the config was accepted).
     pub node_filter: fairsched_config::TagFilter,
-    /// The descent state of the whole tree, kept up to date between fair-share updates (see
-    /// [`crate::heartbeat`]); `None` until the first heartbeat after an update.
-    pub(crate) walk_cache: Option<crate::heartbeat::Walk>,
-    /// Operation counts per pool (subtree totals), maintained as operations start, change
-    /// state or move.
-    pub(crate) counts: BTreeMap<String, crate::operations::PoolCounts>,
-    /// Operations (arena indices) by preemption priority (none: not listed), as of the last
-    /// fair-share update.
-    pub(crate) preemption_targets:
-        BTreeMap<crate::preemptible::PreemptionPriority, Vec<ElementIndex>>,
-    /// Allocation classes per operation, dropped when its shares change or one of its
-    /// allocations leaves; a new allocation joins them.
-    pub(crate) class_cache: BTreeMap<OperationId, crate::preemptible::OperationClasses>,
     /// Set when limits were lowered (usage may exceed them until preemption trims it).
     pub(crate) limits_maybe_violated: bool,
     /// Fair-share alerts (code, message; e.g. 29000) raised by the last update, logged when
@@ -280,10 +267,6 @@ impl PoolTree {
             arena: Arena::default(),
             last_update_ms: None,
             node_filter,
-            walk_cache: None,
-            counts: BTreeMap::new(),
-            preemption_targets: BTreeMap::new(),
-            class_cache: BTreeMap::new(),
             limits_maybe_violated: false,
             active_alerts: Vec::new(),
             workspace: fairsched_hdrf::Workspace::default(),

@@ -142,9 +142,9 @@ impl Scheduler {
             String::new()
         };
         if self.trees[t].config().gang_placement.enable && op.is_gang() {
-            let text = match self.gangs.get(&t) {
-                _ if self.placed_gangs.contains_key(&op.spec.id) => {
-                    let a = &self.placed_gangs[&op.spec.id];
+            let text = match self.holds.gangs.get(&t) {
+                _ if self.holds.placed_gangs.contains_key(&op.spec.id) => {
+                    let a = &self.holds.placed_gangs[&op.spec.id];
                     format!(
                         "gang: all its {} pending jobs are held on {} nodes, which start them at \
                          their next heartbeats (gang_placement)",
@@ -165,7 +165,7 @@ impl Scheduler {
                      time; gang_placement)",
                     a.operation.0
                 ),
-                None => match self.gang_cooldown.get(&op.spec.id) {
+                None => match self.holds.gang_cooldown.get(&op.spec.id) {
                     Some(until) => format!(
                         "gang: its assembly timed out; it may gather resources again from \
                          {until} ms (gang_placement.assembly_timeout_ms)"
@@ -178,6 +178,7 @@ impl Scheduler {
             return Some(format!("{full}{text}"));
         }
         let full = match self
+            .holds
             .reservations
             .iter()
             .find(|(_, r)| r.operation == op.spec.id)

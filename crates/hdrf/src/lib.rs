@@ -17,7 +17,7 @@
 //! The public API is [`model`] (the input tree and options), [`output`] (the attributes,
 //! errors, warnings and timings), [`update`], [`update_into`] and [`Workspace`]. The feature
 //! `tuning` (this crate's own tests only) adds the module `tuning`, the knobs the
-//! differential tests against the oracle in `fairsched-hdrf-testkit` set.
+//! differential tests against the oracle in `fairsched-hdrf-testkit` set, and `update_tuned`.
 
 mod crit;
 mod envelope;
@@ -32,4 +32,6 @@ pub mod tuning;
 
 pub use model::*;
 pub use output::*;
+#[cfg(feature = "tuning")]
+pub use update::update_tuned;
 pub use update::{Workspace, update, update_into};

@@ -1,11 +1,9 @@
 //! Test-only knobs of the implementation (feature `tuning`, which only this crate's own tests
 //! enable): the differential tests against the oracle (`tests/differential.rs`) run the update
 //! with M and S built as the oracle builds them and with other summation thresholds.
-//! Production builds have no such knobs: there the update uses [`Tuning::default`]'s values as
+//! [`crate::update_tuned`] runs an update with them. Production builds have no such knobs: there the update uses [`Tuning::default`]'s values as
 //! constants.
 
-use crate::model::{Tree, UpdateInput};
-use crate::output::{PhaseClock, UpdateOutput};
 pub use crate::plf::ExactSum;
 
 /// Knobs of the implementation.
@@ -42,23 +40,4 @@ impl Tuning {
     pub(crate) fn exact_sum(self) -> ExactSum {
         self.exact_sum
     }
-}
-
-/// [`crate::update`] with explicit tuning.
-pub fn update_tuned(
-    tree: &mut Tree,
-    input: &UpdateInput,
-    clock: &dyn PhaseClock,
-    tuning: Tuning,
-) -> UpdateOutput {
-    let mut out = UpdateOutput::default();
-    crate::update::update_with_into(
-        tree,
-        input,
-        clock,
-        tuning,
-        &mut crate::Workspace::new(),
-        &mut out,
-    );
-    out
 }

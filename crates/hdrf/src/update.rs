@@ -660,3 +660,23 @@ impl Update<'_> {
 
     // ---- 0. inputs no result can come from -----------------------------------------------------
 }
+
+/// [`crate::update`] with explicit tuning (feature `tuning`).
+#[cfg(feature = "tuning")]
+pub fn update_tuned(
+    tree: &mut crate::model::Tree,
+    input: &crate::model::UpdateInput,
+    clock: &dyn crate::output::PhaseClock,
+    tuning: Tuning,
+) -> crate::output::UpdateOutput {
+    let mut out = crate::output::UpdateOutput::default();
+    update_with_into(
+        tree,
+        input,
+        clock,
+        tuning,
+        &mut crate::Workspace::new(),
+        &mut out,
+    );
+    out
+}

@@ -31,7 +31,8 @@
 //! pool's limited demand then differs by 0.125). Both are rounding of the same real value; the
 //! algorithm is discontinuous there by design (left-continuous functions, hard limits).
 
-use fairsched_hdrf::tuning::{ExactSum, Tuning, update_tuned};
+use fairsched_hdrf::tuning::{ExactSum, Tuning};
+use fairsched_hdrf::update_tuned;
 use fairsched_hdrf::{
     DetailedFairShare, ElementAttributes, ElementIndex, FifoSortParameter, IntegralGuaranteeType,
     IntegralGuarantees, NoClock, OperationSpec, PoolMode, PoolSpec, ROOT, ResourceVolume, Tree,

@@ -6,8 +6,11 @@
 //! FIFO order), until an operation is reached; one job of it is started if it fits the node and
 //! every limit on its path, else the operation is deactivated for this heartbeat.
 
-use crate::backfill::Offer;
+mod walk;
+pub(crate) use walk::Walk;
+
 use crate::event::Stage;
+use crate::holds::Offer;
 use crate::model::{
     AllocationId, AllocationState, Millis, NodeId, OperationState, PreemptionMode, PreemptionReason,
 };
@@ -78,23 +81,6 @@ pub(crate) fn below_min_spare(
             .raw_of(k)
             .is_some_and(|min| node.raw_of(k) > 0 && free.raw_of(k) < min)
     })
-}
-
-/// Dynamic state of the tree for the descent: usage, activity and satisfaction of every
-/// element.
-///
-/// The scheduler keeps one for the whole cluster between fair-share updates (`walk_cache`),
-/// updated along the changed path whenever an operation's usage, pending jobs or state change,
-/// so that a heartbeat does not walk the whole tree. A heartbeat deactivates, for itself only,
-/// the operations that do not fit its node and restores them when it is done.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Walk {
-    /// The tree (index) the walk belongs to.
-    pub(crate) tree: usize,
-    pub(crate) usage: Vec<Resources>,
-    pub(crate) active: Vec<bool>,
-    /// Satisfaction of each element for the descent (kept up to date along changed paths).
-    pub(crate) sat: Vec<f64>,
 }
 
 impl Scheduler {
@@ -277,7 +263,7 @@ impl Scheduler {
             walk.active[leaf] = self.globally_active(t, leaf);
             self.refresh_path(&mut walk, leaf);
         }
-        self.trees[t].walk_cache = Some(walk);
+        self.walks[t] = Some(walk);
     }
 
     /// Starts jobs of the best active operations of `walk` while the node has room; operations
@@ -300,7 +286,7 @@ impl Scheduler {
             response.start.push(order);
         }
         // So does one holding jobs of a gang that is complete.
-        if self.any_gang() {
+        if self.holds.any_gang() {
             for order in self.start_gang_holds(now, node_id, walk) {
                 started += 1;
                 response.start.push(order);
@@ -377,7 +363,7 @@ impl Scheduler {
         node_id: &NodeId,
         walk: &mut Walk,
     ) -> Option<crate::scheduler::StartOrder> {
-        let r = self.reservations.get(node_id)?;
+        let r = self.holds.reservations.get(node_id)?;
         let free = self.nodes[node_id].free();
         if r.tree != walk.tree || !free.dominates(&r.resources) {
             return None;
@@ -408,7 +394,7 @@ impl Scheduler {
         node_id: &NodeId,
         leaf: ElementIndex,
     ) -> Option<crate::backfill::Held> {
-        if self.reservations.is_empty() && !self.any_gang() {
+        if !self.holds.any() {
             return None;
         }
         match &self.trees[t].arena.elements[leaf].kind {
@@ -420,7 +406,7 @@ impl Scheduler {
     /// The cluster-wide walk: the cached one (checked against a fresh one in debug builds) or
     /// a new one.
     fn take_cached_walk(&mut self, t: usize) -> Walk {
-        match self.trees[t].walk_cache.take() {
+        match self.walks[t].take() {
             Some(walk) => {
                 debug_assert!(
                     walk == self.fresh_walk(t),
@@ -493,7 +479,7 @@ impl Scheduler {
         let graceful = op.spec.preemption_mode == PreemptionMode::Graceful;
         let places: Vec<(usize, Resources)> = op.trees.iter().map(|o| (o.tree, o.usage)).collect();
         for (t, new) in places {
-            let Some(mut walk) = self.trees[t].walk_cache.take() else {
+            let Some(mut walk) = self.walks[t].take() else {
                 continue;
             };
             let arena = &self.trees[t].arena;
@@ -513,7 +499,7 @@ impl Scheduler {
                         || arena.elements[i].scheduling_status == SchedulingStatus::BelowFairShare);
                 self.refresh_path(&mut walk, i);
             }
-            self.trees[t].walk_cache = Some(walk);
+            self.walks[t] = Some(walk);
         }
     }
 
@@ -680,7 +666,7 @@ impl Scheduler {
         leaf: ElementIndex,
         walk: &mut Walk,
         stage: Stage,
-        offer: crate::backfill::Offer,
+        offer: crate::holds::Offer,
     ) -> Option<crate::scheduler::StartOrder> {
         let arena = &self.trees[walk.tree].arena;
         let ElementRef::Operation(op_id) = &arena.elements[leaf].kind else {

@@ -3,93 +3,17 @@
 //! non-preemptible), cached per tree until its shares change; and each operation's preemption
 //! priority from its own and its ancestors' starvation.
 
+mod classes;
+pub(crate) use classes::{Classifier, OperationClasses, PreemptionCache};
+pub use classes::{PreemptionPriority, PreemptionStatus};
+
 use crate::model::{AllocationId, AllocationState, Operation};
 use crate::scheduler::Scheduler;
-use crate::status::strictly_dominates_on_non_blocked;
 use crate::tree::StarvationStatus;
 use fairsched_config::PreemptionPriorityScope;
 use fairsched_hdrf::ElementIndex;
 use fairsched_resources::{PartialResources, ResourceKind, ResourceVector, Resources};
 use std::collections::BTreeMap;
-
-/// An operation's cached allocation classes in one tree.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct OperationClasses {
-    pub(crate) statuses: BTreeMap<AllocationId, PreemptionStatus>,
-    /// Usage of the classified allocations: the prefix of the next one.
-    pub(crate) prefix: Resources,
-    /// The bounds they were classified with (`None`: not in the last update).
-    classifier: Option<Classifier>,
-}
-
-/// The bounds an operation's allocations are classified with (spec §2.3), fixed between
-/// fair-share updates.
-#[derive(Clone, Debug, PartialEq)]
-struct Classifier {
-    aggressive_bound: ResourceVector,
-    regular_bound: ResourceVector,
-    threshold: PartialResources,
-    total: Resources,
-    fair: ResourceVector,
-    demand: ResourceVector,
-}
-
-impl Classifier {
-    /// The class of an allocation started after allocations using `prefix`.
-    fn status(&self, prefix: &Resources) -> PreemptionStatus {
-        let below = |bound: &ResourceVector| {
-            below_absolute_threshold(&self.threshold, prefix)
-                || strictly_dominates_on_non_blocked(
-                    bound,
-                    &ResourceVector::from_resources(prefix, &self.total),
-                    &self.fair,
-                    &self.demand,
-                )
-        };
-        if below(&self.aggressive_bound) {
-            PreemptionStatus::NonPreemptible
-        } else if below(&self.regular_bound) {
-            PreemptionStatus::AggressivelyPreemptible
-        } else {
-            PreemptionStatus::Preemptible
-        }
-    }
-}
-
-/// An allocation's class by the start-order prefix rule.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum PreemptionStatus {
-    NonPreemptible,
-    AggressivelyPreemptible,
-    Preemptible,
-}
-
-/// How hard an operation may preempt (its own or an ancestor's starvation), YTsaurus
-/// `EOperationPreemptionPriority`. Each preemptive stage serves the operations of one priority.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum PreemptionPriority {
-    None,
-    /// Starving: the `preemptive` stage.
-    Normal,
-    /// Aggressively starving: the `aggressive` stage.
-    Aggressive,
-    /// A starving SSD operation (SSD priority preemption enabled, some task asks for disk on an
-    /// SSD medium): the `ssd_preemptive` stage, on SSD nodes only.
-    SsdNormal,
-    /// An aggressively starving SSD operation: the `ssd_aggressive` stage, on SSD nodes only.
-    SsdAggressive,
-}
-
-/// `threshold` strictly dominates `usage` (every set component larger; an empty threshold is
-/// disabled).
-fn below_absolute_threshold(threshold: &PartialResources, usage: &Resources) -> bool {
-    if threshold.is_empty() {
-        return false;
-    }
-    ResourceKind::ALL
-        .iter()
-        .all(|&k| threshold.raw_of(k).is_none_or(|t| usage.raw_of(k) < t))
-}
 
 impl Scheduler {
     /// Effective `non_preemptible_resource_usage_threshold` for an operation, with the tree's
@@ -197,7 +121,7 @@ impl Scheduler {
         id: AllocationId,
         resources: Resources,
     ) {
-        let Some(classes) = self.trees[t].class_cache.get_mut(op_id) else {
+        let Some(classes) = self.preemption[t].classes.get_mut(op_id) else {
             return;
         };
         let status = classes
@@ -273,7 +197,7 @@ impl Scheduler {
                 priority => targets.entry(priority).or_default().push(i),
             }
         }
-        self.trees[t].preemption_targets = targets;
+        self.preemption[t].targets = targets;
     }
 
     /// Classes of an operation's allocations, cached until its shares change or an allocation
@@ -284,10 +208,10 @@ impl Scheduler {
         t: usize,
         op_id: &crate::model::OperationId,
     ) -> &BTreeMap<AllocationId, PreemptionStatus> {
-        if !self.trees[t].class_cache.contains_key(op_id) {
+        if !self.preemption[t].classes.contains_key(op_id) {
             let (classes, prefix, classifier) =
                 self.classify_with_prefix(t, &self.operations[op_id]);
-            self.trees[t].class_cache.insert(
+            self.preemption[t].classes.insert(
                 op_id.clone(),
                 OperationClasses {
                     statuses: classes.into_iter().collect(),
@@ -299,12 +223,12 @@ impl Scheduler {
             let (fresh, prefix, _) = self.classify_with_prefix(t, &self.operations[op_id]);
             let fresh: BTreeMap<AllocationId, PreemptionStatus> = fresh.into_iter().collect();
             debug_assert_eq!(
-                self.trees[t].class_cache[op_id].statuses, fresh,
+                self.preemption[t].classes[op_id].statuses, fresh,
                 "cached allocation classes of {op_id:?} differ from a fresh classification \
                  (prefix {:?} cached, {prefix:?} fresh)",
-                self.trees[t].class_cache[op_id].prefix
+                self.preemption[t].classes[op_id].prefix
             );
         }
-        &self.trees[t].class_cache[op_id].statuses
+        &self.preemption[t].classes[op_id].statuses
     }
 }

@@ -2,21 +2,15 @@
 //! ephemeral pools, `max_operation_count` (error 202), `max_running_operation_count` with a
 //! pending queue, lightweight operations, and why an operation waits.
 
+mod counts;
+pub use counts::PoolCounts;
+
 use crate::event::EventKind;
 use crate::model::{Millis, OperationId, OperationSpec, OperationState};
 use crate::scheduler::{CoreError, Scheduler};
 use crate::tree::{EphemeralPool, ROOT_NAME};
 use fairsched_config::{PoolConfig, SchedulingMode};
-use serde::Serialize;
 use std::collections::BTreeMap;
-
-/// Operation counts of a pool (its whole subtree) or the root.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct PoolCounts {
-    pub operation_count: u32,
-    pub running_operation_count: u32,
-    pub lightweight_running_operation_count: u32,
-}
 
 /// Where a new operation goes.
 #[derive(Clone, Debug, PartialEq)]
@@ -112,13 +106,13 @@ impl Scheduler {
     /// Counts per pool (subtree totals) and for the root, in tree `t`.
     pub fn pool_counts_in(&self, t: usize) -> BTreeMap<String, PoolCounts> {
         self.debug_check_counts(t);
-        self.trees[t].counts.clone()
+        self.counts[t].clone()
     }
 
     /// In debug builds: the maintained counts equal a full recount.
     pub(crate) fn debug_check_counts(&self, t: usize) {
         debug_assert_eq!(
-            self.trees[t].counts,
+            self.counts[t],
             self.count_all(t),
             "the maintained operation counts of tree {:?} went out of date",
             self.trees[t].name
@@ -127,7 +121,7 @@ impl Scheduler {
 
     /// Recounts every pool of tree `t` from the operations (after the tree's shape changed).
     pub(crate) fn recount(&mut self, t: usize) {
-        self.trees[t].counts = self.count_all(t);
+        self.counts[t] = self.count_all(t);
     }
 
     /// Adds (`add`) or removes the operation's contribution to the counts of its pool and
@@ -148,7 +142,7 @@ impl Scheduler {
             .collect();
         for (t, pool, lightweight) in places {
             for name in self.pool_chain(t, &pool, None) {
-                let counts = &mut self.trees[t].counts;
+                let counts = &mut self.counts[t];
                 let c = counts.entry(name.clone()).or_default();
                 let step = |v: &mut u32| {
                     *v = if add { *v + 1 } else { *v - 1 };
@@ -319,7 +313,7 @@ impl Scheduler {
         moving_from: Option<&str>,
     ) -> Result<(), CoreError> {
         self.debug_check_counts(t);
-        let counts = &self.trees[t].counts;
+        let counts = &self.counts[t];
         let counted: Vec<String> =
             moving_from.map_or_else(Vec::new, |pool| self.pool_chain(t, pool, None));
         for name in self.pool_chain(t, &placement.pool, placement.create.as_ref()) {
@@ -381,7 +375,7 @@ impl Scheduler {
                 old_chain.pop();
             }
         }
-        let counts = &self.trees[t].counts;
+        let counts = &self.counts[t];
         for name in new_chain {
             let (_, max_running) = self.pool_limits(t, &name, placement.create.as_ref());
             let running = counts.get(&name).map_or(0, |c| c.running_operation_count);
@@ -435,8 +429,8 @@ impl Scheduler {
     /// Starts pending operations (in start order) whose pools have running slots again.
     pub(crate) fn try_run_pending(&mut self, now: Millis) {
         // Nothing waits when every unfinished operation runs (each root counts its tree's).
-        let waiting = self.trees.iter().any(|tree| {
-            tree.counts.get(ROOT_NAME).is_some_and(|c| {
+        let waiting = self.counts.iter().any(|counts| {
+            counts.get(ROOT_NAME).is_some_and(|c| {
                 c.operation_count
                     > c.running_operation_count + c.lightweight_running_operation_count
             })
@@ -463,7 +457,7 @@ impl Scheduler {
                 .iter()
                 .filter(|o| !o.lightweight)
                 .find_map(|o| {
-                    self.running_limit_violation(o.tree, &o.pool, &self.trees[o.tree].counts)
+                    self.running_limit_violation(o.tree, &o.pool, &self.counts[o.tree])
                         .map(|(pool, limit)| (o.tree, pool, limit))
                 });
             match blocked {

@@ -1,0 +1,206 @@
+//! What the scheduler holds back for some operations: job reservations (see
+//! [`crate::reservation`]) and gangs (assembling or placed whole; see [`crate::gang`]), and what
+//! a node offers others around them (see [`crate::backfill`]). Data and queries only: the
+//! modules named decide when holds are made and released.
+
+use crate::model::{Millis, NodeId, OperationId};
+use fairsched_resources::Resources;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Every hold, with the bookkeeping that decides when holds may be made again.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Holds {
+    /// Resources held for big jobs, by node (`job_reservation`; see [`crate::reservation`]).
+    pub(crate) reservations: BTreeMap<NodeId, Reservation>,
+    /// Operations whose last job started on their reserved node: they reserve again without a
+    /// new wait while they stay blocked.
+    pub(crate) reservation_streak: BTreeSet<OperationId>,
+    /// The gang assembling in each tree (`gang_placement`; see [`crate::gang`]), by tree.
+    pub(crate) gangs: BTreeMap<usize, GangAssembly>,
+    /// Gangs whose assembly timed out, and until when they may not assemble again.
+    pub(crate) gang_cooldown: BTreeMap<OperationId, Millis>,
+    /// Gangs placed whole at once from what was free (see [`crate::gang`]), by operation;
+    /// always ready: their nodes start them at their next heartbeats.
+    pub(crate) placed_gangs: BTreeMap<OperationId, GangAssembly>,
+    /// Counts the events that may free room for a gang (allocations ending, nodes joining,
+    /// holds released); a gang that did not fit at one count is not tried again until it
+    /// changes.
+    pub(crate) room_epoch: u64,
+    /// The `room_epoch` at which each gang last failed to fit at once.
+    pub(crate) gang_unplaceable_at: BTreeMap<OperationId, u64>,
+}
+
+impl Holds {
+    /// Every gang holding resources: the assembling ones and those placed whole.
+    pub(crate) fn all_gangs(&self) -> impl Iterator<Item = &GangAssembly> {
+        self.gangs.values().chain(self.placed_gangs.values())
+    }
+
+    /// Whether any gang holds resources.
+    pub(crate) fn any_gang(&self) -> bool {
+        !self.gangs.is_empty() || !self.placed_gangs.is_empty()
+    }
+
+    /// Whether anything is held anywhere.
+    pub(crate) fn any(&self) -> bool {
+        !self.reservations.is_empty() || self.any_gang()
+    }
+
+    /// The node holding resources for `op`, if any.
+    pub(crate) fn reserved_node_of(&self, op: &OperationId) -> Option<&NodeId> {
+        self.reservations
+            .iter()
+            .find(|(_, r)| &r.operation == op)
+            .map(|(node, _)| node)
+    }
+
+    /// Whether `op` holds anything (a reservation or a gang).
+    pub(crate) fn holds_for(&self, op: &OperationId) -> bool {
+        self.placed_gangs.contains_key(op)
+            || self.gangs.values().any(|g| g.operation == *op)
+            || self.reservations.values().any(|r| r.operation == *op)
+    }
+
+    /// Forgets the bookkeeping of an operation that finished.
+    pub(crate) fn forget(&mut self, op: &OperationId) {
+        self.reservation_streak.remove(op);
+        self.gang_cooldown.remove(op);
+        self.gang_unplaceable_at.remove(op);
+    }
+}
+
+/// Resources held on a node for one job of an operation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reservation {
+    /// The tree of the node (and of the operation's element that reserved).
+    pub tree: usize,
+    pub operation: OperationId,
+    /// The task whose job the resources are held for.
+    pub task: usize,
+    pub resources: Resources,
+    /// When the reservation was made.
+    pub since: Millis,
+    /// Jobs of other operations that end by then may use the reserved resources (as of the
+    /// last fair-share update; see [`crate::backfill`]).
+    pub backfill_until: Option<Millis>,
+}
+
+/// A gang operation gathering resources for all its pending jobs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GangAssembly {
+    pub operation: OperationId,
+    /// When it began.
+    pub since: Millis,
+    /// Jobs held, per node and task.
+    pub holds: BTreeMap<NodeId, BTreeMap<usize, u32>>,
+    /// Every pending job is held: the nodes start them at their next heartbeats.
+    pub ready: bool,
+    /// Jobs of other operations that end by then may use the held resources (as of the last
+    /// fair-share update; see [`crate::backfill`]).
+    pub backfill_until: Option<Millis>,
+}
+
+impl GangAssembly {
+    /// Jobs held per task, over all nodes.
+    pub(crate) fn held_per_task(&self) -> BTreeMap<usize, u32> {
+        let mut out = BTreeMap::new();
+        for tasks in self.holds.values() {
+            for (&task, &n) in tasks {
+                *out.entry(task).or_default() += n;
+            }
+        }
+        out
+    }
+
+    /// Jobs held, over all nodes and tasks.
+    pub fn held_jobs(&self) -> u32 {
+        self.holds.values().flat_map(|t| t.values()).sum()
+    }
+}
+
+/// What a node holds back from one operation, with until when each part may be backfilled.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Held {
+    /// Held for another operation's job reservation.
+    pub reserved: Resources,
+    /// Jobs ending at or before this may use `reserved` (`None`: none may).
+    pub reserved_until: Option<Millis>,
+    /// Held by assembling gangs of other operations.
+    pub gangs: Resources,
+    /// Jobs ending at or before this may use `gangs` (`None`: none may).
+    pub gangs_until: Option<Millis>,
+}
+
+impl Held {
+    /// What stays held from a job of time limit `limit` starting at `now`.
+    pub fn for_job(&self, now: Millis, limit: Option<u64>) -> Resources {
+        let mut held = self.gangs_for_job(now, limit);
+        if !ends_by(now, limit, self.reserved_until) {
+            held = held.add(&self.reserved);
+        }
+        held
+    }
+
+    /// The gangs' part of [`Held::for_job`].
+    pub fn gangs_for_job(&self, now: Millis, limit: Option<u64>) -> Resources {
+        if ends_by(now, limit, self.gangs_until) {
+            Resources::ZERO
+        } else {
+            self.gangs
+        }
+    }
+
+    /// Everything held, whatever a job's limit.
+    pub(crate) fn all(&self) -> Resources {
+        self.reserved.add(&self.gangs)
+    }
+
+    /// Whether nothing is held.
+    pub(crate) fn is_zero(&self) -> bool {
+        self.reserved.is_zero() && self.gangs.is_zero()
+    }
+}
+
+/// What a node offers one operation at a start: its available resources, less what it holds
+/// for others unless the job backfills.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Offer {
+    pub available: Resources,
+    pub held: Option<Held>,
+}
+
+impl Offer {
+    /// All of `available`, nothing held back.
+    pub(crate) fn all(available: Resources) -> Offer {
+        Offer {
+            available,
+            held: None,
+        }
+    }
+
+    /// Whether `job` fits only thanks to backfill: into what a job of time limit `limit` may
+    /// use, but not into what is left with everything held kept out.
+    pub(crate) fn backfills(&self, now: Millis, limit: Option<u64>, job: &Resources) -> bool {
+        self.held.is_some_and(|h| {
+            !self.available.sub(&h.all()).dominates(job) && self.for_job(now, limit).dominates(job)
+        })
+    }
+
+    /// What a job of time limit `limit` starting at `now` may use.
+    pub(crate) fn for_job(&self, now: Millis, limit: Option<u64>) -> Resources {
+        match &self.held {
+            Some(h) => self
+                .available
+                .sub(&h.for_job(now, limit))
+                .max(&Resources::ZERO),
+            None => self.available,
+        }
+    }
+}
+
+fn ends_by(now: Millis, limit: Option<u64>, until: Option<Millis>) -> bool {
+    match (limit, until) {
+        (Some(l), Some(u)) => now.saturating_add(l) <= u,
+        _ => false,
+    }
+}
