@@ -16,6 +16,8 @@ pub use crate::holds::Held;
 use crate::holds::Reservation;
 use crate::model::{Allocation, Millis, NodeId, OperationId};
 use crate::scheduler::Scheduler;
+use crate::tree::ElementRef;
+use fairsched_hdrf::ElementIndex;
 use fairsched_resources::{RESOURCE_COUNT, Resources};
 use std::collections::BTreeMap;
 
@@ -54,7 +56,7 @@ impl Scheduler {
     }
 
     /// The running allocations of `node` with a known end, soonest first (then by id).
-    fn ends_on(&self, now: Millis, node: &NodeId) -> Vec<(Millis, Resources)> {
+    pub(crate) fn ends_on(&self, now: Millis, node: &NodeId) -> Vec<(Millis, Resources)> {
         let Some(n) = self.nodes.get(node) else {
             return Vec::new();
         };
@@ -185,6 +187,28 @@ impl Scheduler {
             held.gangs_until = untils.into_iter().reduce(|a, b| Some(a?.min(b?))).flatten();
         }
         (!held.is_zero()).then_some(held)
+    }
+
+    /// What `node_id` holds back from the operation at `leaf` (for another operation's job).
+    pub(crate) fn held_from_leaf(
+        &self,
+        t: usize,
+        node_id: &NodeId,
+        leaf: ElementIndex,
+    ) -> Option<crate::backfill::Held> {
+        if !self.holds.any() {
+            return None;
+        }
+        match &self.trees[t].arena.elements[leaf].kind {
+            ElementRef::Operation(id) => self.held_from(node_id, id),
+            _ => None,
+        }
+    }
+
+    /// Whether tree `t` places the operation's jobs all at once.
+    pub(crate) fn gang_placed(&self, t: usize, op: &OperationId) -> bool {
+        self.trees[t].config().gang_placement.enable
+            && self.operations.get(op).is_some_and(|o| o.is_gang())
     }
 }
 

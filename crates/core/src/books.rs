@@ -3,13 +3,16 @@
 //! leaves the books when it is interrupted: `preemption.rs`.)
 
 use crate::error::*;
-use crate::event::{EventKind, Preemptor, Stage};
+use crate::event::{EventKind, Stage};
+use crate::heartbeat::walk::Walk;
 use crate::model::{
     Allocation, AllocationId, AllocationState, JobOutcome, Millis, NodeId, OperationId,
-    OperationState, PreemptionReason,
+    OperationState,
 };
 use crate::protocol::*;
 use crate::scheduler::*;
+use crate::tree::ElementRef;
+use fairsched_hdrf::ElementIndex;
 use fairsched_resources::Resources;
 
 impl Scheduler {
@@ -114,7 +117,7 @@ impl Scheduler {
     /// Books one pending job of `task` as a running allocation on `node_id` (in `tree`, the
     /// node's): the operation's, the node's and the tree's usage, the walk and the class cache.
     /// The caller has checked that the operation, the node and a pending job exist.
-    fn book_allocation(
+    pub(crate) fn book_allocation(
         &mut self,
         now: Millis,
         op_id: &OperationId,
@@ -160,12 +163,16 @@ impl Scheduler {
     }
 
     /// Removes an allocation from the books and logs how it ended. A job that did not
-    /// complete goes back to pending (unless the operation is finishing).
-    pub(crate) fn end_allocation(&mut self, now: Millis, id: AllocationId, how: EndKind) {
+    /// complete goes back to pending (unless the operation is finishing). Says what its
+    /// operation's lifecycle must do next ([`crate::lifecycle`]'s `end_allocation` does it).
+    pub(crate) fn unbook_allocation(
+        &mut self,
+        now: Millis,
+        id: AllocationId,
+        how: EndKind,
+    ) -> Option<Unbooked> {
         self.holds.room_epoch += 1;
-        let Some(alloc) = self.allocations.remove(&id) else {
-            return;
-        };
+        let alloc = self.allocations.remove(&id)?;
         if let Some(cache) = self.preemption.get_mut(alloc.tree) {
             cache.classes.remove(&alloc.operation);
         }
@@ -241,18 +248,67 @@ impl Scheduler {
             }
         };
         self.log(now, kind);
-        if completed {
-            self.maybe_complete(now, &alloc.operation);
+        Some(Unbooked {
+            operation: alloc.operation,
+            completed,
+            too_many_failed,
+        })
+    }
+
+    /// Starts one job of the operation at `leaf` if one fits the node and every limit on its
+    /// path.
+    pub(crate) fn try_start(
+        &mut self,
+        now: Millis,
+        node_id: &NodeId,
+        leaf: ElementIndex,
+        walk: &mut Walk,
+        stage: Stage,
+        offer: crate::holds::Offer,
+    ) -> Option<crate::scheduler::StartOrder> {
+        let arena = &self.trees[walk.tree].arena;
+        let ElementRef::Operation(op_id) = &arena.elements[leaf].kind else {
+            return None;
+        };
+        let op = self.operations.get(op_id)?;
+        // What is held for others stays out of reach unless the job ends before it is needed.
+        let free = |spec: &crate::model::TaskSpec| offer.for_job(now, spec.time_limit_ms);
+        let path = || std::iter::once(leaf).chain(arena.ancestors(leaf));
+        let allow_regular = arena.elements[leaf].allow_regular_on_ssd;
+        let task = op.spec.tasks.iter().enumerate().position(|(t, spec)| {
+            op.tasks[t].pending > 0
+                && free(spec).dominates(&spec.resources)
+                && arena
+                    .ssd
+                    .as_ref()
+                    .is_none_or(|ssd| ssd.allows(spec, &self.nodes[node_id].tags, allow_regular))
+                && path().all(|e| {
+                    arena.elements[e]
+                        .resource_limits
+                        .dominates(&walk.usage[e].add(&spec.resources))
+                })
+        })?;
+        let spec = &op.spec.tasks[task];
+        let backfill = offer.backfills(now, spec.time_limit_ms, &spec.resources);
+        let op_id = op_id.clone();
+        let order = self.place(now, &op_id, task, node_id, stage, backfill);
+        let arena = &self.trees[walk.tree].arena;
+        for e in std::iter::once(leaf).chain(arena.ancestors(leaf)) {
+            walk.usage[e] = walk.usage[e].add(&order.resources);
         }
-        if let Some(reason) = too_many_failed {
-            self.fail_operation(now, &alloc.operation, reason);
+        if self.operations[&op_id].pending_job_count() == 0 {
+            walk.active[leaf] = false;
         }
+        self.refresh_path(walk, leaf);
+        Some(order)
     }
 }
 
-/// How an allocation ended.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) enum EndKind {
-    Finished(JobOutcome),
-    Preempted(PreemptionReason, Option<Preemptor>),
+/// What ending an allocation leaves its operation's lifecycle to do.
+pub(crate) struct Unbooked {
+    pub(crate) operation: OperationId,
+    /// A job completed: the operation may have completed.
+    pub(crate) completed: bool,
+    /// The operation reached its failed-job limit: it fails, for this reason.
+    pub(crate) too_many_failed: Option<String>,
 }

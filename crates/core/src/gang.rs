@@ -22,12 +22,6 @@ use fairsched_resources::Resources;
 use std::collections::BTreeMap;
 
 impl Scheduler {
-    /// Whether tree `t` places the operation's jobs all at once.
-    pub(crate) fn gang_placed(&self, t: usize, op: &OperationId) -> bool {
-        self.trees[t].config().gang_placement.enable
-            && self.operations.get(op).is_some_and(|o| o.is_gang())
-    }
-
     /// The gang assembling in tree `t`, if any.
     pub fn gang_assembly(&self, t: usize) -> Option<&GangAssembly> {
         self.holds.gangs.get(&t)

@@ -31,6 +31,7 @@ mod scheduler_config;
 pub mod snapshot;
 pub mod status;
 pub mod tree;
+mod update;
 mod validate;
 pub mod why;
 

@@ -515,6 +515,13 @@ pub struct Preemptor {
     pub allocation: AllocationId,
 }
 
+/// How an allocation ended.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum EndKind {
+    Finished(JobOutcome),
+    Preempted(PreemptionReason, Option<Preemptor>),
+}
+
 /// The allocation's lifecycle on the scheduler's side.
 #[derive(Clone, Debug, PartialEq)]
 pub enum AllocationState {

@@ -605,7 +605,7 @@ impl Scheduler {
                 self.path_to_root(t, leaf).into_iter().find_map(|e| {
                     let element = &arena.elements[e];
                     let share = ResourceVector::from_resources(&usage[e], &arena.total_resources);
-                    let satisfaction = crate::heartbeat::local_satisfaction(
+                    let satisfaction = crate::heartbeat::descent::local_satisfaction(
                         &share,
                         &element.attrs.fair_share.total,
                         &element.attrs.demand_share,

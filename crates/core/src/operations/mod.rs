@@ -2,11 +2,10 @@
 //! ephemeral pools, `max_operation_count` (error 202), `max_running_operation_count` with a
 //! pending queue, lightweight operations, and why an operation waits.
 
-mod counts;
+pub(crate) mod counts;
 pub use counts::PoolCounts;
 
-use crate::event::EventKind;
-use crate::model::{Millis, OperationId, OperationSpec, OperationState};
+use crate::model::{OperationId, OperationSpec, OperationState};
 use crate::scheduler::{CoreError, Scheduler};
 use crate::tree::{EphemeralPool, ROOT_NAME};
 use fairsched_config::{PoolConfig, SchedulingMode};
@@ -425,70 +424,6 @@ impl Scheduler {
             self.touch_operation(&id);
         }
     }
-
-    /// Starts pending operations (in start order) whose pools have running slots again.
-    pub(crate) fn try_run_pending(&mut self, now: Millis) {
-        // Nothing waits when every unfinished operation runs (each root counts its tree's).
-        let waiting = self.counts.iter().any(|counts| {
-            counts.get(ROOT_NAME).is_some_and(|c| {
-                c.operation_count
-                    > c.running_operation_count + c.lightweight_running_operation_count
-            })
-        });
-        if !waiting {
-            return;
-        }
-        let pending: Vec<OperationId> = self
-            .unfinished_operations()
-            .filter(|op| op.state == OperationState::Pending)
-            .map(|op| op.spec.id.clone())
-            .collect();
-        if pending.is_empty() {
-            return;
-        }
-        for id in pending {
-            // Finishing an operation below re-enters this function; skip what it handled.
-            if self.operations[&id].state != OperationState::Pending {
-                continue;
-            }
-            // It runs once every tree it runs in has a running slot for it.
-            let blocked = self.operations[&id]
-                .trees
-                .iter()
-                .filter(|o| !o.lightweight)
-                .find_map(|o| {
-                    self.running_limit_violation(o.tree, &o.pool, &self.counts[o.tree])
-                        .map(|(pool, limit)| (o.tree, pool, limit))
-                });
-            match blocked {
-                Some((t, blocking, limit)) => {
-                    let reason = pending_reason(&blocking, limit, &self.trees[t].name);
-                    if let Some(op) = self.operations.get_mut(&id) {
-                        op.pending_reason = Some(reason);
-                    }
-                }
-                None => {
-                    self.count_operation(&id, false);
-                    if let Some(op) = self.operations.get_mut(&id) {
-                        op.state = OperationState::Running;
-                        op.pending_reason = None;
-                    }
-                    self.count_operation(&id, true);
-                    self.touch_operation(&id);
-                    self.log(
-                        now,
-                        EventKind::OperationState {
-                            operation: id.clone(),
-                            state: OperationState::Running,
-                            reason: None,
-                        },
-                    );
-                    // An operation without jobs completes as soon as it runs.
-                    self.maybe_complete(now, &id);
-                }
-            }
-        }
-    }
 }
 
 /// Configuration of a new ephemeral pool from its parent's `ephemeral_subpool_config`.
@@ -510,128 +445,4 @@ pub(crate) fn pending_reason(pool: &str, limit: u32, tree: &str) -> String {
     format!(
         "max running operation count violated: pool {pool:?} in tree {tree:?} already runs {limit} operations (max_running_operation_count = {limit})"
     )
-}
-
-impl Scheduler {
-    /// Hung operations (scheduler spec §3.7) are failed: an ancestor's (or the operation's own)
-    /// limits too small for its smallest pending job for too long, or starving with nothing
-    /// running and no successful schedule for too long.
-    pub(crate) fn fail_hung_operations(&mut self, now: Millis) {
-        use crate::tree::{ElementRef, StarvationStatus};
-        let mut updates: Vec<(OperationId, Option<Option<Millis>>, bool)> = Vec::new();
-        let mut to_fail: Vec<(OperationId, String)> = Vec::new();
-        for op in self.unfinished_operations() {
-            if op.state != OperationState::Running || op.pending_job_count() == 0 {
-                continue;
-            }
-            // Smallest pending job (componentwise minimum over tasks with pending jobs).
-            let min_job = op.pending_job_resources().reduce(|a, b| a.min(&b));
-            // An operation in several trees is hung only if it is in every one of them: it
-            // can progress in any tree where it is not limited or not starving.
-            let mut starving = true;
-            let mut limiting_check = true;
-            let mut limiting = None;
-            let mut in_arena = false;
-            for o in &op.trees {
-                let t = o.tree;
-                let arena = &self.trees[t].arena;
-                let Some(&index) = arena.by_operation.get(&op.spec.id) else {
-                    starving = false;
-                    limiting_check = false;
-                    continue;
-                };
-                in_arena = true;
-                starving &=
-                    arena.elements[index].starvation_status != StarvationStatus::NonStarving;
-                limiting_check &= self.trees[t].config().enable_limiting_ancestor_check
-                    && !arena.total_resources.is_zero();
-                let here = min_job.and_then(|job| {
-                    std::iter::once(index)
-                        .chain(arena.ancestors(index))
-                        .find(|&e| !arena.elements[e].resource_limits.dominates(&job))
-                        .map(|e| (t, e, job))
-                });
-                match here {
-                    // The first tree's limiting element names the failure.
-                    Some(found) => limiting = limiting.or(Some(found)),
-                    None => limiting_check = false,
-                }
-            }
-            if !in_arena {
-                continue;
-            }
-            let since = match (limiting_check, limiting) {
-                (true, Some(_)) => Some(op.limiting_ancestor_since.unwrap_or(now)),
-                _ => None,
-            };
-            updates.push((op.spec.id.clone(), Some(since), starving));
-            if let (Some(since), Some((t, e, job))) = (since, limiting)
-                && now
-                    >= since
-                        + self
-                            .config
-                            .operation_hangup_due_to_limiting_ancestor_safe_timeout_ms
-            {
-                let arena = &self.trees[t].arena;
-                let name = match &arena.elements[e].kind {
-                    ElementRef::Pool(p) => p.clone(),
-                    ElementRef::Operation(o) => o.0.clone(),
-                    ElementRef::Root => ROOT_NAME.to_string(),
-                };
-                // The limits as configured (unset resources are unlimited and not shown).
-                let specified = match &arena.elements[e].kind {
-                    ElementRef::Pool(p) => self.trees[t]
-                        .pool_config(p)
-                        .map(|c| c.resource_limits)
-                        .unwrap_or_default(),
-                    _ => op.spec.resource_limits,
-                };
-                let in_tree = if op.trees.len() > 1 {
-                    format!(" in tree {:?}", self.trees[t].name)
-                } else {
-                    String::new()
-                };
-                to_fail.push((
-                    op.spec.id.clone(),
-                    format!(
-                        "scheduling hung: operation has ancestor {name:?}{in_tree} (limiting_ancestor: \
-                         {name}) whose specified resource limits {} are too small for its minimum \
-                         job {job}",
-                        specified
-                    ),
-                ));
-                continue;
-            }
-            let quiet_since = op
-                .start_time
-                .max(op.last_scheduled_at.unwrap_or(0))
-                .max(op.last_non_starving_at);
-            if starving
-                && op.running_job_count() == 0
-                && now >= quiet_since.saturating_add(self.config.operation_hangup_safe_timeout_ms)
-                && op.failed_schedule_attempts
-                    + (self.skipped_heartbeats - op.skipped_heartbeats_at_start)
-                    >= self.config.operation_hangup_min_schedule_job_attempts
-            {
-                to_fail.push((
-                    op.spec.id.clone(),
-                    "scheduling hung: operation has no successful scheduled allocations for a long period"
-                        .to_string(),
-                ));
-            }
-        }
-        for (id, since, starving) in updates {
-            if let Some(op) = self.operations.get_mut(&id) {
-                if let Some(since) = since {
-                    op.limiting_ancestor_since = since;
-                }
-                if !starving {
-                    op.last_non_starving_at = now;
-                }
-            }
-        }
-        for (id, reason) in to_fail {
-            self.fail_operation(now, &id, reason);
-        }
-    }
 }

@@ -3,8 +3,8 @@
 //! non-preemptible), cached per tree until its shares change; and each operation's preemption
 //! priority from its own and its ancestors' starvation.
 
-mod classes;
-pub(crate) use classes::{Classifier, OperationClasses, PreemptionCache};
+pub(crate) mod classes;
+pub(crate) use classes::{Classifier, OperationClasses};
 pub use classes::{PreemptionPriority, PreemptionStatus};
 
 use crate::model::{AllocationId, AllocationState, Operation};

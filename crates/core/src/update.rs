@@ -1,0 +1,246 @@
+//! The periodic work ([`Scheduler::tick`]): the fair-share update, which recomputes every
+//! tree's shares and statuses and then lets preemption, reservations and gangs catch up with
+//! them, and the check for hung operations; and replacing the trees' configuration, which
+//! takes effect at the next update.
+
+use crate::error::CoreError;
+use crate::event::EventKind;
+use crate::model::Millis;
+use crate::model::Operation;
+use crate::model::OperationState;
+use crate::scheduler::Scheduler;
+use crate::tree::EphemeralPool;
+use crate::tree::PoolTree;
+use crate::tree::ROOT_NAME;
+use fairsched_config::PoolConfig;
+use fairsched_config::ValidatedPoolTrees;
+use fairsched_resources::Resources;
+use std::collections::BTreeMap;
+use std::collections::BTreeSet;
+
+impl Scheduler {
+    /// Runs periodic work that is due at `now` (the fair-share update).
+    pub fn tick(&mut self, now: Millis) {
+        let due = self
+            .last_fair_share_update
+            .is_none_or(|last| now >= last.saturating_add(self.config.fair_share_update_period_ms));
+        if due {
+            self.update_fair_share(now);
+        }
+        let hangup_due = self.last_hangup_check.is_none_or(|last| {
+            now >= last.saturating_add(self.config.operation_hangup_check_period_ms)
+        });
+        if hangup_due {
+            self.last_hangup_check = Some(now);
+            self.fail_hung_operations(now);
+        }
+    }
+
+    /// Total resources of the nodes tree `t` schedules on.
+    pub(crate) fn tree_total(&self, t: usize) -> Resources {
+        self.nodes
+            .values()
+            .filter(|n| n.scheduler_jobs_enabled && n.tree == Some(t))
+            .fold(Resources::ZERO, |acc, n| acc.add(&n.resources))
+    }
+
+    /// Recomputes fair shares and statuses now.
+    pub fn update_fair_share(&mut self, now: Millis) {
+        let operations = &self.operations;
+        self.live_order
+            .retain(|id| operations.get(id).is_some_and(|op| !op.state.is_finished()));
+        let ops: Vec<&Operation> = self
+            .live_order
+            .iter()
+            .filter_map(|id| self.operations.get(id))
+            .filter(|op| op.state == OperationState::Running)
+            .collect();
+        self.min_pending_job = ops
+            .iter()
+            .flat_map(|op| {
+                op.spec
+                    .tasks
+                    .iter()
+                    .zip(&op.tasks)
+                    .filter(|(_, p)| p.pending > 0)
+                    .map(|(t, _)| t.resources)
+            })
+            .reduce(|a, b| a.min(&b));
+        for t in 0..self.trees.len() {
+            let total = self.tree_total(t);
+            let in_tree: Vec<&Operation> = ops
+                .iter()
+                .copied()
+                .filter(|op| op.in_tree(t).is_some())
+                .collect();
+            self.trees[t].update_fair_share(t, now, total, &in_tree);
+            crate::status::update_statuses(&mut self.trees[t], now);
+            self.walks[t] = None;
+            self.preemption[t].classes.clear();
+        }
+        for t in 0..self.trees.len() {
+            self.compute_preemption_targets(t);
+            self.raise_fair_share_alerts(t, now);
+        }
+        self.update_reservations(now);
+        self.update_gangs(now);
+        self.last_fair_share_update = Some(now);
+        self.stats.fair_share_updates += 1;
+    }
+
+    /// Replaces the trees' configuration (a validated new version: pools created, changed,
+    /// moved or removed, tree options changed). The set of trees must stay the same (adding or
+    /// removing a tree needs a restart); a node that would match two trees' filters rejects
+    /// the whole change. Operations keep their pools; an operation whose pool disappeared
+    /// continues in an ephemeral pool of that name, and a removed pool with ephemeral subpools
+    /// is kept as one too (both under the default parent, until empty); an ephemeral pool that
+    /// is now configured becomes explicit. Takes effect at the next fair-share update.
+    pub fn replace_tree_config(
+        &mut self,
+        now: Millis,
+        trees: ValidatedPoolTrees,
+    ) -> Result<(), CoreError> {
+        let names: Vec<&String> = trees.trees.keys().collect();
+        let ours: Vec<&String> = self.trees.iter().map(|t| &t.name).collect();
+        if names != ours {
+            return Err(CoreError::new(format!(
+                "the new configuration has trees {names:?}, the scheduler runs {ours:?}; adding \
+                 or removing trees needs a restart"
+            )));
+        }
+        // Check the node assignment under the new filters before changing anything (only
+        // when a tree's node filter changes: otherwise every node stays where it is, and a
+        // pool change on a large cluster need not revisit every node).
+        let filters_changed = self
+            .trees
+            .iter()
+            .zip(trees.trees.values())
+            .any(|(tree, new)| tree.config().node_tag_filter != new.config().node_tag_filter);
+        let mut assignment = Vec::new();
+        if filters_changed {
+            let mut candidate: Vec<PoolTree> = self.trees.clone();
+            for (tree, validated) in candidate.iter_mut().zip(trees.trees.values()) {
+                tree.set_validated(validated.clone());
+            }
+            for node in self.nodes.values() {
+                assignment.push((
+                    node.id.clone(),
+                    Self::tree_for_tags(&candidate, &node.id, &node.tags)?,
+                ));
+            }
+        }
+        for (tree, validated) in self.trees.iter_mut().zip(trees.trees.into_values()) {
+            tree.set_validated(validated);
+            tree.limits_maybe_violated = true;
+        }
+        // Preemption thresholds may have changed.
+        for cache in &mut self.preemption {
+            cache.classes.clear();
+        }
+        let mut moved = Vec::new();
+        for (id, t) in assignment {
+            if let Some(node) = self.nodes.get_mut(&id)
+                && node.tree != t
+            {
+                node.tree = t;
+                moved.push(id);
+            }
+        }
+        for id in moved {
+            self.abort_allocations_of_moved_node(now, &id);
+        }
+        for t in 0..self.trees.len() {
+            let tree = &mut self.trees[t];
+            let explicit: BTreeSet<String> = tree
+                .validated
+                .pools
+                .iter()
+                .map(|p| p.name.clone())
+                .collect();
+            tree.ephemeral.retain(|name, _| !explicit.contains(name));
+            // Operations whose pool is gone continue in an ephemeral pool of that name.
+            let orphans: Vec<(String, String)> = self
+                .unfinished_operations()
+                .filter_map(|op| {
+                    let pool = &op.in_tree(t)?.pool;
+                    (!self.trees[t].has_pool(pool)).then(|| (pool.clone(), op.user.clone()))
+                })
+                .collect();
+            let tree = &mut self.trees[t];
+            let parent = tree
+                .validated
+                .default_parent_pool()
+                .map(str::to_string)
+                .unwrap_or_else(|| ROOT_NAME.to_string());
+            for (pool, user) in orphans {
+                tree.ephemeral.entry(pool).or_insert_with(|| EphemeralPool {
+                    parent: parent.clone(),
+                    user,
+                    config: PoolConfig::default(),
+                });
+            }
+            // A removed pool that still has ephemeral subpools is kept too, with the default
+            // options under the default parent, until its subtree is empty (YTsaurus keeps a
+            // removed pool that is not empty, default-configured, and drops it with its last
+            // operation). The default parent exists, so one round settles every chain.
+            let kept: Vec<(String, String)> = tree
+                .ephemeral
+                .values()
+                .filter(|e| e.parent != ROOT_NAME && !tree.has_pool(&e.parent))
+                .map(|e| (e.parent.clone(), e.user.clone()))
+                .collect();
+            for (pool, user) in kept {
+                tree.ephemeral.entry(pool).or_insert_with(|| EphemeralPool {
+                    parent: parent.clone(),
+                    user,
+                    config: PoolConfig::default(),
+                });
+            }
+            // Pools moved: every operation's chain of ancestors may have changed.
+            self.recount(t);
+        }
+        self.try_run_pending(now);
+        Ok(())
+    }
+
+    /// Logs an `error` event for every fair-share alert that appeared with this update (YTsaurus
+    /// raises a scheduler alert; 29000: strong guarantees exceed the cluster and are scaled down).
+    pub(crate) fn raise_fair_share_alerts(&mut self, t: usize, now: Millis) {
+        // One alert per code, as YTsaurus raises one scheduler alert per kind.
+        let mut by_code: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+        for e in &self.trees[t].arena.errors {
+            by_code
+                .entry(e.code().unwrap_or(1))
+                .or_default()
+                .push(format!("{}: {e}", e.name()));
+        }
+        if let Some(messages) = by_code.get_mut(&fairsched_config::POOL_TREE_GUARANTEES_OVERCOMMIT)
+        {
+            // The configuration's words for it (the overcommitted resources only, in human
+            // units), as the server's replies to pool changes say it; the update's own text
+            // where the configured guarantees alone do not show it (inferred components).
+            let total = self.tree_total(t);
+            if let Some(alert) =
+                fairsched_config::guarantee_overcommit_alert(&self.trees[t].validated.tree, &total)
+            {
+                *messages = vec![alert.message];
+            }
+        }
+        let alerts: Vec<(u32, String)> = by_code
+            .into_iter()
+            .map(|(code, messages)| (code, messages.join("; ")))
+            .collect();
+        for alert in &alerts {
+            if !self.trees[t].active_alerts.contains(alert) {
+                self.log(
+                    now,
+                    EventKind::Error {
+                        code: alert.0,
+                        message: format!("pool tree {:?}: {}", self.trees[t].name, alert.1),
+                    },
+                );
+            }
+        }
+        self.trees[t].active_alerts = alerts;
+    }
+}
