@@ -293,7 +293,12 @@ fn the_call_check_finds_loops() {
 /// The check itself finds loops, and only loops.
 #[test]
 fn the_check_finds_loops() {
-    let cases: &[(&[(&str, &str)], Option<&str>)] = &[
+    /// Files (module path, code) and the loop expected.
+    type Case = (
+        &'static [(&'static str, &'static str)],
+        Option<&'static str>,
+    );
+    let cases: &[Case] = &[
         // Two siblings importing each other.
         (
             &[("a", "use crate::b::X;"), ("b", "use crate::a::Y;")],
