@@ -299,7 +299,7 @@ impl Scheduler {
         if self.operations[&op_id].pending_job_count() == 0 {
             walk.active[leaf] = false;
         }
-        self.refresh_path(walk, leaf);
+        walk.refresh_path(&self.trees[walk.tree].arena, leaf);
         Some(order)
     }
 }

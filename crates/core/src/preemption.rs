@@ -4,6 +4,7 @@
 //! [`crate::preemptible`].
 
 use crate::event::{EventKind, Preemptor, Stage};
+use crate::heartbeat::descent;
 use crate::model::{
     AllocationId, AllocationState, Millis, NodeId, Operation, OperationState, PreemptionMode,
     PreemptionReason,
@@ -531,11 +532,19 @@ impl Scheduler {
         stage: Stage,
     ) -> Option<crate::scheduler::StartOrder> {
         let t = self.nodes[node_id].tree?;
-        let mut walk = self.walk_for(t, node_id, |i| targets.contains(&i));
-        while let Some(leaf) = self.best_leaf(&walk) {
+        let mut walk = descent::walk_for(
+            t,
+            &self.trees[t].arena,
+            &self.operations,
+            &self.nodes[node_id],
+            |i| targets.contains(&i),
+        );
+        while let Some(leaf) = walk.best_leaf(&self.trees[t].arena) {
             // Gang operations placed all at once start only from what they hold.
-            if self.trees[t].config().gang_placement.enable && self.is_gang_leaf(t, leaf) {
-                self.deactivate(&mut walk, leaf);
+            if self.trees[t].config().gang_placement.enable
+                && descent::is_gang_leaf(&self.trees[t].arena, &self.operations, leaf)
+            {
+                walk.deactivate(&self.trees[t].arena, leaf);
                 continue;
             }
             // The discount: every candidate this operation may take.
@@ -552,7 +561,7 @@ impl Scheduler {
             if let Some(order) = self.try_start(now, node_id, leaf, &mut walk, stage, offer) {
                 return Some(order);
             }
-            self.deactivate(&mut walk, leaf);
+            walk.deactivate(&self.trees[t].arena, leaf);
         }
         None
     }
@@ -605,7 +614,7 @@ impl Scheduler {
                 self.path_to_root(t, leaf).into_iter().find_map(|e| {
                     let element = &arena.elements[e];
                     let share = ResourceVector::from_resources(&usage[e], &arena.total_resources);
-                    let satisfaction = crate::heartbeat::descent::local_satisfaction(
+                    let satisfaction = crate::heartbeat::walk::local_satisfaction(
                         &share,
                         &element.attrs.fair_share.total,
                         &element.attrs.demand_share,

@@ -217,7 +217,7 @@ impl Scheduler {
             fair_share_ratio: a.fair_share.total.max_component(),
             usage_ratio: usage_share.max_component(),
             demand_ratio: a.demand_share.max_component(),
-            satisfaction_ratio: crate::heartbeat::descent::local_satisfaction(
+            satisfaction_ratio: crate::heartbeat::walk::local_satisfaction(
                 &usage_share,
                 &a.fair_share.total,
                 &a.demand_share,

@@ -394,7 +394,7 @@ fn satisfied_ancestor(
                 &arena.total_resources,
             );
             let attrs = &arena.elements[a].attrs;
-            crate::heartbeat::descent::local_satisfaction(
+            crate::heartbeat::walk::local_satisfaction(
                 &share,
                 &attrs.fair_share.total,
                 &attrs.demand_share,

@@ -198,7 +198,9 @@ impl Scheduler {
             for high in [true, false] {
                 let arena = &self.trees[t].arena;
                 let mut walk =
-                    self.walk_for(t, node_id, |i| arena.elements[i].guarantee_priority == high);
+                    descent::walk_for(t, arena, &self.operations, &self.nodes[node_id], |i| {
+                        arena.elements[i].guarantee_priority == high
+                    });
                 self.regular_stage(now, node_id, &mut walk, &mut Vec::new(), response);
             }
             return;
@@ -208,8 +210,9 @@ impl Scheduler {
         let mut deactivated = Vec::new();
         self.regular_stage(now, node_id, &mut walk, &mut deactivated, response);
         for leaf in deactivated {
-            walk.active[leaf] = self.globally_active(t, leaf);
-            self.refresh_path(&mut walk, leaf);
+            let arena = &self.trees[t].arena;
+            walk.active[leaf] = descent::globally_active(arena, &self.operations, leaf);
+            walk.refresh_path(arena, leaf);
         }
         self.walks[t] = Some(walk);
     }
@@ -240,7 +243,7 @@ impl Scheduler {
                 response.start.push(order);
             }
         }
-        while let Some(leaf) = self.best_leaf(walk) {
+        while let Some(leaf) = walk.best_leaf(&self.trees[walk.tree].arena) {
             let node = &self.nodes[node_id];
             let available = node.free();
             // A node that can no longer fit the smallest pending job is done for this heartbeat
@@ -260,15 +263,15 @@ impl Scheduler {
             // Operations whose scheduling tag the node lacks are skipped without counting a
             // failed attempt.
             if self.trees[walk.tree].arena.any_tag_filter()
-                && !self.eligible_on(walk.tree, leaf, node_id)
+                && !descent::eligible_on(&self.trees[walk.tree].arena, leaf, &self.nodes[node_id])
             {
-                self.deactivate(walk, leaf);
+                walk.deactivate(&self.trees[walk.tree].arena, leaf);
                 deactivated.push(leaf);
                 continue;
             }
             // A gang operation (with `gang_placement`) gets resources held here, not started.
             if self.trees[walk.tree].config().gang_placement.enable
-                && self.is_gang_leaf(walk.tree, leaf)
+                && descent::is_gang_leaf(&self.trees[walk.tree].arena, &self.operations, leaf)
             {
                 if self.place_gang_now(now, leaf, walk) {
                     // What it holds here starts now.
@@ -279,7 +282,7 @@ impl Scheduler {
                 } else {
                     self.gang_hold(now, node_id, leaf, walk);
                 }
-                self.deactivate(walk, leaf);
+                walk.deactivate(&self.trees[walk.tree].arena, leaf);
                 deactivated.push(leaf);
                 continue;
             }
@@ -295,7 +298,7 @@ impl Scheduler {
                     response.start.push(order);
                 }
                 None => {
-                    self.deactivate(walk, leaf);
+                    walk.deactivate(&self.trees[walk.tree].arena, leaf);
                     deactivated.push(leaf);
                     self.count_failed_attempt(walk.tree, leaf);
                 }
@@ -320,7 +323,7 @@ impl Scheduler {
         // (The node's tags may have changed since it was chosen.)
         if !walk.active[leaf]
             || (self.trees[walk.tree].arena.any_tag_filter()
-                && !self.eligible_on(walk.tree, leaf, node_id))
+                && !descent::eligible_on(&self.trees[walk.tree].arena, leaf, &self.nodes[node_id]))
         {
             return None;
         }

@@ -1,15 +1,22 @@
-//! The heartbeat's descent state (see [`super`]), kept per tree between fair-share updates.
+//! The heartbeat's descent state (see [`super`]), kept per tree between fair-share updates,
+//! and the descent itself over a tree's arena: satisfaction, activity along paths, and the
+//! best leaf to serve.
 
-use fairsched_resources::Resources;
+use crate::tree::{Arena, ElementRef};
+use fairsched_hdrf::ElementIndex;
+use fairsched_resources::{RESOURCE_COUNT, ResourceVector, Resources};
+
+/// "Infinite" satisfaction (fair share ≈ 0).
+const INFINITE_SATISFACTION: f64 = 1e9;
+const EPSILON: f64 = 1e-9;
 
 /// Dynamic state of the tree for the descent: usage, activity and satisfaction of every
 /// element.
 ///
-/// The scheduler keeps one for the whole cluster between fair-share updates (one per tree,
-/// `Scheduler::walks`),
-/// updated along the changed path whenever an operation's usage, pending jobs or state change,
-/// so that a heartbeat does not walk the whole tree. A heartbeat deactivates, for itself only,
-/// the operations that do not fit its node and restores them when it is done.
+/// The scheduler keeps one per tree between fair-share updates (`Scheduler::walks`), updated
+/// along the changed path whenever an operation's usage, pending jobs or state change, so that
+/// a heartbeat does not walk the whole tree. A heartbeat deactivates, for itself only, the
+/// operations that do not fit its node and restores them when it is done.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Walk {
     /// The tree (index) the walk belongs to.
@@ -18,4 +25,156 @@ pub(crate) struct Walk {
     pub(crate) active: Vec<bool>,
     /// Satisfaction of each element for the descent (kept up to date along changed paths).
     pub(crate) sat: Vec<f64>,
+}
+
+impl Walk {
+    /// A walk of tree `tree` over `n` elements: no usage, everything active, to be filled in
+    /// and finished with [`Walk::sum_up`].
+    pub(crate) fn new(tree: usize, n: usize) -> Walk {
+        Walk {
+            tree,
+            usage: vec![Resources::ZERO; n],
+            active: vec![true; n],
+            sat: vec![f64::INFINITY; n],
+        }
+    }
+
+    /// With the operations' usage and activity set: adds usage up to the root and computes
+    /// every element's activity and satisfaction.
+    pub(crate) fn sum_up(&mut self, arena: &Arena) {
+        let n = arena.elements.len();
+        for i in (1..n).rev() {
+            if let Some(p) = arena.elements[i].parent {
+                self.usage[p] = self.usage[p].add(&self.usage[i]);
+            }
+        }
+        // Children come after their parents in the arena, so a reverse sweep is bottom-up.
+        for i in (0..n).rev() {
+            self.refresh(arena, i);
+        }
+    }
+
+    /// Recomputes an element's activity (pools: some child active) and satisfaction.
+    pub(crate) fn refresh(&mut self, arena: &Arena, i: ElementIndex) {
+        let e = &arena.elements[i];
+        if matches!(e.kind, ElementRef::Operation(_)) {
+            self.sat[i] = if self.active[i] {
+                self.satisfaction(arena, i)
+            } else {
+                f64::INFINITY
+            };
+            return;
+        }
+        let mut best = f64::INFINITY;
+        let mut any = false;
+        for &c in &e.children {
+            if self.active[c] {
+                any = true;
+                best = best.min(self.sat[c]);
+            }
+        }
+        self.active[i] = any;
+        // use_pool_satisfaction_for_scheduling (spec §1.4; YTsaurus `UpdateDynamicAttributes`
+        // takes the std::min): the pool competes with the smaller of its best child's and its
+        // own local satisfaction, so a pool below its fair share as a whole attracts heartbeats
+        // even when its active children look satisfied.
+        if any && e.use_pool_satisfaction_for_scheduling {
+            best = best.min(self.satisfaction(arena, i));
+        }
+        self.sat[i] = best;
+    }
+
+    /// Refreshes `i` and its ancestors after a change of usage or activity at `i`.
+    pub(crate) fn refresh_path(&mut self, arena: &Arena, i: ElementIndex) {
+        let mut cur = Some(i);
+        while let Some(c) = cur {
+            self.refresh(arena, c);
+            cur = arena.elements[c].parent;
+        }
+    }
+
+    /// Marks `i` inactive and propagates to ancestors without active children.
+    pub(crate) fn deactivate(&mut self, arena: &Arena, i: ElementIndex) {
+        self.active[i] = false;
+        self.refresh_path(arena, i);
+    }
+
+    fn satisfaction(&self, arena: &Arena, i: ElementIndex) -> f64 {
+        let e = &arena.elements[i];
+        let usage = ResourceVector::from_resources(&self.usage[i], &arena.total_resources);
+        local_satisfaction(&usage, &e.attrs.fair_share.total, &e.attrs.demand_share)
+    }
+
+    /// Descends from the root to the active operation that should get the next job.
+    pub(crate) fn best_leaf(&self, arena: &Arena) -> Option<ElementIndex> {
+        if !self.active[0] {
+            return None;
+        }
+        let mut cur = 0;
+        loop {
+            let e = &arena.elements[cur];
+            if matches!(e.kind, ElementRef::Operation(_)) {
+                return Some(cur);
+            }
+            let next = if e.schedule_in_fifo_order {
+                e.children.iter().copied().find(|&c| self.active[c])
+            } else {
+                let mut best: Option<(f64, ElementIndex)> = None;
+                for &c in &e.children {
+                    if self.active[c] && best.is_none_or(|(b, _)| self.sat[c] < b) {
+                        best = Some((self.sat[c], c));
+                    }
+                }
+                best.map(|(_, c)| c)
+            };
+            cur = next?;
+        }
+    }
+}
+
+/// YTsaurus `ComputeLocalSatisfactionRatio`: how well an element's usage covers its fair share
+/// (below 1: under-served).
+pub fn local_satisfaction(
+    usage: &ResourceVector,
+    fair: &ResourceVector,
+    demand: &ResourceVector,
+) -> f64 {
+    if ResourceVector::splat(EPSILON).dominates(fair) {
+        return INFINITE_SATISFACTION;
+    }
+    let mut over = false;
+    let mut max_over = 0.0f64;
+    for r in 0..RESOURCE_COUNT {
+        if usage[r] > fair[r] {
+            over = true;
+            max_over = max_over.max(if fair[r] > 0.0 {
+                usage[r] / fair[r]
+            } else {
+                INFINITE_SATISFACTION
+            });
+        }
+    }
+    if over {
+        return max_over.min(INFINITE_SATISFACTION);
+    }
+    let all_blocked = (0..RESOURCE_COUNT).all(|r| fair[r] >= demand[r]);
+    if all_blocked {
+        let mut min = f64::INFINITY;
+        for r in 0..RESOURCE_COUNT {
+            let ratio = if fair[r] == 0.0 {
+                1.0
+            } else {
+                usage[r] / fair[r]
+            };
+            min = min.min(ratio);
+        }
+        return min;
+    }
+    let mut max = 0.0f64;
+    for r in 0..RESOURCE_COUNT {
+        if fair[r] < demand[r] && fair[r] > 0.0 {
+            max = max.max(usage[r] / fair[r]);
+        }
+    }
+    max
 }
