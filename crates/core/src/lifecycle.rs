@@ -133,6 +133,10 @@ impl Scheduler {
         self.start_order.push(id.clone());
         self.live_order.push(id.clone());
         self.count_operation(&id, true);
+        if state == OperationState::Pending {
+            let paths = self.pending_paths(&id);
+            self.pending.add(&id, paths);
+        }
         self.log(
             now,
             EventKind::OperationState {
@@ -323,6 +327,7 @@ impl Scheduler {
             }
             let op = self.operations.get_mut(id).expect("checked above");
             op.trees[slot].pool = placement.pool.clone();
+            self.pending.invalidate_all();
             if slot == 0 {
                 op.pool = placement.pool.clone();
             }
@@ -427,6 +432,7 @@ impl Scheduler {
         state: OperationState,
         reason: Option<String>,
     ) {
+        self.pending.remove(id);
         self.count_operation(id, false);
         if let Some(op) = self.operations.get_mut(id) {
             op.state = state;
@@ -496,29 +502,27 @@ impl Scheduler {
         if !waiting {
             return;
         }
-        let pending: Vec<OperationId> = self
-            .unfinished_operations()
-            .filter(|op| op.state == OperationState::Pending)
-            .map(|op| op.spec.id.clone())
-            .collect();
-        if pending.is_empty() {
-            return;
+        if self.pending.needs_reindex() {
+            let ids: Vec<OperationId> = self.pending.ids().cloned().collect();
+            for id in ids {
+                let paths = self.pending_paths(&id);
+                self.pending.reindex(&id, paths);
+            }
+            self.pending.reindexed();
         }
-        for id in pending {
+        // The stale pending operations in start order (see `operations::pending`: the others'
+        // answers have not changed). Starting one may make others stale: those after it are
+        // looked at in this pass, those before it in the next, as a pass over all would.
+        let mut cursor = None;
+        while let Some(next) = self.pending.take_stale_after(cursor.as_ref()) {
+            let id = next.1.clone();
+            cursor = Some(next);
             // Finishing an operation below re-enters this function; skip what it handled.
             if self.operations[&id].state != OperationState::Pending {
                 continue;
             }
             // It runs once every tree it runs in has a running slot for it.
-            let blocked = self.operations[&id]
-                .trees
-                .iter()
-                .filter(|o| !o.lightweight)
-                .find_map(|o| {
-                    self.running_limit_violation(o.tree, &o.pool, &self.counts[o.tree])
-                        .map(|(pool, limit)| (o.tree, pool, limit))
-                });
-            match blocked {
+            match self.pending_blocker(&id) {
                 Some((t, blocking, limit)) => {
                     let reason =
                         crate::operations::pending_reason(&blocking, limit, &self.trees[t].name);
@@ -527,6 +531,7 @@ impl Scheduler {
                     }
                 }
                 None => {
+                    self.pending.remove(&id);
                     self.count_operation(&id, false);
                     if let Some(op) = self.operations.get_mut(&id) {
                         op.state = OperationState::Running;
@@ -546,6 +551,62 @@ impl Scheduler {
                     self.maybe_complete(now, &id);
                 }
             }
+        }
+        self.debug_check_pending();
+    }
+
+    /// The lowest pool (tree, name, limit) at its running limit on a pending operation's paths
+    /// (lightweight ones excepted); `None`: it may run.
+    fn pending_blocker(&self, id: &OperationId) -> Option<(usize, String, u32)> {
+        self.operations[id]
+            .trees
+            .iter()
+            .filter(|o| !o.lightweight)
+            .find_map(|o| {
+                self.running_limit_violation(o.tree, &o.pool, &self.counts[o.tree])
+                    .map(|(pool, limit)| (o.tree, pool, limit))
+            })
+    }
+
+    /// The pools (tree, name) on a pending operation's paths, for the queue's index.
+    fn pending_paths(&self, id: &OperationId) -> Vec<(usize, String)> {
+        self.operations[id]
+            .trees
+            .iter()
+            .flat_map(|o| {
+                self.pool_chain(o.tree, &o.pool, None)
+                    .into_iter()
+                    .map(move |name| (o.tree, name))
+            })
+            .collect()
+    }
+
+    /// Debug builds: the queue holds exactly the pending operations, and every one not stale
+    /// still waits for the reason it shows (what a pass over all of them would leave).
+    fn debug_check_pending(&self) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        let pending: Vec<&Operation> = self
+            .unfinished_operations()
+            .filter(|op| op.state == OperationState::Pending)
+            .collect();
+        debug_assert_eq!(
+            pending.len(),
+            self.pending.len(),
+            "pending queue out of date"
+        );
+        for op in pending {
+            let id = &op.spec.id;
+            debug_assert!(self.pending.contains(id), "{id:?} pending but not queued");
+            if self.pending.is_stale(id) {
+                continue;
+            }
+            let reason = self.pending_blocker(id).map(|(t, pool, limit)| {
+                crate::operations::pending_reason(&pool, limit, &self.trees[t].name)
+            });
+            debug_assert!(reason.is_some(), "{id:?} may run but is not looked at");
+            debug_assert_eq!(reason, op.pending_reason, "{id:?} waits for another reason");
         }
     }
 

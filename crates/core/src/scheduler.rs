@@ -8,6 +8,7 @@ use crate::model::{
     Allocation, AllocationId, Millis, Node, NodeId, Operation, OperationId, TreeSchedulingOptions,
 };
 use crate::operations::counts::PoolCounts;
+use crate::operations::pending::PendingQueue;
 use crate::preemptible::classes::PreemptionCache;
 use crate::tree::PoolTree;
 use fairsched_config::ValidatedPoolTrees;
@@ -69,6 +70,9 @@ pub struct Scheduler {
     /// Operation counts per pool (subtree totals) per tree, maintained as operations start,
     /// change state or move (see [`crate::operations`]).
     pub(crate) counts: Vec<BTreeMap<String, PoolCounts>>,
+    /// The pending operations, indexed for the admission pass (see
+    /// [`crate::operations::pending`]).
+    pub(crate) pending: PendingQueue,
     /// Preemption's caches per tree (see [`crate::preemptible`]).
     pub(crate) preemption: Vec<PreemptionCache>,
     /// Reservations and gangs (see [`crate::holds`]).
@@ -136,6 +140,7 @@ impl Scheduler {
             skipped_heartbeats: 0,
             walks: vec![None; tree_count],
             counts: vec![BTreeMap::new(); tree_count],
+            pending: PendingQueue::default(),
             preemption: vec![PreemptionCache::default(); tree_count],
             holds: Holds::default(),
             stats: Stats::default(),

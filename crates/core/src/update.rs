@@ -100,6 +100,8 @@ impl Scheduler {
         now: Millis,
         trees: ValidatedPoolTrees,
     ) -> Result<(), CoreError> {
+        // Limits and paths may change: every pending operation is looked at again.
+        self.pending.invalidate_all();
         let names: Vec<&String> = trees.trees.keys().collect();
         let ours: Vec<&String> = self.trees.iter().map(|t| &t.name).collect();
         if names != ours {

@@ -3,6 +3,7 @@
 //! pending queue, lightweight operations, and why an operation waits.
 
 pub(crate) mod counts;
+pub(crate) mod pending;
 pub use counts::PoolCounts;
 
 use crate::model::{OperationId, OperationSpec, OperationState};
@@ -141,12 +142,15 @@ impl Scheduler {
             .collect();
         for (t, pool, lightweight) in places {
             for name in self.pool_chain(t, &pool, None) {
+                // The pool's running limit, when this changes its running count.
+                let limit = (running && !lightweight).then(|| self.pool_limits(t, &name, None).1);
                 let counts = &mut self.counts[t];
                 let c = counts.entry(name.clone()).or_default();
                 let step = |v: &mut u32| {
                     *v = if add { *v + 1 } else { *v - 1 };
                 };
                 step(&mut c.operation_count);
+                let was = c.running_operation_count;
                 if running {
                     if lightweight {
                         step(&mut c.lightweight_running_operation_count);
@@ -154,8 +158,16 @@ impl Scheduler {
                         step(&mut c.running_operation_count);
                     }
                 }
+                let now = c.running_operation_count;
                 if *c == PoolCounts::default() {
                     counts.remove(&name);
+                }
+                // Pending operations below a pool that reached or left its limit may now run
+                // or wait elsewhere.
+                if let Some(limit) = limit
+                    && (was >= limit) != (now >= limit)
+                {
+                    self.pending.crossed(t, &name);
                 }
             }
         }
@@ -411,6 +423,9 @@ impl Scheduler {
             if op.trees.iter().zip(&now).any(|(o, l)| o.lightweight != *l) {
                 changed.push((op.spec.id.clone(), now));
             }
+        }
+        if !changed.is_empty() {
+            self.pending.invalidate_all();
         }
         for (id, now) in changed {
             self.count_operation(&id, false);
