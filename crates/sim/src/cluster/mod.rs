@@ -398,6 +398,13 @@ impl Cluster {
         }
     }
 
+    /// What room is for ([`Resources::ZERO`] until set, or when room is not tracked).
+    pub fn room_needed(&self) -> Resources {
+        self.room
+            .as_ref()
+            .map_or(Resources::ZERO, |room| room.needed)
+    }
+
     /// Checks every node's room again.
     pub fn recheck_room(&mut self) {
         for n in 0..self.nodes.len() {
