@@ -1,6 +1,10 @@
 //! Trace replay (`fairsched simulate`): the jobs of a workload trace submitted to the
 //! scheduling core in virtual time, on simulated nodes, under a [`Policy`].
 //!
+//! The nodes, the jobs running on them and the carrying out of the core's orders are the
+//! shared simulated cluster's ([`crate::cluster`], as for scenarios); the replay adds the
+//! trace's arrivals, the policy's pool tree, when nodes heartbeat, and its outputs.
+//!
 //! **Model.** Every trace job is one operation of the core, submitted at its trace submission
 //! time, in the pool its policy names. A job needs `width` units at once (SWF processors; one
 //! pod); units are packed into allocations of at most one node's worth (the largest node),
@@ -8,7 +12,8 @@
 //! start independently as room appears and each runs the job's trace run time from its own
 //! start; the job has started at its first allocation's start and finishes when the core
 //! reports the operation completed (its last allocation finished). A preempted allocation
-//! loses its work and runs again from the start. Each allocation also takes one user slot.
+//! loses its work and runs again from the start (the replay's operations set no interruption
+//! signal, so the core aborts what it preempts). Each allocation also takes one user slot.
 //!
 //! **Time.** The loop visits only the instants at which something happens: a submission, an
 //! allocation's end, or the next fair-share update when operations submitted since the last
@@ -28,15 +33,15 @@ pub mod output;
 pub mod plots;
 pub mod policy;
 
+use crate::cluster::{Cluster, JobModel, JobRef};
 use crate::trace::{MachineGroup, Trace};
 use fairsched_core::{
-    AllocationId, EventKind, FinishedAllocation, JobOutcome, Millis, NodeHeartbeat, NodeId,
-    NodeSpec, OperationId, OperationSpec, OperationState, Scheduler, SchedulerConfig,
+    EventKind, FinishedAllocation, Millis, NodeId, NodeSpec, OperationId, OperationSpec,
+    OperationState, Scheduler, SchedulerConfig,
 };
 use fairsched_resources::{ResourceKind, Resources};
 pub use policy::{Policy, PolicyTree};
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What a replay is asked to do besides the trace.
 #[derive(Clone, Debug)]
@@ -233,31 +238,14 @@ const MAX_VISITS_PER_INSTANT: u64 = 1_000_000;
 /// times does not overflow.
 const HANGUP_NEVER: u64 = 1 << 50;
 
-/// An allocation running on a simulated node.
-#[derive(Clone, Copy, Debug)]
-struct Running {
-    resources: Resources,
-    ends_at: Millis,
-    /// Index of its trace job.
-    job: usize,
-}
-
-#[derive(Debug)]
-struct SimNode {
-    id: NodeId,
-    /// Index of its machine group (nodes of a group have the same resources and tags).
-    group: usize,
-    resources: Resources,
-    used: Resources,
-    running: BTreeMap<AllocationId, Running>,
-}
-
 struct Replay<'t> {
     trace: &'t Trace,
     count: usize,
-    core: Scheduler,
+    /// The core and the simulated nodes `n0`, `n1`, ... (node number = index).
+    cluster: Cluster,
     tree: PolicyTree,
-    nodes: Vec<SimNode>,
+    /// Machine group of each node (nodes of a group have the same resources and tags).
+    node_group: Vec<usize>,
     total: Resources,
     /// The resource utilization is measured on: gpu when the cluster has GPUs, else cpu.
     measured: ResourceKind,
@@ -270,12 +258,7 @@ struct Replay<'t> {
     /// Unfinished jobs per group pool the replay created and has not removed
     /// ([`PolicyTree::group_pool`]).
     group_jobs: BTreeMap<String, u64>,
-    ends: BinaryHeap<Reverse<(Millis, usize, AllocationId)>>,
-    /// Nodes with room for the smallest allocation of the trace.
-    roomy: BTreeSet<usize>,
-    smallest: Resources,
     pending_allocations: u64,
-    running_allocations: u64,
     jobs_in_system: u64,
     finished_jobs: u64,
     submitted_jobs: u64,
@@ -290,8 +273,6 @@ struct Replay<'t> {
     node_groups: Vec<MachineGroup>,
     /// [`ReplayOptions::rigid`].
     rigid: bool,
-    /// Node index by id (to heartbeat the nodes a gang holds).
-    node_index: BTreeMap<NodeId, usize>,
 }
 
 impl<'t> Replay<'t> {
@@ -299,25 +280,26 @@ impl<'t> Replay<'t> {
         trace: &'t Trace,
         count: usize,
         groups: &[MachineGroup],
-        mut core: Scheduler,
+        core: Scheduler,
         tree: PolicyTree,
         options: &ReplayOptions,
     ) -> Result<Replay<'t>, String> {
-        let mut nodes = Vec::new();
+        let mut cluster = Cluster::new(core);
+        let mut node_group = Vec::new();
         let mut total = Resources::ZERO;
         let mut largest = Resources::ZERO;
         for (group_index, group) in groups.iter().enumerate() {
             for _ in 0..group.count {
-                let id = NodeId(format!("n{}", nodes.len()));
-                core.add_node(
-                    0,
-                    NodeSpec {
-                        id: id.clone(),
-                        resources: group.resources,
-                        tags: group.tags.iter().cloned().collect(),
-                    },
-                )
-                .map_err(|e| format!("node {}: {e}", id.0))?;
+                let id = NodeId(format!("n{}", node_group.len()));
+                let spec = NodeSpec {
+                    id: id.clone(),
+                    resources: group.resources,
+                    tags: group.tags.iter().cloned().collect(),
+                };
+                cluster
+                    .add_node(0, spec)
+                    .map_err(|e| format!("node {}: {e}", id.0))?;
+                node_group.push(group_index);
                 total = total.add(&group.resources);
                 if group.resources.raw_of(ResourceKind::Cpu) > largest.raw_of(ResourceKind::Cpu)
                     || (group.resources.raw_of(ResourceKind::Cpu)
@@ -326,15 +308,11 @@ impl<'t> Replay<'t> {
                 {
                     largest = group.resources;
                 }
-                nodes.push(SimNode {
-                    id,
-                    group: group_index,
-                    resources: group.resources,
-                    used: Resources::ZERO,
-                    running: BTreeMap::new(),
-                });
             }
         }
+        // The nodes heartbeat when jobs end on them and while they have room (see the
+        // module documentation).
+        cluster.track_room();
         let measured = if total.raw_of(ResourceKind::Gpu) > 0 {
             ResourceKind::Gpu
         } else {
@@ -353,18 +331,12 @@ impl<'t> Replay<'t> {
                 state: JobState::Unfinished,
             })
             .collect();
-        let roomy = (0..nodes.len()).collect();
-        let node_index = nodes
-            .iter()
-            .enumerate()
-            .map(|(n, node): (usize, &SimNode)| (node.id.clone(), n))
-            .collect();
         Ok(Replay {
             trace,
             count,
-            core,
+            cluster,
             tree,
-            nodes,
+            node_group,
             total,
             measured,
             largest,
@@ -372,11 +344,7 @@ impl<'t> Replay<'t> {
             pending: vec![0; count],
             by_operation: BTreeMap::new(),
             group_jobs: BTreeMap::new(),
-            ends: BinaryHeap::new(),
-            roomy,
-            smallest: Resources::ZERO,
             pending_allocations: 0,
-            running_allocations: 0,
             jobs_in_system: 0,
             finished_jobs: 0,
             submitted_jobs: 0,
@@ -390,7 +358,6 @@ impl<'t> Replay<'t> {
             end_ms: 0,
             node_groups: groups.to_vec(),
             rigid: options.rigid,
-            node_index,
         })
     }
 
@@ -400,8 +367,8 @@ impl<'t> Replay<'t> {
         let mut same_instant = 0u64;
         loop {
             let next_submit = (next_job < self.count).then(|| self.trace.jobs[next_job].submit_ms);
-            let next_end = self.ends.peek().map(|Reverse((t, _, _))| *t);
-            let next_update = (self.waiting_for_update && !self.roomy.is_empty()).then(|| {
+            let next_end = self.cluster.next_end();
+            let next_update = (self.waiting_for_update && self.cluster.any_room()).then(|| {
                 self.last_update_ms
                     .map_or(0, |l| l + self.period)
                     .max(self.end_ms)
@@ -439,25 +406,8 @@ impl<'t> Replay<'t> {
                 self.submit(t, next_job)?;
                 next_job += 1;
             }
-            let mut reports: BTreeMap<usize, Vec<FinishedAllocation>> = BTreeMap::new();
-            while let Some(&Reverse((end, n, allocation))) = self.ends.peek() {
-                if end > t {
-                    break;
-                }
-                self.ends.pop();
-                // A preempted allocation's entry stays in the heap; skip it.
-                if self.nodes[n]
-                    .running
-                    .get(&allocation)
-                    .is_some_and(|r| r.ends_at == end)
-                {
-                    self.release(n, allocation);
-                    reports.entry(n).or_default().push(FinishedAllocation {
-                        allocation,
-                        outcome: JobOutcome::Completed,
-                    });
-                }
-            }
+            // The jobs that end now leave their nodes, which report them below.
+            let reports = self.cluster.end_jobs_due(t);
             self.tick(t)?;
             let mut visited = BTreeSet::new();
             for (n, finished) in reports {
@@ -468,13 +418,15 @@ impl<'t> Replay<'t> {
                 // A node whose room (and tags) another node of this instant already had
                 // without starting anything would start nothing either: skip it.
                 let mut fruitless: Vec<(Resources, usize)> = Vec::new();
-                let roomy: Vec<usize> = self.roomy.iter().copied().collect();
-                for n in roomy {
+                for n in self.cluster.nodes_with_room() {
                     if self.pending_allocations == 0 {
                         break;
                     }
-                    let free = self.nodes[n].resources.sub(&self.nodes[n].used);
-                    let group = self.nodes[n].group;
+                    let Some(node) = self.cluster.node(n) else {
+                        continue;
+                    };
+                    let free = node.free();
+                    let group = self.node_group[n];
                     if fruitless
                         .iter()
                         .any(|(f, g)| *g == group && f.dominates(&free))
@@ -510,27 +462,34 @@ impl<'t> Replay<'t> {
 
     /// How far the gang gathering in the replay's tree is (jobs held, complete).
     fn gang_progress(&self) -> Option<(u32, bool)> {
-        self.core.gang_assembly(0).map(|a| (a.held_jobs(), a.ready))
+        self.cluster
+            .core()
+            .gang_assembly(0)
+            .map(|a| (a.held_jobs(), a.ready))
     }
 
     /// Whether something holds resources on node `n` (a gang's jobs, a job reservation).
     fn holds_on(&self, n: usize) -> bool {
-        let id = &self.nodes[n].id;
-        self.core.reservations().any(|(node, _)| node == id)
-            || self.core.all_gangs().any(|a| a.holds.contains_key(id))
+        let Some(id) = self.cluster.node(n).map(|node| node.id()) else {
+            return false;
+        };
+        let core = self.cluster.core();
+        core.reservations().any(|(node, _)| node == id)
+            || core.all_gangs().any(|a| a.holds.contains_key(id))
     }
 
     /// Heartbeats the nodes of the gangs that hold all they need, so that they start at this
     /// instant (the core starts held jobs at the nodes' next heartbeats).
     fn start_gathered_gang(&mut self, t: Millis) -> Result<(), String> {
-        let nodes: std::collections::BTreeSet<NodeId> = self
-            .core
+        let nodes: BTreeSet<NodeId> = self
+            .cluster
+            .core()
             .all_gangs()
             .filter(|a| a.ready)
             .flat_map(|a| a.holds.keys().cloned())
             .collect();
         for id in nodes {
-            if let Some(&n) = self.node_index.get(&id) {
+            if let Some(n) = self.cluster.node_number(&id) {
                 self.heartbeat(t, n, Vec::new())?;
             }
         }
@@ -553,16 +512,16 @@ impl<'t> Replay<'t> {
         let t = self.end_ms + self.period;
         self.end_ms = t;
         self.stats.instants += 1;
-        self.core.update_fair_share(t);
+        self.cluster.call(|core| core.update_fair_share(t));
         self.after_update(t);
         let placements = self.stats.placements;
         let gathered = self.gang_progress();
-        for n in 0..self.nodes.len() {
+        for n in self.cluster.node_numbers() {
             self.heartbeat(t, n, Vec::new())?;
         }
         self.start_gathered_gang(t)?;
         Ok(self.stats.placements > placements
-            || !self.ends.is_empty()
+            || self.cluster.has_ends()
             || self.gang_progress() != gathered)
     }
 
@@ -588,7 +547,7 @@ impl<'t> Replay<'t> {
             // The replay decides when the core updates (the core's own period check in
             // `tick` would agree, but the replay must not wait for a wake-up the core
             // declines).
-            self.core.update_fair_share(t);
+            self.cluster.call(|core| core.update_fair_share(t));
             self.after_update(t);
         }
         self.absorb_events(t)
@@ -647,7 +606,10 @@ impl<'t> Replay<'t> {
         if let Some((name, config)) = lazy_pool
             && !self.group_jobs.contains_key(name)
         {
-            if let Err(e) = self.core.create_pool(t, None, name, config.clone()) {
+            if let Err(e) = self
+                .cluster
+                .call(|core| core.create_pool(t, None, name, config.clone()))
+            {
                 self.records[j].state = JobState::Failed(format!("its group's pool: {e}"));
                 self.finished_jobs += 1;
                 return self.absorb_events(t);
@@ -655,7 +617,7 @@ impl<'t> Replay<'t> {
             self.group_jobs.insert(name.clone(), 0);
             self.stats.group_pools_created += 1;
         }
-        match self.core.start_operation(t, spec) {
+        match self.cluster.call(|core| core.start_operation(t, spec)) {
             Ok(()) => {
                 if let Some((name, _)) = lazy_pool {
                     *self.group_jobs.entry(name.clone()).or_default() += 1;
@@ -671,18 +633,18 @@ impl<'t> Replay<'t> {
                 } else {
                     per_allocation.0
                 };
-                let was = self.smallest;
-                self.smallest = if was == Resources::ZERO {
+                // Room is for the smallest allocation of the trace so far.
+                let was = self.cluster.room_needed();
+                let needed = if was == Resources::ZERO {
                     smallest
                 } else {
                     was.min(&smallest)
                 };
+                self.cluster.set_room_needed(needed);
                 // A smaller allocation than any before: nodes left out as too full may now
                 // have room (rare: the minimum only falls).
-                if self.smallest != was && was != Resources::ZERO {
-                    for n in 0..self.nodes.len() {
-                        self.refresh_room(n);
-                    }
+                if needed != was && was != Resources::ZERO {
+                    self.cluster.recheck_room();
                 }
             }
             Err(e) => {
@@ -700,7 +662,9 @@ impl<'t> Replay<'t> {
     /// Should the core refuse (say, an ephemeral user pool still under it), the pool stays and
     /// is reused; the next time the group empties, removal is tried again.
     fn release_group_pool(&mut self, t: Millis, name: &str) {
-        if self.group_jobs.get(name) == Some(&0) && self.core.remove_pool(t, name).is_ok() {
+        if self.group_jobs.get(name) == Some(&0)
+            && self.cluster.call(|core| core.remove_pool(t, name)).is_ok()
+        {
             self.group_jobs.remove(name);
             self.stats.group_pools_removed += 1;
         }
@@ -738,6 +702,8 @@ impl<'t> Replay<'t> {
         ))
     }
 
+    /// Node `n` heartbeats at `t`, reporting `finished`; the jobs the core starts run their
+    /// trace run time.
     fn heartbeat(
         &mut self,
         t: Millis,
@@ -745,68 +711,39 @@ impl<'t> Replay<'t> {
         finished: Vec<FinishedAllocation>,
     ) -> Result<(), String> {
         self.stats.heartbeats += 1;
-        let id = self.nodes[n].id.clone();
-        let response = self
-            .core
-            .process_heartbeat(t, &id, NodeHeartbeat { finished })
-            .map_err(|e| format!("heartbeat of node {}: {e}", id.0))?;
-        for start in response.start {
-            let Some(&j) = self.by_operation.get(&start.operation) else {
-                continue;
-            };
-            let ends_at = t.saturating_add(self.trace.jobs[j].duration_ms);
-            let node = &mut self.nodes[n];
-            node.used = node.used.add(&start.resources);
-            node.running.insert(
-                start.allocation,
-                Running {
-                    resources: start.resources,
-                    ends_at,
-                    job: j,
-                },
-            );
-            self.ends.push(Reverse((ends_at, n, start.allocation)));
+        let (trace, by_operation) = (self.trace, &self.by_operation);
+        let carried = self
+            .cluster
+            .heartbeat(t, n, finished, &mut |start| {
+                let &j = by_operation.get(&start.operation)?;
+                Some(JobModel::runs_for(Some(trace.jobs[j].duration_ms)).with_tag(j))
+            })
+            .map_err(|e| {
+                let id = self
+                    .cluster
+                    .node(n)
+                    .map_or("?", |node| node.id().0.as_str());
+                format!("heartbeat of node {id}: {e}")
+            })?;
+        for job in carried.started {
+            let j = job.tag;
             self.pending[j] = self.pending[j].saturating_sub(1);
             self.pending_allocations = self.pending_allocations.saturating_sub(1);
-            self.running_allocations += 1;
             self.stats.placements += 1;
             self.records[j].first_start_ms.get_or_insert(t);
-            self.refresh_room(n);
         }
-        self.carry_out(n, response.abort);
+        self.preempted(carried.aborted);
         self.absorb_events(t)
     }
 
-    /// Node `n` stops `aborted` (preempted by the core): each job goes back to pending.
-    fn carry_out(&mut self, n: usize, aborted: Vec<AllocationId>) {
-        for allocation in aborted {
-            if let Some(running) = self.release(n, allocation) {
-                let j = running.job;
-                self.records[j].preemptions += 1;
-                self.pending[j] += 1;
-                self.pending_allocations += 1;
-                self.stats.preemptions += 1;
-            }
-        }
-    }
-
-    /// The allocation left node `n` (ended, aborted or preempted).
-    fn release(&mut self, n: usize, allocation: AllocationId) -> Option<Running> {
-        let node = &mut self.nodes[n];
-        let running = node.running.remove(&allocation)?;
-        node.used = node.used.sub(&running.resources);
-        self.running_allocations = self.running_allocations.saturating_sub(1);
-        self.refresh_room(n);
-        Some(running)
-    }
-
-    fn refresh_room(&mut self, n: usize) {
-        let node = &self.nodes[n];
-        let free = node.resources.sub(&node.used);
-        if free.dominates(&self.smallest) && free.raw_of(ResourceKind::UserSlots) > 0 {
-            self.roomy.insert(n);
-        } else {
-            self.roomy.remove(&n);
+    /// The core aborted (preempted) these jobs: each goes back to pending.
+    fn preempted(&mut self, aborted: Vec<JobRef>) {
+        for job in aborted {
+            let j = job.tag;
+            self.records[j].preemptions += 1;
+            self.pending[j] += 1;
+            self.pending_allocations += 1;
+            self.stats.preemptions += 1;
         }
     }
 
@@ -814,11 +751,9 @@ impl<'t> Replay<'t> {
     /// finished.
     fn absorb_events(&mut self, t: Millis) -> Result<(), String> {
         // Orders given outside a heartbeat: carried out at once.
-        for (node, orders) in self.core.take_orders() {
-            let n = node_index(&node)?;
-            self.carry_out(n, orders.abort);
-        }
-        for event in self.core.take_events() {
+        let aborted = self.cluster.deliver_orders(t).aborted;
+        self.preempted(aborted);
+        for event in self.cluster.core_mut().take_events() {
             let EventKind::OperationState {
                 operation,
                 state,
@@ -864,9 +799,9 @@ impl<'t> Replay<'t> {
             return;
         }
         let used: i64 = self
-            .nodes
-            .iter()
-            .map(|n| n.used.raw_of(self.measured))
+            .cluster
+            .nodes()
+            .map(|n| n.used().raw_of(self.measured))
             .sum();
         let total = self.total.raw_of(self.measured);
         self.series.push(Sample {
@@ -876,7 +811,7 @@ impl<'t> Replay<'t> {
             } else {
                 0.0
             },
-            running_allocations: self.running_allocations,
+            running_allocations: self.cluster.running_jobs(),
             pending_allocations: self.pending_allocations,
             jobs_in_system: self.jobs_in_system,
         });
@@ -892,7 +827,7 @@ impl<'t> Replay<'t> {
             records: self.records,
             series: self.series,
             stats: ReplayStats {
-                fair_share_updates: self.core.stats.fair_share_updates,
+                fair_share_updates: self.cluster.core().stats.fair_share_updates,
                 ..self.stats
             },
             end_ms: self.end_ms,
@@ -909,11 +844,4 @@ fn units_in(resources: &Resources, unit: &Resources) -> u64 {
         .map(|k| u64::try_from(resources.raw_of(k) / unit.raw_of(k)).unwrap_or(0))
         .min()
         .unwrap_or(u64::MAX)
-}
-
-/// The index of a node from its id (`n<index>`).
-fn node_index(id: &NodeId) -> Result<usize, String> {
-    id.0.strip_prefix('n')
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("the core names an unknown node {:?}", id.0))
 }

@@ -75,7 +75,7 @@
 //!    `t` included). Its report lists the jobs that exited by `t`; then the core's orders are
 //!    carried out: start, interrupt, abort.
 //!
-//! Simulated jobs: a job of a task with `duration_ms: d` started at `s` exits at `s + d` and is
+//! Simulated jobs (the [`crate::cluster`] rules): a job of a task with `duration_ms: d` started at `s` exits at `s + d` and is
 //! reported `completed` in its node's first heartbeat at or after that time (a heartbeat after
 //! the one that started it); `duration_ms: null` runs until ended. On an interrupt order at `t`
 //! with timeout `T`, a job of an `interruptible` task exits at `t + exit_after_interrupt_ms`

@@ -1,19 +1,19 @@
-//! The discrete-event loop in virtual time: scenario events, fair-share ticks and node
-//! heartbeats over one [`Scheduler`], with simulated jobs. See the module documentation of
-//! [`crate::scenario`] for the rules.
+//! The discrete-event loop in virtual time: scenario events, fair-share ticks and rounds of
+//! node heartbeats, driving the core through the simulated [`Cluster`] (which carries out the
+//! core's orders and runs the jobs). See the module documentation of [`crate::scenario`] for
+//! the rules.
 
 use super::format::{Command, DEFAULT_NODE_ID_PREFIX, NodeGroup, Scenario, TimedEvent};
 use super::pools::{self, PoolCommand};
-use crate::cpu::CpuMeter;
+use crate::cluster::{Agenda, Cluster, JobModel};
 use fairsched_core::snapshot::{OperationSnapshot, PoolSnapshot};
 use fairsched_core::{
-    AllocationId, CoreError, Event, EventKind, FinishedAllocation, HeartbeatResponse, JobOutcome,
-    Millis, NodeHeartbeat, NodeId, NodeSpec, OperationId, OperationSpec, Scheduler, Snapshot,
+    CoreError, Event, EventKind, Millis, NodeId, NodeSpec, OperationId, OperationSpec, Scheduler,
+    Snapshot, StartOrder,
 };
 use fairsched_resources::Resources;
 use serde::Serialize;
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 
 /// Error code of an `error` line when the core gives none (YTsaurus' generic error).
@@ -66,11 +66,7 @@ pub fn run(scenario: &Scenario, events: &mut dyn Write) -> io::Result<RunReport>
         .map_err(|e| io::Error::other(format!("the core rejects the scenario: {e}")))?;
     let mut runner = Runner {
         scenario,
-        core,
-        meter: CpuMeter::default(),
-        nodes: BTreeMap::new(),
-        node_order: BTreeMap::new(),
-        next_node: 0,
+        cluster: Cluster::new(core).with_cpu_meter(),
         id_counters: BTreeMap::new(),
         models: BTreeMap::new(),
         unfinished: BTreeSet::new(),
@@ -82,7 +78,7 @@ pub fn run(scenario: &Scenario, events: &mut dyn Write) -> io::Result<RunReport>
     };
     let (end_ms, stopped) = runner.run_loop()?;
     runner.out.flush()?;
-    let core_stats = runner.core.stats;
+    let core_stats = runner.cluster.core().stats;
     Ok(RunReport {
         snapshots: runner.snapshots,
         stats: RunStats {
@@ -90,7 +86,7 @@ pub fn run(scenario: &Scenario, events: &mut dyn Write) -> io::Result<RunReport>
             preemptions: core_stats.preemptions,
             heartbeats: core_stats.heartbeats,
             fair_share_updates: core_stats.fair_share_updates,
-            core_cpu_ms: runner.meter.total_ms(),
+            core_cpu_ms: runner.cluster.core_cpu_ms(),
         },
         end_ms,
         stopped,
@@ -99,135 +95,15 @@ pub fn run(scenario: &Scenario, events: &mut dyn Write) -> io::Result<RunReport>
     })
 }
 
-/// What is processed at one time point, in this order.
+/// What is processed at one time point, in this order (the key of the runner's agenda).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Phase {
-    /// A scenario event (in sorted file order).
-    Event,
+enum Due {
+    /// A scenario event: its index into the scenario's sorted events.
+    Event(usize),
     /// A point of the fair-share grid (multiples of `fair_share_update_period_ms`).
     FairShare,
     /// A heartbeat round (multiples of `node_heartbeat_period_ms`).
     Heartbeats,
-}
-
-/// One queue entry: ordered by time, then phase, then insertion sequence.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Entry {
-    t: Millis,
-    phase: Phase,
-    seq: u64,
-    /// Index into the scenario's sorted events (phase `Event` only).
-    event: usize,
-}
-
-/// The time-ordered queue (a min-heap on (time, phase, sequence)).
-#[derive(Debug, Default)]
-struct Queue {
-    heap: BinaryHeap<Reverse<Entry>>,
-    seq: u64,
-}
-
-impl Queue {
-    fn push(&mut self, t: Millis, phase: Phase, event: usize) {
-        self.seq += 1;
-        self.heap.push(Reverse(Entry {
-            t,
-            phase,
-            seq: self.seq,
-            event,
-        }));
-    }
-
-    fn next_time(&self) -> Option<Millis> {
-        self.heap.peek().map(|Reverse(e)| e.t)
-    }
-
-    /// Pops the next entry if it is at time `t` in `phase`.
-    fn pop_if(&mut self, t: Millis, phase: Phase) -> Option<Entry> {
-        match self.heap.peek() {
-            Some(Reverse(e)) if e.t == t && e.phase == phase => self.heap.pop().map(|r| r.0),
-            _ => None,
-        }
-    }
-}
-
-/// How the jobs of one task behave.
-#[derive(Clone, Copy, Debug)]
-struct JobModel {
-    duration_ms: Option<u64>,
-    interruptible: bool,
-    exit_after_interrupt_ms: u64,
-}
-
-/// A job running on a simulated node.
-#[derive(Clone, Copy, Debug)]
-struct SimJob {
-    /// When the job exits by itself (`None`: never, or not yet known while it waits).
-    ends_at: Option<Millis>,
-    model: JobModel,
-    interrupted: bool,
-    /// Jobs preempted for this one that still hold the node's resources: while any is left the
-    /// job waits on the node and does not progress (scheduler spec §2.6).
-    waiting_for: u32,
-}
-
-impl SimJob {
-    /// The job gets the interruption at `t` and has `timeout_ms` to exit: an interruptible job
-    /// exits `exit_after_interrupt_ms` later if that is within the timeout (else the core
-    /// aborts it at the deadline); other jobs ignore it.
-    fn interrupt(&mut self, t: Millis, timeout_ms: u64) {
-        if self.interrupted {
-            return;
-        }
-        self.interrupted = true;
-        let exit_after = self.model.exit_after_interrupt_ms;
-        if self.model.interruptible && exit_after <= timeout_ms {
-            let exit = t.saturating_add(exit_after);
-            self.ends_at = Some(self.ends_at.map_or(exit, |e| e.min(exit)));
-        }
-    }
-}
-
-/// A simulated node: its id and the jobs running on it.
-#[derive(Debug)]
-struct SimNode {
-    id: NodeId,
-    jobs: BTreeMap<AllocationId, SimJob>,
-    /// Interrupted jobs that still hold the node's resources → the jobs preempted for them
-    /// (started at once by the core) that wait for those resources.
-    waiters: BTreeMap<AllocationId, Vec<AllocationId>>,
-}
-
-impl SimNode {
-    /// The preemptor `waiter` (just started) waits until the interrupted job `victim` leaves
-    /// the node: its run time counts from then.
-    fn wait_for(&mut self, waiter: AllocationId, victim: AllocationId) {
-        if !self.jobs.contains_key(&victim) {
-            return;
-        }
-        let Some(job) = self.jobs.get_mut(&waiter) else {
-            return;
-        };
-        job.waiting_for += 1;
-        if !job.interrupted {
-            job.ends_at = None;
-        }
-        self.waiters.entry(victim).or_default().push(waiter);
-    }
-
-    /// Removes a job that left the node at `at` (exited, or aborted); the jobs that waited
-    /// only for it start progressing then and run their whole duration.
-    fn remove_job(&mut self, id: AllocationId, at: Millis) {
-        self.jobs.remove(&id);
-        for waiter in self.waiters.remove(&id).unwrap_or_default() {
-            if let Some(job) = self.jobs.get_mut(&waiter) {
-                job.waiting_for = job.waiting_for.saturating_sub(1);
-                if job.waiting_for == 0 && !job.interrupted {
-                    job.ends_at = job.model.duration_ms.map(|d| at.saturating_add(d));
-                }
-            }
-        }
-    }
 }
 
 /// A command the core (or the configuration) rejected: becomes an `error` line.
@@ -280,12 +156,8 @@ struct SnapshotLine<'a> {
 
 struct Runner<'s, 'w> {
     scenario: &'s Scenario,
-    core: Scheduler,
-    meter: CpuMeter,
-    /// Simulated nodes by creation number: the heartbeat order.
-    nodes: BTreeMap<u64, SimNode>,
-    node_order: BTreeMap<NodeId, u64>,
-    next_node: u64,
+    /// The core and the simulated nodes (numbered in creation order: the heartbeat order).
+    cluster: Cluster,
     /// Next number per node id prefix.
     id_counters: BTreeMap<String, u64>,
     /// Job behaviour per accepted operation and task.
@@ -307,31 +179,40 @@ impl Runner<'_, '_> {
                 self.error_line(0, r)?;
             }
         }
-        let mut queue = Queue::default();
+        let mut agenda = Agenda::default();
         for i in 0..scenario.events.len() {
-            queue.push(scenario.events[i].at_ms, Phase::Event, i);
+            agenda.push(scenario.events[i].at_ms, Due::Event(i));
         }
-        queue.push(0, Phase::FairShare, 0);
-        queue.push(0, Phase::Heartbeats, 0);
+        agenda.push(0, Due::FairShare);
+        agenda.push(0, Due::Heartbeats);
         let fair_share_period = scenario.scheduler.fair_share_update_period_ms.max(1);
         let heartbeat_period = scenario.scheduler.node_heartbeat_period_ms.max(1);
 
-        while let Some(t) = queue.next_time() {
+        while let Some(t) = agenda.next_time() {
             if t > scenario.until_ms {
                 break;
             }
-            while let Some(entry) = queue.pop_if(t, Phase::Event) {
-                self.pending_events -= 1;
-                self.apply(t, &scenario.events[entry.event])?;
+            while let Some((_, due)) = agenda.pop_if(|at, d| at == t && matches!(d, Due::Event(_)))
+            {
+                if let Due::Event(i) = due {
+                    self.pending_events -= 1;
+                    self.apply(t, &scenario.events[i])?;
+                }
             }
-            self.meter.measure(|| self.core.tick(t));
+            self.cluster.call(|core| core.tick(t));
             self.flush(t)?;
-            while queue.pop_if(t, Phase::FairShare).is_some() {
-                queue.push(t.saturating_add(fair_share_period), Phase::FairShare, 0);
+            while agenda
+                .pop_if(|at, d| at == t && *d == Due::FairShare)
+                .is_some()
+            {
+                agenda.push(t.saturating_add(fair_share_period), Due::FairShare);
             }
-            if queue.pop_if(t, Phase::Heartbeats).is_some() {
+            if agenda
+                .pop_if(|at, d| at == t && *d == Due::Heartbeats)
+                .is_some()
+            {
                 self.heartbeat_round(t)?;
-                queue.push(t.saturating_add(heartbeat_period), Phase::Heartbeats, 0);
+                agenda.push(t.saturating_add(heartbeat_period), Due::Heartbeats);
             }
             if self.quiescent() {
                 return Ok((t, StopReason::Quiescent));
@@ -345,8 +226,12 @@ impl Runner<'_, '_> {
     fn quiescent(&self) -> bool {
         self.pending_events == 0
             && self.unfinished.is_empty()
-            && self.core.allocations().next().is_none()
-            && self.core.operations().all(|op| op.state.is_finished())
+            && self.cluster.core().allocations().next().is_none()
+            && self
+                .cluster
+                .core()
+                .operations()
+                .all(|op| op.state.is_finished())
     }
 
     // ---- scenario events ------------------------------------------------------------------
@@ -355,13 +240,13 @@ impl Runner<'_, '_> {
         let result = match &event.command {
             Command::StartOperation(spec) => self.start_operation(t, spec),
             Command::AbortOperation { id } => self
-                .meter
-                .measure(|| self.core.abort_operation(t, id))
+                .cluster
+                .call(|core| core.abort_operation(t, id))
                 .map_err(Rejection::from),
             Command::UpdateOperation(u) => self
-                .meter
-                .measure(|| {
-                    self.core.update_operation_with(
+                .cluster
+                .call(|core| {
+                    core.update_operation_with(
                         t,
                         &u.id,
                         fairsched_core::OperationUpdate {
@@ -379,16 +264,14 @@ impl Runner<'_, '_> {
             Command::SetTree(c) => self.edit_pools(t, PoolCommand::SetTree(c)),
             Command::AddNodes(group) => self.add_nodes(t, group),
             Command::SetNode(s) => self
-                .meter
-                .measure(|| {
-                    self.core.set_node(
-                        t,
-                        &s.id,
-                        s.resources,
-                        s.tags.clone(),
-                        s.scheduler_jobs_enabled,
-                    )
-                })
+                .cluster
+                .set_node(
+                    t,
+                    &s.id,
+                    s.resources,
+                    s.tags.clone(),
+                    s.scheduler_jobs_enabled,
+                )
                 .map_err(Rejection::from),
             Command::RemoveNode { id } => self.remove_node(t, id),
             Command::Snapshot(label) => self.snapshot(t, label),
@@ -417,21 +300,21 @@ impl Runner<'_, '_> {
             .tasks
             .iter()
             .map(|task| JobModel {
-                duration_ms: task.duration_ms,
                 interruptible: task.interruptible,
                 exit_after_interrupt_ms: task.exit_after_interrupt_ms.unwrap_or(0),
+                ..JobModel::runs_for(task.duration_ms)
             })
             .collect();
-        self.meter
-            .measure(|| self.core.start_operation(t, spec.clone()))?;
+        self.cluster
+            .call(|core| core.start_operation(t, spec.clone()))?;
         self.models.insert(spec.id.clone(), models);
         Ok(())
     }
 
     /// A pool or tree event, through the core's pool commands (rejected: nothing changes).
     fn edit_pools(&mut self, t: Millis, command: PoolCommand<'_>) -> Result<(), Rejection> {
-        self.meter
-            .measure(|| pools::apply(&mut self.core, t, command))
+        self.cluster
+            .call(|core| pools::apply(core, t, command))
             .map_err(Rejection::from)
     }
 
@@ -445,7 +328,7 @@ impl Runner<'_, '_> {
         let ids: Vec<NodeId> = (0..u64::from(group.count))
             .map(|i| NodeId(format!("{prefix}-{}", first + i)))
             .collect();
-        if let Some(id) = ids.iter().find(|id| self.core.node(id).is_some()) {
+        if let Some(id) = ids.iter().find(|id| self.cluster.core().node(id).is_some()) {
             return Err(Rejection::generic(format!(
                 "node {:?} already exists",
                 id.0
@@ -459,26 +342,13 @@ impl Runner<'_, '_> {
                 resources: group.resources,
                 tags: group.tags.clone(),
             };
-            self.meter.measure(|| self.core.add_node(t, spec))?;
-            self.node_order.insert(id.clone(), self.next_node);
-            self.nodes.insert(
-                self.next_node,
-                SimNode {
-                    id,
-                    jobs: BTreeMap::new(),
-                    waiters: BTreeMap::new(),
-                },
-            );
-            self.next_node += 1;
+            self.cluster.add_node(t, spec)?;
         }
         Ok(())
     }
 
     fn remove_node(&mut self, t: Millis, id: &NodeId) -> Result<(), Rejection> {
-        self.meter.measure(|| self.core.remove_node(t, id))?;
-        if let Some(n) = self.node_order.remove(id) {
-            self.nodes.remove(&n);
-        }
+        self.cluster.remove_node(t, id)?;
         Ok(())
     }
 
@@ -491,7 +361,7 @@ impl Runner<'_, '_> {
             operations,
             user_to_ephemeral_pools,
             pool_trees,
-        } = self.meter.measure(|| self.core.snapshot(t));
+        } = self.cluster.call(|core| core.snapshot(t));
         let line = SnapshotLine {
             t_ms,
             snapshot: label,
@@ -512,86 +382,27 @@ impl Runner<'_, '_> {
 
     /// Every node heartbeats once, in creation order.
     fn heartbeat_round(&mut self, t: Millis) -> io::Result<()> {
-        let order: Vec<u64> = self.nodes.keys().copied().collect();
-        for n in order {
+        for n in self.cluster.node_numbers() {
             self.heartbeat(t, n)?;
         }
         Ok(())
     }
 
     /// One heartbeat: report the jobs that exited by `t`, then carry out the core's orders.
-    fn heartbeat(&mut self, t: Millis, n: u64) -> io::Result<()> {
-        let Some(node) = self.nodes.get_mut(&n) else {
+    fn heartbeat(&mut self, t: Millis, n: usize) -> io::Result<()> {
+        if self.cluster.node(n).is_none() {
             return Ok(());
-        };
-        let exited: Vec<(AllocationId, Millis)> = node
-            .jobs
-            .iter()
-            .filter_map(|(&allocation, job)| Some((allocation, job.ends_at.filter(|&e| e <= t)?)))
-            .collect();
-        // A job that waited for an exited one runs from the moment that one exited.
-        for &(allocation, at) in &exited {
-            node.remove_job(allocation, at);
         }
-        let finished: Vec<FinishedAllocation> = exited
-            .into_iter()
-            .map(|(allocation, _)| FinishedAllocation {
-                allocation,
-                outcome: JobOutcome::Completed,
-            })
-            .collect();
-        let id = node.id.clone();
-        let report = NodeHeartbeat { finished };
-        let response = self
-            .meter
-            .measure(|| self.core.process_heartbeat(t, &id, report));
-        match response {
-            Ok(response) => self.carry_out(t, n, response),
-            Err(e) => {
-                self.flush(t)?;
-                return self.error_line(t, Rejection::from(e));
-            }
+        let finished = self.cluster.take_exited(n, t);
+        let models = &self.models;
+        let result = self
+            .cluster
+            .heartbeat(t, n, finished, &mut |start| Some(job_model(models, start)));
+        if let Err(e) = result {
+            self.flush(t)?;
+            return self.error_line(t, Rejection::from(e));
         }
         self.flush(t)
-    }
-
-    fn carry_out(&mut self, t: Millis, n: u64, response: HeartbeatResponse) {
-        let models = &self.models;
-        let Some(node) = self.nodes.get_mut(&n) else {
-            return;
-        };
-        for start in response.start {
-            let model = models
-                .get(&start.operation)
-                .and_then(|tasks| tasks.get(start.task))
-                .copied()
-                .unwrap_or(JobModel {
-                    duration_ms: None,
-                    interruptible: false,
-                    exit_after_interrupt_ms: 0,
-                });
-            node.jobs.insert(
-                start.allocation,
-                SimJob {
-                    ends_at: model.duration_ms.map(|d| t.saturating_add(d)),
-                    model,
-                    interrupted: false,
-                    waiting_for: 0,
-                },
-            );
-        }
-        for order in response.interrupt {
-            if let Some(job) = node.jobs.get_mut(&order.allocation) {
-                job.interrupt(t, order.timeout_ms);
-            }
-            // The job started for it waits until the interrupted one leaves the node.
-            if let Some(p) = &order.preemptor {
-                node.wait_for(p.allocation, order.allocation);
-            }
-        }
-        for allocation in response.abort {
-            node.remove_job(allocation, t);
-        }
     }
 
     // ---- output ---------------------------------------------------------------------------
@@ -601,20 +412,8 @@ impl Runner<'_, '_> {
     fn flush(&mut self, t: Millis) -> io::Result<()> {
         // Orders the core gave outside a heartbeat (an aborted operation, a disabled node,
         // ...): the simulated nodes carry them out at once.
-        for (node, orders) in self.core.take_orders() {
-            if let Some(&n) = self.node_order.get(&node) {
-                self.carry_out(
-                    t,
-                    n,
-                    HeartbeatResponse {
-                        start: Vec::new(),
-                        interrupt: orders.interrupt,
-                        abort: orders.abort,
-                    },
-                );
-            }
-        }
-        let events = self.core.take_events();
+        self.cluster.deliver_orders(t);
+        let events = self.cluster.core_mut().take_events();
         for event in &events {
             self.observe(event);
             self.write_line(event)?;
@@ -657,4 +456,14 @@ impl Runner<'_, '_> {
         self.event_lines += 1;
         Ok(())
     }
+}
+
+/// How the jobs of a start order behave: as their task says (a job of an operation the
+/// runner does not know runs until ended).
+fn job_model(models: &BTreeMap<OperationId, Vec<JobModel>>, start: &StartOrder) -> JobModel {
+    models
+        .get(&start.operation)
+        .and_then(|tasks| tasks.get(start.task))
+        .copied()
+        .unwrap_or(JobModel::runs_for(None))
 }
