@@ -1,7 +1,8 @@
 //! The wire contract shared by the fairsched server, its node agents and the CLI.
 //!
 //! * [`routes`]: every path under `/api/v1`.
-//! * DTOs: operations and jobs, pools, nodes, and the agent protocol (register, heartbeat).
+//! * DTOs: operations and jobs (typed states: [`OperationState`], [`JobState`],
+//!   [`NodeState`]), pools, nodes, and the agent protocol (register, heartbeat).
 //! * [`ApiError`]: every error reply is `{"code":..,"message":..,"attributes":{..}}` with
 //!   YTsaurus codes where one exists ([`codes`]).
 //! * Feature `client`: [`client::ApiClient`], a typed HTTP client used by the CLI and the agent.
@@ -11,6 +12,9 @@
 
 #[cfg(feature = "client")]
 pub mod client;
+mod states;
+
+pub use states::{JobState, NodeState, OperationState};
 
 use fairsched_resources::Resources;
 use serde::{Deserialize, Serialize};
@@ -304,7 +308,7 @@ pub struct TreeOptionsUpdate {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct OperationQuery {
-    /// States, comma-separated (`running,pending`).
+    /// States, comma-separated (`running,pending`; the names of [`OperationState`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
     /// The pool the operation runs in (exactly this pool).
@@ -324,9 +328,6 @@ pub struct OperationQuery {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub after: Option<String>,
 }
-
-/// The states an operation can be in.
-pub const OPERATION_STATES: &[&str] = &["pending", "running", "completed", "failed", "aborted"];
 
 /// Reply to a submit.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -370,8 +371,7 @@ pub struct JobView {
     pub id: String,
     pub task: usize,
     pub node: String,
-    /// running | completed | failed | aborted
-    pub state: String,
+    pub state: JobState,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
     /// Why the job was ended by the scheduler (preemption reason, also when it was interrupted
@@ -388,8 +388,7 @@ pub struct JobView {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OperationView {
     pub id: String,
-    /// pending | running | completed | failed | aborted
-    pub state: String,
+    pub state: OperationState,
     pub pool: String,
     pub user: String,
     /// The spec as submitted (with the id filled in).
@@ -422,9 +421,9 @@ pub struct JobLogs {
     pub node: String,
     pub stdout: String,
     pub stderr: String,
-    /// The job's state (running | completed | failed | aborted); absent from older servers.
+    /// The job's state; absent from older servers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
+    pub state: Option<JobState>,
     /// Where `stdout` and `stderr` are in the job's streams, when they come from the live
     /// output of a running (or just ended) job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -607,9 +606,9 @@ pub struct NodeView {
     /// Draining: nothing new starts here; running jobs finish.
     #[serde(default)]
     pub draining: bool,
-    /// `enabled`, `draining` or `disabled` (disabled wins over draining).
-    #[serde(default)]
-    pub state: String,
+    /// Disabled wins over draining; absent from older servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<NodeState>,
     /// Milliseconds since its last heartbeat.
     pub last_heartbeat_ago_ms: u64,
     /// The pool tree whose `node_tag_filter` takes it (absent: none does; it gets no jobs).
@@ -736,8 +735,8 @@ pub struct RegisterReply {
 pub struct FinishedJob {
     /// The job id.
     pub job: String,
-    /// completed | failed | aborted
-    pub outcome: String,
+    /// Completed, failed or aborted (the server takes any other as aborted).
+    pub outcome: JobState,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
     /// The signal that ended the process, if any.

@@ -4,7 +4,9 @@
 
 use fairsched_agent::{AgentConfig, MemoryEnforcement};
 use fairsched_api::client::ApiClient;
-use fairsched_api::{JobView, OperationView, SubmitOperation, TaskSubmit, parse_resources};
+use fairsched_api::{
+    JobState, JobView, OperationState, OperationView, SubmitOperation, TaskSubmit, parse_resources,
+};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
@@ -99,7 +101,7 @@ impl Cluster {
         let start = Instant::now();
         loop {
             let view: OperationView = self.client.get_operation(op).await.unwrap();
-            if let Some(j) = view.jobs.iter().find(|j| j.state != "running") {
+            if let Some(j) = view.jobs.iter().find(|j| j.state != JobState::Running) {
                 return (j.clone(), start.elapsed());
             }
             assert!(
@@ -111,7 +113,12 @@ impl Cluster {
     }
 
     /// Waits (at most `limit`) for the operation to reach `state`.
-    pub async fn wait_state(&self, op: &str, state: &str, limit: Duration) -> OperationView {
+    pub async fn wait_state(
+        &self,
+        op: &str,
+        state: OperationState,
+        limit: Duration,
+    ) -> OperationView {
         let start = Instant::now();
         loop {
             let view = self.client.get_operation(op).await.unwrap();

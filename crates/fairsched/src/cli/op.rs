@@ -6,7 +6,8 @@ use anyhow::anyhow;
 use clap::{Args, Subcommand};
 use fairsched_api::client::ApiClient;
 use fairsched_api::{
-    OperationQuery, SubmitOperation, TaskSubmit, TreeOptionsUpdate, UpdateOperation,
+    JobState, OperationQuery, OperationState, SubmitOperation, TaskSubmit, TreeOptionsUpdate,
+    UpdateOperation,
 };
 use fairsched_resources::{PartialResources, ResourceKind, Resources};
 use serde_json::Map;
@@ -315,7 +316,7 @@ pub async fn run(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
             // Aborted jobs by why: preempted, lost with their node, ... (the reason's first
             // word: `agent_restarted: ...` is `agent_restarted`).
             let mut aborted: BTreeMap<String, usize> = BTreeMap::new();
-            for j in o.jobs.iter().filter(|j| j.state == "aborted") {
+            for j in o.jobs.iter().filter(|j| j.state == JobState::Aborted) {
                 let why = j
                     .reason
                     .as_deref()
@@ -356,8 +357,16 @@ pub async fn run(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
             }
             /// Failed jobs shown without --all-jobs (the newest).
             const FAILED_SHOWN: usize = 5;
-            let running: Vec<_> = o.jobs.iter().filter(|j| j.state == "running").collect();
-            let failed: Vec<_> = o.jobs.iter().filter(|j| j.state == "failed").collect();
+            let running: Vec<_> = o
+                .jobs
+                .iter()
+                .filter(|j| j.state == JobState::Running)
+                .collect();
+            let failed: Vec<_> = o
+                .jobs
+                .iter()
+                .filter(|j| j.state == JobState::Failed)
+                .collect();
             if !running.is_empty() {
                 println!("running:");
                 for j in &running {
@@ -453,7 +462,7 @@ async fn wait_for_operation(
     let mut wait = Duration::from_millis(100);
     loop {
         let o = client.get_operation(id).await?;
-        if matches!(o.state.as_str(), "completed" | "failed" | "aborted") {
+        if o.state.is_finished() {
             let c = &o.job_counts;
             if json {
                 print_json(&o)?;
@@ -463,8 +472,8 @@ async fn wait_for_operation(
                     o.id, o.state, c.completed, c.failed, c.aborted, c.total
                 );
             }
-            return match o.state.as_str() {
-                "completed" => Ok(()),
+            return match o.state {
+                OperationState::Completed => Ok(()),
                 state => Err(anyhow!(
                     "operation {id:?} {state}{}",
                     o.reason

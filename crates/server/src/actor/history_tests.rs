@@ -4,7 +4,8 @@
 use super::*;
 use crate::command::LogsRequest;
 use fairsched_api::{
-    EventQuery, FinishedJob, Heartbeat, HeartbeatReply, OperationView, RegisterNode,
+    EventQuery, FinishedJob, Heartbeat, HeartbeatReply, JobState, OperationState, OperationView,
+    RegisterNode,
 };
 use fairsched_core::OperationId;
 use fairsched_store::OperationFilter;
@@ -55,7 +56,7 @@ fn heartbeat(actor: &mut Actor, finished: Vec<FinishedJob>) -> HeartbeatReply {
 fn completed(job: &str) -> FinishedJob {
     FinishedJob {
         job: job.into(),
-        outcome: "completed".into(),
+        outcome: JobState::Completed,
         exit_code: Some(0),
         signal: None,
         reason: None,
@@ -112,7 +113,7 @@ fn a_finished_operation_leaves_memory_and_is_read_from_the_store() {
     assert!(a.sched.operation(&OperationId("live".into())).is_some());
     // Read from the store: the record with its final counts, its job, its output.
     let done = a.operation_view("done").unwrap();
-    assert_eq!(done.state, "completed");
+    assert_eq!(done.state, OperationState::Completed);
     assert_eq!(done.job_counts.completed, 1, "{done:?}");
     assert_eq!(done.job_counts.total, 1);
     assert_eq!(done.jobs.len(), 1);
@@ -131,7 +132,7 @@ fn a_finished_operation_leaves_memory_and_is_read_from_the_store() {
         )
         .unwrap();
     assert_eq!(ids(&listed), ["done", "live"]);
-    assert_eq!(listed[1].state, "running");
+    assert_eq!(listed[1].state, OperationState::Running);
     // Commands on it say what it is.
     let e = ask(&mut a, |r| Command::Abort("done".into(), r)).unwrap_err();
     assert!(e.message.contains("is already completed"), "{e:?}");
@@ -152,7 +153,10 @@ fn a_restart_loads_only_unfinished_operations() {
     assert_eq!(b.ops.keys().collect::<Vec<_>>(), ["live"]);
     assert!(b.sched.operation(&OperationId("done".into())).is_none());
     assert!(b.job_op.values().all(|(op, _)| op == "live"));
-    assert_eq!(b.operation_view("done").unwrap().state, "completed");
+    assert_eq!(
+        b.operation_view("done").unwrap().state,
+        OperationState::Completed
+    );
 }
 
 #[test]
@@ -168,7 +172,10 @@ fn the_retention_prunes_finished_operations_and_old_events() {
     assert_eq!(e.code, codes::NO_SUCH_OPERATION, "{e:?}");
     assert!(a.logs(LogsRequest::all("done")).is_err());
     // The unfinished operation stays; of the events, the newest.
-    assert_eq!(a.operation_view("live").unwrap().state, "running");
+    assert_eq!(
+        a.operation_view("live").unwrap().state,
+        OperationState::Running
+    );
     let events = a
         .read_events(&EventQuery {
             limit: Some(100),

@@ -18,7 +18,9 @@ use crate::command::{Command, Reply, Request};
 use crate::metrics::{self, ActorMetrics};
 use crate::view::{OperationRecord, ReadOnly, View};
 use events::event_view;
-use fairsched_api::{ApiError, EventView, JobInterrupt, RegisterReply, codes};
+use fairsched_api::{
+    ApiError, EventView, JobInterrupt, JobState, OperationState, RegisterReply, codes,
+};
 use fairsched_core::{CoreError, NodeId, Scheduler};
 use fairsched_store::{Batch, Store};
 use nodes::NodeRecord;
@@ -477,7 +479,7 @@ impl Actor {
             let Some(record) = self.ops.get_mut(&id) else {
                 continue;
             };
-            if is_finished(&record.view.state) {
+            if record.view.state.is_finished() {
                 let counts = job_counts(&record.view, &record.jobs, 0);
                 let view = record.view_mut();
                 view.job_counts = counts;
@@ -561,8 +563,26 @@ impl Actor {
     }
 }
 
-fn is_finished(state: &str) -> bool {
-    matches!(state, "completed" | "failed" | "aborted")
+/// The API's name for a state of the core's.
+fn operation_state(state: fairsched_core::OperationState) -> OperationState {
+    use fairsched_core::OperationState as Core;
+    match state {
+        Core::Pending => OperationState::Pending,
+        Core::Running => OperationState::Running,
+        Core::Completed => OperationState::Completed,
+        Core::Failed => OperationState::Failed,
+        Core::Aborted => OperationState::Aborted,
+    }
+}
+
+/// How a job ended, as the API names it.
+fn job_state(outcome: fairsched_core::JobOutcome) -> JobState {
+    use fairsched_core::JobOutcome as Core;
+    match outcome {
+        Core::Completed => JobState::Completed,
+        Core::Failed => JobState::Failed,
+        Core::Aborted => JobState::Aborted,
+    }
 }
 
 /// The error for an operation that does not exist.

@@ -1,10 +1,12 @@
 //! Operation commands: submit, abort, update, and reads of jobs' output.
 
-use super::{Actor, core_error, internal, is_finished, no_such_operation, unix_ms};
+use super::{Actor, core_error, internal, no_such_operation, operation_state, unix_ms};
 use crate::command::{LogsReply, LogsRequest};
 use crate::jobs::JobList;
 use crate::view::OperationRecord;
-use fairsched_api::{ApiError, JobCounts, JobLogs, JobView, OperationView, UpdateOperation, codes};
+use fairsched_api::{
+    ApiError, JobCounts, JobLogs, JobState, JobView, OperationView, UpdateOperation, codes,
+};
 use fairsched_core::{OperationId, OperationSpec};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -114,7 +116,7 @@ impl Actor {
         }
         let view = OperationView {
             id: id.clone(),
-            state: op.state.name().into(),
+            state: operation_state(op.state),
             pool: op.pool.clone(),
             user: op.user.clone(),
             spec: body,
@@ -162,7 +164,7 @@ impl Actor {
             return Err(self.not_in_memory(id, |state| format!("is {state} and cannot change")));
         };
         let view = &record.view;
-        if is_finished(&view.state) {
+        if view.state.is_finished() {
             return Err(ApiError::new(
                 codes::GENERIC,
                 format!("operation {id:?} is {} and cannot change", view.state),
@@ -270,7 +272,7 @@ impl Actor {
         let mut logs = Vec::with_capacity(jobs.len());
         for job in jobs {
             let from = request.from.get(&job.id).copied();
-            let running = job.state == "running";
+            let running = job.state == JobState::Running;
             if running {
                 self.live.watch(&job.id, &job.node, now);
             }
