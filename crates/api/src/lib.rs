@@ -1,8 +1,9 @@
 //! The wire contract shared by the fairsched server, its node agents and the CLI.
 //!
 //! * [`routes`]: every path under `/api/v1`.
-//! * DTOs: operations and jobs (typed states: [`OperationState`], [`JobState`],
-//!   [`NodeState`]), pools, nodes, and the agent protocol (register, heartbeat).
+//! * DTOs: operations and jobs (the submit body: [`SubmitOperation`]; typed states:
+//!   [`OperationState`], [`JobState`], [`NodeState`]), pools, nodes, and the agent protocol
+//!   (register, heartbeat).
 //! * [`ApiError`]: every error reply is `{"code":..,"message":..,"attributes":{..}}` with
 //!   YTsaurus codes where one exists ([`codes`]).
 //! * Feature `client`: [`client::ApiClient`], a typed HTTP client used by the CLI and the agent.
@@ -13,8 +14,13 @@
 #[cfg(feature = "client")]
 pub mod client;
 mod states;
+mod submit;
 
 pub use states::{JobState, NodeState, OperationState};
+pub use submit::{
+    DiskRequest, PreemptionMode, SubmitOperation, TaskSubmit, TreeOptionsUpdate,
+    TreeSchedulingOptions,
+};
 
 use fairsched_resources::Resources;
 use serde::{Deserialize, Serialize};
@@ -223,44 +229,6 @@ pub struct PoolReply {
 
 // ---- operations ---------------------------------------------------------------------------
 
-/// One group of identical jobs.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TaskSubmit {
-    pub job_count: u32,
-    /// Per-job resources (a resource left out is 0).
-    #[serde(default)]
-    pub resources: Resources,
-    /// The command line each job runs.
-    pub command: Vec<String>,
-    /// Extra environment of each job.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub gang: bool,
-    /// How long a job may run, by its submitter's estimate, in milliseconds: lets the scheduler
-    /// backfill the job onto resources held for a big job or a gang that it will leave in
-    /// time. Not enforced.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub time_limit_ms: Option<u64>,
-}
-
-/// What `POST /api/v1/operations` takes. Other operation options (`weight`, `resource_limits`,
-/// `preemption_mode`, `interruption_signal`, `interruption_timeout_ms`,
-/// `scheduling_tag_filter`) go flat beside these fields under their PRODUCT.md names.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SubmitOperation {
-    /// Chosen by the server when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pool: Option<String>,
-    pub tasks: Vec<TaskSubmit>,
-    #[serde(flatten)]
-    pub options: Map<String, Value>,
-}
-
 /// `POST /api/v1/operations/{id}/update` (YTsaurus `update_op_parameters`): what changes in
 /// a running or pending operation; a field left out stays. `weight` and `resource_limits`
 /// apply in every tree without its own per-tree value, `pool` in the operation's first tree
@@ -290,18 +258,6 @@ impl UpdateOperation {
             && self.pool.is_none()
             && self.scheduling_options_per_pool_tree.is_empty()
     }
-}
-
-/// An operation's options in one tree, in [`UpdateOperation`]; a field left out stays.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TreeOptionsUpdate {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pool: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub weight: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resource_limits: Option<fairsched_resources::PartialResources>,
 }
 
 /// Query of `GET /api/v1/operations`: every filter given must hold.

@@ -79,18 +79,13 @@ impl Cluster {
     /// Submits one job of `sh -c script` asking for `memory`; the operation id.
     pub async fn submit(&self, memory: &str, script: &str) -> String {
         let op = SubmitOperation {
-            id: None,
-            user: None,
-            pool: None,
             tasks: vec![TaskSubmit {
                 job_count: 1,
                 resources: parse_resources(&format!("cpu=0.5,memory={memory}")).unwrap(),
                 command: vec!["sh".into(), "-c".into(), script.into()],
-                env: Default::default(),
-                gang: false,
-                time_limit_ms: None,
+                ..TaskSubmit::default()
             }],
-            options: Default::default(),
+            ..SubmitOperation::default()
         };
         self.client.submit(&op).await.unwrap().id
     }

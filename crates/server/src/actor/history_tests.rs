@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::command::LogsRequest;
+use crate::submit::Submission;
 use fairsched_api::{
     EventQuery, FinishedJob, Heartbeat, HeartbeatReply, JobState, OperationState, OperationView,
     RegisterNode,
@@ -39,7 +40,10 @@ fn tick(actor: &mut Actor) {
 fn submit(actor: &mut Actor, id: &str) {
     let spec = json!({"id": id, "tasks": [{"job_count": 1, "resources": {"cpu": 1},
                       "command": ["true"]}]});
-    ask(actor, |r| Command::Submit(spec, false, r)).unwrap();
+    ask(actor, |r| {
+        Command::Submit(Box::new(Submission::parse(spec).unwrap()), false, r)
+    })
+    .unwrap();
 }
 
 fn heartbeat(actor: &mut Actor, finished: Vec<FinishedJob>) -> HeartbeatReply {
@@ -137,7 +141,10 @@ fn a_finished_operation_leaves_memory_and_is_read_from_the_store() {
     let e = ask(&mut a, |r| Command::Abort("done".into(), r)).unwrap_err();
     assert!(e.message.contains("is already completed"), "{e:?}");
     let spec = json!({"id": "done", "tasks": [{"job_count": 1, "command": ["true"]}]});
-    let e = ask(&mut a, |r| Command::Submit(spec, false, r)).unwrap_err();
+    let e = ask(&mut a, |r| {
+        Command::Submit(Box::new(Submission::parse(spec).unwrap()), false, r)
+    })
+    .unwrap_err();
     assert!(e.message.contains("already exists"), "{e:?}");
     let e = a.operation_view("nope").unwrap_err();
     assert_eq!(e.code, codes::NO_SUCH_OPERATION);

@@ -319,13 +319,13 @@ impl Actor {
     fn handle(&mut self, cmd: Command) {
         let _span = tracing::debug_span!("command", kind = cmd.name()).entered();
         match cmd {
-            Command::Submit(spec, wait_for_nodes, reply) => {
+            Command::Submit(submission, wait_for_nodes, reply) => {
                 let r = if wait_for_nodes {
                     Ok(())
                 } else {
-                    self.check_fits(&spec)
+                    self.check_fits(&submission.spec)
                 };
-                let r = r.and_then(|()| self.submit(spec));
+                let r = r.and_then(|()| self.submit(*submission));
                 self.finish(reply, r);
             }
             Command::Abort(id, reply) => {

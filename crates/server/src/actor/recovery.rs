@@ -8,7 +8,7 @@ use crate::metrics::ActorMetrics;
 use crate::view::{OperationRecord, View};
 use fairsched_api::{JobState, JobView, OperationState, OperationView};
 use fairsched_config::{PoolTreeConfig, PoolTrees};
-use fairsched_core::{NodeId, NodeSpec, OperationId, OperationSpec, Scheduler};
+use fairsched_core::{NodeId, NodeSpec, OperationId, Scheduler};
 use fairsched_store::{
     Batch, EventFilter, OperationFilter, Pruned, Store, StoredEvent, StoredJob, StoredOperation,
     StoredTree,
@@ -216,7 +216,9 @@ impl Actor {
             let mut view: OperationView = serde_json::from_str(&stored.record)?;
             let op_jobs = jobs.remove(&view.id).unwrap_or_default();
             if !view.state.is_finished() {
-                let mut spec: OperationSpec = serde_json::from_value(view.spec.clone())?;
+                let submitted = crate::submit::stored_spec(&view.spec)?;
+                let id = submitted.id.clone().unwrap_or_else(|| view.id.clone());
+                let mut spec = crate::submit::core_spec(&id, &submitted);
                 for (t, task) in spec.tasks.iter_mut().enumerate() {
                     let done = op_jobs
                         .iter()

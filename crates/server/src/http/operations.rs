@@ -4,6 +4,7 @@
 use super::{AppState, Failure, Reply, ask, bad_query, ok, parse};
 use crate::caller::Caller;
 use crate::command::{Command, HistoryQuery};
+use crate::submit::Submission;
 use crate::view::{OperationRecord, View};
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
@@ -29,17 +30,18 @@ pub(super) async fn submit(
     body: Bytes,
 ) -> Reply<SubmitReply> {
     let Query(q) = q.map_err(bad_query)?;
-    let mut spec: Value = parse(&body)?;
-    crate::validate::submit(&spec)?;
+    let mut submission = Submission::parse(parse(&body)?)?;
     // An authenticated user submits as themself unless the body says otherwise (which the
     // actor allows superusers only).
-    if let (Some(user), Value::Object(obj)) = (caller.user(), &mut spec)
-        && obj.get("user").is_none_or(Value::is_null)
+    if let Some(user) = caller.user()
+        && submission.spec.user.is_none()
     {
-        obj.insert("user".into(), Value::String(user.name.clone()));
+        submission.set_user(&user.name);
     }
-    let reply: SubmitReply =
-        ask(&s, &caller, |r| Command::Submit(spec, q.wait_for_nodes, r)).await?;
+    let reply: SubmitReply = ask(&s, &caller, |r| {
+        Command::Submit(Box::new(submission), q.wait_for_nodes, r)
+    })
+    .await?;
     ok(reply)
 }
 
