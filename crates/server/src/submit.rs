@@ -1,7 +1,9 @@
 //! A submitted operation on its way from the HTTP body to the core: [`Submission`] keeps the
 //! body as sent (stored, and shown as the operation's `spec`) with the same parsed into the
 //! API's [`SubmitOperation`]; [`core_spec`] is the one place where that becomes the core's
-//! [`OperationSpec`].
+//! [`OperationSpec`]. The real-job part of each task, its command line and environment
+//! ([`JobCommand`]), stays with the server, which sends it to the agents: the core gets none
+//! of it.
 //!
 //! A restart reads the stored `spec` back with [`stored_spec`]: the bodies the server ever
 //! accepted, whatever version stored them (the core's spec was the submit schema before the
@@ -14,6 +16,7 @@ use fairsched_core::{
 };
 use serde::Deserialize;
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 
 /// A submitted operation: the body as sent and the same parsed (both get the id the server
 /// chooses and the caller's user; see [`Submission::set_id`], [`Submission::set_user`]).
@@ -47,7 +50,26 @@ impl Submission {
     }
 }
 
-/// The operation as the core takes it, with id `id`.
+/// What an agent runs for each job of one task.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct JobCommand {
+    pub command: Vec<String>,
+    pub env: BTreeMap<String, String>,
+}
+
+/// The commands of an operation's tasks, by task index.
+pub fn job_commands(spec: &SubmitOperation) -> Vec<JobCommand> {
+    spec.tasks
+        .iter()
+        .map(|t| JobCommand {
+            command: t.command.clone(),
+            env: t.env.clone(),
+        })
+        .collect()
+}
+
+/// The operation as the core takes it, with id `id`: everything but the tasks' commands and
+/// environments (see [`JobCommand`]).
 pub fn core_spec(id: &str, spec: &SubmitOperation) -> OperationSpec {
     OperationSpec {
         id: OperationId(id.to_string()),
@@ -93,8 +115,9 @@ fn core_task(t: &TaskSubmit) -> TaskSpec {
         interruptible: t.interruptible,
         exit_after_interrupt_ms: t.exit_after_interrupt_ms,
         gang: t.gang,
-        command: t.command.clone(),
-        env: t.env.clone(),
+        // The server's (`JobCommand`).
+        command: Vec::new(),
+        env: BTreeMap::new(),
         disk_request: t.disk_request.as_ref().map(|d| DiskRequest {
             disk_space: d.disk_space,
             medium_name: d.medium_name.clone(),

@@ -1,6 +1,6 @@
 //! The submit schema moved from the core's `OperationSpec` to the API's `SubmitOperation`: the
 //! same bodies are accepted, refused with the same errors, and reach the core as the same
-//! spec.
+//! spec (but for the tasks' commands and environments, which the server keeps).
 
 use super::*;
 use crate::validate::{MAX_OPERATION_JOBS, check_id};
@@ -181,9 +181,22 @@ fn accepts_and_refuses_what_the_core_spec_did() {
         let now = crate::validate::submit(&body);
         let then = before(&body);
         match (now, then) {
-            (Ok(spec), Ok(old)) => {
+            (Ok(spec), Ok(mut old)) => {
                 accepted += 1;
                 let id = spec.id.clone().unwrap_or_else(|| "id".into());
+                let commands: Vec<JobCommand> = old
+                    .tasks
+                    .iter()
+                    .map(|t| JobCommand {
+                        command: t.command.clone(),
+                        env: t.env.clone(),
+                    })
+                    .collect();
+                assert_eq!(job_commands(&spec), commands, "{body}");
+                for t in &mut old.tasks {
+                    t.command.clear();
+                    t.env.clear();
+                }
                 assert_eq!(core_spec(&id, &spec), old, "{body}");
                 // What a restart reads back is the same.
                 assert_eq!(stored_spec(&body).unwrap(), spec, "{body}");

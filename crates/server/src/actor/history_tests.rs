@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 
 const PERIOD_MS: u64 = 10;
 
-fn actor(dir: &std::path::Path, history_retention_ms: u64) -> Actor {
+pub(super) fn actor(dir: &std::path::Path, history_retention_ms: u64) -> Actor {
     let mut config = crate::ServerConfig {
         data_dir: dir.to_path_buf(),
         history_retention_ms,
@@ -25,14 +25,17 @@ fn actor(dir: &std::path::Path, history_retention_ms: u64) -> Actor {
     Actor::new(&config, Box::new(store)).unwrap().0
 }
 
-fn ask<T>(actor: &mut Actor, make: impl FnOnce(Reply<T>) -> Command) -> Result<T, ApiError> {
+pub(super) fn ask<T>(
+    actor: &mut Actor,
+    make: impl FnOnce(Reply<T>) -> Command,
+) -> Result<T, ApiError> {
     let (tx, mut rx) = oneshot::channel();
     actor.handle(make(tx));
     rx.try_recv().expect("answered at once")
 }
 
 /// Lets a fair-share update come due and runs the timer.
-fn tick(actor: &mut Actor) {
+pub(super) fn tick(actor: &mut Actor) {
     std::thread::sleep(Duration::from_millis(PERIOD_MS + 5));
     actor.on_timer();
 }
@@ -46,7 +49,7 @@ fn submit(actor: &mut Actor, id: &str) {
     .unwrap();
 }
 
-fn heartbeat(actor: &mut Actor, finished: Vec<FinishedJob>) -> HeartbeatReply {
+pub(super) fn heartbeat(actor: &mut Actor, finished: Vec<FinishedJob>) -> HeartbeatReply {
     let hb = Heartbeat {
         node_id: "n1".into(),
         node_credential: None,

@@ -12,6 +12,8 @@ mod operations;
 mod pools;
 mod publish;
 mod recovery;
+#[cfg(test)]
+mod recovery_tests;
 
 use crate::caller::Caller;
 use crate::command::{Command, Reply, Request};

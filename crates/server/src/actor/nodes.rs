@@ -364,10 +364,11 @@ impl Actor {
         self.fold_changes();
         let mut reply = HeartbeatReply::default();
         for s in response.start {
+            // The core has the job's resources; the server what it runs.
             let task = self
-                .sched
-                .operation(&s.operation)
-                .and_then(|op| op.spec.tasks.get(s.task))
+                .ops
+                .get(&s.operation.0)
+                .and_then(|op| op.commands.get(s.task))
                 .cloned();
             let Some(task) = task else { continue };
             let Some(job) = self.alloc_job.get(&s.allocation.0).cloned() else {
@@ -378,8 +379,8 @@ impl Actor {
                 operation: s.operation.0.clone(),
                 task: s.task,
                 resources: s.resources,
-                command: task.command.clone(),
-                env: task.env.clone(),
+                command: task.command,
+                env: task.env,
             });
         }
         reply.interrupt = self.interrupts.remove(&hb.node_id).unwrap_or_default();

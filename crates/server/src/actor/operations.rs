@@ -94,6 +94,7 @@ impl Actor {
                     .map(str::to_string),
             });
         }
+        let commands = crate::submit::job_commands(&submission.spec);
         let view = OperationView {
             id: id.clone(),
             state: operation_state(op.state),
@@ -115,8 +116,10 @@ impl Actor {
             "operation submitted"
         );
         self.order.push(id.clone());
-        self.ops
-            .insert(id.clone(), OperationRecord::new(view, JobList::default()));
+        self.ops.insert(
+            id.clone(),
+            OperationRecord::new(view, JobList::default(), commands),
+        );
         Ok(fairsched_api::SubmitReply { id, created_pools })
     }
 

@@ -215,10 +215,13 @@ impl Actor {
         for stored in &loaded.operations {
             let mut view: OperationView = serde_json::from_str(&stored.record)?;
             let op_jobs = jobs.remove(&view.id).unwrap_or_default();
+            // A finished operation starts no more jobs (and leaves memory at the first commit).
+            let mut commands = Vec::new();
             if !view.state.is_finished() {
                 let submitted = crate::submit::stored_spec(&view.spec)?;
                 let id = submitted.id.clone().unwrap_or_else(|| view.id.clone());
                 let mut spec = crate::submit::core_spec(&id, &submitted);
+                commands = crate::submit::job_commands(&submitted);
                 for (t, task) in spec.tasks.iter_mut().enumerate() {
                     let done = op_jobs
                         .iter()
@@ -236,9 +239,10 @@ impl Actor {
                 actor.dirty_op(&view);
             }
             actor.order.push(view.id.clone());
-            actor
-                .ops
-                .insert(view.id.clone(), OperationRecord::new(view, op_jobs));
+            actor.ops.insert(
+                view.id.clone(),
+                OperationRecord::new(view, op_jobs, commands),
+            );
         }
         actor.adopt_running(running);
         actor.after_change();
