@@ -35,6 +35,7 @@ pub use memory::MemoryEnforcement;
 pub use metrics::AgentMetrics;
 pub use records::KILLED_AT_RESTART;
 
+use fairsched_api::JobState as Outcome;
 use fairsched_api::client::{ApiClient, ClientError};
 use fairsched_api::{
     FinishedJob, Heartbeat, JobOutput, JobStart, OUTPUT_CHUNK_BYTES, OUTPUT_HEARTBEAT_BYTES,
@@ -388,21 +389,21 @@ impl Agent {
                         Err(_) => (None, None),
                     };
                     let (outcome, reason) = if state.killed.load(Ordering::SeqCst) {
-                        ("aborted", None)
+                        (Outcome::Aborted, None)
                     } else if let Some(r) = state.memory.get() {
-                        ("failed", Some(r.clone()))
+                        (Outcome::Failed, Some(r.clone()))
                     } else if oom_kills > 0 && exit_code != Some(0) {
                         let r = memory::cgroup_reason(limit);
                         tracing::warn!(job = id, oom_kills, "{r}");
-                        ("failed", Some(r))
+                        (Outcome::Failed, Some(r))
                     } else if exit_code == Some(0) {
-                        ("completed", None)
+                        (Outcome::Completed, None)
                     } else {
-                        ("failed", None)
+                        (Outcome::Failed, None)
                     };
                     let finished = FinishedJob {
                         job: id.clone(),
-                        outcome: outcome.into(),
+                        outcome,
                         exit_code,
                         signal,
                         reason,
@@ -411,7 +412,7 @@ impl Agent {
                     };
                     records.ended(&finished);
                     metrics.jobs_running.dec();
-                    metrics.finished(&finished.outcome);
+                    metrics.finished(finished.outcome);
                     let _ = tx.send((id, finished));
                 });
                 tracing::info!(job, operation = s.operation, pid, "job started");
@@ -423,7 +424,7 @@ impl Agent {
                 tracing::warn!(job, "job could not start: {e}");
                 let finished = FinishedJob {
                     job,
-                    outcome: "failed".into(),
+                    outcome: Outcome::Failed,
                     exit_code: None,
                     signal: None,
                     reason: None,
@@ -431,7 +432,7 @@ impl Agent {
                     stderr_tail: format!("fairsched agent: cannot start {:?}: {e}\n", s.command),
                 };
                 self.records.ended(&finished);
-                self.metrics.finished(&finished.outcome);
+                self.metrics.finished(finished.outcome);
                 self.unreported.push(finished);
             }
         }

@@ -2,6 +2,7 @@
 //! (OpenMetrics text, as the server's): what this node runs and how its talk with the server
 //! goes. Cloning shares the values.
 
+use fairsched_api::JobState as Outcome;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -26,7 +27,7 @@ pub struct AgentMetrics {
     pub heartbeat_duration: Histogram,
 }
 
-pub(crate) const OUTCOMES: [&str; 3] = ["completed", "failed", "aborted"];
+pub(crate) const OUTCOMES: [Outcome; 3] = [Outcome::Completed, Outcome::Failed, Outcome::Aborted];
 
 impl Default for AgentMetrics {
     fn default() -> Self {
@@ -39,7 +40,9 @@ impl Default for AgentMetrics {
             heartbeat_duration: Histogram::new(exponential_buckets(1e-4, 2.0, 16)),
         };
         for o in OUTCOMES {
-            m.jobs_finished.get_or_create(&[("outcome", o)]).inc_by(0);
+            m.jobs_finished
+                .get_or_create(&[("outcome", o.name())])
+                .inc_by(0);
         }
         m
     }
@@ -47,9 +50,11 @@ impl Default for AgentMetrics {
 
 impl AgentMetrics {
     /// A job ended with `outcome`.
-    pub(crate) fn finished(&self, outcome: &str) {
-        if let Some(o) = OUTCOMES.into_iter().find(|o| *o == outcome) {
-            self.jobs_finished.get_or_create(&[("outcome", o)]).inc();
+    pub(crate) fn finished(&self, outcome: Outcome) {
+        if OUTCOMES.contains(&outcome) {
+            self.jobs_finished
+                .get_or_create(&[("outcome", outcome.name())])
+                .inc();
         }
     }
 

@@ -17,7 +17,7 @@
 //! File names are the job ids, hex-encoded (ids come from the server; no id can name a path
 //! outside the directory).
 
-use fairsched_api::FinishedJob;
+use fairsched_api::{FinishedJob, JobState};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
@@ -166,7 +166,7 @@ impl Records {
             }
             let f = FinishedJob {
                 job: started.job.clone(),
-                outcome: "aborted".into(),
+                outcome: JobState::Aborted,
                 exit_code: None,
                 signal: None,
                 reason: Some(KILLED_AT_RESTART.into()),

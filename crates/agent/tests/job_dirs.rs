@@ -4,6 +4,7 @@
 mod common;
 
 use fairsched_agent::MemoryEnforcement;
+use fairsched_api::OperationState;
 use std::time::{Duration, Instant};
 
 #[tokio::test]
@@ -14,7 +15,7 @@ async fn finished_job_directories_are_removed_after_the_retention() {
     let running = cluster.submit("10MiB", "sleep 4").await;
     let done = cluster.submit("10MiB", "echo hi").await;
     let view = cluster
-        .wait_state(&done, "completed", Duration::from_secs(20))
+        .wait_state(&done, OperationState::Completed, Duration::from_secs(20))
         .await;
     let job_dir = |op: &str, job: &str| cluster.work_dir.join("jobs").join(op).join(job);
     let done_dir = job_dir(&done, &view.jobs[0].id);
@@ -30,7 +31,11 @@ async fn finished_job_directories_are_removed_after_the_retention() {
     // The operation's directory went with its only job's.
     assert!(!cluster.work_dir.join("jobs").join(&done).exists());
     let running_view = cluster.client.get_operation(&running).await.unwrap();
-    assert_eq!(running_view.state, "running", "{running_view:?}");
+    assert_eq!(
+        running_view.state,
+        OperationState::Running,
+        "{running_view:?}"
+    );
     assert!(job_dir(&running, &running_view.jobs[0].id).exists());
     cluster.stop().await;
 }

@@ -4,6 +4,7 @@
 mod common;
 
 use fairsched_agent::MemoryEnforcement;
+use fairsched_api::{JobState, OperationState};
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -14,10 +15,10 @@ async fn a_finished_jobs_background_children_are_killed() {
         .submit("0", "echo $$ > pid; sleep 600 & exit 0")
         .await;
     let done = cluster
-        .wait_state(&op, "completed", Duration::from_secs(30))
+        .wait_state(&op, OperationState::Completed, Duration::from_secs(30))
         .await;
     let job = &done.jobs[0];
-    assert_eq!((job.state.as_str(), job.exit_code), ("completed", Some(0)));
+    assert_eq!((job.state, job.exit_code), (JobState::Completed, Some(0)));
     let pgid = cluster.job_pgid(&op, &job.id);
     common::wait_group_gone(pgid, Duration::from_secs(5)).await;
     cluster.stop().await;

@@ -12,6 +12,7 @@ mod common;
 
 use common::{HOG, MODEST};
 use fairsched_agent::MemoryEnforcement;
+use fairsched_api::{JobState, OperationState};
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -28,7 +29,7 @@ async fn cgroup_kills_a_job_above_its_memory_and_spares_one_below() {
     let modest = cluster.submit("50MiB", MODEST).await;
 
     let (job, took) = cluster.first_ended_job(&hog, Duration::from_secs(20)).await;
-    assert_eq!(job.state, "failed", "{job:?}");
+    assert_eq!(job.state, JobState::Failed, "{job:?}");
     let reason = job.reason.clone().unwrap_or_default();
     assert!(
         reason.starts_with("memory limit exceeded:")
@@ -46,12 +47,12 @@ async fn cgroup_kills_a_job_above_its_memory_and_spares_one_below() {
     );
 
     let done = cluster
-        .wait_state(&modest, "completed", Duration::from_secs(20))
+        .wait_state(&modest, OperationState::Completed, Duration::from_secs(20))
         .await;
     let job = &done.jobs[0];
     assert_eq!(
-        (job.state.as_str(), job.exit_code, job.reason.as_deref()),
-        ("completed", Some(0), None),
+        (job.state, job.exit_code, job.reason.as_deref()),
+        (JobState::Completed, Some(0), None),
         "{done:?}"
     );
     assert!(!base.dir().join(format!("job-{}", job.id)).exists());

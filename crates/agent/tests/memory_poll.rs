@@ -8,6 +8,7 @@ mod common;
 
 use common::{HOG, MODEST};
 use fairsched_agent::MemoryEnforcement;
+use fairsched_api::{JobState, OperationState};
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -19,7 +20,7 @@ async fn polling_kills_a_job_above_its_memory_and_spares_one_below() {
     // Seen within a poll (500 ms) of growing past 50 MiB, then SIGTERM; well before its
     // `sleep 30` ends.
     let (job, took) = cluster.first_ended_job(&hog, Duration::from_secs(20)).await;
-    assert_eq!(job.state, "failed", "{job:?}");
+    assert_eq!(job.state, JobState::Failed, "{job:?}");
     let reason = job.reason.clone().unwrap_or_default();
     assert!(
         reason.starts_with("memory limit exceeded:") && reason.contains("more than its 50MiB"),
@@ -32,12 +33,12 @@ async fn polling_kills_a_job_above_its_memory_and_spares_one_below() {
     common::wait_group_gone(pgid, Duration::from_secs(5)).await;
 
     let done = cluster
-        .wait_state(&modest, "completed", Duration::from_secs(20))
+        .wait_state(&modest, OperationState::Completed, Duration::from_secs(20))
         .await;
     let job = &done.jobs[0];
     assert_eq!(
-        (job.state.as_str(), job.exit_code, job.reason.as_deref()),
-        ("completed", Some(0), None),
+        (job.state, job.exit_code, job.reason.as_deref()),
+        (JobState::Completed, Some(0), None),
         "{done:?}"
     );
 

@@ -1,7 +1,9 @@
 //! The wire contract shared by the fairsched server, its node agents and the CLI.
 //!
 //! * [`routes`]: every path under `/api/v1`.
-//! * DTOs: operations and jobs, pools, nodes, and the agent protocol (register, heartbeat).
+//! * DTOs: operations and jobs (the submit body: [`SubmitOperation`]; typed states:
+//!   [`OperationState`], [`JobState`], [`NodeState`]), pools, nodes, and the agent protocol
+//!   (register, heartbeat).
 //! * [`ApiError`]: every error reply is `{"code":..,"message":..,"attributes":{..}}` with
 //!   YTsaurus codes where one exists ([`codes`]).
 //! * Feature `client`: [`client::ApiClient`], a typed HTTP client used by the CLI and the agent.
@@ -11,6 +13,14 @@
 
 #[cfg(feature = "client")]
 pub mod client;
+mod states;
+mod submit;
+
+pub use states::{JobState, NodeState, OperationState};
+pub use submit::{
+    DiskRequest, PreemptionMode, SubmitOperation, TaskSubmit, TreeOptionsUpdate,
+    TreeSchedulingOptions,
+};
 
 use fairsched_resources::Resources;
 use serde::{Deserialize, Serialize};
@@ -219,44 +229,6 @@ pub struct PoolReply {
 
 // ---- operations ---------------------------------------------------------------------------
 
-/// One group of identical jobs.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TaskSubmit {
-    pub job_count: u32,
-    /// Per-job resources (a resource left out is 0).
-    #[serde(default)]
-    pub resources: Resources,
-    /// The command line each job runs.
-    pub command: Vec<String>,
-    /// Extra environment of each job.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub gang: bool,
-    /// How long a job may run, by its submitter's estimate, in milliseconds: lets the scheduler
-    /// backfill the job onto resources held for a big job or a gang that it will leave in
-    /// time. Not enforced.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub time_limit_ms: Option<u64>,
-}
-
-/// What `POST /api/v1/operations` takes. Other operation options (`weight`, `resource_limits`,
-/// `preemption_mode`, `interruption_signal`, `interruption_timeout_ms`,
-/// `scheduling_tag_filter`) go flat beside these fields under their PRODUCT.md names.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SubmitOperation {
-    /// Chosen by the server when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pool: Option<String>,
-    pub tasks: Vec<TaskSubmit>,
-    #[serde(flatten)]
-    pub options: Map<String, Value>,
-}
-
 /// `POST /api/v1/operations/{id}/update` (YTsaurus `update_op_parameters`): what changes in
 /// a running or pending operation; a field left out stays. `weight` and `resource_limits`
 /// apply in every tree without its own per-tree value, `pool` in the operation's first tree
@@ -288,23 +260,11 @@ impl UpdateOperation {
     }
 }
 
-/// An operation's options in one tree, in [`UpdateOperation`]; a field left out stays.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TreeOptionsUpdate {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pool: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub weight: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resource_limits: Option<fairsched_resources::PartialResources>,
-}
-
 /// Query of `GET /api/v1/operations`: every filter given must hold.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct OperationQuery {
-    /// States, comma-separated (`running,pending`).
+    /// States, comma-separated (`running,pending`; the names of [`OperationState`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
     /// The pool the operation runs in (exactly this pool).
@@ -324,9 +284,6 @@ pub struct OperationQuery {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub after: Option<String>,
 }
-
-/// The states an operation can be in.
-pub const OPERATION_STATES: &[&str] = &["pending", "running", "completed", "failed", "aborted"];
 
 /// Reply to a submit.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -370,8 +327,7 @@ pub struct JobView {
     pub id: String,
     pub task: usize,
     pub node: String,
-    /// running | completed | failed | aborted
-    pub state: String,
+    pub state: JobState,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
     /// Why the job was ended by the scheduler (preemption reason, also when it was interrupted
@@ -388,8 +344,7 @@ pub struct JobView {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OperationView {
     pub id: String,
-    /// pending | running | completed | failed | aborted
-    pub state: String,
+    pub state: OperationState,
     pub pool: String,
     pub user: String,
     /// The spec as submitted (with the id filled in).
@@ -422,9 +377,9 @@ pub struct JobLogs {
     pub node: String,
     pub stdout: String,
     pub stderr: String,
-    /// The job's state (running | completed | failed | aborted); absent from older servers.
+    /// The job's state; absent from older servers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub state: Option<String>,
+    pub state: Option<JobState>,
     /// Where `stdout` and `stderr` are in the job's streams, when they come from the live
     /// output of a running (or just ended) job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -607,9 +562,9 @@ pub struct NodeView {
     /// Draining: nothing new starts here; running jobs finish.
     #[serde(default)]
     pub draining: bool,
-    /// `enabled`, `draining` or `disabled` (disabled wins over draining).
-    #[serde(default)]
-    pub state: String,
+    /// Disabled wins over draining; absent from older servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<NodeState>,
     /// Milliseconds since its last heartbeat.
     pub last_heartbeat_ago_ms: u64,
     /// The pool tree whose `node_tag_filter` takes it (absent: none does; it gets no jobs).
@@ -736,8 +691,8 @@ pub struct RegisterReply {
 pub struct FinishedJob {
     /// The job id.
     pub job: String,
-    /// completed | failed | aborted
-    pub outcome: String,
+    /// Completed, failed or aborted (the server takes any other as aborted).
+    pub outcome: JobState,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
     /// The signal that ended the process, if any.

@@ -25,8 +25,13 @@ pub struct Request {
 /// A command to the actor.
 #[derive(Debug)]
 pub enum Command {
-    /// The spec, and whether to accept jobs no node can hold yet (`?wait_for_nodes=true`).
-    Submit(Value, bool, Reply<fairsched_api::SubmitReply>),
+    /// The operation, and whether to accept jobs no node can hold yet
+    /// (`?wait_for_nodes=true`).
+    Submit(
+        Box<crate::submit::Submission>,
+        bool,
+        Reply<fairsched_api::SubmitReply>,
+    ),
     Abort(String, Reply<OperationView>),
     UpdateOperation(String, UpdateOperation, Reply<OperationView>),
     /// The output of an operation's jobs (a read of a running job's watches it: see

@@ -7,7 +7,7 @@
 //! jobs is about 400 pointer copies. The counts by state are kept as jobs are added and
 //! change state, so they cost nothing to read.
 
-use fairsched_api::JobView;
+use fairsched_api::{JobState, JobView};
 use std::sync::Arc;
 
 /// Jobs per chunk: running jobs are the newest, so a busy operation's changes fall in its
@@ -25,12 +25,12 @@ pub struct StateCounts {
 }
 
 impl StateCounts {
-    fn slot(&mut self, state: &str) -> &mut u32 {
+    fn slot(&mut self, state: JobState) -> &mut u32 {
         match state {
-            "running" => &mut self.running,
-            "completed" => &mut self.completed,
-            "failed" => &mut self.failed,
-            _ => &mut self.aborted,
+            JobState::Running => &mut self.running,
+            JobState::Completed => &mut self.completed,
+            JobState::Failed => &mut self.failed,
+            JobState::Aborted | JobState::Unknown => &mut self.aborted,
         }
     }
 }
@@ -58,7 +58,7 @@ impl JobList {
 
     /// Appends a job; returns its position.
     pub fn push(&mut self, job: JobView) -> usize {
-        *self.counts.slot(&job.state) += 1;
+        *self.counts.slot(job.state) += 1;
         match self.chunks.last_mut() {
             Some(last) if last.len() < CHUNK => Arc::make_mut(last).push(job),
             _ => {
@@ -90,11 +90,11 @@ impl JobList {
             return None;
         }
         let job = &mut Arc::make_mut(&mut self.chunks[i / CHUNK])[i % CHUNK];
-        let before = job.state.clone();
+        let before = job.state;
         let r = f(job);
         if job.state != before {
-            *self.counts.slot(&before) -= 1;
-            *self.counts.slot(&job.state) += 1;
+            *self.counts.slot(before) -= 1;
+            *self.counts.slot(job.state) += 1;
         }
         Some(r)
     }
@@ -113,12 +113,12 @@ impl JobList {
 mod tests {
     use super::*;
 
-    fn job(id: usize, state: &str) -> JobView {
+    fn job(id: usize, state: JobState) -> JobView {
         JobView {
             id: format!("1.{id}"),
             task: 0,
             node: "n".into(),
-            state: state.into(),
+            state,
             exit_code: None,
             reason: None,
             started_at: 0,
@@ -130,7 +130,7 @@ mod tests {
     fn jobs_keep_their_order_and_positions_across_chunks() {
         let mut jobs = JobList::default();
         for i in 0..(2 * CHUNK + 3) {
-            assert_eq!(jobs.push(job(i, "running")), i);
+            assert_eq!(jobs.push(job(i, JobState::Running)), i);
         }
         assert_eq!(jobs.len(), 2 * CHUNK + 3);
         let ids: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
@@ -145,7 +145,7 @@ mod tests {
     fn a_job_is_found_at_its_hint_else_by_a_scan() {
         let mut jobs = JobList::default();
         for i in 1..=3 {
-            jobs.push(job(i, "running"));
+            jobs.push(job(i, JobState::Running));
         }
         assert_eq!(jobs.find(1, "1.2"), Some(1));
         // A stale or wrong hint still finds the job.
@@ -159,18 +159,18 @@ mod tests {
     fn counts_follow_every_change_of_state() {
         let mut jobs = JobList::default();
         for i in 0..5 {
-            jobs.push(job(i, "running"));
+            jobs.push(job(i, JobState::Running));
         }
-        jobs.update(0, |j| j.state = "completed".into());
-        jobs.update(1, |j| j.state = "failed".into());
-        jobs.update(2, |j| j.state = "aborted".into());
+        jobs.update(0, |j| j.state = JobState::Completed);
+        jobs.update(1, |j| j.state = JobState::Failed);
+        jobs.update(2, |j| j.state = JobState::Aborted);
         // A change that keeps the state changes no count.
         jobs.update(3, |j| j.exit_code = Some(0));
-        assert_eq!(jobs.update(9, |j| j.state = "failed".into()), None);
+        assert_eq!(jobs.update(9, |j| j.state = JobState::Failed), None);
         let c = jobs.counts();
         assert_eq!((c.running, c.completed, c.failed, c.aborted), (2, 1, 1, 1));
         // The counts are what a scan of the states gives.
-        let running = jobs.iter().filter(|j| j.state == "running").count();
+        let running = jobs.iter().filter(|j| j.state == JobState::Running).count();
         assert_eq!(running as u32, c.running);
     }
 
@@ -178,15 +178,15 @@ mod tests {
     fn a_published_copy_does_not_see_later_changes() {
         let mut jobs = JobList::default();
         for i in 0..(CHUNK + 1) {
-            jobs.push(job(i, "running"));
+            jobs.push(job(i, JobState::Running));
         }
         let published = jobs.clone();
-        jobs.update(CHUNK, |j| j.state = "completed".into());
-        jobs.push(job(CHUNK + 1, "running"));
-        assert_eq!(published.get(CHUNK).unwrap().state, "running");
+        jobs.update(CHUNK, |j| j.state = JobState::Completed);
+        jobs.push(job(CHUNK + 1, JobState::Running));
+        assert_eq!(published.get(CHUNK).unwrap().state, JobState::Running);
         assert_eq!(published.len(), CHUNK + 1);
         assert_eq!(published.counts().running, CHUNK as u32 + 1);
-        assert_eq!(jobs.get(CHUNK).unwrap().state, "completed");
+        assert_eq!(jobs.get(CHUNK).unwrap().state, JobState::Completed);
         // The untouched first chunk is still shared, not copied.
         assert!(Arc::ptr_eq(&published.chunks[0], &jobs.chunks[0]));
         assert!(!Arc::ptr_eq(&published.chunks[1], &jobs.chunks[1]));

@@ -25,6 +25,7 @@ pub mod live;
 pub mod metrics;
 pub mod reference;
 mod start_trees;
+pub mod submit;
 pub mod validate;
 pub mod view;
 

@@ -8,6 +8,7 @@
 //!   collector, so scraping never reaches the actor.
 
 use crate::view::View;
+use fairsched_api::{JobState, OperationState};
 use fairsched_resources::{ResourceKind, ResourceVector};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -26,6 +27,9 @@ use tokio::sync::watch;
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 type OneLabel = [(&'static str, &'static str); 1];
+
+/// How jobs end, as `fairsched_jobs_finished_total` counts them.
+const JOB_OUTCOMES: [JobState; 3] = [JobState::Completed, JobState::Failed, JobState::Aborted];
 
 /// Starvation statuses of the core, in the order they are reported.
 const STARVATION_STATUSES: [&str; 3] = ["non_starving", "starving", "aggressively_starving"];
@@ -94,12 +98,14 @@ impl Default for ActorMetrics {
             // 10 ms .. ~3 days.
             job_wait: Histogram::new(exponential_buckets(0.01, 2.0, 25)),
         };
-        for state in ["completed", "failed", "aborted"] {
+        for outcome in JOB_OUTCOMES {
             m.jobs_finished
-                .get_or_create(&[("outcome", state)])
+                .get_or_create(&[("outcome", outcome.name())])
                 .inc_by(0);
+        }
+        for state in OperationState::ALL.iter().filter(|s| s.is_finished()) {
             m.operations_finished
-                .get_or_create(&[("state", state)])
+                .get_or_create(&[("state", state.name())])
                 .inc_by(0);
         }
         // Every known label value from the start: rate() works from the first scrape.
@@ -133,24 +139,20 @@ impl ActorMetrics {
             .inc();
     }
 
-    /// A job ended with `outcome` (`completed`, `failed`, `aborted`).
-    pub fn job_finished(&self, outcome: &str) {
-        if let Some(o) = ["completed", "failed", "aborted"]
-            .into_iter()
-            .find(|o| *o == outcome)
-        {
-            self.jobs_finished.get_or_create(&[("outcome", o)]).inc();
+    /// A job ended with `outcome` (completed, failed, aborted; no other is counted).
+    pub fn job_finished(&self, outcome: JobState) {
+        if JOB_OUTCOMES.contains(&outcome) {
+            self.jobs_finished
+                .get_or_create(&[("outcome", outcome.name())])
+                .inc();
         }
     }
 
-    /// An operation ended in `state`.
-    pub fn operation_finished(&self, state: &str) {
-        if let Some(s) = ["completed", "failed", "aborted"]
-            .into_iter()
-            .find(|s| *s == state)
-        {
+    /// An operation ended in `state` (a finished one; no other is counted).
+    pub fn operation_finished(&self, state: OperationState) {
+        if state.is_finished() {
             self.operations_finished
-                .get_or_create(&[("state", s)])
+                .get_or_create(&[("state", state.name())])
                 .inc();
         }
     }
@@ -379,7 +381,7 @@ impl Collector for ViewCollector {
             .map(|s| (s, 0.0))
             .collect();
         for op in &view.operations {
-            if let Some(n) = by_state.get_mut(op.view.state.as_str()) {
+            if let Some(n) = by_state.get_mut(op.view.state.name()) {
                 *n += 1.0;
             }
         }

@@ -1,10 +1,9 @@
 //! Checks of request bodies the handlers make before a command reaches the actor: ids (a
 //! strict character set and length), job counts (bounded, so that no count or sum overflows),
-//! and, for a submit, the whole spec parsed as the core will parse it, with errors that name
-//! the field by its path (`tasks[0].envv: unknown field ...`).
+//! and, for a submit, the whole body parsed into the API's [`SubmitOperation`], with errors
+//! that name the field by its path (`tasks[0].envv: unknown field ...`).
 
-use fairsched_api::{ApiError, codes};
-use fairsched_core::OperationSpec;
+use fairsched_api::{ApiError, SubmitOperation, codes};
 use serde_json::Value;
 
 /// The longest operation or node id, in bytes.
@@ -48,9 +47,9 @@ fn bad(field: &str, message: String) -> ApiError {
 
 /// A submitted operation (`POST /api/v1/operations`), before the actor takes it: an object
 /// whose `id`, if given, is a valid id, whose tasks have at most [`MAX_OPERATION_JOBS`] jobs
-/// in all, and which parses as the core's `OperationSpec` (unknown fields, also inside tasks,
-/// are refused naming their path).
-pub fn submit(spec: &Value) -> Result<(), ApiError> {
+/// in all, and which parses as a [`SubmitOperation`] (unknown fields, also inside tasks, are
+/// refused naming their path): that, parsed.
+pub fn submit(spec: &Value) -> Result<SubmitOperation, ApiError> {
     let Some(obj) = spec.as_object() else {
         return Err(ApiError::new(
             codes::BAD_REQUEST,
@@ -87,23 +86,16 @@ pub fn submit(spec: &Value) -> Result<(), ApiError> {
             ));
         }
     }
-    // Parsed as the actor will parse it (it fills in a missing id).
-    let mut probe = spec.clone();
-    if let Some(o) = probe.as_object_mut() {
-        o.entry("id").or_insert_with(|| Value::String("id".into()));
-    }
-    serde_path_to_error::deserialize::<_, OperationSpec>(probe)
-        .map(|_| ())
-        .map_err(|e| {
-            let path = e.path().to_string();
-            let inner = fairsched_config::user_words(&e.inner().to_string());
-            let message = if path == "." {
-                format!("bad operation spec: {inner}")
-            } else {
-                format!("bad operation spec: {path}: {inner}")
-            };
-            ApiError::new(codes::BAD_REQUEST, message).with_attribute("field", path)
-        })
+    serde_path_to_error::deserialize::<_, SubmitOperation>(spec).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = fairsched_config::user_words(&e.inner().to_string());
+        let message = if path == "." {
+            format!("bad operation spec: {inner}")
+        } else {
+            format!("bad operation spec: {path}: {inner}")
+        };
+        ApiError::new(codes::BAD_REQUEST, message).with_attribute("field", path)
+    })
 }
 
 #[cfg(test)]
@@ -147,14 +139,11 @@ pub struct NodeFit {
 /// A tree without nodes yet (a cluster starting) passes: nodes that fit may join. The error
 /// names the task, what a job needs and the largest node there is; `wait_for_nodes` (the
 /// submit's `?wait_for_nodes=true`) skips the check, for clusters whose nodes come later.
-pub fn fits_some_node(spec: &Value, nodes: &[NodeFit], default_tree: &str) -> Result<(), ApiError> {
-    let mut probe = spec.clone();
-    if let Some(o) = probe.as_object_mut() {
-        o.entry("id").or_insert_with(|| Value::String("id".into()));
-    }
-    let Ok(spec) = serde_json::from_value::<OperationSpec>(probe) else {
-        return Ok(()); // `submit` reported it.
-    };
+pub fn fits_some_node(
+    spec: &SubmitOperation,
+    nodes: &[NodeFit],
+    default_tree: &str,
+) -> Result<(), ApiError> {
     let filter = spec
         .scheduling_tag_filter
         .as_deref()

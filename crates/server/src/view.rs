@@ -2,6 +2,7 @@
 //! actor builds it, `http`, `auth` and `metrics` read it).
 
 use crate::jobs::JobList;
+use crate::submit::JobCommand;
 use fairsched_api::{ApiError, NodeView, OperationView, PoolTreeView, codes};
 use fairsched_core::Snapshot;
 use serde_json::Value;
@@ -33,16 +34,24 @@ pub struct View {
 pub struct OperationRecord {
     pub view: Arc<OperationView>,
     pub jobs: JobList,
+    /// What its jobs run, by task (the core does not keep it): sent to the agents with each
+    /// start.
+    pub(crate) commands: Arc<[JobCommand]>,
 }
 
 impl OperationRecord {
-    pub(crate) fn new(view: OperationView, jobs: JobList) -> OperationRecord {
+    pub(crate) fn new(
+        view: OperationView,
+        jobs: JobList,
+        commands: Vec<JobCommand>,
+    ) -> OperationRecord {
         OperationRecord {
             view: Arc::new(OperationView {
                 jobs: Vec::new(),
                 ..view
             }),
             jobs,
+            commands: commands.into(),
         }
     }
 

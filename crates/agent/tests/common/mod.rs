@@ -4,7 +4,9 @@
 
 use fairsched_agent::{AgentConfig, MemoryEnforcement};
 use fairsched_api::client::ApiClient;
-use fairsched_api::{JobView, OperationView, SubmitOperation, TaskSubmit, parse_resources};
+use fairsched_api::{
+    JobState, JobView, OperationState, OperationView, SubmitOperation, TaskSubmit, parse_resources,
+};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
@@ -77,18 +79,13 @@ impl Cluster {
     /// Submits one job of `sh -c script` asking for `memory`; the operation id.
     pub async fn submit(&self, memory: &str, script: &str) -> String {
         let op = SubmitOperation {
-            id: None,
-            user: None,
-            pool: None,
             tasks: vec![TaskSubmit {
                 job_count: 1,
                 resources: parse_resources(&format!("cpu=0.5,memory={memory}")).unwrap(),
                 command: vec!["sh".into(), "-c".into(), script.into()],
-                env: Default::default(),
-                gang: false,
-                time_limit_ms: None,
+                ..TaskSubmit::default()
             }],
-            options: Default::default(),
+            ..SubmitOperation::default()
         };
         self.client.submit(&op).await.unwrap().id
     }
@@ -99,7 +96,7 @@ impl Cluster {
         let start = Instant::now();
         loop {
             let view: OperationView = self.client.get_operation(op).await.unwrap();
-            if let Some(j) = view.jobs.iter().find(|j| j.state != "running") {
+            if let Some(j) = view.jobs.iter().find(|j| j.state != JobState::Running) {
                 return (j.clone(), start.elapsed());
             }
             assert!(
@@ -111,7 +108,12 @@ impl Cluster {
     }
 
     /// Waits (at most `limit`) for the operation to reach `state`.
-    pub async fn wait_state(&self, op: &str, state: &str, limit: Duration) -> OperationView {
+    pub async fn wait_state(
+        &self,
+        op: &str,
+        state: OperationState,
+        limit: Duration,
+    ) -> OperationView {
         let start = Instant::now();
         loop {
             let view = self.client.get_operation(op).await.unwrap();

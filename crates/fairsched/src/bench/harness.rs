@@ -4,7 +4,7 @@
 
 use anyhow::{Context, bail};
 use fairsched_api::client::{ApiClient, ClientError};
-use fairsched_api::{FinishedJob, Heartbeat, RegisterNode, codes};
+use fairsched_api::{FinishedJob, Heartbeat, JobState, RegisterNode, codes};
 use fairsched_resources::Resources;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -282,7 +282,7 @@ pub(crate) async fn simulate_agent(
             if end <= now {
                 finished.push(FinishedJob {
                     job,
-                    outcome: "completed".into(),
+                    outcome: JobState::Completed,
                     exit_code: Some(0),
                     signal: None,
                     reason: None,
@@ -322,7 +322,7 @@ pub(crate) async fn simulate_agent(
                 let completed = hb
                     .finished
                     .iter()
-                    .filter(|f| f.outcome == "completed")
+                    .filter(|f| f.outcome == JobState::Completed)
                     .count() as u64;
                 let started = reply.start.len() as u64;
                 counters
@@ -340,7 +340,7 @@ pub(crate) async fn simulate_agent(
                         running.swap_remove(at);
                         finished.push(FinishedJob {
                             job: job.to_string(),
-                            outcome: "aborted".into(),
+                            outcome: JobState::Aborted,
                             exit_code: None,
                             signal: Some(15),
                             reason: None,

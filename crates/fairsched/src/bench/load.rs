@@ -320,11 +320,9 @@ impl Shared {
                 job_count: 1,
                 resources: self.resources,
                 command: vec!["true".into()],
-                env: BTreeMap::new(),
-                gang: false,
-                time_limit_ms: None,
+                ..TaskSubmit::default()
             }],
-            options: serde_json::Map::new(),
+            ..SubmitOperation::default()
         }
     }
 

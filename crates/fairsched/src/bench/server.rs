@@ -23,7 +23,6 @@ use fairsched_api::{OperationQuery, SubmitOperation, TaskSubmit};
 use fairsched_config::{PoolNode, PoolTreeConfig, PoolTrees};
 use fairsched_resources::Resources;
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -337,11 +336,9 @@ async fn drive(args: &ServerBenchArgs, url: &str, token: &str) -> anyhow::Result
                     job_count: jobs_per_operation,
                     resources,
                     command: vec!["true".into()],
-                    env: BTreeMap::new(),
-                    gang: false,
-                    time_limit_ms: None,
+                    ..TaskSubmit::default()
                 }],
-                options: serde_json::Map::new(),
+                ..SubmitOperation::default()
             })
             .await
             .with_context(|| format!("submitting operation {i}"))?;

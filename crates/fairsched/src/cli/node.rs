@@ -2,7 +2,7 @@
 
 use super::{Conn, print_json};
 use clap::Subcommand;
-use fairsched_api::format_resources;
+use fairsched_api::{NodeState, format_resources};
 
 #[derive(Debug, Subcommand)]
 pub enum NodeCommand {
@@ -35,7 +35,7 @@ pub async fn run(conn: Conn, command: NodeCommand) -> anyhow::Result<()> {
                 println!(
                     "{:<16} {:<9} {:>5}  {:<32} {}",
                     n.id,
-                    n.state,
+                    n.state.map_or("", NodeState::name),
                     n.allocation_count,
                     format_resources(&n.resources),
                     format_resources(&n.usage)
@@ -52,7 +52,7 @@ pub async fn run(conn: Conn, command: NodeCommand) -> anyhow::Result<()> {
     if conn.json {
         print_json(&n)
     } else {
-        println!("{} {}", n.id, n.state);
+        println!("{} {}", n.id, n.state.map_or("", NodeState::name));
         Ok(())
     }
 }

@@ -3,13 +3,14 @@
 use super::{Conn, print_json};
 use crate::args::{parse_duration_ms, parse_limits, parse_signal};
 use anyhow::anyhow;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand};
 use fairsched_api::client::ApiClient;
 use fairsched_api::{
-    OperationQuery, SubmitOperation, TaskSubmit, TreeOptionsUpdate, UpdateOperation,
+    JobState, OperationQuery, OperationState, PreemptionMode, SubmitOperation, TaskSubmit,
+    TreeOptionsUpdate, UpdateOperation,
 };
 use fairsched_resources::{PartialResources, ResourceKind, Resources};
-use serde_json::Map;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -47,8 +48,11 @@ pub struct RunArgs {
     /// `normal` (default): preempted by starving operations. `graceful`: never preempted
     /// that way; instead, while above its fair share, its jobs are interrupted (reason
     /// `graceful_preemption`) with the tree's `allocation_graceful_preemption_timeout_ms`.
-    #[arg(long, value_parser = ["normal", "graceful"])]
-    preemption_mode: Option<String>,
+    #[arg(
+        long,
+        value_parser = PossibleValuesParser::new(["normal", "graceful"]).map(preemption_mode)
+    )]
+    preemption_mode: Option<PreemptionMode>,
     /// A preempted job is sent this signal (`SIGINT`, `INT`, `SIGUSR1`, ...) and may exit by
     /// itself within --interruption-timeout, instead of being killed at once.
     #[arg(long, value_parser = parse_signal)]
@@ -190,41 +194,26 @@ pub async fn run(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
                 })
                 .collect::<anyhow::Result<_>>()?;
             let user = user.or_else(|| std::env::var("USER").ok());
-            let mut options = Map::new();
-            if let Some(w) = weight {
-                options.insert("weight".into(), w.into());
-            }
-            if let Some(m) = preemption_mode {
-                options.insert("preemption_mode".into(), m.into());
-            }
-            if let Some(s) = interruption_signal {
-                options.insert("interruption_signal".into(), s.into());
-            }
-            if let Some(t) = interruption_timeout {
-                options.insert("interruption_timeout_ms".into(), t.into());
-            }
-            if let Some(l) = resource_limits {
-                options.insert("resource_limits".into(), serde_json::to_value(l)?);
-            }
-            let reply = client
-                .submit_with(
-                    &SubmitOperation {
-                        id,
-                        user,
-                        pool,
-                        tasks: vec![TaskSubmit {
-                            job_count: jobs,
-                            resources,
-                            command,
-                            env,
-                            gang: false,
-                            time_limit_ms: time_limit,
-                        }],
-                        options,
-                    },
-                    wait_for_nodes,
-                )
-                .await?;
+            let op = SubmitOperation {
+                id,
+                user,
+                pool,
+                weight,
+                resource_limits,
+                preemption_mode,
+                interruption_signal,
+                interruption_timeout_ms: interruption_timeout,
+                tasks: vec![TaskSubmit {
+                    job_count: jobs,
+                    resources,
+                    time_limit_ms: time_limit,
+                    command,
+                    env,
+                    ..TaskSubmit::default()
+                }],
+                ..SubmitOperation::default()
+            };
+            let reply = client.submit_with(&op, wait_for_nodes).await?;
             if conn.json && !wait {
                 return print_json(&reply);
             }
@@ -315,7 +304,7 @@ pub async fn run(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
             // Aborted jobs by why: preempted, lost with their node, ... (the reason's first
             // word: `agent_restarted: ...` is `agent_restarted`).
             let mut aborted: BTreeMap<String, usize> = BTreeMap::new();
-            for j in o.jobs.iter().filter(|j| j.state == "aborted") {
+            for j in o.jobs.iter().filter(|j| j.state == JobState::Aborted) {
                 let why = j
                     .reason
                     .as_deref()
@@ -356,8 +345,16 @@ pub async fn run(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
             }
             /// Failed jobs shown without --all-jobs (the newest).
             const FAILED_SHOWN: usize = 5;
-            let running: Vec<_> = o.jobs.iter().filter(|j| j.state == "running").collect();
-            let failed: Vec<_> = o.jobs.iter().filter(|j| j.state == "failed").collect();
+            let running: Vec<_> = o
+                .jobs
+                .iter()
+                .filter(|j| j.state == JobState::Running)
+                .collect();
+            let failed: Vec<_> = o
+                .jobs
+                .iter()
+                .filter(|j| j.state == JobState::Failed)
+                .collect();
             if !running.is_empty() {
                 println!("running:");
                 for j in &running {
@@ -453,7 +450,7 @@ async fn wait_for_operation(
     let mut wait = Duration::from_millis(100);
     loop {
         let o = client.get_operation(id).await?;
-        if matches!(o.state.as_str(), "completed" | "failed" | "aborted") {
+        if o.state.is_finished() {
             let c = &o.job_counts;
             if json {
                 print_json(&o)?;
@@ -463,8 +460,8 @@ async fn wait_for_operation(
                     o.id, o.state, c.completed, c.failed, c.aborted, c.total
                 );
             }
-            return match o.state.as_str() {
-                "completed" => Ok(()),
+            return match o.state {
+                OperationState::Completed => Ok(()),
                 state => Err(anyhow!(
                     "operation {id:?} {state}{}",
                     o.reason
@@ -485,6 +482,14 @@ async fn wait_for_operation(
         }
         tokio::time::sleep(wait).await;
         wait = (wait * 2).min(Duration::from_secs(2));
+    }
+}
+
+/// `--preemption-mode` (one of its possible values).
+fn preemption_mode(name: String) -> PreemptionMode {
+    match name.as_str() {
+        "graceful" => PreemptionMode::Graceful,
+        _ => PreemptionMode::Normal,
     }
 }
 

@@ -228,18 +228,15 @@ async fn submit(client: &ApiClient, pool: &str, jobs: u32, seconds: u32) -> anyh
     resources.set(ResourceKind::UserSlots, 1.0);
     let reply = client
         .submit(&SubmitOperation {
-            id: None,
             user: Some(DEMO_USER.into()),
             pool: Some(pool.into()),
             tasks: vec![TaskSubmit {
                 job_count: jobs,
                 resources,
                 command: vec!["sleep".into(), seconds.to_string()],
-                env: Default::default(),
-                gang: false,
-                time_limit_ms: None,
+                ..TaskSubmit::default()
             }],
-            options: Map::new(),
+            ..SubmitOperation::default()
         })
         .await?;
     Ok(reply.id)

@@ -1,8 +1,8 @@
 //! The job books: job ids, allocation ↔ job maps, jobs ending, exits and output tails, and
 //! operations leaving memory once finished.
 
-use super::{Actor, is_finished, unix_ms};
-use fairsched_api::{FinishedJob, JobView, OperationView};
+use super::{Actor, unix_ms};
+use fairsched_api::{FinishedJob, JobState, JobView, OperationView};
 use fairsched_store::{JobExit, StoredJob, StoredOperation};
 
 impl Actor {
@@ -91,7 +91,7 @@ impl Actor {
     pub(super) fn end_job(
         &mut self,
         allocation: u64,
-        state: &str,
+        state: JobState,
         reason: Option<&str>,
         now_unix: u64,
     ) {
@@ -101,10 +101,10 @@ impl Actor {
         self.ended_jobs.insert(allocation, id.clone());
         self.job_alloc.remove(&id);
         let ended = self.update_job(&id, |job| {
-            if job.state != "running" {
+            if job.state != JobState::Running {
                 return false;
             }
-            job.state = state.to_string();
+            job.state = state;
             if let Some(r) = reason {
                 job.reason = Some(r.to_string());
             }
@@ -124,10 +124,12 @@ impl Actor {
             self.batch.operations.retain(|o| o.id != view.id);
             self.batch.operations.push(StoredOperation {
                 id: view.id.clone(),
-                state: view.state.clone(),
+                state: view.state.name().to_string(),
                 pool: view.pool.clone(),
                 user: view.user.clone(),
-                finished_at: is_finished(&view.state)
+                finished_at: view
+                    .state
+                    .is_finished()
                     .then(|| view.finished_at.unwrap_or_else(unix_ms)),
                 record,
             });

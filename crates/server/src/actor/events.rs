@@ -1,8 +1,10 @@
 //! The event log: the core's events folded into operation and job records (with job ids and
 //! exit codes), the server's own events, numbering, and reads of the log.
 
-use super::{Actor, EVENTS_DEFAULT_LIMIT, EVENTS_MAX_LIMIT, internal, unix_ms};
-use fairsched_api::{ApiError, EventQuery, EventView, JobView};
+use super::{
+    Actor, EVENTS_DEFAULT_LIMIT, EVENTS_MAX_LIMIT, internal, job_state, operation_state, unix_ms,
+};
+use fairsched_api::{ApiError, EventQuery, EventView, JobState, JobView};
 use fairsched_core::{Event, EventKind, Stage};
 use fairsched_store::{EventFilter, StoredEvent};
 use serde_json::{Map, Value, json};
@@ -147,7 +149,7 @@ impl Actor {
                     id: id.clone(),
                     task,
                     node: node.0.clone(),
-                    state: "running".into(),
+                    state: JobState::Running,
                     exit_code: None,
                     reason: None,
                     started_at: now_unix,
@@ -173,7 +175,7 @@ impl Actor {
                 outcome,
                 ..
             } => {
-                self.end_job(allocation.0, outcome.name(), None, now_unix);
+                self.end_job(allocation.0, job_state(*outcome), None, now_unix);
                 touched.insert(operation.0.clone());
             }
             EventKind::AllocationPreempted {
@@ -192,7 +194,7 @@ impl Actor {
                     reason,
                     "allocation preempted"
                 );
-                self.end_job(allocation.0, "aborted", Some(reason), now_unix);
+                self.end_job(allocation.0, JobState::Aborted, Some(reason), now_unix);
                 touched.insert(operation.0.clone());
             }
             EventKind::AllocationInterrupted {
@@ -236,13 +238,13 @@ impl Actor {
                 );
                 if let Some(record) = self.ops.get_mut(&operation.0) {
                     let view = record.view_mut();
-                    view.state = state.name().to_string();
+                    view.state = operation_state(*state);
                     if reason.is_some() {
                         view.reason = reason.clone();
                     }
                     if state.is_finished() && view.finished_at.is_none() {
                         view.finished_at = Some(now_unix);
-                        self.metrics.operation_finished(state.name());
+                        self.metrics.operation_finished(operation_state(*state));
                     }
                 }
                 touched.insert(operation.0.clone());

@@ -3,8 +3,10 @@
 
 use super::*;
 use crate::command::LogsRequest;
+use crate::submit::Submission;
 use fairsched_api::{
-    EventQuery, FinishedJob, Heartbeat, HeartbeatReply, OperationView, RegisterNode,
+    EventQuery, FinishedJob, Heartbeat, HeartbeatReply, JobState, OperationState, OperationView,
+    RegisterNode,
 };
 use fairsched_core::OperationId;
 use fairsched_store::OperationFilter;
@@ -12,7 +14,7 @@ use tokio::sync::oneshot;
 
 const PERIOD_MS: u64 = 10;
 
-fn actor(dir: &std::path::Path, history_retention_ms: u64) -> Actor {
+pub(super) fn actor(dir: &std::path::Path, history_retention_ms: u64) -> Actor {
     let mut config = crate::ServerConfig {
         data_dir: dir.to_path_buf(),
         history_retention_ms,
@@ -23,14 +25,17 @@ fn actor(dir: &std::path::Path, history_retention_ms: u64) -> Actor {
     Actor::new(&config, Box::new(store)).unwrap().0
 }
 
-fn ask<T>(actor: &mut Actor, make: impl FnOnce(Reply<T>) -> Command) -> Result<T, ApiError> {
+pub(super) fn ask<T>(
+    actor: &mut Actor,
+    make: impl FnOnce(Reply<T>) -> Command,
+) -> Result<T, ApiError> {
     let (tx, mut rx) = oneshot::channel();
     actor.handle(make(tx));
     rx.try_recv().expect("answered at once")
 }
 
 /// Lets a fair-share update come due and runs the timer.
-fn tick(actor: &mut Actor) {
+pub(super) fn tick(actor: &mut Actor) {
     std::thread::sleep(Duration::from_millis(PERIOD_MS + 5));
     actor.on_timer();
 }
@@ -38,10 +43,13 @@ fn tick(actor: &mut Actor) {
 fn submit(actor: &mut Actor, id: &str) {
     let spec = json!({"id": id, "tasks": [{"job_count": 1, "resources": {"cpu": 1},
                       "command": ["true"]}]});
-    ask(actor, |r| Command::Submit(spec, false, r)).unwrap();
+    ask(actor, |r| {
+        Command::Submit(Box::new(Submission::parse(spec).unwrap()), false, r)
+    })
+    .unwrap();
 }
 
-fn heartbeat(actor: &mut Actor, finished: Vec<FinishedJob>) -> HeartbeatReply {
+pub(super) fn heartbeat(actor: &mut Actor, finished: Vec<FinishedJob>) -> HeartbeatReply {
     let hb = Heartbeat {
         node_id: "n1".into(),
         node_credential: None,
@@ -55,7 +63,7 @@ fn heartbeat(actor: &mut Actor, finished: Vec<FinishedJob>) -> HeartbeatReply {
 fn completed(job: &str) -> FinishedJob {
     FinishedJob {
         job: job.into(),
-        outcome: "completed".into(),
+        outcome: JobState::Completed,
         exit_code: Some(0),
         signal: None,
         reason: None,
@@ -112,7 +120,7 @@ fn a_finished_operation_leaves_memory_and_is_read_from_the_store() {
     assert!(a.sched.operation(&OperationId("live".into())).is_some());
     // Read from the store: the record with its final counts, its job, its output.
     let done = a.operation_view("done").unwrap();
-    assert_eq!(done.state, "completed");
+    assert_eq!(done.state, OperationState::Completed);
     assert_eq!(done.job_counts.completed, 1, "{done:?}");
     assert_eq!(done.job_counts.total, 1);
     assert_eq!(done.jobs.len(), 1);
@@ -131,12 +139,15 @@ fn a_finished_operation_leaves_memory_and_is_read_from_the_store() {
         )
         .unwrap();
     assert_eq!(ids(&listed), ["done", "live"]);
-    assert_eq!(listed[1].state, "running");
+    assert_eq!(listed[1].state, OperationState::Running);
     // Commands on it say what it is.
     let e = ask(&mut a, |r| Command::Abort("done".into(), r)).unwrap_err();
     assert!(e.message.contains("is already completed"), "{e:?}");
     let spec = json!({"id": "done", "tasks": [{"job_count": 1, "command": ["true"]}]});
-    let e = ask(&mut a, |r| Command::Submit(spec, false, r)).unwrap_err();
+    let e = ask(&mut a, |r| {
+        Command::Submit(Box::new(Submission::parse(spec).unwrap()), false, r)
+    })
+    .unwrap_err();
     assert!(e.message.contains("already exists"), "{e:?}");
     let e = a.operation_view("nope").unwrap_err();
     assert_eq!(e.code, codes::NO_SUCH_OPERATION);
@@ -152,7 +163,10 @@ fn a_restart_loads_only_unfinished_operations() {
     assert_eq!(b.ops.keys().collect::<Vec<_>>(), ["live"]);
     assert!(b.sched.operation(&OperationId("done".into())).is_none());
     assert!(b.job_op.values().all(|(op, _)| op == "live"));
-    assert_eq!(b.operation_view("done").unwrap().state, "completed");
+    assert_eq!(
+        b.operation_view("done").unwrap().state,
+        OperationState::Completed
+    );
 }
 
 #[test]
@@ -168,7 +182,10 @@ fn the_retention_prunes_finished_operations_and_old_events() {
     assert_eq!(e.code, codes::NO_SUCH_OPERATION, "{e:?}");
     assert!(a.logs(LogsRequest::all("done")).is_err());
     // The unfinished operation stays; of the events, the newest.
-    assert_eq!(a.operation_view("live").unwrap().state, "running");
+    assert_eq!(
+        a.operation_view("live").unwrap().state,
+        OperationState::Running
+    );
     let events = a
         .read_events(&EventQuery {
             limit: Some(100),

@@ -12,13 +12,17 @@ mod operations;
 mod pools;
 mod publish;
 mod recovery;
+#[cfg(test)]
+mod recovery_tests;
 
 use crate::caller::Caller;
 use crate::command::{Command, Reply, Request};
 use crate::metrics::{self, ActorMetrics};
 use crate::view::{OperationRecord, ReadOnly, View};
 use events::event_view;
-use fairsched_api::{ApiError, EventView, JobInterrupt, RegisterReply, codes};
+use fairsched_api::{
+    ApiError, EventView, JobInterrupt, JobState, OperationState, RegisterReply, codes,
+};
 use fairsched_core::{CoreError, NodeId, Scheduler};
 use fairsched_store::{Batch, Store};
 use nodes::NodeRecord;
@@ -317,13 +321,13 @@ impl Actor {
     fn handle(&mut self, cmd: Command) {
         let _span = tracing::debug_span!("command", kind = cmd.name()).entered();
         match cmd {
-            Command::Submit(spec, wait_for_nodes, reply) => {
+            Command::Submit(submission, wait_for_nodes, reply) => {
                 let r = if wait_for_nodes {
                     Ok(())
                 } else {
-                    self.check_fits(&spec)
+                    self.check_fits(&submission.spec)
                 };
-                let r = r.and_then(|()| self.submit(spec));
+                let r = r.and_then(|()| self.submit(*submission));
                 self.finish(reply, r);
             }
             Command::Abort(id, reply) => {
@@ -477,7 +481,7 @@ impl Actor {
             let Some(record) = self.ops.get_mut(&id) else {
                 continue;
             };
-            if is_finished(&record.view.state) {
+            if record.view.state.is_finished() {
                 let counts = job_counts(&record.view, &record.jobs, 0);
                 let view = record.view_mut();
                 view.job_counts = counts;
@@ -561,8 +565,26 @@ impl Actor {
     }
 }
 
-fn is_finished(state: &str) -> bool {
-    matches!(state, "completed" | "failed" | "aborted")
+/// The API's name for a state of the core's.
+fn operation_state(state: fairsched_core::OperationState) -> OperationState {
+    use fairsched_core::OperationState as Core;
+    match state {
+        Core::Pending => OperationState::Pending,
+        Core::Running => OperationState::Running,
+        Core::Completed => OperationState::Completed,
+        Core::Failed => OperationState::Failed,
+        Core::Aborted => OperationState::Aborted,
+    }
+}
+
+/// How a job ended, as the API names it.
+fn job_state(outcome: fairsched_core::JobOutcome) -> JobState {
+    use fairsched_core::JobOutcome as Core;
+    match outcome {
+        Core::Completed => JobState::Completed,
+        Core::Failed => JobState::Failed,
+        Core::Aborted => JobState::Aborted,
+    }
 }
 
 /// The error for an operation that does not exist.

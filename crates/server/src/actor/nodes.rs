@@ -5,8 +5,8 @@ use super::{Actor, core_error, internal, unix_ms};
 use crate::command::NodeAction;
 use crate::metrics;
 use fairsched_api::{
-    ApiError, Heartbeat, HeartbeatReply, JobInterrupt, JobStart, NodeView, RegisterNode,
-    RegisterReply, codes,
+    ApiError, Heartbeat, HeartbeatReply, JobInterrupt, JobStart, JobState, NodeState, NodeView,
+    RegisterNode, RegisterReply, codes,
 };
 use fairsched_core::{
     AllocationId, FinishedAllocation, JobOutcome, NodeHeartbeat, NodeId, NodeSpec,
@@ -233,14 +233,13 @@ impl Actor {
             allocation_count: n.allocations.len(),
             scheduler_jobs_enabled: n.scheduler_jobs_enabled,
             draining: n.draining,
-            state: if !n.scheduler_jobs_enabled {
-                "disabled"
+            state: Some(if !n.scheduler_jobs_enabled {
+                NodeState::Disabled
             } else if n.draining {
-                "draining"
+                NodeState::Draining
             } else {
-                "enabled"
-            }
-            .to_string(),
+                NodeState::Enabled
+            }),
             last_heartbeat_ago_ms: self
                 .seen
                 .get(&n.id.0)
@@ -284,10 +283,10 @@ impl Actor {
             let Some(&allocation) = self.job_alloc.get(&f.job) else {
                 continue;
             };
-            let outcome = match f.outcome.as_str() {
-                "completed" => JobOutcome::Completed,
-                "failed" => JobOutcome::Failed,
-                _ => JobOutcome::Aborted,
+            let outcome = match f.outcome {
+                JobState::Completed => JobOutcome::Completed,
+                JobState::Failed => JobOutcome::Failed,
+                JobState::Aborted | JobState::Running | JobState::Unknown => JobOutcome::Aborted,
             };
             finished.push(FinishedAllocation {
                 allocation: AllocationId(allocation),
@@ -365,10 +364,11 @@ impl Actor {
         self.fold_changes();
         let mut reply = HeartbeatReply::default();
         for s in response.start {
+            // The core has the job's resources; the server what it runs.
             let task = self
-                .sched
-                .operation(&s.operation)
-                .and_then(|op| op.spec.tasks.get(s.task))
+                .ops
+                .get(&s.operation.0)
+                .and_then(|op| op.commands.get(s.task))
                 .cloned();
             let Some(task) = task else { continue };
             let Some(job) = self.alloc_job.get(&s.allocation.0).cloned() else {
@@ -379,8 +379,8 @@ impl Actor {
                 operation: s.operation.0.clone(),
                 task: s.task,
                 resources: s.resources,
-                command: task.command.clone(),
-                env: task.env.clone(),
+                command: task.command,
+                env: task.env,
             });
         }
         reply.interrupt = self.interrupts.remove(&hb.node_id).unwrap_or_default();

@@ -1,11 +1,15 @@
 //! Operation commands: submit, abort, update, and reads of jobs' output.
 
-use super::{Actor, core_error, internal, is_finished, no_such_operation, unix_ms};
+use super::{Actor, core_error, internal, no_such_operation, operation_state, unix_ms};
 use crate::command::{LogsReply, LogsRequest};
 use crate::jobs::JobList;
+use crate::submit::Submission;
 use crate::view::OperationRecord;
-use fairsched_api::{ApiError, JobCounts, JobLogs, JobView, OperationView, UpdateOperation, codes};
-use fairsched_core::{OperationId, OperationSpec};
+use fairsched_api::{
+    ApiError, JobCounts, JobLogs, JobState, JobView, OperationView, SubmitOperation,
+    UpdateOperation, codes,
+};
+use fairsched_core::OperationId;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -13,7 +17,7 @@ use std::time::{Duration, Instant};
 impl Actor {
     /// Refuses an operation no node could ever run a job of (see
     /// [`crate::validate::fits_some_node`]).
-    pub(super) fn check_fits(&self, spec: &Value) -> Result<(), ApiError> {
+    pub(super) fn check_fits(&self, spec: &SubmitOperation) -> Result<(), ApiError> {
         let trees = self.sched.trees();
         let nodes: Vec<crate::validate::NodeFit> = self
             .sched
@@ -28,21 +32,19 @@ impl Actor {
         crate::validate::fits_some_node(spec, &nodes, &self.sched.tree().name)
     }
 
+    /// Starts a submitted operation (checked and parsed by the handler: see
+    /// [`Submission::parse`]); its body is its stored `spec`.
     pub(super) fn submit(
         &mut self,
-        mut body: Value,
+        mut submission: Submission,
     ) -> Result<fairsched_api::SubmitReply, ApiError> {
-        let obj = body
-            .as_object_mut()
-            .ok_or_else(|| ApiError::new(codes::BAD_REQUEST, "an operation must be an object"))?;
-        let id = match obj.get("id") {
-            Some(Value::String(s)) => s.clone(),
-            Some(_) => return Err(ApiError::new(codes::BAD_REQUEST, "id must be a string")),
+        let id = match submission.spec.id.clone() {
+            Some(id) => id,
             None => loop {
                 let id = format!("op-{}-{}", self.incarnation, self.next_id);
                 self.next_id += 1;
                 if !self.operation_known(&id)? {
-                    obj.insert("id".into(), Value::String(id.clone()));
+                    submission.set_id(&id);
                     break id;
                 }
             },
@@ -53,35 +55,15 @@ impl Actor {
                 format!("operation {id:?} already exists"),
             ));
         }
-        for (i, t) in obj
-            .get("tasks")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            let empty = t
-                .get("command")
-                .and_then(Value::as_array)
-                .is_none_or(|c| c.is_empty());
-            if empty {
+        for (i, t) in submission.spec.tasks.iter().enumerate() {
+            if t.command.is_empty() {
                 return Err(ApiError::new(
                     codes::BAD_REQUEST,
                     format!("tasks[{i}].command must not be empty"),
                 ));
             }
         }
-        // The error names the field (`tasks[0].job_count: invalid value ...`).
-        let spec: OperationSpec = serde_path_to_error::deserialize(body.clone()).map_err(|e| {
-            ApiError::new(
-                codes::BAD_REQUEST,
-                format!(
-                    "bad operation spec: {}: {}",
-                    e.path(),
-                    fairsched_config::user_words(&e.inner().to_string())
-                ),
-            )
-        })?;
+        let spec = crate::submit::core_spec(&id, &submission.spec);
         let now = self.now();
         // Which pools exist now, to tell the submitter of a pool its submission creates.
         let ephemeral_before: Vec<BTreeSet<String>> = self
@@ -112,12 +94,13 @@ impl Actor {
                     .map(str::to_string),
             });
         }
+        let commands = crate::submit::job_commands(&submission.spec);
         let view = OperationView {
             id: id.clone(),
-            state: op.state.name().into(),
+            state: operation_state(op.state),
             pool: op.pool.clone(),
             user: op.user.clone(),
-            spec: body,
+            spec: Value::Object(submission.body),
             submitted_at: unix_ms(),
             finished_at: None,
             reason: None,
@@ -133,8 +116,10 @@ impl Actor {
             "operation submitted"
         );
         self.order.push(id.clone());
-        self.ops
-            .insert(id.clone(), OperationRecord::new(view, JobList::default()));
+        self.ops.insert(
+            id.clone(),
+            OperationRecord::new(view, JobList::default(), commands),
+        );
         Ok(fairsched_api::SubmitReply { id, created_pools })
     }
 
@@ -162,7 +147,7 @@ impl Actor {
             return Err(self.not_in_memory(id, |state| format!("is {state} and cannot change")));
         };
         let view = &record.view;
-        if is_finished(&view.state) {
+        if view.state.is_finished() {
             return Err(ApiError::new(
                 codes::GENERIC,
                 format!("operation {id:?} is {} and cannot change", view.state),
@@ -270,7 +255,7 @@ impl Actor {
         let mut logs = Vec::with_capacity(jobs.len());
         for job in jobs {
             let from = request.from.get(&job.id).copied();
-            let running = job.state == "running";
+            let running = job.state == JobState::Running;
             if running {
                 self.live.watch(&job.id, &job.node, now);
             }

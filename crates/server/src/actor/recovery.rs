@@ -2,13 +2,13 @@
 //! operations, running jobs adopted on their nodes) and reloaded after a failed commit.
 
 use super::nodes::NodeRecord;
-use super::{Actor, EVENT_BUFFER, Shared, is_finished, unix_ms};
+use super::{Actor, EVENT_BUFFER, Shared, unix_ms};
 use crate::jobs::JobList;
 use crate::metrics::ActorMetrics;
 use crate::view::{OperationRecord, View};
-use fairsched_api::{JobView, OperationView};
+use fairsched_api::{JobState, JobView, OperationState, OperationView};
 use fairsched_config::{PoolTreeConfig, PoolTrees};
-use fairsched_core::{NodeId, NodeSpec, OperationId, OperationSpec, Scheduler};
+use fairsched_core::{NodeId, NodeSpec, OperationId, Scheduler};
 use fairsched_store::{
     Batch, EventFilter, OperationFilter, Pruned, Store, StoredEvent, StoredJob, StoredOperation,
     StoredTree,
@@ -201,7 +201,7 @@ impl Actor {
                 actor
                     .job_op
                     .insert(job.id.clone(), (j.operation.clone(), pos));
-                if job.state == "running" {
+                if job.state == JobState::Running {
                     running.push((
                         job.id.clone(),
                         j.operation.clone(),
@@ -215,17 +215,22 @@ impl Actor {
         for stored in &loaded.operations {
             let mut view: OperationView = serde_json::from_str(&stored.record)?;
             let op_jobs = jobs.remove(&view.id).unwrap_or_default();
-            if !is_finished(&view.state) {
-                let mut spec: OperationSpec = serde_json::from_value(view.spec.clone())?;
+            // A finished operation starts no more jobs (and leaves memory at the first commit).
+            let mut commands = Vec::new();
+            if !view.state.is_finished() {
+                let submitted = crate::submit::stored_spec(&view.spec)?;
+                let id = submitted.id.clone().unwrap_or_else(|| view.id.clone());
+                let mut spec = crate::submit::core_spec(&id, &submitted);
+                commands = crate::submit::job_commands(&submitted);
                 for (t, task) in spec.tasks.iter_mut().enumerate() {
                     let done = op_jobs
                         .iter()
-                        .filter(|j| j.task == t && j.state == "completed")
+                        .filter(|j| j.task == t && j.state == JobState::Completed)
                         .count() as u32;
                     task.job_count = task.job_count.saturating_sub(done);
                 }
                 if let Err(e) = actor.sched.start_operation(0, spec) {
-                    view.state = "failed".into();
+                    view.state = OperationState::Failed;
                     view.reason = Some(format!("not restored after a restart: {}", e.message()));
                     view.finished_at = Some(unix_ms());
                     // Finished: it leaves memory at the first commit.
@@ -234,9 +239,10 @@ impl Actor {
                 actor.dirty_op(&view);
             }
             actor.order.push(view.id.clone());
-            actor
-                .ops
-                .insert(view.id.clone(), OperationRecord::new(view, op_jobs));
+            actor.ops.insert(
+                view.id.clone(),
+                OperationRecord::new(view, op_jobs, commands),
+            );
         }
         actor.adopt_running(running);
         actor.after_change();
@@ -315,7 +321,7 @@ impl Actor {
                 Err(e) => {
                     tracing::warn!(job, operation = op, node, "running job not adopted: {e}");
                     self.update_job(&job, |j| {
-                        j.state = "aborted".into();
+                        j.state = JobState::Aborted;
                         j.reason = Some("server_restart".into());
                         j.finished_at = Some(unix_ms());
                     });

@@ -3,12 +3,11 @@
 use super::{authentication_required, refused};
 use crate::caller::{Caller, Identity};
 use crate::command::Command;
-use fairsched_api::{ApiError, codes};
+use fairsched_api::{ApiError, SubmitOperation, codes};
 use fairsched_config::Permission;
 use fairsched_config::acl::{AccessDenied, permission_name};
 use fairsched_core::tree::{PoolTree, ROOT_NAME};
 use fairsched_core::{NodeId, OperationId, Scheduler};
-use serde_json::Value;
 use std::collections::BTreeSet;
 
 /// A permission a pool's ACL (or the root) refused.
@@ -144,19 +143,11 @@ fn names_missing(sched: &Scheduler, cmd: &Command) -> bool {
     };
     let no_operation = |id: &str| sched.operation(&OperationId(id.to_string())).is_none();
     match cmd {
-        Command::Submit(spec, _, _) => {
-            let listed = spec
-                .get("pool_trees")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str);
-            let per_tree = spec
-                .get("scheduling_options_per_pool_tree")
-                .and_then(Value::as_object)
-                .into_iter()
-                .flat_map(|m| m.keys().map(String::as_str));
-            listed.chain(per_tree).any(no_tree)
+        Command::Submit(submission, _, _) => {
+            let spec = &submission.spec;
+            let listed = spec.pool_trees.iter().flatten();
+            let per_tree = spec.scheduling_options_per_pool_tree.keys();
+            listed.chain(per_tree).any(|t| no_tree(t))
         }
         Command::Abort(id, _) => no_operation(id),
         Command::UpdateOperation(id, update, _) => {
@@ -205,7 +196,7 @@ pub fn authorize(sched: &Scheduler, caller: &Caller, cmd: &Command) -> Result<()
         return Ok(());
     }
     match cmd {
-        Command::Submit(spec, _, _) => authorize_submit(sched, who, spec),
+        Command::Submit(submission, _, _) => authorize_submit(sched, who, &submission.spec),
         Command::Abort(id, _) => authorize_operation(sched, who, id, "abort", &[]),
         Command::UpdateOperation(id, update, _) => {
             // The new pool of the operation's first tree (`None`: that tree), then each
@@ -301,9 +292,13 @@ fn explicit_access(
 }
 
 /// Submit: as oneself, with `use` on the operation's pool in each of its trees.
-fn authorize_submit(sched: &Scheduler, who: &Identity, spec: &Value) -> Result<(), ApiError> {
+fn authorize_submit(
+    sched: &Scheduler,
+    who: &Identity,
+    spec: &SubmitOperation,
+) -> Result<(), ApiError> {
     // The handler filled in the caller's name when the body gave none.
-    let user = spec.get("user").and_then(Value::as_str).unwrap_or("root");
+    let user = spec.user.as_deref().unwrap_or("root");
     if user != who.name {
         return Err(ApiError::new(
             codes::AUTHORIZATION,
@@ -317,21 +312,20 @@ fn authorize_submit(sched: &Scheduler, who: &Identity, spec: &Value) -> Result<(
         .with_attribute("permission", "superuser")
         .with_attribute("operation_user", user));
     }
-    let trees: Vec<&str> = match spec.get("pool_trees").and_then(Value::as_array) {
-        Some(names) => names.iter().filter_map(Value::as_str).collect(),
+    let trees: Vec<&str> = match &spec.pool_trees {
+        Some(names) => names.iter().map(String::as_str).collect(),
         None => vec![sched.tree().name.as_str()],
     };
-    let per_tree = spec.get("scheduling_options_per_pool_tree");
+    let per_tree = &spec.scheduling_options_per_pool_tree;
     let seen: BTreeSet<&str> = trees.into_iter().collect();
     for name in seen {
         let Some(t) = sched.tree_index(name).map(|t| &sched.trees()[t]) else {
             continue;
         };
         let pool = per_tree
-            .and_then(|m| m.get(name))
-            .and_then(|o| o.get("pool"))
-            .and_then(Value::as_str)
-            .or_else(|| spec.get("pool").and_then(Value::as_str))
+            .get(name)
+            .and_then(|o| o.pool.as_deref())
+            .or(spec.pool.as_deref())
             .unwrap_or(user);
         pool_access(t, pool, who, Permission::Use).map_err(|r| r.plain(who))?;
     }

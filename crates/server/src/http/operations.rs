@@ -4,12 +4,13 @@
 use super::{AppState, Failure, Reply, ask, bad_query, ok, parse};
 use crate::caller::Caller;
 use crate::command::{Command, HistoryQuery};
+use crate::submit::Submission;
 use crate::view::{OperationRecord, View};
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Extension, Path, Query, State};
 use fairsched_api::{
-    ApiError, OPERATION_STATES, OperationQuery, OperationView, SubmitReply, UpdateOperation, codes,
+    ApiError, OperationQuery, OperationState, OperationView, SubmitReply, UpdateOperation, codes,
 };
 use serde_json::Value;
 use std::time::Duration;
@@ -29,17 +30,18 @@ pub(super) async fn submit(
     body: Bytes,
 ) -> Reply<SubmitReply> {
     let Query(q) = q.map_err(bad_query)?;
-    let mut spec: Value = parse(&body)?;
-    crate::validate::submit(&spec)?;
+    let mut submission = Submission::parse(parse(&body)?)?;
     // An authenticated user submits as themself unless the body says otherwise (which the
     // actor allows superusers only).
-    if let (Some(user), Value::Object(obj)) = (caller.user(), &mut spec)
-        && obj.get("user").is_none_or(Value::is_null)
+    if let Some(user) = caller.user()
+        && submission.spec.user.is_none()
     {
-        obj.insert("user".into(), Value::String(user.name.clone()));
+        submission.set_user(&user.name);
     }
-    let reply: SubmitReply =
-        ask(&s, &caller, |r| Command::Submit(spec, q.wait_for_nodes, r)).await?;
+    let reply: SubmitReply = ask(&s, &caller, |r| {
+        Command::Submit(Box::new(submission), q.wait_for_nodes, r)
+    })
+    .await?;
     ok(reply)
 }
 
@@ -118,26 +120,16 @@ pub(super) async fn list_operations(
     q: Result<Query<OperationQuery>, QueryRejection>,
 ) -> Reply<Vec<OperationView>> {
     let Query(q) = q.map_err(bad_query)?;
-    let states: Option<Vec<&str>> = q.state.as_deref().map(|s| {
-        s.split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .collect()
-    });
-    for state in states.iter().flatten() {
-        if !OPERATION_STATES.contains(state) {
-            return Err(Failure(
-                ApiError::new(
-                    codes::BAD_REQUEST,
-                    format!(
-                        "state {state:?} is not an operation state ({})",
-                        OPERATION_STATES.join(", ")
-                    ),
-                )
-                .with_attribute("state", *state),
-            ));
-        }
-    }
+    let states: Option<Vec<OperationState>> = match q.state.as_deref() {
+        None => None,
+        Some(s) => Some(
+            s.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(state_filter)
+                .collect::<Result<_, _>>()?,
+        ),
+    };
     let limit = q
         .limit
         .unwrap_or(OPERATIONS_DEFAULT_LIMIT)
@@ -147,16 +139,12 @@ pub(super) async fn list_operations(
     let parents = pool_parents(&view);
     let unfinished_only = states
         .as_ref()
-        .is_some_and(|s| !s.is_empty() && s.iter().all(|s| matches!(*s, "pending" | "running")));
+        .is_some_and(|s| !s.is_empty() && s.iter().all(|s| !s.is_finished()));
     if unfinished_only && q.after.as_deref().is_none_or(str::is_empty) {
         let matching: Vec<&OperationRecord> = view
             .operations
             .iter()
-            .filter(|o| {
-                states
-                    .as_ref()
-                    .is_none_or(|s| s.contains(&o.view.state.as_str()))
-            })
+            .filter(|o| states.as_ref().is_none_or(|s| s.contains(&o.view.state)))
             .filter(|o| {
                 q.pool
                     .as_ref()
@@ -177,7 +165,7 @@ pub(super) async fn list_operations(
         states: states
             .unwrap_or_default()
             .into_iter()
-            .map(str::to_string)
+            .map(|s| s.name().to_string())
             .collect(),
         pools: q.pool.as_deref().map(|p| subtree_pools(&parents, p)),
         user: q.user.clone(),
@@ -197,6 +185,23 @@ pub(super) async fn list_operations(
     let view = s.view.borrow().clone();
     let reads = s.reads(&caller, &view);
     ok(ops.into_iter().map(|o| reads.redact(o)).collect())
+}
+
+/// A state of `GET /api/v1/operations?state=`: a known one, or an error naming them.
+fn state_filter(name: &str) -> Result<OperationState, Failure> {
+    OperationState::from_name(name).ok_or_else(|| {
+        let known: Vec<&str> = OperationState::ALL.iter().map(|s| s.name()).collect();
+        Failure(
+            ApiError::new(
+                codes::BAD_REQUEST,
+                format!(
+                    "state {name:?} is not an operation state ({})",
+                    known.join(", ")
+                ),
+            )
+            .with_attribute("state", name),
+        )
+    })
 }
 
 /// `GET /api/v1/operations/ID`: an unfinished operation from the published view; any other

@@ -1,7 +1,7 @@
 //! `op logs [--follow]`: the output of an operation's jobs, finished and running.
 
 use fairsched_api::client::ApiClient;
-use fairsched_api::{JobLogs, LogsQuery, StreamRange};
+use fairsched_api::{JobLogs, JobState, LogsQuery, OperationState, StreamRange};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::Duration;
@@ -13,11 +13,7 @@ const JOBS_PER_REQUEST: usize = 100;
 
 /// A job's heading: `== job 0.7 on n1 (running) ==`.
 fn heading(l: &JobLogs, stream: &str) -> String {
-    let state = l
-        .state
-        .as_deref()
-        .map(|s| format!(" ({s})"))
-        .unwrap_or_default();
+    let state = l.state.map(|s| format!(" ({s})")).unwrap_or_default();
     format!("== job {} on {}{state}{stream} ==", l.job, l.node)
 }
 
@@ -133,7 +129,7 @@ pub(super) async fn follow(client: &ApiClient, id: &str, json: bool) -> anyhow::
     loop {
         // The state first: once it has ended, what is read after it is the jobs' last output.
         let op = client.get_operation(id).await?;
-        let ended = !matches!(op.state.as_str(), "pending" | "running");
+        let ended = !matches!(op.state, OperationState::Pending | OperationState::Running);
         let todo: Vec<&str> = op
             .jobs
             .iter()
@@ -155,11 +151,7 @@ pub(super) async fn follow(client: &ApiClient, id: &str, json: bool) -> anyhow::
             for mut l in client.operation_logs_with(id, &query).await? {
                 // (A server before live output says no state: the operation's view does.)
                 if l.state.is_none() {
-                    l.state = op
-                        .jobs
-                        .iter()
-                        .find(|j| j.id == l.job)
-                        .map(|j| j.state.clone());
+                    l.state = op.jobs.iter().find(|j| j.id == l.job).map(|j| j.state);
                 }
                 let s = seen.entry(l.job.clone()).or_default();
                 show(&mut printer, s, &l, json);
@@ -180,7 +172,7 @@ pub(super) async fn follow(client: &ApiClient, id: &str, json: bool) -> anyhow::
 
 /// Prints what is new in `l` and notes it in `s`.
 fn show(printer: &mut Printer, s: &mut Seen, l: &JobLogs, json: bool) {
-    let running = l.state.as_deref() == Some("running");
+    let running = l.state == Some(JobState::Running);
     match &l.live {
         Some(live) if live.waiting => {}
         Some(live) => {
@@ -217,7 +209,7 @@ fn show(printer: &mut Printer, s: &mut Seen, l: &JobLogs, json: bool) {
         }
     }
     if s.done && !json {
-        let state = l.state.as_deref().unwrap_or("ended");
+        let state = l.state.map_or("ended", JobState::name);
         printer.line(&format!("== job {} on {}: {state} ==", l.job, l.node));
         printer.current = None;
     }

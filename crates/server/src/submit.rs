@@ -1,0 +1,136 @@
+//! A submitted operation on its way from the HTTP body to the core: [`Submission`] keeps the
+//! body as sent (stored, and shown as the operation's `spec`) with the same parsed into the
+//! API's [`SubmitOperation`]; [`core_spec`] is the one place where that becomes the core's
+//! [`OperationSpec`]. The real-job part of each task, its command line and environment
+//! ([`JobCommand`]), stays with the server, which sends it to the agents: the core gets none
+//! of it.
+//!
+//! A restart reads the stored `spec` back with [`stored_spec`]: the bodies the server ever
+//! accepted, whatever version stored them (the core's spec was the submit schema before the
+//! API owned it, and the API's type accepts the same JSON).
+
+use fairsched_api::{ApiError, PreemptionMode, SubmitOperation, TaskSubmit};
+use fairsched_core::{
+    DiskRequest, OperationId, OperationSpec, PreemptionMode as CorePreemptionMode, TaskSpec,
+    TreeSchedulingOptions,
+};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// A submitted operation: the body as sent and the same parsed (both get the id the server
+/// chooses and the caller's user; see [`Submission::set_id`], [`Submission::set_user`]).
+#[derive(Debug)]
+pub struct Submission {
+    /// The JSON object as sent.
+    pub body: Map<String, Value>,
+    pub spec: SubmitOperation,
+}
+
+impl Submission {
+    /// The body of `POST /api/v1/operations`, checked and parsed (see
+    /// [`crate::validate::submit`]).
+    pub fn parse(body: Value) -> Result<Submission, ApiError> {
+        let spec = crate::validate::submit(&body)?;
+        let Value::Object(body) = body else {
+            unreachable!("validate::submit refuses what is not an object")
+        };
+        Ok(Submission { body, spec })
+    }
+
+    pub fn set_id(&mut self, id: &str) {
+        self.body.insert("id".into(), Value::String(id.to_string()));
+        self.spec.id = Some(id.to_string());
+    }
+
+    pub fn set_user(&mut self, user: &str) {
+        self.body
+            .insert("user".into(), Value::String(user.to_string()));
+        self.spec.user = Some(user.to_string());
+    }
+}
+
+/// What an agent runs for each job of one task.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct JobCommand {
+    pub command: Vec<String>,
+    pub env: BTreeMap<String, String>,
+}
+
+/// The commands of an operation's tasks, by task index.
+pub fn job_commands(spec: &SubmitOperation) -> Vec<JobCommand> {
+    spec.tasks
+        .iter()
+        .map(|t| JobCommand {
+            command: t.command.clone(),
+            env: t.env.clone(),
+        })
+        .collect()
+}
+
+/// The operation as the core takes it, with id `id`: everything but the tasks' commands and
+/// environments (see [`JobCommand`]).
+pub fn core_spec(id: &str, spec: &SubmitOperation) -> OperationSpec {
+    OperationSpec {
+        id: OperationId(id.to_string()),
+        user: spec.user.clone(),
+        pool: spec.pool.clone(),
+        weight: spec.weight,
+        resource_limits: spec.resource_limits.unwrap_or_default(),
+        preemption_mode: match spec.preemption_mode.unwrap_or_default() {
+            PreemptionMode::Normal => CorePreemptionMode::Normal,
+            PreemptionMode::Graceful => CorePreemptionMode::Graceful,
+        },
+        interruption_signal: spec.interruption_signal.clone(),
+        interruption_timeout_ms: spec.interruption_timeout_ms,
+        scheduling_tag_filter: spec.scheduling_tag_filter.clone(),
+        fair_share_starvation_tolerance: spec.fair_share_starvation_tolerance,
+        fair_share_starvation_timeout_ms: spec.fair_share_starvation_timeout_ms,
+        max_failed_job_count: spec.max_failed_job_count,
+        pool_trees: spec.pool_trees.clone(),
+        scheduling_options_per_pool_tree: spec
+            .scheduling_options_per_pool_tree
+            .iter()
+            .map(|(tree, o)| {
+                let options = TreeSchedulingOptions {
+                    pool: o.pool.clone(),
+                    weight: o.weight,
+                    resource_limits: o.resource_limits,
+                };
+                (tree.clone(), options)
+            })
+            .collect(),
+        max_unpreemptible_allocation_count: spec.max_unpreemptible_allocation_count,
+        operation_type: spec.operation_type.clone(),
+        tasks: spec.tasks.iter().map(core_task).collect(),
+    }
+}
+
+fn core_task(t: &TaskSubmit) -> TaskSpec {
+    TaskSpec {
+        job_count: t.job_count,
+        resources: t.resources,
+        duration_ms: t.duration_ms,
+        time_limit_ms: t.time_limit_ms,
+        interruptible: t.interruptible,
+        exit_after_interrupt_ms: t.exit_after_interrupt_ms,
+        gang: t.gang,
+        // The server's (`JobCommand`).
+        command: Vec::new(),
+        env: BTreeMap::new(),
+        disk_request: t.disk_request.as_ref().map(|d| DiskRequest {
+            disk_space: d.disk_space,
+            medium_name: d.medium_name.clone(),
+        }),
+    }
+}
+
+/// An operation's stored `spec` (the body as it was accepted, with its id, and changed by
+/// updates: `pool`, `weight`, `resource_limits`, `scheduling_options_per_pool_tree`).
+pub fn stored_spec(spec: &Value) -> Result<SubmitOperation, serde_json::Error> {
+    SubmitOperation::deserialize(spec)
+}
+
+#[cfg(test)]
+#[path = "submit_tests.rs"]
+mod tests;
