@@ -510,11 +510,12 @@ impl Scheduler {
             }
             self.pending.reindexed();
         }
-        // The stale pending operations in start order (see `operations::pending`: the others'
-        // answers have not changed). Starting one may make others stale: those after it are
-        // looked at in this pass, those before it in the next, as a pass over all would.
+        // The pending operations whose answer may have changed, in start order (see
+        // `operations::pending`: the others' answers have not). Starting one may change
+        // others': those after it are looked at in this pass, those before it in the next, as
+        // a pass over all would.
         let mut cursor = None;
-        while let Some(next) = self.pending.take_stale_after(cursor.as_ref()) {
+        while let Some(next) = self.pending.next_after(cursor.as_ref()) {
             let id = next.1.clone();
             cursor = Some(next);
             // Finishing an operation below re-enters this function; skip what it handled.
@@ -523,11 +524,16 @@ impl Scheduler {
             }
             // It runs once every tree it runs in has a running slot for it.
             match self.pending_blocker(&id) {
-                Some((t, blocking, limit)) => {
-                    let reason =
-                        crate::operations::pending_reason(&blocking, limit, &self.trees[t].name);
-                    if let Some(op) = self.operations.get_mut(&id) {
-                        op.pending_reason = Some(reason);
+                Some(at) => {
+                    // The reason names the blocker: written again only when it changed.
+                    if self.pending.blocker(&id) != Some(at) {
+                        let ((t, pool), limit) = &self.pending.paths(&id).expect("queued")[at];
+                        let reason =
+                            crate::operations::pending_reason(pool, *limit, &self.trees[*t].name);
+                        if let Some(op) = self.operations.get_mut(&id) {
+                            op.pending_reason = Some(reason);
+                        }
+                        self.pending.set_blocker(&id, at);
                     }
                 }
                 None => {
@@ -552,31 +558,41 @@ impl Scheduler {
                 }
             }
         }
+        self.pending.settle();
         self.debug_check_pending();
     }
 
-    /// The lowest pool (tree, name, limit) at its running limit on a pending operation's paths
-    /// (lightweight ones excepted); `None`: it may run.
-    fn pending_blocker(&self, id: &OperationId) -> Option<(usize, String, u32)> {
-        self.operations[id]
-            .trees
-            .iter()
-            .filter(|o| !o.lightweight)
-            .find_map(|o| {
-                self.running_limit_violation(o.tree, &o.pool, &self.counts[o.tree])
-                    .map(|(pool, limit)| (o.tree, pool, limit))
-            })
+    /// What a pending operation waits for, from its paths as queued: the first pool (an
+    /// index into them) at its running limit, trees in order (lightweight ones excepted),
+    /// each from the operation's pool up; `None`: it may run.
+    fn pending_blocker(&self, id: &OperationId) -> Option<usize> {
+        let op = &self.operations[id];
+        let paths = self
+            .pending
+            .paths(id)
+            .expect("pending operations are queued");
+        paths.iter().position(|((t, pool), limit)| {
+            !op.in_tree(*t).is_some_and(|o| o.lightweight)
+                && self.counts[*t]
+                    .get(pool)
+                    .map_or(0, |c| c.running_operation_count)
+                    >= *limit
+        })
     }
 
-    /// The pools (tree, name) on a pending operation's paths, for the queue's index.
-    fn pending_paths(&self, id: &OperationId) -> Vec<(usize, String)> {
+    /// The pools (tree, name) on a pending operation's paths and their running limits, for
+    /// the queue.
+    fn pending_paths(&self, id: &OperationId) -> Vec<((usize, String), u32)> {
         self.operations[id]
             .trees
             .iter()
             .flat_map(|o| {
                 self.pool_chain(o.tree, &o.pool, None)
                     .into_iter()
-                    .map(move |name| (o.tree, name))
+                    .map(move |name| {
+                        let limit = self.pool_limits(o.tree, &name, None).1;
+                        ((o.tree, name), limit)
+                    })
             })
             .collect()
     }
@@ -602,8 +618,12 @@ impl Scheduler {
             if self.pending.is_stale(id) {
                 continue;
             }
-            let reason = self.pending_blocker(id).map(|(t, pool, limit)| {
-                crate::operations::pending_reason(&pool, limit, &self.trees[t].name)
+            // As a pass over all would find it, from the trees as they are.
+            let reason = op.trees.iter().filter(|o| !o.lightweight).find_map(|o| {
+                self.running_limit_violation(o.tree, &o.pool, &self.counts[o.tree])
+                    .map(|(pool, limit)| {
+                        crate::operations::pending_reason(&pool, limit, &self.trees[o.tree].name)
+                    })
             });
             debug_assert!(reason.is_some(), "{id:?} may run but is not looked at");
             debug_assert_eq!(reason, op.pending_reason, "{id:?} waits for another reason");

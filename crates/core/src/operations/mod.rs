@@ -68,7 +68,7 @@ impl Scheduler {
         chain
     }
 
-    fn pool_limits(
+    pub(crate) fn pool_limits(
         &self,
         t: usize,
         name: &str,
@@ -141,9 +141,10 @@ impl Scheduler {
             .map(|o| (o.tree, o.pool.clone(), o.lightweight))
             .collect();
         for (t, pool, lightweight) in places {
-            for name in self.pool_chain(t, &pool, None) {
+            let chain = self.pool_chain(t, &pool, None);
+            for (level, name) in chain.iter().enumerate() {
                 // The pool's running limit, when this changes its running count.
-                let limit = (running && !lightweight).then(|| self.pool_limits(t, &name, None).1);
+                let limit = (running && !lightweight).then(|| self.pool_limits(t, name, None).1);
                 let counts = &mut self.counts[t];
                 let c = counts.entry(name.clone()).or_default();
                 let step = |v: &mut u32| {
@@ -160,14 +161,19 @@ impl Scheduler {
                 }
                 let now = c.running_operation_count;
                 if *c == PoolCounts::default() {
-                    counts.remove(&name);
+                    counts.remove(name);
                 }
                 // Pending operations below a pool that reached or left its limit may now run
                 // or wait elsewhere.
                 if let Some(limit) = limit
                     && (was >= limit) != (now >= limit)
                 {
-                    self.pending.crossed(t, &name);
+                    let key = (t, name.clone());
+                    if now >= limit {
+                        self.pending.reached(&key, &chain[level + 1..]);
+                    } else {
+                        self.pending.freed(&key);
+                    }
                 }
             }
         }
