@@ -43,3 +43,4 @@ pub use scheduler::{
     NodeHeartbeat, NodeOrders, OperationUpdate, Scheduler, SchedulerConfig, StartOrder, Stats,
 };
 pub use snapshot::{OperationTreeSnapshot, Snapshot, TreeSnapshot};
+pub use update::FairShareUpdate;

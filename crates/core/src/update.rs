@@ -12,6 +12,7 @@ use crate::scheduler::Scheduler;
 use crate::tree::EphemeralPool;
 use crate::tree::PoolTree;
 use crate::tree::ROOT_NAME;
+use crate::tree::TreeUpdate;
 use fairsched_config::PoolConfig;
 use fairsched_config::ValidatedPoolTrees;
 use fairsched_resources::Resources;
@@ -44,8 +45,19 @@ impl Scheduler {
             .fold(Resources::ZERO, |acc, n| acc.add(&n.resources))
     }
 
-    /// Recomputes fair shares and statuses now.
+    /// Recomputes fair shares and statuses now: [`Scheduler::prepare_fair_share_update`],
+    /// [`FairShareUpdate::compute`] and [`Scheduler::apply_fair_share_update`] in turn.
     pub fn update_fair_share(&mut self, now: Millis) {
+        let mut update = self.prepare_fair_share_update(now);
+        update.compute();
+        self.apply_fair_share_update(update);
+    }
+
+    /// Prepares a fair-share update at `now`: a copy of what the computation reads from every
+    /// tree (each tree's working memory goes with it). A driver may compute it on another
+    /// thread while heartbeats and commands go on against the previous shares, then apply it;
+    /// it prepares no other until then.
+    pub fn prepare_fair_share_update(&mut self, now: Millis) -> FairShareUpdate {
         let operations = &self.operations;
         self.live_order
             .retain(|id| operations.get(id).is_some_and(|op| !op.state.is_finished()));
@@ -55,8 +67,51 @@ impl Scheduler {
             .filter_map(|id| self.operations.get(id))
             .filter(|op| op.state == OperationState::Running)
             .collect();
-        self.min_pending_job = ops
+        let mut trees = Vec::with_capacity(self.trees.len());
+        for t in 0..self.trees.len() {
+            let total = self.tree_total(t);
+            let in_tree: Vec<&Operation> = ops
+                .iter()
+                .copied()
+                .filter(|op| op.in_tree(t).is_some())
+                .collect();
+            trees.push(self.trees[t].prepare_update(t, now, total, &in_tree));
+        }
+        FairShareUpdate { now, trees }
+    }
+
+    /// Installs a computed fair-share update: new shares and statuses in every tree, then
+    /// preemption targets, alerts, reservations and gangs from them. What changed since it was
+    /// prepared is reconciled: operations that started since wait for the next update (as if
+    /// they had started just after this one), finished ones leave at their next; a tree whose
+    /// configuration changed meanwhile keeps its previous shares and nothing is installed
+    /// (false: prepare another; every tree's working memory comes back either way).
+    pub fn apply_fair_share_update(&mut self, update: FairShareUpdate) -> bool {
+        let FairShareUpdate { now, trees } = update;
+        let mut installed = true;
+        let mut computed = Vec::with_capacity(trees.len());
+        for u in trees {
+            let t = u.tree_index();
+            if self.trees[t].update_is_current(&u) {
+                computed.push(u);
+            } else {
+                installed = false;
+                self.trees[t].return_workspace(u);
+            }
+        }
+        if !installed {
+            for u in computed {
+                let t = u.tree_index();
+                self.trees[t].return_workspace(u);
+            }
+            return false;
+        }
+        let running = self
+            .live_order
             .iter()
+            .filter_map(|id| self.operations.get(id))
+            .filter(|op| op.state == OperationState::Running);
+        self.min_pending_job = running
             .flat_map(|op| {
                 op.spec
                     .tasks
@@ -66,14 +121,9 @@ impl Scheduler {
                     .map(|(t, _)| t.resources)
             })
             .reduce(|a, b| a.min(&b));
-        for t in 0..self.trees.len() {
-            let total = self.tree_total(t);
-            let in_tree: Vec<&Operation> = ops
-                .iter()
-                .copied()
-                .filter(|op| op.in_tree(t).is_some())
-                .collect();
-            self.trees[t].update_fair_share(t, now, total, &in_tree);
+        for u in computed {
+            let t = u.tree_index();
+            self.trees[t].apply_update(u);
             crate::status::update_statuses(&mut self.trees[t], now);
             self.walks[t] = None;
             self.preemption[t].classes.clear();
@@ -86,6 +136,7 @@ impl Scheduler {
         self.update_gangs(now);
         self.last_fair_share_update = Some(now);
         self.stats.fair_share_updates += 1;
+        true
     }
 
     /// Replaces the trees' configuration (a validated new version: pools created, changed,
@@ -244,5 +295,36 @@ impl Scheduler {
             }
         }
         self.trees[t].active_alerts = alerts;
+    }
+}
+
+/// A fair-share update of every tree, prepared by [`Scheduler::prepare_fair_share_update`]:
+/// [`FairShareUpdate::compute`] runs it (a pure computation that needs nothing else, on any
+/// thread), [`Scheduler::apply_fair_share_update`] installs it.
+pub struct FairShareUpdate {
+    now: Millis,
+    trees: Vec<TreeUpdate>,
+}
+
+impl std::fmt::Debug for FairShareUpdate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FairShareUpdate")
+            .field("now", &self.now)
+            .field("trees", &self.trees.len())
+            .finish()
+    }
+}
+
+impl FairShareUpdate {
+    /// Computes every tree's fair shares.
+    pub fn compute(&mut self) {
+        for tree in &mut self.trees {
+            tree.compute();
+        }
+    }
+
+    /// The time it is an update at.
+    pub fn now(&self) -> Millis {
+        self.now
     }
 }

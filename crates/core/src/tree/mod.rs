@@ -2,7 +2,7 @@
 //! element arena (root, pools, operations) built at each fair-share update, with the update's
 //! results and the statuses derived from them.
 
-use crate::model::{Millis, Operation, OperationId};
+use crate::model::{Millis, OperationId};
 use fairsched_config::{
     EffectivePool, FifoPoolSchedulingOrder, FifoSortParameter as CfgFifoSort,
     IntegralGuaranteeType as CfgIntegral, PoolConfig, PoolNode, SchedulingMode, TreeConfig,
@@ -15,6 +15,9 @@ use fairsched_hdrf::{
 };
 use fairsched_resources::{ResourceVector, Resources};
 use std::collections::BTreeMap;
+
+mod update;
+pub(crate) use update::TreeUpdate;
 
 /// Name of the root element, as YTsaurus writes it.
 pub const ROOT_NAME: &str = "<Root>";
@@ -245,8 +248,11 @@ pub struct PoolTree {
     /// Fair-share alerts (code, message; e.g. 29000) raised by the last update, logged when
     /// they appear.
     pub(crate) active_alerts: Vec<(u32, String)>,
-    /// The fair-share library's working memory, kept between this tree's updates.
+    /// The fair-share library's working memory, kept between this tree's updates (lent to an
+    /// update being computed).
     pub(crate) workspace: fairsched_hdrf::Workspace,
+    /// Counts configuration changes: an update prepared before one is not installed.
+    pub(crate) generation: u64,
 }
 
 impl PoolTree {
@@ -270,6 +276,7 @@ impl PoolTree {
             limits_maybe_violated: false,
             active_alerts: Vec::new(),
             workspace: fairsched_hdrf::Workspace::default(),
+            generation: 0,
         }
     }
 
@@ -277,6 +284,7 @@ impl PoolTree {
     pub(crate) fn set_validated(&mut self, validated: ValidatedTree) {
         self.node_filter = node_filter(&validated);
         self.validated = validated;
+        self.generation += 1;
     }
 
     pub fn config(&self) -> &TreeConfig {
@@ -348,331 +356,6 @@ impl PoolTree {
                 .enable_fast_fifo_fair_share_by_fit_factor_computation,
         }
     }
-
-    /// Runs a fair-share update over the pools and the given operations (in start order; those
-    /// running in this tree, whose index is `t`) and rebuilds the arena. `total` is the
-    /// resources of the tree's nodes.
-    pub fn update_fair_share(
-        &mut self,
-        t: usize,
-        now: Millis,
-        total: Resources,
-        operations: &[&Operation],
-    ) {
-        let mut tree = Tree::new();
-        let mut kinds = vec![ElementRef::Root];
-        let mut by_pool = BTreeMap::new();
-        let mut limits = vec![Resources::infinite()];
-
-        // Explicit pools in configuration order (parents before children), then ephemeral ones.
-        fn add_explicit(
-            this: &PoolTree,
-            tree: &mut Tree,
-            parent: ElementIndex,
-            pools: &BTreeMap<String, PoolNode>,
-            kinds: &mut Vec<ElementRef>,
-            limits: &mut Vec<Resources>,
-            by_pool: &mut BTreeMap<String, ElementIndex>,
-        ) {
-            for (name, node) in pools {
-                let Some(effective) = this.validated.pool(name) else {
-                    continue;
-                };
-                let index = add_pool(tree, parent, name, &effective.config, this, kinds, limits);
-                by_pool.insert(name.clone(), index);
-                add_explicit(this, tree, index, &node.pools, kinds, limits, by_pool);
-            }
-        }
-        fn add_pool(
-            tree: &mut Tree,
-            parent: ElementIndex,
-            name: &str,
-            config: &PoolConfig,
-            this: &PoolTree,
-            kinds: &mut Vec<ElementRef>,
-            limits: &mut Vec<Resources>,
-        ) -> ElementIndex {
-            let index = tree
-                .add_pool(
-                    parent,
-                    name,
-                    config.weight.unwrap_or(1.0),
-                    pool_spec(
-                        config,
-                        this.config()
-                            .infer_weight_from_guarantees_share_multiplier
-                            .is_some(),
-                    ),
-                )
-                .expect("parent is a pool or the root");
-            tree.element_mut(index).resource_limits = config.resource_limits;
-            if let Some(state) = this.integral_states.get(name) {
-                tree.element_mut(index).integral_state = *state;
-            }
-            kinds.push(ElementRef::Pool(name.to_string()));
-            limits.push(config.resource_limits.or_infinite());
-            index
-        }
-        add_explicit(
-            self,
-            &mut tree,
-            ROOT,
-            &self.validated.tree.pools,
-            &mut kinds,
-            &mut limits,
-            &mut by_pool,
-        );
-        // Ephemeral pools, each after its parent (an explicit pool, the root, or a removed
-        // pool kept for its ephemeral subpools, itself ephemeral).
-        let mut waiting: Vec<(&String, &EphemeralPool)> = self.ephemeral.iter().collect();
-        // Set when a pass adds nothing: the parents left exist nowhere (not reachable through
-        // the scheduler's commands), so the pools go under the root rather than vanish.
-        let mut stuck = false;
-        while !waiting.is_empty() {
-            let before = waiting.len();
-            waiting.retain(|&(name, e)| {
-                let parent = if stuck || e.parent == ROOT_NAME {
-                    ROOT
-                } else if let Some(&p) = by_pool.get(&e.parent) {
-                    p
-                } else {
-                    return true;
-                };
-                let index = add_pool(
-                    &mut tree,
-                    parent,
-                    name,
-                    &e.config,
-                    self,
-                    &mut kinds,
-                    &mut limits,
-                );
-                by_pool.insert(name.clone(), index);
-                false
-            });
-            stuck = waiting.len() == before;
-        }
-        let mut by_operation = BTreeMap::new();
-        for op in operations {
-            let Some(mine) = op.in_tree(t) else {
-                continue;
-            };
-            let Some(&parent) = by_pool.get(&mine.pool) else {
-                continue;
-            };
-            let spec = HdrfOperation {
-                demand: op.demand_in(t),
-                usage: mine.usage,
-                gang: op.is_gang(),
-                best_allocation_share: ResourceVector::ONES,
-                start_time: op.start_time as f64,
-                pending_job_count: u64::from(op.pending_job_count()),
-            };
-            let index = tree
-                .add_operation(
-                    parent,
-                    op.spec.id.0.clone(),
-                    mine.weight.unwrap_or(1.0),
-                    spec,
-                )
-                .expect("pools accept operations");
-            tree.element_mut(index).resource_limits = mine.resource_limits;
-            kinds.push(ElementRef::Operation(op.spec.id.clone()));
-            limits.push(mine.resource_limits.or_infinite());
-            by_operation.insert(op.spec.id.clone(), index);
-        }
-
-        let input = UpdateInput {
-            total_resources: total,
-            now_seconds: now as f64 / 1000.0,
-            previous_update_seconds: self.last_update_ms.map(|t| t as f64 / 1000.0),
-            options: self.update_options(),
-        };
-        let output = self
-            .workspace
-            .update(&mut tree, &input, &fairsched_hdrf::NoClock);
-        self.last_update_ms = Some(now);
-        for (name, &index) in &by_pool {
-            self.integral_states
-                .insert(name.clone(), tree.element(index).integral_state);
-        }
-
-        let config = self.config().clone();
-        let mut elements: Vec<Element> = Vec::with_capacity(tree.len());
-        for (i, attrs) in output.attributes.into_iter().enumerate() {
-            let e = tree.element(i);
-            let fifo = e.pool().is_some_and(|p| p.mode == PoolMode::Fifo);
-            let schedule_in_fifo_order = fifo
-                && match &kinds[i] {
-                    ElementRef::Pool(name) => self.validated.pool(name).is_some_and(|p| {
-                        p.fifo_pool_scheduling_order == FifoPoolSchedulingOrder::Fifo
-                    }),
-                    _ => false,
-                };
-            let children = e.children.clone();
-            elements.push(Element {
-                kind: kinds[i].clone(),
-                parent: e.parent,
-                children,
-                fifo,
-                schedule_in_fifo_order,
-                resource_limits: limits[i],
-                attrs,
-                scheduling_status: SchedulingStatus::Normal,
-                starvation_status: StarvationStatus::NonStarving,
-                tolerance: config.fair_share_starvation_tolerance,
-                starvation_timeout_ms: config.fair_share_starvation_timeout_ms,
-                aggressive_starvation_enabled: config.enable_aggressive_starvation,
-                use_pool_satisfaction_for_scheduling: config.use_pool_satisfaction_for_scheduling,
-                timeout_scale: 1.0,
-                guarantee_priority: false,
-                allow_regular_on_ssd: true,
-                tag_set: 0,
-                fifo_limited: false,
-            });
-        }
-        // FIFO pools schedule in FIFO order; with `max_schedulable_element_count_in_fifo_pool`
-        // = N, only the operations up to the N-th one with a fair share get jobs.
-        let fifo_limit = config.max_schedulable_element_count_in_fifo_pool;
-        for i in 0..elements.len() {
-            if elements[i].fifo {
-                let mut children = elements[i].children.clone();
-                children.sort_by_key(|&c| elements[c].attrs.fifo_index.unwrap_or(usize::MAX));
-                if let Some(limit) = fifo_limit {
-                    let mut with_share = 0;
-                    for &c in &children {
-                        let limited = with_share >= limit;
-                        elements[c].fifo_limited = limited;
-                        if !limited && !elements[c].attrs.fair_share.total.is_zero() {
-                            with_share += 1;
-                        }
-                    }
-                }
-                elements[i].children = children;
-            }
-        }
-        self.arena = Arena {
-            elements,
-            by_pool,
-            by_operation,
-            total_resources: total,
-            errors: output.errors,
-            computed_at: Some(now),
-            any_graceful: operations
-                .iter()
-                .any(|op| op.spec.preemption_mode == crate::model::PreemptionMode::Graceful),
-            tag_sets: vec![Vec::new()],
-            ssd: {
-                let ssd = &config.ssd_priority_preemption;
-                // Validated when the configuration was accepted (required when enabled).
-                ssd.node_tag_filter
-                    .as_deref()
-                    .filter(|f| !f.trim().is_empty())
-                    .and_then(|f| fairsched_config::TagFilter::parse(f).ok())
-                    .map(|filter| SsdNodes {
-                        filter,
-                        media: ssd.medium_names.clone(),
-                        enabled: ssd.enable,
-                    })
-            },
-        };
-        self.inherit_settings(operations);
-        if config.enable_guarantee_priority_scheduling {
-            for e in &mut self.arena.elements {
-                if matches!(e.kind, ElementRef::Operation(_)) {
-                    e.guarantee_priority = below_promised_guarantee(&e.attrs);
-                }
-            }
-        }
-    }
-
-    /// Effective starvation and scheduling settings, inherited down the tree.
-    fn inherit_settings(&mut self, operations: &[&Operation]) {
-        let specs: BTreeMap<&OperationId, &Operation> =
-            operations.iter().map(|op| (&op.spec.id, *op)).collect();
-        let coefficient = self
-            .config()
-            .allocation_count_preemption_timeout_coefficient;
-        let honour_tags = self.config().enable_scheduling_tags;
-        for i in 1..self.arena.elements.len() {
-            let parent = self.arena.elements[i].parent.unwrap_or(ROOT);
-            let (tol, timeout, aggressive, use_sat, regular_on_ssd, tag_set) = {
-                let p = &self.arena.elements[parent];
-                (
-                    p.tolerance,
-                    p.starvation_timeout_ms,
-                    p.aggressive_starvation_enabled,
-                    p.use_pool_satisfaction_for_scheduling,
-                    p.allow_regular_on_ssd,
-                    p.tag_set,
-                )
-            };
-            let pool_config = match &self.arena.elements[i].kind {
-                ElementRef::Pool(name) => self.pool_config(name).cloned(),
-                _ => None,
-            };
-            let op = match &self.arena.elements[i].kind {
-                ElementRef::Operation(id) => specs.get(id).copied(),
-                _ => None,
-            };
-            // Its own scheduling tag filter joins those of its ancestors (validated when the
-            // pool tree or the operation was accepted).
-            let own_filter = match (&pool_config, op) {
-                (Some(c), _) => c.scheduling_tag_filter.clone(),
-                (_, Some(op)) => op.spec.scheduling_tag_filter.clone(),
-                _ => None,
-            }
-            .and_then(|text| fairsched_config::TagFilter::parse(&text).ok())
-            .filter(|f| !f.is_empty());
-            let tag_set = match own_filter {
-                Some(filter) if honour_tags => {
-                    let mut set = self.arena.tag_sets[tag_set].clone();
-                    set.push(filter);
-                    self.arena.tag_sets.push(set);
-                    self.arena.tag_sets.len() - 1
-                }
-                _ => tag_set,
-            };
-            let e = &mut self.arena.elements[i];
-            e.tag_set = tag_set;
-            e.tolerance = tol;
-            e.starvation_timeout_ms = timeout;
-            e.aggressive_starvation_enabled = aggressive;
-            e.use_pool_satisfaction_for_scheduling = use_sat;
-            e.allow_regular_on_ssd = regular_on_ssd;
-            if let Some(c) = pool_config {
-                if let Some(v) = c.allow_regular_allocations_on_ssd_nodes {
-                    e.allow_regular_on_ssd = v;
-                }
-                if let Some(v) = c.fair_share_starvation_tolerance {
-                    e.tolerance = v;
-                }
-                if let Some(v) = c.fair_share_starvation_timeout_ms {
-                    e.starvation_timeout_ms = v;
-                }
-                if let Some(v) = c.enable_aggressive_starvation {
-                    e.aggressive_starvation_enabled = v;
-                }
-                if let Some(v) = c.use_pool_satisfaction_for_scheduling {
-                    e.use_pool_satisfaction_for_scheduling = v;
-                }
-            }
-            // An operation may only be more conservative than its pool; small operations
-            // starve sooner (timeouts scaled by pending jobs / coefficient when below 1).
-            if let Some(op) = op {
-                if let Some(v) = op.spec.fair_share_starvation_tolerance {
-                    e.tolerance = e.tolerance.min(v);
-                }
-                if let Some(v) = op.spec.fair_share_starvation_timeout_ms {
-                    e.starvation_timeout_ms = e.starvation_timeout_ms.max(v);
-                }
-                let ratio = f64::from(op.pending_job_count()) / coefficient.max(1.0);
-                if ratio < 1.0 {
-                    e.timeout_scale = ratio;
-                }
-            }
-        }
-    }
 }
 
 /// The fair-share view of a pool's configuration.
@@ -683,18 +366,6 @@ fn node_filter(validated: &ValidatedTree) -> fairsched_config::TagFilter {
         fairsched_config::TagFilter::parse("!__invalid_node_tag_filter__ & __invalid__")
             .expect("literal filter parses")
     })
-}
-
-/// Scheduler spec §1.3: an operation whose promised-guarantee fair share strictly dominates
-/// its usage (on every resource it demands) is served first when
-/// `enable_guarantee_priority_scheduling` is on.
-fn below_promised_guarantee(attrs: &ElementAttributes) -> bool {
-    const EPS: f64 = 1e-9;
-    let promised = &attrs.promised_guarantee_fair_share.total;
-    (0..fairsched_resources::RESOURCE_COUNT).any(|r| promised[r] > EPS)
-        && (0..fairsched_resources::RESOURCE_COUNT)
-            .filter(|&r| attrs.demand_share[r] > EPS)
-            .all(|r| attrs.usage_share[r] + EPS < promised[r])
 }
 
 pub fn pool_spec(config: &PoolConfig, infer_weights: bool) -> PoolSpec {

@@ -1,0 +1,465 @@
+//! A fair-share update of one tree taken apart, so that a driver may compute it away from the
+//! scheduler: [`PoolTree::prepare_update`] copies what the computation reads (the tree of pools
+//! and operations with their demand, usage, guarantees and limits) and lends it the tree's
+//! working memory, [`TreeUpdate::compute`] runs the pure `hdrf` update (any thread), and
+//! [`PoolTree::apply_update`] installs the result at once. Heartbeats in between use the
+//! previous shares. [`PoolTree::update_fair_share`] does all three in turn.
+
+use super::*;
+use crate::model::{Millis, Operation, OperationId};
+use fairsched_hdrf::{UpdateOutput, Workspace};
+
+/// What the update needs of an operation after the computation, taken when it is prepared.
+#[derive(Clone, Debug)]
+pub(crate) struct OperationSettings {
+    scheduling_tag_filter: Option<String>,
+    fair_share_starvation_tolerance: Option<f64>,
+    fair_share_starvation_timeout_ms: Option<u64>,
+    pending_job_count: u32,
+}
+
+/// One tree's fair-share update, prepared and (once computed) ready to apply.
+pub struct TreeUpdate {
+    t: usize,
+    now: Millis,
+    total: Resources,
+    /// The tree's configuration generation when prepared.
+    generation: u64,
+    tree: Tree,
+    input: UpdateInput,
+    workspace: Workspace,
+    output: Option<UpdateOutput>,
+    kinds: Vec<ElementRef>,
+    limits: Vec<Resources>,
+    by_pool: BTreeMap<String, ElementIndex>,
+    by_operation: BTreeMap<OperationId, ElementIndex>,
+    /// Per element: the operation's settings (`None` for pools and the root).
+    settings: Vec<Option<OperationSettings>>,
+    any_graceful: bool,
+}
+
+impl TreeUpdate {
+    /// Runs the fair-share computation (pure; the tree's working memory is lent to it).
+    pub fn compute(&mut self) {
+        self.output = Some(self.workspace.update(
+            &mut self.tree,
+            &self.input,
+            &fairsched_hdrf::NoClock,
+        ));
+    }
+
+    /// The index of the tree it updates.
+    pub fn tree_index(&self) -> usize {
+        self.t
+    }
+}
+
+impl PoolTree {
+    /// Whether `update` was prepared from this tree's current configuration.
+    pub(crate) fn update_is_current(&self, update: &TreeUpdate) -> bool {
+        update.generation == self.generation
+    }
+
+    /// Takes back the working memory lent to an update that will not be installed.
+    pub(crate) fn return_workspace(&mut self, update: TreeUpdate) {
+        self.workspace = update.workspace;
+    }
+
+    /// Runs a fair-share update over the pools and the given operations (in start order; those
+    /// running in this tree, whose index is `t`) and rebuilds the arena. `total` is the
+    /// resources of the tree's nodes.
+    pub fn update_fair_share(
+        &mut self,
+        t: usize,
+        now: Millis,
+        total: Resources,
+        operations: &[&Operation],
+    ) {
+        let mut update = self.prepare_update(t, now, total, operations);
+        update.compute();
+        self.apply_update(update);
+    }
+
+    /// Prepares an update over the pools and the given operations (see
+    /// [`PoolTree::update_fair_share`]); the tree's working memory goes with it until
+    /// [`PoolTree::apply_update`].
+    pub(crate) fn prepare_update(
+        &mut self,
+        t: usize,
+        now: Millis,
+        total: Resources,
+        operations: &[&Operation],
+    ) -> TreeUpdate {
+        let mut tree = Tree::new();
+        let mut kinds = vec![ElementRef::Root];
+        let mut by_pool = BTreeMap::new();
+        let mut limits = vec![Resources::infinite()];
+
+        // Explicit pools in configuration order (parents before children), then ephemeral ones.
+        fn add_explicit(
+            this: &PoolTree,
+            tree: &mut Tree,
+            parent: ElementIndex,
+            pools: &BTreeMap<String, PoolNode>,
+            kinds: &mut Vec<ElementRef>,
+            limits: &mut Vec<Resources>,
+            by_pool: &mut BTreeMap<String, ElementIndex>,
+        ) {
+            for (name, node) in pools {
+                let Some(effective) = this.validated.pool(name) else {
+                    continue;
+                };
+                let index = add_pool(tree, parent, name, &effective.config, this, kinds, limits);
+                by_pool.insert(name.clone(), index);
+                add_explicit(this, tree, index, &node.pools, kinds, limits, by_pool);
+            }
+        }
+        fn add_pool(
+            tree: &mut Tree,
+            parent: ElementIndex,
+            name: &str,
+            config: &PoolConfig,
+            this: &PoolTree,
+            kinds: &mut Vec<ElementRef>,
+            limits: &mut Vec<Resources>,
+        ) -> ElementIndex {
+            let index = tree
+                .add_pool(
+                    parent,
+                    name,
+                    config.weight.unwrap_or(1.0),
+                    pool_spec(
+                        config,
+                        this.config()
+                            .infer_weight_from_guarantees_share_multiplier
+                            .is_some(),
+                    ),
+                )
+                .expect("parent is a pool or the root");
+            tree.element_mut(index).resource_limits = config.resource_limits;
+            if let Some(state) = this.integral_states.get(name) {
+                tree.element_mut(index).integral_state = *state;
+            }
+            kinds.push(ElementRef::Pool(name.to_string()));
+            limits.push(config.resource_limits.or_infinite());
+            index
+        }
+        add_explicit(
+            self,
+            &mut tree,
+            ROOT,
+            &self.validated.tree.pools,
+            &mut kinds,
+            &mut limits,
+            &mut by_pool,
+        );
+        // Ephemeral pools, each after its parent (an explicit pool, the root, or a removed
+        // pool kept for its ephemeral subpools, itself ephemeral).
+        let mut waiting: Vec<(&String, &EphemeralPool)> = self.ephemeral.iter().collect();
+        // Set when a pass adds nothing: the parents left exist nowhere (not reachable through
+        // the scheduler's commands), so the pools go under the root rather than vanish.
+        let mut stuck = false;
+        while !waiting.is_empty() {
+            let before = waiting.len();
+            waiting.retain(|&(name, e)| {
+                let parent = if stuck || e.parent == ROOT_NAME {
+                    ROOT
+                } else if let Some(&p) = by_pool.get(&e.parent) {
+                    p
+                } else {
+                    return true;
+                };
+                let index = add_pool(
+                    &mut tree,
+                    parent,
+                    name,
+                    &e.config,
+                    self,
+                    &mut kinds,
+                    &mut limits,
+                );
+                by_pool.insert(name.clone(), index);
+                false
+            });
+            stuck = waiting.len() == before;
+        }
+        let mut by_operation = BTreeMap::new();
+        let mut settings: Vec<Option<OperationSettings>> = Vec::new();
+        for op in operations {
+            let Some(mine) = op.in_tree(t) else {
+                continue;
+            };
+            let Some(&parent) = by_pool.get(&mine.pool) else {
+                continue;
+            };
+            let spec = HdrfOperation {
+                demand: op.demand_in(t),
+                usage: mine.usage,
+                gang: op.is_gang(),
+                best_allocation_share: ResourceVector::ONES,
+                start_time: op.start_time as f64,
+                pending_job_count: u64::from(op.pending_job_count()),
+            };
+            let index = tree
+                .add_operation(
+                    parent,
+                    op.spec.id.0.clone(),
+                    mine.weight.unwrap_or(1.0),
+                    spec,
+                )
+                .expect("pools accept operations");
+            tree.element_mut(index).resource_limits = mine.resource_limits;
+            kinds.push(ElementRef::Operation(op.spec.id.clone()));
+            limits.push(mine.resource_limits.or_infinite());
+            by_operation.insert(op.spec.id.clone(), index);
+            settings.resize(kinds.len() - 1, None);
+            settings.push(Some(OperationSettings {
+                scheduling_tag_filter: op.spec.scheduling_tag_filter.clone(),
+                fair_share_starvation_tolerance: op.spec.fair_share_starvation_tolerance,
+                fair_share_starvation_timeout_ms: op.spec.fair_share_starvation_timeout_ms,
+                pending_job_count: op.pending_job_count(),
+            }));
+        }
+        settings.resize(kinds.len(), None);
+
+        let input = UpdateInput {
+            total_resources: total,
+            now_seconds: now as f64 / 1000.0,
+            previous_update_seconds: self.last_update_ms.map(|t| t as f64 / 1000.0),
+            options: self.update_options(),
+        };
+        TreeUpdate {
+            t,
+            now,
+            total,
+            generation: self.generation,
+            tree,
+            input,
+            workspace: std::mem::take(&mut self.workspace),
+            output: None,
+            kinds,
+            limits,
+            by_pool,
+            by_operation,
+            settings,
+            any_graceful: operations
+                .iter()
+                .any(|op| op.spec.preemption_mode == crate::model::PreemptionMode::Graceful),
+        }
+    }
+
+    /// Installs a computed update ([`TreeUpdate::compute`]) prepared from this tree: the new
+    /// arena with the shares, the integral states, the working memory back. An update prepared
+    /// before the tree's configuration changed is not installed (false); its working memory
+    /// comes back all the same.
+    pub(crate) fn apply_update(&mut self, update: TreeUpdate) -> bool {
+        let TreeUpdate {
+            t: _,
+            now,
+            total,
+            generation,
+            tree,
+            input: _,
+            workspace,
+            output,
+            kinds,
+            limits,
+            by_pool,
+            by_operation,
+            settings,
+            any_graceful,
+        } = update;
+        self.workspace = workspace;
+        if generation != self.generation {
+            return false;
+        }
+        let output = output.expect("apply a computed update");
+        self.last_update_ms = Some(now);
+        for (name, &index) in &by_pool {
+            self.integral_states
+                .insert(name.clone(), tree.element(index).integral_state);
+        }
+
+        let config = self.config().clone();
+        let mut elements: Vec<Element> = Vec::with_capacity(tree.len());
+        for (i, attrs) in output.attributes.into_iter().enumerate() {
+            let e = tree.element(i);
+            let fifo = e.pool().is_some_and(|p| p.mode == PoolMode::Fifo);
+            let schedule_in_fifo_order = fifo
+                && match &kinds[i] {
+                    ElementRef::Pool(name) => self.validated.pool(name).is_some_and(|p| {
+                        p.fifo_pool_scheduling_order == FifoPoolSchedulingOrder::Fifo
+                    }),
+                    _ => false,
+                };
+            let children = e.children.clone();
+            elements.push(Element {
+                kind: kinds[i].clone(),
+                parent: e.parent,
+                children,
+                fifo,
+                schedule_in_fifo_order,
+                resource_limits: limits[i],
+                attrs,
+                scheduling_status: SchedulingStatus::Normal,
+                starvation_status: StarvationStatus::NonStarving,
+                tolerance: config.fair_share_starvation_tolerance,
+                starvation_timeout_ms: config.fair_share_starvation_timeout_ms,
+                aggressive_starvation_enabled: config.enable_aggressive_starvation,
+                use_pool_satisfaction_for_scheduling: config.use_pool_satisfaction_for_scheduling,
+                timeout_scale: 1.0,
+                guarantee_priority: false,
+                allow_regular_on_ssd: true,
+                tag_set: 0,
+                fifo_limited: false,
+            });
+        }
+        // FIFO pools schedule in FIFO order; with `max_schedulable_element_count_in_fifo_pool`
+        // = N, only the operations up to the N-th one with a fair share get jobs.
+        let fifo_limit = config.max_schedulable_element_count_in_fifo_pool;
+        for i in 0..elements.len() {
+            if elements[i].fifo {
+                let mut children = elements[i].children.clone();
+                children.sort_by_key(|&c| elements[c].attrs.fifo_index.unwrap_or(usize::MAX));
+                if let Some(limit) = fifo_limit {
+                    let mut with_share = 0;
+                    for &c in &children {
+                        let limited = with_share >= limit;
+                        elements[c].fifo_limited = limited;
+                        if !limited && !elements[c].attrs.fair_share.total.is_zero() {
+                            with_share += 1;
+                        }
+                    }
+                }
+                elements[i].children = children;
+            }
+        }
+        self.arena = Arena {
+            elements,
+            by_pool,
+            by_operation,
+            total_resources: total,
+            errors: output.errors,
+            computed_at: Some(now),
+            any_graceful,
+            tag_sets: vec![Vec::new()],
+            ssd: {
+                let ssd = &config.ssd_priority_preemption;
+                // Validated when the configuration was accepted (required when enabled).
+                ssd.node_tag_filter
+                    .as_deref()
+                    .filter(|f| !f.trim().is_empty())
+                    .and_then(|f| fairsched_config::TagFilter::parse(f).ok())
+                    .map(|filter| SsdNodes {
+                        filter,
+                        media: ssd.medium_names.clone(),
+                        enabled: ssd.enable,
+                    })
+            },
+        };
+        self.inherit_settings(&settings);
+        if config.enable_guarantee_priority_scheduling {
+            for e in &mut self.arena.elements {
+                if matches!(e.kind, ElementRef::Operation(_)) {
+                    e.guarantee_priority = below_promised_guarantee(&e.attrs);
+                }
+            }
+        }
+        true
+    }
+
+    /// Effective starvation and scheduling settings, inherited down the tree.
+    fn inherit_settings(&mut self, settings: &[Option<OperationSettings>]) {
+        let coefficient = self
+            .config()
+            .allocation_count_preemption_timeout_coefficient;
+        let honour_tags = self.config().enable_scheduling_tags;
+        for i in 1..self.arena.elements.len() {
+            let parent = self.arena.elements[i].parent.unwrap_or(ROOT);
+            let (tol, timeout, aggressive, use_sat, regular_on_ssd, tag_set) = {
+                let p = &self.arena.elements[parent];
+                (
+                    p.tolerance,
+                    p.starvation_timeout_ms,
+                    p.aggressive_starvation_enabled,
+                    p.use_pool_satisfaction_for_scheduling,
+                    p.allow_regular_on_ssd,
+                    p.tag_set,
+                )
+            };
+            let pool_config = match &self.arena.elements[i].kind {
+                ElementRef::Pool(name) => self.pool_config(name).cloned(),
+                _ => None,
+            };
+            let op = settings.get(i).and_then(Option::as_ref);
+            // Its own scheduling tag filter joins those of its ancestors (validated when the
+            // pool tree or the operation was accepted).
+            let own_filter = match (&pool_config, op) {
+                (Some(c), _) => c.scheduling_tag_filter.clone(),
+                (_, Some(op)) => op.scheduling_tag_filter.clone(),
+                _ => None,
+            }
+            .and_then(|text| fairsched_config::TagFilter::parse(&text).ok())
+            .filter(|f| !f.is_empty());
+            let tag_set = match own_filter {
+                Some(filter) if honour_tags => {
+                    let mut set = self.arena.tag_sets[tag_set].clone();
+                    set.push(filter);
+                    self.arena.tag_sets.push(set);
+                    self.arena.tag_sets.len() - 1
+                }
+                _ => tag_set,
+            };
+            let e = &mut self.arena.elements[i];
+            e.tag_set = tag_set;
+            e.tolerance = tol;
+            e.starvation_timeout_ms = timeout;
+            e.aggressive_starvation_enabled = aggressive;
+            e.use_pool_satisfaction_for_scheduling = use_sat;
+            e.allow_regular_on_ssd = regular_on_ssd;
+            if let Some(c) = pool_config {
+                if let Some(v) = c.allow_regular_allocations_on_ssd_nodes {
+                    e.allow_regular_on_ssd = v;
+                }
+                if let Some(v) = c.fair_share_starvation_tolerance {
+                    e.tolerance = v;
+                }
+                if let Some(v) = c.fair_share_starvation_timeout_ms {
+                    e.starvation_timeout_ms = v;
+                }
+                if let Some(v) = c.enable_aggressive_starvation {
+                    e.aggressive_starvation_enabled = v;
+                }
+                if let Some(v) = c.use_pool_satisfaction_for_scheduling {
+                    e.use_pool_satisfaction_for_scheduling = v;
+                }
+            }
+            // An operation may only be more conservative than its pool; small operations
+            // starve sooner (timeouts scaled by pending jobs / coefficient when below 1).
+            if let Some(op) = op {
+                if let Some(v) = op.fair_share_starvation_tolerance {
+                    e.tolerance = e.tolerance.min(v);
+                }
+                if let Some(v) = op.fair_share_starvation_timeout_ms {
+                    e.starvation_timeout_ms = e.starvation_timeout_ms.max(v);
+                }
+                let ratio = f64::from(op.pending_job_count) / coefficient.max(1.0);
+                if ratio < 1.0 {
+                    e.timeout_scale = ratio;
+                }
+            }
+        }
+    }
+}
+
+/// Scheduler spec §1.3: an operation whose promised-guarantee fair share strictly dominates
+/// its usage (on every resource it demands) is served first when
+/// `enable_guarantee_priority_scheduling` is on.
+fn below_promised_guarantee(attrs: &ElementAttributes) -> bool {
+    const EPS: f64 = 1e-9;
+    let promised = &attrs.promised_guarantee_fair_share.total;
+    (0..fairsched_resources::RESOURCE_COUNT).any(|r| promised[r] > EPS)
+        && (0..fairsched_resources::RESOURCE_COUNT)
+            .filter(|&r| attrs.demand_share[r] > EPS)
+            .all(|r| attrs.usage_share[r] + EPS < promised[r])
+}
