@@ -144,6 +144,12 @@ impl ApiClient {
         template.replace(&format!("{{{param}}}"), value)
     }
 
+    /// The server's `/metrics` page (Prometheus text format).
+    pub async fn metrics_text(&self) -> Result<String, ClientError> {
+        let response = self.respond(self.http.get(self.url("/metrics"))).await?;
+        Ok(response.text().await?)
+    }
+
     pub async fn submit(&self, op: &SubmitOperation) -> Result<SubmitReply, ClientError> {
         self.submit_with(op, false).await
     }

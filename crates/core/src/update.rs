@@ -20,14 +20,25 @@ use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 
 impl Scheduler {
-    /// Runs periodic work that is due at `now` (the fair-share update).
+    /// Runs periodic work that is due at `now`: the fair-share update (done at once; a driver
+    /// that computes it elsewhere asks [`Scheduler::fair_share_update_due`] and prepares it
+    /// itself) and the check for hung operations.
     pub fn tick(&mut self, now: Millis) {
-        let due = self
-            .last_fair_share_update
-            .is_none_or(|last| now >= last.saturating_add(self.config.fair_share_update_period_ms));
-        if due {
+        if self.fair_share_update_due(now) {
             self.update_fair_share(now);
         }
+        self.check_hung_operations(now);
+    }
+
+    /// Whether a fair-share update is due at `now` (`fair_share_update_period_ms` after the
+    /// last one installed).
+    pub fn fair_share_update_due(&self, now: Millis) -> bool {
+        self.last_fair_share_update
+            .is_none_or(|last| now >= last.saturating_add(self.config.fair_share_update_period_ms))
+    }
+
+    /// Fails hung operations when the check is due (`operation_hangup_check_period_ms`).
+    pub fn check_hung_operations(&mut self, now: Millis) {
         let hangup_due = self.last_hangup_check.is_none_or(|last| {
             now >= last.saturating_add(self.config.operation_hangup_check_period_ms)
         });

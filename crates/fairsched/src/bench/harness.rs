@@ -157,6 +157,86 @@ pub(crate) fn pool_name(p: u32) -> String {
     format!("bench-{p}")
 }
 
+/// The shape of a benchmark's pool tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TreeShape {
+    /// Every pool under the root.
+    Flat,
+    /// Three levels, as a company's tree: divisions (with strong guarantees that share 60 % of
+    /// the cluster's cpus) hold departments (80 % of their division's guarantee), which hold
+    /// the teams where operations run, every other one a FIFO pool.
+    Deep,
+}
+
+/// The pools of a benchmark tree with `teams` pools where operations run ([`pool_name`]),
+/// `ops_per_team` operations each at most, on a cluster of `total_cpu` cpus. Pools above the
+/// teams may hold and run every operation below them.
+pub(crate) fn bench_pools(
+    shape: TreeShape,
+    teams: u32,
+    ops_per_team: u32,
+    total_cpu: f64,
+) -> BTreeMap<String, fairsched_config::PoolNode> {
+    use fairsched_config::{PoolNode, SchedulingMode};
+    use fairsched_resources::{PartialResources, ResourceKind};
+    let team = |p: u32| {
+        let mut node = PoolNode::default();
+        if shape == TreeShape::Deep && p % 2 == 1 {
+            node.mode = SchedulingMode::Fifo;
+        }
+        (pool_name(p), node)
+    };
+    if shape == TreeShape::Flat {
+        return (0..teams).map(team).collect();
+    }
+    let departments = teams.div_ceil(10);
+    let divisions = departments.div_ceil(10);
+    let cpu = |amount: f64| PartialResources::EMPTY.with(ResourceKind::Cpu, amount.floor());
+    let division_cpu = total_cpu * 0.6 / f64::from(divisions);
+    let mut tree = BTreeMap::new();
+    for v in 0..divisions {
+        let dept_range = v * 10..((v + 1) * 10).min(departments);
+        let dept_cpu = division_cpu * 0.8 / dept_range.len().max(1) as f64;
+        let mut division = PoolNode {
+            strong_guarantee_resources: cpu(division_cpu),
+            ..PoolNode::default()
+        };
+        for d in dept_range {
+            let team_range = d * 10..((d + 1) * 10).min(teams);
+            let below = ops_per_team * team_range.len() as u32;
+            let department = PoolNode {
+                strong_guarantee_resources: cpu(dept_cpu),
+                max_operation_count: Some(below),
+                max_running_operation_count: Some(below),
+                pools: team_range.map(team).collect(),
+                ..PoolNode::default()
+            };
+            division.pools.insert(format!("bench-dept-{d}"), department);
+        }
+        let below: u32 = division
+            .pools
+            .values()
+            .filter_map(|d| d.max_operation_count)
+            .sum();
+        division.max_operation_count = Some(below);
+        division.max_running_operation_count = Some(below);
+        tree.insert(format!("bench-division-{v}"), division);
+    }
+    tree
+}
+
+/// The sum and count of a histogram on a Prometheus text page (`name_sum`, `name_count`).
+pub(crate) fn histogram_sum_count(page: &str, name: &str) -> Option<(f64, u64)> {
+    let value = |suffix: &str| {
+        page.lines()
+            .find(|l| l.starts_with(&format!("{name}{suffix} ")))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+    };
+    Some((value("_sum")?, value("_count")? as u64))
+}
+
 /// The harness of the whole-system benchmarks: a store in `data_dir` (default: a new temporary
 /// directory named `prefix...`, removed at the end), a real server built from `config` on its
 /// own runtime ([`SERVER_THREADS`]), and `drive` (the agents or clients, given the server's
@@ -408,5 +488,52 @@ mod tests {
     #[test]
     fn open_file_need_grows_with_agents() {
         assert_eq!(files_needed(5000), 10_512);
+    }
+
+    use fairsched_config::{PoolTreeConfig, PoolTrees, SchedulingMode};
+
+    fn count(pools: &BTreeMap<String, fairsched_config::PoolNode>, out: &mut (u32, u32, u32)) {
+        for (name, node) in pools {
+            if name.starts_with("bench-dept-") || name.starts_with("bench-division-") {
+                out.2 += 1;
+            } else {
+                out.0 += 1;
+                if node.mode == SchedulingMode::Fifo {
+                    out.1 += 1;
+                }
+            }
+            count(&node.pools, out);
+        }
+    }
+
+    /// Benchmark trees are valid configurations with the pools they promise.
+    #[test]
+    fn bench_trees_are_valid() {
+        // (shape, teams, total cpu, expected (teams, fifo teams, pools above teams))
+        let cases = [
+            (TreeShape::Flat, 5, 20.0, (5, 0, 0)),
+            (TreeShape::Deep, 1, 4.0, (1, 0, 2)),
+            (TreeShape::Deep, 100, 8_000.0, (100, 50, 11)),
+            (TreeShape::Deep, 10_000, 40_000.0, (10_000, 5_000, 1_100)),
+        ];
+        for (shape, teams, cpu, want) in cases {
+            let mut tree = PoolTreeConfig::default();
+            tree.config.max_operation_count = 1_000_000;
+            tree.config.max_running_operation_count = 1_000_000;
+            tree.pools = bench_pools(shape, teams, 10, cpu);
+            let mut got = (0, 0, 0);
+            count(&tree.pools, &mut got);
+            assert_eq!(got, want, "{shape:?} {teams}");
+            fairsched_config::validate_pool_trees(&PoolTrees::single("default", tree))
+                .unwrap_or_else(|e| panic!("{shape:?} {teams}: {e}"));
+        }
+    }
+
+    #[test]
+    fn histogram_sum_and_count_are_read_from_a_metrics_page() {
+        let page = "# HELP x_seconds Time.\n# TYPE x_seconds histogram\n\
+                    x_seconds_sum 1.5\nx_seconds_count 3\nx_seconds_bucket{le=\"0.1\"} 1\n";
+        assert_eq!(histogram_sum_count(page, "x_seconds"), Some((1.5, 3)));
+        assert_eq!(histogram_sum_count(page, "y_seconds"), None);
     }
 }

@@ -13,14 +13,15 @@
 //! time is the CPU time of its runtime's threads (from `/proc/self/task`) over the window.
 
 use super::harness::{
-    AgentSetup, Counters, ErrorSample, SERVER_THREADS, Window, pool_name, process_cpu_s,
-    process_peak_rss_bytes, raise_open_file_limit, simulate_agent, threads_cpu_s, with_server,
+    AgentSetup, Counters, ErrorSample, SERVER_THREADS, TreeShape, Window, bench_pools,
+    histogram_sum_count, pool_name, process_cpu_s, process_peak_rss_bytes, raise_open_file_limit,
+    simulate_agent, threads_cpu_s, with_server,
 };
 use anyhow::{Context, anyhow, bail};
 use clap::Args;
 use fairsched_api::client::ApiClient;
 use fairsched_api::{OperationQuery, SubmitOperation, TaskSubmit};
-use fairsched_config::{PoolNode, PoolTreeConfig, PoolTrees};
+use fairsched_config::{PoolTreeConfig, PoolTrees};
 use fairsched_resources::Resources;
 use serde::Serialize;
 use std::process::ExitCode;
@@ -51,6 +52,10 @@ pub struct ServerBenchArgs {
     /// Number of pools the operations are spread over (round robin), each with its own user.
     #[arg(long, default_value_t = 5)]
     pub pools: u32,
+    /// The pool tree: `flat` (every pool under the root) or `deep` (divisions with
+    /// guarantees, departments, then the pools operations run in, every other one FIFO).
+    #[arg(long, value_enum, default_value_t = TreeShape::Flat)]
+    pub tree: TreeShape,
     /// Jobs per operation [default: enough to keep every slot busy for the whole run].
     #[arg(long)]
     pub jobs_per_operation: Option<u32>,
@@ -151,6 +156,7 @@ pub struct Report {
     pub job_ms: u64,
     pub operations: u32,
     pub pools: u32,
+    pub tree: TreeShape,
     pub jobs_submitted: u64,
     pub warmup_s: f64,
     /// The window's actual length.
@@ -182,6 +188,10 @@ pub struct Report {
     pub process_peak_rss_bytes: Option<u64>,
     /// Jobs still pending at the end: 0 means the workload ran out and the figure is a floor.
     pub pending_jobs_at_end: Option<u64>,
+    /// Fair-share updates the server installed in the window (from its `/metrics`).
+    pub fair_share_updates: Option<u64>,
+    /// Their mean duration (preparing, computing and installing; computed off the actor).
+    pub fair_share_update_mean_ms: Option<f64>,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -202,13 +212,17 @@ impl Report {
             "setup",
             format!(
                 "{} agents × {} slots, heartbeat {} ms, jobs {} ms, {} operations in {} pools \
-                 ({} jobs)",
+                 ({} tree, {} jobs)",
                 self.agents,
                 self.slots_per_agent,
                 self.heartbeat_ms,
                 self.job_ms,
                 self.operations,
                 self.pools,
+                match self.tree {
+                    TreeShape::Flat => "flat",
+                    TreeShape::Deep => "deep",
+                },
                 self.jobs_submitted
             ),
         );
@@ -239,6 +253,12 @@ impl Report {
                 l.p50, l.p90, l.p99, l.max
             ),
         );
+        if let Some(n) = self.fair_share_updates {
+            let mean = self
+                .fair_share_update_mean_ms
+                .map_or(String::new(), |m| format!(", {m:.1} ms each on average"));
+            row("fair-share updates", format!("{n}{mean}"));
+        }
         row("errors", self.errors.to_string());
         for e in &self.error_samples {
             row("", format!("{} × {}", e.count, e.message));
@@ -284,9 +304,12 @@ fn server_config(
     tree.config.max_operation_count = tree.config.max_operation_count.max(args.operations);
     tree.config.max_running_operation_count =
         tree.config.max_running_operation_count.max(args.operations);
-    for p in 0..args.pools {
-        tree.pools.insert(pool_name(p), PoolNode::default());
-    }
+    tree.pools = bench_pools(
+        args.tree,
+        args.pools,
+        per_pool,
+        f64::from(args.agents) * f64::from(args.slots),
+    );
     let mut config = fairsched_server::ServerConfig {
         listen: "127.0.0.1:0".into(),
         data_dir: data_dir.to_path_buf(),
@@ -325,23 +348,44 @@ async fn drive(args: &ServerBenchArgs, url: &str, token: &str) -> anyhow::Result
     let jobs_per_operation = args.jobs_per_operation();
     let resources: Resources =
         fairsched_api::parse_resources("cpu=1,user_slots=1,memory=1GiB").map_err(|e| anyhow!(e))?;
-    for i in 0..args.operations {
-        let p = i % args.pools;
-        client
-            .submit(&SubmitOperation {
-                id: Some(format!("bench-op-{i}")),
-                user: Some(format!("bench-user-{p}")),
-                pool: Some(pool_name(p)),
-                tasks: vec![TaskSubmit {
-                    job_count: jobs_per_operation,
-                    resources,
-                    command: vec!["true".into()],
-                    ..TaskSubmit::default()
-                }],
-                ..SubmitOperation::default()
-            })
-            .await
-            .with_context(|| format!("submitting operation {i}"))?;
+    // Submitted SUBMITTERS at a time (a large tree takes many operations).
+    const SUBMITTERS: u32 = 16;
+    let submitting = Instant::now();
+    let mut submitters = tokio::task::JoinSet::new();
+    for s in 0..SUBMITTERS.min(args.operations) {
+        let client = client.clone();
+        let (operations, pools) = (args.operations, args.pools);
+        submitters.spawn(async move {
+            for i in (s..operations).step_by(SUBMITTERS as usize) {
+                let p = i % pools;
+                client
+                    .submit(&SubmitOperation {
+                        id: Some(format!("bench-op-{i}")),
+                        user: Some(format!("bench-user-{p}")),
+                        pool: Some(pool_name(p)),
+                        tasks: vec![TaskSubmit {
+                            job_count: jobs_per_operation,
+                            resources,
+                            command: vec!["true".into()],
+                            ..TaskSubmit::default()
+                        }],
+                        ..SubmitOperation::default()
+                    })
+                    .await
+                    .with_context(|| format!("submitting operation {i}"))?;
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(done) = submitters.join_next().await {
+        done??;
+    }
+    if !args.quiet {
+        eprintln!(
+            "[bench] {} operations submitted in {:.1} s",
+            args.operations,
+            submitting.elapsed().as_secs_f64()
+        );
     }
     let jobs_submitted = u64::from(jobs_per_operation) * u64::from(args.operations);
 
@@ -383,6 +427,7 @@ async fn drive(args: &ServerBenchArgs, url: &str, token: &str) -> anyhow::Result
     let mut next_progress = begin + progress_every;
     let mut last = (begin, 0u64);
     let mut cpu_start = None;
+    let mut updates_start = None;
     let mut edge_start_done = false;
     loop {
         let now = Instant::now();
@@ -398,6 +443,7 @@ async fn drive(args: &ServerBenchArgs, url: &str, token: &str) -> anyhow::Result
         if !edge_start_done && now >= window.start {
             edge_start_done = true;
             cpu_start = Some((threads_cpu_s(SERVER_THREADS), process_cpu_s(), now));
+            updates_start = fair_share_updates(&client).await;
         }
         if now >= next_progress && now < window.end {
             next_progress += progress_every;
@@ -426,6 +472,14 @@ async fn drive(args: &ServerBenchArgs, url: &str, token: &str) -> anyhow::Result
         Instant::now(),
     );
     let process_peak_rss_bytes = process_peak_rss_bytes();
+    let updates_end = fair_share_updates(&client).await;
+    let (fair_share_updates, fair_share_update_mean_ms) = match (updates_start, updates_end) {
+        (Some((s0, c0)), Some((s1, c1))) if c1 > c0 => {
+            (Some(c1 - c0), Some((s1 - s0) / (c1 - c0) as f64 * 1000.0))
+        }
+        (Some(_), Some(_)) => (Some(0), None),
+        _ => (None, None),
+    };
     let (start_server, start_process, start_at) = cpu_start.unwrap_or((None, None, window.start));
     let window_s = end_cpu.2.duration_since(start_at).as_secs_f64();
     let _ = stop_tx.send(true);
@@ -501,6 +555,7 @@ async fn drive(args: &ServerBenchArgs, url: &str, token: &str) -> anyhow::Result
         job_ms: args.job_ms,
         operations: args.operations,
         pools: args.pools,
+        tree: args.tree,
         jobs_submitted,
         warmup_s: args.warmup as f64 / 1000.0,
         window_s,
@@ -518,6 +573,8 @@ async fn drive(args: &ServerBenchArgs, url: &str, token: &str) -> anyhow::Result
         process_cpu_s: start_process.zip(end_cpu.1).map(|(a, b)| b - a),
         process_peak_rss_bytes,
         pending_jobs_at_end,
+        fair_share_updates,
+        fair_share_update_mean_ms,
     })
 }
 
@@ -583,4 +640,10 @@ mod tests {
         let a = args(&["--duration", "2s", "--warmup", "500ms"]);
         assert_eq!((a.duration, a.warmup), (2000, 500));
     }
+}
+
+/// The server's fair-share update histogram (sum in seconds, count), from `/metrics`.
+async fn fair_share_updates(client: &ApiClient) -> Option<(f64, u64)> {
+    let page = client.metrics_text().await.ok()?;
+    histogram_sum_count(&page, "fairsched_fair_share_update_duration_seconds")
 }

@@ -4,6 +4,7 @@
 
 mod books;
 mod events;
+mod fair_share;
 mod history;
 #[cfg(test)]
 mod history_tests;
@@ -127,6 +128,8 @@ pub struct Actor {
     node_credentials: crate::auth::NodeCredentials,
     /// When the timer next prunes the store of what is older than the retention.
     prune_at: Instant,
+    /// The fair-share update computed in the background (see `fair_share`).
+    updates: fair_share::Background,
 }
 
 /// A reply sent once the commit it waits for ends: with the commit's error if it failed.
@@ -196,8 +199,14 @@ impl Actor {
         let period = self.sched.config.fair_share_update_period_ms.max(10);
         let mut timer = tokio::time::interval(Duration::from_millis(period));
         timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let (update_tx, mut update_rx) = mpsc::unbounded_channel();
         loop {
+            // (Again after a reload, which builds a new actor.)
+            if self.updates.tx.is_none() {
+                self.updates.tx = Some(update_tx.clone());
+            }
             tokio::select! {
+                Some(computed) = update_rx.recv() => self.on_fair_share_computed(computed),
                 req = rx.recv() => match req {
                     Some(req) => {
                         self.queued = !rx.is_empty();
@@ -226,21 +235,8 @@ impl Actor {
             return;
         }
         let now = self.now();
-        let updates = self.sched.stats.fair_share_updates;
-        let started = Instant::now();
-        self.sched.tick(now);
-        if self.sched.stats.fair_share_updates != updates {
-            // The operations that finished before this update leave the core too (the actor
-            // let them go when it stored them).
-            self.sched.forget_finished_operations();
-            let took = started.elapsed();
-            metrics::observe(&self.metrics.fair_share_update_duration, took);
-            tracing::trace!(
-                now_ms = now,
-                took_us = took.as_micros() as u64,
-                "fair-share update"
-            );
-        }
+        self.start_fair_share_update(now);
+        self.sched.check_hung_operations(now);
         let lost: Vec<String> = self
             .seen
             .iter()

@@ -187,6 +187,7 @@ impl Actor {
             deferred: Vec::new(),
             node_credentials: crate::auth::NodeCredentials::new(config.agent_token.is_some()),
             prune_at: Instant::now(),
+            updates: super::fair_share::Background::new(),
         };
         actor.save_trees();
         if let Some(start) = &start {

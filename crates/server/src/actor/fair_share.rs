@@ -1,0 +1,111 @@
+//! The fair-share update off the actor: the timer prepares it (a copy of what it reads, from
+//! the core), a blocking-pool thread computes it, and the actor installs the result when it
+//! arrives, while heartbeats and requests go on against the previous shares (YTsaurus runs its
+//! update on its own thread over a snapshot of the tree the same way). One update is in flight
+//! at a time. Without the actor's loop (tests that drive the actor by hand) the update is
+//! computed at once.
+
+use super::Actor;
+use crate::metrics;
+use fairsched_core::FairShareUpdate;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// A computed update on its way back to the actor.
+pub(crate) struct Computed {
+    /// The [`Background::epoch`] it was prepared in.
+    epoch: u64,
+    update: FairShareUpdate,
+    /// Time spent preparing and computing it (not waiting for a thread).
+    took: Duration,
+}
+
+/// The actor's side of the background update.
+pub(crate) struct Background {
+    /// Where computed updates go (set by the actor's loop).
+    pub(super) tx: Option<mpsc::UnboundedSender<Computed>>,
+    in_flight: bool,
+    /// Tells this actor's core apart from the one a reload replaced (whose updates are
+    /// dropped when they arrive).
+    epoch: u64,
+}
+
+/// Distinct for every core the process builds.
+static EPOCHS: AtomicU64 = AtomicU64::new(0);
+
+impl Background {
+    pub(super) fn new() -> Background {
+        Background {
+            tx: None,
+            in_flight: false,
+            epoch: EPOCHS.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+}
+
+impl Actor {
+    /// Starts a fair-share update if one is due and none is in flight.
+    pub(super) fn start_fair_share_update(&mut self, now: u64) {
+        if self.updates.in_flight || !self.sched.fair_share_update_due(now) {
+            return;
+        }
+        let started = Instant::now();
+        let mut update = self.sched.prepare_fair_share_update(now);
+        let Some(tx) = self.updates.tx.clone() else {
+            update.compute();
+            self.install_fair_share_update(update, started.elapsed());
+            return;
+        };
+        self.updates.in_flight = true;
+        let epoch = self.updates.epoch;
+        let prepared = started.elapsed();
+        tokio::task::spawn_blocking(move || {
+            let computing = Instant::now();
+            update.compute();
+            let took = prepared + computing.elapsed();
+            // The actor may have stopped meanwhile: nothing to install then.
+            let _ = tx.send(Computed {
+                epoch,
+                update,
+                took,
+            });
+        });
+    }
+
+    /// A computed update arrived: installs it (unless a reload replaced the core it was
+    /// prepared from, or the store cannot write), then commits and publishes what it changed.
+    pub(super) fn on_fair_share_computed(&mut self, computed: Computed) {
+        if computed.epoch != self.updates.epoch {
+            return;
+        }
+        self.updates.in_flight = false;
+        if self.read_only.is_some() {
+            // Changes wait until the store can write; the next update starts from there.
+            return;
+        }
+        self.install_fair_share_update(computed.update, computed.took);
+        self.fold_changes();
+        let _ = self.commit();
+        self.publish_view();
+    }
+
+    fn install_fair_share_update(&mut self, update: FairShareUpdate, took: Duration) {
+        let installing = Instant::now();
+        let now = update.now();
+        if !self.sched.apply_fair_share_update(update) {
+            tracing::debug!(now_ms = now, "fair-share update outdated by a pool change");
+            return;
+        }
+        // The operations that finished before this update leave the core too (the actor let
+        // them go when it stored them).
+        self.sched.forget_finished_operations();
+        let took = took + installing.elapsed();
+        metrics::observe(&self.metrics.fair_share_update_duration, took);
+        tracing::trace!(
+            now_ms = now,
+            took_us = took.as_micros() as u64,
+            "fair-share update"
+        );
+    }
+}
