@@ -578,6 +578,12 @@ async fn drive(args: &ServerBenchArgs, url: &str, token: &str) -> anyhow::Result
     })
 }
 
+/// The server's fair-share update histogram (sum in seconds, count), from `/metrics`.
+async fn fair_share_updates(client: &ApiClient) -> Option<(f64, u64)> {
+    let page = client.metrics_text().await.ok()?;
+    histogram_sum_count(&page, "fairsched_fair_share_update_duration_seconds")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -640,10 +646,4 @@ mod tests {
         let a = args(&["--duration", "2s", "--warmup", "500ms"]);
         assert_eq!((a.duration, a.warmup), (2000, 500));
     }
-}
-
-/// The server's fair-share update histogram (sum in seconds, count), from `/metrics`.
-async fn fair_share_updates(client: &ApiClient) -> Option<(f64, u64)> {
-    let page = client.metrics_text().await.ok()?;
-    histogram_sum_count(&page, "fairsched_fair_share_update_duration_seconds")
 }
