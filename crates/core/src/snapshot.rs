@@ -126,8 +126,8 @@ pub struct Snapshot {
 impl Scheduler {
     /// The current state, with shares from the last fair-share update and live usages.
     pub fn snapshot(&self, now: Millis) -> Snapshot {
-        let usages: Vec<Vec<Resources>> =
-            (0..self.trees.len()).map(|t| self.live_usage(t)).collect();
+        let why = self.why_context();
+        let usages = why.usages();
         let mut operations = BTreeMap::new();
         for op in self.operations() {
             let first = op.trees[0].tree;
@@ -167,7 +167,7 @@ impl Scheduler {
                     preemptible_allocation_count: preemptible,
                     aggressively_preemptible_allocation_count: aggressively_preemptible,
                     lightweight: op.lightweight,
-                    why: self.why_waiting(op),
+                    why: self.why_waiting_in(op, &why),
                     reserved_node: self.reserved_node_of(&op.spec.id).map(|n| n.0.clone()),
                     pool_trees,
                 },

@@ -3,15 +3,159 @@
 //! filters, resource limits, FIFO order, gangs, reservations, room on a node, the spare bound,
 //! a fair share of 0, starvation with or without anything to preempt, the fair share itself).
 
-use crate::model::{Millis, OperationState};
+use crate::model::{AllocationId, Millis, OperationId, OperationState};
+use crate::preemptible::PreemptionStatus;
 use crate::scheduler::Scheduler;
 use fairsched_hdrf::ElementIndex;
 use fairsched_resources::{ResourceKind, Resources};
+use std::cell::{OnceCell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// What "why does it wait" reads alike for every operation, computed once for a view of many
+/// (a snapshot): each tree's live usage per element and, when a starving operation asks, the
+/// classes of the allocations on the tree's nodes.
+pub(crate) struct WhyContext<'a> {
+    usages: Vec<Vec<Resources>>,
+    classes: Vec<OnceCell<OfferClasses>>,
+    /// The nodes operations may use, by (their trees, the tree asked about, tag set), and
+    /// what they offer jobs of each shape asked about.
+    nodes: RefCell<Vec<(NodesKey, Rc<Eligible<'a>>)>>,
+}
+
+/// Operations with the same trees and scheduling tag filters may use the same nodes.
+type NodesKey = (Vec<usize>, usize, usize);
+
+/// The nodes an operation may use.
+struct Eligible<'a> {
+    /// Some node of its trees matches its tag filters (whether it takes jobs or not).
+    tags_match: bool,
+    /// Of its trees, taking jobs, allowed by its tags, by id.
+    nodes: Vec<&'a crate::model::Node>,
+    /// For each job shape asked about: whether a node is large enough, and (while nothing is
+    /// held for anyone) the first node with room and the first with room above its spare
+    /// bound (indices into `nodes`).
+    shapes: RefCell<Vec<(Resources, Shape)>>,
+}
+
+#[derive(Clone, Copy)]
+struct Shape {
+    large_enough: bool,
+    room: Option<usize>,
+    room_above_spare: Option<usize>,
+}
+
+/// Allocation classes by operation, for preemptive offers.
+type OfferClasses = BTreeMap<OperationId, BTreeMap<AllocationId, PreemptionStatus>>;
+
+impl WhyContext<'_> {
+    /// Each tree's live usage per element.
+    pub(crate) fn usages(&self) -> &[Vec<Resources>] {
+        &self.usages
+    }
+}
 
 impl Scheduler {
+    /// The context for many [`Scheduler::why_waiting`] questions at once.
+    pub(crate) fn why_context(&self) -> WhyContext<'_> {
+        WhyContext {
+            usages: (0..self.trees.len()).map(|t| self.live_usage(t)).collect(),
+            classes: (0..self.trees.len()).map(|_| OnceCell::new()).collect(),
+            nodes: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// The nodes an operation of trees `trees`, at element `index` of tree `t`, may use
+    /// (computed once per context for operations alike).
+    fn eligible<'a>(
+        &'a self,
+        context: &WhyContext<'a>,
+        trees: Vec<usize>,
+        t: usize,
+        index: ElementIndex,
+    ) -> Rc<Eligible<'a>> {
+        let arena = &self.trees[t].arena;
+        let key = (trees, t, arena.elements[index].tag_set);
+        if let Some((_, e)) = context.nodes.borrow().iter().find(|(k, _)| *k == key) {
+            return e.clone();
+        }
+        let of_trees: Vec<&crate::model::Node> = self
+            .nodes
+            .values()
+            .filter(|n| n.tree.is_some_and(|nt| key.0.contains(&nt)))
+            .collect();
+        let eligible = Rc::new(Eligible {
+            tags_match: of_trees.iter().any(|n| arena.tags_allow(index, &n.tags)),
+            nodes: of_trees
+                .into_iter()
+                .filter(|n| n.scheduler_jobs_enabled && arena.tags_allow(index, &n.tags))
+                .collect(),
+            shapes: RefCell::new(Vec::new()),
+        });
+        context.nodes.borrow_mut().push((key, eligible.clone()));
+        eligible
+    }
+
+    /// What `eligible` offers a job of `job`: large enough, and (when `held` says what each
+    /// node holds back from the operation) the first node with room and the first with room
+    /// above its spare bound. Without holds, computed once per shape.
+    fn shape(
+        &self,
+        eligible: &Eligible<'_>,
+        job: &Resources,
+        held: Option<&dyn Fn(&crate::model::Node) -> Resources>,
+    ) -> Shape {
+        if held.is_none()
+            && let Some((_, s)) = eligible.shapes.borrow().iter().find(|(j, _)| j == job)
+        {
+            return *s;
+        }
+        let spare_of = |n: &crate::model::Node| {
+            n.tree
+                .map(|nt| {
+                    self.trees[nt]
+                        .config()
+                        .min_spare_allocation_resources_on_node
+                })
+                .unwrap_or(fairsched_resources::PartialResources::EMPTY)
+        };
+        let mut shape = Shape {
+            large_enough: eligible.nodes.iter().any(|n| n.resources.dominates(job)),
+            room: None,
+            room_above_spare: None,
+        };
+        for (i, n) in eligible.nodes.iter().enumerate() {
+            if n.draining {
+                continue;
+            }
+            let kept = held.map_or(Resources::ZERO, |h| h(n));
+            if !n.free().sub(&kept).dominates(job) {
+                continue;
+            }
+            shape.room.get_or_insert(i);
+            if !crate::heartbeat::below_min_spare(&n.free(), &n.resources, &spare_of(n)) {
+                shape.room_above_spare = Some(i);
+                break;
+            }
+        }
+        if held.is_none() {
+            eligible.shapes.borrow_mut().push((*job, shape));
+        }
+        shape
+    }
+
     /// Why an unfinished operation has jobs waiting, in words (the first reason that applies),
     /// or `None` when nothing holds it back.
     pub fn why_waiting(&self, op: &crate::model::Operation) -> Option<String> {
+        self.why_waiting_in(op, &self.why_context())
+    }
+
+    /// [`Scheduler::why_waiting`] with what every operation's answer reads computed once.
+    pub(crate) fn why_waiting_in<'a>(
+        &'a self,
+        op: &crate::model::Operation,
+        context: &WhyContext<'a>,
+    ) -> Option<String> {
         use crate::tree::{SchedulingStatus, StarvationStatus};
         if op.state == OperationState::Pending {
             return op.pending_reason.clone();
@@ -21,22 +165,13 @@ impl Scheduler {
         }
         // Told for its first tree; nodes of any of its trees may take its jobs.
         let t = op.trees[0].tree;
-        let in_its_trees = |n: &&crate::model::Node| {
-            n.tree
-                .is_some_and(|nt| op.trees.iter().any(|o| o.tree == nt))
-        };
         let arena = &self.trees[t].arena;
         let Some(&index) = arena.by_operation.get(&op.spec.id) else {
             return Some("waiting for the next fair-share update to include the operation".into());
         };
         let job = op.pending_job_resources().next()?;
-        if arena.elements[index].tag_set != 0
-            && !self
-                .nodes
-                .values()
-                .filter(in_its_trees)
-                .any(|n| arena.tags_allow(index, &n.tags))
-        {
+        let eligible = self.eligible(context, op.trees.iter().map(|o| o.tree).collect(), t, index);
+        if arena.elements[index].tag_set != 0 && !eligible.tags_match {
             let filters: Vec<String> = arena.tag_sets[arena.elements[index].tag_set]
                 .iter()
                 .map(|f| format!("{:?}", f.as_str()))
@@ -48,14 +183,24 @@ impl Scheduler {
             ));
         }
         // The nodes that may run its jobs: of its trees, taking jobs, allowed by its tags.
-        let eligible: Vec<&crate::model::Node> = self
-            .nodes
-            .values()
-            .filter(in_its_trees)
-            .filter(|n| n.scheduler_jobs_enabled && arena.tags_allow(index, &n.tags))
+        let leaves: Vec<Option<ElementIndex>> = self
+            .trees
+            .iter()
+            .map(|tree| tree.arena.by_operation.get(&op.spec.id).copied())
             .collect();
-        if !eligible.iter().any(|n| n.resources.dominates(&job)) {
-            let largest = eligible.iter().max_by(|a, b| {
+        // What each node holds back from it (for others' reservations and gangs), if anything
+        // is held anywhere.
+        let held_back = |n: &crate::model::Node| {
+            n.tree
+                .and_then(|nt| Some((nt, leaves[nt]?)))
+                .and_then(|(nt, leaf)| self.held_from_leaf(nt, &n.id, leaf))
+                .map_or(Resources::ZERO, |h| h.all())
+        };
+        let held: Option<&dyn Fn(&crate::model::Node) -> Resources> =
+            self.holds.any().then_some(&held_back);
+        let shape = self.shape(&eligible, &job, held);
+        if !shape.large_enough {
+            let largest = eligible.nodes.iter().max_by(|a, b| {
                 fit_ratio(&a.resources, &job)
                     .total_cmp(&fit_ratio(&b.resources, &job))
                     .then_with(|| b.id.cmp(&a.id))
@@ -70,7 +215,7 @@ impl Scheduler {
                 ),
             });
         }
-        let usage = self.live_usage(t);
+        let usage = &context.usages[t];
         for e in std::iter::once(index).chain(arena.ancestors(index)) {
             let element = &arena.elements[e];
             if !element.resource_limits.dominates(&usage[e].add(&job)) {
@@ -120,23 +265,7 @@ impl Scheduler {
                 "waits behind operation {ahead:?} in FIFO pool {pool:?}"
             ));
         }
-        // Where a job fits now: free resources, less what nodes hold for others' jobs.
-        let leaf_in = |n: &crate::model::Node| {
-            n.tree
-                .and_then(|nt| Some((nt, *self.trees[nt].arena.by_operation.get(&op.spec.id)?)))
-        };
-        let with_room: Vec<&crate::model::Node> = eligible
-            .iter()
-            .copied()
-            .filter(|n| !n.draining)
-            .filter(|n| {
-                let held = leaf_in(n)
-                    .and_then(|(nt, leaf)| self.held_from_leaf(nt, &n.id, leaf))
-                    .map_or(Resources::ZERO, |h| h.all());
-                n.free().sub(&held).dominates(&job)
-            })
-            .collect();
-        let full = if with_room.is_empty() {
+        let full = if shape.room.is_none() {
             format!("no node has room for a job of {job} now; ")
         } else {
             String::new()
@@ -203,10 +332,7 @@ impl Scheduler {
                 })
                 .unwrap_or(fairsched_resources::PartialResources::EMPTY)
         };
-        if let Some(n) = with_room
-            .iter()
-            .find(|n| !crate::heartbeat::below_min_spare(&n.free(), &n.resources, &spare_of(n)))
-        {
+        if let Some(n) = shape.room_above_spare.map(|i| eligible.nodes[i]) {
             return Some(format!(
                 "{full}node {:?} has room for a job of {job} ({} free): a job starts at that \
                  node's next heartbeat",
@@ -214,7 +340,7 @@ impl Scheduler {
                 n.free()
             ));
         }
-        if let Some(n) = with_room.first() {
+        if let Some(n) = shape.room.map(|i| eligible.nodes[i]) {
             return Some(format!(
                 "{full}node {:?} has room for a job of {job} ({} free), but less than its tree's \
                  min_spare_allocation_resources_on_node ({}), below which a heartbeat starts \
@@ -239,14 +365,25 @@ impl Scheduler {
         let text = match (e.scheduling_status, e.starvation_status) {
             (_, StarvationStatus::Starving | StarvationStatus::AggressivelyStarving) => {
                 let nodes: Vec<&crate::model::Node> = eligible
+                    .nodes
                     .iter()
                     .copied()
                     .filter(|n| n.tree == Some(t) && !n.draining)
                     .collect();
-                let classes = self.classes_for_offers(t, nodes.iter().map(|n| &n.id));
+                // (Classes are per operation: those of every allocation on the tree's nodes
+                // serve every operation's offers.)
+                let classes = context.classes[t].get_or_init(|| {
+                    self.classes_for_offers(
+                        t,
+                        self.nodes
+                            .values()
+                            .filter(|n| n.tree == Some(t))
+                            .map(|n| &n.id),
+                    )
+                });
                 let offers: Vec<(&crate::model::Node, Resources)> = nodes
                     .iter()
-                    .map(|n| (*n, self.preemptive_offer(t, index, &n.id, &classes)))
+                    .map(|n| (*n, self.preemptive_offer(t, index, &n.id, classes)))
                     .collect();
                 // A node tries preemption once per backoff: the earliest such node.
                 let backoff = self.trees[t].config().preemptive_scheduling_backoff_ms;
@@ -302,7 +439,7 @@ impl Scheduler {
                 e.starvation_timeout_ms as f64 / 1000.0,
                 e.tolerance
             ),
-            _ => match satisfied_ancestor(self, t, index, &usage) {
+            _ => match satisfied_ancestor(self, t, index, usage) {
                 Some((pool, a)) => format!(
                     "{full}pool {pool:?} uses its whole fair share (usage {}, fair share {}), \
                      which its operations share: this one gets more only when resources are \
