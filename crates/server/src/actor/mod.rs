@@ -130,6 +130,9 @@ pub struct Actor {
     prune_at: Instant,
     /// The fair-share update computed in the background (see `fair_share`).
     updates: fair_share::Background,
+    /// When the view was last published, and how long building it took.
+    view_published_at: Instant,
+    view_built_in: Duration,
 }
 
 /// A reply sent once the commit it waits for ends: with the commit's error if it failed.
@@ -137,6 +140,12 @@ type DeferredReply = Box<dyn FnOnce(Option<&ApiError>) + Send>;
 
 /// At most this many heartbeats share a commit (bounds the wait of the first).
 const MAX_DEFERRED: usize = 128;
+
+/// Views published after heartbeats take at most 1 / this of the actor's time ...
+const VIEW_COST_SHARE: u32 = 10;
+
+/// ... unless they are this cheap (a small cluster): then every heartbeat publishes one.
+const CHEAP_VIEW: Duration = Duration::from_millis(1);
 
 /// At most this many operations (with their jobs) and events are pruned at a time (see
 /// [`Actor::prune_history`]): a batch takes milliseconds, never a long pause of the actor.
@@ -215,7 +224,7 @@ impl Actor {
                             // The last request of a burst did not commit (a read, a refusal).
                             self.fold_changes();
                             let _ = self.commit();
-                            self.publish_view();
+                            self.publish_view_after_heartbeats();
                         }
                     }
                     None => break,
@@ -415,7 +424,9 @@ impl Actor {
     /// registrations rebuilt it once per node: quadratic in the nodes), and a commit per
     /// heartbeat spent most of the rest in SQLite's per-transaction work. A client that waits
     /// for its reply and then reads sees its change whenever the server is not busy; under
-    /// load reads lag by at most the queue.
+    /// load reads lag by at most the queue, or by the timer's period while views built after
+    /// heartbeats would take more than a tenth of the actor's time
+    /// ([`Actor::publish_view_after_heartbeats`]).
     fn finish_heartbeat<T: Send + 'static>(
         &mut self,
         reply: Reply<T>,
@@ -439,7 +450,7 @@ impl Actor {
         self.fold_changes();
         let result = self.commit_result(result);
         if !self.queued {
-            self.publish_view();
+            self.publish_view_after_heartbeats();
         }
         send_reply(reply, result);
     }
@@ -556,8 +567,25 @@ impl Actor {
     }
 
     fn publish_view(&mut self) {
+        let building = Instant::now();
         let view = self.build_view();
         self.publish.send_replace(Arc::new(view));
+        self.view_published_at = Instant::now();
+        self.view_built_in = self.view_published_at - building;
+    }
+
+    /// After heartbeats: publishes the view unless it costs more than [`CHEAP_VIEW`] and one
+    /// was published so recently that building views would take more than a tenth of the
+    /// actor's time (a view costs O(cluster); under thousands of heartbeats a second it would
+    /// take all of it). The timer
+    /// publishes one every tick at the latest, so reads lag heartbeats by at most that period
+    /// then; requests that change state (submit, abort, pool and node changes) publish at once.
+    fn publish_view_after_heartbeats(&mut self) {
+        if self.view_built_in < CHEAP_VIEW
+            || self.view_published_at.elapsed() >= self.view_built_in * VIEW_COST_SHARE
+        {
+            self.publish_view();
+        }
     }
 }
 

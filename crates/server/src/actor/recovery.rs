@@ -188,6 +188,8 @@ impl Actor {
             node_credentials: crate::auth::NodeCredentials::new(config.agent_token.is_some()),
             prune_at: Instant::now(),
             updates: super::fair_share::Background::new(),
+            view_published_at: Instant::now(),
+            view_built_in: Duration::ZERO,
         };
         actor.save_trees();
         if let Some(start) = &start {
