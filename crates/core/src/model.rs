@@ -164,9 +164,13 @@ pub struct DiskRequest {
 }
 
 /// What a user submits.
+///
+/// `T` is the type of its tasks: the core takes [`TaskSpec`]s. A driver whose jobs need more
+/// than the core reads (the scenario runner's simulated run times) parses the same operation
+/// fields with its own task type and hands the core `spec.map_tasks(...)`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct OperationSpec {
+pub struct OperationSpec<T = TaskSpec> {
     pub id: OperationId,
     #[serde(default)]
     pub user: Option<String>,
@@ -222,7 +226,32 @@ pub struct OperationSpec {
     /// Default: vanilla.
     #[serde(default, rename = "type")]
     pub operation_type: Option<String>,
-    pub tasks: Vec<TaskSpec>,
+    pub tasks: Vec<T>,
+}
+
+impl<T> OperationSpec<T> {
+    /// The same operation with each task turned into `f(task)`, in order.
+    pub fn map_tasks<U>(self, f: impl FnMut(T) -> U) -> OperationSpec<U> {
+        OperationSpec {
+            id: self.id,
+            user: self.user,
+            pool: self.pool,
+            weight: self.weight,
+            resource_limits: self.resource_limits,
+            preemption_mode: self.preemption_mode,
+            interruption_signal: self.interruption_signal,
+            interruption_timeout_ms: self.interruption_timeout_ms,
+            scheduling_tag_filter: self.scheduling_tag_filter,
+            fair_share_starvation_tolerance: self.fair_share_starvation_tolerance,
+            fair_share_starvation_timeout_ms: self.fair_share_starvation_timeout_ms,
+            max_failed_job_count: self.max_failed_job_count,
+            pool_trees: self.pool_trees,
+            scheduling_options_per_pool_tree: self.scheduling_options_per_pool_tree,
+            max_unpreemptible_allocation_count: self.max_unpreemptible_allocation_count,
+            operation_type: self.operation_type,
+            tasks: self.tasks.into_iter().map(f).collect(),
+        }
+    }
 }
 
 /// Default `interruption_timeout` of an operation (seed 004).

@@ -8,7 +8,10 @@ use crate::model::OperationSpec;
 /// ten years. Longer ones are refused rather than overflow the core's time arithmetic.
 pub const MAX_DURATION_MS: u64 = 10 * 365 * 24 * 3600 * 1000;
 
-fn check_duration(id: &str, field: &str, ms: Option<u64>) -> Result<(), CoreError> {
+/// Refuses a duration above [`MAX_DURATION_MS`], naming operation `id` and `field` (a path
+/// such as `tasks[0].time_limit_ms`). Drivers check the durations of their own task fields
+/// (the scenario's `duration_ms`) with it too, so that all read alike.
+pub fn check_duration(id: &str, field: &str, ms: Option<u64>) -> Result<(), CoreError> {
     match ms {
         Some(ms) if ms > MAX_DURATION_MS => Err(CoreError::new(format!(
             "operation {id:?}: {field} must be at most {MAX_DURATION_MS} ms (ten years; got {ms})"
