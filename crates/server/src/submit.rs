@@ -113,13 +113,8 @@ fn core_task(t: &TaskSubmit) -> TaskSpec {
     TaskSpec {
         job_count: t.job_count,
         resources: t.resources,
-        duration_ms: None,
         time_limit_ms: t.time_limit_ms,
-        interruptible: false,
-        exit_after_interrupt_ms: None,
         gang: t.gang,
-        command: Vec::new(),
-        env: BTreeMap::new(),
         disk_request: t.disk_request.as_ref().map(|d| DiskRequest {
             disk_space: d.disk_space,
             medium_name: d.medium_name.clone(),

@@ -41,13 +41,8 @@ impl OldTask {
         TaskSpec {
             job_count: self.job_count,
             resources: self.resources,
-            duration_ms: None,
             time_limit_ms: self.time_limit_ms,
-            interruptible: false,
-            exit_after_interrupt_ms: None,
             gang: self.gang,
-            command: Vec::new(),
-            env: BTreeMap::new(),
             disk_request: self.disk_request,
         }
     }

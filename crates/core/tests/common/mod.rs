@@ -68,13 +68,8 @@ pub fn task(job_count: u32, resources: Resources, duration_ms: Option<u64>) -> T
         spec: TaskSpec {
             job_count,
             resources,
-            duration_ms: None,
             time_limit_ms: None,
-            interruptible: false,
-            exit_after_interrupt_ms: None,
             gang: false,
-            command: Vec::new(),
-            env: Default::default(),
             disk_request: None,
         },
         duration_ms,

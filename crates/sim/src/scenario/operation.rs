@@ -51,11 +51,6 @@ impl ScenarioTask {
             time_limit_ms: self.time_limit_ms,
             gang: self.gang,
             disk_request: self.disk_request.clone(),
-            duration_ms: None,
-            interruptible: false,
-            exit_after_interrupt_ms: None,
-            command: Vec::new(),
-            env: Default::default(),
         }
     }
 
@@ -108,11 +103,6 @@ mod tests {
                 disk_space: 7,
                 medium_name: "ssd_slots".into(),
             }),
-            duration_ms: None,
-            interruptible: false,
-            exit_after_interrupt_ms: None,
-            command: Vec::new(),
-            env: Default::default(),
         };
         let json = serde_json::to_value(&core).expect("serializes");
         let task: ScenarioTask = serde_json::from_value(json.clone())
