@@ -113,7 +113,9 @@ pub enum PreemptionMode {
     Graceful,
 }
 
-/// One group of identical jobs of an operation.
+/// One group of identical jobs of an operation: what the core schedules them by. What the jobs
+/// do is their driver's (the server keeps their command lines, the scenario runner how long
+/// they run; see [`OperationSpec`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TaskSpec {
@@ -121,9 +123,6 @@ pub struct TaskSpec {
     /// Per-job resources; a resource left out is 0.
     #[serde(default)]
     pub resources: Resources,
-    /// Simulated drivers: how long a job runs (`None`: until ended). The core never reads it.
-    #[serde(default)]
-    pub duration_ms: Option<u64>,
     /// The job's run time limit as its user states it (Slurm's `--time`, SWF's requested
     /// time), in milliseconds. The core reads it for backfill only: a job whose limit ends
     /// before resources held for a big job or a gang are expected to be needed may start on
@@ -131,21 +130,9 @@ pub struct TaskSpec {
     /// delays the job that waits for its resources.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_limit_ms: Option<u64>,
-    /// Simulated drivers: the job handles the interruption signal.
-    #[serde(default)]
-    pub interruptible: bool,
-    /// Simulated drivers: how long an interrupted job takes to exit.
-    #[serde(default)]
-    pub exit_after_interrupt_ms: Option<u64>,
     /// All-or-nothing: the fair share treats the operation as a gang.
     #[serde(default)]
     pub gang: bool,
-    /// Real jobs: the command line (agents run it).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub command: Vec<String>,
-    /// Real jobs: extra environment.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
     /// The job's disk request (YTsaurus `disk_request`). Its medium decides whether the job is
     /// an SSD job (medium in the tree's `ssd_priority_preemption.medium_names`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -164,9 +151,13 @@ pub struct DiskRequest {
 }
 
 /// What a user submits.
+///
+/// `T` is the type of its tasks: the core takes [`TaskSpec`]s. A driver whose tasks carry more
+/// than the core reads (the scenario's simulated run times) parses the same operation fields
+/// with its own task type and hands the core `spec.map_tasks(...)`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct OperationSpec {
+pub struct OperationSpec<T = TaskSpec> {
     pub id: OperationId,
     #[serde(default)]
     pub user: Option<String>,
@@ -222,7 +213,32 @@ pub struct OperationSpec {
     /// Default: vanilla.
     #[serde(default, rename = "type")]
     pub operation_type: Option<String>,
-    pub tasks: Vec<TaskSpec>,
+    pub tasks: Vec<T>,
+}
+
+impl<T> OperationSpec<T> {
+    /// The same operation with each task turned into `f(task)`, in order.
+    pub fn map_tasks<U>(self, f: impl FnMut(T) -> U) -> OperationSpec<U> {
+        OperationSpec {
+            id: self.id,
+            user: self.user,
+            pool: self.pool,
+            weight: self.weight,
+            resource_limits: self.resource_limits,
+            preemption_mode: self.preemption_mode,
+            interruption_signal: self.interruption_signal,
+            interruption_timeout_ms: self.interruption_timeout_ms,
+            scheduling_tag_filter: self.scheduling_tag_filter,
+            fair_share_starvation_tolerance: self.fair_share_starvation_tolerance,
+            fair_share_starvation_timeout_ms: self.fair_share_starvation_timeout_ms,
+            max_failed_job_count: self.max_failed_job_count,
+            pool_trees: self.pool_trees,
+            scheduling_options_per_pool_tree: self.scheduling_options_per_pool_tree,
+            max_unpreemptible_allocation_count: self.max_unpreemptible_allocation_count,
+            operation_type: self.operation_type,
+            tasks: self.tasks.into_iter().map(f).collect(),
+        }
+    }
 }
 
 /// Default `interruption_timeout` of an operation (seed 004).

@@ -8,7 +8,10 @@ use crate::model::OperationSpec;
 /// ten years. Longer ones are refused rather than overflow the core's time arithmetic.
 pub const MAX_DURATION_MS: u64 = 10 * 365 * 24 * 3600 * 1000;
 
-fn check_duration(id: &str, field: &str, ms: Option<u64>) -> Result<(), CoreError> {
+/// Refuses a duration above [`MAX_DURATION_MS`], naming operation `id` and `field` (a path
+/// such as `tasks[0].time_limit_ms`). Drivers check the durations in their own task fields
+/// with it too (the scenario's `duration_ms`), so that they are refused in the core's words.
+pub fn check_duration(id: &str, field: &str, ms: Option<u64>) -> Result<(), CoreError> {
     match ms {
         Some(ms) if ms > MAX_DURATION_MS => Err(CoreError::new(format!(
             "operation {id:?}: {field} must be at most {MAX_DURATION_MS} ms (ten years; got {ms})"
@@ -95,12 +98,6 @@ pub(crate) fn validate_operation_spec(spec: &OperationSpec) -> Result<(), CoreEr
             )));
         }
         check_duration(id, &format!("tasks[{i}].time_limit_ms"), t.time_limit_ms)?;
-        check_duration(id, &format!("tasks[{i}].duration_ms"), t.duration_ms)?;
-        check_duration(
-            id,
-            &format!("tasks[{i}].exit_after_interrupt_ms"),
-            t.exit_after_interrupt_ms,
-        )?;
         if t.time_limit_ms == Some(0) {
             return Err(CoreError::new(format!(
                 "operation {id:?}: tasks[{i}].time_limit_ms must be positive (leave it out for \

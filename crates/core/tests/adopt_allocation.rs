@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Driver, add_nodes, op, res, scheduler, task};
+use common::{Driver, StartOp, add_nodes, op, res, scheduler, task};
 use fairsched_core::{
     FinishedAllocation, JobOutcome, NodeHeartbeat, NodeId, OperationId, SchedulerConfig,
 };
@@ -17,8 +17,13 @@ fn tree() -> &'static str {
 fn an_adopted_job_runs_where_it_was_and_ends_by_heartbeat() {
     let mut s = scheduler(tree(), SchedulerConfig::default());
     add_nodes(&mut s, 2, res(2.0, 2.0));
-    s.start_operation(0, op("a", Some("p"), vec![task(3, res(1.0, 1.0), None)]))
-        .expect("operation");
+    let mut d = Driver::new();
+    d.start(
+        &mut s,
+        0,
+        op("a", Some("p"), vec![task(3, res(1.0, 1.0), None)]),
+    )
+    .expect("operation");
     s.take_events();
     let a = OperationId("a".into());
     let node0 = NodeId("node-0".into());
@@ -35,7 +40,6 @@ fn an_adopted_job_runs_where_it_was_and_ends_by_heartbeat() {
     assert!(n.allocations.contains(&id));
 
     // The other two jobs are placed around it: node-0 has room for one more.
-    let mut d = Driver::new();
     d.run(&mut s, 100, 300, 100);
     assert_eq!(d.count("allocation_started", "a"), 2);
     assert_eq!(s.node(&node0).expect("node").allocations.len(), 2);
@@ -70,7 +74,7 @@ fn an_adopted_job_runs_where_it_was_and_ends_by_heartbeat() {
 fn adoption_is_rejected_without_changes() {
     let mut s = scheduler(tree(), SchedulerConfig::default());
     add_nodes(&mut s, 1, res(2.0, 2.0));
-    s.start_operation(0, op("a", Some("p"), vec![task(1, res(1.0, 1.0), None)]))
+    s.start_op(0, op("a", Some("p"), vec![task(1, res(1.0, 1.0), None)]))
         .expect("operation");
     let a = OperationId("a".into());
     let node0 = NodeId("node-0".into());
@@ -108,7 +112,9 @@ fn adoption_is_deterministic() {
     let run = || {
         let mut s = scheduler(tree(), SchedulerConfig::default());
         add_nodes(&mut s, 2, res(2.0, 2.0));
-        s.start_operation(
+        let mut d = Driver::new();
+        d.start(
+            &mut s,
             0,
             op("a", Some("p"), vec![task(4, res(1.0, 1.0), Some(300))]),
         )
@@ -117,7 +123,6 @@ fn adoption_is_deterministic() {
             s.adopt_allocation(0, &OperationId("a".into()), 0, &NodeId(node.into()))
                 .expect("adopted");
         }
-        let mut d = Driver::new();
         d.run(&mut s, 0, 1000, 100);
         (format!("{:?}", d.events), format!("{:?}", s.snapshot(1000)))
     };

@@ -4,10 +4,10 @@
 mod common;
 
 use common::*;
-use fairsched_core::{Scheduler, SchedulerConfig, TaskSpec};
+use fairsched_core::{Scheduler, SchedulerConfig};
 use serde_json::Value;
 
-fn limited(jobs: u32, cpu: f64, duration_ms: u64, limit_ms: Option<u64>) -> TaskSpec {
+fn limited(jobs: u32, cpu: f64, duration_ms: u64, limit_ms: Option<u64>) -> TestTask {
     let mut t = task(jobs, res(cpu, 1.0), Some(duration_ms));
     t.time_limit_ms = limit_ms;
     t
@@ -43,19 +43,22 @@ const RESERVATION_TREE: &str = r#"{"pool_trees": {"default": {
 fn reservation_setup(b_limit: Option<u64>) -> (Scheduler, Driver) {
     let mut s = scheduler(RESERVATION_TREE, SchedulerConfig::default());
     add_nodes(&mut s, 1, res(4.0, 8.0));
-    s.start_operation(
+    let mut d = Driver::new();
+    d.start(
+        &mut s,
         0,
         op("a", Some("small"), vec![limited(2, 1.0, 2000, Some(2000))]),
     )
     .unwrap();
-    s.start_operation(
+    d.start(
+        &mut s,
         0,
         op("b", Some("small"), vec![limited(2, 1.0, 8000, b_limit)]),
     )
     .unwrap();
-    let mut d = Driver::new();
     d.run(&mut s, 0, 0, 100);
-    s.start_operation(
+    d.start(
+        &mut s,
         50,
         op(
             "filler",
@@ -64,7 +67,8 @@ fn reservation_setup(b_limit: Option<u64>) -> (Scheduler, Driver) {
         ),
     )
     .unwrap();
-    s.start_operation(
+    d.start(
+        &mut s,
         100,
         op("big", Some("big"), vec![limited(1, 3.0, 1000, None)]),
     )
@@ -77,7 +81,8 @@ fn reservation_setup(b_limit: Option<u64>) -> (Scheduler, Driver) {
 /// with the given limit.
 fn reservation_run(probe_limit: Option<u64>) -> (Scheduler, Driver) {
     let (mut s, mut d) = reservation_setup(Some(8000));
-    s.start_operation(
+    d.start(
+        &mut s,
         1500,
         op(
             "probe",
@@ -156,26 +161,28 @@ const GANG_TREE: &str = r#"{"pool_trees": {"default": {
 fn gang_run(jobs: u32, probe_gang: bool, probe_limit: Option<u64>) -> Driver {
     let mut s = scheduler(GANG_TREE, SchedulerConfig::default());
     add_nodes(&mut s, 2, res(4.0, 8.0));
-    s.start_operation(
+    let mut d = Driver::new();
+    d.start(
+        &mut s,
         0,
         op("a", Some("small"), vec![limited(1, 4.0, 2000, Some(2000))]),
     )
     .unwrap();
-    s.start_operation(
+    d.start(
+        &mut s,
         0,
         op("b", Some("small"), vec![limited(1, 4.0, 8000, Some(8000))]),
     )
     .unwrap();
-    let mut d = Driver::new();
     d.run(&mut s, 0, 0, 100);
     let mut g = limited(2, 4.0, 1000, None);
     g.gang = true;
-    s.start_operation(100, op("gang", Some("gang"), vec![g]))
+    d.start(&mut s, 100, op("gang", Some("gang"), vec![g]))
         .unwrap();
     d.run(&mut s, 100, 1400, 100);
     let mut probe = limited(jobs, 1.0, 3000, probe_limit);
     probe.gang = probe_gang;
-    s.start_operation(1500, op("probe", Some("small"), vec![probe]))
+    d.start(&mut s, 1500, op("probe", Some("small"), vec![probe]))
         .unwrap();
     d.run(&mut s, 1500, 10_000, 100);
     d
@@ -207,7 +214,7 @@ fn a_gang_hold_is_backfilled_only_by_jobs_and_gangs_that_end_before_the_gang_can
 
 #[test]
 fn bad_operation_specs_are_rejected_naming_the_field_and_change_nothing() {
-    type Mutate = fn(&mut fairsched_core::OperationSpec);
+    type Mutate = fn(&mut TestOp);
     let cases: Vec<(&str, Mutate, &str)> = vec![
         (
             "a zero time limit",
@@ -230,7 +237,10 @@ fn bad_operation_specs_are_rejected_naming_the_field_and_change_nothing() {
         let mut s = scheduler(RESERVATION_TREE, SchedulerConfig::default());
         let mut spec = op("x", Some("small"), vec![limited(1, 1.0, 1000, Some(1000))]);
         mutate(&mut spec);
-        let err = s.start_operation(0, spec).expect_err(what).to_string();
+        let err = Driver::new()
+            .start(&mut s, 0, spec)
+            .expect_err(what)
+            .to_string();
         assert!(err.contains(message), "{what}: {err}");
         assert!(err.contains("\"x\""), "{what}: {err}");
         assert!(s.snapshot(0).operations.is_empty(), "{what}");
@@ -253,16 +263,17 @@ fn a_gang_that_fits_now_is_placed_whole_and_starts_at_once() {
     for (jobs, expected, what) in cases {
         let mut s = scheduler(PLACED_TREE, SchedulerConfig::default());
         add_nodes(&mut s, 3, res(4.0, 8.0));
-        s.start_operation(
+        let mut d = Driver::new();
+        d.start(
+            &mut s,
             0,
             op("other", Some("a"), vec![task(1, res(2.0, 1.0), None)]),
         )
         .unwrap();
-        let mut d = Driver::new();
         d.run(&mut s, 0, 0, 100);
         let mut g = limited(jobs, 3.0, 1000, None);
         g.gang = true;
-        s.start_operation(50, op("g", Some("a"), vec![g])).unwrap();
+        d.start(&mut s, 50, op("g", Some("a"), vec![g])).unwrap();
         d.run(&mut s, 100, 500, 100);
         assert_eq!(starts(&d, "g"), expected, "{what}");
         let assembled = events(&d, "gang_assembled");

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{op, res, scheduler, task};
+use common::{StartOp, op, res, scheduler, task};
 use fairsched_core::SchedulerConfig;
 
 /// (case, tree, pool the second operation names, fragments of the error)
@@ -39,13 +39,13 @@ const CASES: &[(&str, &str, &str, &[&str])] = &[
 fn the_ephemeral_pool_limit_error_explains_and_names_existing_pools() {
     for &(name, tree, pool, fragments) in CASES {
         let mut s = scheduler(tree, SchedulerConfig::default());
-        s.start_operation(
+        s.start_op(
             0,
             op("first", Some("mine"), vec![task(1, res(1.0, 1.0), None)]),
         )
         .expect("the first ephemeral pool is allowed");
         let err = s
-            .start_operation(
+            .start_op(
                 0,
                 op("second", Some(pool), vec![task(1, res(1.0, 1.0), None)]),
             )

@@ -12,16 +12,16 @@ const TREE: &str = r#"{"pool_trees": {"default": {"config": {}, "pools": {"p": {
 
 /// Starts the operations (those the core refuses with an error are left out), then runs ticks
 /// and heartbeats on two nodes; returns how many started.
-fn run(ops: Vec<fairsched_core::OperationSpec>) -> usize {
+fn run(ops: Vec<TestOp>) -> usize {
     let mut s = scheduler(TREE, SchedulerConfig::default());
     add_nodes(&mut s, 2, res(4.0, 4.0));
     let mut started = 0;
+    let mut d = Driver::new();
     for spec in ops {
-        if s.start_operation(0, spec).is_ok() {
+        if d.start(&mut s, 0, spec).is_ok() {
             started += 1;
         }
     }
-    let mut d = Driver::new();
     d.run(&mut s, 1_000, 10_000, 1_000);
     let response = s
         .process_heartbeat(
@@ -34,7 +34,7 @@ fn run(ops: Vec<fairsched_core::OperationSpec>) -> usize {
     started
 }
 
-fn weighted(id: &str, weight: f64) -> fairsched_core::OperationSpec {
+fn weighted(id: &str, weight: f64) -> TestOp {
     let mut spec = op(id, Some("p"), vec![task(8, res(1.0, 1.0), Some(2_000))]);
     spec.weight = Some(weight);
     spec
@@ -46,7 +46,9 @@ fn weighted(id: &str, weight: f64) -> fairsched_core::OperationSpec {
 fn weights_out_of_range_are_refused_and_the_rest_runs() {
     for w in [1e-10, 1e308, 1e-300, f64::MIN_POSITIVE, f64::MAX] {
         let mut s = scheduler(TREE, SchedulerConfig::default());
-        let e = s.start_operation(0, weighted("bad", w)).unwrap_err();
+        let e = Driver::new()
+            .start(&mut s, 0, weighted("bad", w))
+            .unwrap_err();
         assert!(
             e.message().contains("weight must be in"),
             "{w}: {}",
@@ -100,7 +102,7 @@ fn the_longest_starvation_timeout_does_not_overflow() {
     assert_eq!(run(vec![spec.clone()]), 1);
     spec.fair_share_starvation_timeout_ms = Some(u64::MAX);
     let mut s = scheduler(TREE, SchedulerConfig::default());
-    let e = s.start_operation(0, spec).unwrap_err();
+    let e = s.start_op(0, spec).unwrap_err();
     assert!(
         e.message()
             .contains("fair_share_starvation_timeout_ms must be at most"),

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{add_nodes, op, res, scheduler, task};
+use common::{StartOp, add_nodes, op, res, scheduler, task};
 use fairsched_core::{
     FinishedAllocation, JobOutcome, NodeHeartbeat, NodeId, OperationId, OperationState,
     SchedulerConfig,
@@ -22,7 +22,7 @@ fn an_operation_fails_when_its_failed_job_limit_is_reached() {
         add_nodes(&mut s, 1, res(2.0, 2.0));
         let mut spec = op("a", Some("p"), vec![task(5, res(1.0, 1.0), None)]);
         spec.max_failed_job_count = limit;
-        s.start_operation(0, spec).expect("operation");
+        s.start_op(0, spec).expect("operation");
         let node = NodeId("node-0".into());
         let id = OperationId("a".into());
         let mut running = Vec::new();

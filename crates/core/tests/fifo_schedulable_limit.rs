@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Driver, op, res, scheduler, task};
+use common::{Driver, StartOp, op, res, scheduler, task};
 use fairsched_core::{OperationId, SchedulerConfig};
 
 /// Four operations of 2 one-cpu jobs each in FIFO pool `q`, started in order, on 2 nodes of 4
@@ -20,7 +20,7 @@ fn run(limit: Option<u32>) -> (Vec<usize>, fairsched_core::Scheduler) {
     let mut s = scheduler(&tree, SchedulerConfig::default());
     common::add_nodes(&mut s, 2, res(4.0, 4.0));
     for i in 0..4 {
-        s.start_operation(
+        s.start_op(
             i,
             op(
                 &format!("o{i}"),

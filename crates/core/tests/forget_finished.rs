@@ -16,7 +16,9 @@ fn id(s: &str) -> OperationId {
 fn finished_operations_are_forgotten_after_the_next_update_and_only_they() {
     let mut s = scheduler(TREE, SchedulerConfig::default());
     add_nodes(&mut s, 2, res(2.0, 2.0));
-    s.start_operation(
+    let mut d = Driver::new();
+    d.start(
+        &mut s,
         0,
         op(
             "short",
@@ -25,7 +27,8 @@ fn finished_operations_are_forgotten_after_the_next_update_and_only_they() {
         ),
     )
     .unwrap();
-    s.start_operation(
+    d.start(
+        &mut s,
         0,
         op(
             "long",
@@ -34,12 +37,12 @@ fn finished_operations_are_forgotten_after_the_next_update_and_only_they() {
         ),
     )
     .unwrap();
-    s.start_operation(
+    d.start(
+        &mut s,
         0,
         op("aborted", Some("pool"), vec![task(1, res(1.0, 1.0), None)]),
     )
     .unwrap();
-    let mut d = Driver::new();
     d.run(&mut s, 0, 500, 100);
     s.abort_operation(500, &id("aborted")).unwrap();
     assert_eq!(
@@ -62,7 +65,8 @@ fn finished_operations_are_forgotten_after_the_next_update_and_only_they() {
     assert!(!s.snapshot(600).operations.contains_key("short"));
     // Nothing more to forget; scheduling goes on with the operations left and new ones.
     assert!(s.forget_finished_operations().is_empty());
-    s.start_operation(
+    d.start(
+        &mut s,
         700,
         op(
             "later",
@@ -78,7 +82,8 @@ fn finished_operations_are_forgotten_after_the_next_update_and_only_they() {
     );
     assert_eq!(s.operation(&id("long")).unwrap().running_job_count(), 2);
     // A forgotten id may be used again.
-    s.start_operation(
+    d.start(
+        &mut s,
         3000,
         op("short", Some("pool"), vec![task(1, res(1.0, 1.0), None)]),
     )

@@ -12,7 +12,7 @@ const TREE: &str = r#"{"pool_trees": {"default": {
     "pools": {"a": {}, "b": {}, "c": {}}
 }}}"#;
 
-fn gang(id: &str, pool: &str, jobs: u32, cpu: f64) -> fairsched_core::OperationSpec {
+fn gang(id: &str, pool: &str, jobs: u32, cpu: f64) -> TestOp {
     let mut t = task(jobs, res(cpu, 1.0), Some(2000));
     t.gang = true;
     op(id, Some(pool), vec![t])
@@ -31,16 +31,17 @@ fn events(d: &Driver, kind: &str, operation: &str) -> Vec<Value> {
 fn setup() -> (Scheduler, Driver) {
     let mut s = scheduler(TREE, SchedulerConfig::default());
     add_nodes(&mut s, 2, res(4.0, 8.0));
-    s.start_operation(
+    let mut d = Driver::new();
+    d.start(
+        &mut s,
         0,
         op("blocker", Some("c"), vec![task(1, res(4.0, 1.0), None)]),
     )
     .unwrap();
-    let mut d = Driver::new();
     d.run(&mut s, 0, 0, 100);
-    s.start_operation(100, gang("g1", "a", 3, 2.0)).unwrap();
+    d.start(&mut s, 100, gang("g1", "a", 3, 2.0)).unwrap();
     d.run(&mut s, 100, 300, 100);
-    s.start_operation(400, gang("g2", "b", 2, 2.0)).unwrap();
+    d.start(&mut s, 400, gang("g2", "b", 2, 2.0)).unwrap();
     (s, d)
 }
 

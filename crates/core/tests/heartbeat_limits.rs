@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{op, res, scheduler, task};
+use common::{StartOp, op, res, scheduler, task};
 use fairsched_core::{NodeHeartbeat, NodeId, NodeSpec, SchedulerConfig};
 
 /// (case, tree config options, jobs started by the first heartbeat of a 4-cpu node with 8
@@ -48,7 +48,7 @@ fn a_heartbeat_stops_at_the_spare_resources_and_the_start_limit() {
             },
         )
         .expect("node");
-        s.start_operation(0, op("a", Some("p"), vec![task(8, res(0.5, 1.0), None)]))
+        s.start_op(0, op("a", Some("p"), vec![task(8, res(0.5, 1.0), None)]))
             .expect("operation");
         s.tick(0);
         let response = s

@@ -33,12 +33,13 @@ fn an_operation_under_a_too_small_limit_is_failed_naming_the_limiting_ancestor()
         "pools": {"limiting_pool": {"resource_limits": {"cpu": 1.0}, "pools": {"subpool": {}}}}}}}"#;
     let mut s = scheduler(tree, config());
     add_nodes(&mut s, 3, res(2.0, 2.0));
-    s.start_operation(
+    let mut d = Driver::new();
+    d.start(
+        &mut s,
         0,
         op("big", Some("subpool"), vec![task(10, res(2.0, 1.0), None)]),
     )
     .unwrap();
-    let mut d = Driver::new();
     d.run(&mut s, 0, 4800, 100);
     assert_eq!(
         s.operation(&OperationId("big".into())).unwrap().state,
@@ -64,12 +65,13 @@ fn the_limiting_ancestor_check_can_be_turned_off() {
         "pools": {"limiting_pool": {"resource_limits": {"cpu": 1.0}, "pools": {"subpool": {}}}}}}}"#;
     let mut s = scheduler(tree, config());
     add_nodes(&mut s, 3, res(2.0, 2.0));
-    s.start_operation(
+    let mut d = Driver::new();
+    d.start(
+        &mut s,
         0,
         op("big", Some("subpool"), vec![task(10, res(2.0, 1.0), None)]),
     )
     .unwrap();
-    let mut d = Driver::new();
     d.run(&mut s, 0, 10_000, 100);
     assert_eq!(
         s.operation(&OperationId("big".into())).unwrap().state,
@@ -96,10 +98,11 @@ fn a_starving_operation_that_never_fits_is_failed_after_the_safe_timeout() {
         );
         o.user = Some(format!("u{i}"));
         o.scheduling_tag_filter = Some(format!("n{i}"));
-        s.start_operation(0, o).unwrap();
+        d.start(&mut s, 0, o).unwrap();
     }
     d.run(&mut s, 0, 300, 100);
-    s.start_operation(
+    d.start(
+        &mut s,
         400,
         op(
             "wide",
@@ -161,8 +164,8 @@ fn an_operation_in_two_trees_is_hung_only_when_limited_in_both() {
             serde_json::from_value(serde_json::json!({"pool": "other"})).expect("options"),
         )]
         .into();
-        s.start_operation(0, spec).unwrap();
         let mut d = Driver::new();
+        d.start(&mut s, 0, spec).unwrap();
         d.run(&mut s, 0, 7000, 100);
         let state = s.operation(&OperationId("big".into())).unwrap().state;
         assert_eq!(

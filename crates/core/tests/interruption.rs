@@ -23,24 +23,35 @@ fn res(cpu: f64, slots: f64) -> Resources {
         .with(ResourceKind::UserSlots, slots)
 }
 
-fn task(job_count: u32, cpu: f64, duration_ms: Option<u64>) -> TaskSpec {
-    // Through serde, so that fields added later take their defaults.
-    serde_json::from_value(serde_json::json!({
-        "job_count": job_count,
-        "resources": res(cpu, 1.0),
-        "duration_ms": duration_ms,
-    }))
-    .expect("task spec")
+/// A task as this driver runs it: the core's task and how long each of its jobs runs (`None`:
+/// until ended).
+#[derive(Clone, Debug)]
+struct Task {
+    spec: TaskSpec,
+    duration_ms: Option<Millis>,
 }
 
-fn op(id: &str, pool: Option<&str>, tasks: Vec<TaskSpec>) -> OperationSpec {
-    serde_json::from_value(serde_json::json!({
+fn task(job_count: u32, cpu: f64, duration_ms: Option<u64>) -> Task {
+    // Through serde, so that fields added later take their defaults.
+    let spec = serde_json::from_value(serde_json::json!({
+        "job_count": job_count,
+        "resources": res(cpu, 1.0),
+    }))
+    .expect("task spec");
+    Task { spec, duration_ms }
+}
+
+fn op(id: &str, pool: Option<&str>, tasks: Vec<Task>) -> OperationSpec<Task> {
+    let specs: Vec<&TaskSpec> = tasks.iter().map(|t| &t.spec).collect();
+    let spec: OperationSpec = serde_json::from_value(serde_json::json!({
         "id": id,
         "user": "user",
         "pool": pool,
-        "tasks": tasks,
+        "tasks": specs,
     }))
-    .expect("operation spec")
+    .expect("operation spec");
+    let mut tasks = tasks.into_iter();
+    spec.map_tasks(|_| tasks.next().expect("one task each"))
 }
 
 fn trees(json: &str) -> fairsched_config::ValidatedPoolTrees {
@@ -71,6 +82,8 @@ struct Cluster {
     /// Per operation: how long its jobs take to exit after an interrupt order (`None`: they
     /// ignore it and run on).
     exit_after: BTreeMap<String, Option<Millis>>,
+    /// Per operation and task: how long its jobs run (`None`: until ended).
+    durations: BTreeMap<String, Vec<Option<Millis>>>,
 }
 
 impl Cluster {
@@ -94,14 +107,19 @@ impl Cluster {
             events: Vec::new(),
             responses: Vec::new(),
             exit_after: BTreeMap::new(),
+            durations: BTreeMap::new(),
         }
     }
 
     /// Starts an operation at `at` (between rounds); its jobs exit `exit_after` ms after an
     /// interrupt order, or ignore it.
-    fn start(&mut self, at: Millis, spec: OperationSpec, exit_after: Option<Millis>) {
+    fn start(&mut self, at: Millis, spec: OperationSpec<Task>, exit_after: Option<Millis>) {
         self.exit_after.insert(spec.id.0.clone(), exit_after);
-        self.s.start_operation(at, spec).expect("operation starts");
+        let durations = spec.tasks.iter().map(|t| t.duration_ms).collect();
+        self.durations.insert(spec.id.0.clone(), durations);
+        self.s
+            .start_operation(at, spec.map_tasks(|t| t.spec))
+            .expect("operation starts");
         self.collect();
     }
 
@@ -152,8 +170,7 @@ impl Cluster {
                 .process_heartbeat(t, &node, NodeHeartbeat { finished })
                 .expect("heartbeat");
             for order in &response.start {
-                let op = self.s.operation(&order.operation).expect("operation");
-                let end_at = op.spec.tasks[order.task].duration_ms.map(|d| t + d);
+                let end_at = self.durations[&order.operation.0][order.task].map(|d| t + d);
                 self.jobs.insert(
                     order.allocation,
                     Job {

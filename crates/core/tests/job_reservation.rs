@@ -22,7 +22,9 @@ fn setup() -> (Scheduler, Driver) {
 fn setup_with(big_jobs: u32, big_cpu: f64) -> (Scheduler, Driver) {
     let mut s = scheduler(TREE, SchedulerConfig::default());
     add_nodes(&mut s, 2, res(4.0, 8.0));
-    s.start_operation(
+    let mut d = Driver::new();
+    d.start(
+        &mut s,
         0,
         op(
             "small",
@@ -31,9 +33,9 @@ fn setup_with(big_jobs: u32, big_cpu: f64) -> (Scheduler, Driver) {
         ),
     )
     .unwrap();
-    let mut d = Driver::new();
     d.run(&mut s, 0, 0, 100);
-    s.start_operation(
+    d.start(
+        &mut s,
         100,
         op(
             "big",

@@ -17,13 +17,8 @@ fn task(count: u32, cpu: f64, memory: f64) -> TaskSpec {
             .with(ResourceKind::Cpu, cpu)
             .with(ResourceKind::Memory, memory)
             .with(ResourceKind::UserSlots, 1.0),
-        duration_ms: None,
         time_limit_ms: None,
-        interruptible: false,
-        exit_after_interrupt_ms: None,
         gang: false,
-        command: Vec::new(),
-        env: Default::default(),
         disk_request: None,
     }
 }

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Driver, op, res, scheduler, task};
+use common::{Driver, StartOp, TestOp, op, res, scheduler, task};
 use fairsched_core::{
     NodeId, NodeSpec, OperationId, OperationState, OperationUpdate, SchedulerConfig,
     TreeSchedulingOptions,
@@ -27,7 +27,7 @@ fn node(s: &mut fairsched_core::Scheduler, id: &str, tag: &str) {
     .expect("node");
 }
 
-fn in_both(id: &str) -> fairsched_core::OperationSpec {
+fn in_both(id: &str) -> TestOp {
     let mut spec = op(id, Some("prod"), vec![task(2, res(1.0, 1.0), None)]);
     spec.pool_trees = Some(vec!["physical".into(), "gpu".into()]);
     spec.scheduling_options_per_pool_tree = [(
@@ -43,8 +43,9 @@ fn a_full_pool_in_one_tree_holds_an_operation_of_both_trees_pending() {
     let mut s = scheduler(TREES, SchedulerConfig::default());
     node(&mut s, "p", "physical");
     node(&mut s, "g", "gpu");
-    s.start_operation(0, in_both("a")).expect("a");
-    s.start_operation(0, in_both("b")).expect("b");
+    let mut d = Driver::new();
+    d.start(&mut s, 0, in_both("a")).expect("a");
+    d.start(&mut s, 0, in_both("b")).expect("b");
     let state = |s: &fairsched_core::Scheduler, id: &str| {
         s.operation(&OperationId(id.into())).expect("op").state
     };
@@ -60,15 +61,12 @@ fn a_full_pool_in_one_tree_holds_an_operation_of_both_trees_pending() {
         "{reason}"
     );
     // The third one exceeds gpu/shared's max_operation_count: 202, nothing created.
-    let e = s
-        .start_operation(0, in_both("c"))
-        .expect_err("c is rejected");
+    let e = d.start(&mut s, 0, in_both("c")).expect_err("c is rejected");
     assert_eq!(e.code(), Some(202), "{e}");
     assert!(e.message().contains("\"shared\" in tree \"gpu\""), "{e}");
     assert!(s.operation(&OperationId("c".into())).is_none());
     assert_eq!(s.pool_counts()["prod"].operation_count, 2);
 
-    let mut d = Driver::new();
     d.run(&mut s, 0, 200, 100);
     // a runs in both trees: one job on each node's tree.
     assert_eq!(d.count("allocation_started", "a"), 2);
@@ -162,7 +160,7 @@ fn places(s: &fairsched_core::Scheduler, id: &str) -> Vec<(String, Option<f64>)>
 #[test]
 fn an_update_changes_pool_and_weight_per_tree() {
     let mut s = scheduler(MOVES, SchedulerConfig::default());
-    s.start_operation(0, in_both("a")).expect("a");
+    s.start_op(0, in_both("a")).expect("a");
     // The default tree first.
     assert_eq!(
         places(&s, "a"),
@@ -205,11 +203,11 @@ fn an_update_changes_pool_and_weight_per_tree() {
 #[test]
 fn a_rejected_update_changes_nothing() {
     let mut s = scheduler(MOVES, SchedulerConfig::default());
-    s.start_operation(0, in_both("a")).expect("a");
+    s.start_op(0, in_both("a")).expect("a");
     let mut other = in_both("b");
     other.pool = Some("dev".into());
     other.scheduling_options_per_pool_tree = per_tree(serde_json::json!({"gpu": {"pool": "full"}}));
-    s.start_operation(0, other).expect("b");
+    s.start_op(0, other).expect("b");
     let before = s.operation(&OperationId("a".into())).unwrap().clone();
     let id = OperationId("a".into());
     let cases: Vec<(OperationUpdate, &str)> = vec![
@@ -253,7 +251,7 @@ fn a_rejected_update_changes_nothing() {
 #[test]
 fn a_move_inside_a_full_pool_does_not_count_the_operation_twice() {
     let mut s = scheduler(MOVES, SchedulerConfig::default());
-    s.start_operation(0, in_both("a")).expect("a");
+    s.start_op(0, in_both("a")).expect("a");
     // prod holds one operation (a); prod-child is inside prod, so a may move there.
     s.update_operation(
         10,
@@ -276,8 +274,8 @@ fn a_node_that_moves_to_another_tree_loses_its_allocations() {
     node(&mut s, "p", "physical");
     let mut spec = op("a", Some("prod"), vec![task(2, res(1.0, 1.0), None)]);
     spec.pool_trees = Some(vec!["physical".into()]);
-    s.start_operation(0, spec).expect("a");
     let mut d = Driver::new();
+    d.start(&mut s, 0, spec).expect("a");
     d.run(&mut s, 0, 200, 100);
     let a = OperationId("a".into());
     assert_eq!(s.operation(&a).unwrap().running_job_count(), 2);

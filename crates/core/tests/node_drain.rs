@@ -14,12 +14,13 @@ fn a_draining_node_finishes_its_jobs_and_starts_none() {
     );
     add_nodes(&mut s, 2, res(2.0, 2.0));
     // 8 jobs of 1 s on 2 nodes with 2 slots each: 4 run at a time.
-    s.start_operation(
+    let mut d = Driver::new();
+    d.start(
+        &mut s,
         0,
         op("a", Some("p"), vec![task(8, res(1.0, 1.0), Some(1000))]),
     )
     .expect("operation");
-    let mut d = Driver::new();
     d.run(&mut s, 0, 0, 100);
     let node0 = NodeId("node-0".into());
     assert_eq!(s.node(&node0).expect("node").allocations.len(), 2);
@@ -41,8 +42,12 @@ fn a_draining_node_finishes_its_jobs_and_starts_none() {
     assert_eq!(d.count("allocation_finished", "a"), 8);
 
     // Draining ends: the node takes jobs again.
-    s.start_operation(4000, op("b", Some("p"), vec![task(4, res(1.0, 1.0), None)]))
-        .expect("operation");
+    d.start(
+        &mut s,
+        4000,
+        op("b", Some("p"), vec![task(4, res(1.0, 1.0), None)]),
+    )
+    .expect("operation");
     s.set_node_draining(4000, &node0, false).expect("undrain");
     d.run(&mut s, 4000, 4200, 100);
     assert_eq!(s.node(&node0).expect("node").allocations.len(), 2);

@@ -32,13 +32,13 @@ fn counts(s: &fairsched_core::Scheduler, pool: &str) -> [u32; 3] {
 fn lightweight_operations_do_not_count_against_the_running_limit() {
     let mut s = scheduler(TREE, SchedulerConfig::default());
     add_nodes(&mut s, 3, res(1.0, 2.0));
-    s.start_operation(
+    s.start_op(
         0,
         op("blocking", Some("pool"), vec![task(1, res(1.0, 1.0), None)]),
     )
     .unwrap();
     for i in 0..4 {
-        s.start_operation(
+        s.start_op(
             1,
             op(
                 &format!("light{i}"),
@@ -62,7 +62,7 @@ fn lightweight_operations_do_not_count_against_the_running_limit() {
             .lightweight
     );
     let err = s
-        .start_operation(
+        .start_op(
             2,
             op(
                 "sixth",
@@ -86,7 +86,7 @@ fn lightweight_operations_do_not_count_against_the_running_limit() {
 fn only_vanilla_operations_are_lightweight_and_the_rest_wait_in_order() {
     let mut s = scheduler(TREE, SchedulerConfig::default());
     add_nodes(&mut s, 3, res(1.0, 2.0));
-    s.start_operation(
+    s.start_op(
         0,
         op("blocking", Some("pool"), vec![task(1, res(1.0, 1.0), None)]),
     )
@@ -103,8 +103,8 @@ fn only_vanilla_operations_are_lightweight_and_the_rest_wait_in_order() {
         vec![task(1, res(1.0, 1.0), None)],
     );
     map2.operation_type = Some("map".into());
-    s.start_operation(1, map1).unwrap();
-    s.start_operation(2, map2).unwrap();
+    s.start_op(1, map1).unwrap();
+    s.start_op(2, map2).unwrap();
     assert_eq!(state(&s, "map1"), OperationState::Running);
     assert_eq!(state(&s, "map2"), OperationState::Pending);
     let why = s
@@ -116,7 +116,7 @@ fn only_vanilla_operations_are_lightweight_and_the_rest_wait_in_order() {
     );
     assert_eq!(counts(&s, "pool"), [1, 1, 0]);
     assert_eq!(counts(&s, "lightweight_pool"), [2, 1, 0]);
-    s.start_operation(
+    s.start_op(
         3,
         op(
             "vanilla",
@@ -137,19 +137,19 @@ fn only_vanilla_operations_are_lightweight_and_the_rest_wait_in_order() {
 fn a_full_pool_rejects_new_operations_with_202() {
     let tree = r#"{"pool_trees": {"default": {"pools": {"small": {"max_operation_count": 2, "max_running_operation_count": 1}}}}}"#;
     let mut s = scheduler(tree, SchedulerConfig::default());
-    s.start_operation(
+    s.start_op(
         0,
         op("a", Some("small"), vec![task(1, res(1.0, 1.0), None)]),
     )
     .unwrap();
-    s.start_operation(
+    s.start_op(
         0,
         op("b", Some("small"), vec![task(1, res(1.0, 1.0), None)]),
     )
     .unwrap();
     assert_eq!(state(&s, "b"), OperationState::Pending);
     let err = s
-        .start_operation(
+        .start_op(
             0,
             op("c", Some("small"), vec![task(1, res(1.0, 1.0), None)]),
         )
@@ -166,7 +166,7 @@ fn finished_operations_leave_the_live_operations() {
     let mut s = scheduler(TREE, SchedulerConfig::default());
     add_nodes(&mut s, 1, res(1.0, 2.0));
     for id in ["a", "b", "c", "d"] {
-        s.start_operation(0, op(id, Some("pool"), vec![task(1, res(1.0, 1.0), None)]))
+        s.start_op(0, op(id, Some("pool"), vec![task(1, res(1.0, 1.0), None)]))
             .unwrap();
     }
     let live = |s: &fairsched_core::Scheduler| -> Vec<String> {

@@ -23,7 +23,7 @@ fn operation_overrides_are_only_more_conservative() {
         let mut o = op("o", Some("p"), vec![task(2, res(1.0, 1.0), None)]);
         o.fair_share_starvation_tolerance = tolerance;
         o.fair_share_starvation_timeout_ms = timeout;
-        s.start_operation(0, o).unwrap();
+        s.start_op(0, o).unwrap();
         s.tick(0);
         let snap = s.snapshot(0);
         let e = snap.operations["o"].element.as_ref().expect("in the tree");

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Driver, add_nodes, op, res, scheduler, task};
+use common::{Driver, StartOp, add_nodes, op, res, scheduler, task};
 use fairsched_core::{
     AllocationId, NodeHeartbeat, NodeId, OperationId, Scheduler, SchedulerConfig,
 };
@@ -17,7 +17,7 @@ const TREE: &str = r#"{"pool_trees": {"default": {"pools": {"p": {}}}}}"#;
 fn running() -> (Scheduler, Vec<AllocationId>) {
     let mut s = scheduler(TREE, SchedulerConfig::default());
     add_nodes(&mut s, 2, res(2.0, 2.0));
-    s.start_operation(0, op("op", Some("p"), vec![task(4, res(1.0, 1.0), None)]))
+    s.start_op(0, op("op", Some("p"), vec![task(4, res(1.0, 1.0), None)]))
         .expect("op");
     Driver::new().run(&mut s, 0, 0, 100);
     let allocations: Vec<AllocationId> = s.allocations().map(|a| a.id).collect();

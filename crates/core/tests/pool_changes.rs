@@ -104,7 +104,7 @@ fn pool_changes_are_validated_whole() {
 fn a_pool_removed_with_operations_lives_on_as_an_ephemeral_pool() {
     let mut s = scheduler(TREE, SchedulerConfig::default());
     add_nodes(&mut s, 1, res(4.0, 4.0));
-    s.start_operation(
+    s.start_op(
         0,
         op("job", Some("prod"), vec![task(1, res(1.0, 1.0), None)]),
     )
@@ -156,7 +156,7 @@ fn a_removed_pool_with_an_ephemeral_subpool_is_kept_until_it_is_empty() {
     }}}}"#;
     let mut s = scheduler(tree, SchedulerConfig::default());
     add_nodes(&mut s, 1, res(4.0, 4.0));
-    s.start_operation(
+    s.start_op(
         0,
         op("job", Some("team"), vec![task(1, res(1.0, 1.0), None)]),
     )

@@ -30,19 +30,21 @@ fn config() -> SchedulerConfig {
 fn guaranteed_pool_reclaims_the_cluster_by_preemption() {
     let mut s = scheduler(TREE, config());
     add_nodes(&mut s, 3, res(1.0, 2.0));
-    s.start_operation(
+    let mut d = Driver::new();
+    d.start(
+        &mut s,
         0,
         op("op1", Some("fake_pool"), vec![task(3, res(1.0, 1.0), None)]),
     )
     .unwrap();
-    let mut d = Driver::new();
     d.run(&mut s, 0, 1900, 100);
     assert_eq!(d.count("allocation_started", "op1"), 3);
     let snap = s.snapshot(1900);
     assert!(snap.pools["fake_pool"].element.fair_share_ratio >= 0.999);
     assert!(snap.pools["fake_pool"].element.usage_ratio >= 0.999);
 
-    s.start_operation(
+    d.start(
+        &mut s,
         2000,
         op(
             "op2",
@@ -82,11 +84,16 @@ fn nothing_is_preempted_without_starvation() {
     let tree = r#"{"pool_trees": {"default": {"config": {"fair_share_starvation_timeout_ms": 100000, "preemptive_scheduling_backoff_ms": 0}, "pools": {"a": {}, "b": {}}}}}"#;
     let mut s = scheduler(tree, config());
     add_nodes(&mut s, 2, res(2.0, 4.0));
-    s.start_operation(0, op("big", Some("a"), vec![task(4, res(1.0, 1.0), None)]))
-        .unwrap();
     let mut d = Driver::new();
+    d.start(
+        &mut s,
+        0,
+        op("big", Some("a"), vec![task(4, res(1.0, 1.0), None)]),
+    )
+    .unwrap();
     d.run(&mut s, 0, 500, 100);
-    s.start_operation(
+    d.start(
+        &mut s,
         600,
         op("new", Some("b"), vec![task(2, res(1.0, 1.0), None)]),
     )
@@ -119,7 +126,7 @@ fn operation_max_unpreemptible_allocation_count_caps_the_threshold() {
         add_nodes(&mut s, 1, res(10.0, 10.0));
         let mut spec = op("op", None, vec![task(15, res(1.0, 1.0), None)]);
         spec.max_unpreemptible_allocation_count = own;
-        s.start_operation(0, spec).unwrap();
+        s.start_op(0, spec).unwrap();
         Driver::new().run(&mut s, 0, 500, 100);
         let snap = s.snapshot(500);
         let op = &snap.operations["op"];

@@ -105,8 +105,12 @@ fn task_spec(job_count: u32, resources: Resources) -> TaskSpec {
 }
 
 /// An operation through serde, so that fields added later take their defaults.
-fn operation_spec(id: &str, tasks: Vec<TaskSpec>) -> OperationSpec {
-    serde_json::from_value(json!({"id": id, "tasks": tasks})).expect("operation spec")
+fn operation_spec<T>(id: &str, tasks: Vec<T>) -> OperationSpec<T> {
+    let spec: OperationSpec =
+        serde_json::from_value(json!({"id": id, "tasks": []})).expect("operation spec");
+    let mut spec = spec.map_tasks(|_| unreachable!("it has no tasks"));
+    spec.tasks = tasks;
+    spec
 }
 
 fn validated(tree: &Value) -> Result<fairsched_config::ValidatedPoolTrees, String> {
@@ -1750,6 +1754,26 @@ fn check_pending_operations(s: &Scheduler) -> Result<(), String> {
 
 // ---- the simulated cluster -------------------------------------------------------------------
 
+/// A task as the driver runs it: the core's task and what its jobs do.
+#[derive(Clone, Debug, serde::Serialize)]
+struct SimTask {
+    #[serde(flatten)]
+    spec: TaskSpec,
+    #[serde(flatten)]
+    jobs: JobBehaviour,
+}
+
+/// What each job of a task does.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+struct JobBehaviour {
+    /// How long it runs (`None`: until ended).
+    duration_ms: Option<Millis>,
+    /// It exits when interrupted (if its operation sends a signal).
+    interruptible: bool,
+    /// How long it takes to exit then (`None`: a random delay).
+    exit_after_interrupt_ms: Option<Millis>,
+}
+
 /// The driver's view of a job.
 #[derive(Clone, Debug)]
 struct Job {
@@ -1799,6 +1823,8 @@ struct Sim {
     s: Scheduler,
     chk: Checker,
     jobs: BTreeMap<AllocationId, Job>,
+    /// What the jobs of each task of each started operation do.
+    behaviours: BTreeMap<OperationId, Vec<JobBehaviour>>,
     /// Resources each node was added with.
     base: BTreeMap<NodeId, Resources>,
     pools: Vec<String>,
@@ -1869,6 +1895,7 @@ impl Sim {
             s,
             chk,
             jobs: BTreeMap::new(),
+            behaviours: BTreeMap::new(),
             base: BTreeMap::new(),
             pools: pool_names(&tree),
             next_op: 0,
@@ -1941,7 +1968,7 @@ impl Sim {
         Ok(())
     }
 
-    fn gen_operation(&mut self) -> OperationSpec {
+    fn gen_operation(&mut self) -> OperationSpec<SimTask> {
         let rng = &mut self.rng;
         let id = OperationId(format!("op{}", self.next_op));
         self.next_op += 1;
@@ -1960,25 +1987,28 @@ impl Sim {
                 limits.set(ResourceKind::UserSlots, rng.range(1, 8) as f64);
             }
         }
-        let tasks: Vec<TaskSpec> = (0..rng.range(1, 3))
+        let tasks: Vec<SimTask> = (0..rng.range(1, 3))
             .map(|_| {
                 let job_count = if rng.chance(0.05) {
                     0
                 } else {
                     rng.range(1, 25) as u32
                 };
-                let mut task = task_spec(
+                let spec = task_spec(
                     job_count,
                     res(rng.quarter(0.25, 4.0), rng.range(1, 8) as f64, 1.0),
                 );
-                task.duration_ms = rng.chance(0.8).then(|| rng.range(1, 40) * 100);
-                task.interruptible = rng.chance(0.6);
-                task.exit_after_interrupt_ms = rng.chance(0.7).then(|| rng.range(0, 30) * 100);
-                task.gang = rng.chance(0.05);
+                let jobs = JobBehaviour {
+                    duration_ms: rng.chance(0.8).then(|| rng.range(1, 40) * 100),
+                    interruptible: rng.chance(0.6),
+                    exit_after_interrupt_ms: rng.chance(0.7).then(|| rng.range(0, 30) * 100),
+                };
+                let mut task = SimTask { spec, jobs };
+                task.spec.gang = rng.chance(0.05);
                 // Time limits from a forked generator (the workload stays the same otherwise):
                 // mostly at or above the duration, sometimes below it (jobs overrun).
                 let mut fork = Rng::new(rng.0 ^ 0x0000_71AE_0000_B4CF);
-                task.time_limit_ms = match task.duration_ms {
+                task.spec.time_limit_ms = match task.jobs.duration_ms {
                     Some(d) if fork.chance(0.6) => Some((d + fork.range(0, 20) * 100).max(100)),
                     Some(d) if fork.chance(0.3) => Some((d / 2).max(100)),
                     _ => None,
@@ -2013,9 +2043,15 @@ impl Sim {
             "start_operation {}",
             serde_json::to_string(&spec).expect("json")
         );
-        self.command(what, Cmd::StartOp, move |s, now| {
+        let id = spec.id.clone();
+        let behaviours = spec.tasks.iter().map(|t| t.jobs).collect();
+        let spec = spec.map_tasks(|t| t.spec);
+        let started = self.command(what, Cmd::StartOp, move |s, now| {
             s.start_operation(now, spec)
         })?;
+        if started.is_some() {
+            self.behaviours.insert(id, behaviours);
+        }
         Ok(())
     }
 
@@ -2265,12 +2301,7 @@ impl Sim {
             }
         }
         for order in &response.start {
-            let spec = &self
-                .s
-                .operation(&order.operation)
-                .expect("started operation exists")
-                .spec
-                .tasks[order.task];
+            let jobs = self.behaviours[&order.operation][order.task];
             let roll = self.rng.below(100);
             let outcome = match roll {
                 0..=3 => JobOutcome::Failed,
@@ -2281,7 +2312,7 @@ impl Sim {
                 order.allocation,
                 Job {
                     node: node.clone(),
-                    end_at: spec.duration_ms.map(|d| now + d),
+                    end_at: jobs.duration_ms.map(|d| now + d),
                     outcome,
                     exit_at: None,
                 },
@@ -2291,14 +2322,9 @@ impl Sim {
             let Some(alloc) = self.s.allocation(order.allocation) else {
                 continue;
             };
-            let spec = &self
-                .s
-                .operation(&alloc.operation)
-                .expect("operation exists")
-                .spec
-                .tasks[alloc.task];
-            let handles = spec.interruptible && order.signal.is_some();
-            let delay = spec
+            let jobs = self.behaviours[&alloc.operation][alloc.task];
+            let handles = jobs.interruptible && order.signal.is_some();
+            let delay = jobs
                 .exit_after_interrupt_ms
                 .unwrap_or_else(|| self.rng.range(0, 30) * 100);
             if handles && let Some(job) = self.jobs.get_mut(&order.allocation) {

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Driver, op, res, scheduler, task};
+use common::{Driver, StartOp, op, res, scheduler, task};
 use fairsched_core::{NodeId, NodeSpec, SchedulerConfig};
 use std::collections::BTreeSet;
 
@@ -50,7 +50,7 @@ fn check(case: &Case) {
     }
     let mut o = op("o", Some(case.op_pool), vec![task(16, res(1.0, 1.0), None)]);
     o.scheduling_tag_filter = case.op_filter.map(str::to_string);
-    s.start_operation(0, o).unwrap();
+    s.start_op(0, o).unwrap();
     Driver::new().run(&mut s, 0, 1000, 100);
     let used: BTreeSet<String> = s
         .nodes()
@@ -160,7 +160,7 @@ fn an_operation_whose_filter_does_not_parse_is_rejected_naming_the_field() {
     );
     let mut o = op("o", Some("p"), vec![task(1, res(1.0, 1.0), None)]);
     o.scheduling_tag_filter = Some("gpu & (old".into());
-    let e = s.start_operation(0, o).unwrap_err();
+    let e = s.start_op(0, o).unwrap_err();
     assert!(
         e.message().contains("scheduling_tag_filter") && e.message().contains("expected ')'"),
         "{}",
@@ -181,7 +181,7 @@ fn why_waiting_names_the_filters_no_node_matches() {
     common::add_nodes(&mut s, 2, res(4.0, 4.0));
     let mut o = op("o", Some("p"), vec![task(1, res(1.0, 1.0), None)]);
     o.scheduling_tag_filter = Some("gpu".into());
-    s.start_operation(0, o).unwrap();
+    s.start_op(0, o).unwrap();
     Driver::new().run(&mut s, 0, 500, 100);
     let op = s
         .operation(&fairsched_core::OperationId("o".into()))

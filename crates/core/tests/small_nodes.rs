@@ -25,7 +25,8 @@ fn small_nodes_fill_and_a_guarantee_is_met_by_preemption_with_default_options() 
     let mut s = scheduler(TREE, SchedulerConfig::default());
     add_nodes(&mut s, 3, res(2.0, 8.0));
     let mut d = Driver::new();
-    s.start_operation(
+    d.start(
+        &mut s,
         0,
         op("big", Some("batch"), vec![task(100, res(0.5, 1.0), None)]),
     )
@@ -35,7 +36,8 @@ fn small_nodes_fill_and_a_guarantee_is_met_by_preemption_with_default_options() 
     assert_eq!(cpu_of(&s, "big"), 6.0, "the cluster's 6 cpus are used");
 
     // Jobs of one second: after each, the guaranteed operation's share is taken back at once.
-    s.start_operation(
+    d.start(
+        &mut s,
         5_000,
         op(
             "g",

@@ -32,7 +32,7 @@ fn tree(max_preemptive: u32) -> String {
     )
 }
 
-fn ssd_task(job_count: u32) -> fairsched_core::TaskSpec {
+fn ssd_task(job_count: u32) -> TestTask {
     let mut t = task(job_count, res(1.0, 1.0), None);
     t.disk_request = Some(DiskRequest {
         disk_space: 1 << 20,
@@ -58,7 +58,9 @@ fn starving_pair(max_preemptive: u32) -> Scheduler {
         },
     )
     .expect("node");
-    s.start_operation(
+    let mut d = Driver::new();
+    d.start(
+        &mut s,
         0,
         op(
             "filler_op",
@@ -67,11 +69,11 @@ fn starving_pair(max_preemptive: u32) -> Scheduler {
         ),
     )
     .expect("filler");
-    let mut d = Driver::new();
     d.run(&mut s, 0, 100, 100);
-    s.start_operation(200, op("ssd_op", Some("a"), vec![ssd_task(2)]))
+    d.start(&mut s, 200, op("ssd_op", Some("a"), vec![ssd_task(2)]))
         .expect("ssd_op");
-    s.start_operation(
+    d.start(
+        &mut s,
         200,
         op("plain_op", Some("b"), vec![task(2, res(1.0, 1.0), None)]),
     )

@@ -11,9 +11,13 @@ const TREE: &str = r#"{"pool_trees": {"default": {"config": {}, "pools": {}}}}"#
 fn run(config: SchedulerConfig) -> (usize, Vec<fairsched_core::AllocationId>) {
     let mut s = scheduler(TREE, config);
     add_nodes(&mut s, 1, res(2.0, 2.0));
-    s.start_operation(0, op("op1", None, vec![task(2, res(1.0, 1.0), None)]))
-        .expect("op");
     let mut d = Driver::new();
+    d.start(
+        &mut s,
+        0,
+        op("op1", None, vec![task(2, res(1.0, 1.0), None)]),
+    )
+    .expect("op");
     d.run(&mut s, 0, 0, 100);
     let node = NodeId("node-0".to_string());
     assert_eq!(s.node(&node).expect("node").allocations.len(), 2);
@@ -65,9 +69,13 @@ fn starts_on_a_node_without_slots(config: SchedulerConfig) -> usize {
     let empty = NodeId("node-1".to_string());
     s.set_node(0, &empty, Some(res(2.0, 0.0)), None, None)
         .expect("set_node");
-    s.start_operation(0, op("op1", None, vec![task(8, res(1.0, 0.0), None)]))
-        .expect("op");
     let mut d = Driver::new();
+    d.start(
+        &mut s,
+        0,
+        op("op1", None, vec![task(8, res(1.0, 0.0), None)]),
+    )
+    .expect("op");
     d.run(&mut s, 0, 1_000, 100);
     d.events
         .iter()

@@ -11,8 +11,8 @@
 
 use fairsched_api::{ApiError, PreemptionMode, SubmitOperation, TaskSubmit};
 use fairsched_core::{
-    DiskRequest, OperationId, OperationSpec, PreemptionMode as CorePreemptionMode, TaskSpec,
-    TreeSchedulingOptions,
+    CoreError, DiskRequest, OperationId, OperationSpec, PreemptionMode as CorePreemptionMode,
+    TaskSpec, TreeSchedulingOptions, check_duration,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -106,23 +106,36 @@ pub fn core_spec(id: &str, spec: &SubmitOperation) -> OperationSpec {
     }
 }
 
+/// A task as the core takes it: what it reads for scheduling. The command line and
+/// environment are the server's ([`JobCommand`]); the simulated-job fields the API still
+/// accepts (`duration_ms`, `interruptible`, `exit_after_interrupt_ms`) nobody here reads.
 fn core_task(t: &TaskSubmit) -> TaskSpec {
     TaskSpec {
         job_count: t.job_count,
         resources: t.resources,
-        duration_ms: t.duration_ms,
         time_limit_ms: t.time_limit_ms,
-        interruptible: t.interruptible,
-        exit_after_interrupt_ms: t.exit_after_interrupt_ms,
         gang: t.gang,
-        // The server's (`JobCommand`).
-        command: Vec::new(),
-        env: BTreeMap::new(),
         disk_request: t.disk_request.as_ref().map(|d| DiskRequest {
             disk_space: d.disk_space,
             medium_name: d.medium_name.clone(),
         }),
     }
+}
+
+/// Refuses operation `id` when a task's `duration_ms` or `exit_after_interrupt_ms` is over
+/// [`fairsched_core::MAX_DURATION_MS`], in the core's words: the server does not read these
+/// fields, but the core refused such operations when its tasks carried them, and a submit
+/// still is refused alike (checked before the core sees the operation).
+pub fn check_durations(id: &str, spec: &SubmitOperation) -> Result<(), CoreError> {
+    for (i, t) in spec.tasks.iter().enumerate() {
+        check_duration(id, &format!("tasks[{i}].duration_ms"), t.duration_ms)?;
+        check_duration(
+            id,
+            &format!("tasks[{i}].exit_after_interrupt_ms"),
+            t.exit_after_interrupt_ms,
+        )?;
+    }
+    Ok(())
 }
 
 /// An operation's stored `spec` (the body as it was accepted, with its id, and changed by

@@ -1,15 +1,57 @@
 //! The submit schema moved from the core's `OperationSpec` to the API's `SubmitOperation`: the
 //! same bodies are accepted, refused with the same errors, and reach the core as the same
-//! spec (but for the tasks' commands and environments, which the server keeps).
+//! spec (but for the tasks' commands and environments, which the server keeps, and the
+//! simulated-job fields, which the core no longer carries).
 
 use super::*;
 use crate::validate::{MAX_OPERATION_JOBS, check_id};
 use fairsched_api::codes;
+use fairsched_resources::Resources;
 use serde_json::json;
 
+/// The core's task at commit c0062b3, when submit bodies were parsed into the core's spec:
+/// the same fields in the same order, with the same defaults.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OldTask {
+    job_count: u32,
+    #[serde(default)]
+    resources: Resources,
+    #[serde(default)]
+    duration_ms: Option<u64>,
+    #[serde(default)]
+    time_limit_ms: Option<u64>,
+    #[serde(default)]
+    interruptible: bool,
+    #[serde(default)]
+    exit_after_interrupt_ms: Option<u64>,
+    #[serde(default)]
+    gang: bool,
+    #[serde(default)]
+    command: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    disk_request: Option<DiskRequest>,
+}
+
+impl OldTask {
+    /// What the core's task keeps of it.
+    fn core(self) -> TaskSpec {
+        TaskSpec {
+            job_count: self.job_count,
+            resources: self.resources,
+            time_limit_ms: self.time_limit_ms,
+            gang: self.gang,
+            disk_request: self.disk_request,
+        }
+    }
+}
+
 /// The submit check before the API owned the schema (commit c0062b3's
-/// `validate::submit`): the body parsed as the core's spec, with a probe id where it has none.
-fn before(spec: &Value) -> Result<OperationSpec, ApiError> {
+/// `validate::submit`): the body parsed as the core's spec of then, with a probe id where it
+/// has none.
+fn before(spec: &Value) -> Result<OperationSpec<OldTask>, ApiError> {
     let bad = |field: &str, message: String| {
         ApiError::new(codes::BAD_REQUEST, message).with_attribute("field", field)
     };
@@ -53,7 +95,7 @@ fn before(spec: &Value) -> Result<OperationSpec, ApiError> {
     if let Some(o) = probe.as_object_mut() {
         o.entry("id").or_insert_with(|| Value::String("id".into()));
     }
-    serde_path_to_error::deserialize::<_, OperationSpec>(probe).map_err(|e| {
+    serde_path_to_error::deserialize::<_, OperationSpec<OldTask>>(probe).map_err(|e| {
         let path = e.path().to_string();
         let inner = fairsched_config::user_words(&e.inner().to_string());
         let message = if path == "." {
@@ -181,7 +223,7 @@ fn accepts_and_refuses_what_the_core_spec_did() {
         let now = crate::validate::submit(&body);
         let then = before(&body);
         match (now, then) {
-            (Ok(spec), Ok(mut old)) => {
+            (Ok(spec), Ok(old)) => {
                 accepted += 1;
                 let id = spec.id.clone().unwrap_or_else(|| "id".into());
                 let commands: Vec<JobCommand> = old
@@ -193,11 +235,23 @@ fn accepts_and_refuses_what_the_core_spec_did() {
                     })
                     .collect();
                 assert_eq!(job_commands(&spec), commands, "{body}");
-                for t in &mut old.tasks {
-                    t.command.clear();
-                    t.env.clear();
-                }
-                assert_eq!(core_spec(&id, &spec), old, "{body}");
+                // The simulated-job fields are taken as they were (and not read).
+                let old_simulated: Vec<_> = old
+                    .tasks
+                    .iter()
+                    .map(|t| (t.duration_ms, t.interruptible, t.exit_after_interrupt_ms))
+                    .collect();
+                let new_simulated: Vec<_> = spec
+                    .tasks
+                    .iter()
+                    .map(|t| (t.duration_ms, t.interruptible, t.exit_after_interrupt_ms))
+                    .collect();
+                assert_eq!(new_simulated, old_simulated, "{body}");
+                assert_eq!(
+                    core_spec(&id, &spec),
+                    old.map_tasks(OldTask::core),
+                    "{body}"
+                );
                 // What a restart reads back is the same.
                 assert_eq!(stored_spec(&body).unwrap(), spec, "{body}");
             }

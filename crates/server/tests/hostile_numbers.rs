@@ -131,6 +131,30 @@ fn cases() -> Vec<Case> {
             400,
             &["tasks[0].time_limit_ms"],
         ),
+        // Simulated-job fields: the server does not read them, but refuses them over ten
+        // years as the core did when its tasks carried them.
+        (
+            "duration u64::MAX",
+            "POST",
+            "/api/v1/operations",
+            op("t5", json!({"tasks": [{"duration_ms": u64::MAX}]})),
+            400,
+            &[
+                "operation \"t5\": tasks[0].duration_ms must be at most 315360000000 ms (ten \
+                 years; got 18446744073709551615)",
+            ],
+        ),
+        (
+            "exit after interrupt u64::MAX",
+            "POST",
+            "/api/v1/operations",
+            op(
+                "t6",
+                json!({"tasks": [{"interruptible": true, "exit_after_interrupt_ms": u64::MAX}]}),
+            ),
+            400,
+            &["tasks[0].exit_after_interrupt_ms must be at most"],
+        ),
         (
             "cpu 1e308",
             "POST",

@@ -94,7 +94,7 @@ fn a_job_ends_at_its_duration() {
         start(
             &mut c,
             at,
-            json!({"id": "op", "user": "u", "tasks": [{"job_count": 1, "resources": {"cpu": 1}, "duration_ms": duration}]}),
+            json!({"id": "op", "user": "u", "tasks": [{"job_count": 1, "resources": {"cpu": 1}}]}),
         );
         let models = models(&[("op", JobModel::runs_for(duration))]);
         c.call(|core| core.update_fair_share(at));
@@ -154,7 +154,7 @@ fn the_scenario_way_reports_a_job_at_the_first_heartbeat_after_its_end() {
         start(
             &mut c,
             0,
-            json!({"id": "op", "user": "u", "tasks": [{"job_count": 1, "resources": {"cpu": 1}, "duration_ms": duration}]}),
+            json!({"id": "op", "user": "u", "tasks": [{"job_count": 1, "resources": {"cpu": 1}}]}),
         );
         let models = models(&[("op", JobModel::runs_for(Some(duration)))]);
         let (started, _, _) = step(&mut c, 0, &models);
@@ -205,7 +205,7 @@ fn an_interrupted_job_exits_after_its_delay_or_at_the_deadline_and_its_preemptor
             &mut c,
             0,
             json!({"id": "victim", "user": "u", "interruption_signal": "SIGINT", "interruption_timeout_ms": timeout,
-                   "tasks": [{"job_count": 1, "resources": {"cpu": 1}, "duration_ms": null}]}),
+                   "tasks": [{"job_count": 1, "resources": {"cpu": 1}}]}),
         );
         let victim_model = JobModel {
             interruptible,
@@ -221,7 +221,7 @@ fn an_interrupted_job_exits_after_its_delay_or_at_the_deadline_and_its_preemptor
         start(
             &mut c,
             200,
-            json!({"id": "claimer", "pool": "guaranteed", "tasks": [{"job_count": 1, "resources": {"cpu": 1}, "duration_ms": claim}]}),
+            json!({"id": "claimer", "pool": "guaranteed", "tasks": [{"job_count": 1, "resources": {"cpu": 1}}]}),
         );
         // Step until the victim is interrupted.
         let mut t = 200;
@@ -287,12 +287,12 @@ fn an_abort_ends_jobs_at_once_and_hands_back_their_tags() {
         start(
             &mut c,
             0,
-            json!({"id": "other", "user": "u", "tasks": [{"job_count": 1, "resources": {"cpu": 0.5}, "duration_ms": null}]}),
+            json!({"id": "other", "user": "u", "tasks": [{"job_count": 1, "resources": {"cpu": 0.5}}]}),
         );
         start(
             &mut c,
             0,
-            json!({"id": "op", "user": "u", "tasks": [{"job_count": jobs, "resources": {"cpu": 0.5}, "duration_ms": 1000}]}),
+            json!({"id": "op", "user": "u", "tasks": [{"job_count": jobs, "resources": {"cpu": 0.5}}]}),
         );
         let models = models(&[
             ("other", JobModel::runs_for(None)),
@@ -328,7 +328,7 @@ fn a_start_order_without_a_model_is_not_carried_out() {
     start(
         &mut c,
         0,
-        json!({"id": "op", "user": "u", "tasks": [{"job_count": 1, "resources": {"cpu": 1}, "duration_ms": 10}]}),
+        json!({"id": "op", "user": "u", "tasks": [{"job_count": 1, "resources": {"cpu": 1}}]}),
     );
     let (started, _, _) = step(&mut c, 0, &BTreeMap::new());
     assert!(started.is_empty());
@@ -386,7 +386,7 @@ fn room_follows_the_jobs_on_each_node() {
         start(
             &mut c,
             0,
-            json!({"id": "op", "user": "u", "tasks": [{"job_count": count, "resources": job, "duration_ms": 10}]}),
+            json!({"id": "op", "user": "u", "tasks": [{"job_count": count, "resources": job}]}),
         );
         let models = models(&[("op", JobModel::runs_for(Some(10)))]);
         let (started, _, _) = step(&mut c, 0, &models);
@@ -404,7 +404,7 @@ fn a_removed_node_takes_its_jobs_and_its_number_is_not_reused() {
     start(
         &mut c,
         0,
-        json!({"id": "op", "user": "u", "tasks": [{"job_count": 3, "resources": {"cpu": 1}, "duration_ms": null}]}),
+        json!({"id": "op", "user": "u", "tasks": [{"job_count": 3, "resources": {"cpu": 1}}]}),
     );
     let models = models(&[("op", JobModel::runs_for(None))]);
     step(&mut c, 0, &models);

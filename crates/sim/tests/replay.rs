@@ -176,6 +176,24 @@ fn replays() {
                 "3 completed start 100 finish 200",
             ],
         },
+        Case {
+            name: "a run time over ten years fails its job, in the words the core used when \
+                   its tasks carried run times; the others run",
+            jobs: &[
+                (1, 0, 315_360_001, 6, 1, 1),
+                (2, 0, 100, 1, 1, 1),
+                (3, 0, 10, 1, 2, 2),
+            ],
+            machine: (2, 8),
+            policy: "fair-share",
+            limit: None,
+            expect: &[
+                "1 failed (operation \"1\": tasks[0].duration_ms must be at most 315360000000 \
+                 ms (ten years; got 315360001000)) start - finish -",
+                "2 completed start 0 finish 100",
+                "3 completed start 0 finish 10",
+            ],
+        },
     ];
     for case in &cases {
         check(case);

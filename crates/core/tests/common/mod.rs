@@ -1,13 +1,16 @@
 //! A tiny driver for core tests: nodes heartbeat every period, jobs run for their duration.
+//! The durations are the driver's: its tasks ([`TestTask`]) are the core's task with how long
+//! each job runs, and [`Driver::start`] keeps them when it starts an operation.
 
 #![allow(dead_code)]
 
 use fairsched_core::{
-    AllocationId, Event, FinishedAllocation, JobOutcome, Millis, NodeHeartbeat, NodeId, NodeSpec,
-    OperationId, OperationSpec, Scheduler, SchedulerConfig, TaskSpec,
+    AllocationId, CoreError, Event, FinishedAllocation, JobOutcome, Millis, NodeHeartbeat, NodeId,
+    NodeSpec, OperationId, OperationSpec, Scheduler, SchedulerConfig, TaskSpec,
 };
 use fairsched_resources::{PartialResources, ResourceKind, Resources};
 use std::collections::BTreeMap;
+use std::ops::{Deref, DerefMut};
 
 pub fn res(cpu: f64, slots: f64) -> Resources {
     Resources::ZERO
@@ -36,22 +39,61 @@ pub fn add_nodes(s: &mut Scheduler, count: usize, resources: Resources) {
     }
 }
 
-pub fn task(job_count: u32, resources: Resources, duration_ms: Option<u64>) -> TaskSpec {
-    TaskSpec {
-        job_count,
-        resources,
-        duration_ms,
-        time_limit_ms: None,
-        interruptible: false,
-        exit_after_interrupt_ms: None,
-        gang: false,
-        command: Vec::new(),
-        env: Default::default(),
-        disk_request: None,
+/// A task as the driver runs it: the core's task (which it derefs to) and how long each of
+/// its jobs runs (`None`: until ended).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TestTask {
+    pub spec: TaskSpec,
+    pub duration_ms: Option<Millis>,
+}
+
+impl Deref for TestTask {
+    type Target = TaskSpec;
+    fn deref(&self) -> &TaskSpec {
+        &self.spec
     }
 }
 
-pub fn op(id: &str, pool: Option<&str>, tasks: Vec<TaskSpec>) -> OperationSpec {
+impl DerefMut for TestTask {
+    fn deref_mut(&mut self) -> &mut TaskSpec {
+        &mut self.spec
+    }
+}
+
+/// An operation as the driver starts it.
+pub type TestOp = OperationSpec<TestTask>;
+
+pub fn task(job_count: u32, resources: Resources, duration_ms: Option<u64>) -> TestTask {
+    TestTask {
+        spec: TaskSpec {
+            job_count,
+            resources,
+            time_limit_ms: None,
+            gang: false,
+            disk_request: None,
+        },
+        duration_ms,
+    }
+}
+
+/// Starts an operation without a [`Driver`]: its jobs never end by themselves, so its tasks
+/// must have no durations (an operation whose jobs end is started with [`Driver::start`]).
+pub trait StartOp {
+    fn start_op(&mut self, now: Millis, spec: TestOp) -> Result<(), CoreError>;
+}
+
+impl StartOp for Scheduler {
+    fn start_op(&mut self, now: Millis, spec: TestOp) -> Result<(), CoreError> {
+        assert!(
+            spec.tasks.iter().all(|t| t.duration_ms.is_none()),
+            "operation {}: jobs with a duration need Driver::start",
+            spec.id
+        );
+        self.start_operation(now, spec.map_tasks(|t| t.spec))
+    }
+}
+
+pub fn op(id: &str, pool: Option<&str>, tasks: Vec<TestTask>) -> TestOp {
     OperationSpec {
         id: OperationId(id.to_string()),
         user: Some("user".to_string()),
@@ -78,6 +120,8 @@ pub fn op(id: &str, pool: Option<&str>, tasks: Vec<TaskSpec>) -> OperationSpec {
 pub struct Driver {
     pub finish_at: BTreeMap<AllocationId, (Millis, NodeId)>,
     pub events: Vec<Event>,
+    /// How long the jobs of each task of each operation it started run.
+    pub durations: BTreeMap<OperationId, Vec<Option<Millis>>>,
 }
 
 impl Driver {
@@ -85,7 +129,17 @@ impl Driver {
         Driver {
             finish_at: BTreeMap::new(),
             events: Vec::new(),
+            durations: BTreeMap::new(),
         }
+    }
+
+    /// Starts `spec` at `now`; once started, its jobs run their tasks' durations.
+    pub fn start(&mut self, s: &mut Scheduler, now: Millis, spec: TestOp) -> Result<(), CoreError> {
+        let id = spec.id.clone();
+        let durations = spec.tasks.iter().map(|t| t.duration_ms).collect();
+        s.start_operation(now, spec.map_tasks(|t| t.spec))?;
+        self.durations.insert(id, durations);
+        Ok(())
     }
 
     pub fn run(&mut self, s: &mut Scheduler, from: Millis, to: Millis, period: Millis) {
@@ -110,8 +164,11 @@ impl Driver {
                     .process_heartbeat(t, &node, NodeHeartbeat { finished })
                     .expect("heartbeat");
                 for start in response.start {
-                    let op = s.operation(&start.operation).expect("op");
-                    if let Some(d) = op.spec.tasks[start.task].duration_ms {
+                    let duration = self
+                        .durations
+                        .get(&start.operation)
+                        .and_then(|tasks| tasks[start.task]);
+                    if let Some(d) = duration {
                         self.finish_at
                             .insert(start.allocation, (t + d, node.clone()));
                     }

@@ -63,6 +63,7 @@ impl Actor {
                 ));
             }
         }
+        crate::submit::check_durations(&id, &submission.spec).map_err(core_error)?;
         let spec = crate::submit::core_spec(&id, &submission.spec);
         let now = self.now();
         // Which pools exist now, to tell the submitter of a pool its submission creates.

@@ -232,7 +232,9 @@ impl Actor {
                         .count() as u32;
                     task.job_count = task.job_count.saturating_sub(done);
                 }
-                if let Err(e) = actor.sched.start_operation(0, spec) {
+                let started = crate::submit::check_durations(&id, &submitted)
+                    .and_then(|()| actor.sched.start_operation(0, spec));
+                if let Err(e) = started {
                     view.state = OperationState::Failed;
                     view.reason = Some(format!("not restored after a restart: {}", e.message()));
                     view.finished_at = Some(unix_ms());

@@ -37,7 +37,7 @@ use crate::cluster::{Cluster, JobModel, JobRef};
 use crate::trace::{MachineGroup, Trace};
 use fairsched_core::{
     EventKind, FinishedAllocation, Millis, NodeId, NodeSpec, OperationId, OperationSpec,
-    OperationState, Scheduler, SchedulerConfig,
+    OperationState, Scheduler, SchedulerConfig, check_duration,
 };
 use fairsched_resources::{ResourceKind, Resources};
 pub use policy::{Policy, PolicyTree};
@@ -580,7 +580,6 @@ impl<'t> Replay<'t> {
                 tasks.push(serde_json::json!({
                     "job_count": jobs,
                     "resources": resources,
-                    "duration_ms": job.duration_ms,
                     "time_limit_ms": job.time_limit_ms,
                     "gang": gang,
                 }));
@@ -617,7 +616,15 @@ impl<'t> Replay<'t> {
             self.group_jobs.insert(name.clone(), 0);
             self.stats.group_pools_created += 1;
         }
-        match self.cluster.call(|core| core.start_operation(t, spec)) {
+        // Every task's jobs run the trace's run time (see `heartbeat`); it is checked as the
+        // core checked it when its tasks carried it.
+        let started = (0..spec.tasks.len())
+            .try_for_each(|i| {
+                let field = format!("tasks[{i}].duration_ms");
+                check_duration(&job.id, &field, Some(job.duration_ms))
+            })
+            .and_then(|()| self.cluster.call(|core| core.start_operation(t, spec)));
+        match started {
             Ok(()) => {
                 if let Some((name, _)) = lazy_pool {
                     *self.group_jobs.entry(name.clone()).or_default() += 1;

@@ -3,11 +3,12 @@
 //! what only the core can decide (a duplicate operation id, an unknown node, ...) is left to the
 //! run, where it becomes an `error` line.
 
+use super::operation::StartOperation;
 use fairsched_config::{
     ConfigError, PoolConfig, PoolTreeConfig, PoolTrees, TreeConfig, ValidatedPoolTrees,
     validate_pool_trees,
 };
-use fairsched_core::{Millis, NodeId, OperationId, OperationSpec, Scheduler, SchedulerConfig};
+use fairsched_core::{Millis, NodeId, OperationId, Scheduler, SchedulerConfig};
 use fairsched_resources::{PartialResources, Resources};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -88,7 +89,7 @@ pub struct TimedEvent {
 /// What an event does.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Command {
-    StartOperation(Box<OperationSpec>),
+    StartOperation(Box<StartOperation>),
     AbortOperation {
         id: OperationId,
     },

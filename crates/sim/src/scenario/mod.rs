@@ -26,8 +26,11 @@
 //! * `events`: objects with `at_ms` and exactly one event kind:
 //!   - `start_operation`: a flat [`fairsched_core::OperationSpec`] (`id`, `user`, `pool`,
 //!     `weight`, `resource_limits`, `preemption_mode`, `interruption_signal`,
-//!     `interruption_timeout_ms`, `scheduling_tag_filter`, `tasks`: `job_count`, `resources`,
-//!     `duration_ms`, `time_limit_ms`, `interruptible`, `exit_after_interrupt_ms`, `gang`);
+//!     `interruption_timeout_ms`, `scheduling_tag_filter`, ...) whose `tasks` are the
+//!     scenario's own ([`operation::ScenarioTask`]): `job_count`, `resources`, `duration_ms`,
+//!     `time_limit_ms`, `interruptible`, `exit_after_interrupt_ms`, `gang`, `disk_request`
+//!     (`duration_ms`, `interruptible` and `exit_after_interrupt_ms` are the simulated job's;
+//!     the core gets the others);
 //!   - `abort_operation` `{"id"}`; `update_operation` `{"id", "weight"?, "resource_limits"?,
 //!     "pool"?}`;
 //!   - `create_pool` `{"tree"?, "name", "parent"?, ...pool options}` (no parent or `"<Root>"`:
@@ -56,8 +59,10 @@
 //! periods of 0, an event after `until_ms`.
 //!
 //! A command that the core or the configuration rejects while running (a duplicate operation
-//! id, an unknown node or pool, a pool change that makes the tree invalid, ...) is not a file
-//! error: it changes nothing and becomes an output line
+//! id, an unknown node or pool, a pool change that makes the tree invalid, ...; also a task's
+//! `duration_ms` or `exit_after_interrupt_ms` over ten years, which the runner refuses in the
+//! core's words before the core sees the operation) is not a file error: it changes nothing
+//! and becomes an output line
 //! `{"t_ms":..,"event":"error","code":..,"message":"events[I].KIND: ..."}` (code: the core's
 //! or the configuration's YTsaurus code, else 1), and the run goes on.
 //!
@@ -114,12 +119,14 @@
 
 pub mod cli;
 pub mod format;
+pub mod operation;
 pub mod pools;
 pub mod runner;
 
 pub use format::{
     Command, NodeGroup, Problem, Scenario, ScenarioError, TimedEvent, load_file, parse_str,
 };
+pub use operation::{ScenarioTask, StartOperation};
 pub use runner::{RunReport, RunStats, StopReason, run};
 
 /// Runs a scenario and returns its whole stdout (event lines, then snapshot lines) and the

@@ -4,12 +4,13 @@
 //! the rules.
 
 use super::format::{Command, DEFAULT_NODE_ID_PREFIX, NodeGroup, Scenario, TimedEvent};
+use super::operation::{self, ScenarioTask, StartOperation};
 use super::pools::{self, PoolCommand};
 use crate::cluster::{Agenda, Cluster, JobModel};
 use fairsched_core::snapshot::{OperationSnapshot, PoolSnapshot};
 use fairsched_core::{
-    CoreError, Event, EventKind, Millis, NodeId, NodeSpec, OperationId, OperationSpec, Scheduler,
-    Snapshot, StartOrder,
+    CoreError, Event, EventKind, Millis, NodeId, NodeSpec, OperationId, Scheduler, Snapshot,
+    StartOrder,
 };
 use fairsched_resources::Resources;
 use serde::Serialize;
@@ -295,18 +296,12 @@ impl Runner<'_, '_> {
         }
     }
 
-    fn start_operation(&mut self, t: Millis, spec: &OperationSpec) -> Result<(), Rejection> {
-        let models = spec
-            .tasks
-            .iter()
-            .map(|task| JobModel {
-                interruptible: task.interruptible,
-                exit_after_interrupt_ms: task.exit_after_interrupt_ms.unwrap_or(0),
-                ..JobModel::runs_for(task.duration_ms)
-            })
-            .collect();
+    fn start_operation(&mut self, t: Millis, spec: &StartOperation) -> Result<(), Rejection> {
+        operation::check(spec)?;
+        let models = spec.tasks.iter().map(ScenarioTask::job_model).collect();
+        let core_spec = operation::core_spec(spec);
         self.cluster
-            .call(|core| core.start_operation(t, spec.clone()))?;
+            .call(|core| core.start_operation(t, core_spec))?;
         self.models.insert(spec.id.clone(), models);
         Ok(())
     }
