@@ -25,12 +25,12 @@ const TREE: &str = r#"{"pool_trees": {"default": {"pools": {
 fn cluster() -> Scheduler {
     let mut s = scheduler(TREE, SchedulerConfig::default());
     add_nodes(&mut s, 4, res(4.0, 4.0));
-    s.start_operation(
+    s.start_op(
         0,
         op("r1", Some("research"), vec![task(10, res(1.0, 1.0), None)]),
     )
     .expect("r1");
-    s.start_operation(
+    s.start_op(
         0,
         op("p1", Some("prod"), vec![task(10, res(1.0, 1.0), None)]),
     )
@@ -62,7 +62,7 @@ fn what_happens_between_prepare_and_apply_is_as_if_just_after() {
     let cases: Vec<(&str, Between)> = vec![
         ("nothing", |_| {}),
         ("an operation starts", |s| {
-            s.start_operation(
+            s.start_op(
                 1_500,
                 op("r2", Some("research"), vec![task(4, res(1.0, 1.0), None)]),
             )
