@@ -41,7 +41,7 @@ pub use model::*;
 pub use scheduler::{
     CoreError, FinishedAllocation, HeartbeatResponse, InterruptOrder, MAX_DURATION_MS,
     NodeHeartbeat, NodeOrders, OperationUpdate, Scheduler, SchedulerConfig, StartOrder, Stats,
-    check_duration,
+    check_duration, check_job_durations,
 };
 pub use snapshot::{OperationTreeSnapshot, Snapshot, TreeSnapshot};
 pub use update::FairShareUpdate;

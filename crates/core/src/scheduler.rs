@@ -20,7 +20,7 @@ pub use crate::error::*;
 pub(crate) use crate::model::EndKind;
 pub use crate::protocol::*;
 pub use crate::scheduler_config::SchedulerConfig;
-pub use crate::validate::{MAX_DURATION_MS, check_duration};
+pub use crate::validate::{MAX_DURATION_MS, check_duration, check_job_durations};
 
 /// What [`Scheduler::update_operation_with`] changes; a field left `None` stays.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -20,6 +20,25 @@ pub fn check_duration(id: &str, field: &str, ms: Option<u64>) -> Result<(), Core
     }
 }
 
+/// Refuses a simulated job's run time (`duration_ms`) or exit delay (`exit_after_interrupt_ms`)
+/// above [`MAX_DURATION_MS`], per task (in order), in the core's words: the core does not read
+/// these fields, but the drivers that do (the scenario runner, the server's API) refuse them
+/// alike.
+pub fn check_job_durations(
+    id: &str,
+    tasks: impl IntoIterator<Item = (Option<u64>, Option<u64>)>,
+) -> Result<(), CoreError> {
+    for (i, (duration, exit_after)) in tasks.into_iter().enumerate() {
+        check_duration(id, &format!("tasks[{i}].duration_ms"), duration)?;
+        check_duration(
+            id,
+            &format!("tasks[{i}].exit_after_interrupt_ms"),
+            exit_after,
+        )?;
+    }
+    Ok(())
+}
+
 /// An operation's weight takes the range of a pool's (`fairsched_config::MIN_WEIGHT` ..=
 /// `MAX_WEIGHT`, YTsaurus' bounds): weights far apart make the fair-share computation's
 /// ratios meaningless.

@@ -96,6 +96,17 @@ impl Scheduler {
         eligible
     }
 
+    /// The `min_spare_allocation_resources_on_node` of the node's tree (none: no bound).
+    fn spare_of(&self, n: &crate::model::Node) -> fairsched_resources::PartialResources {
+        n.tree
+            .map(|nt| {
+                self.trees[nt]
+                    .config()
+                    .min_spare_allocation_resources_on_node
+            })
+            .unwrap_or(fairsched_resources::PartialResources::EMPTY)
+    }
+
     /// What `eligible` offers a job of `job`: large enough, and (when `held` says what each
     /// node holds back from the operation) the first node with room and the first with room
     /// above its spare bound. Without holds, computed once per shape.
@@ -110,15 +121,6 @@ impl Scheduler {
         {
             return *s;
         }
-        let spare_of = |n: &crate::model::Node| {
-            n.tree
-                .map(|nt| {
-                    self.trees[nt]
-                        .config()
-                        .min_spare_allocation_resources_on_node
-                })
-                .unwrap_or(fairsched_resources::PartialResources::EMPTY)
-        };
         let mut shape = Shape {
             large_enough: eligible.nodes.iter().any(|n| n.resources.dominates(job)),
             room: None,
@@ -133,7 +135,7 @@ impl Scheduler {
                 continue;
             }
             shape.room.get_or_insert(i);
-            if !crate::heartbeat::below_min_spare(&n.free(), &n.resources, &spare_of(n)) {
+            if !crate::heartbeat::below_min_spare(&n.free(), &n.resources, &self.spare_of(n)) {
                 shape.room_above_spare = Some(i);
                 break;
             }
@@ -323,15 +325,6 @@ impl Scheduler {
         };
         // Room somewhere: the next heartbeat of that node starts a job, unless the node stops
         // below its tree's spare bound first.
-        let spare_of = |n: &crate::model::Node| {
-            n.tree
-                .map(|nt| {
-                    self.trees[nt]
-                        .config()
-                        .min_spare_allocation_resources_on_node
-                })
-                .unwrap_or(fairsched_resources::PartialResources::EMPTY)
-        };
         if let Some(n) = shape.room_above_spare.map(|i| eligible.nodes[i]) {
             return Some(format!(
                 "{full}node {:?} has room for a job of {job} ({} free): a job starts at that \
@@ -347,7 +340,7 @@ impl Scheduler {
                  nothing; lower that tree option to use such room",
                 n.id.0,
                 n.free(),
-                spare_of(n)
+                self.spare_of(n)
             ));
         }
         let total = &arena.total_resources;

@@ -12,7 +12,7 @@
 use fairsched_api::{ApiError, PreemptionMode, SubmitOperation, TaskSubmit};
 use fairsched_core::{
     CoreError, DiskRequest, OperationId, OperationSpec, PreemptionMode as CorePreemptionMode,
-    TaskSpec, TreeSchedulingOptions, check_duration,
+    TaskSpec, TreeSchedulingOptions,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -127,15 +127,12 @@ fn core_task(t: &TaskSubmit) -> TaskSpec {
 /// fields, but the core refused such operations when its tasks carried them, and a submit
 /// still is refused alike (checked before the core sees the operation).
 pub fn check_durations(id: &str, spec: &SubmitOperation) -> Result<(), CoreError> {
-    for (i, t) in spec.tasks.iter().enumerate() {
-        check_duration(id, &format!("tasks[{i}].duration_ms"), t.duration_ms)?;
-        check_duration(
-            id,
-            &format!("tasks[{i}].exit_after_interrupt_ms"),
-            t.exit_after_interrupt_ms,
-        )?;
-    }
-    Ok(())
+    fairsched_core::check_job_durations(
+        id,
+        spec.tasks
+            .iter()
+            .map(|t| (t.duration_ms, t.exit_after_interrupt_ms)),
+    )
 }
 
 /// An operation's stored `spec` (the body as it was accepted, with its id, and changed by

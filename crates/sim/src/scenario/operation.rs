@@ -5,7 +5,7 @@
 //! [`check`] refuses simulated durations the core cannot count to, in the core's words.
 
 use crate::cluster::JobModel;
-use fairsched_core::{CoreError, DiskRequest, OperationSpec, TaskSpec, check_duration};
+use fairsched_core::{CoreError, DiskRequest, OperationSpec, TaskSpec};
 use fairsched_resources::Resources;
 use serde::Deserialize;
 
@@ -73,16 +73,12 @@ pub fn core_spec(spec: &StartOperation) -> OperationSpec {
 /// [`fairsched_core::MAX_DURATION_MS`], as the core did when its tasks carried them (the same
 /// words: `operation "op": tasks[0].duration_ms must be at most ...`).
 pub fn check(spec: &StartOperation) -> Result<(), CoreError> {
-    let id = &spec.id.0;
-    for (i, t) in spec.tasks.iter().enumerate() {
-        check_duration(id, &format!("tasks[{i}].duration_ms"), t.duration_ms)?;
-        check_duration(
-            id,
-            &format!("tasks[{i}].exit_after_interrupt_ms"),
-            t.exit_after_interrupt_ms,
-        )?;
-    }
-    Ok(())
+    fairsched_core::check_job_durations(
+        &spec.id.0,
+        spec.tasks
+            .iter()
+            .map(|t| (t.duration_ms, t.exit_after_interrupt_ms)),
+    )
 }
 
 #[cfg(test)]
