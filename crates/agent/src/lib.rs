@@ -116,6 +116,9 @@ pub(crate) struct JobState {
     done: AtomicBool,
 }
 
+/// A heartbeat that reports a job's end waits this long for other jobs that end with it.
+const JOB_END_COALESCE_MS: u64 = 5;
+
 /// Bytes of each stream reported to the server.
 const TAIL_BYTES: u64 = 64 * 1024;
 
@@ -472,12 +475,17 @@ impl Agent {
     }
 
     fn collect_finished(&mut self) {
-        while let Ok((id, f)) = self.done_rx.try_recv() {
-            if let Some(job) = self.jobs.remove(&id) {
-                self.finished_dirs.insert(id, job.dir);
-            }
-            self.unreported.push(f);
+        while let Ok(done) = self.done_rx.try_recv() {
+            self.finished(done);
         }
+    }
+
+    /// A job's process has exited: it is reported at the next heartbeat.
+    fn finished(&mut self, (id, f): (String, FinishedJob)) {
+        if let Some(job) = self.jobs.remove(&id) {
+            self.finished_dirs.insert(id, job.dir);
+        }
+        self.unreported.push(f);
     }
 
     /// The output the server asked for: of the jobs that ended first (to their end: this
@@ -701,9 +709,17 @@ pub async fn run_with_memory_enforcement(
             (None, Some(p)) => p,
             (None, None) => MIN_BACKOFF,
         };
+        // Registered and reachable: a job that ends is reported at once (with any others that
+        // end within JOB_END_COALESCE_MS), not at the next periodic heartbeat, so that its
+        // slot turns over in milliseconds.
+        let report_ends = period.is_some() && outage.is_none();
         tokio::select! {
             _ = &mut shutdown => break,
             _ = tokio::time::sleep(wait) => {}
+            Some(done) = agent.done_rx.recv(), if report_ends => {
+                agent.finished(done);
+                tokio::time::sleep(Duration::from_millis(JOB_END_COALESCE_MS)).await;
+            }
         }
         if period.is_none() {
             match agent.register().await {
