@@ -87,7 +87,7 @@ impl Actor {
         self.install_fair_share_update(computed.update, computed.took);
         self.fold_changes();
         let _ = self.commit();
-        self.publish_view();
+        self.publish_view_throttled();
     }
 
     fn install_fair_share_update(&mut self, update: FairShareUpdate, took: Duration) {

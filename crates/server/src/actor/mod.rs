@@ -141,10 +141,11 @@ type DeferredReply = Box<dyn FnOnce(Option<&ApiError>) + Send>;
 /// At most this many heartbeats share a commit (bounds the wait of the first).
 const MAX_DEFERRED: usize = 128;
 
-/// Views published after heartbeats take at most 1 / this of the actor's time ...
+/// Views published after heartbeats, at ticks and at updates take at most 1 / this of the
+/// actor's time ...
 const VIEW_COST_SHARE: u32 = 10;
 
-/// ... unless they are this cheap (a small cluster): then every heartbeat publishes one.
+/// ... unless they are this cheap (a small cluster): then every one of those publishes one.
 const CHEAP_VIEW: Duration = Duration::from_millis(1);
 
 /// At most this many operations (with their jobs) and events are pruned at a time (see
@@ -224,7 +225,7 @@ impl Actor {
                             // The last request of a burst did not commit (a read, a refusal).
                             self.fold_changes();
                             let _ = self.commit();
-                            self.publish_view_after_heartbeats();
+                            self.publish_view_throttled();
                         }
                     }
                     None => break,
@@ -262,7 +263,7 @@ impl Actor {
         }
         self.fold_changes();
         let _ = self.commit();
-        self.publish_view();
+        self.publish_view_throttled();
         self.prune_history();
     }
 
@@ -424,9 +425,8 @@ impl Actor {
     /// registrations rebuilt it once per node: quadratic in the nodes), and a commit per
     /// heartbeat spent most of the rest in SQLite's per-transaction work. A client that waits
     /// for its reply and then reads sees its change whenever the server is not busy; under
-    /// load reads lag by at most the queue, or by the timer's period while views built after
-    /// heartbeats would take more than a tenth of the actor's time
-    /// ([`Actor::publish_view_after_heartbeats`]).
+    /// load reads lag by at most the queue, or by ten times a view's cost while views would
+    /// take more than a tenth of the actor's time ([`Actor::publish_view_throttled`]).
     fn finish_heartbeat<T: Send + 'static>(
         &mut self,
         reply: Reply<T>,
@@ -450,7 +450,7 @@ impl Actor {
         self.fold_changes();
         let result = self.commit_result(result);
         if !self.queued {
-            self.publish_view_after_heartbeats();
+            self.publish_view_throttled();
         }
         send_reply(reply, result);
     }
@@ -574,13 +574,14 @@ impl Actor {
         self.view_built_in = self.view_published_at - building;
     }
 
-    /// After heartbeats: publishes the view unless it costs more than [`CHEAP_VIEW`] and one
-    /// was published so recently that building views would take more than a tenth of the
-    /// actor's time (a view costs O(cluster); under thousands of heartbeats a second it would
-    /// take all of it). The timer
-    /// publishes one every tick at the latest, so reads lag heartbeats by at most that period
-    /// then; requests that change state (submit, abort, pool and node changes) publish at once.
-    fn publish_view_after_heartbeats(&mut self) {
+    /// Publishes the view unless it costs more than [`CHEAP_VIEW`] and one was published so
+    /// recently that building views would take more than a tenth of the actor's time (a view
+    /// costs O(cluster); under thousands of heartbeats a second, or with every tick and every
+    /// fair-share update publishing one, it would take all of it). Used after heartbeats, at
+    /// ticks and when an update is installed: reads then lag by at most ten times a view's cost
+    /// (and the next tick); requests that change state (submit, abort, pool and node changes)
+    /// publish at once, so their callers read what they did.
+    fn publish_view_throttled(&mut self) {
         if self.view_built_in < CHEAP_VIEW
             || self.view_published_at.elapsed() >= self.view_built_in * VIEW_COST_SHARE
         {
