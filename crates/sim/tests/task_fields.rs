@@ -5,7 +5,9 @@
 //! cannot count to are refused while running, in the words the core used when its tasks
 //! carried them. One table of task bodies, each started as operation `op` at time 0.
 
-use fairsched_sim::scenario::cli::{self, EXIT_BAD_FILE, EXIT_OK, Options};
+mod common;
+
+use fairsched_sim::scenario::cli::{EXIT_BAD_FILE, EXIT_OK};
 use serde_json::{Value, json};
 
 /// What a scenario with the task does.
@@ -20,23 +22,11 @@ enum Expect {
 
 /// Runs a scenario whose only event starts `op` with `tasks`; (exit code, stdout, stderr).
 fn run(tasks: Value) -> (u8, String, String) {
-    let scenario = json!({
+    common::run_raw(&json!({
         "nodes": [{"count": 1, "resources": {"cpu": 4, "user_slots": 4}}],
         "events": [{"at_ms": 0, "start_operation": {"id": "op", "user": "u", "tasks": tasks}}],
         "until_ms": 200
-    });
-    let dir = tempfile::tempdir().expect("tempdir");
-    let file = dir.path().join("case.json");
-    std::fs::write(&file, scenario.to_string()).expect("write");
-    let options = Options {
-        file,
-        out: None,
-        stats: false,
-    };
-    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-    let code = cli::main(&options, &mut stdout, &mut stderr);
-    let text = |b: Vec<u8>| String::from_utf8(b).expect("UTF-8");
-    (code, text(stdout), text(stderr))
+    }))
 }
 
 #[test]

@@ -3,8 +3,8 @@
 use fairsched_sim::scenario::cli::{self, EXIT_OK, Options};
 use serde_json::Value;
 
-/// The output lines of `scenario` (which must run: exit status 0), as JSON.
-pub fn run(scenario: &Value) -> Vec<Value> {
+/// Runs `scenario` through the command's entry point: (exit code, stdout, stderr).
+pub fn run_raw(scenario: &Value) -> (u8, String, String) {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("case.json");
     std::fs::write(&file, scenario.to_string()).expect("write");
@@ -15,15 +15,16 @@ pub fn run(scenario: &Value) -> Vec<Value> {
     };
     let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
     let code = cli::main(&options, &mut stdout, &mut stderr);
-    assert_eq!(
-        code,
-        EXIT_OK,
-        "{}: {}",
-        scenario["name"],
-        String::from_utf8_lossy(&stderr)
-    );
-    String::from_utf8(stdout)
-        .expect("UTF-8")
+    let text = |b: Vec<u8>| String::from_utf8(b).expect("UTF-8");
+    (code, text(stdout), text(stderr))
+}
+
+/// The output lines of `scenario` (which must run: exit status 0), as JSON.
+#[allow(dead_code)]
+pub fn run(scenario: &Value) -> Vec<Value> {
+    let (code, stdout, stderr) = run_raw(scenario);
+    assert_eq!(code, EXIT_OK, "{}: {stderr}", scenario["name"]);
+    stdout
         .lines()
         .map(|l| serde_json::from_str(l).expect("a JSON line"))
         .collect()
