@@ -1,10 +1,13 @@
-//! The books: allocations placed (and adopted after a restart) and ended, with the usage they
-//! add to and remove from their node, operation and trees. (An interrupted allocation's usage
-//! leaves the books when it is interrupted: `preemption.rs`.)
+//! The books: allocations placed (and adopted after a restart), interrupted and ended, with the
+//! usage they add to and remove from their node, operation and trees. The only code that
+//! changes usage (an interrupted allocation's leaves when it is interrupted, for its preemptor
+//! to start at once; `preemption.rs` decides who is interrupted).
 
 use crate::error::*;
 use crate::event::{EventKind, Stage};
 use crate::heartbeat::walk::Walk;
+use crate::model::PreemptionReason;
+use crate::model::Preemptor;
 use crate::model::{
     Allocation, AllocationId, AllocationState, JobOutcome, Millis, NodeId, OperationId,
     OperationState,
@@ -301,6 +304,68 @@ impl Scheduler {
         }
         walk.refresh_path(&self.trees[walk.tree].arena, leaf);
         Some(order)
+    }
+
+    /// Interrupts a running allocation (preempted with `signal` and `timeout`): it leaves the
+    /// operation's and the node's usage now, so that a preemptor may start at once; the node
+    /// gets an interrupt order and lets the job wind down until it exits or the deadline.
+    pub(crate) fn book_interruption(
+        &mut self,
+        now: Millis,
+        id: AllocationId,
+        signal: Option<String>,
+        timeout: u64,
+        reason: PreemptionReason,
+        preemptor: Option<Preemptor>,
+    ) {
+        let Some(a) = self.allocations.get(&id) else {
+            return;
+        };
+        let (op_id, node_id, resources, tree) =
+            (a.operation.clone(), a.node.clone(), a.resources, a.tree);
+        // The allocation's resources leave the operation's and the node's books now; the
+        // preemptor may start at once (the node lets the old job wind down).
+        if let Some(a) = self.allocations.get_mut(&id) {
+            a.state = AllocationState::Interrupting {
+                reason,
+                deadline: now.saturating_add(timeout),
+                preemptor: preemptor.clone(),
+            };
+        }
+        if let Some(op) = self.operations.get_mut(&op_id) {
+            op.usage = op.usage.sub(&resources);
+            if let Some(o) = op.in_tree_mut(tree) {
+                o.usage = o.usage.sub(&resources);
+            }
+        }
+        self.touch_operation(&op_id);
+        self.preemption[tree].classes.remove(&op_id);
+        if let Some(n) = self.nodes.get_mut(&node_id) {
+            n.usage = n.usage.sub(&resources);
+        }
+        self.orders
+            .entry(node_id.clone())
+            .or_default()
+            .interrupt
+            .push(InterruptOrder {
+                allocation: id,
+                signal,
+                timeout_ms: timeout,
+                reason,
+                preemptor: preemptor.clone(),
+            });
+        self.stats.preemptions += 1;
+        self.log(
+            now,
+            EventKind::AllocationInterrupted {
+                operation: op_id,
+                allocation: id,
+                node: node_id,
+                reason,
+                timeout_ms: timeout,
+                preemptor,
+            },
+        );
     }
 }
 

@@ -3,14 +3,14 @@
 //! violations and node overcommit. Which allocations are preemptible at all is
 //! [`crate::preemptible`].
 
-use crate::event::{EventKind, Preemptor, Stage};
+use crate::event::{Preemptor, Stage};
 use crate::heartbeat::descent;
 use crate::model::{
     AllocationId, AllocationState, Millis, NodeId, Operation, OperationState, PreemptionMode,
     PreemptionReason,
 };
 use crate::preemptible::{PreemptionPriority, PreemptionStatus};
-use crate::scheduler::{EndKind, HeartbeatResponse, InterruptOrder, Scheduler};
+use crate::scheduler::{EndKind, HeartbeatResponse, Scheduler};
 use crate::tree::StarvationStatus;
 use fairsched_hdrf::ElementIndex;
 use fairsched_resources::{ResourceVector, Resources};
@@ -155,51 +155,7 @@ impl Scheduler {
                     self.trees[a.tree].config().allocation_preemption_timeout_ms,
                 )
             });
-            let (op_id, node_id, resources, tree) =
-                (a.operation.clone(), a.node.clone(), a.resources, a.tree);
-            // The allocation's resources leave the operation's and the node's books now; the
-            // preemptor may start at once (the node lets the old job wind down).
-            if let Some(a) = self.allocations.get_mut(&id) {
-                a.state = AllocationState::Interrupting {
-                    reason,
-                    deadline: now.saturating_add(timeout),
-                    preemptor: preemptor.clone(),
-                };
-            }
-            if let Some(op) = self.operations.get_mut(&op_id) {
-                op.usage = op.usage.sub(&resources);
-                if let Some(o) = op.in_tree_mut(tree) {
-                    o.usage = o.usage.sub(&resources);
-                }
-            }
-            self.touch_operation(&op_id);
-            self.preemption[tree].classes.remove(&op_id);
-            if let Some(n) = self.nodes.get_mut(&node_id) {
-                n.usage = n.usage.sub(&resources);
-            }
-            self.orders
-                .entry(node_id.clone())
-                .or_default()
-                .interrupt
-                .push(InterruptOrder {
-                    allocation: id,
-                    signal,
-                    timeout_ms: timeout,
-                    reason,
-                    preemptor: preemptor.clone(),
-                });
-            self.stats.preemptions += 1;
-            self.log(
-                now,
-                EventKind::AllocationInterrupted {
-                    operation: op_id,
-                    allocation: id,
-                    node: node_id,
-                    reason,
-                    timeout_ms: timeout,
-                    preemptor,
-                },
-            );
+            self.book_interruption(now, id, signal, timeout, reason, preemptor);
         } else {
             self.end_allocation(now, id, EndKind::Preempted(reason, preemptor));
         }
