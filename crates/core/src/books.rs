@@ -176,6 +176,9 @@ impl Scheduler {
     ) -> Option<Unbooked> {
         self.holds.room_epoch += 1;
         let alloc = self.allocations.remove(&id)?;
+        if alloc.state != AllocationState::Running {
+            self.interrupting -= 1;
+        }
         if let Some(cache) = self.preemption.get_mut(alloc.tree) {
             cache.classes.remove(&alloc.operation);
         }
@@ -326,6 +329,9 @@ impl Scheduler {
         // The allocation's resources leave the operation's and the node's books now; the
         // preemptor may start at once (the node lets the old job wind down).
         if let Some(a) = self.allocations.get_mut(&id) {
+            if a.state == AllocationState::Running {
+                self.interrupting += 1;
+            }
             a.state = AllocationState::Interrupting {
                 reason,
                 deadline: now.saturating_add(timeout),

@@ -53,6 +53,9 @@ pub struct Scheduler {
     /// so that their cost does not grow with every operation ever run.
     pub(crate) live_order: Vec<OperationId>,
     pub(crate) allocations: BTreeMap<AllocationId, Allocation>,
+    /// How many allocations are being interrupted (a heartbeat skips looking for overdue ones
+    /// and for preemptors waiting on them when there are none).
+    pub(crate) interrupting: usize,
     pub(crate) next_allocation: u64,
     events: Vec<Event>,
     /// Orders not yet handed out, by node ([`NodeOrders`]).
@@ -131,6 +134,7 @@ impl Scheduler {
             start_order: Vec::new(),
             live_order: Vec::new(),
             allocations: BTreeMap::new(),
+            interrupting: 0,
             next_allocation: 1,
             events: Vec::new(),
             orders: BTreeMap::new(),

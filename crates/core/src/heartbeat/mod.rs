@@ -57,8 +57,18 @@ impl Scheduler {
             }
         }
         self.abort_on_zero_user_slots(now, node);
-        self.abort_overdue_interruptions(now, node);
-        self.abort_waiting_too_long(now, node);
+        debug_assert_eq!(
+            self.interrupting,
+            self.allocations
+                .values()
+                .filter(|a| a.state != AllocationState::Running)
+                .count(),
+            "count of interrupting allocations out of date"
+        );
+        if self.interrupting > 0 {
+            self.abort_overdue_interruptions(now, node);
+            self.abort_waiting_too_long(now, node);
+        }
         // A node whose allocations this heartbeat would abort for having no user slots gets
         // none either (it used to get jobs only to abort them at its next heartbeat, forever).
         let enabled = self.nodes[node].scheduler_jobs_enabled
