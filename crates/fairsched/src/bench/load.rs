@@ -14,14 +14,14 @@
 //! submitted and run to their end, and phase `history` runs the same load again.
 
 use super::harness::{
-    AgentSetup, Counters, SERVER_THREADS, Window, pool_name, raise_open_file_limit, simulate_agent,
-    threads_cpu_s,
+    AgentSetup, Counters, SERVER_THREADS, TreeShape, Window, bench_pools, pool_name,
+    raise_open_file_limit, simulate_agent, threads_cpu_s,
 };
 use anyhow::{Context, anyhow, bail};
 use clap::Args;
 use fairsched_api::client::{ApiClient, ClientError};
 use fairsched_api::{EventQuery, OperationQuery, SubmitOperation, TaskSubmit};
-use fairsched_config::{PoolNode, PoolTreeConfig, PoolTrees};
+use fairsched_config::{PoolTreeConfig, PoolTrees};
 use fairsched_resources::Resources;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -271,9 +271,7 @@ fn server_config(
     tree.config.max_running_operation_count_per_pool = per_pool;
     tree.config.max_operation_count = per_pool * POOLS;
     tree.config.max_running_operation_count = per_pool * POOLS;
-    for p in 0..POOLS {
-        tree.pools.insert(pool_name(p), PoolNode::default());
-    }
+    tree.pools = bench_pools(TreeShape::Flat, POOLS, per_pool, 0.0);
     let mut config = fairsched_server::ServerConfig {
         listen: "127.0.0.1:0".into(),
         data_dir: data_dir.to_path_buf(),
