@@ -146,3 +146,21 @@ pub enum EventKind {
         reason: &'static str,
     },
 }
+
+impl EventKind {
+    /// The node the event is about, if one.
+    pub fn node(&self) -> Option<&NodeId> {
+        match self {
+            EventKind::AllocationStarted { node, .. }
+            | EventKind::AllocationFinished { node, .. }
+            | EventKind::AllocationInterrupted { node, .. }
+            | EventKind::AllocationPreempted { node, .. }
+            | EventKind::JobReserved { node, .. }
+            | EventKind::ReservationReleased { node, .. } => Some(node),
+            EventKind::OperationState { .. }
+            | EventKind::Error { .. }
+            | EventKind::GangAssembled { .. }
+            | EventKind::GangReleased { .. } => None,
+        }
+    }
+}

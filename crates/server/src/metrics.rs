@@ -380,7 +380,7 @@ impl Collector for ViewCollector {
             .into_iter()
             .map(|s| (s, 0.0))
             .collect();
-        for op in &view.operations {
+        for op in view.operations.iter() {
             if let Some(n) = by_state.get_mut(op.view.state.name()) {
                 *n += 1.0;
             }
@@ -413,7 +413,7 @@ impl Collector for ViewCollector {
             "Jobs of unfinished operations, by state (pending: not yet placed).",
         );
         let (mut pending, mut running) = (0.0, 0.0);
-        for op in &view.operations {
+        for op in view.operations.iter() {
             pending += f64::from(op.view.job_counts.pending);
             running += f64::from(op.view.job_counts.running);
         }
@@ -457,8 +457,8 @@ impl Collector for ViewCollector {
         );
         let enabled = view
             .nodes
-            .iter()
-            .filter(|n| n.scheduler_jobs_enabled)
+            .values()
+            .filter(|n| n.view.scheduler_jobs_enabled)
             .count();
         nodes.add([("scheduler_jobs_enabled", "true")], enabled as f64);
         nodes.add(

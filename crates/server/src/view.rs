@@ -1,5 +1,11 @@
 //! What GET handlers read: the [`View`] the actor publishes after every change (a leaf: the
 //! actor builds it, `http`, `auth` and `metrics` read it).
+//!
+//! A view has two parts. The records (operations and nodes) are persistent maps the actor
+//! changes in place: publishing them copies only what changed since the last view, so every
+//! change publishes them at once. The scheduler's snapshot (fair shares, usages, why jobs
+//! wait; `orchid`) costs O(cluster) to build and is rebuilt at most as often as the actor can
+//! afford (`Actor::publish_view_throttled`); views between share the last one.
 
 use crate::jobs::JobList;
 use crate::submit::JobCommand;
@@ -8,21 +14,24 @@ use fairsched_core::Snapshot;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// What GET handlers read: the last published state.
 #[derive(Debug)]
 pub struct View {
     /// Every tree (the default one at the top, the others under `pool_trees`). An operation's
     /// fields are of its first tree ([`View::operation_trees`]), its other trees' under its
-    /// `pool_trees`.
-    pub snapshot: Snapshot,
+    /// `pool_trees`. May be older than the records (see the module's comment); its `t_ms`
+    /// says when it was taken.
+    pub snapshot: Arc<Snapshot>,
     /// The first tree of each operation in the snapshot (the default tree if it runs there).
-    pub operation_trees: BTreeMap<String, String>,
+    pub operation_trees: Arc<BTreeMap<String, String>>,
     /// Every tree, sorted by name.
     pub trees: Vec<TreeView>,
-    /// In submission order.
-    pub operations: Vec<OperationRecord>,
-    pub nodes: Vec<NodeView>,
+    /// The unfinished operations.
+    pub operations: OperationRecords,
+    /// Every registered node, by id.
+    pub nodes: imbl::OrdMap<String, NodeEntry>,
     /// Set while the store cannot write (the server refuses changes).
     pub read_only: Option<ReadOnly>,
 }
@@ -32,8 +41,11 @@ pub struct View {
 /// where they change, so publishing costs O(operations), not O(jobs ever run).
 #[derive(Clone, Debug)]
 pub struct OperationRecord {
+    /// Its record, without `jobs` and `why` (filled in by [`OperationRecord::to_view`]).
     pub view: Arc<OperationView>,
     pub jobs: JobList,
+    /// Its trees with its pool in each, the first tree first (the one of `view.pool`).
+    pub placements: Arc<[(String, String)]>,
     /// What its jobs run, by task (the core does not keep it): sent to the agents with each
     /// start.
     pub(crate) commands: Arc<[JobCommand]>,
@@ -51,16 +63,22 @@ impl OperationRecord {
                 ..view
             }),
             jobs,
+            placements: Arc::new([]),
             commands: commands.into(),
         }
     }
 
-    /// The operation as the API shows it, with its jobs or without.
-    pub fn to_view(&self, with_jobs: bool) -> OperationView {
+    /// The operation as the API shows it, with its jobs or without, and why its jobs wait
+    /// as `snapshot` says.
+    pub fn to_view(&self, with_jobs: bool, snapshot: &Snapshot) -> OperationView {
         let mut view = (*self.view).clone();
         if with_jobs {
             view.jobs = self.jobs.to_vec();
         }
+        view.why = snapshot
+            .operations
+            .get(&view.id)
+            .and_then(|o| o.why.clone());
         view
     }
 
@@ -70,8 +88,88 @@ impl OperationRecord {
     }
 }
 
+/// The unfinished operations in submission order, found by id in O(log n); a copy costs O(1)
+/// and shares everything with the original until either changes.
+#[derive(Clone, Debug, Default)]
+pub struct OperationRecords {
+    by_seq: imbl::OrdMap<u64, OperationRecord>,
+    seq_of: imbl::OrdMap<String, u64>,
+    next_seq: u64,
+}
+
+impl OperationRecords {
+    pub fn get(&self, id: &str) -> Option<&OperationRecord> {
+        self.by_seq.get(self.seq_of.get(id)?)
+    }
+
+    /// The record to change (copied first, with the map's path to it, if a published view
+    /// shares it).
+    pub fn get_mut(&mut self, id: &str) -> Option<&mut OperationRecord> {
+        let seq = *self.seq_of.get(id)?;
+        self.by_seq.get_mut(&seq)
+    }
+
+    pub fn contains_key(&self, id: &str) -> bool {
+        self.seq_of.contains_key(id)
+    }
+
+    /// Adds an operation after the others (replacing one of the same id, in its place).
+    pub fn push(&mut self, record: OperationRecord) {
+        if let Some(old) = self.get_mut(&record.view.id) {
+            *old = record;
+            return;
+        }
+        self.seq_of.insert(record.view.id.clone(), self.next_seq);
+        self.by_seq.insert(self.next_seq, record);
+        self.next_seq += 1;
+    }
+
+    pub fn remove(&mut self, id: &str) -> Option<OperationRecord> {
+        let seq = self.seq_of.remove(id)?;
+        self.by_seq.remove(&seq)
+    }
+
+    /// In submission order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &OperationRecord> {
+        self.by_seq.values()
+    }
+
+    /// The ids in submission order.
+    pub fn ids(&self) -> impl Iterator<Item = &str> {
+        self.iter().map(|r| r.view.id.as_str())
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_seq.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_seq.is_empty()
+    }
+}
+
+/// A node as the [`View`] keeps it: its view without `last_heartbeat_ago_ms`, which is
+/// computed when read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeEntry {
+    pub view: NodeView,
+    pub last_heartbeat: Option<Instant>,
+}
+
+impl NodeEntry {
+    /// The node as the API shows it now.
+    pub fn to_view(&self) -> NodeView {
+        NodeView {
+            last_heartbeat_ago_ms: self
+                .last_heartbeat
+                .map_or(0, |t| t.elapsed().as_millis() as u64),
+            ..self.view.clone()
+        }
+    }
+}
+
 /// One pool tree in the [`View`].
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct TreeView {
     pub info: PoolTreeView,
     /// Its configuration as stored (`config` and `pools`).
@@ -118,4 +216,41 @@ pub struct ReadOnly {
     /// The store's error.
     pub reason: String,
     pub since_unix_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str, user: &str) -> OperationRecord {
+        let view: OperationView = serde_json::from_value(serde_json::json!({
+            "id": id, "state": "pending", "pool": "root", "user": user, "spec": {},
+            "submitted_at": 0, "job_counts": {"total": 0, "pending": 0, "running": 0,
+            "completed": 0, "failed": 0, "aborted": 0}
+        }))
+        .unwrap();
+        OperationRecord::new(view, JobList::default(), Vec::new())
+    }
+
+    #[test]
+    fn records_keep_submission_order_and_copies_keep_what_they_saw() {
+        let mut ops = OperationRecords::default();
+        for id in ["c", "a", "b"] {
+            ops.push(record(id, "u"));
+        }
+        let published = ops.clone();
+        assert!(ops.remove("a").is_some());
+        assert!(ops.remove("a").is_none());
+        ops.push(record("d", "u"));
+        // The same id again replaces the record in its place.
+        ops.push(record("c", "v"));
+        assert_eq!(ops.ids().collect::<Vec<_>>(), ["c", "b", "d"]);
+        assert_eq!(ops.get("c").unwrap().view.user, "v");
+        assert_eq!(ops.len(), 3);
+        assert!(!ops.contains_key("a"));
+        assert_eq!(published.ids().collect::<Vec<_>>(), ["c", "a", "b"]);
+        assert_eq!(published.get("c").unwrap().view.user, "u");
+        ops.get_mut("b").unwrap().view_mut().user = "w".into();
+        assert_eq!(published.get("b").unwrap().view.user, "u");
+    }
 }

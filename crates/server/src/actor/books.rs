@@ -20,9 +20,6 @@ impl Actor {
                 self.alloc_job.remove(&a);
             }
         }
-        if let Some(at) = self.order.iter().position(|o| o == id) {
-            self.order.remove(at);
-        }
     }
 
     /// Keeps a finished job's exit code and output (also for a job that the scheduler had

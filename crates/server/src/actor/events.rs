@@ -115,14 +115,18 @@ impl Actor {
     pub(super) fn take_core_events(&mut self) {
         let events = self.sched.take_events();
         let now_unix = unix_ms();
-        let mut touched = std::mem::take(&mut self.touched);
+        let mut touched = BTreeSet::new();
         for e in &events {
             // Named before the event is applied (an ended job leaves the maps).
             let fields = self.event_fields(e);
             self.apply_event(e, now_unix, &mut touched);
+            if let Some(node) = e.kind.node() {
+                self.stale_nodes.insert(node.0.clone());
+            }
             self.log_event(now_unix, fields);
         }
-        self.touched = touched;
+        self.stale_ops.extend(touched.iter().cloned());
+        self.touched.extend(touched);
         self.queue_orders();
     }
 

@@ -69,7 +69,7 @@ impl Actor {
     /// Operation `id` with its jobs: from memory while unfinished, else from the store.
     pub(super) fn operation_view(&self, id: &str) -> Result<OperationView, ApiError> {
         if let Some(r) = self.ops.get(id) {
-            return Ok(r.to_view(true));
+            return Ok(self.shown(r, true));
         }
         let (op, jobs) = self
             .store
@@ -99,7 +99,7 @@ impl Actor {
         let rows = self.store.operations(filter).map_err(internal)?;
         rows.iter()
             .map(|row| match self.ops.get(&row.id) {
-                Some(r) => Ok(r.to_view(jobs)),
+                Some(r) => Ok(self.shown(r, jobs)),
                 None if jobs => {
                     let stored = self.store.operation(&row.id).map_err(internal)?;
                     let stored_jobs = stored.map(|(_, j)| j).unwrap_or_default();

@@ -104,7 +104,7 @@ fn a_finished_operation_leaves_memory_and_is_read_from_the_store() {
     setup(&mut a);
     // Gone from what requests, heartbeats and views walk.
     assert!(!a.ops.contains_key("done"));
-    assert_eq!(a.order, ["live"]);
+    assert_eq!(a.ops.ids().collect::<Vec<_>>(), ["live"]);
     assert!(a.job_op.values().all(|(op, _)| op == "live"));
     let view = a.build_view();
     assert_eq!(
@@ -160,7 +160,7 @@ fn a_restart_loads_only_unfinished_operations() {
     setup(&mut a);
     drop(a);
     let b = actor(dir.path(), 0);
-    assert_eq!(b.ops.keys().collect::<Vec<_>>(), ["live"]);
+    assert_eq!(b.ops.ids().collect::<Vec<_>>(), ["live"]);
     assert!(b.sched.operation(&OperationId("done".into())).is_none());
     assert!(b.job_op.values().all(|(op, _)| op == "live"));
     assert_eq!(

@@ -12,6 +12,8 @@ mod nodes;
 mod operations;
 mod pools;
 mod publish;
+#[cfg(test)]
+mod publish_tests;
 mod recovery;
 #[cfg(test)]
 mod recovery_tests;
@@ -19,7 +21,7 @@ mod recovery_tests;
 use crate::caller::Caller;
 use crate::command::{Command, Reply, Request};
 use crate::metrics::{self, ActorMetrics};
-use crate::view::{OperationRecord, ReadOnly, View};
+use crate::view::{OperationRecord, OperationRecords, ReadOnly, View};
 use events::event_view;
 use fairsched_api::{
     ApiError, EventView, JobInterrupt, JobState, OperationState, RegisterReply, codes,
@@ -77,8 +79,17 @@ pub struct Actor {
     started: Instant,
     store: Box<dyn Store>,
     incarnation: u64,
-    order: Vec<String>,
-    ops: BTreeMap<String, OperationRecord>,
+    /// The unfinished operations (shared with the published views).
+    ops: OperationRecords,
+    /// Operations and nodes whose records may show what changed since they were last
+    /// refreshed (see `publish`).
+    stale_ops: BTreeSet<String>,
+    stale_nodes: BTreeSet<String>,
+    /// Every registered node as the view shows it (shared with the published views).
+    nodes: imbl::OrdMap<String, crate::view::NodeEntry>,
+    /// A tree's pools or configuration changed: the next view takes a new snapshot whatever
+    /// it costs (callers read the pools they made).
+    trees_changed: bool,
     /// Job id → operation id (every job, also those of earlier incarnations).
     /// ... and the job's position among its operation's jobs (a hint, checked at every use:
     /// finding a job by id among an operation's jobs would cost O(jobs)).
@@ -257,6 +268,7 @@ impl Actor {
             tracing::warn!(node, "node lost (no heartbeat); its jobs are rescheduled");
             self.server_event(json!({"event": "node_lost", "node": node}));
             self.seen.remove(&node);
+            self.stale_nodes.insert(node.clone());
             let _ = self.sched.remove_node(now, &NodeId(node.clone()));
             self.kill.remove(&node);
             self.interrupts.remove(&node);
@@ -355,6 +367,7 @@ impl Actor {
                 reply,
             } => {
                 let r = self.create_pool(tree.as_deref(), &name, parent.as_deref(), config);
+                self.trees_changed = true;
                 self.finish(reply, r);
             }
             Command::UpdatePool {
@@ -365,10 +378,12 @@ impl Actor {
                 reply,
             } => {
                 let r = self.update_pool(tree.as_deref(), &name, config, parent.as_deref());
+                self.trees_changed = true;
                 self.finish(reply, r);
             }
             Command::RemovePool { tree, name, reply } => {
                 let r = self.remove_pool(tree.as_deref(), &name);
+                self.trees_changed = true;
                 self.finish(reply, r);
             }
             Command::ApplyTree {
@@ -378,6 +393,7 @@ impl Actor {
                 reply,
             } => {
                 let r = self.apply_tree(tree.as_deref(), config, dry_run);
+                self.trees_changed = true;
                 self.finish(reply, r);
             }
             Command::Node { id, action, reply } => {
@@ -412,7 +428,7 @@ impl Actor {
     fn finish<T>(&mut self, reply: Reply<T>, result: Result<T, ApiError>) {
         self.fold_changes();
         let result = self.commit_result(result);
-        self.publish_view();
+        self.publish_view_throttled();
         send_reply(reply, result);
     }
 
@@ -463,11 +479,10 @@ impl Actor {
         }
     }
 
-    /// Folds the core's events into the records, queues them for the store, publishes a view.
-    /// (The published view waits for the commit: [`Actor::finish`].)
+    /// Folds the core's events into the records (the view and the store get them with the
+    /// commit: [`Actor::finish`]).
     fn after_change(&mut self) {
         self.fold_changes();
-        self.build_view();
     }
 
     /// Folds the core's events into the records; the changed operations and jobs are queued
@@ -482,6 +497,8 @@ impl Actor {
     /// A finished operation is stored with its final job counts and leaves memory (see
     /// [`Actor::retire`]).
     fn stage_changes(&mut self) {
+        // The stored records show their job counts as they are.
+        self.refresh_records();
         let mut finished = Vec::new();
         for id in std::mem::take(&mut self.touched) {
             // The stored operation leaves out its jobs (stored one by one).
@@ -566,26 +583,46 @@ impl Actor {
         r
     }
 
+    /// A heartbeat (or registration) of `node` now.
+    fn saw(&mut self, node: &str) {
+        self.seen.insert(node.to_string(), Instant::now());
+        self.stale_nodes.insert(node.to_string());
+    }
+
+    /// Record `r` as the API shows it (why its jobs wait as the last published snapshot
+    /// says).
+    fn shown(&self, r: &OperationRecord, jobs: bool) -> fairsched_api::OperationView {
+        r.to_view(jobs, &self.publish.borrow().snapshot)
+    }
+
+    /// Publishes a whole view, its snapshot taken now.
     fn publish_view(&mut self) {
         let building = Instant::now();
         let view = self.build_view();
         self.publish.send_replace(Arc::new(view));
+        self.trees_changed = false;
         self.view_published_at = Instant::now();
         self.view_built_in = self.view_published_at - building;
     }
 
-    /// Publishes the view unless it costs more than [`CHEAP_VIEW`] and one was published so
-    /// recently that building views would take more than a tenth of the actor's time (a view
-    /// costs O(cluster); under thousands of heartbeats a second, or with every tick and every
-    /// fair-share update publishing one, it would take all of it). Used after heartbeats, at
-    /// ticks and when an update is installed: reads then lag by at most ten times a view's cost
-    /// (and the next tick); requests that change state (submit, abort, pool and node changes)
-    /// publish at once, so their callers read what they did.
+    /// Publishes the records as they are now (what changed since the last view, at once:
+    /// callers read the operations and nodes they changed), with a new snapshot unless it
+    /// costs more than [`CHEAP_VIEW`] and one was taken so recently that snapshots would take
+    /// more than a tenth of the actor's time (a snapshot costs O(cluster); under thousands of
+    /// heartbeats and submissions a second, or with every tick and every fair-share update
+    /// taking one, it would take all of it). The snapshot (fair shares, usages, why jobs
+    /// wait) then lags by at most ten times its cost (and the next tick). A change of a tree's
+    /// pools or configuration always takes a new one.
     fn publish_view_throttled(&mut self) {
-        if self.view_built_in < CHEAP_VIEW
+        if self.trees_changed
+            || self.view_built_in < CHEAP_VIEW
             || self.view_published_at.elapsed() >= self.view_built_in * VIEW_COST_SHARE
         {
             self.publish_view();
+        } else {
+            let last = self.publish.borrow().clone();
+            let view = self.build_records_view(&last);
+            self.publish.send_replace(Arc::new(view));
         }
     }
 }

@@ -64,7 +64,7 @@ impl Actor {
                     None,
                 )
                 .map_err(core_error)?;
-            self.seen.insert(node.node_id.clone(), Instant::now());
+            self.saw(&node.node_id);
             self.save_node(NodeRecord {
                 node_id: node.node_id.clone(),
                 resources: node.resources,
@@ -106,7 +106,7 @@ impl Actor {
             .map_err(core_error)?;
         self.kill.remove(&node.node_id);
         self.interrupts.remove(&node.node_id);
-        self.seen.insert(node.node_id.clone(), Instant::now());
+        self.saw(&node.node_id);
         // The operator's settings outlive registrations.
         let (enabled, draining) = self
             .node_records
@@ -199,6 +199,7 @@ impl Actor {
             NodeAction::Undrain => self.sched.set_node_draining(now, &node, false),
         };
         r.map_err(|e| core_error(e).with_attribute("node", id))?;
+        self.stale_nodes.insert(id.to_string());
         let n = self.sched.node(&node).expect("checked above");
         let record = NodeRecord {
             node_id: id.to_string(),
@@ -260,7 +261,7 @@ impl Actor {
         }
         self.node_credentials
             .check(&hb.node_id, hb.node_credential.as_deref())?;
-        self.seen.insert(hb.node_id.clone(), Instant::now());
+        self.saw(&hb.node_id);
         // Output of watched jobs first: a job's end below leaves its copy complete.
         self.live.receive(&hb.node_id, &hb.output);
         for f in &hb.finished {

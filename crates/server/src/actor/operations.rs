@@ -116,11 +116,9 @@ impl Actor {
             tasks = spec.tasks.len(),
             "operation submitted"
         );
-        self.order.push(id.clone());
-        self.ops.insert(
-            id.clone(),
-            OperationRecord::new(view, JobList::default(), commands),
-        );
+        self.stale_ops.insert(id.clone());
+        self.ops
+            .push(OperationRecord::new(view, JobList::default(), commands));
         Ok(fairsched_api::SubmitReply { id, created_pools })
     }
 
@@ -134,7 +132,7 @@ impl Actor {
             .map_err(core_error)?;
         tracing::info!(operation = id, "operation aborted by request");
         self.after_change();
-        Ok(self.ops[id].to_view(true))
+        Ok(self.shown(self.ops.get(id).expect("checked above"), true))
     }
 
     /// Changes an operation's weight, limits or pool in the core, and in its stored spec (a
@@ -227,8 +225,9 @@ impl Actor {
         }
         self.server_event(record);
         self.touched.insert(id.to_string());
+        self.stale_ops.insert(id.to_string());
         self.after_change();
-        Ok(self.ops[id].to_view(true))
+        Ok(self.shown(self.ops.get(id).expect("checked above"), true))
     }
 
     /// The output of the jobs `request` names: a running job's from its live copy (the read

@@ -1,12 +1,17 @@
 //! Building the published [`View`]: unfinished operations, nodes and every tree.
 
+/// An operation's trees with its pool in each (see `OperationRecord::placements`).
+type Placements = Arc<[(String, String)]>;
+
 use super::Actor;
 use crate::jobs::JobList;
-use crate::view::{TreeView, View};
-use fairsched_api::{AlertView, JobCounts, OperationView, PoolTreeView};
-use fairsched_core::OperationId;
+use crate::view::{NodeEntry, TreeView, View};
+use fairsched_api::{AlertView, JobCounts, NodeView, OperationView, PoolTreeView};
+use fairsched_core::{NodeId, OperationId};
 use fairsched_resources::Resources;
 use serde_json::Value;
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
 /// An operation's job counts: `pending` from the core, the others from its jobs.
 pub(super) fn job_counts(view: &OperationView, jobs: &JobList, pending: u32) -> JobCounts {
@@ -33,39 +38,146 @@ pub(super) fn job_counts(view: &OperationView, jobs: &JobList, pending: u32) -> 
 }
 
 impl Actor {
-    /// The view of the state now; the operations' records get their job counts, why they
-    /// wait and their pool.
-    pub(super) fn build_view(&mut self) -> View {
-        let now = self.now();
-        let snapshot = self.sched.snapshot(now);
-        for (id, record) in self.ops.iter_mut() {
-            let core = self.sched.operation(&OperationId(id.clone()));
-            let pending = core
-                .filter(|op| !op.state.is_finished())
-                .map(|op| op.pending_job_count())
-                .unwrap_or(0);
-            let counts = job_counts(&record.view, &record.jobs, pending);
-            let why = snapshot.operations.get(id).and_then(|o| o.why.as_ref());
-            let pool = core.map(|op| &op.pool);
-            let view = &record.view;
-            // Copied (if a published view shares it) only when something shown changed.
-            if view.job_counts != counts
-                || view.why.as_ref() != why
-                || pool.is_some_and(|p| *p != view.pool)
+    /// Brings the records of the operations and nodes changed since the last call up to
+    /// date (O(what changed)); see [`Actor::refresh_all_records`] for the whole walk.
+    pub(super) fn refresh_records(&mut self) {
+        for id in std::mem::take(&mut self.stale_ops) {
+            self.refresh_operation(&id);
+        }
+        for id in std::mem::take(&mut self.stale_nodes) {
+            self.refresh_node(&id);
+        }
+    }
+
+    /// Every record brought up to date, changed or not (with a new snapshot: a change a
+    /// record was not marked for, e.g. a tree's new configuration moving operations and
+    /// nodes, shows no later than the snapshot does).
+    fn refresh_all_records(&mut self) {
+        self.stale_ops.clear();
+        self.stale_nodes.clear();
+        let ids: Vec<String> = self.ops.ids().map(str::to_string).collect();
+        for id in ids {
+            self.refresh_operation(&id);
+        }
+        let mut gone: BTreeSet<String> = self.nodes.keys().cloned().collect();
+        let ids: Vec<String> = self.sched.nodes().map(|n| n.id.0.clone()).collect();
+        for id in ids {
+            gone.remove(&id);
+            self.refresh_node(&id);
+        }
+        for id in gone {
+            self.nodes.remove(&id);
+        }
+    }
+
+    /// What the core says of operation `id` that its record shows: job counts, pool and
+    /// trees.
+    fn operation_fields(&self, id: &str) -> Option<(JobCounts, Option<String>, Placements)> {
+        let record = self.ops.get(id)?;
+        let core = self.sched.operation(&OperationId(id.to_string()));
+        let pending = core
+            .filter(|op| !op.state.is_finished())
+            .map(|op| op.pending_job_count())
+            .unwrap_or(0);
+        let counts = job_counts(&record.view, &record.jobs, pending);
+        let pool = core.map(|op| op.pool.clone());
+        let trees = self.sched.trees();
+        let placements = match core {
+            Some(op)
+                if op.trees.len() != record.placements.len()
+                    || op.trees.iter().zip(record.placements.iter()).any(
+                        |(o, (tree, pool))| trees[o.tree].name != *tree || o.pool != *pool,
+                    ) =>
             {
-                let view = record.view_mut();
-                view.job_counts = counts;
-                view.why = why.cloned();
-                if let Some(p) = pool {
-                    view.pool = p.clone();
-                }
+                op.trees
+                    .iter()
+                    .map(|o| (trees[o.tree].name.clone(), o.pool.clone()))
+                    .collect()
+            }
+            _ => record.placements.clone(),
+        };
+        Some((counts, pool, placements))
+    }
+
+    /// Operation `id`'s record as the core says it is now (copied, if a published view shares
+    /// it, only when something it shows changed).
+    fn refresh_operation(&mut self, id: &str) {
+        let Some((counts, pool, placements)) = self.operation_fields(id) else {
+            return;
+        };
+        let Some(record) = self.ops.get_mut(id) else {
+            return;
+        };
+        let view = &record.view;
+        if view.job_counts != counts || pool.as_ref().is_some_and(|p| *p != view.pool) {
+            let view = record.view_mut();
+            view.job_counts = counts;
+            if let Some(p) = pool {
+                view.pool = p;
             }
         }
-        let nodes = self
-            .sched
-            .nodes()
-            .filter_map(|n| self.node_view(&n.id))
-            .collect();
+        if !Arc::ptr_eq(&record.placements, &placements) {
+            record.placements = placements;
+        }
+    }
+
+    /// Node `id`'s entry as the core says it is now (removed if the core has no such node).
+    fn refresh_node(&mut self, id: &str) {
+        match self.node_entry(id) {
+            Some(entry) => {
+                if self.nodes.get(id) != Some(&entry) {
+                    self.nodes.insert(id.to_string(), entry);
+                }
+            }
+            None => {
+                self.nodes.remove(id);
+            }
+        }
+    }
+
+    /// Node `id` as the view keeps it.
+    fn node_entry(&self, id: &str) -> Option<NodeEntry> {
+        Some(NodeEntry {
+            view: NodeView {
+                // Computed when read, from `last_heartbeat`.
+                last_heartbeat_ago_ms: 0,
+                ..self.node_view(&NodeId(id.to_string()))?
+            },
+            last_heartbeat: self.seen.get(id).copied(),
+        })
+    }
+
+    /// In debug builds: every record is what a full walk would make it (no change went
+    /// unmarked), so that a view built from changed records alone shows what the state is.
+    fn check_records(&self) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        for record in self.ops.iter() {
+            let id = &record.view.id;
+            let (counts, pool, placements) = self.operation_fields(id).expect("a record");
+            assert_eq!(record.view.job_counts, counts, "job counts of {id}");
+            if let Some(pool) = pool {
+                assert_eq!(record.view.pool, pool, "pool of {id}");
+            }
+            assert_eq!(record.placements, placements, "trees of {id}");
+        }
+        assert_eq!(self.nodes.len(), self.sched.nodes().count(), "nodes");
+        for n in self.sched.nodes() {
+            assert_eq!(
+                self.nodes.get(&n.id.0),
+                self.node_entry(&n.id.0).as_ref(),
+                "node {}",
+                n.id.0
+            );
+        }
+    }
+
+    /// The view of the state now, its snapshot (and trees) taken now: O(cluster).
+    pub(super) fn build_view(&mut self) -> View {
+        self.refresh_all_records();
+        let now = self.now();
+        let snapshot = self.sched.snapshot(now);
         let trees = self.tree_views(&snapshot.tree);
         let operation_trees = self
             .sched
@@ -76,15 +188,26 @@ impl Actor {
             })
             .collect();
         View {
-            snapshot,
-            operation_trees,
+            snapshot: Arc::new(snapshot),
+            operation_trees: Arc::new(operation_trees),
             trees,
-            operations: self
-                .order
-                .iter()
-                .filter_map(|id| self.ops.get(id).cloned())
-                .collect(),
-            nodes,
+            operations: self.ops.clone(),
+            nodes: self.nodes.clone(),
+            read_only: self.read_only.clone(),
+        }
+    }
+
+    /// The view with the records as they are now and the snapshot (and trees) of `last`:
+    /// O(what changed since the records were last refreshed).
+    pub(super) fn build_records_view(&mut self, last: &View) -> View {
+        self.refresh_records();
+        self.check_records();
+        View {
+            snapshot: last.snapshot.clone(),
+            operation_trees: last.operation_trees.clone(),
+            trees: last.trees.clone(),
+            operations: self.ops.clone(),
+            nodes: self.nodes.clone(),
             read_only: self.read_only.clone(),
         }
     }

@@ -5,7 +5,7 @@ use super::nodes::NodeRecord;
 use super::{Actor, EVENT_BUFFER, Shared, unix_ms};
 use crate::jobs::JobList;
 use crate::metrics::ActorMetrics;
-use crate::view::{OperationRecord, View};
+use crate::view::{OperationRecord, OperationRecords, View};
 use fairsched_api::{JobState, JobView, OperationState, OperationView};
 use fairsched_config::{PoolTreeConfig, PoolTrees};
 use fairsched_core::{NodeId, NodeSpec, OperationId, Scheduler};
@@ -135,11 +135,11 @@ impl Actor {
         }
         let shared = shared.unwrap_or_else(|| Shared {
             publish: watch::channel(Arc::new(View {
-                snapshot: sched.snapshot(0),
-                operation_trees: BTreeMap::new(),
+                snapshot: Arc::new(sched.snapshot(0)),
+                operation_trees: Arc::default(),
                 trees: Vec::new(),
-                operations: Vec::new(),
-                nodes: Vec::new(),
+                operations: OperationRecords::default(),
+                nodes: imbl::OrdMap::new(),
                 read_only: None,
             }))
             .0,
@@ -155,8 +155,11 @@ impl Actor {
             started: Instant::now(),
             store,
             incarnation: loaded.incarnation,
-            order: Vec::new(),
-            ops: BTreeMap::new(),
+            ops: OperationRecords::default(),
+            stale_ops: BTreeSet::new(),
+            stale_nodes: BTreeSet::new(),
+            nodes: imbl::OrdMap::new(),
+            trees_changed: false,
             job_op: BTreeMap::new(),
             alloc_job: BTreeMap::new(),
             job_alloc: BTreeMap::new(),
@@ -243,11 +246,9 @@ impl Actor {
                 }
                 actor.dirty_op(&view);
             }
-            actor.order.push(view.id.clone());
-            actor.ops.insert(
-                view.id.clone(),
-                OperationRecord::new(view, op_jobs, commands),
-            );
+            actor
+                .ops
+                .push(OperationRecord::new(view, op_jobs, commands));
         }
         actor.adopt_running(running);
         actor.after_change();
@@ -303,7 +304,7 @@ impl Actor {
                 };
                 match self.sched.add_node(now, spec) {
                     Ok(()) => {
-                        self.seen.insert(node.clone(), Instant::now());
+                        self.saw(&node);
                         restored.insert(node.clone());
                     }
                     Err(e) => {

@@ -116,11 +116,10 @@ impl<'a> ReadAccess<'a> {
                 groups: no_groups,
             },
         };
-        let first = self
-            .view
-            .operation_trees
-            .get(&op.id)
-            .map(String::as_str)
+        let record = self.view.operations.get(&op.id);
+        let first = record
+            .and_then(|r| r.placements.first())
+            .map(|(tree, _)| tree.as_str())
             .or_else(|| {
                 op.spec
                     .get("pool_trees")
@@ -129,11 +128,12 @@ impl<'a> ReadAccess<'a> {
             })
             .unwrap_or(&self.view.snapshot.tree);
         let mut pools = vec![(first, op.pool.as_str())];
-        if let Some(o) = self.view.snapshot.operations.get(&op.id) {
+        if let Some(r) = record {
             pools.extend(
-                o.pool_trees
+                r.placements
                     .iter()
-                    .map(|(t, o)| (t.as_str(), o.pool.as_str())),
+                    .skip(1)
+                    .map(|(t, p)| (t.as_str(), p.as_str())),
             );
         }
         let readable = |(tree, pool): &(&str, &str)| {
@@ -224,16 +224,10 @@ impl<'a> ReadAccess<'a> {
         if self.reads_everything() {
             return BTreeSet::new();
         }
-        let known: BTreeSet<&str> = self
-            .view
-            .operations
-            .iter()
-            .map(|o| o.view.id.as_str())
-            .collect();
         events
             .iter()
             .filter_map(|e| e.fields.get("operation").and_then(Value::as_str))
-            .filter(|id| !known.contains(id))
+            .filter(|id| !self.view.operations.contains_key(id))
             .map(str::to_string)
             .collect()
     }
@@ -250,14 +244,6 @@ impl<'a> ReadAccess<'a> {
         }
         let finished: BTreeMap<&str, &OperationView> =
             finished.iter().map(|o| (o.id.as_str(), o)).collect();
-        // A few events (a live stream's): find their operations; more: index them first.
-        let ops: Option<BTreeMap<&str, &OperationView>> = (events.len() > 8).then(|| {
-            self.view
-                .operations
-                .iter()
-                .map(|o| (o.view.id.as_str(), o.view.as_ref()))
-                .collect()
-        });
         let mut decided: BTreeMap<String, bool> = BTreeMap::new();
         events
             .into_iter()
@@ -266,11 +252,8 @@ impl<'a> ReadAccess<'a> {
                     return true;
                 };
                 *decided.entry(id.to_string()).or_insert_with(|| {
-                    let op = match &ops {
-                        Some(ops) => ops.get(id).copied(),
-                        None => self.operation(id),
-                    };
-                    op.or_else(|| finished.get(id).copied())
+                    self.operation(id)
+                        .or_else(|| finished.get(id).copied())
                         .is_some_and(|op| self.may_read(op))
                 })
             })
@@ -279,11 +262,7 @@ impl<'a> ReadAccess<'a> {
 
     /// The operation `id` of the view, if it has it.
     pub fn operation(&self, id: &str) -> Option<&'a OperationView> {
-        self.view
-            .operations
-            .iter()
-            .find(|o| o.view.id == id)
-            .map(|o| o.view.as_ref())
+        self.view.operations.get(id).map(|o| o.view.as_ref())
     }
 }
 

@@ -3,6 +3,7 @@
 use super::{AppState, Failure, Reply, ask, check_token, ok, parse};
 use crate::caller::Caller;
 use crate::command::{Command, NodeAction};
+use crate::view::NodeEntry;
 use axum::body::Bytes;
 use axum::extract::{Extension, Path, State};
 use axum::http::HeaderMap;
@@ -10,13 +11,13 @@ use fairsched_api::{Heartbeat, NodeView, RegisterNode};
 
 pub(super) async fn list_nodes(State(s): State<AppState>) -> Reply<Vec<NodeView>> {
     let view = s.view.borrow().clone();
-    ok(view.nodes.clone())
+    ok(view.nodes.values().map(NodeEntry::to_view).collect())
 }
 
 pub(super) async fn get_node(State(s): State<AppState>, Path(id): Path<String>) -> Reply<NodeView> {
     let view = s.view.borrow().clone();
-    match view.nodes.iter().find(|n| n.id == id) {
-        Some(n) => ok(n.clone()),
+    match view.nodes.get(&id) {
+        Some(n) => ok(n.to_view()),
         None => Err(Failure(crate::actor::no_such_node(&id))),
     }
 }

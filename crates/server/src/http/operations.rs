@@ -159,7 +159,10 @@ pub(super) async fn list_operations(
             &matching[matching.len().saturating_sub(limit)..]
         };
         let reads = s.reads(&caller, &view);
-        return ok(page.iter().map(|o| reads.redact(o.to_view(jobs))).collect());
+        return ok(page
+            .iter()
+            .map(|o| reads.redact(o.to_view(jobs, &view.snapshot)))
+            .collect());
     }
     let filter = fairsched_store::OperationFilter {
         states: states
@@ -212,8 +215,10 @@ pub(super) async fn get_operation(
     Path(id): Path<String>,
 ) -> Reply<OperationView> {
     let view = s.view.borrow().clone();
-    if let Some(op) = view.operations.iter().find(|o| o.view.id == id) {
-        return ok(s.reads(&caller, &view).redact(op.to_view(true)));
+    if let Some(op) = view.operations.get(&id) {
+        return ok(s
+            .reads(&caller, &view)
+            .redact(op.to_view(true, &view.snapshot)));
     }
     drop(view);
     let op = ask(&s, &caller, |r| {

@@ -187,7 +187,7 @@ pub(super) fn tree_snapshot(view: &View, tree: &str) -> Value {
         .filter_map(|id| Some((id.clone(), operation_in_tree(view, tree, id)?)))
         .collect();
     if tree == view.snapshot.tree {
-        let mut snapshot = json!(view.snapshot);
+        let mut snapshot = json!(*view.snapshot);
         snapshot["operations"] = Value::Object(operations);
         return snapshot;
     }

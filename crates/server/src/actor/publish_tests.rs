@@ -1,0 +1,96 @@
+//! The published view: a change shows in its records at once; the snapshot is taken again
+//! only as often as the actor can afford, except after a change of a tree's pools.
+
+use super::history_tests::{actor, ask, heartbeat, tick};
+use super::*;
+use crate::submit::Submission;
+use fairsched_api::RegisterNode;
+
+fn submit(actor: &mut Actor, id: &str) {
+    let spec = json!({"id": id, "tasks": [{"job_count": 2, "resources": {"cpu": 1},
+                      "command": ["true"]}]});
+    ask(actor, |r| {
+        Command::Submit(Box::new(Submission::parse(spec).unwrap()), false, r)
+    })
+    .unwrap();
+}
+
+/// The last published view.
+fn published(actor: &Actor) -> Arc<View> {
+    actor.publish.borrow().clone()
+}
+
+/// Makes the actor see its snapshots as expensive and one as just taken: views now publish
+/// records only (see `Actor::publish_view_throttled`).
+fn expensive_snapshots(actor: &mut Actor) {
+    actor.view_built_in = Duration::from_secs(3600);
+    actor.view_published_at = Instant::now();
+}
+
+#[test]
+fn changes_show_in_the_records_at_once_while_the_snapshot_waits_its_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = actor(dir.path(), 3_600_000);
+    let node = RegisterNode {
+        node_id: "n1".into(),
+        resources: fairsched_api::parse_resources("cpu=4,user_slots=4").unwrap(),
+        tags: Vec::new(),
+    };
+    ask(&mut a, |r| Command::Register(node, r)).unwrap();
+    submit(&mut a, "first");
+    expensive_snapshots(&mut a);
+    let before = published(&a);
+
+    // A submission: its record is in the next view, the snapshot is the one before.
+    submit(&mut a, "second");
+    let view = published(&a);
+    assert!(Arc::ptr_eq(&view.snapshot, &before.snapshot));
+    assert!(!view.snapshot.operations.contains_key("second"));
+    let ids: Vec<&str> = view.operations.ids().collect();
+    assert_eq!(ids, ["first", "second"]);
+    let second = view.operations.get("second").unwrap();
+    assert_eq!(second.view.job_counts.pending, 2);
+    assert_eq!(second.view.job_counts.total, 2);
+    assert_eq!(second.placements[..], [("default".into(), "root".into())]);
+
+    // Jobs start: their operations' counts and the node's usage show at once.
+    tick(&mut a);
+    expensive_snapshots(&mut a);
+    let started = heartbeat(&mut a, Vec::new()).start.len();
+    assert_eq!(started, 4);
+    let view = published(&a);
+    assert!(Arc::ptr_eq(&view.snapshot, &before.snapshot));
+    let running: u32 = view
+        .operations
+        .iter()
+        .map(|o| o.view.job_counts.running)
+        .sum();
+    assert_eq!(running, 4);
+    let n1 = view.nodes.get("n1").unwrap().to_view();
+    assert_eq!(n1.allocation_count, 4);
+    assert_eq!(n1.usage.get(fairsched_resources::ResourceKind::Cpu), 4.0);
+
+    // A change of the pools takes a snapshot at once, whatever it costs.
+    ask(&mut a, |reply| Command::CreatePool {
+        tree: None,
+        name: "team".into(),
+        parent: None,
+        config: serde_json::Map::new(),
+        reply,
+    })
+    .unwrap();
+    let view = published(&a);
+    assert!(!Arc::ptr_eq(&view.snapshot, &before.snapshot));
+    assert!(view.snapshot.operations.contains_key("second"));
+    assert!(view.tree("default").unwrap().config["pools"]["team"].is_object());
+
+    // Once its turn comes (a tenth of the actor's time), a heartbeat takes one too.
+    expensive_snapshots(&mut a);
+    let taken = published(&a).snapshot.clone();
+    heartbeat(&mut a, Vec::new());
+    assert!(Arc::ptr_eq(&published(&a).snapshot, &taken));
+    a.view_built_in = Duration::from_millis(2);
+    a.view_published_at = Instant::now() - Duration::from_millis(30);
+    heartbeat(&mut a, Vec::new());
+    assert!(!Arc::ptr_eq(&published(&a).snapshot, &taken));
+}
