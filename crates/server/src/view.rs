@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// What GET handlers read: the last published state.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct View {
     /// Every tree (the default one at the top, the others under `pool_trees`). An operation's
     /// fields are of its first tree ([`View::operation_trees`]), its other trees' under its

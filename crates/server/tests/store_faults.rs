@@ -6,7 +6,9 @@
 
 mod common;
 
-use fairsched_store::{Batch, EventFilter, Loaded, SqliteStore, Store, StoreError, StoredEvent};
+use fairsched_store::{
+    Batch, EventFilter, Loaded, SqliteStore, Store, StoreError, StoreRead, StoredEvent,
+};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -41,6 +43,26 @@ impl Store for Faulty {
         }
         self.inner.commit(batch)
     }
+    fn prune(
+        &mut self,
+        before_unix_ms: u64,
+        max_operations: usize,
+        max_events: usize,
+    ) -> Result<fairsched_store::Pruned, StoreError> {
+        self.inner.prune(before_unix_ms, max_operations, max_events)
+    }
+    fn check_writable(&mut self) -> Result<(), StoreError> {
+        if self.full.load(Ordering::SeqCst) {
+            return Err(disk_full());
+        }
+        self.inner.check_writable()
+    }
+    fn reader(&self) -> Result<Box<dyn StoreRead>, StoreError> {
+        self.inner.reader()
+    }
+}
+
+impl StoreRead for Faulty {
     fn job_logs(&self, operation: &str) -> Result<Vec<(String, String, String)>, StoreError> {
         self.inner.job_logs(operation)
     }
@@ -67,20 +89,6 @@ impl Store for Faulty {
         filter: &fairsched_store::OperationFilter,
     ) -> Result<Vec<fairsched_store::StoredOperation>, StoreError> {
         self.inner.operations(filter)
-    }
-    fn prune(
-        &mut self,
-        before_unix_ms: u64,
-        max_operations: usize,
-        max_events: usize,
-    ) -> Result<fairsched_store::Pruned, StoreError> {
-        self.inner.prune(before_unix_ms, max_operations, max_events)
-    }
-    fn check_writable(&mut self) -> Result<(), StoreError> {
-        if self.full.load(Ordering::SeqCst) {
-            return Err(disk_full());
-        }
-        self.inner.check_writable()
     }
 }
 

@@ -189,16 +189,31 @@ pub enum StoreError {
     Lock { path: String, message: String },
 }
 
-/// The server's durable state.
-pub trait Store: Send {
-    /// What the server restores (see [`Loaded`]).
-    fn load(&self) -> Result<Loaded, StoreError>;
+/// Reads of the server's durable state: what is committed.
+pub trait StoreRead: Send {
     /// One operation and its jobs (in start order), finished or not.
     fn operation(&self, id: &str) -> Result<Option<(StoredOperation, Vec<StoredJob>)>, StoreError>;
     /// The state of operation `id` (`None`: the store does not have it).
     fn operation_state(&self, id: &str) -> Result<Option<String>, StoreError>;
     /// The operations that pass `filter`, oldest first.
     fn operations(&self, filter: &OperationFilter) -> Result<Vec<StoredOperation>, StoreError>;
+    /// The captured output of one operation's jobs: `(job id, stdout, stderr)`.
+    fn job_logs(&self, operation: &str) -> Result<Vec<(String, String, String)>, StoreError>;
+    /// The newest `limit` events, oldest first.
+    fn recent_events(&self, limit: usize) -> Result<Vec<StoredEvent>, StoreError> {
+        self.events(&EventFilter {
+            limit,
+            ..EventFilter::default()
+        })
+    }
+    /// The events that pass `filter`, oldest first.
+    fn events(&self, filter: &EventFilter) -> Result<Vec<StoredEvent>, StoreError>;
+}
+
+/// The server's durable state.
+pub trait Store: StoreRead {
+    /// What the server restores (see [`Loaded`]).
+    fn load(&self) -> Result<Loaded, StoreError>;
     /// Removes at most `max_operations` operations that finished before `before_unix_ms`
     /// (oldest first) with their jobs, and at most `max_events` events logged before it
     /// (the newest event always stays: it numbers the next ones). Small batches keep each
@@ -211,20 +226,12 @@ pub trait Store: Send {
     ) -> Result<Pruned, StoreError>;
     /// Commits a batch atomically (all or nothing).
     fn commit(&mut self, batch: &Batch) -> Result<(), StoreError>;
-    /// The captured output of one operation's jobs: `(job id, stdout, stderr)`.
-    fn job_logs(&self, operation: &str) -> Result<Vec<(String, String, String)>, StoreError>;
-    /// The newest `limit` events, oldest first.
-    fn recent_events(&self, limit: usize) -> Result<Vec<StoredEvent>, StoreError> {
-        self.events(&EventFilter {
-            limit,
-            ..EventFilter::default()
-        })
-    }
-    /// The events that pass `filter`, oldest first.
-    fn events(&self, filter: &EventFilter) -> Result<Vec<StoredEvent>, StoreError>;
     /// Whether the store can write now: commits a tiny transaction of its own (the server
     /// calls it while it is read-only after a failed commit, to know when to resume).
     fn check_writable(&mut self) -> Result<(), StoreError>;
+    /// A reader of its own: it reads what is committed while a commit is in progress (the
+    /// server commits on another thread than the one that reads).
+    fn reader(&self) -> Result<Box<dyn StoreRead>, StoreError>;
 }
 
 /// When a commit is durable, SQLite's `synchronous` setting (the journal is WAL in both).
@@ -339,8 +346,10 @@ pub struct SqliteStore {
     conn: Connection,
     incarnation: u64,
     /// `fairsched.lock`, locked (`flock`) while the store is open: one process per store. The
-    /// OS releases it when the process ends, however it ends.
-    _lock: std::fs::File,
+    /// OS releases it when the process ends, however it ends. (A [`Store::reader`] has none.)
+    _lock: Option<std::fs::File>,
+    /// `fairsched.db`.
+    path: std::path::PathBuf,
 }
 
 /// Locks `dir/fairsched.lock` for this process and writes who holds it (for the error a
@@ -412,14 +421,16 @@ impl SqliteStore {
             )))
         })?;
         let lock = lock_dir(dir)?;
-        let conn = Connection::open(dir.join("fairsched.db"))?;
+        let path = dir.join("fairsched.db");
+        let conn = Connection::open(&path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", synchronous.pragma())?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         let mut store = SqliteStore {
             conn,
             incarnation: 0,
-            _lock: lock,
+            _lock: Some(lock),
+            path,
         };
         store.migrate()?;
         let tx = store.conn.transaction()?;
@@ -642,6 +653,56 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    fn prune(
+        &mut self,
+        before_unix_ms: u64,
+        max_operations: usize,
+        max_events: usize,
+    ) -> Result<Pruned, StoreError> {
+        let before = before_unix_ms.min(i64::MAX as u64) as i64;
+        let tx = self.conn.transaction()?;
+        let ids: Vec<String> = tx
+            .prepare_cached(&format!(
+                "SELECT id FROM operations WHERE finished_at IS NOT NULL AND finished_at < ?1
+                   AND state IN {FINISHED_SQL}
+                 ORDER BY finished_at LIMIT ?2"
+            ))?
+            .query_map(params![before, max_operations as i64], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        let mut pruned = Pruned::default();
+        for id in &ids {
+            pruned.jobs += tx
+                .prepare_cached("DELETE FROM jobs WHERE operation = ?1")?
+                .execute(params![id])?;
+            pruned.operations += tx
+                .prepare_cached("DELETE FROM operations WHERE id = ?1")?
+                .execute(params![id])?;
+        }
+        pruned.events = tx
+            .prepare_cached(
+                "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE unix_ms < ?1
+                   AND seq < (SELECT MAX(seq) FROM events) ORDER BY seq LIMIT ?2)",
+            )?
+            .execute(params![before, max_events as i64])?;
+        tx.commit()?;
+        Ok(pruned)
+    }
+
+    fn reader(&self) -> Result<Box<dyn StoreRead>, StoreError> {
+        let conn = Connection::open_with_flags(
+            &self.path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        Ok(Box::new(SqliteStore {
+            conn,
+            incarnation: self.incarnation,
+            path: self.path.clone(),
+            _lock: None,
+        }))
+    }
+}
+
+impl StoreRead for SqliteStore {
     fn operation(&self, id: &str) -> Result<Option<(StoredOperation, Vec<StoredJob>)>, StoreError> {
         let op = self
             .conn
@@ -731,41 +792,6 @@ impl Store for SqliteStore {
             rows.reverse();
         }
         Ok(rows)
-    }
-
-    fn prune(
-        &mut self,
-        before_unix_ms: u64,
-        max_operations: usize,
-        max_events: usize,
-    ) -> Result<Pruned, StoreError> {
-        let before = before_unix_ms.min(i64::MAX as u64) as i64;
-        let tx = self.conn.transaction()?;
-        let ids: Vec<String> = tx
-            .prepare_cached(&format!(
-                "SELECT id FROM operations WHERE finished_at IS NOT NULL AND finished_at < ?1
-                   AND state IN {FINISHED_SQL}
-                 ORDER BY finished_at LIMIT ?2"
-            ))?
-            .query_map(params![before, max_operations as i64], |r| r.get(0))?
-            .collect::<Result<_, _>>()?;
-        let mut pruned = Pruned::default();
-        for id in &ids {
-            pruned.jobs += tx
-                .prepare_cached("DELETE FROM jobs WHERE operation = ?1")?
-                .execute(params![id])?;
-            pruned.operations += tx
-                .prepare_cached("DELETE FROM operations WHERE id = ?1")?
-                .execute(params![id])?;
-        }
-        pruned.events = tx
-            .prepare_cached(
-                "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE unix_ms < ?1
-                   AND seq < (SELECT MAX(seq) FROM events) ORDER BY seq LIMIT ?2)",
-            )?
-            .execute(params![before, max_events as i64])?;
-        tx.commit()?;
-        Ok(pruned)
     }
 
     fn job_logs(&self, operation: &str) -> Result<Vec<(String, String, String)>, StoreError> {

@@ -103,7 +103,7 @@ impl Actor {
                 .min(EVENTS_MAX_LIMIT),
         };
         Ok(self
-            .store
+            .store()
             .events(&filter)
             .map_err(internal)?
             .iter()

@@ -74,7 +74,7 @@ impl Actor {
     }
 
     /// A computed update arrived: installs it (unless a reload replaced the core it was
-    /// prepared from, or the store cannot write), then commits and publishes what it changed.
+    /// prepared from, or the store cannot write), then hands what it changed to the writer.
     pub(super) fn on_fair_share_computed(&mut self, computed: Computed) {
         if computed.epoch != self.updates.epoch {
             return;
@@ -86,8 +86,7 @@ impl Actor {
         }
         self.install_fair_share_update(computed.update, computed.took);
         self.fold_changes();
-        let _ = self.commit();
-        self.publish_view_throttled();
+        self.flush(true);
     }
 
     fn install_fair_share_update(&mut self, update: FairShareUpdate, took: Duration) {

@@ -26,10 +26,12 @@ pub(super) fn stored_view(
 impl Actor {
     /// Whether an operation of this id exists, in memory or in the store.
     pub(super) fn operation_known(&self, id: &str) -> Result<bool, ApiError> {
-        Ok(
-            self.ops.contains_key(id)
-                || self.store.operation_state(id).map_err(internal)?.is_some(),
-        )
+        Ok(self.ops.contains_key(id)
+            || self
+                .store()
+                .operation_state(id)
+                .map_err(internal)?
+                .is_some())
     }
 
     /// The error for a command on operation `id`, which is not in memory: it finished (the
@@ -39,7 +41,8 @@ impl Actor {
         id: &str,
         finished: impl FnOnce(&str) -> String,
     ) -> ApiError {
-        match self.store.operation_state(id) {
+        let state = self.store().operation_state(id);
+        match state {
             Ok(Some(state)) => ApiError::new(
                 codes::GENERIC,
                 format!("operation {id:?} {}", finished(&state)),
@@ -72,7 +75,7 @@ impl Actor {
             return Ok(self.shown(r, true));
         }
         let (op, jobs) = self
-            .store
+            .store()
             .operation(id)
             .map_err(internal)?
             .ok_or_else(|| no_such_operation(id))?;
@@ -96,12 +99,12 @@ impl Actor {
             )
             .with_attribute("after", after));
         }
-        let rows = self.store.operations(filter).map_err(internal)?;
+        let rows = self.store().operations(filter).map_err(internal)?;
         rows.iter()
             .map(|row| match self.ops.get(&row.id) {
                 Some(r) => Ok(self.shown(r, jobs)),
                 None if jobs => {
-                    let stored = self.store.operation(&row.id).map_err(internal)?;
+                    let stored = self.store().operation(&row.id).map_err(internal)?;
                     let stored_jobs = stored.map(|(_, j)| j).unwrap_or_default();
                     stored_view(row, Some(&stored_jobs))
                 }
@@ -121,7 +124,8 @@ impl Actor {
         }
         let before = unix_ms().saturating_sub(retention);
         let pause = Duration::from_millis((retention / 2).clamp(100, 60_000));
-        match self.store.prune(before, PRUNE_OPERATIONS, PRUNE_EVENTS) {
+        let pruned = super::writer::lock(&self.store).prune(before, PRUNE_OPERATIONS, PRUNE_EVENTS);
+        match pruned {
             Ok(p) => {
                 if p != Pruned::default() {
                     tracing::info!(

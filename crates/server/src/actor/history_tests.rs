@@ -31,6 +31,7 @@ pub(super) fn ask<T>(
 ) -> Result<T, ApiError> {
     let (tx, mut rx) = oneshot::channel();
     actor.handle(make(tx));
+    actor.settle();
     rx.try_recv().expect("answered at once")
 }
 
@@ -38,6 +39,7 @@ pub(super) fn ask<T>(
 pub(super) fn tick(actor: &mut Actor) {
     std::thread::sleep(Duration::from_millis(PERIOD_MS + 5));
     actor.on_timer();
+    actor.settle();
 }
 
 fn submit(actor: &mut Actor, id: &str) {

@@ -17,6 +17,9 @@ mod publish_tests;
 mod recovery;
 #[cfg(test)]
 mod recovery_tests;
+mod writer;
+#[cfg(test)]
+mod writer_tests;
 
 use crate::caller::Caller;
 use crate::command::{Command, Reply, Request};
@@ -27,7 +30,7 @@ use fairsched_api::{
     ApiError, EventView, JobInterrupt, JobState, OperationState, RegisterReply, codes,
 };
 use fairsched_core::{CoreError, NodeId, Scheduler};
-use fairsched_store::{Batch, Store};
+use fairsched_store::{Batch, Store, StoreRead};
 use nodes::NodeRecord;
 pub use nodes::no_such_node;
 use publish::job_counts;
@@ -36,6 +39,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{broadcast, mpsc, watch};
+use writer::Done;
 
 fn unix_ms() -> u64 {
     SystemTime::now()
@@ -59,6 +63,8 @@ pub const LOG_TAIL_BYTES: usize = 64 * 1024;
 /// handlers and streams hold, and the metrics the registry reads.
 struct Shared {
     publish: watch::Sender<Arc<View>>,
+    writer: writer::Writer,
+    done_rx: Option<mpsc::UnboundedReceiver<Done>>,
     events: broadcast::Sender<Arc<EventView>>,
     metrics: ActorMetrics,
 }
@@ -77,7 +83,9 @@ pub struct Actor {
     job_id_base: u64,
     sched: Scheduler,
     started: Instant,
-    store: Box<dyn Store>,
+    store: writer::SharedStore,
+    /// Reads the store on a connection of its own.
+    reader: Box<dyn StoreRead>,
     incarnation: u64,
     /// The unfinished operations (shared with the published views).
     ops: OperationRecords,
@@ -129,34 +137,34 @@ pub struct Actor {
     events: broadcast::Sender<Arc<EventView>>,
     /// Each tree's configuration as JSON, refreshed when it changes (see `save_tree`).
     tree_configs: BTreeMap<String, Arc<Value>>,
-    /// More requests were waiting when the current one was taken: a heartbeat then leaves
-    /// the published view to the last request of the queue (or the timer), since building
-    /// it costs O(cluster) (see `finish_heartbeat`).
-    queued: bool,
-    /// Replies to heartbeats whose changes wait for the next commit (see `finish_heartbeat`).
+    /// Replies whose changes wait for the next batch's commit (see [`Actor::finish`]).
     deferred: Vec<DeferredReply>,
+    /// Operations that finished in the batch being built or committed (see `stage_changes`).
+    retiring: Vec<String>,
+    /// Commits batches off the actor (see `writer`).
+    writer: writer::Writer,
+    /// The writer's reports (taken by [`Actor::run`]).
+    done_rx: Option<mpsc::UnboundedReceiver<Done>>,
+    /// The last view built (published once its batch is durable).
+    view: Arc<View>,
     /// Each node's credential from its last registration (memory only).
     node_credentials: crate::auth::NodeCredentials,
     /// When the timer next prunes the store of what is older than the retention.
     prune_at: Instant,
     /// The fair-share update computed in the background (see `fair_share`).
     updates: fair_share::Background,
-    /// When the view was last published, and how long building it took.
-    view_published_at: Instant,
-    view_built_in: Duration,
+    /// When the last snapshot was taken, and how long building its view took.
+    snapshot_taken_at: Instant,
+    snapshot_cost: Duration,
 }
 
 /// A reply sent once the commit it waits for ends: with the commit's error if it failed.
 type DeferredReply = Box<dyn FnOnce(Option<&ApiError>) + Send>;
 
-/// At most this many heartbeats share a commit (bounds the wait of the first).
-const MAX_DEFERRED: usize = 128;
-
-/// Views published after heartbeats, at ticks and at updates take at most 1 / this of the
-/// actor's time ...
+/// Snapshots take at most 1 / this of the actor's time ...
 const VIEW_COST_SHARE: u32 = 10;
 
-/// ... unless they are this cheap (a small cluster): then every one of those publishes one.
+/// ... unless they are this cheap (a small cluster): then every view takes one.
 const CHEAP_VIEW: Duration = Duration::from_millis(1);
 
 /// At most this many operations (with their jobs) and events are pruned at a time (see
@@ -191,9 +199,10 @@ impl Actor {
         config: &crate::ServerConfig,
         store: Box<dyn Store>,
     ) -> anyhow::Result<(Actor, watch::Receiver<Arc<View>>)> {
+        let store: writer::SharedStore = Arc::new(std::sync::Mutex::new(store));
         let mut actor = Actor::restore(config, store, None, 0)?;
         actor
-            .commit_batch()
+            .commit_now()
             .map_err(|e| anyhow::anyhow!("{}", e.message))?;
         actor.publish_view();
         let view = actor.publish.subscribe();
@@ -216,11 +225,19 @@ impl Actor {
 
     /// Runs until every sender is dropped; an error when the actor cannot go on (its state
     /// could not be reloaded after a failed commit: see [`Actor::reload`]).
+    ///
+    /// After each request, tick, computed update or finished commit, what changed is handed
+    /// to the writer as one batch if it is idle ([`Actor::flush`]); else it waits for the
+    /// commit in progress, gathering what the next requests change.
     pub async fn run(mut self, mut rx: mpsc::Receiver<Request>) -> anyhow::Result<()> {
         let period = self.sched.config.fair_share_update_period_ms.max(10);
         let mut timer = tokio::time::interval(Duration::from_millis(period));
         timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let (update_tx, mut update_rx) = mpsc::unbounded_channel();
+        let mut done_rx = self
+            .done_rx
+            .take()
+            .ok_or_else(|| anyhow::anyhow!("the actor runs once"))?;
         loop {
             // (Again after a reload, which builds a new actor.)
             if self.updates.tx.is_none() {
@@ -228,24 +245,29 @@ impl Actor {
             }
             tokio::select! {
                 Some(computed) = update_rx.recv() => self.on_fair_share_computed(computed),
+                done = done_rx.recv() => match done {
+                    Some(done) => self.on_done(done),
+                    None => anyhow::bail!("the store's writer stopped"),
+                },
                 req = rx.recv() => match req {
-                    Some(req) => {
-                        self.queued = !rx.is_empty();
-                        self.authorize_and_handle(req);
-                        if !self.queued && !self.deferred.is_empty() {
-                            // The last request of a burst did not commit (a read, a refusal).
-                            self.fold_changes();
-                            let _ = self.commit();
-                            self.publish_view_throttled();
-                        }
-                    }
+                    Some(req) => self.authorize_and_handle(req),
                     None => break,
                 },
                 _ = timer.tick() => self.on_timer(),
             }
+            self.flush(false);
             if let Some(e) = self.fatal.take() {
                 anyhow::bail!("{e}");
             }
+        }
+        // What was answered is durable; what waits for a commit is committed (and answered)
+        // before the actor ends.
+        while self.writer.busy {
+            match done_rx.recv().await {
+                Some(done) => self.on_done(done),
+                None => break,
+            }
+            self.flush(false);
         }
         Ok(())
     }
@@ -274,8 +296,7 @@ impl Actor {
             self.interrupts.remove(&node);
         }
         self.fold_changes();
-        let _ = self.commit();
-        self.publish_view_throttled();
+        self.flush(true);
         self.prune_history();
     }
 
@@ -284,11 +305,14 @@ impl Actor {
     /// changes and heartbeats again; every node gets a full `node_timeout_ms` to heartbeat
     /// (their heartbeats were refused meanwhile).
     fn check_store(&mut self) {
-        if let Err(e) = self.store.check_writable() {
+        if self.writer.busy {
+            return;
+        }
+        if let Err(e) = writer::lock(&self.store).check_writable() {
             tracing::debug!("the store still cannot write: {e}");
             return;
         }
-        match self.commit_batch() {
+        match self.commit_now() {
             Ok(()) => {
                 let since = self.read_only.take().map_or(0, |r| r.since_unix_ms);
                 let now = Instant::now();
@@ -409,11 +433,11 @@ impl Actor {
                         ..r
                     })
                 });
-                self.finish_heartbeat(reply, r);
+                self.finish(reply, r);
             }
             Command::Heartbeat(hb, reply) => {
                 let r = self.heartbeat(hb);
-                self.finish_heartbeat(reply, r);
+                self.finish(reply, r);
             }
             Command::Events(q, reply) => {
                 let _ = reply.send(self.read_events(&q));
@@ -422,61 +446,19 @@ impl Actor {
         }
     }
 
-    /// Applies the events, commits, publishes, then replies (a commit failure is the reply,
-    /// and the change is undone: see [`Actor::commit`]). Readers see a change only once it
-    /// is committed.
-    fn finish<T>(&mut self, reply: Reply<T>, result: Result<T, ApiError>) {
+    /// Folds what the command changed into the records; the reply waits for the commit of
+    /// the batch that holds the change (a commit failure is the reply, and the change is
+    /// undone: see [`Actor::on_done`]). Readers see a change only once it is committed.
+    fn finish<T: Send + 'static>(&mut self, reply: Reply<T>, result: Result<T, ApiError>) {
         self.fold_changes();
-        let result = self.commit_result(result);
-        self.publish_view_throttled();
-        send_reply(reply, result);
-    }
-
-    /// [`Actor::finish`] for an agent's heartbeat or registration. While other requests wait
-    /// (a burst, as when a whole cluster starts or under load), it neither publishes the view
-    /// nor commits: the last request of the burst (or the timer) publishes once, and up to
-    /// [`MAX_DEFERRED`] heartbeats share one commit, each replied to only after it. Building
-    /// the view costs O(cluster) (a core snapshot, every node, every operation's summary);
-    /// per heartbeat it made the actor spend most of its time on views nobody read (a burst of
-    /// registrations rebuilt it once per node: quadratic in the nodes), and a commit per
-    /// heartbeat spent most of the rest in SQLite's per-transaction work. A client that waits
-    /// for its reply and then reads sees its change whenever the server is not busy; under
-    /// load reads lag by at most the queue, or by ten times a view's cost while views would
-    /// take more than a tenth of the actor's time ([`Actor::publish_view_throttled`]).
-    fn finish_heartbeat<T: Send + 'static>(
-        &mut self,
-        reply: Reply<T>,
-        result: Result<T, ApiError>,
-    ) {
-        if self.queued && self.deferred.len() < MAX_DEFERRED {
-            self.fold_changes();
-            self.deferred
-                .push(Box::new(move |failed: Option<&ApiError>| {
-                    let result = match failed {
-                        Some(e) => Err(e.clone()),
-                        None => result,
-                    };
-                    if let Err(e) = &result {
-                        tracing::debug!(code = e.code, message = %e.message, "request rejected");
-                    }
-                    let _ = reply.send(result);
-                }));
-            return;
-        }
-        self.fold_changes();
-        let result = self.commit_result(result);
-        if !self.queued {
-            self.publish_view_throttled();
-        }
-        send_reply(reply, result);
-    }
-
-    /// Commits; a commit failure replaces `result`.
-    fn commit_result<T>(&mut self, result: Result<T, ApiError>) -> Result<T, ApiError> {
-        match self.commit() {
-            Ok(()) => result,
-            Err(e) => Err(e),
-        }
+        self.deferred
+            .push(Box::new(move |failed: Option<&ApiError>| {
+                let result = match failed {
+                    Some(e) => Err(e.clone()),
+                    None => result,
+                };
+                send_reply(reply, result);
+            }));
     }
 
     /// Folds the core's events into the records (the view and the store get them with the
@@ -516,71 +498,135 @@ impl Actor {
             self.dirty_op(&view);
         }
         self.save_jobs();
-        for id in finished {
-            self.retire(&id);
-        }
+        // They leave memory once the batch is durable (reads find them in the store then).
+        self.retiring.extend(finished);
     }
 
-    /// Commits everything changed (see [`Actor::stage_changes`]), then sends the replies that
-    /// waited for this commit (a failure is their reply too).
-    ///
-    /// A failed commit did not happen: the state is reloaded from the store as it was before
-    /// (what the batch held is dropped from memory too, so no job it started is told to
-    /// start and no reply says it happened), and the server is read-only until the store can
-    /// write again ([`Actor::check_store`]).
-    fn commit(&mut self) -> Result<(), ApiError> {
-        let r = self.commit_batch();
-        let r = match r {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                let e = ApiError::new(
-                    codes::READ_ONLY,
-                    format!(
-                        "the change was not made: the store cannot write ({}); the server is \
-                         read-only until it can (free space on its disk, or make it writable)",
-                        e.message
-                    ),
-                );
+    /// Hands what changed since the last batch (see [`Actor::stage_changes`]) to the writer
+    /// with the replies that wait for it and the view to publish once it is durable, unless a
+    /// batch is being committed (then the writer's [`Done`] flushes again). With nothing to
+    /// commit, the view (if anything it shows changed, or `force_view`) is published and the
+    /// replies sent at once. While read-only nothing is committed (the reload's changes wait
+    /// for [`Actor::check_store`]).
+    fn flush(&mut self, force_view: bool) {
+        if self.writer.busy || self.read_only.is_some() {
+            return;
+        }
+        self.fold_changes();
+        let records_changed = !self.stale_ops.is_empty() || !self.stale_nodes.is_empty();
+        self.stage_changes();
+        let replies = std::mem::take(&mut self.deferred);
+        if self.batch.is_empty() {
+            if records_changed || force_view || !replies.is_empty() {
+                let view = self.next_view();
+                self.publish.send_replace(view);
+            }
+            for reply in replies {
+                reply(None);
+            }
+            for id in std::mem::take(&mut self.retiring) {
+                self.retire(&id);
+            }
+            return;
+        }
+        let view = self.next_view();
+        self.writer.send(writer::Unit {
+            batch: std::mem::take(&mut self.batch),
+            replies,
+            view: Some(view),
+            retire: std::mem::take(&mut self.retiring),
+        });
+    }
+
+    /// The writer finished a batch. Committed: the operations that finished in it leave
+    /// memory. Failed: the change did not happen. Its replies said so; the state is reloaded
+    /// from the store as it was before (what the batch held, and what the requests since
+    /// changed on top of it, is dropped from memory too, and their replies get the error, so no
+    /// job it started is told to start and no reply says it happened), and the server is
+    /// read-only until the store can write again ([`Actor::check_store`]).
+    fn on_done(&mut self, done: Done) {
+        self.writer.busy = false;
+        match done {
+            Done::Panicked(payload) => std::panic::resume_unwind(payload),
+            Done::Committed {
+                result: Ok(()),
+                retire,
+            } => {
+                // Their jobs changed since (a late end reported with its output) go into the
+                // next batch before their books leave.
+                self.save_jobs();
+                for id in retire {
+                    self.retire(&id);
+                }
+            }
+            Done::Committed { result: Err(e), .. } => {
                 tracing::error!(
                     "store commit failed: {}; its changes are undone and the server is \
                      read-only until the store can write",
                     e.message
                 );
-                self.read_only = Some(ReadOnly {
+                // As the writer published it.
+                let published = self.publish.borrow().read_only.clone();
+                self.read_only = Some(published.unwrap_or_else(|| ReadOnly {
                     reason: e.message.clone(),
                     since_unix_ms: unix_ms(),
-                });
-                Err(e)
+                }));
+                for reply in std::mem::take(&mut self.deferred) {
+                    reply(Some(&e));
+                }
+                self.reload();
             }
+        }
+    }
+
+    /// Commits what changed here and now (at start, and when the store can write again: the
+    /// writer is idle then) and sends the replies that waited.
+    fn commit_now(&mut self) -> Result<(), ApiError> {
+        debug_assert!(!self.writer.busy);
+        self.fold_changes();
+        self.stage_changes();
+        let batch = std::mem::take(&mut self.batch);
+        let r = if batch.is_empty() {
+            Ok(())
+        } else {
+            let started = Instant::now();
+            let r = writer::lock(&self.store)
+                .commit(&batch)
+                .map_err(|e| writer::commit_failed(&e.to_string()));
+            metrics::observe(&self.metrics.store_commit_duration, started.elapsed());
+            r
         };
+        if r.is_ok() {
+            for e in &batch.events {
+                let _ = self.events.send(Arc::new(event_view(e)));
+            }
+            for id in std::mem::take(&mut self.retiring) {
+                self.retire(&id);
+            }
+        }
         for reply in std::mem::take(&mut self.deferred) {
             reply(r.as_ref().err());
-        }
-        if r.is_err() {
-            self.reload();
         }
         r
     }
 
-    fn commit_batch(&mut self) -> Result<(), ApiError> {
-        self.stage_changes();
-        let batch = std::mem::take(&mut self.batch);
-        if batch.is_empty() {
-            return Ok(());
-        }
-        let started = Instant::now();
-        let r = self
-            .store
-            .commit(&batch)
-            .map_err(|e| ApiError::new(codes::INTERNAL, format!("not persisted: {e}")));
-        metrics::observe(&self.metrics.store_commit_duration, started.elapsed());
-        if r.is_ok() {
-            for e in &batch.events {
-                // No receiver (no stream open) is fine.
-                let _ = self.events.send(Arc::new(event_view(e)));
+    /// Runs what waits (flushes and the commits of the writer) until nothing does, as the
+    /// loop of [`Actor::run`] would: tests drive the actor by hand.
+    #[cfg(test)]
+    pub(super) fn settle(&mut self) {
+        loop {
+            self.flush(false);
+            if !self.writer.busy {
+                return;
             }
+            let done = self.done_rx.as_mut().expect("not running").blocking_recv();
+            self.on_done(done.expect("the writer runs"));
         }
-        r
+    }
+
+    /// The store's reader (it reads what is committed, while the writer commits).
+    fn store(&self) -> &dyn StoreRead {
+        self.reader.as_ref()
     }
 
     /// A heartbeat (or registration) of `node` now.
@@ -589,41 +635,46 @@ impl Actor {
         self.stale_nodes.insert(node.to_string());
     }
 
-    /// Record `r` as the API shows it (why its jobs wait as the last published snapshot
-    /// says).
+    /// Record `r` as the API shows it (why its jobs wait as the last snapshot says).
     fn shown(&self, r: &OperationRecord, jobs: bool) -> fairsched_api::OperationView {
-        r.to_view(jobs, &self.publish.borrow().snapshot)
+        r.to_view(jobs, &self.view.snapshot)
     }
 
-    /// Publishes a whole view, its snapshot taken now.
+    /// Publishes a whole view, its snapshot taken now (nothing waits for a commit: at start,
+    /// after a reload, when the store can write again).
     fn publish_view(&mut self) {
-        let building = Instant::now();
-        let view = self.build_view();
-        self.publish.send_replace(Arc::new(view));
-        self.trees_changed = false;
-        self.view_published_at = Instant::now();
-        self.view_built_in = self.view_published_at - building;
+        let view = self.take_snapshot();
+        self.publish.send_replace(view);
     }
 
-    /// Publishes the records as they are now (what changed since the last view, at once:
-    /// callers read the operations and nodes they changed), with a new snapshot unless it
-    /// costs more than [`CHEAP_VIEW`] and one was taken so recently that snapshots would take
-    /// more than a tenth of the actor's time (a snapshot costs O(cluster); under thousands of
-    /// heartbeats and submissions a second, or with every tick and every fair-share update
-    /// taking one, it would take all of it). The snapshot (fair shares, usages, why jobs
-    /// wait) then lags by at most ten times its cost (and the next tick). A change of a tree's
-    /// pools or configuration always takes a new one.
-    fn publish_view_throttled(&mut self) {
+    /// A whole view, its snapshot taken now.
+    fn take_snapshot(&mut self) -> Arc<View> {
+        let building = Instant::now();
+        self.view = Arc::new(self.build_view());
+        self.trees_changed = false;
+        self.snapshot_taken_at = Instant::now();
+        self.snapshot_cost = self.snapshot_taken_at - building;
+        self.view.clone()
+    }
+
+    /// The view of the records as they are now (what changed since the last view: callers
+    /// read the operations and nodes they changed), with a new snapshot unless it costs more
+    /// than [`CHEAP_VIEW`] and one was taken so recently that snapshots would take more than a
+    /// tenth of the actor's time (a snapshot costs O(cluster); under thousands of heartbeats
+    /// and submissions a second, or with every tick and every fair-share update taking one, it
+    /// would take all of it). The snapshot (fair shares, usages, why jobs wait) then lags by
+    /// at most ten times its cost (and the next tick). A change of a tree's pools or
+    /// configuration always takes a new one.
+    fn next_view(&mut self) -> Arc<View> {
         if self.trees_changed
-            || self.view_built_in < CHEAP_VIEW
-            || self.view_published_at.elapsed() >= self.view_built_in * VIEW_COST_SHARE
+            || self.snapshot_cost < CHEAP_VIEW
+            || self.snapshot_taken_at.elapsed() >= self.snapshot_cost * VIEW_COST_SHARE
         {
-            self.publish_view();
-        } else {
-            let last = self.publish.borrow().clone();
-            let view = self.build_records_view(&last);
-            self.publish.send_replace(Arc::new(view));
+            return self.take_snapshot();
         }
+        let last = self.view.clone();
+        self.view = Arc::new(self.build_records_view(&last));
+        self.view.clone()
     }
 }
 

@@ -240,7 +240,7 @@ impl Actor {
             Some(op) => op.jobs.iter().filter(|j| wanted(&j.id)).cloned().collect(),
             None => {
                 let (_, jobs) = self
-                    .store
+                    .store()
                     .operation(id)
                     .map_err(internal)?
                     .ok_or_else(|| no_such_operation(id))?;
@@ -277,7 +277,7 @@ impl Actor {
                 ),
                 None => {
                     if stored.is_none() {
-                        let rows = self.store.job_logs(id).map_err(internal)?;
+                        let rows = self.store().job_logs(id).map_err(internal)?;
                         stored = Some(rows.into_iter().map(|(j, o, e)| (j, (o, e))).collect());
                     }
                     let (o, e) = stored

@@ -20,11 +20,11 @@ fn published(actor: &Actor) -> Arc<View> {
     actor.publish.borrow().clone()
 }
 
-/// Makes the actor see its snapshots as expensive and one as just taken: views now publish
-/// records only (see `Actor::publish_view_throttled`).
+/// Makes the actor see its snapshots as expensive and one as just taken: views now show
+/// new records only (see `Actor::next_view`).
 fn expensive_snapshots(actor: &mut Actor) {
-    actor.view_built_in = Duration::from_secs(3600);
-    actor.view_published_at = Instant::now();
+    actor.snapshot_cost = Duration::from_secs(3600);
+    actor.snapshot_taken_at = Instant::now();
 }
 
 #[test]
@@ -89,8 +89,8 @@ fn changes_show_in_the_records_at_once_while_the_snapshot_waits_its_turn() {
     let taken = published(&a).snapshot.clone();
     heartbeat(&mut a, Vec::new());
     assert!(Arc::ptr_eq(&published(&a).snapshot, &taken));
-    a.view_built_in = Duration::from_millis(2);
-    a.view_published_at = Instant::now() - Duration::from_millis(30);
+    a.snapshot_cost = Duration::from_millis(2);
+    a.snapshot_taken_at = Instant::now() - Duration::from_millis(30);
     heartbeat(&mut a, Vec::new());
     assert!(!Arc::ptr_eq(&published(&a).snapshot, &taken));
 }

@@ -2,6 +2,7 @@
 //! operations, running jobs adopted on their nodes) and reloaded after a failed commit.
 
 use super::nodes::NodeRecord;
+use super::writer::{self, SharedStore, Writer};
 use super::{Actor, EVENT_BUFFER, Shared, unix_ms};
 use crate::jobs::JobList;
 use crate::metrics::ActorMetrics;
@@ -9,10 +10,7 @@ use crate::view::{OperationRecord, OperationRecords, View};
 use fairsched_api::{JobState, JobView, OperationState, OperationView};
 use fairsched_config::{PoolTreeConfig, PoolTrees};
 use fairsched_core::{NodeId, NodeSpec, OperationId, Scheduler};
-use fairsched_store::{
-    Batch, EventFilter, OperationFilter, Pruned, Store, StoredEvent, StoredJob, StoredOperation,
-    StoredTree,
-};
+use fairsched_store::{Batch, StoredTree};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -40,53 +38,6 @@ pub(super) fn stored_trees(stored: &[StoredTree]) -> anyhow::Result<PoolTrees> {
     Ok(trees)
 }
 
-/// The store of an actor whose state is being reloaded: never used (the reload gives the
-/// store back, or the actor stops).
-struct Unavailable;
-
-impl Store for Unavailable {
-    fn load(&self) -> Result<fairsched_store::Loaded, fairsched_store::StoreError> {
-        Err(unavailable())
-    }
-    fn commit(&mut self, _: &Batch) -> Result<(), fairsched_store::StoreError> {
-        Err(unavailable())
-    }
-    fn job_logs(
-        &self,
-        _: &str,
-    ) -> Result<Vec<(String, String, String)>, fairsched_store::StoreError> {
-        Err(unavailable())
-    }
-    fn events(&self, _: &EventFilter) -> Result<Vec<StoredEvent>, fairsched_store::StoreError> {
-        Err(unavailable())
-    }
-    fn check_writable(&mut self) -> Result<(), fairsched_store::StoreError> {
-        Err(unavailable())
-    }
-    fn operation(
-        &self,
-        _: &str,
-    ) -> Result<Option<(StoredOperation, Vec<StoredJob>)>, fairsched_store::StoreError> {
-        Err(unavailable())
-    }
-    fn operation_state(&self, _: &str) -> Result<Option<String>, fairsched_store::StoreError> {
-        Err(unavailable())
-    }
-    fn operations(
-        &self,
-        _: &OperationFilter,
-    ) -> Result<Vec<StoredOperation>, fairsched_store::StoreError> {
-        Err(unavailable())
-    }
-    fn prune(&mut self, _: u64, _: usize, _: usize) -> Result<Pruned, fairsched_store::StoreError> {
-        Err(unavailable())
-    }
-}
-
-pub(super) fn unavailable() -> fairsched_store::StoreError {
-    fairsched_store::StoreError::Other("the store is being reopened".into())
-}
-
 impl Actor {
     /// The state as the store has it (see [`Actor::new`]), not committed yet: what recovery
     /// changed (trees saved, jobs that cannot be adopted aborted, adoption events) is in the
@@ -95,11 +46,14 @@ impl Actor {
     /// (whose core numbers allocations from 1 again) does not reuse this incarnation's ids.
     pub(super) fn restore(
         config: &crate::ServerConfig,
-        store: Box<dyn Store>,
+        store: SharedStore,
         shared: Option<Shared>,
         job_id_base: u64,
     ) -> anyhow::Result<Actor> {
-        let loaded = store.load()?;
+        let (loaded, reader) = {
+            let store = writer::lock(&store);
+            (store.load()?, store.reader()?)
+        };
         let configured = crate::start_trees::configured(config)?;
         // The first start takes the configured trees; later ones the stored trees and the
         // configured trees the store does not have yet (see `start_trees`).
@@ -133,19 +87,41 @@ impl Actor {
         if let (Some(start), Some((_, source))) = (&start, &configured) {
             start.log(source);
         }
-        let shared = shared.unwrap_or_else(|| Shared {
-            publish: watch::channel(Arc::new(View {
-                snapshot: Arc::new(sched.snapshot(0)),
-                operation_trees: Arc::default(),
-                trees: Vec::new(),
-                operations: OperationRecords::default(),
-                nodes: imbl::OrdMap::new(),
-                read_only: None,
-            }))
-            .0,
-            events: broadcast::channel(EVENT_BUFFER).0,
-            metrics: ActorMetrics::default(),
-        });
+        let shared = match shared {
+            Some(shared) => shared,
+            None => {
+                let publish = watch::channel(Arc::new(View {
+                    snapshot: Arc::new(sched.snapshot(0)),
+                    operation_trees: Arc::default(),
+                    trees: Vec::new(),
+                    operations: OperationRecords::default(),
+                    nodes: imbl::OrdMap::new(),
+                    read_only: None,
+                }))
+                .0;
+                let events = broadcast::channel(EVENT_BUFFER).0;
+                let metrics = ActorMetrics::default();
+                let (done, done_rx) = tokio::sync::mpsc::unbounded_channel();
+                let writer = Writer::spawn(
+                    store.clone(),
+                    writer::Outlets {
+                        publish: publish.clone(),
+                        events: events.clone(),
+                        metrics: metrics.clone(),
+                        done,
+                    },
+                )
+                .map_err(|e| anyhow::anyhow!("cannot start the store's writer thread: {e}"))?;
+                Shared {
+                    publish,
+                    events,
+                    metrics,
+                    writer,
+                    done_rx: Some(done_rx),
+                }
+            }
+        };
+        let view = shared.publish.borrow().clone();
         let mut actor = Actor {
             config: config.clone(),
             read_only: None,
@@ -154,6 +130,7 @@ impl Actor {
             sched,
             started: Instant::now(),
             store,
+            reader,
             incarnation: loaded.incarnation,
             ops: OperationRecords::default(),
             stale_ops: BTreeSet::new(),
@@ -186,13 +163,16 @@ impl Actor {
             touched: BTreeSet::new(),
             events: shared.events,
             tree_configs: BTreeMap::new(),
-            queued: false,
             deferred: Vec::new(),
+            retiring: Vec::new(),
+            writer: shared.writer,
+            done_rx: shared.done_rx,
+            view,
             node_credentials: crate::auth::NodeCredentials::new(config.agent_token.is_some()),
             prune_at: Instant::now(),
             updates: super::fair_share::Background::new(),
-            view_published_at: Instant::now(),
-            view_built_in: Duration::ZERO,
+            snapshot_taken_at: Instant::now(),
+            snapshot_cost: Duration::ZERO,
         };
         actor.save_trees();
         if let Some(start) = &start {
@@ -356,8 +336,10 @@ impl Actor {
     /// read either, the actor stops ([`Actor::fatal`]): the server exits with the error, for
     /// its supervisor to restart it.
     pub(super) fn reload(&mut self) {
-        let store = std::mem::replace(&mut self.store, Box::new(Unavailable));
+        let store = self.store.clone();
         let shared = Shared {
+            writer: std::mem::replace(&mut self.writer, Writer::closed()),
+            done_rx: self.done_rx.take(),
             publish: self.publish.clone(),
             events: self.events.clone(),
             metrics: self.metrics.clone(),

@@ -1,0 +1,187 @@
+//! Commits off the actor: while a commit is slow the actor takes the next requests; their
+//! replies and the view that shows them wait until their batch is durable.
+
+use super::history_tests::ask;
+use super::*;
+use crate::submit::Submission;
+use fairsched_store::{
+    EventFilter, Loaded, OperationFilter, Pruned, SqliteStore, StoreError, StoreRead, StoredEvent,
+    StoredJob, StoredOperation,
+};
+use std::sync::{Condvar, Mutex};
+
+/// The SQLite store, whose commits wait while the gate is closed.
+struct Gated {
+    inner: SqliteStore,
+    gate: Arc<(Mutex<bool>, Condvar)>,
+}
+
+impl Store for Gated {
+    fn load(&self) -> Result<Loaded, StoreError> {
+        self.inner.load()
+    }
+    fn commit(&mut self, batch: &Batch) -> Result<(), StoreError> {
+        let (open, changed) = &*self.gate;
+        let mut open = open.lock().unwrap();
+        while !*open {
+            open = changed.wait(open).unwrap();
+        }
+        self.inner.commit(batch)
+    }
+    fn prune(&mut self, before: u64, ops: usize, events: usize) -> Result<Pruned, StoreError> {
+        self.inner.prune(before, ops, events)
+    }
+    fn check_writable(&mut self) -> Result<(), StoreError> {
+        self.inner.check_writable()
+    }
+    fn reader(&self) -> Result<Box<dyn StoreRead>, StoreError> {
+        self.inner.reader()
+    }
+}
+
+impl StoreRead for Gated {
+    fn job_logs(&self, operation: &str) -> Result<Vec<(String, String, String)>, StoreError> {
+        self.inner.job_logs(operation)
+    }
+    fn events(&self, filter: &EventFilter) -> Result<Vec<StoredEvent>, StoreError> {
+        self.inner.events(filter)
+    }
+    fn operation(&self, id: &str) -> Result<Option<(StoredOperation, Vec<StoredJob>)>, StoreError> {
+        self.inner.operation(id)
+    }
+    fn operation_state(&self, id: &str) -> Result<Option<String>, StoreError> {
+        self.inner.operation_state(id)
+    }
+    fn operations(&self, filter: &OperationFilter) -> Result<Vec<StoredOperation>, StoreError> {
+        self.inner.operations(filter)
+    }
+}
+
+fn set_gate(gate: &(Mutex<bool>, Condvar), open: bool) {
+    *gate.0.lock().unwrap() = open;
+    gate.1.notify_all();
+}
+
+fn submission(id: &str) -> Box<Submission> {
+    let spec = json!({"id": id, "tasks": [{"job_count": 1, "resources": {"cpu": 1},
+                      "command": ["true"]}]});
+    Box::new(Submission::parse(spec).unwrap())
+}
+
+#[test]
+fn a_slow_commit_blocks_no_request_and_nothing_shows_before_it_is_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = Arc::new((Mutex::new(true), Condvar::new()));
+    let store = Gated {
+        inner: SqliteStore::open(dir.path()).unwrap(),
+        gate: gate.clone(),
+    };
+    let mut a = Actor::new(&crate::ServerConfig::default(), Box::new(store))
+        .unwrap()
+        .0;
+    ask(&mut a, |r| Command::Submit(submission("first"), true, r)).unwrap();
+
+    set_gate(&gate, false);
+    let (tx, mut second) = tokio::sync::oneshot::channel();
+    a.handle(Command::Submit(submission("second"), true, tx));
+    a.flush(false);
+    // The writer holds the batch (its commit waits); the actor takes the next request.
+    assert!(a.writer.busy);
+    let (tx, mut third) = tokio::sync::oneshot::channel();
+    a.handle(Command::Submit(submission("third"), true, tx));
+    a.flush(false);
+    std::thread::sleep(Duration::from_millis(50));
+    // Neither is answered nor shown before it is durable.
+    assert!(second.try_recv().is_err());
+    assert!(third.try_recv().is_err());
+    let shown: Vec<String> = a
+        .publish
+        .borrow()
+        .operations
+        .ids()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(shown, ["first"]);
+
+    set_gate(&gate, true);
+    a.settle();
+    assert_eq!(second.try_recv().unwrap().unwrap().id, "second");
+    assert_eq!(third.try_recv().unwrap().unwrap().id, "third");
+    let shown: Vec<String> = a
+        .publish
+        .borrow()
+        .operations
+        .ids()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(shown, ["first", "second", "third"]);
+    // Both are in the store: a restart has them.
+    drop(a);
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let ids: Vec<String> = store
+        .load()
+        .unwrap()
+        .operations
+        .iter()
+        .map(|o| o.id.clone())
+        .collect();
+    assert_eq!(ids, ["first", "second", "third"]);
+}
+
+/// A job's end reported while the batch that finished its operation is being committed is
+/// kept with its output (the operation leaves memory only once that batch is durable, and
+/// its jobs' later changes go into the next batch first).
+#[test]
+fn a_job_end_reported_during_the_commit_of_its_operations_end_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = Arc::new((Mutex::new(true), Condvar::new()));
+    let store = Gated {
+        inner: SqliteStore::open(dir.path()).unwrap(),
+        gate: gate.clone(),
+    };
+    let mut config = crate::ServerConfig::default();
+    config.scheduler.fair_share_update_period_ms = 10;
+    let mut a = Actor::new(&config, Box::new(store)).unwrap().0;
+    let node = fairsched_api::RegisterNode {
+        node_id: "n1".into(),
+        resources: fairsched_api::parse_resources("cpu=4,user_slots=4").unwrap(),
+        tags: Vec::new(),
+    };
+    ask(&mut a, |r| Command::Register(node, r)).unwrap();
+    ask(&mut a, |r| Command::Submit(submission("op"), true, r)).unwrap();
+    super::history_tests::tick(&mut a);
+    let started = super::history_tests::heartbeat(&mut a, Vec::new()).start;
+    assert_eq!(started.len(), 1);
+    let job = started[0].job.clone();
+
+    set_gate(&gate, false);
+    let (tx, _aborted) = tokio::sync::oneshot::channel();
+    a.handle(Command::Abort("op".into(), tx));
+    a.flush(false);
+    assert!(a.writer.busy);
+    let hb = fairsched_api::Heartbeat {
+        node_id: "n1".into(),
+        node_credential: None,
+        running: Vec::new(),
+        finished: vec![fairsched_api::FinishedJob {
+            job: job.clone(),
+            outcome: fairsched_api::JobState::Aborted,
+            exit_code: Some(143),
+            signal: None,
+            reason: None,
+            stdout_tail: "bye\n".into(),
+            stderr_tail: String::new(),
+        }],
+        output: Vec::new(),
+    };
+    let (tx, _answered) = tokio::sync::oneshot::channel();
+    a.handle(Command::Heartbeat(hb, tx));
+    set_gate(&gate, true);
+    a.settle();
+
+    assert!(!a.ops.contains_key("op"), "it left memory");
+    let logs = a.logs(crate::command::LogsRequest::all("op")).unwrap().logs;
+    assert_eq!(logs[0].stdout, "bye\n");
+    let stored = a.operation_view("op").unwrap();
+    assert_eq!(stored.jobs[0].exit_code, Some(143));
+}
