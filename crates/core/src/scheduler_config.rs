@@ -19,7 +19,10 @@ pub struct SchedulerConfig {
     /// the last results (YTsaurus `fair_share_update_period`; 200 ms is its newest default).
     /// The server's timer ticks at this period, and each tick also checks for lost nodes
     /// (`node_timeout_ms`) and hung operations, so those happen at this granularity too; a
-    /// period below 10 ms is taken as 10 ms. A scenario requires a period above 0.
+    /// period below 10 ms is taken as 10 ms. The server also starts an update when an
+    /// operation is submitted (at most every 50 ms, one at a time), so that a new operation's
+    /// jobs do not wait for the period; scenarios and `simulate` update on the period only. A
+    /// scenario requires a period above 0.
     pub fair_share_update_period_ms: u64,
     /// How often each node heartbeats, in milliseconds. The server tells every agent this
     /// period when it registers (an agent heartbeats at least 10 ms apart); the scenario

@@ -12,6 +12,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
+/// Updates started by submissions are at least this far apart (the actor prepares and
+/// installs each: O(tree)).
+const ARRIVAL_UPDATE_GAP: Duration = Duration::from_millis(50);
+
 /// A computed update on its way back to the actor.
 pub(crate) struct Computed {
     /// The [`Background::epoch`] it was prepared in.
@@ -26,6 +30,11 @@ pub(crate) struct Background {
     /// Where computed updates go (set by the actor's loop).
     pub(super) tx: Option<mpsc::UnboundedSender<Computed>>,
     in_flight: bool,
+    /// An operation was submitted since the last update was prepared: the next update starts
+    /// as soon as none is in flight (see [`Actor::start_fair_share_update`]).
+    arrivals: bool,
+    /// When the last update was prepared.
+    last_start: Option<Instant>,
     /// Tells this actor's core apart from the one a reload replaced (whose updates are
     /// dropped when they arrive).
     epoch: u64,
@@ -39,17 +48,36 @@ impl Background {
         Background {
             tx: None,
             in_flight: false,
+            arrivals: false,
+            last_start: None,
             epoch: EPOCHS.fetch_add(1, Ordering::Relaxed),
         }
     }
 }
 
 impl Actor {
-    /// Starts a fair-share update if one is due and none is in flight.
+    /// Starts a fair-share update if none is in flight and one is due, or an operation was
+    /// submitted since the last one was prepared (then at most every [`ARRIVAL_UPDATE_GAP`],
+    /// or a quarter of `fair_share_update_period_ms` if that is shorter): a new operation gets
+    /// its share, and its jobs their nodes, without waiting for the next periodic update. The
+    /// actor's loop calls it again after every request while arrivals wait.
     pub(super) fn start_fair_share_update(&mut self, now: u64) {
-        if self.updates.in_flight || !self.sched.fair_share_update_due(now) {
+        if self.updates.in_flight {
             return;
         }
+        let gap = ARRIVAL_UPDATE_GAP.min(Duration::from_millis(
+            self.sched.config.fair_share_update_period_ms / 4,
+        ));
+        let for_arrivals = self.updates.arrivals
+            && self
+                .updates
+                .last_start
+                .is_none_or(|last| last.elapsed() >= gap);
+        if !for_arrivals && !self.sched.fair_share_update_due(now) {
+            return;
+        }
+        self.updates.arrivals = false;
+        self.updates.last_start = Some(Instant::now());
         let started = Instant::now();
         let mut update = self.sched.prepare_fair_share_update(now);
         let Some(tx) = self.updates.tx.clone() else {
@@ -73,6 +101,19 @@ impl Actor {
         });
     }
 
+    /// An operation was submitted: an update includes it as soon as it can.
+    pub(super) fn on_arrival(&mut self) {
+        self.updates.arrivals = true;
+        self.start_fair_share_update(self.now());
+    }
+
+    /// Starts the update that operations submitted meanwhile wait for, if it may start now.
+    pub(super) fn start_update_for_arrivals(&mut self) {
+        if self.updates.arrivals {
+            self.start_fair_share_update(self.now());
+        }
+    }
+
     /// A computed update arrived: installs it (unless a reload replaced the core it was
     /// prepared from, or the store cannot write), then hands what it changed to the writer.
     pub(super) fn on_fair_share_computed(&mut self, computed: Computed) {
@@ -85,6 +126,8 @@ impl Actor {
             return;
         }
         self.install_fair_share_update(computed.update, computed.took);
+        // Operations submitted while it was computed get theirs now.
+        self.start_fair_share_update(self.now());
         self.fold_changes();
         self.flush(true);
     }

@@ -255,6 +255,9 @@ impl Actor {
                 },
                 _ = timer.tick() => self.on_timer(),
             }
+            if self.read_only.is_none() {
+                self.start_update_for_arrivals();
+            }
             self.flush(false);
             if let Some(e) = self.fatal.take() {
                 anyhow::bail!("{e}");
@@ -370,6 +373,9 @@ impl Actor {
                     self.check_fits(&submission.spec)
                 };
                 let r = r.and_then(|()| self.submit(*submission));
+                if r.is_ok() {
+                    self.on_arrival();
+                }
                 self.finish(reply, r);
             }
             Command::Abort(id, reply) => {
