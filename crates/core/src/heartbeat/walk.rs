@@ -25,6 +25,85 @@ pub(crate) struct Walk {
     pub(crate) active: Vec<bool>,
     /// Satisfaction of each element for the descent (kept up to date along changed paths).
     pub(crate) sat: Vec<f64>,
+    /// For pools with many children: their active children ordered for the descent (see
+    /// [`Children`]), so that a change below costs O(log children), not O(children).
+    pub(crate) children: Vec<Option<Children>>,
+    /// Each element's place among its parent's children.
+    pub(crate) place: Vec<u32>,
+}
+
+/// Pools with at least this many children keep them in a [`Children`] tree.
+const MANY_CHILDREN: usize = 32;
+
+/// A pool's children as a tournament tree over their places: each node holds the best active
+/// child below it for a fair-share pool (the smallest satisfaction, the first of equals: the
+/// choice of a scan in children order) and the first active one (a FIFO pool's choice).
+/// Satisfactions are never NaN, so the best of a range does not depend on how it is split.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Children {
+    /// Leaves at `width..2 * width` (child places), node `k`'s children at `2k` and `2k + 1`.
+    nodes: Vec<Best>,
+    width: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Best {
+    /// The active child with the smallest satisfaction (the first of equals): (sat, place).
+    least: Option<(f64, u32)>,
+    /// The first active child's place.
+    first: Option<u32>,
+}
+
+const NONE: Best = Best {
+    least: None,
+    first: None,
+};
+
+impl Best {
+    fn of(left: Best, right: Best) -> Best {
+        Best {
+            least: match (left.least, right.least) {
+                (Some(l), Some(r)) => Some(if r.0 < l.0 { r } else { l }),
+                (l, r) => l.or(r),
+            },
+            first: left.first.or(right.first),
+        }
+    }
+}
+
+impl Children {
+    fn new(count: usize) -> Children {
+        let width = count.next_power_of_two();
+        Children {
+            nodes: vec![NONE; 2 * width],
+            width,
+        }
+    }
+
+    /// The child at `place` is now `active` with satisfaction `sat`.
+    fn set(&mut self, place: u32, active: bool, sat: f64) {
+        let mut k = self.width + place as usize;
+        let leaf = if active {
+            Best {
+                least: Some((sat, place)),
+                first: Some(place),
+            }
+        } else {
+            NONE
+        };
+        if self.nodes[k] == leaf {
+            return;
+        }
+        self.nodes[k] = leaf;
+        while k > 1 {
+            k /= 2;
+            self.nodes[k] = Best::of(self.nodes[2 * k], self.nodes[2 * k + 1]);
+        }
+    }
+
+    fn best(&self) -> Best {
+        self.nodes[1]
+    }
 }
 
 impl Walk {
@@ -36,6 +115,8 @@ impl Walk {
             usage: vec![Resources::ZERO; n],
             active: vec![true; n],
             sat: vec![f64::INFINITY; n],
+            children: Vec::new(),
+            place: Vec::new(),
         }
     }
 
@@ -48,6 +129,17 @@ impl Walk {
                 self.usage[p] = self.usage[p].add(&self.usage[i]);
             }
         }
+        self.place = vec![0; n];
+        self.children = arena
+            .elements
+            .iter()
+            .map(|e| {
+                for (k, &c) in e.children.iter().enumerate() {
+                    self.place[c] = k as u32;
+                }
+                (e.children.len() >= MANY_CHILDREN).then(|| Children::new(e.children.len()))
+            })
+            .collect();
         // Children come after their parents in the arena, so a reverse sweep is bottom-up.
         for i in (0..n).rev() {
             self.refresh(arena, i);
@@ -56,6 +148,16 @@ impl Walk {
 
     /// Recomputes an element's activity (pools: some child active) and satisfaction.
     pub(crate) fn refresh(&mut self, arena: &Arena, i: ElementIndex) {
+        self.refresh_one(arena, i);
+        // Its parent's tree of children, if it keeps one, learns the new values.
+        if let Some(p) = arena.elements[i].parent
+            && let Some(children) = self.children.get_mut(p).and_then(Option::as_mut)
+        {
+            children.set(self.place[i], self.active[i], self.sat[i]);
+        }
+    }
+
+    fn refresh_one(&mut self, arena: &Arena, i: ElementIndex) {
         let e = &arena.elements[i];
         if matches!(e.kind, ElementRef::Operation(_)) {
             self.sat[i] = if self.active[i] {
@@ -65,14 +167,23 @@ impl Walk {
             };
             return;
         }
-        let mut best = f64::INFINITY;
-        let mut any = false;
-        for &c in &e.children {
-            if self.active[c] {
-                any = true;
-                best = best.min(self.sat[c]);
+        let (mut best, any) = match self.children.get(i).and_then(Option::as_ref) {
+            Some(children) => match children.best().least {
+                Some((sat, _)) => (sat, true),
+                None => (f64::INFINITY, false),
+            },
+            None => {
+                let mut best = f64::INFINITY;
+                let mut any = false;
+                for &c in &e.children {
+                    if self.active[c] {
+                        any = true;
+                        best = best.min(self.sat[c]);
+                    }
+                }
+                (best, any)
             }
-        }
+        };
         self.active[i] = any;
         // use_pool_satisfaction_for_scheduling (spec §1.4; YTsaurus `UpdateDynamicAttributes`
         // takes the std::min): the pool competes with the smaller of its best child's and its
@@ -116,7 +227,15 @@ impl Walk {
             if matches!(e.kind, ElementRef::Operation(_)) {
                 return Some(cur);
             }
-            let next = if e.schedule_in_fifo_order {
+            let next = if let Some(children) = self.children.get(cur).and_then(Option::as_ref) {
+                let best = children.best();
+                let place = if e.schedule_in_fifo_order {
+                    best.first
+                } else {
+                    best.least.map(|(_, place)| place)
+                };
+                place.map(|k| e.children[k as usize])
+            } else if e.schedule_in_fifo_order {
                 e.children.iter().copied().find(|&c| self.active[c])
             } else {
                 let mut best: Option<(f64, ElementIndex)> = None;
@@ -177,4 +296,47 @@ pub fn local_satisfaction(
         }
     }
     max
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// What a scan of the children in order chooses: the first active child of least
+    /// satisfaction, and the first active child.
+    fn scan(state: &[(bool, f64)]) -> (Option<(f64, u32)>, Option<u32>) {
+        let mut least: Option<(f64, u32)> = None;
+        for (k, &(active, sat)) in state.iter().enumerate() {
+            if active && least.is_none_or(|(b, _)| sat < b) {
+                least = Some((sat, k as u32));
+            }
+        }
+        let first = state
+            .iter()
+            .position(|&(active, _)| active)
+            .map(|k| k as u32);
+        (least, first)
+    }
+
+    proptest! {
+        /// The tree of children chooses what a scan in children order chooses, after every
+        /// change (satisfactions from a few values, so that ties are common).
+        #[test]
+        fn children_choose_as_a_scan_does(
+            count in 1usize..80,
+            changes in prop::collection::vec((0usize..80, any::<bool>(), 0u8..4), 0..200),
+        ) {
+            let mut tree = Children::new(count);
+            let mut state = vec![(false, f64::INFINITY); count];
+            for (place, active, sat) in changes {
+                let place = place % count;
+                let sat = [0.25, 0.5, 1.0, f64::INFINITY][sat as usize];
+                state[place] = (active, sat);
+                tree.set(place as u32, active, sat);
+                let best = tree.best();
+                prop_assert_eq!((best.least, best.first), scan(&state));
+            }
+        }
+    }
 }
