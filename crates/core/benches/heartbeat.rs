@@ -294,3 +294,29 @@ fn large_fill(bencher: Bencher) {
 fn large_churn(bencher: Bencher) {
     bench_churn(bencher, large());
 }
+
+/// A round on the full cluster where nothing ends: heartbeats that can place nothing (the
+/// issue 20 case "full node, nothing pending that fits"). Counts heartbeats, not placements.
+fn bench_idle(bencher: Bencher, setup: &'static Setup) {
+    let idle = fill_reports(&setup.full);
+    bencher
+        .counter(ItemsCount::new(idle.len() as u64))
+        .with_inputs(|| setup.full.clone())
+        .bench_local_values(|mut s| {
+            let placed = round(&mut s, 1000, &idle);
+            assert_eq!(placed, 0, "the cluster is full");
+            s
+        });
+}
+
+/// 1,000 nodes, 1,000 operations, 100 pools: every node full, nothing ends.
+#[divan::bench(sample_count = 10, sample_size = 1)]
+fn small_idle(bencher: Bencher) {
+    bench_idle(bencher, small());
+}
+
+/// 10,000 nodes, 10,000 operations, 1,000 pools: every node full, nothing ends.
+#[divan::bench(sample_count = 10, sample_size = 1)]
+fn large_idle(bencher: Bencher) {
+    bench_idle(bencher, large());
+}

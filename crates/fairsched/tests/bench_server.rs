@@ -95,6 +95,15 @@ fn bench_server_runs_jobs_through_a_real_server() {
         report["pending_jobs_at_end"].as_u64().unwrap_or(0) > 0,
         "the workload should outlast the run: {report:#}"
     );
+    // The actor's steps, each named; updates ran in the window (prepared and installed).
+    let pauses = report["actor_pauses"].as_array().expect("actor_pauses");
+    let steps: Vec<&str> = pauses.iter().map(|p| p["step"].as_str().unwrap()).collect();
+    assert_eq!(
+        steps,
+        ["fair_share_prepare", "fair_share_install", "snapshot"],
+        "{report:#}"
+    );
+    assert!(pauses[1]["count"].as_u64().unwrap() > 0, "{report:#}");
 }
 
 #[test]

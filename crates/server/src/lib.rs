@@ -15,6 +15,8 @@
 //! * Time given to the core: milliseconds since the server started (monotonic).
 
 pub mod actor;
+/// The name of the thread that commits to the store (see `actor::writer`).
+pub const STORE_WRITER_THREAD: &str = "store-writer";
 pub mod auth;
 pub mod caller;
 pub mod command;

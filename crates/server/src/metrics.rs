@@ -71,6 +71,9 @@ pub struct ActorMetrics {
     pub fair_share_update_duration: Histogram,
     /// Seconds of each store commit.
     pub store_commit_duration: Histogram,
+    /// Seconds the actor spent in one step that heartbeats and requests wait behind, by step
+    /// (`fair_share_prepare`, `fair_share_install`, `snapshot`).
+    pub actor_pause_duration: Family<OneLabel, Histogram, fn() -> Histogram>,
     /// Jobs that ended, by outcome (`completed`, `failed`, `aborted`).
     pub jobs_finished: Family<OneLabel, Counter>,
     /// Operations that ended, by state (`completed`, `failed`, `aborted`).
@@ -93,6 +96,10 @@ impl Default for ActorMetrics {
             // 100 µs .. ~3 s.
             fair_share_update_duration: Histogram::new(exponential_buckets(1e-4, 2.0, 16)),
             store_commit_duration: Histogram::new(exponential_buckets(1e-5, 2.0, 18)),
+            // 10 µs .. ~5 s.
+            actor_pause_duration: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(1e-5, 2.0, 20))
+            }),
             jobs_finished: Family::default(),
             operations_finished: Family::default(),
             // 10 ms .. ~3 days.
@@ -167,6 +174,16 @@ pub fn observe(h: &Histogram, d: Duration) {
     h.observe(seconds(d));
 }
 
+impl ActorMetrics {
+    /// The actor spent `d` in `step` (see [`ActorMetrics::actor_pause_duration`]).
+    pub fn paused(&self, step: &'static str, d: Duration) {
+        observe(
+            &self.actor_pause_duration.get_or_create(&[("step", step)]),
+            d,
+        );
+    }
+}
+
 /// The registry behind `GET /metrics`: the actor's metrics and the snapshot collector.
 pub fn registry(actor: &ActorMetrics, view: watch::Receiver<Arc<View>>) -> Registry {
     let mut r = Registry::default();
@@ -218,6 +235,14 @@ pub fn registry(actor: &ActorMetrics, view: watch::Receiver<Arc<View>>) -> Regis
         "Time of one store commit (every accepted change is committed before the reply)",
         Unit::Seconds,
         actor.store_commit_duration.clone(),
+    );
+    r.register_with_unit(
+        "fairsched_actor_pause_duration",
+        "Time the scheduler's actor spent in one step that heartbeats and requests wait \
+         behind, by step: preparing a fair-share update (fair_share_prepare), installing one \
+         (fair_share_install), taking the published view's snapshot (snapshot)",
+        Unit::Seconds,
+        actor.actor_pause_duration.clone(),
     );
     r.register(
         "fairsched_jobs_finished",

@@ -143,6 +143,14 @@ pub(crate) fn process_cpu_s() -> Option<f64> {
 }
 
 pub(crate) const SERVER_THREADS: &str = "fsb-server";
+
+/// CPU time of the server's threads: its runtime's ([`SERVER_THREADS`]) and its store writer's.
+pub(crate) fn server_cpu_s() -> Option<f64> {
+    Some(
+        threads_cpu_s(SERVER_THREADS)?
+            + threads_cpu_s(fairsched_server::STORE_WRITER_THREAD).unwrap_or(0.0),
+    )
+}
 pub(crate) const AGENT_THREADS: &str = "fsb-agents";
 
 pub(crate) fn runtime(name: &str) -> anyhow::Result<tokio::runtime::Runtime> {
@@ -226,11 +234,12 @@ pub(crate) fn bench_pools(
     tree
 }
 
-/// The sum and count of a histogram on a Prometheus text page (`name_sum`, `name_count`).
-pub(crate) fn histogram_sum_count(page: &str, name: &str) -> Option<(f64, u64)> {
+/// The sum and count of a histogram on a Prometheus text page (`name_sum`, `name_count`), of
+/// the series with `labels` (`""` or e.g. `{step="snapshot"}`).
+pub(crate) fn histogram_sum_count(page: &str, name: &str, labels: &str) -> Option<(f64, u64)> {
     let value = |suffix: &str| {
         page.lines()
-            .find(|l| l.starts_with(&format!("{name}{suffix} ")))
+            .find(|l| l.starts_with(&format!("{name}{suffix}{labels} ")))
             .and_then(|l| l.rsplit(' ').next())
             .and_then(|v| v.parse::<f64>().ok())
     };
@@ -533,7 +542,14 @@ mod tests {
     fn histogram_sum_and_count_are_read_from_a_metrics_page() {
         let page = "# HELP x_seconds Time.\n# TYPE x_seconds histogram\n\
                     x_seconds_sum 1.5\nx_seconds_count 3\nx_seconds_bucket{le=\"0.1\"} 1\n";
-        assert_eq!(histogram_sum_count(page, "x_seconds"), Some((1.5, 3)));
-        assert_eq!(histogram_sum_count(page, "y_seconds"), None);
+        assert_eq!(histogram_sum_count(page, "x_seconds", ""), Some((1.5, 3)));
+        assert_eq!(histogram_sum_count(page, "y_seconds", ""), None);
+        let page = "z_seconds_sum{step=\"a\"} 2\nz_seconds_count{step=\"a\"} 4\n\
+                    z_seconds_sum{step=\"b\"} 1\nz_seconds_count{step=\"b\"} 1\n";
+        assert_eq!(
+            histogram_sum_count(page, "z_seconds", "{step=\"a\"}"),
+            Some((2.0, 4))
+        );
+        assert_eq!(histogram_sum_count(page, "z_seconds", ""), None);
     }
 }

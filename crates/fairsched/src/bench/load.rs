@@ -14,8 +14,8 @@
 //! submitted and run to their end, and phase `history` runs the same load again.
 
 use super::harness::{
-    AgentSetup, Counters, SERVER_THREADS, TreeShape, Window, bench_pools, pool_name,
-    raise_open_file_limit, simulate_agent, threads_cpu_s,
+    AgentSetup, Counters, TreeShape, Window, bench_pools, pool_name, raise_open_file_limit,
+    server_cpu_s, simulate_agent,
 };
 use anyhow::{Context, anyhow, bail};
 use clap::Args;
@@ -527,9 +527,9 @@ async fn phase(args: &LoadArgs, shared: &Arc<Shared>, name: &str) -> anyhow::Res
         );
     }
     tokio::time::sleep_until(window.start.into()).await;
-    let cpu_start = threads_cpu_s(SERVER_THREADS);
+    let cpu_start = server_cpu_s();
     tokio::time::sleep_until(window.end.into()).await;
-    let cpu_end = threads_cpu_s(SERVER_THREADS);
+    let cpu_end = server_cpu_s();
     let ended = Instant::now();
     let mut samples = Vec::new();
     for c in clients {

@@ -13,9 +13,9 @@
 //! time is the CPU time of its runtime's threads (from `/proc/self/task`) over the window.
 
 use super::harness::{
-    AgentSetup, Counters, ErrorSample, SERVER_THREADS, TreeShape, Window, bench_pools,
-    histogram_sum_count, pool_name, process_cpu_s, process_peak_rss_bytes, raise_open_file_limit,
-    simulate_agent, threads_cpu_s, with_server,
+    AgentSetup, Counters, ErrorSample, TreeShape, Window, bench_pools, histogram_sum_count,
+    pool_name, process_cpu_s, process_peak_rss_bytes, raise_open_file_limit, server_cpu_s,
+    simulate_agent, with_server,
 };
 use anyhow::{Context, anyhow, bail};
 use clap::Args;
@@ -192,7 +192,23 @@ pub struct Report {
     pub fair_share_updates: Option<u64>,
     /// Their mean duration (preparing, computing and installing; computed off the actor).
     pub fair_share_update_mean_ms: Option<f64>,
+    /// The steps in the window that heartbeats waited behind on the server's actor
+    /// (`fairsched_actor_pause_duration`): preparing and installing fair-share updates,
+    /// taking the view's snapshot.
+    pub actor_pauses: Vec<Pause>,
 }
+
+/// One kind of actor step in the window: how many, their mean and total time.
+#[derive(Debug, Serialize)]
+pub struct Pause {
+    pub step: &'static str,
+    pub count: u64,
+    pub mean_ms: f64,
+    pub total_ms: f64,
+}
+
+/// The actor's steps [`Report::actor_pauses`] reports.
+const PAUSE_STEPS: [&str; 3] = ["fair_share_prepare", "fair_share_install", "snapshot"];
 
 #[derive(Debug, Default, Serialize)]
 pub struct Latency {
@@ -258,6 +274,15 @@ impl Report {
                 .fair_share_update_mean_ms
                 .map_or(String::new(), |m| format!(", {m:.1} ms each on average"));
             row("fair-share updates", format!("{n}{mean}"));
+        }
+        for p in &self.actor_pauses {
+            row(
+                &format!("actor: {}", p.step.replace('_', " ")),
+                format!(
+                    "{} × {:.2} ms ({:.0} ms in all)",
+                    p.count, p.mean_ms, p.total_ms
+                ),
+            );
         }
         row("errors", self.errors.to_string());
         for e in &self.error_samples {
@@ -442,8 +467,8 @@ async fn drive(args: &ServerBenchArgs, url: &str, token: &str) -> anyhow::Result
         let now = Instant::now();
         if !edge_start_done && now >= window.start {
             edge_start_done = true;
-            cpu_start = Some((threads_cpu_s(SERVER_THREADS), process_cpu_s(), now));
-            updates_start = fair_share_updates(&client).await;
+            cpu_start = Some((server_cpu_s(), process_cpu_s(), now));
+            updates_start = server_histograms(&client).await;
         }
         if now >= next_progress && now < window.end {
             next_progress += progress_every;
@@ -466,13 +491,34 @@ async fn drive(args: &ServerBenchArgs, url: &str, token: &str) -> anyhow::Result
             }
         }
     }
-    let end_cpu = (
-        threads_cpu_s(SERVER_THREADS),
-        process_cpu_s(),
-        Instant::now(),
-    );
+    let end_cpu = (server_cpu_s(), process_cpu_s(), Instant::now());
     let process_peak_rss_bytes = process_peak_rss_bytes();
-    let updates_end = fair_share_updates(&client).await;
+    let updates_end = server_histograms(&client).await;
+    let actor_pauses = match (&updates_start, &updates_end) {
+        (Some(start), Some(end)) => PAUSE_STEPS
+            .iter()
+            .zip(start.pauses.iter().zip(&end.pauses))
+            .map(|(&step, (a, b))| {
+                let count = b.1.saturating_sub(a.1);
+                let total_ms = (b.0 - a.0) * 1000.0;
+                Pause {
+                    step,
+                    count,
+                    mean_ms: if count > 0 {
+                        total_ms / count as f64
+                    } else {
+                        0.0
+                    },
+                    total_ms,
+                }
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let (updates_start, updates_end) = (
+        updates_start.map(|h| h.update),
+        updates_end.map(|h| h.update),
+    );
     let (fair_share_updates, fair_share_update_mean_ms) = match (updates_start, updates_end) {
         (Some((s0, c0)), Some((s1, c1))) if c1 > c0 => {
             (Some(c1 - c0), Some((s1 - s0) / (c1 - c0) as f64 * 1000.0))
@@ -575,13 +621,34 @@ async fn drive(args: &ServerBenchArgs, url: &str, token: &str) -> anyhow::Result
         pending_jobs_at_end,
         fair_share_updates,
         fair_share_update_mean_ms,
+        actor_pauses,
     })
 }
 
-/// The server's fair-share update histogram (sum in seconds, count), from `/metrics`.
-async fn fair_share_updates(client: &ApiClient) -> Option<(f64, u64)> {
+/// Sums (seconds) and counts of the server's histograms the report uses.
+struct Histograms {
+    update: (f64, u64),
+    /// In [`PAUSE_STEPS`] order (a step not yet seen: zero).
+    pauses: Vec<(f64, u64)>,
+}
+
+/// [`Histograms`] from the server's `/metrics`.
+async fn server_histograms(client: &ApiClient) -> Option<Histograms> {
     let page = client.metrics_text().await.ok()?;
-    histogram_sum_count(&page, "fairsched_fair_share_update_duration_seconds")
+    Some(Histograms {
+        update: histogram_sum_count(&page, "fairsched_fair_share_update_duration_seconds", "")?,
+        pauses: PAUSE_STEPS
+            .iter()
+            .map(|step| {
+                histogram_sum_count(
+                    &page,
+                    "fairsched_actor_pause_duration_seconds",
+                    &format!("{{step=\"{step}\"}}"),
+                )
+                .unwrap_or((0.0, 0))
+            })
+            .collect(),
+    })
 }
 
 #[cfg(test)]

@@ -88,6 +88,7 @@ impl Actor {
         self.updates.in_flight = true;
         let epoch = self.updates.epoch;
         let prepared = started.elapsed();
+        self.metrics.paused("fair_share_prepare", prepared);
         tokio::task::spawn_blocking(move || {
             let computing = Instant::now();
             update.compute();
@@ -142,6 +143,8 @@ impl Actor {
         // The operations that finished before this update leave the core too (the actor let
         // them go when it stored them).
         self.sched.forget_finished_operations();
+        self.metrics
+            .paused("fair_share_install", installing.elapsed());
         let took = took + installing.elapsed();
         metrics::observe(&self.metrics.fair_share_update_duration, took);
         tracing::trace!(

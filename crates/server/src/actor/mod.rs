@@ -660,6 +660,7 @@ impl Actor {
         self.trees_changed = false;
         self.snapshot_taken_at = Instant::now();
         self.snapshot_cost = self.snapshot_taken_at - building;
+        self.metrics.paused("snapshot", self.snapshot_cost);
         self.view.clone()
     }
 

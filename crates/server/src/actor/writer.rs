@@ -78,7 +78,7 @@ impl Writer {
     pub fn spawn(store: SharedStore, outlets: Outlets) -> std::io::Result<Writer> {
         let (tx, rx) = std::sync::mpsc::channel::<Unit>();
         let thread = std::thread::Builder::new()
-            .name("fsb-store-writer".into())
+            .name(crate::STORE_WRITER_THREAD.into())
             .spawn(move || {
                 while let Ok(unit) = rx.recv() {
                     let done = write(&store, &outlets, unit);
