@@ -401,17 +401,34 @@ impl Scheduler {
                     .any(|t| t.arena.by_operation.contains_key(id))
                 && !s.holds.holds_for(id)
         };
-        let mut forgotten = Vec::new();
-        let mut kept = Vec::with_capacity(self.start_order.len());
-        for id in std::mem::take(&mut self.start_order) {
-            if forgettable(self, &id) {
-                forgotten.push(id);
-            } else {
-                kept.push(id);
-            }
+        debug_assert!(
+            self.operations
+                .iter()
+                .all(|(id, op)| !op.state.is_finished() || self.finished.contains(id)),
+            "a finished operation is missing from the finished set"
+        );
+        // Only finished operations can go: a pass over them, not over every operation.
+        let gone: std::collections::BTreeSet<OperationId> = self
+            .finished
+            .iter()
+            .filter(|id| forgettable(self, id))
+            .cloned()
+            .collect();
+        if gone.is_empty() {
+            return Vec::new();
         }
-        self.start_order = kept;
+        // In start order.
+        let mut forgotten = Vec::with_capacity(gone.len());
+        self.start_order.retain(|id| {
+            if gone.contains(id) {
+                forgotten.push(id.clone());
+                false
+            } else {
+                true
+            }
+        });
         for id in &forgotten {
+            self.finished.remove(id);
             self.operations.remove(id);
             self.holds.forget(id);
             for cache in &mut self.preemption {
@@ -437,6 +454,7 @@ impl Scheduler {
         if let Some(op) = self.operations.get_mut(id) {
             op.state = state;
             op.pending_demand = Resources::ZERO;
+            self.finished.insert(id.clone());
         }
         self.touch_operation(id);
         self.log(

@@ -52,6 +52,8 @@ pub struct Scheduler {
     /// fair-share update (until then they are skipped). Passes over live operations use it,
     /// so that their cost does not grow with every operation ever run.
     pub(crate) live_order: Vec<OperationId>,
+    /// The operations finished and not forgotten yet (see `forget_finished_operations`).
+    pub(crate) finished: std::collections::BTreeSet<OperationId>,
     pub(crate) allocations: BTreeMap<AllocationId, Allocation>,
     /// How many allocations are being interrupted (a heartbeat skips looking for overdue ones
     /// and for preemptors waiting on them when there are none).
@@ -132,6 +134,7 @@ impl Scheduler {
             nodes: BTreeMap::new(),
             operations: BTreeMap::new(),
             start_order: Vec::new(),
+            finished: std::collections::BTreeSet::new(),
             live_order: Vec::new(),
             allocations: BTreeMap::new(),
             interrupting: 0,
