@@ -258,7 +258,7 @@ impl PoolTree {
             now,
             total,
             generation,
-            tree,
+            mut tree,
             input: _,
             workspace,
             output,
@@ -282,20 +282,22 @@ impl PoolTree {
 
         let config = self.config().clone();
         let mut elements: Vec<Element> = Vec::with_capacity(tree.len());
-        for (i, attrs) in output.attributes.into_iter().enumerate() {
-            let e = tree.element(i);
+        // (The update's own element kinds and children move into the arena: no copies.)
+        for (i, (attrs, kind)) in output.attributes.into_iter().zip(kinds).enumerate() {
+            let e = tree.element_mut(i);
             let fifo = e.pool().is_some_and(|p| p.mode == PoolMode::Fifo);
             let schedule_in_fifo_order = fifo
-                && match &kinds[i] {
+                && match &kind {
                     ElementRef::Pool(name) => self.validated.pool(name).is_some_and(|p| {
                         p.fifo_pool_scheduling_order == FifoPoolSchedulingOrder::Fifo
                     }),
                     _ => false,
                 };
-            let children = e.children.clone();
+            let children = std::mem::take(&mut e.children);
+            let parent = e.parent;
             elements.push(Element {
-                kind: kinds[i].clone(),
-                parent: e.parent,
+                kind,
+                parent,
                 children,
                 fifo,
                 schedule_in_fifo_order,
@@ -319,7 +321,7 @@ impl PoolTree {
         let fifo_limit = config.max_schedulable_element_count_in_fifo_pool;
         for i in 0..elements.len() {
             if elements[i].fifo {
-                let mut children = elements[i].children.clone();
+                let mut children = std::mem::take(&mut elements[i].children);
                 children.sort_by_key(|&c| elements[c].attrs.fifo_index.unwrap_or(usize::MAX));
                 if let Some(limit) = fifo_limit {
                     let mut with_share = 0;
