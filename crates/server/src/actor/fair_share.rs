@@ -35,6 +35,8 @@ pub(crate) struct Background {
     arrivals: bool,
     /// When the last update was prepared.
     last_start: Option<Instant>,
+    /// The actor's time on the last update (preparing plus installing it).
+    last_actor_cost: Duration,
     /// Tells this actor's core apart from the one a reload replaced (whose updates are
     /// dropped when they arrive).
     epoch: u64,
@@ -50,6 +52,7 @@ impl Background {
             in_flight: false,
             arrivals: false,
             last_start: None,
+            last_actor_cost: Duration::ZERO,
             epoch: EPOCHS.fetch_add(1, Ordering::Relaxed),
         }
     }
@@ -57,17 +60,21 @@ impl Background {
 
 impl Actor {
     /// Starts a fair-share update if none is in flight and one is due, or an operation was
-    /// submitted since the last one was prepared (then at most every [`ARRIVAL_UPDATE_GAP`],
-    /// or a quarter of `fair_share_update_period_ms` if that is shorter): a new operation gets
-    /// its share, and its jobs their nodes, without waiting for the next periodic update. The
-    /// actor's loop calls it again after every request while arrivals wait.
+    /// submitted since the last one was prepared: a new operation gets its share, and its jobs
+    /// their nodes, without waiting for the next periodic update. Updates for arrivals are at
+    /// least [`ARRIVAL_UPDATE_GAP`] apart (or a quarter of `fair_share_update_period_ms` if
+    /// that is shorter), and at least four times the actor's time on the last one, so that a
+    /// stream of submissions into a large tree keeps the actor's updates under a quarter of
+    /// its time. The actor's loop calls it again after every request while arrivals wait.
     pub(super) fn start_fair_share_update(&mut self, now: u64) {
         if self.updates.in_flight {
             return;
         }
-        let gap = ARRIVAL_UPDATE_GAP.min(Duration::from_millis(
-            self.sched.config.fair_share_update_period_ms / 4,
-        ));
+        let gap = ARRIVAL_UPDATE_GAP
+            .min(Duration::from_millis(
+                self.sched.config.fair_share_update_period_ms / 4,
+            ))
+            .max(self.updates.last_actor_cost * 4);
         let for_arrivals = self.updates.arrivals
             && self
                 .updates
@@ -89,6 +96,7 @@ impl Actor {
         let epoch = self.updates.epoch;
         let prepared = started.elapsed();
         self.metrics.paused("fair_share_prepare", prepared);
+        self.updates.last_actor_cost = prepared;
         tokio::task::spawn_blocking(move || {
             let computing = Instant::now();
             update.compute();
@@ -145,6 +153,7 @@ impl Actor {
         self.sched.forget_finished_operations();
         self.metrics
             .paused("fair_share_install", installing.elapsed());
+        self.updates.last_actor_cost += installing.elapsed();
         let took = took + installing.elapsed();
         metrics::observe(&self.metrics.fair_share_update_duration, took);
         tracing::trace!(
