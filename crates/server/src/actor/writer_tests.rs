@@ -13,7 +13,7 @@ use std::sync::{Condvar, Mutex};
 /// The SQLite store, whose commits wait while the gate is closed.
 struct Gated {
     inner: SqliteStore,
-    gate: Arc<(Mutex<bool>, Condvar)>,
+    gate: Gate,
 }
 
 impl Store for Gated {
@@ -68,17 +68,22 @@ fn submission(id: &str) -> Box<Submission> {
     Box::new(Submission::parse(spec).unwrap())
 }
 
+/// An actor over a gated store in `dir` (the gate open), and the gate.
+fn gated_actor(dir: &std::path::Path, config: &crate::ServerConfig) -> (Actor, Gate) {
+    let gate = Arc::new((Mutex::new(true), Condvar::new()));
+    let store = Gated {
+        inner: SqliteStore::open(dir).unwrap(),
+        gate: gate.clone(),
+    };
+    (Actor::new(config, Box::new(store)).unwrap().0, gate)
+}
+
+type Gate = Arc<(Mutex<bool>, Condvar)>;
+
 #[test]
 fn a_slow_commit_blocks_no_request_and_nothing_shows_before_it_is_durable() {
     let dir = tempfile::tempdir().unwrap();
-    let gate = Arc::new((Mutex::new(true), Condvar::new()));
-    let store = Gated {
-        inner: SqliteStore::open(dir.path()).unwrap(),
-        gate: gate.clone(),
-    };
-    let mut a = Actor::new(&crate::ServerConfig::default(), Box::new(store))
-        .unwrap()
-        .0;
+    let (mut a, gate) = gated_actor(dir.path(), &crate::ServerConfig::default());
     ask(&mut a, |r| Command::Submit(submission("first"), true, r)).unwrap();
 
     set_gate(&gate, false);
@@ -134,14 +139,9 @@ fn a_slow_commit_blocks_no_request_and_nothing_shows_before_it_is_durable() {
 #[test]
 fn a_job_end_reported_during_the_commit_of_its_operations_end_is_kept() {
     let dir = tempfile::tempdir().unwrap();
-    let gate = Arc::new((Mutex::new(true), Condvar::new()));
-    let store = Gated {
-        inner: SqliteStore::open(dir.path()).unwrap(),
-        gate: gate.clone(),
-    };
     let mut config = crate::ServerConfig::default();
     config.scheduler.fair_share_update_period_ms = 10;
-    let mut a = Actor::new(&config, Box::new(store)).unwrap().0;
+    let (mut a, gate) = gated_actor(dir.path(), &config);
     let node = fairsched_api::RegisterNode {
         node_id: "n1".into(),
         resources: fairsched_api::parse_resources("cpu=4,user_slots=4").unwrap(),
