@@ -1,8 +1,8 @@
 //! A fair-share update of one tree taken apart, so that a driver may compute it away from the
 //! scheduler: [`PoolTree::prepare_update`] copies what the computation reads (the tree of pools
 //! and operations with their demand, usage, guarantees and limits) and lends it the tree's
-//! working memory, [`TreeUpdate::compute`] runs the pure `hdrf` update (any thread), and
-//! [`PoolTree::apply_update`] installs the result at once. Heartbeats in between use the
+//! working memory, [`TreeUpdate::compute`] runs the pure `hdrf` update and builds the new
+//! arena from it (any thread), and [`PoolTree::apply_update`] puts that arena in place. Heartbeats in between use the
 //! previous shares. [`PoolTree::update_fair_share`] does all three in turn.
 
 use super::*;
@@ -28,24 +28,63 @@ pub struct TreeUpdate {
     tree: Tree,
     input: UpdateInput,
     workspace: Workspace,
-    output: Option<UpdateOutput>,
     kinds: Vec<ElementRef>,
     limits: Vec<Resources>,
     by_pool: BTreeMap<String, ElementIndex>,
     by_operation: BTreeMap<OperationId, ElementIndex>,
     /// Per element: the operation's settings (`None` for pools and the root).
     settings: Vec<Option<OperationSettings>>,
+    /// Per element: a pool's own settings that its subtree inherits (`None` for the root and
+    /// operations), and whether it schedules in FIFO order.
+    pools: Vec<Option<PoolSettings>>,
+    fifo_order: Vec<bool>,
+    /// The tree's configuration when prepared (the update is installed only if it is still
+    /// the tree's: see `generation`).
+    config: TreeConfig,
     any_graceful: bool,
+    /// The new arena, built with the computation (off the scheduler's thread).
+    arena: Option<Arena>,
+    /// Each pool's integral state after the computation.
+    integral: Vec<(String, IntegralState)>,
+}
+
+/// What a pool's subtree inherits from its configuration (see `inherit_settings`).
+#[derive(Clone, Debug)]
+struct PoolSettings {
+    scheduling_tag_filter: Option<String>,
+    allow_regular_allocations_on_ssd_nodes: Option<bool>,
+    fair_share_starvation_tolerance: Option<f64>,
+    fair_share_starvation_timeout_ms: Option<u64>,
+    enable_aggressive_starvation: Option<bool>,
+    use_pool_satisfaction_for_scheduling: Option<bool>,
+}
+
+impl PoolSettings {
+    fn of(c: &PoolConfig) -> PoolSettings {
+        PoolSettings {
+            scheduling_tag_filter: c.scheduling_tag_filter.clone(),
+            allow_regular_allocations_on_ssd_nodes: c.allow_regular_allocations_on_ssd_nodes,
+            fair_share_starvation_tolerance: c.fair_share_starvation_tolerance,
+            fair_share_starvation_timeout_ms: c.fair_share_starvation_timeout_ms,
+            enable_aggressive_starvation: c.enable_aggressive_starvation,
+            use_pool_satisfaction_for_scheduling: c.use_pool_satisfaction_for_scheduling,
+        }
+    }
 }
 
 impl TreeUpdate {
-    /// Runs the fair-share computation (pure; the tree's working memory is lent to it).
+    /// Runs the fair-share computation (pure; the tree's working memory is lent to it) and
+    /// builds the arena that installing it puts in place.
     pub fn compute(&mut self) {
-        self.output = Some(self.workspace.update(
-            &mut self.tree,
-            &self.input,
-            &fairsched_hdrf::NoClock,
-        ));
+        let output = self
+            .workspace
+            .update(&mut self.tree, &self.input, &fairsched_hdrf::NoClock);
+        self.integral = self
+            .by_pool
+            .iter()
+            .map(|(name, &index)| (name.clone(), self.tree.element(index).integral_state))
+            .collect();
+        self.arena = Some(self.build_arena(output));
     }
 
     /// The index of the tree it updates.
@@ -94,24 +133,35 @@ impl PoolTree {
         let mut kinds = vec![ElementRef::Root];
         let mut by_pool = BTreeMap::new();
         let mut limits = vec![Resources::infinite()];
+        let mut pools: Vec<Option<PoolSettings>> = vec![None];
+        let mut fifo_order = vec![false];
 
         // Explicit pools in configuration order (parents before children), then ephemeral ones.
+        /// What the update records of each element as it is added.
+        struct Added<'a> {
+            kinds: &'a mut Vec<ElementRef>,
+            limits: &'a mut Vec<Resources>,
+            pools: &'a mut Vec<Option<PoolSettings>>,
+            fifo_order: &'a mut Vec<bool>,
+        }
         fn add_explicit(
             this: &PoolTree,
             tree: &mut Tree,
             parent: ElementIndex,
-            pools: &BTreeMap<String, PoolNode>,
-            kinds: &mut Vec<ElementRef>,
-            limits: &mut Vec<Resources>,
+            nodes: &BTreeMap<String, PoolNode>,
+            added: &mut Added<'_>,
             by_pool: &mut BTreeMap<String, ElementIndex>,
         ) {
-            for (name, node) in pools {
+            for (name, node) in nodes {
                 let Some(effective) = this.validated.pool(name) else {
                     continue;
                 };
-                let index = add_pool(tree, parent, name, &effective.config, this, kinds, limits);
+                let index = add_pool(tree, parent, name, &effective.config, this, added);
+                added
+                    .fifo_order
+                    .push(effective.fifo_pool_scheduling_order == FifoPoolSchedulingOrder::Fifo);
                 by_pool.insert(name.clone(), index);
-                add_explicit(this, tree, index, &node.pools, kinds, limits, by_pool);
+                add_explicit(this, tree, index, &node.pools, added, by_pool);
             }
         }
         fn add_pool(
@@ -120,8 +170,7 @@ impl PoolTree {
             name: &str,
             config: &PoolConfig,
             this: &PoolTree,
-            kinds: &mut Vec<ElementRef>,
-            limits: &mut Vec<Resources>,
+            added: &mut Added<'_>,
         ) -> ElementIndex {
             let index = tree
                 .add_pool(
@@ -140,17 +189,23 @@ impl PoolTree {
             if let Some(state) = this.integral_states.get(name) {
                 tree.element_mut(index).integral_state = *state;
             }
-            kinds.push(ElementRef::Pool(name.to_string()));
-            limits.push(config.resource_limits.or_infinite());
+            added.kinds.push(ElementRef::Pool(name.to_string()));
+            added.limits.push(config.resource_limits.or_infinite());
+            added.pools.push(Some(PoolSettings::of(config)));
             index
         }
+        let mut added = Added {
+            kinds: &mut kinds,
+            limits: &mut limits,
+            pools: &mut pools,
+            fifo_order: &mut fifo_order,
+        };
         add_explicit(
             self,
             &mut tree,
             ROOT,
             &self.validated.tree.pools,
-            &mut kinds,
-            &mut limits,
+            &mut added,
             &mut by_pool,
         );
         // Ephemeral pools, each after its parent (an explicit pool, the root, or a removed
@@ -169,15 +224,9 @@ impl PoolTree {
                 } else {
                     return true;
                 };
-                let index = add_pool(
-                    &mut tree,
-                    parent,
-                    name,
-                    &e.config,
-                    self,
-                    &mut kinds,
-                    &mut limits,
-                );
+                let index = add_pool(&mut tree, parent, name, &e.config, self, &mut added);
+                // (Ephemeral pools are never FIFO-ordered: their order is not configured.)
+                added.fifo_order.push(false);
                 by_pool.insert(name.clone(), index);
                 false
             });
@@ -211,6 +260,8 @@ impl PoolTree {
             tree.element_mut(index).resource_limits = mine.resource_limits;
             kinds.push(ElementRef::Operation(op.spec.id.clone()));
             limits.push(mine.resource_limits.or_infinite());
+            pools.push(None);
+            fifo_order.push(false);
             by_operation.insert(op.spec.id.clone(), index);
             settings.resize(kinds.len() - 1, None);
             settings.push(Some(OperationSettings {
@@ -236,63 +287,53 @@ impl PoolTree {
             tree,
             input,
             workspace: std::mem::take(&mut self.workspace),
-            output: None,
             kinds,
             limits,
             by_pool,
             by_operation,
             settings,
+            pools,
+            fifo_order,
+            config: self.config().clone(),
             any_graceful: operations
                 .iter()
                 .any(|op| op.spec.preemption_mode == crate::model::PreemptionMode::Graceful),
+            arena: None,
+            integral: Vec::new(),
         }
     }
 
     /// Installs a computed update ([`TreeUpdate::compute`]) prepared from this tree: the new
-    /// arena with the shares, the integral states, the working memory back. An update prepared
-    /// before the tree's configuration changed is not installed (false); its working memory
-    /// comes back all the same.
+    /// arena with the shares (built with the computation), the integral states, the working
+    /// memory back. An update prepared before the tree's configuration changed is not
+    /// installed (false); its working memory comes back all the same.
     pub(crate) fn apply_update(&mut self, update: TreeUpdate) -> bool {
-        let TreeUpdate {
-            t: _,
-            now,
-            total,
-            generation,
-            mut tree,
-            input: _,
-            workspace,
-            output,
-            kinds,
-            limits,
-            by_pool,
-            by_operation,
-            settings,
-            any_graceful,
-        } = update;
-        self.workspace = workspace;
-        if generation != self.generation {
+        self.workspace = update.workspace;
+        if update.generation != self.generation {
             return false;
         }
-        let output = output.expect("apply a computed update");
-        self.last_update_ms = Some(now);
-        for (name, &index) in &by_pool {
-            self.integral_states
-                .insert(name.clone(), tree.element(index).integral_state);
+        let arena = update.arena.expect("apply a computed update");
+        self.last_update_ms = Some(update.now);
+        for (name, state) in update.integral {
+            self.integral_states.insert(name, state);
         }
+        self.arena = arena;
+        true
+    }
+}
 
-        let config = self.config().clone();
-        let mut elements: Vec<Element> = Vec::with_capacity(tree.len());
+impl TreeUpdate {
+    /// The arena of the computed update: its elements with their shares, FIFO order and
+    /// limits, and the settings they inherit down the tree.
+    fn build_arena(&mut self, output: UpdateOutput) -> Arena {
+        let config = &self.config;
+        let kinds = std::mem::take(&mut self.kinds);
+        let mut elements: Vec<Element> = Vec::with_capacity(self.tree.len());
         // (The update's own element kinds and children move into the arena: no copies.)
         for (i, (attrs, kind)) in output.attributes.into_iter().zip(kinds).enumerate() {
-            let e = tree.element_mut(i);
+            let e = self.tree.element_mut(i);
             let fifo = e.pool().is_some_and(|p| p.mode == PoolMode::Fifo);
-            let schedule_in_fifo_order = fifo
-                && match &kind {
-                    ElementRef::Pool(name) => self.validated.pool(name).is_some_and(|p| {
-                        p.fifo_pool_scheduling_order == FifoPoolSchedulingOrder::Fifo
-                    }),
-                    _ => false,
-                };
+            let schedule_in_fifo_order = fifo && self.fifo_order[i];
             let children = std::mem::take(&mut e.children);
             let parent = e.parent;
             elements.push(Element {
@@ -301,7 +342,7 @@ impl PoolTree {
                 children,
                 fifo,
                 schedule_in_fifo_order,
-                resource_limits: limits[i],
+                resource_limits: self.limits[i],
                 attrs,
                 scheduling_status: SchedulingStatus::Normal,
                 starvation_status: StarvationStatus::NonStarving,
@@ -336,14 +377,14 @@ impl PoolTree {
                 elements[i].children = children;
             }
         }
-        self.arena = Arena {
+        let mut arena = Arena {
             elements,
-            by_pool,
-            by_operation,
-            total_resources: total,
+            by_pool: std::mem::take(&mut self.by_pool),
+            by_operation: std::mem::take(&mut self.by_operation),
+            total_resources: self.total,
             errors: output.errors,
-            computed_at: Some(now),
-            any_graceful,
+            computed_at: Some(self.now),
+            any_graceful: self.any_graceful,
             tag_sets: vec![Vec::new()],
             ssd: {
                 let ssd = &config.ssd_priority_preemption;
@@ -359,27 +400,26 @@ impl PoolTree {
                     })
             },
         };
-        self.inherit_settings(&settings);
+        self.inherit_settings(&mut arena);
         if config.enable_guarantee_priority_scheduling {
-            for e in &mut self.arena.elements {
+            for e in &mut arena.elements {
                 if matches!(e.kind, ElementRef::Operation(_)) {
                     e.guarantee_priority = below_promised_guarantee(&e.attrs);
                 }
             }
         }
-        true
+        arena
     }
 
     /// Effective starvation and scheduling settings, inherited down the tree.
-    fn inherit_settings(&mut self, settings: &[Option<OperationSettings>]) {
-        let coefficient = self
-            .config()
-            .allocation_count_preemption_timeout_coefficient;
-        let honour_tags = self.config().enable_scheduling_tags;
-        for i in 1..self.arena.elements.len() {
-            let parent = self.arena.elements[i].parent.unwrap_or(ROOT);
+    fn inherit_settings(&self, arena: &mut Arena) {
+        let settings = &self.settings;
+        let coefficient = self.config.allocation_count_preemption_timeout_coefficient;
+        let honour_tags = self.config.enable_scheduling_tags;
+        for i in 1..arena.elements.len() {
+            let parent = arena.elements[i].parent.unwrap_or(ROOT);
             let (tol, timeout, aggressive, use_sat, regular_on_ssd, tag_set) = {
-                let p = &self.arena.elements[parent];
+                let p = &arena.elements[parent];
                 (
                     p.tolerance,
                     p.starvation_timeout_ms,
@@ -389,14 +429,11 @@ impl PoolTree {
                     p.tag_set,
                 )
             };
-            let pool_config = match &self.arena.elements[i].kind {
-                ElementRef::Pool(name) => self.pool_config(name).cloned(),
-                _ => None,
-            };
+            let pool_config = self.pools.get(i).and_then(Option::as_ref);
             let op = settings.get(i).and_then(Option::as_ref);
             // Its own scheduling tag filter joins those of its ancestors (validated when the
             // pool tree or the operation was accepted).
-            let own_filter = match (&pool_config, op) {
+            let own_filter = match (pool_config, op) {
                 (Some(c), _) => c.scheduling_tag_filter.clone(),
                 (_, Some(op)) => op.scheduling_tag_filter.clone(),
                 _ => None,
@@ -405,14 +442,14 @@ impl PoolTree {
             .filter(|f| !f.is_empty());
             let tag_set = match own_filter {
                 Some(filter) if honour_tags => {
-                    let mut set = self.arena.tag_sets[tag_set].clone();
+                    let mut set = arena.tag_sets[tag_set].clone();
                     set.push(filter);
-                    self.arena.tag_sets.push(set);
-                    self.arena.tag_sets.len() - 1
+                    arena.tag_sets.push(set);
+                    arena.tag_sets.len() - 1
                 }
                 _ => tag_set,
             };
-            let e = &mut self.arena.elements[i];
+            let e = &mut arena.elements[i];
             e.tag_set = tag_set;
             e.tolerance = tol;
             e.starvation_timeout_ms = timeout;
