@@ -336,6 +336,9 @@ impl Agent {
             cmd.spawn()
         };
         let job = s.job.clone();
+        // Recorded before its process exists: an agent killed in between leaves a record a
+        // restarted agent finds the job's processes by (see `records`).
+        self.records.starting(&job, &s.operation);
         match spawn(cgroup.as_ref()) {
             Ok(mut child) => {
                 let pid = child.id().unwrap_or(0) as i32;
@@ -655,7 +658,9 @@ pub async fn run_with_memory_enforcement(
         )
     })?;
     // Before registering: what a killed agent left behind is killed (or its ends reported).
-    let recovered = records.recover(Duration::from_secs(10)).await;
+    let recovered = records
+        .recover(&config.node_id, Duration::from_secs(10))
+        .await;
     if !recovered.is_empty() {
         tracing::warn!(
             jobs = recovered.len(),

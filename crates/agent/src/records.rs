@@ -1,17 +1,20 @@
 //! What an agent finds again after it was killed (SIGKILL, OOM kill, a crash): the jobs it
 //! started and the ends it had not reported yet, as small files under `<work_dir>/state/`.
 //!
-//! * `started/<job>` — written when a job's process starts: its process group and the
-//!   leader's start time (`/proc/PID/stat`, so that a reused PID is never taken for it);
-//!   removed when the job ends.
+//! * `started/<job>` — written before a job's process starts (without a process group: a
+//!   killed agent may have started it or not), then again once it started: its process group
+//!   and the leader's start time (`/proc/PID/stat`, so that a reused PID is never taken for
+//!   it); removed when the job ends.
 //! * `ended/<job>` — the job's end as it is reported ([`FinishedJob`]), written when it ends;
 //!   removed once a heartbeat delivered it.
 //!
 //! A job's main process dies with the agent (`setpriv --pdeathsig KILL`, see `lib.rs`), but
 //! what it started in its process group may not. So before it registers, a restarted agent
-//! kills every process group it finds in `started/` that still has a live process, waits
-//! until it is gone, and reports those jobs as aborted: the server may then run them again
-//! elsewhere, never beside a copy of their own. Ends found in `ended/` are reported as they
+//! kills every process group it finds in `started/` that still has a live process (for a job
+//! recorded without its group: the groups of the processes whose environment names the job
+//! and this node, `FAIRSCHED_JOB_ID` and `FAIRSCHED_NODE_ID`), waits until they are gone, and
+//! reports those jobs as aborted: the server may then run them again elsewhere, never beside
+//! a copy of their own. Ends found in `ended/` are reported as they
 //! were.
 //!
 //! File names are the job ids, hex-encoded (ids come from the server; no id can name a path
@@ -33,7 +36,7 @@ pub const KILLED_AT_RESTART: &str = "agent_restarted: the job outlived its agent
 struct Started {
     job: String,
     operation: String,
-    /// The job's process group (its main process's PID).
+    /// The job's process group (its main process's PID); 0 while it is being started.
     pgid: i32,
     /// The main process's start time, in clock ticks since boot (`/proc/PID/stat` field 22).
     start_ticks: Option<u64>,
@@ -71,6 +74,12 @@ impl Records {
 
     fn ended_path(&self, job: &str) -> PathBuf {
         self.dir.join("ended").join(file_name(job))
+    }
+
+    /// A job is about to start (its process group is not known yet: see
+    /// [`Records::recover`]).
+    pub(crate) fn starting(&self, job: &str, operation: &str) {
+        self.started(job, operation, 0);
     }
 
     /// A job's process started: its group is `pgid`.
@@ -114,7 +123,7 @@ impl Records {
     /// still have live processes (and waits, at most `limit`, until they are gone); returns
     /// the ends to report: those a previous agent recorded, and the killed or vanished jobs as
     /// aborted.
-    pub(crate) async fn recover(&self, limit: Duration) -> Vec<FinishedJob> {
+    pub(crate) async fn recover(&self, node: &str, limit: Duration) -> Vec<FinishedJob> {
         let mut ends = Vec::new();
         for path in entries(&self.dir.join("ended")) {
             match std::fs::read(&path)
@@ -137,13 +146,22 @@ impl Records {
                 let _ = std::fs::remove_file(&path);
                 continue;
             };
-            let pgid = started.pgid;
-            // The group is this job's unless its leader's PID now belongs to another process
-            // (a live leader with another start time; while any member of the group lives,
-            // the kernel does not give its id to a new process).
-            let leader = start_ticks(pgid);
-            let ours = leader.is_none() || leader == started.start_ticks;
-            if pgid > 0 && ours && group_alive(pgid) {
+            let groups: Vec<i32> = if started.pgid > 0 {
+                let pgid = started.pgid;
+                // The group is this job's unless its leader's PID now belongs to another
+                // process (a live leader with another start time; while any member of the
+                // group lives, the kernel does not give its id to a new process).
+                let leader = start_ticks(pgid);
+                let ours = leader.is_none() || leader == started.start_ticks;
+                if ours { vec![pgid] } else { Vec::new() }
+            } else {
+                // Killed while starting it: whatever runs under its name on this node.
+                groups_of(&started.job, node)
+            };
+            for pgid in groups {
+                if !group_alive(pgid) {
+                    continue;
+                }
                 tracing::warn!(
                     job = started.job,
                     operation = started.operation,
@@ -209,6 +227,36 @@ fn start_ticks(pid: i32) -> Option<u64> {
     stat_fields(pid)?.get(19)?.parse().ok()
 }
 
+/// The process groups of the processes whose environment names job `job` of node `node`
+/// (`FAIRSCHED_JOB_ID`, `FAIRSCHED_NODE_ID`; processes whose environment cannot be read are
+/// not found).
+fn groups_of(job: &str, node: &str) -> Vec<i32> {
+    let job_var = format!("FAIRSCHED_JOB_ID={job}");
+    let node_var = format!("FAIRSCHED_NODE_ID={node}");
+    let mut groups: Vec<i32> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                let mut vars = env.split(|&b| b == 0);
+                let (mut has_job, mut has_node) = (false, false);
+                for v in &mut vars {
+                    has_job |= v == job_var.as_bytes();
+                    has_node |= v == node_var.as_bytes();
+                }
+                has_job && has_node
+            })
+        })
+        .filter_map(|pid| stat_fields(pid)?.get(2)?.parse::<i32>().ok())
+        .filter(|&pgid| pgid > 0)
+        .collect();
+    groups.sort_unstable();
+    groups.dedup();
+    groups
+}
+
 /// Whether a live (not zombie) process is in group `pgid`.
 fn group_alive(pgid: i32) -> bool {
     std::fs::read_dir("/proc")
@@ -221,4 +269,48 @@ fn group_alive(pgid: i32) -> bool {
             f.first().is_some_and(|state| state != "Z" && state != "X")
                 && f.get(2).and_then(|g| g.parse::<i32>().ok()) == Some(pgid)
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+
+    /// `sleep 30` in a process group of its own, with the job and node variables.
+    fn job_process(job: &str, node: &str) -> std::process::Child {
+        std::process::Command::new("sleep")
+            .arg("30")
+            .env("FAIRSCHED_JOB_ID", job)
+            .env("FAIRSCHED_NODE_ID", node)
+            .process_group(0)
+            .spawn()
+            .expect("start sleep")
+    }
+
+    /// An agent killed after recording a job as starting but before recording its process
+    /// group: the restarted agent finds the job's processes by their environment, kills them
+    /// and reports the job aborted; another node's job of the same id is left alone.
+    #[tokio::test]
+    async fn a_job_killed_while_starting_is_found_by_its_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let records = Records::open(dir.path()).unwrap();
+        records.starting("7.3", "op");
+        let mut ours = job_process("7.3", "n1");
+        let mut other = job_process("7.3", "n2");
+        let pgid = ours.id() as i32;
+        assert!(group_alive(pgid));
+
+        let ends = records.recover("n1", Duration::from_secs(5)).await;
+        assert_eq!(ends.len(), 1);
+        assert_eq!(ends[0].job, "7.3");
+        assert_eq!(ends[0].outcome, JobState::Aborted);
+        let _ = ours.wait();
+        assert!(!group_alive(pgid), "the job's group was killed");
+        assert!(
+            other.try_wait().unwrap().is_none(),
+            "another node's job keeps running"
+        );
+        let _ = other.kill();
+        let _ = other.wait();
+    }
 }
