@@ -98,6 +98,12 @@ pub struct Actor {
     /// A tree's pools or configuration changed: the next view takes a new snapshot whatever
     /// it costs (callers read the pools they made).
     trees_changed: bool,
+    /// A user's command (submit, abort, update, node or pool change) was handled since the
+    /// last view: in a small cluster the next view takes a new snapshot (see
+    /// [`Actor::next_view`]).
+    users_change: bool,
+    /// [`SMALL_CLUSTER`] (tests lower it).
+    small_cluster: usize,
     /// Job id → operation id (every job, also those of earlier incarnations).
     /// ... and the job's position among its operation's jobs (a hint, checked at every use:
     /// finding a job by id among an operation's jobs would cost O(jobs)).
@@ -166,6 +172,9 @@ const VIEW_COST_SHARE: u32 = 10;
 
 /// ... unless they are this cheap (a small cluster): then every view takes one.
 const CHEAP_VIEW: Duration = Duration::from_millis(1);
+
+/// Up to this many operations and nodes, a user's command always takes a new snapshot.
+const SMALL_CLUSTER: usize = 1000;
 
 /// At most this many operations (with their jobs) and events are pruned at a time (see
 /// [`Actor::prune_history`]): a batch takes milliseconds, never a long pause of the actor.
@@ -357,8 +366,11 @@ impl Actor {
             command.refuse(e);
             return;
         }
-        if command.is_users_change() && caller != Caller::Unchecked {
-            tracing::info!(user = caller.name(), command = command.name(), "request");
+        if command.is_users_change() {
+            self.users_change = true;
+            if caller != Caller::Unchecked {
+                tracing::info!(user = caller.name(), command = command.name(), "request");
+            }
         }
         self.handle(command);
     }
@@ -671,9 +683,14 @@ impl Actor {
     /// and submissions a second, or with every tick and every fair-share update taking one, it
     /// would take all of it). The snapshot (fair shares, usages, why jobs wait) then lags by
     /// at most ten times its cost (and the next tick). A change of a tree's pools or
-    /// configuration always takes a new one.
+    /// configuration always takes a new one, and so does a user's command while the cluster
+    /// is small ([`SMALL_CLUSTER`] operations and nodes: a snapshot costs a few milliseconds
+    /// then), so that the caller reads what it did in the orchid too, however busy the
+    /// machine.
     fn next_view(&mut self) -> Arc<View> {
+        let users_change = std::mem::take(&mut self.users_change);
         if self.trees_changed
+            || (users_change && self.ops.len() + self.nodes.len() <= self.small_cluster)
             || self.snapshot_cost < CHEAP_VIEW
             || self.snapshot_taken_at.elapsed() >= self.snapshot_cost * VIEW_COST_SHARE
         {

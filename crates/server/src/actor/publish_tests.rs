@@ -20,11 +20,12 @@ fn published(actor: &Actor) -> Arc<View> {
     actor.publish.borrow().clone()
 }
 
-/// Makes the actor see its snapshots as expensive and one as just taken: views now show
-/// new records only (see `Actor::next_view`).
+/// Makes the actor see its snapshots as expensive, one as just taken and the cluster as large:
+/// views now show new records only (see `Actor::next_view`).
 fn expensive_snapshots(actor: &mut Actor) {
     actor.snapshot_cost = Duration::from_secs(3600);
     actor.snapshot_taken_at = Instant::now();
+    actor.small_cluster = 0;
 }
 
 #[test]
@@ -93,4 +94,40 @@ fn changes_show_in_the_records_at_once_while_the_snapshot_waits_its_turn() {
     a.snapshot_taken_at = Instant::now() - Duration::from_millis(30);
     heartbeat(&mut a, Vec::new());
     assert!(!Arc::ptr_eq(&published(&a).snapshot, &taken));
+}
+
+/// In a small cluster a user's command takes a new snapshot however expensive the last one
+/// looked (a busy machine), so that its caller reads its change in the orchid too; a heartbeat
+/// does not.
+#[test]
+fn a_users_change_in_a_small_cluster_takes_a_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = actor(dir.path(), 3_600_000);
+    let node = RegisterNode {
+        node_id: "n1".into(),
+        resources: fairsched_api::parse_resources("cpu=4,user_slots=4").unwrap(),
+        tags: Vec::new(),
+    };
+    ask(&mut a, |r| Command::Register(node, r)).unwrap();
+    submit(&mut a, "first");
+    a.snapshot_cost = Duration::from_secs(3600);
+    a.snapshot_taken_at = Instant::now();
+    let before = published(&a).snapshot.clone();
+    heartbeat(&mut a, Vec::new());
+    assert!(Arc::ptr_eq(&published(&a).snapshot, &before));
+    let request = crate::command::Request {
+        caller: crate::caller::Caller::Unchecked,
+        command: Command::Submit(
+            Box::new(
+                Submission::parse(json!({"id": "second", "tasks": [{"job_count": 1,
+                    "resources": {"cpu": 1}, "command": ["true"]}]}))
+                .unwrap(),
+            ),
+            false,
+            tokio::sync::oneshot::channel().0,
+        ),
+    };
+    a.authorize_and_handle(request);
+    a.settle();
+    assert!(published(&a).snapshot.operations.contains_key("second"));
 }

@@ -137,6 +137,8 @@ impl Actor {
             stale_nodes: BTreeSet::new(),
             nodes: imbl::OrdMap::new(),
             trees_changed: false,
+            users_change: false,
+            small_cluster: super::SMALL_CLUSTER,
             job_op: BTreeMap::new(),
             alloc_job: BTreeMap::new(),
             job_alloc: BTreeMap::new(),
