@@ -913,6 +913,42 @@ mod tests {
         assert_eq!(again.load().unwrap().incarnation, 1);
     }
 
+    /// A reader sees every commit made after it was opened, and before each of its reads.
+    #[test]
+    fn a_reader_sees_what_is_committed_since() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SqliteStore::open(dir.path()).unwrap();
+        let reader = s.reader().unwrap();
+        assert_eq!(reader.operation_state("a").unwrap(), None);
+        for (i, id) in ["a", "b", "c"].into_iter().enumerate() {
+            s.commit(&Batch {
+                operations: vec![op(id, "running")],
+                ..Batch::default()
+            })
+            .unwrap();
+            assert_eq!(
+                reader.operation_state(id).unwrap().as_deref(),
+                Some("running")
+            );
+            let listed = reader
+                .operations(&OperationFilter {
+                    limit: 100,
+                    ..OperationFilter::default()
+                })
+                .unwrap();
+            assert_eq!(listed.len(), i + 1);
+            s.commit(&Batch {
+                operations: vec![op(id, "completed")],
+                ..Batch::default()
+            })
+            .unwrap();
+            assert_eq!(
+                reader.operation_state(id).unwrap().as_deref(),
+                Some("completed")
+            );
+        }
+    }
+
     #[test]
     fn round_trip_and_restart() {
         let dir = tempfile::tempdir().unwrap();

@@ -123,8 +123,17 @@ impl Actor {
     }
 
     pub(super) fn abort(&mut self, id: &str) -> Result<OperationView, ApiError> {
-        if !self.ops.contains_key(id) {
+        let Some(record) = self.ops.get(id) else {
             return Err(self.not_in_memory(id, |state| format!("is already {state}")));
+        };
+        // Finished, and waiting for the commit that lets it leave memory (the core may have
+        // forgotten it already).
+        if record.view.state.is_finished() {
+            return Err(ApiError::new(
+                codes::GENERIC,
+                format!("operation {id:?} is already {}", record.view.state),
+            )
+            .with_attribute("operation", id));
         }
         let now = self.now();
         self.sched

@@ -185,3 +185,58 @@ fn a_job_end_reported_during_the_commit_of_its_operations_end_is_kept() {
     let stored = a.operation_view("op").unwrap();
     assert_eq!(stored.jobs[0].exit_code, Some(143));
 }
+
+/// An operation that finished in a batch still being committed may already be forgotten by
+/// the core (an update installed meanwhile): aborting it says it is already completed, not
+/// that it does not exist.
+#[test]
+fn aborting_an_operation_whose_end_is_being_committed_says_it_finished() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = crate::ServerConfig::default();
+    config.scheduler.fair_share_update_period_ms = 10;
+    let (mut a, gate) = gated_actor(dir.path(), &config);
+    let node = fairsched_api::RegisterNode {
+        node_id: "n1".into(),
+        resources: fairsched_api::parse_resources("cpu=4,user_slots=4").unwrap(),
+        tags: Vec::new(),
+    };
+    ask(&mut a, |r| Command::Register(node, r)).unwrap();
+    ask(&mut a, |r| Command::Submit(submission("op"), true, r)).unwrap();
+    super::history_tests::tick(&mut a);
+    let started = super::history_tests::heartbeat(&mut a, Vec::new()).start;
+    let done = fairsched_api::FinishedJob {
+        job: started[0].job.clone(),
+        outcome: fairsched_api::JobState::Completed,
+        exit_code: Some(0),
+        signal: None,
+        reason: None,
+        stdout_tail: String::new(),
+        stderr_tail: String::new(),
+    };
+    set_gate(&gate, false);
+    let hb = fairsched_api::Heartbeat {
+        node_id: "n1".into(),
+        node_credential: None,
+        running: Vec::new(),
+        finished: vec![done],
+        output: Vec::new(),
+    };
+    let (tx, _answered) = tokio::sync::oneshot::channel();
+    a.handle(Command::Heartbeat(hb, tx));
+    a.flush(false);
+    assert!(a.writer.busy, "the operation's end is being committed");
+    // An update installed meanwhile forgets the finished operation in the core.
+    std::thread::sleep(Duration::from_millis(20));
+    a.on_timer();
+    assert!(
+        a.sched
+            .operation(&fairsched_core::OperationId("op".into()))
+            .is_none()
+    );
+    let (tx, mut aborted) = tokio::sync::oneshot::channel();
+    a.handle(Command::Abort("op".into(), tx));
+    set_gate(&gate, true);
+    a.settle();
+    let e = aborted.try_recv().unwrap().unwrap_err();
+    assert!(e.message.contains("is already completed"), "{e:?}");
+}
