@@ -33,8 +33,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
 
-OPERATIONS=1000
-JOBS=5000
+OPERATIONS=2000
+JOBS=10000
 BACKLOG=1000
 SAMPLES=50
 PHASES=idle_latency,one_after_another,one_operation,with_backlog
@@ -214,6 +214,9 @@ TABLE=()
 record() {
   local name=$1 ops=$2 jobs=$3 done_jobs=$4 submit_s=$5 done_s=$6 replies=$7 extra=${8:-}
   local sps jps r50 r99 rmax
+  if [ "$done_jobs" -lt "$jobs" ]; then
+    log "warning: $name: squeue lists $done_jobs of its $jobs jobs as completed; the others are no longer listed (Slurm forgets a finished job MinJobAge = 300 s after its end), so jobs/s counts only the listed ones"
+  fi
   sps=$(div "$ops" "$submit_s")
   jps=$(div "$done_jobs" "$done_s")
   read -r r50 r99 rmax < <(pct "$replies")

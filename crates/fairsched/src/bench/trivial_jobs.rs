@@ -65,10 +65,10 @@ pub struct TrivialJobsArgs {
     pub latency_samples: u32,
     /// One-job operations submitted one after another (phase `one_after_another`, and again
     /// after the backlog in `with_backlog`).
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 2000)]
     pub operations: u32,
     /// Jobs of the one operation of phase `one_operation`.
-    #[arg(long, default_value_t = 5000)]
+    #[arg(long, default_value_t = 10_000)]
     pub jobs: u32,
     /// Operations waiting in the held pool during phase `with_backlog`.
     #[arg(long, default_value_t = 1000)]
@@ -978,17 +978,35 @@ impl Driver<'_> {
 
     /// Checks that all `m` backlog operations are pending.
     async fn check_backlog(&self, phase: &str, m: u32) -> anyhow::Result<()> {
-        let waiting = self.unfinished(HELD_POOL, 10_000).await?;
-        let pending = waiting
-            .iter()
-            .filter(|o| o.state == OperationState::Pending)
-            .count();
-        if pending != m as usize || waiting.len() != m as usize {
+        // Page through them (a page holds at most 10,000).
+        let (mut unfinished, mut pending) = (0usize, 0usize);
+        let mut after = String::new();
+        loop {
+            let page = self
+                .client
+                .list_operations(&OperationQuery {
+                    state: Some("pending,running".into()),
+                    pool: Some(HELD_POOL.into()),
+                    jobs: Some(false),
+                    limit: Some(10_000),
+                    after: Some(after.clone()),
+                    ..OperationQuery::default()
+                })
+                .await
+                .with_context(|| format!("listing the operations of pool {HELD_POOL:?}"))?;
+            let Some(last) = page.last() else { break };
+            after = last.id.clone();
+            unfinished += page.len();
+            pending += page
+                .iter()
+                .filter(|o| o.state == OperationState::Pending)
+                .count();
+        }
+        if pending != m as usize || unfinished != m as usize {
             bail!(
                 "{phase}: the backlog should be {m} pending operations in pool {HELD_POOL:?} \
-                 (max_running_operation_count 0); the API lists {} unfinished, {pending} of \
-                 them pending",
-                waiting.len()
+                 (max_running_operation_count 0); the API lists {unfinished} unfinished, \
+                 {pending} of them pending"
             );
         }
         Ok(())
