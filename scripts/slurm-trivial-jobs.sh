@@ -221,6 +221,7 @@ record() {
   jps=$(div "$done_jobs" "$done_s")
   read -r r50 r99 rmax < <(pct "$replies")
   RESULTS+=("{\"name\": \"$name\", \"operations\": $ops, \"jobs\": $jobs, \"jobs_completed\": $done_jobs, \"submit_s\": $submit_s, \"submissions_per_s\": $sps, \"completed_s\": $done_s, \"jobs_per_s\": $jps, \"submit_reply_ms\": {\"p50\": $r50, \"p99\": $r99, \"max\": $rmax}$extra}")
+  submit_s=$(printf '%.2f' "$submit_s"); sps=$(printf '%.1f' "$sps"); jps=$(printf '%.1f' "$jps")
   if [ "$name" = idle_latency ]; then sps=-; jps=-; submit_s=-; fi
   TABLE+=("$(printf '%-18s %6s %7s %9s %10s %10.2f %9s %10s %10s' "$name" "$ops" "$done_jobs" \
     "$submit_s" "$sps" "$done_s" "$jps" "$r50" "$r99")")
@@ -321,7 +322,7 @@ phase_with_backlog() {
   [ "$held" -eq "$BACKLOG" ] || { echo "expected $BACKLOG held jobs still pending, squeue lists $held" >&2; exit 1; }
   record with_backlog "$OPERATIONS" "$OPERATIONS" "$done_jobs" "$submit_s" "$done_s" "$replies" \
     ", \"backlog_operations\": $BACKLOG, \"backlog_submit_s\": $backlog_s"
-  BACKLOG_LINE="with_backlog: $BACKLOG jobs waited held (sbatch --hold), submitted in $backlog_s s beforehand"
+  BACKLOG_LINE="with_backlog: $BACKLOG jobs waited held (sbatch --hold), submitted in $(printf %.1f "$backlog_s") s beforehand"
   scancel -n held
 }
 

@@ -243,8 +243,11 @@ pub struct PhaseReport {
     pub backlog_submit_s: Option<f64>,
     /// CPU seconds the server process used in the phase.
     pub server_cpu_s: Option<f64>,
-    /// CPU seconds the agent processes used in the phase, with the jobs they ran.
+    /// CPU seconds the agent processes themselves used in the phase.
     pub agents_cpu_s: Option<f64>,
+    /// CPU seconds of the processes the agents started (each job: `setpriv`, which execs the
+    /// job's command, when the machine has it) that the agents reaped in the phase.
+    pub jobs_cpu_s: Option<f64>,
 }
 
 impl PhaseReport {
@@ -266,6 +269,7 @@ impl PhaseReport {
             backlog_submit_s: None,
             server_cpu_s: None,
             agents_cpu_s: None,
+            jobs_cpu_s: None,
         }
     }
 }
@@ -296,7 +300,7 @@ impl TrivialJobsReport {
             );
         }
         out.push_str(&format!(
-            "\n{:<18} {:>6} {:>7} {:>9} {:>10} {:>10} {:>9} {:>10} {:>10} {:>8} {:>8}\n",
+            "\n{:<18} {:>6} {:>7} {:>9} {:>10} {:>10} {:>9} {:>10} {:>10} {:>8} {:>8} {:>8}\n",
             "phase",
             "ops",
             "jobs",
@@ -307,7 +311,8 @@ impl TrivialJobsReport {
             "reply p50",
             "reply p99",
             "srv cpu",
-            "agt cpu"
+            "agt cpu",
+            "job cpu"
         ));
         let ms = |m: &Option<Millis>, f: fn(&Millis) -> f64| {
             m.as_ref()
@@ -325,7 +330,7 @@ impl TrivialJobsReport {
                 }
             };
             out.push_str(&format!(
-                "{:<18} {:>6} {:>7} {:>9} {:>10} {:>10.2} {:>9} {:>10} {:>10} {:>8} {:>8}\n",
+                "{:<18} {:>6} {:>7} {:>9} {:>10} {:>10.2} {:>9} {:>10} {:>10} {:>8} {:>8} {:>8}\n",
                 p.name,
                 p.operations,
                 p.jobs_completed,
@@ -337,6 +342,7 @@ impl TrivialJobsReport {
                 ms(&p.submit_reply_ms, |m| m.p99),
                 cpu(p.server_cpu_s),
                 cpu(p.agents_cpu_s),
+                cpu(p.jobs_cpu_s),
             ));
         }
         for p in &self.phases {
@@ -370,7 +376,8 @@ impl TrivialJobsReport {
         }
         out.push_str(
             "\nsubmit s: first submission to last reply; done s: first submission until every \
-             operation ended; jobs/s: jobs completed / done s; cpu: CPU seconds in the phase\n",
+             operation ended; jobs/s: jobs completed / done s; cpu: CPU seconds in the phase of the \
+             server, the agents, and the jobs' processes (setpriv + the command)\n",
         );
         if let Some(dir) = &self.kept_dir {
             out.push_str(&format!("files kept in {dir}\n"));
@@ -463,15 +470,21 @@ impl Cluster {
         warnings
     }
 
-    /// CPU seconds of the server and of the agents (with their reaped children, the jobs).
-    fn cpu(&self) -> (Option<f64>, Option<f64>) {
-        let server = self.server.as_ref().and_then(|s| process_cpu_s(s.pid()));
-        let agents = self
-            .agents
-            .iter()
-            .map(|a| process_cpu_s(a.pid()))
-            .sum::<Option<f64>>();
-        (server, agents)
+    /// CPU seconds so far of the server, of the agents and of the agents' reaped children
+    /// (the jobs).
+    fn cpu(&self) -> Cpu {
+        let server = self
+            .server
+            .as_ref()
+            .and_then(|s| process_cpu_s(s.pid()))
+            .map(|(own, _)| own);
+        let agents: Option<Vec<(f64, f64)>> =
+            self.agents.iter().map(|a| process_cpu_s(a.pid())).collect();
+        Cpu {
+            server,
+            agents: agents.as_ref().map(|a| a.iter().map(|c| c.0).sum()),
+            jobs: agents.as_ref().map(|a| a.iter().map(|c| c.1).sum()),
+        }
     }
 
     /// An error when a process of the cluster has ended, naming it and its log.
@@ -499,8 +512,27 @@ impl Drop for Cluster {
     }
 }
 
-/// CPU seconds of process `pid` and of its children it has waited for (Linux).
-fn process_cpu_s(pid: u32) -> Option<f64> {
+/// CPU seconds of some processes ([`Cluster::cpu`]).
+#[derive(Clone, Copy, Debug)]
+struct Cpu {
+    server: Option<f64>,
+    agents: Option<f64>,
+    jobs: Option<f64>,
+}
+
+impl Cpu {
+    /// What was used from `self` to `after`: into the report.
+    fn until(self, after: Cpu, report: &mut PhaseReport) {
+        let delta = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| b - a);
+        report.server_cpu_s = delta(self.server, after.server);
+        report.agents_cpu_s = delta(self.agents, after.agents);
+        report.jobs_cpu_s = delta(self.jobs, after.jobs);
+    }
+}
+
+/// CPU seconds of process `pid`: its own, and its children's that it has waited for
+/// (Linux).
+fn process_cpu_s(pid: u32) -> Option<(f64, f64)> {
     let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
         .ok()
         .flatten()?;
@@ -508,10 +540,10 @@ fn process_cpu_s(pid: u32) -> Option<f64> {
     let (_, rest) = stat.rsplit_once(')')?;
     let fields: Vec<&str> = rest.split_whitespace().collect();
     // After the name: state is field 3; utime 14, stime 15, cutime 16, cstime 17.
-    let sum: u64 = (11..=14)
-        .map(|i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
-        .sum::<Option<u64>>()?;
-    Some(sum as f64 / ticks as f64)
+    let field = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+    let own = field(11)? + field(12)?;
+    let children = field(13)? + field(14)?;
+    Some((own as f64 / ticks as f64, children as f64 / ticks as f64))
 }
 
 /// The run's files: the server's and the agents' configuration and logs.
@@ -908,7 +940,7 @@ impl Driver<'_> {
         report.completed_s = done.duration_since(started).as_secs_f64();
         report.jobs_per_s = report.jobs_completed as f64 / report.completed_s;
         report.submit_reply_ms = Millis::of(replies);
-        (report.server_cpu_s, report.agents_cpu_s) = cpu_delta(cpu_before, cpu_after);
+        cpu_before.until(cpu_after, &mut report);
         self.progress(&format!(
             "{name}: {n} operations, {:.1} submitted/s, {:.1} jobs completed/s",
             report.submissions_per_s, report.jobs_per_s
@@ -941,7 +973,7 @@ impl Driver<'_> {
         report.completed_s = done.duration_since(started).as_secs_f64();
         report.jobs_per_s = report.jobs_completed as f64 / report.completed_s;
         report.submit_reply_ms = Millis::of(vec![report.submit_s * 1e3]);
-        (report.server_cpu_s, report.agents_cpu_s) = cpu_delta(cpu_before, cpu_after);
+        cpu_before.until(cpu_after, &mut report);
         self.progress(&format!(
             "{name}: {n} jobs in {:.1} s, {:.1} jobs completed/s",
             report.completed_s, report.jobs_per_s
@@ -1130,7 +1162,7 @@ impl Driver<'_> {
         report.submit_to_start_ms = Millis::of(starts);
         report.server_submit_to_start_ms = Millis::of(server);
         report.submit_to_completed_ms = Millis::of(ends);
-        (report.server_cpu_s, report.agents_cpu_s) = cpu_delta(cpu_before, cpu_after);
+        cpu_before.until(cpu_after, &mut report);
         if let Some(s) = &report.submit_to_start_ms {
             self.progress(&format!(
                 "{name}: {n} submissions, submit to start p50 {:.1} ms, p99 {:.1} ms",
@@ -1139,16 +1171,6 @@ impl Driver<'_> {
         }
         Ok(report)
     }
-}
-
-fn cpu_delta(
-    before: (Option<f64>, Option<f64>),
-    after: (Option<f64>, Option<f64>),
-) -> (Option<f64>, Option<f64>) {
-    (
-        before.0.zip(after.0).map(|(a, b)| b - a),
-        before.1.zip(after.1).map(|(a, b)| b - a),
-    )
 }
 
 /// Waits until every agent is registered, then runs the phases.
