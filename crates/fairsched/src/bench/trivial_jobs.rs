@@ -241,6 +241,15 @@ pub struct PhaseReport {
     /// With backlog: seconds it took to submit them (not part of the figures above).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backlog_submit_s: Option<f64>,
+    /// Fair-share updates the server installed in the phase (the count of its
+    /// `fairsched_fair_share_update_duration_seconds`); one is due every
+    /// `fair_share_update_period_ms`.
+    pub fair_share_updates: Option<u64>,
+    /// Store commits in the phase (`fairsched_store_commit_duration_seconds`): every accepted
+    /// change is committed before its reply.
+    pub store_commits: Option<u64>,
+    /// Their mean duration.
+    pub store_commit_mean_ms: Option<f64>,
     /// CPU seconds the server process used in the phase.
     pub server_cpu_s: Option<f64>,
     /// CPU seconds the agent processes themselves used in the phase.
@@ -267,6 +276,9 @@ impl PhaseReport {
             submit_to_completed_ms: None,
             backlog_operations: None,
             backlog_submit_s: None,
+            fair_share_updates: None,
+            store_commits: None,
+            store_commit_mean_ms: None,
             server_cpu_s: None,
             agents_cpu_s: None,
             jobs_cpu_s: None,
@@ -344,6 +356,23 @@ impl TrivialJobsReport {
                 cpu(p.agents_cpu_s),
                 cpu(p.jobs_cpu_s),
             ));
+        }
+        out.push('\n');
+        for p in &self.phases {
+            if let (Some(updates), Some(commits)) = (p.fair_share_updates, p.store_commits) {
+                let period = s.fair_share_update_period_ms.max(1) as f64 / 1e3;
+                out.push_str(&format!(
+                    "{}: the server installed {updates} fair-share updates in {:.1} s ({:.0} \
+                     periods of {} ms); {commits} store commits{}\n",
+                    p.name,
+                    p.completed_s,
+                    p.completed_s / period,
+                    s.fair_share_update_period_ms,
+                    p.store_commit_mean_ms
+                        .map(|m| format!(", {m:.1} ms each on average"))
+                        .unwrap_or_default()
+                ));
+            }
         }
         for p in &self.phases {
             if let Some(start) = &p.submit_to_start_ms {
@@ -509,6 +538,28 @@ impl Drop for Cluster {
         for w in self.stop() {
             eprintln!("warning: {w}");
         }
+    }
+}
+
+/// The server's counters a phase reports ([`Driver::server_counters`]).
+#[derive(Clone, Copy, Debug)]
+struct ServerCounters {
+    updates: u64,
+    commits: u64,
+    commit_s: f64,
+}
+
+impl ServerCounters {
+    /// What happened from `before` to `after`: into the report.
+    fn until(before: Option<Self>, after: Option<Self>, report: &mut PhaseReport) {
+        let Some((a, b)) = before.zip(after) else {
+            return;
+        };
+        let commits = b.commits.saturating_sub(a.commits);
+        report.fair_share_updates = Some(b.updates.saturating_sub(a.updates));
+        report.store_commits = Some(commits);
+        report.store_commit_mean_ms =
+            (commits > 0).then(|| (b.commit_s - a.commit_s) * 1e3 / commits as f64);
     }
 }
 
@@ -799,6 +850,20 @@ impl Driver<'_> {
         }
     }
 
+    /// The server's fair-share update and commit counters, from its `/metrics` (`None` when
+    /// the page cannot be read: the report leaves them out).
+    async fn server_counters(&self) -> Option<ServerCounters> {
+        let page = self.client.metrics_text().await.ok()?;
+        let count = |name| super::harness::histogram_sum_count(&page, name);
+        let (_, updates) = count("fairsched_fair_share_update_duration_seconds")?;
+        let (commit_s, commits) = count("fairsched_store_commit_duration_seconds")?;
+        Some(ServerCounters {
+            updates,
+            commits,
+            commit_s,
+        })
+    }
+
     /// Unfinished (pending or running) operations of `pool`, at most `limit`.
     async fn unfinished(&self, pool: &str, limit: usize) -> anyhow::Result<Vec<OperationView>> {
         self.client
@@ -910,6 +975,7 @@ impl Driver<'_> {
         let name = phase.name();
         let mut report = PhaseReport::new(phase);
         let cpu_before = cluster.cpu();
+        let counters_before = self.server_counters().await;
         let mut ids = Vec::with_capacity(n as usize);
         let mut replies = Vec::with_capacity(n as usize);
         let started = Instant::now();
@@ -932,6 +998,7 @@ impl Driver<'_> {
         let submitted = Instant::now();
         let done = self.wait_until_done(cluster, name, started).await?;
         let cpu_after = cluster.cpu();
+        let counters_after = self.server_counters().await;
         report.operations = u64::from(n);
         report.jobs = u64::from(n);
         report.jobs_completed = self.completed_jobs(name, &ids).await?;
@@ -941,6 +1008,7 @@ impl Driver<'_> {
         report.jobs_per_s = report.jobs_completed as f64 / report.completed_s;
         report.submit_reply_ms = Millis::of(replies);
         cpu_before.until(cpu_after, &mut report);
+        ServerCounters::until(counters_before, counters_after, &mut report);
         self.progress(&format!(
             "{name}: {n} operations, {:.1} submitted/s, {:.1} jobs completed/s",
             report.submissions_per_s, report.jobs_per_s
@@ -955,6 +1023,7 @@ impl Driver<'_> {
         let n = self.args.jobs;
         let mut report = PhaseReport::new(phase);
         let cpu_before = cluster.cpu();
+        let counters_before = self.server_counters().await;
         let op = self.operation(POOL, n);
         let started = Instant::now();
         let reply = self
@@ -965,6 +1034,7 @@ impl Driver<'_> {
         let submitted = Instant::now();
         let done = self.wait_until_done(cluster, name, started).await?;
         let cpu_after = cluster.cpu();
+        let counters_after = self.server_counters().await;
         report.operations = 1;
         report.jobs = u64::from(n);
         report.jobs_completed = self.completed_jobs(name, &[reply.id]).await?;
@@ -974,6 +1044,7 @@ impl Driver<'_> {
         report.jobs_per_s = report.jobs_completed as f64 / report.completed_s;
         report.submit_reply_ms = Millis::of(vec![report.submit_s * 1e3]);
         cpu_before.until(cpu_after, &mut report);
+        ServerCounters::until(counters_before, counters_after, &mut report);
         self.progress(&format!(
             "{name}: {n} jobs in {:.1} s, {:.1} jobs completed/s",
             report.completed_s, report.jobs_per_s
@@ -1068,6 +1139,7 @@ impl Driver<'_> {
             }
         });
         let cpu_before = cluster.cpu();
+        let counters_before = self.server_counters().await;
         let mut rng = 0x2545_f491_4f6c_dd1d_u64;
         let mut replies = Vec::new();
         let mut starts = Vec::new();
@@ -1138,6 +1210,7 @@ impl Driver<'_> {
         let done = Instant::now();
         reader.abort();
         let cpu_after = cluster.cpu();
+        let counters_after = self.server_counters().await;
         // The server's own record of each start.
         let mut server = Vec::new();
         for id in &ids {
@@ -1163,6 +1236,7 @@ impl Driver<'_> {
         report.server_submit_to_start_ms = Millis::of(server);
         report.submit_to_completed_ms = Millis::of(ends);
         cpu_before.until(cpu_after, &mut report);
+        ServerCounters::until(counters_before, counters_after, &mut report);
         if let Some(s) = &report.submit_to_start_ms {
             self.progress(&format!(
                 "{name}: {n} submissions, submit to start p50 {:.1} ms, p99 {:.1} ms",
