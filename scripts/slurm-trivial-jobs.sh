@@ -15,8 +15,13 @@
 # Phases, in fairsched's order; every job is `sbatch --wrap true` (1 CPU, Slurm's default):
 #   idle_latency       one job at a time on the idle cluster: from just before `sbatch` until
 #                      `squeue -j ID` first shows it other than PENDING (polled back to back,
-#                      each poll a squeue process), and until it shows COMPLETED; a pause of
-#                      0-200 ms before each submission, as fairsched's run has.
+#                      each poll a squeue process), and until it shows COMPLETED. Before each
+#                      submission a random pause of 0 to --pause s (default 3): slurmctld
+#                      starts such a job at its next scheduling pass, which came every ~3 s in
+#                      our runs (its log's "sched: Allocate" lines), so the pauses spread the
+#                      submissions over that cycle, as fairsched's run spreads them over its
+#                      200 ms fair-share period. (With pauses of 0-0.2 s every submission came
+#                      just after a pass and waited ~2.8 s.)
 #   one_after_another  N `sbatch` calls one after another (each waits for its reply); then
 #                      until `squeue` lists none of them unfinished (polled every --poll s).
 #   one_operation      one `sbatch --array=1-N`, until no task is unfinished.
@@ -27,7 +32,8 @@
 # written to DIR/results.json).
 #
 # Usage: scripts/slurm-trivial-jobs.sh [--operations N] [--jobs N] [--backlog M]
-#          [--latency-samples S] [--phases a,b,...] [--poll SECONDS] [--single-node]
+#          [--latency-samples S] [--pause SECONDS] [--phases a,b,...] [--poll SECONDS]
+#          [--single-node]
 #          [--dir DIR] [--keep-dir] [--json]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +45,7 @@ BACKLOG=1000
 SAMPLES=50
 PHASES=idle_latency,one_after_another,one_operation,with_backlog
 POLL=0.1
+PAUSE=3
 SINGLE_NODE=0
 DIR=
 KEEP=0
@@ -54,6 +61,7 @@ while [ $# -gt 0 ]; do
     --latency-samples) SAMPLES=$2; shift 2 ;;
     --phases) PHASES=$2; shift 2 ;;
     --poll) POLL=$2; shift 2 ;;
+    --pause) PAUSE=$2; shift 2 ;;
     --single-node) SINGLE_NODE=1; shift ;;
     --dir) DIR=$2; shift 2 ;;
     --keep-dir) KEEP=1; shift ;;
@@ -252,7 +260,7 @@ phase_idle_latency() {
   : >"$replies"; : >"$starts"; : >"$ends"
   t_first=$EPOCHREALTIME
   for ((i = 1; i <= SAMPLES; i++)); do
-    sleep "$(awk -v r="$RANDOM" 'BEGIN { printf "%.3f", r / 32767 * 0.2 }')"
+    sleep "$(awk -v r="$RANDOM" -v p="$PAUSE" 'BEGIN { printf "%.3f", r / 32767 * p }')"
     t0=$EPOCHREALTIME
     id=$(sbatch --parsable -J tj-latency --wrap true)
     t1=$EPOCHREALTIME
@@ -283,8 +291,8 @@ phase_idle_latency() {
   read -r s50 s99 smax < <(pct "$starts")
   read -r e50 e99 emax < <(pct "$ends")
   record idle_latency "$SAMPLES" "$SAMPLES" "$done_jobs" 0 "$(secs "$t_first" "$tdone")" "$replies" \
-    ", \"submit_to_start_ms\": {\"p50\": $s50, \"p99\": $s99, \"max\": $smax}, \"submit_to_completed_ms\": {\"p50\": $e50, \"p99\": $e99, \"max\": $emax}, \"mean_ms_between_polls\": $poll_ms"
-  LATENCY_LINE="idle_latency: submit to start (squeue shows it no longer PENDING) p50 $s50 ms, p99 $s99 ms, max $smax ms; to COMPLETED p50 $e50 ms, p99 $e99 ms ($SAMPLES submissions; a poll every $poll_ms ms on average)"
+    ", \"submit_to_start_ms\": {\"p50\": $s50, \"p99\": $s99, \"max\": $smax}, \"submit_to_completed_ms\": {\"p50\": $e50, \"p99\": $e99, \"max\": $emax}, \"mean_ms_between_polls\": $poll_ms, \"max_pause_s\": $PAUSE"
+  LATENCY_LINE="idle_latency: submit to start (squeue shows it no longer PENDING) p50 $s50 ms, p99 $s99 ms, max $smax ms; to COMPLETED p50 $e50 ms, p99 $e99 ms ($SAMPLES submissions after random pauses of 0-$PAUSE s; a poll every $poll_ms ms on average)"
   log "$LATENCY_LINE"
 }
 
