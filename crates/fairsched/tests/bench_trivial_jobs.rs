@@ -108,6 +108,15 @@ fn bench_trivial_jobs_runs_every_phase_on_real_processes() {
         assert_eq!(phase["operations"], operations, "{name}: {report:#}");
         assert_eq!(phase["jobs"], jobs, "{name}: {report:#}");
         assert_eq!(phase["jobs_completed"], jobs, "{name}: {report:#}");
+        // Every phase commits (submissions, starts, ends); the server's counters are read.
+        assert!(
+            phase["store_commits"].as_u64() > Some(0),
+            "{name}: {report:#}"
+        );
+        assert!(
+            phase["fair_share_updates"].as_u64().is_some(),
+            "{name}: {report:#}"
+        );
         for key in ["completed_s", "jobs_per_s", "submissions_per_s"] {
             assert!(
                 phase[key].as_f64().is_some_and(|v| v > 0.0),
