@@ -28,9 +28,9 @@ pub enum BenchCommand {
     /// N more operations have finished. Reports p50/p99 latency per route and errors.
     Load(load::LoadArgs),
     /// The trivial-job workload of the comparison with Slurm (issue 20) on a cluster of real
-    /// processes: a `fairsched server` and --agents `fairsched agent`s (8 × 8 cpus = 64 slots)
-    /// on 127.0.0.1, started from this binary with configuration files in a temporary
-    /// directory; every job runs `true`.
+    /// processes: a `fairsched server` and --agents `fairsched agent`s (by default 8 × 8 cpus
+    /// = 64 slots) on 127.0.0.1, started from this binary with configuration files in a
+    /// temporary directory; every job runs `true`.
     ///
     /// Phases (through the HTTP API): idle_latency (one one-job operation at a time:
     /// submit-to-start p50/p99), one_after_another (--operations one-job operations, each
