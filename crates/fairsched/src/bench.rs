@@ -1,6 +1,8 @@
-//! `fairsched bench`: benchmarks of the running system, a real server in this process with
+//! `fairsched bench`: benchmarks of the running system. A real server in this process with
 //! simulated agents: `bench server` (server.rs: the scheduler's throughput) and `bench load`
-//! (load.rs: the API's latency under concurrent clients), on the harness in harness.rs.
+//! (load.rs: the API's latency under concurrent clients), on the harness in harness.rs; and a
+//! cluster of real server and agent processes running real jobs: `bench trivial-jobs`
+//! (trivial_jobs.rs: the workload of the comparison with Slurm).
 
 use clap::Subcommand;
 use std::process::ExitCode;
@@ -8,6 +10,7 @@ use std::process::ExitCode;
 mod harness;
 mod load;
 mod server;
+mod trivial_jobs;
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
@@ -24,11 +27,25 @@ pub enum BenchCommand {
     /// and writes (submit, abort) for --duration; then, with --history N, the same again after
     /// N more operations have finished. Reports p50/p99 latency per route and errors.
     Load(load::LoadArgs),
+    /// The trivial-job workload of the comparison with Slurm (issue 20) on a cluster of real
+    /// processes: a `fairsched server` and --agents `fairsched agent`s (by default 8 × 8 cpus
+    /// = 64 slots) on 127.0.0.1, started from this binary with configuration files in a
+    /// temporary directory; every job runs `true`.
+    ///
+    /// Phases (through the HTTP API): idle_latency (one one-job operation at a time:
+    /// submit-to-start p50/p99), one_after_another (--operations one-job operations, each
+    /// submitted when the last submission was answered: submissions/s and jobs completed/s),
+    /// one_operation (one operation of --jobs jobs: jobs/s), with_backlog (--backlog
+    /// operations wait in a pool whose running-operation limit is 0, then one_after_another
+    /// again). scripts/slurm-trivial-jobs.sh runs the same workload on Slurm. Every process is
+    /// stopped by its PID at the end.
+    TrivialJobs(trivial_jobs::TrivialJobsArgs),
 }
 
 pub fn main(command: BenchCommand) -> ExitCode {
     match command {
         BenchCommand::Server(args) => server::main(&args),
         BenchCommand::Load(args) => load::main(&args),
+        BenchCommand::TrivialJobs(args) => trivial_jobs::main(&args),
     }
 }

@@ -49,7 +49,8 @@ enum Command {
         command: ConfigCommand,
     },
     /// Benchmarks of the running system (`bench server`: the scheduler server's throughput
-    /// with simulated agents).
+    /// with simulated agents; `bench load`: the API under concurrent clients; `bench
+    /// trivial-jobs`: the workload of the comparison with Slurm on real processes).
     Bench {
         #[command(subcommand)]
         command: bench::BenchCommand,
