@@ -854,7 +854,7 @@ impl Driver<'_> {
     /// the page cannot be read: the report leaves them out).
     async fn server_counters(&self) -> Option<ServerCounters> {
         let page = self.client.metrics_text().await.ok()?;
-        let count = |name| super::harness::histogram_sum_count(&page, name);
+        let count = |name| super::harness::histogram_sum_count(&page, name, "");
         let (_, updates) = count("fairsched_fair_share_update_duration_seconds")?;
         let (commit_s, commits) = count("fairsched_store_commit_duration_seconds")?;
         Some(ServerCounters {

@@ -80,7 +80,14 @@ impl Actor {
                 .updates
                 .last_start
                 .is_none_or(|last| last.elapsed() >= gap);
-        if !for_arrivals && !self.sched.fair_share_update_due(now) {
+        // The timer's ticks are a period apart, but `now` counts whole milliseconds: a tick may
+        // read 199 ms after an update at 200 ms. A tenth of the period early is on time (else
+        // every few ticks would skip its update).
+        let period = self.sched.config.fair_share_update_period_ms;
+        let due = self
+            .sched
+            .fair_share_update_due(now.saturating_add((period / 10).max(1)));
+        if !for_arrivals && !due {
             return;
         }
         self.updates.arrivals = false;
@@ -161,5 +168,33 @@ impl Actor {
             took_us = took.as_micros() as u64,
             "fair-share update"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tick that reads a millisecond less than a period after the last update (whole
+    /// milliseconds against the timer's period) still updates.
+    #[test]
+    fn a_tick_a_millisecond_early_updates() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = crate::ServerConfig {
+            data_dir: dir.path().to_path_buf(),
+            ..crate::ServerConfig::default()
+        };
+        config.scheduler.fair_share_update_period_ms = 200;
+        let store = fairsched_store::SqliteStore::open(dir.path()).unwrap();
+        let mut a = Actor::new(&config, Box::new(store)).unwrap().0;
+        a.start_fair_share_update(1_000);
+        let updates = a.sched.stats.fair_share_updates;
+        a.start_fair_share_update(1_100);
+        assert_eq!(
+            a.sched.stats.fair_share_updates, updates,
+            "half a period: not due"
+        );
+        a.start_fair_share_update(1_199);
+        assert_eq!(a.sched.stats.fair_share_updates, updates + 1);
     }
 }
