@@ -2,48 +2,11 @@
 //! phases. A smoke test of the command and its JSON, not a timing assertion.
 
 use serde_json::Value;
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_fairsched");
+mod common;
 
-/// Runs the command, killing it (by its PID) if it has not ended within `limit`.
-fn run(args: &[&str], limit: Duration) -> (bool, String, String) {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start fairsched");
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("fairsched {args:?} did not end within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut out = String::new();
-    let mut err = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    (status.success(), out, err)
-}
+use common::run;
 
 #[test]
 fn bench_load_reports_every_route_in_both_phases() {

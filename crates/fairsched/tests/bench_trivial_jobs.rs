@@ -3,50 +3,11 @@
 //! timing assertion; it needs no Slurm.
 
 use serde_json::Value;
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_fairsched");
+mod common;
 
-/// Runs the command, killing it (by its PID) if it has not ended within `limit`.
-fn run(args: &[&str], limit: Duration) -> (bool, String, String) {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start fairsched");
-    // Read both pipes while the command runs: its output may outgrow a pipe's buffer.
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut s = String::new();
-        stdout.read_to_string(&mut s).unwrap();
-        s
-    });
-    let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        stderr.read_to_string(&mut s).unwrap();
-        s
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "fairsched {args:?} did not end within {limit:?}: {}",
-                err.join().unwrap()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    (status.success(), out.join().unwrap(), err.join().unwrap())
-}
+use common::run;
 
 /// Whether a process with this PID still runs (a zombie counts as gone).
 fn running(pid: &str) -> bool {

@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -335,4 +335,45 @@ pub fn process_gone(pid: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map(|s| s.contains(") Z "))
         .unwrap_or(true)
+}
+
+/// Runs `fairsched ARGS` to its end, killing it (by its PID) if it has not ended within
+/// `limit`: whether it succeeded, its stdout and its stderr (both read while it runs, so that
+/// output larger than a pipe's buffer does not stall it).
+pub fn run(args: &[&str], limit: Duration) -> (bool, String, String) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start fairsched");
+    // Read both pipes while the command runs: its output may outgrow a pipe's buffer.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        stdout.read_to_string(&mut s).unwrap();
+        s
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        stderr.read_to_string(&mut s).unwrap();
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "fairsched {args:?} did not end within {limit:?}: {}",
+                err.join().unwrap()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    (status.success(), out.join().unwrap(), err.join().unwrap())
 }

@@ -80,6 +80,26 @@ fn gated_actor(dir: &std::path::Path, config: &crate::ServerConfig) -> (Actor, G
 
 type Gate = Arc<(Mutex<bool>, Condvar)>;
 
+/// A gated actor (10 ms updates) with node `n1` running the one job of operation `op`; that
+/// job's id.
+fn one_job_running(dir: &std::path::Path) -> (Actor, Gate, String) {
+    let mut config = crate::ServerConfig::default();
+    config.scheduler.fair_share_update_period_ms = 10;
+    let (mut a, gate) = gated_actor(dir, &config);
+    let node = fairsched_api::RegisterNode {
+        node_id: "n1".into(),
+        resources: fairsched_api::parse_resources("cpu=4,user_slots=4").unwrap(),
+        tags: Vec::new(),
+    };
+    ask(&mut a, |r| Command::Register(node, r)).unwrap();
+    ask(&mut a, |r| Command::Submit(submission("op"), true, r)).unwrap();
+    super::history_tests::tick(&mut a);
+    let started = super::history_tests::heartbeat(&mut a, Vec::new()).start;
+    assert_eq!(started.len(), 1);
+    let job = started[0].job.clone();
+    (a, gate, job)
+}
+
 #[test]
 fn a_slow_commit_blocks_no_request_and_nothing_shows_before_it_is_durable() {
     let dir = tempfile::tempdir().unwrap();
@@ -139,20 +159,7 @@ fn a_slow_commit_blocks_no_request_and_nothing_shows_before_it_is_durable() {
 #[test]
 fn a_job_end_reported_during_the_commit_of_its_operations_end_is_kept() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = crate::ServerConfig::default();
-    config.scheduler.fair_share_update_period_ms = 10;
-    let (mut a, gate) = gated_actor(dir.path(), &config);
-    let node = fairsched_api::RegisterNode {
-        node_id: "n1".into(),
-        resources: fairsched_api::parse_resources("cpu=4,user_slots=4").unwrap(),
-        tags: Vec::new(),
-    };
-    ask(&mut a, |r| Command::Register(node, r)).unwrap();
-    ask(&mut a, |r| Command::Submit(submission("op"), true, r)).unwrap();
-    super::history_tests::tick(&mut a);
-    let started = super::history_tests::heartbeat(&mut a, Vec::new()).start;
-    assert_eq!(started.len(), 1);
-    let job = started[0].job.clone();
+    let (mut a, gate, job) = one_job_running(dir.path());
 
     set_gate(&gate, false);
     let (tx, _aborted) = tokio::sync::oneshot::channel();
@@ -192,20 +199,9 @@ fn a_job_end_reported_during_the_commit_of_its_operations_end_is_kept() {
 #[test]
 fn aborting_an_operation_whose_end_is_being_committed_says_it_finished() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = crate::ServerConfig::default();
-    config.scheduler.fair_share_update_period_ms = 10;
-    let (mut a, gate) = gated_actor(dir.path(), &config);
-    let node = fairsched_api::RegisterNode {
-        node_id: "n1".into(),
-        resources: fairsched_api::parse_resources("cpu=4,user_slots=4").unwrap(),
-        tags: Vec::new(),
-    };
-    ask(&mut a, |r| Command::Register(node, r)).unwrap();
-    ask(&mut a, |r| Command::Submit(submission("op"), true, r)).unwrap();
-    super::history_tests::tick(&mut a);
-    let started = super::history_tests::heartbeat(&mut a, Vec::new()).start;
+    let (mut a, gate, job) = one_job_running(dir.path());
     let done = fairsched_api::FinishedJob {
-        job: started[0].job.clone(),
+        job,
         outcome: fairsched_api::JobState::Completed,
         exit_code: Some(0),
         signal: None,
