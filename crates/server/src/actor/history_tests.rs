@@ -35,6 +35,16 @@ pub(super) fn ask<T>(
     rx.try_recv().expect("answered at once")
 }
 
+/// Registers node `n1` (4 cpus, 4 slots).
+pub(super) fn register_n1(actor: &mut Actor) {
+    let node = RegisterNode {
+        node_id: "n1".into(),
+        resources: fairsched_api::parse_resources("cpu=4,user_slots=4").unwrap(),
+        tags: Vec::new(),
+    };
+    ask(actor, |r| Command::Register(node, r)).unwrap();
+}
+
 /// Lets a fair-share update come due and runs the timer.
 pub(super) fn tick(actor: &mut Actor) {
     std::thread::sleep(Duration::from_millis(PERIOD_MS + 5));
@@ -76,12 +86,7 @@ fn completed(job: &str) -> FinishedJob {
 
 /// `done` runs to its end on n1, `live` keeps running there.
 fn setup(actor: &mut Actor) {
-    let node = RegisterNode {
-        node_id: "n1".into(),
-        resources: fairsched_api::parse_resources("cpu=4,user_slots=4").unwrap(),
-        tags: Vec::new(),
-    };
-    ask(actor, |r| Command::Register(node, r)).unwrap();
+    register_n1(actor);
     submit(actor, "done");
     submit(actor, "live");
     tick(actor);

@@ -4,7 +4,6 @@
 use super::history_tests::{actor, ask, heartbeat, tick};
 use super::*;
 use crate::submit::Submission;
-use fairsched_api::RegisterNode;
 
 fn submit(actor: &mut Actor, id: &str) {
     let spec = json!({"id": id, "tasks": [{"job_count": 2, "resources": {"cpu": 1},
@@ -32,12 +31,7 @@ fn expensive_snapshots(actor: &mut Actor) {
 fn changes_show_in_the_records_at_once_while_the_snapshot_waits_its_turn() {
     let dir = tempfile::tempdir().unwrap();
     let mut a = actor(dir.path(), 3_600_000);
-    let node = RegisterNode {
-        node_id: "n1".into(),
-        resources: fairsched_api::parse_resources("cpu=4,user_slots=4").unwrap(),
-        tags: Vec::new(),
-    };
-    ask(&mut a, |r| Command::Register(node, r)).unwrap();
+    super::history_tests::register_n1(&mut a);
     submit(&mut a, "first");
     expensive_snapshots(&mut a);
     let before = published(&a);
@@ -103,12 +97,7 @@ fn changes_show_in_the_records_at_once_while_the_snapshot_waits_its_turn() {
 fn a_users_change_in_a_small_cluster_takes_a_snapshot() {
     let dir = tempfile::tempdir().unwrap();
     let mut a = actor(dir.path(), 3_600_000);
-    let node = RegisterNode {
-        node_id: "n1".into(),
-        resources: fairsched_api::parse_resources("cpu=4,user_slots=4").unwrap(),
-        tags: Vec::new(),
-    };
-    ask(&mut a, |r| Command::Register(node, r)).unwrap();
+    super::history_tests::register_n1(&mut a);
     submit(&mut a, "first");
     a.snapshot_cost = Duration::from_secs(3600);
     a.snapshot_taken_at = Instant::now();

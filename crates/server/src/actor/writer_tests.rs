@@ -62,6 +62,16 @@ fn set_gate(gate: &(Mutex<bool>, Condvar), open: bool) {
     gate.1.notify_all();
 }
 
+/// The ids of the operations the last published view shows.
+fn published_ids(a: &Actor) -> Vec<String> {
+    a.publish
+        .borrow()
+        .operations
+        .ids()
+        .map(str::to_string)
+        .collect()
+}
+
 fn submission(id: &str) -> Box<Submission> {
     let spec = json!({"id": id, "tasks": [{"job_count": 1, "resources": {"cpu": 1},
                       "command": ["true"]}]});
@@ -86,12 +96,7 @@ fn one_job_running(dir: &std::path::Path) -> (Actor, Gate, String) {
     let mut config = crate::ServerConfig::default();
     config.scheduler.fair_share_update_period_ms = 10;
     let (mut a, gate) = gated_actor(dir, &config);
-    let node = fairsched_api::RegisterNode {
-        node_id: "n1".into(),
-        resources: fairsched_api::parse_resources("cpu=4,user_slots=4").unwrap(),
-        tags: Vec::new(),
-    };
-    ask(&mut a, |r| Command::Register(node, r)).unwrap();
+    super::history_tests::register_n1(&mut a);
     ask(&mut a, |r| Command::Submit(submission("op"), true, r)).unwrap();
     super::history_tests::tick(&mut a);
     let started = super::history_tests::heartbeat(&mut a, Vec::new()).start;
@@ -119,27 +124,13 @@ fn a_slow_commit_blocks_no_request_and_nothing_shows_before_it_is_durable() {
     // Neither is answered nor shown before it is durable.
     assert!(second.try_recv().is_err());
     assert!(third.try_recv().is_err());
-    let shown: Vec<String> = a
-        .publish
-        .borrow()
-        .operations
-        .ids()
-        .map(str::to_string)
-        .collect();
-    assert_eq!(shown, ["first"]);
+    assert_eq!(published_ids(&a), ["first"]);
 
     set_gate(&gate, true);
     a.settle();
     assert_eq!(second.try_recv().unwrap().unwrap().id, "second");
     assert_eq!(third.try_recv().unwrap().unwrap().id, "third");
-    let shown: Vec<String> = a
-        .publish
-        .borrow()
-        .operations
-        .ids()
-        .map(str::to_string)
-        .collect();
-    assert_eq!(shown, ["first", "second", "third"]);
+    assert_eq!(published_ids(&a), ["first", "second", "third"]);
     // Both are in the store: a restart has them.
     drop(a);
     let store = SqliteStore::open(dir.path()).unwrap();
