@@ -260,6 +260,15 @@ pub struct PhaseReport {
 }
 
 impl PhaseReport {
+    /// The phase's rates: `submissions` in `submit_s` seconds, the completed jobs in
+    /// `completed_s` (both set here).
+    fn rates(&mut self, submissions: u32, submit_s: f64, completed_s: f64) {
+        self.submit_s = submit_s;
+        self.submissions_per_s = f64::from(submissions) / submit_s;
+        self.completed_s = completed_s;
+        self.jobs_per_s = self.jobs_completed as f64 / completed_s;
+    }
+
     fn new(name: Phase) -> PhaseReport {
         PhaseReport {
             name: name.name().to_string(),
@@ -1002,10 +1011,11 @@ impl Driver<'_> {
         report.operations = u64::from(n);
         report.jobs = u64::from(n);
         report.jobs_completed = self.completed_jobs(name, &ids).await?;
-        report.submit_s = submitted.duration_since(started).as_secs_f64();
-        report.submissions_per_s = f64::from(n) / report.submit_s;
-        report.completed_s = done.duration_since(started).as_secs_f64();
-        report.jobs_per_s = report.jobs_completed as f64 / report.completed_s;
+        report.rates(
+            n,
+            submitted.duration_since(started).as_secs_f64(),
+            done.duration_since(started).as_secs_f64(),
+        );
         report.submit_reply_ms = Millis::of(replies);
         cpu_before.until(cpu_after, &mut report);
         ServerCounters::until(counters_before, counters_after, &mut report);
@@ -1038,10 +1048,11 @@ impl Driver<'_> {
         report.operations = 1;
         report.jobs = u64::from(n);
         report.jobs_completed = self.completed_jobs(name, &[reply.id]).await?;
-        report.submit_s = submitted.duration_since(started).as_secs_f64();
-        report.submissions_per_s = 1.0 / report.submit_s;
-        report.completed_s = done.duration_since(started).as_secs_f64();
-        report.jobs_per_s = report.jobs_completed as f64 / report.completed_s;
+        report.rates(
+            1,
+            submitted.duration_since(started).as_secs_f64(),
+            done.duration_since(started).as_secs_f64(),
+        );
         report.submit_reply_ms = Millis::of(vec![report.submit_s * 1e3]);
         cpu_before.until(cpu_after, &mut report);
         ServerCounters::until(counters_before, counters_after, &mut report);
@@ -1227,10 +1238,11 @@ impl Driver<'_> {
         report.jobs = u64::from(n);
         report.jobs_completed = self.completed_jobs(name, &ids).await?;
         // Time spent in submissions and their jobs, without the pauses between them.
-        report.submit_s = busy.as_secs_f64();
-        report.submissions_per_s = f64::from(n) / report.submit_s;
-        report.completed_s = done.duration_since(started).as_secs_f64();
-        report.jobs_per_s = report.jobs_completed as f64 / report.completed_s;
+        report.rates(
+            n,
+            busy.as_secs_f64(),
+            done.duration_since(started).as_secs_f64(),
+        );
         report.submit_reply_ms = Millis::of(replies);
         report.submit_to_start_ms = Millis::of(starts);
         report.server_submit_to_start_ms = Millis::of(server);
