@@ -36,7 +36,7 @@ impl Actor {
         if known.is_none() {
             // A job of an operation that left memory (it finished, e.g. aborted, before its
             // node reported the job's end): the stored job gets its end.
-            self.batch.job_exits.push(JobExit {
+            self.batch.job_exit(JobExit {
                 id: f.job.clone(),
                 exit_code: f.exit_code,
                 reason: f.reason.clone(),
@@ -118,8 +118,7 @@ impl Actor {
     pub(super) fn dirty_op(&mut self, view: &OperationView) {
         debug_assert!(view.jobs.is_empty(), "records keep their jobs apart");
         if let Ok(record) = serde_json::to_string(view) {
-            self.batch.operations.retain(|o| o.id != view.id);
-            self.batch.operations.push(StoredOperation {
+            self.batch.operation(StoredOperation {
                 id: view.id.clone(),
                 state: view.state.name().to_string(),
                 pool: view.pool.clone(),
@@ -148,8 +147,7 @@ impl Actor {
             };
             let tail = self.tails.remove(&id);
             if let Ok(record) = serde_json::to_string(job) {
-                self.batch.jobs.retain(|j| j.id != id);
-                self.batch.jobs.push(StoredJob {
+                self.batch.job(StoredJob {
                     id,
                     operation: op.clone(),
                     record,

@@ -55,7 +55,7 @@ impl Actor {
             record: Value::Object(fields).to_string(),
         };
         self.next_event_seq += 1;
-        self.batch.events.push(event);
+        self.batch.event(event);
     }
 
     /// A core event as the log keeps it: jobs named by their job id (not the core's allocation

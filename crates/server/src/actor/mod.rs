@@ -17,6 +17,7 @@ mod publish_tests;
 mod recovery;
 #[cfg(test)]
 mod recovery_tests;
+mod staged;
 mod writer;
 #[cfg(test)]
 mod writer_tests;
@@ -30,7 +31,7 @@ use fairsched_api::{
     ApiError, EventView, JobInterrupt, JobState, OperationState, RegisterReply, codes,
 };
 use fairsched_core::{CoreError, NodeId, Scheduler};
-use fairsched_store::{Batch, Store, StoreRead};
+use fairsched_store::{Store, StoreRead};
 use nodes::NodeRecord;
 pub use nodes::no_such_node;
 use publish::job_counts;
@@ -129,7 +130,7 @@ pub struct Actor {
     next_id: u64,
     node_timeout: Duration,
     publish: watch::Sender<Arc<View>>,
-    batch: Batch,
+    batch: staged::Staged,
     /// Log tails reported with finished jobs (by job id), committed with the next batch.
     tails: BTreeMap<String, (String, String)>,
     /// The watched jobs' live output (memory only).
@@ -549,7 +550,7 @@ impl Actor {
         }
         let view = self.next_view();
         self.writer.send(writer::Unit {
-            batch: std::mem::take(&mut self.batch),
+            batch: self.batch.take(),
             replies,
             view: Some(view),
             retire: std::mem::take(&mut self.retiring),
@@ -603,7 +604,7 @@ impl Actor {
         debug_assert!(!self.writer.busy);
         self.fold_changes();
         self.stage_changes();
-        let batch = std::mem::take(&mut self.batch);
+        let batch = self.batch.take();
         let r = if batch.is_empty() {
             Ok(())
         } else {

@@ -170,8 +170,7 @@ impl Actor {
     }
 
     pub(super) fn save_node(&mut self, record: NodeRecord) -> Result<(), ApiError> {
-        self.batch.nodes.retain(|n| n.id != record.node_id);
-        self.batch.nodes.push(StoredNode {
+        self.batch.node(StoredNode {
             id: record.node_id.clone(),
             record: serde_json::to_string(&record).map_err(internal)?,
         });

@@ -246,7 +246,6 @@ impl Actor {
             config,
             is_default: tree.name == self.sched.tree().name,
         };
-        self.batch.trees.retain(|s| s.name != stored.name);
-        self.batch.trees.push(stored);
+        self.batch.tree(stored);
     }
 }

@@ -10,7 +10,7 @@ use crate::view::{OperationRecord, OperationRecords, View};
 use fairsched_api::{JobState, JobView, OperationState, OperationView};
 use fairsched_config::{PoolTreeConfig, PoolTrees};
 use fairsched_core::{NodeId, NodeSpec, OperationId, Scheduler};
-use fairsched_store::{Batch, StoredTree};
+use fairsched_store::StoredTree;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -157,7 +157,7 @@ impl Actor {
             next_id: 1,
             node_timeout: Duration::from_millis(config.node_timeout_ms),
             publish: shared.publish,
-            batch: Batch::default(),
+            batch: Default::default(),
             tails: BTreeMap::new(),
             live: crate::live::LiveOutput::default(),
             metrics: shared.metrics,

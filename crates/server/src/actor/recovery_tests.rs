@@ -4,7 +4,7 @@ use super::history_tests::{actor, ask, heartbeat, tick};
 use super::*;
 use fairsched_api::{JobState, OperationState, RegisterNode};
 use fairsched_core::OperationId;
-use fairsched_store::{SqliteStore, StoredJob, StoredOperation};
+use fairsched_store::{Batch, SqliteStore, StoredJob, StoredOperation};
 
 /// An operation and one of its jobs as the server wrote them before the API owned the submit
 /// schema (commit c0062b3: the core's spec parsed the body; the body is the stored `spec`,

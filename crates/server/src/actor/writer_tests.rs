@@ -5,8 +5,8 @@ use super::history_tests::ask;
 use super::*;
 use crate::submit::Submission;
 use fairsched_store::{
-    EventFilter, Loaded, OperationFilter, Pruned, SqliteStore, StoreError, StoreRead, StoredEvent,
-    StoredJob, StoredOperation,
+    Batch, EventFilter, Loaded, OperationFilter, Pruned, SqliteStore, StoreError, StoreRead,
+    StoredEvent, StoredJob, StoredOperation,
 };
 use std::sync::{Condvar, Mutex};
 
