@@ -2,8 +2,10 @@
 //! update from the update's shares.
 
 use crate::model::Millis;
-use crate::tree::{ElementRef, PoolTree, SchedulingStatus, StarvationStatus};
+use crate::tree::{Arena, ElementRef, SchedulingStatus, StarvationStatus};
+use fairsched_config::TreeConfig;
 use fairsched_resources::{RESOURCE_COUNT, ResourceVector};
+use std::collections::BTreeMap;
 
 /// Tolerance used when comparing a fair share with a demand ("fair share covers the demand").
 const LARGE_EPSILON: f64 = 1e-4;
@@ -35,14 +37,20 @@ pub fn strictly_dominates_on_non_blocked(
     }
 }
 
-/// Computes `scheduling_status` and `starvation_status` for every element of the tree's arena,
-/// advancing the "below fair share since" clocks.
-pub fn update_statuses(tree: &mut PoolTree, now: Millis) {
-    let enable_pool_starvation = tree.config().enable_pool_starvation;
-    let aggressive_timeout = tree.config().fair_share_aggressive_starvation_timeout_ms;
+/// Computes `scheduling_status` and `starvation_status` for every element of a tree's arena
+/// under its configuration, advancing the tree's "below fair share since" clocks (by pool
+/// name, or `operation:<id>`).
+pub(crate) fn update_statuses(
+    arena: &mut Arena,
+    config: &TreeConfig,
+    below_fair_share_since: &mut BTreeMap<String, Millis>,
+    now: Millis,
+) {
+    let enable_pool_starvation = config.enable_pool_starvation;
+    let aggressive_timeout = config.fair_share_aggressive_starvation_timeout_ms;
     let mut seen = std::collections::BTreeSet::new();
-    for i in 1..tree.arena.elements.len() {
-        let e = &tree.arena.elements[i];
+    for i in 1..arena.elements.len() {
+        let e = &arena.elements[i];
         let a = &e.attrs;
         let fair = a.fair_share.total;
         let demand = a.demand_share;
@@ -73,13 +81,13 @@ pub fn update_statuses(tree: &mut PoolTree, now: Millis) {
         let aggressive_enabled = e.aggressive_starvation_enabled;
         let evaluated = is_operation || enable_pool_starvation;
         let starvation = if status == SchedulingStatus::Normal || !evaluated {
-            tree.below_fair_share_since.remove(&key);
+            below_fair_share_since.remove(&key);
             StarvationStatus::NonStarving
         } else {
             seen.insert(key.clone());
-            match tree.below_fair_share_since.get(&key) {
+            match below_fair_share_since.get(&key) {
                 None => {
-                    tree.below_fair_share_since.insert(key, now);
+                    below_fair_share_since.insert(key, now);
                     StarvationStatus::NonStarving
                 }
                 Some(&since) => {
@@ -94,10 +102,10 @@ pub fn update_statuses(tree: &mut PoolTree, now: Millis) {
                 }
             }
         };
-        let e = &mut tree.arena.elements[i];
+        let e = &mut arena.elements[i];
         e.scheduling_status = status;
         e.starvation_status = starvation;
     }
     // Forget clocks of elements that no longer exist.
-    tree.below_fair_share_since.retain(|k, _| seen.contains(k));
+    below_fair_share_since.retain(|k, _| seen.contains(k));
 }

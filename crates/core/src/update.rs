@@ -61,7 +61,7 @@ impl Scheduler {
     pub fn update_fair_share(&mut self, now: Millis) {
         let mut update = self.prepare_fair_share_update(now);
         update.compute();
-        self.apply_fair_share_update(update);
+        self.apply_fair_share_update(&mut update);
     }
 
     /// Prepares a fair-share update at `now`: a copy of what the computation reads from every
@@ -88,41 +88,8 @@ impl Scheduler {
                 .collect();
             trees.push(self.trees[t].prepare_update(t, now, total, &in_tree));
         }
-        FairShareUpdate { now, trees }
-    }
-
-    /// Installs a computed fair-share update: new shares and statuses in every tree, then
-    /// preemption targets, alerts, reservations and gangs from them. What changed since it was
-    /// prepared is reconciled: operations that started since wait for the next update (as if
-    /// they had started just after this one), finished ones leave at their next; a tree whose
-    /// configuration changed meanwhile keeps its previous shares and nothing is installed
-    /// (false: prepare another; every tree's working memory comes back either way).
-    pub fn apply_fair_share_update(&mut self, update: FairShareUpdate) -> bool {
-        let FairShareUpdate { now, trees } = update;
-        let mut installed = true;
-        let mut computed = Vec::with_capacity(trees.len());
-        for u in trees {
-            let t = u.tree_index();
-            if self.trees[t].update_is_current(&u) {
-                computed.push(u);
-            } else {
-                installed = false;
-                self.trees[t].return_workspace(u);
-            }
-        }
-        if !installed {
-            for u in computed {
-                let t = u.tree_index();
-                self.trees[t].return_workspace(u);
-            }
-            return false;
-        }
-        let running = self
-            .live_order
+        let min_pending_job = ops
             .iter()
-            .filter_map(|id| self.operations.get(id))
-            .filter(|op| op.state == OperationState::Running);
-        self.min_pending_job = running
             .flat_map(|op| {
                 op.spec
                     .tasks
@@ -132,15 +99,43 @@ impl Scheduler {
                     .map(|(t, _)| t.resources)
             })
             .reduce(|a, b| a.min(&b));
-        for u in computed {
+        FairShareUpdate {
+            now,
+            trees,
+            min_pending_job,
+        }
+    }
+
+    /// Installs a computed fair-share update: new shares, statuses and preemption targets in
+    /// every tree (computed with the shares), then alerts, reservations and gangs from them.
+    /// What changed since it was prepared is reconciled: operations that started since wait
+    /// for the next update (as if they had started just after this one), finished ones leave
+    /// at their next, and the smallest pending job is the one at preparation; a tree whose
+    /// configuration changed meanwhile keeps its previous shares and nothing is installed
+    /// (false: prepare another; every tree's working memory comes back either way).
+    /// Afterwards `update` holds what the installed one replaced (the previous arenas): the
+    /// driver drops it where that does not hold up scheduling.
+    pub fn apply_fair_share_update(&mut self, update: &mut FairShareUpdate) -> bool {
+        let now = update.now;
+        if update
+            .trees
+            .iter()
+            .any(|u| !self.trees[u.tree_index()].update_is_current(u))
+        {
+            for u in &mut update.trees {
+                self.trees[u.tree_index()].return_workspace(u);
+            }
+            return false;
+        }
+        self.min_pending_job = update.min_pending_job;
+        for u in &mut update.trees {
             let t = u.tree_index();
             self.trees[t].apply_update(u);
-            crate::status::update_statuses(&mut self.trees[t], now);
+            self.preemption[t].targets = u.take_targets();
             self.walks[t] = None;
             self.preemption[t].classes.clear();
         }
         for t in 0..self.trees.len() {
-            self.compute_preemption_targets(t);
             self.raise_fair_share_alerts(t, now);
         }
         self.update_reservations(now);
@@ -315,6 +310,8 @@ impl Scheduler {
 pub struct FairShareUpdate {
     now: Millis,
     trees: Vec<TreeUpdate>,
+    /// Componentwise minimum of the pending jobs of running operations when prepared.
+    min_pending_job: Option<Resources>,
 }
 
 impl std::fmt::Debug for FairShareUpdate {

@@ -97,7 +97,10 @@ fn what_happens_between_prepare_and_apply_is_as_if_just_after() {
         let mut update = apart.prepare_fair_share_update(1_000);
         between(&mut apart);
         update.compute();
-        assert!(apart.apply_fair_share_update(update), "{what}: installed");
+        assert!(
+            apart.apply_fair_share_update(&mut update),
+            "{what}: installed"
+        );
         assert_eq!(seen(&mut apart, 2_000), seen(&mut at_once, 2_000), "{what}");
         // And the next update agrees too.
         at_once.update_fair_share(3_000);
@@ -114,6 +117,7 @@ fn what_happens_between_prepare_and_apply_is_as_if_just_after() {
 fn an_update_prepared_before_a_configuration_change_is_not_installed() {
     let mut s = cluster();
     let before = serde_json::to_string(&s.snapshot(1_000)).expect("snapshot");
+    let clocks = s.tree().below_fair_share_since.clone();
     let mut update = s.prepare_fair_share_update(1_000);
     s.set_pool(
         1_100,
@@ -125,13 +129,23 @@ fn an_update_prepared_before_a_configuration_change_is_not_installed() {
     )
     .expect("pool change");
     update.compute();
-    assert!(!s.apply_fair_share_update(update), "stale update refused");
+    assert!(
+        !s.apply_fair_share_update(&mut update),
+        "stale update refused"
+    );
     let after = serde_json::to_string(&s.snapshot(1_000)).expect("snapshot");
     assert_eq!(before, after, "the previous shares stay");
+    // So do the starvation clocks (the computation advanced its own copy of them).
+    assert_eq!(s.tree().below_fair_share_since, clocks, "starvation clocks");
     // The next update installs the new configuration (and its working memory came back).
     let mut next = s.prepare_fair_share_update(1_200);
     next.compute();
-    assert!(s.apply_fair_share_update(next));
+    assert!(s.apply_fair_share_update(&mut next));
+    assert_ne!(
+        s.tree().below_fair_share_since,
+        clocks,
+        "an installed update advances the clocks"
+    );
     let snapshot = serde_json::to_value(s.snapshot(1_200)).expect("snapshot");
     let cpu = &snapshot["pools"]["prod"]["effective_strong_guarantee_resources"]["cpu"];
     assert_eq!(
@@ -148,14 +162,14 @@ fn a_prepared_update_can_be_computed_on_another_thread() {
     let mut s = cluster();
     let mut at_once = cluster();
     let update = s.prepare_fair_share_update(1_000);
-    let computed = std::thread::spawn(move || {
+    let mut computed = std::thread::spawn(move || {
         let mut update = update;
         update.compute();
         update
     })
     .join()
     .expect("thread");
-    assert!(s.apply_fair_share_update(computed));
+    assert!(s.apply_fair_share_update(&mut computed));
     at_once.update_fair_share(1_000);
     assert_eq!(seen(&mut s, 1_000), seen(&mut at_once, 1_000));
 }

@@ -138,7 +138,10 @@ mod tests {
         let ids: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
         let expected: Vec<String> = (0..2 * CHUNK + 3).map(|i| format!("1.{i}")).collect();
         assert_eq!(ids, expected);
-        assert_eq!(jobs.get(CHUNK).map(|j| j.id.as_str()), Some(format!("1.{CHUNK}").as_str()));
+        assert_eq!(
+            jobs.get(CHUNK).map(|j| j.id.as_str()),
+            Some(format!("1.{CHUNK}").as_str())
+        );
         assert!(jobs.get(2 * CHUNK + 3).is_none());
         assert_eq!(jobs.to_vec().len(), 2 * CHUNK + 3);
     }

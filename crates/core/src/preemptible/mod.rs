@@ -9,8 +9,9 @@ pub use classes::{PreemptionPriority, PreemptionStatus};
 
 use crate::model::{AllocationId, AllocationState, Operation};
 use crate::scheduler::Scheduler;
-use crate::tree::StarvationStatus;
+use crate::tree::{Arena, StarvationStatus};
 use fairsched_config::PreemptionPriorityScope;
+use fairsched_config::TreeConfig;
 use fairsched_hdrf::ElementIndex;
 use fairsched_resources::{PartialResources, ResourceKind, ResourceVector, Resources};
 use std::collections::BTreeMap;
@@ -162,42 +163,11 @@ impl Scheduler {
         let Some(&index) = arena.by_operation.get(&op.spec.id) else {
             return PreemptionPriority::None;
         };
-        let scope = self.trees[t].config().scheduling_preemption_priority_scope;
-        let elements: Vec<ElementIndex> = match scope {
-            PreemptionPriorityScope::OperationOnly => vec![index],
-            _ => self.path_to_root(t, index),
-        };
-        let worst = elements
-            .iter()
-            .map(|&e| arena.elements[e].starvation_status)
-            .max()
-            .unwrap_or(StarvationStatus::NonStarving);
         let ssd = arena
             .ssd
             .as_ref()
             .is_some_and(|ssd| ssd.is_ssd_operation(op));
-        match (worst, ssd) {
-            (StarvationStatus::NonStarving, _) => PreemptionPriority::None,
-            (StarvationStatus::Starving, false) => PreemptionPriority::Normal,
-            (StarvationStatus::Starving, true) => PreemptionPriority::SsdNormal,
-            (StarvationStatus::AggressivelyStarving, false) => PreemptionPriority::Aggressive,
-            (StarvationStatus::AggressivelyStarving, true) => PreemptionPriority::SsdAggressive,
-        }
-    }
-
-    /// Sorts running operations by preemption priority (after each fair-share update).
-    pub(crate) fn compute_preemption_targets(&mut self, t: usize) {
-        let mut targets: BTreeMap<PreemptionPriority, Vec<ElementIndex>> = BTreeMap::new();
-        for (id, &i) in &self.trees[t].arena.by_operation {
-            let Some(op) = self.operations.get(id) else {
-                continue;
-            };
-            match self.preemption_priority(t, op) {
-                PreemptionPriority::None => {}
-                priority => targets.entry(priority).or_default().push(i),
-            }
-        }
-        self.preemption[t].targets = targets;
+        priority_of(arena, self.trees[t].config(), index, ssd)
     }
 
     /// Classes of an operation's allocations, cached until its shares change or an allocation
@@ -231,4 +201,52 @@ impl Scheduler {
         }
         &self.preemption[t].classes[op_id].statuses
     }
+}
+
+/// The preemption priority of operation element `index` of `arena` (`ssd`: an SSD
+/// operation, under SSD priority preemption) from its own and, by the tree's scope, its
+/// ancestors' starvation.
+fn priority_of(
+    arena: &Arena,
+    config: &TreeConfig,
+    index: ElementIndex,
+    ssd: bool,
+) -> PreemptionPriority {
+    let own = std::iter::once(index);
+    let worst = match config.scheduling_preemption_priority_scope {
+        PreemptionPriorityScope::OperationOnly => {
+            own.map(|e| arena.elements[e].starvation_status).max()
+        }
+        _ => own
+            .chain(arena.ancestors(index))
+            .filter(|&e| e != fairsched_hdrf::ROOT)
+            .map(|e| arena.elements[e].starvation_status)
+            .max(),
+    }
+    .unwrap_or(StarvationStatus::NonStarving);
+    match (worst, ssd) {
+        (StarvationStatus::NonStarving, _) => PreemptionPriority::None,
+        (StarvationStatus::Starving, false) => PreemptionPriority::Normal,
+        (StarvationStatus::Starving, true) => PreemptionPriority::SsdNormal,
+        (StarvationStatus::AggressivelyStarving, false) => PreemptionPriority::Aggressive,
+        (StarvationStatus::AggressivelyStarving, true) => PreemptionPriority::SsdAggressive,
+    }
+}
+
+/// The operations of a freshly computed arena by preemption priority (none: not listed), in
+/// id order (`ssd_task(i)`: element `i`'s operation has a task on an SSD medium).
+pub(crate) fn preemption_targets(
+    arena: &Arena,
+    config: &TreeConfig,
+    ssd_task: impl Fn(ElementIndex) -> bool,
+) -> BTreeMap<PreemptionPriority, Vec<ElementIndex>> {
+    let ssd_enabled = arena.ssd.as_ref().is_some_and(|ssd| ssd.enabled);
+    let mut targets: BTreeMap<PreemptionPriority, Vec<ElementIndex>> = BTreeMap::new();
+    for &i in arena.by_operation.values() {
+        match priority_of(arena, config, i, ssd_enabled && ssd_task(i)) {
+            PreemptionPriority::None => {}
+            priority => targets.entry(priority).or_default().push(i),
+        }
+    }
+    targets
 }

@@ -7,6 +7,7 @@
 
 use super::*;
 use crate::model::{Millis, Operation, OperationId};
+use crate::preemptible::PreemptionPriority;
 use fairsched_hdrf::{UpdateOutput, Workspace};
 
 /// What the update needs of an operation after the computation, taken when it is prepared.
@@ -16,6 +17,8 @@ pub(crate) struct OperationSettings {
     fair_share_starvation_tolerance: Option<f64>,
     fair_share_starvation_timeout_ms: Option<u64>,
     pending_job_count: u32,
+    /// Some task asks for disk on an SSD medium of `ssd_priority_preemption` (enabled).
+    ssd_task: bool,
 }
 
 /// One tree's fair-share update, prepared and (once computed) ready to apply.
@@ -46,6 +49,11 @@ pub struct TreeUpdate {
     arena: Option<Arena>,
     /// Each pool's integral state after the computation.
     integral: Vec<(String, IntegralState)>,
+    /// The tree's starvation clocks as prepared, and as the computed statuses advanced them.
+    below_since: BTreeMap<String, Millis>,
+    below_since_after: Option<BTreeMap<String, Millis>>,
+    /// Operations by preemption priority under the computed statuses.
+    targets: BTreeMap<PreemptionPriority, Vec<ElementIndex>>,
 }
 
 /// What a pool's subtree inherits from its configuration (see `inherit_settings`).
@@ -84,7 +92,19 @@ impl TreeUpdate {
             .iter()
             .map(|(name, &index)| (name.clone(), self.tree.element(index).integral_state))
             .collect();
-        self.arena = Some(self.build_arena(output));
+        let mut arena = self.build_arena(output);
+        let mut below_since = self.below_since.clone();
+        crate::status::update_statuses(&mut arena, &self.config, &mut below_since, self.now);
+        self.targets = crate::preemptible::preemption_targets(&arena, &self.config, |i| {
+            self.settings[i].as_ref().is_some_and(|op| op.ssd_task)
+        });
+        self.below_since_after = Some(below_since);
+        self.arena = Some(arena);
+    }
+
+    /// Operations by preemption priority under the computed statuses (taken once).
+    pub(crate) fn take_targets(&mut self) -> BTreeMap<PreemptionPriority, Vec<ElementIndex>> {
+        std::mem::take(&mut self.targets)
     }
 
     /// The index of the tree it updates.
@@ -100,28 +120,15 @@ impl PoolTree {
     }
 
     /// Takes back the working memory lent to an update that will not be installed.
-    pub(crate) fn return_workspace(&mut self, update: TreeUpdate) {
-        self.workspace = update.workspace;
+    pub(crate) fn return_workspace(&mut self, update: &mut TreeUpdate) {
+        self.workspace = std::mem::take(&mut update.workspace);
+        self.below_fair_share_since = std::mem::take(&mut update.below_since);
     }
 
-    /// Runs a fair-share update over the pools and the given operations (in start order; those
-    /// running in this tree, whose index is `t`) and rebuilds the arena. `total` is the
-    /// resources of the tree's nodes.
-    pub fn update_fair_share(
-        &mut self,
-        t: usize,
-        now: Millis,
-        total: Resources,
-        operations: &[&Operation],
-    ) {
-        let mut update = self.prepare_update(t, now, total, operations);
-        update.compute();
-        self.apply_update(update);
-    }
-
-    /// Prepares an update over the pools and the given operations (see
-    /// [`PoolTree::update_fair_share`]); the tree's working memory goes with it until
-    /// [`PoolTree::apply_update`].
+    /// Prepares an update over the pools and the given operations (in start order; those
+    /// running in this tree, whose index is `t`); `total` is the resources of the tree's
+    /// nodes. The tree's working memory and its starvation clocks go with it until
+    /// [`PoolTree::apply_update`] (or [`PoolTree::return_workspace`]).
     pub(crate) fn prepare_update(
         &mut self,
         t: usize,
@@ -234,6 +241,8 @@ impl PoolTree {
         }
         let mut by_operation = BTreeMap::new();
         let mut settings: Vec<Option<OperationSettings>> = Vec::new();
+        let ssd = &self.config().ssd_priority_preemption;
+        let ssd_media = ssd.enable.then_some(&ssd.medium_names);
         for op in operations {
             let Some(mine) = op.in_tree(t) else {
                 continue;
@@ -269,6 +278,13 @@ impl PoolTree {
                 fair_share_starvation_tolerance: op.spec.fair_share_starvation_tolerance,
                 fair_share_starvation_timeout_ms: op.spec.fair_share_starvation_timeout_ms,
                 pending_job_count: op.pending_job_count(),
+                ssd_task: ssd_media.is_some_and(|media| {
+                    op.spec.tasks.iter().any(|task| {
+                        task.disk_request
+                            .as_ref()
+                            .is_some_and(|d| media.contains(&d.medium_name))
+                    })
+                }),
             }));
         }
         settings.resize(kinds.len(), None);
@@ -300,24 +316,34 @@ impl PoolTree {
                 .any(|op| op.spec.preemption_mode == crate::model::PreemptionMode::Graceful),
             arena: None,
             integral: Vec::new(),
+            below_since: std::mem::take(&mut self.below_fair_share_since),
+            below_since_after: None,
+            targets: BTreeMap::new(),
         }
     }
 
     /// Installs a computed update ([`TreeUpdate::compute`]) prepared from this tree: the new
-    /// arena with the shares (built with the computation), the integral states, the working
-    /// memory back. An update prepared before the tree's configuration changed is not
-    /// installed (false); its working memory comes back all the same.
-    pub(crate) fn apply_update(&mut self, update: TreeUpdate) -> bool {
-        self.workspace = update.workspace;
+    /// arena with the shares and statuses (built with the computation), the integral states
+    /// and starvation clocks, the working memory back. An update prepared before the tree's
+    /// configuration changed is not installed (false); its working memory and the clocks as
+    /// they were come back all the same. The previous arena goes into `update` (for the
+    /// driver to drop where that costs it nothing).
+    pub(crate) fn apply_update(&mut self, update: &mut TreeUpdate) -> bool {
         if update.generation != self.generation {
+            self.return_workspace(update);
             return false;
         }
-        let arena = update.arena.expect("apply a computed update");
+        self.workspace = std::mem::take(&mut update.workspace);
+        let arena = update.arena.as_mut().expect("apply a computed update");
+        std::mem::swap(&mut self.arena, arena);
+        self.below_fair_share_since = update
+            .below_since_after
+            .take()
+            .expect("apply a computed update");
         self.last_update_ms = Some(update.now);
-        for (name, state) in update.integral {
+        for (name, state) in std::mem::take(&mut update.integral) {
             self.integral_states.insert(name, state);
         }
-        self.arena = arena;
         true
     }
 }

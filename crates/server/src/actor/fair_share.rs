@@ -148,10 +148,16 @@ impl Actor {
         self.flush(true);
     }
 
-    fn install_fair_share_update(&mut self, update: FairShareUpdate, took: Duration) {
+    fn install_fair_share_update(&mut self, mut update: FairShareUpdate, took: Duration) {
         let installing = Instant::now();
         let now = update.now();
-        if !self.sched.apply_fair_share_update(update) {
+        let installed = self.sched.apply_fair_share_update(&mut update);
+        // What it replaced (the previous arenas, the computation's tree: O(tree) to free) is
+        // dropped off the actor.
+        if self.updates.tx.is_some() {
+            tokio::task::spawn_blocking(move || drop(update));
+        }
+        if !installed {
             tracing::debug!(now_ms = now, "fair-share update outdated by a pool change");
             return;
         }
