@@ -62,7 +62,7 @@ impl Scheduler {
             trees: self
                 .trees
                 .iter()
-                .map(|tree| (tree.name.clone(), tree.validated.clone()))
+                .map(|tree| (tree.name.clone(), (*tree.validated).clone()))
                 .collect(),
             default_tree: Some(self.trees[self.default_tree].name.clone()),
             warnings: Vec::new(),

@@ -69,15 +69,19 @@ impl Scheduler {
     /// thread while heartbeats and commands go on against the previous shares, then apply it;
     /// it prepares no other until then.
     pub fn prepare_fair_share_update(&mut self, now: Millis) -> FairShareUpdate {
+        // One pass (one lookup each): finished operations leave the live order, running
+        // ones are taken in it.
         let operations = &self.operations;
-        self.live_order
-            .retain(|id| operations.get(id).is_some_and(|op| !op.state.is_finished()));
-        let ops: Vec<&Operation> = self
-            .live_order
-            .iter()
-            .filter_map(|id| self.operations.get(id))
-            .filter(|op| op.state == OperationState::Running)
-            .collect();
+        let mut ops: Vec<&Operation> = Vec::with_capacity(self.live_order.len());
+        self.live_order.retain(|id| match operations.get(id) {
+            Some(op) if !op.state.is_finished() => {
+                if op.state == OperationState::Running {
+                    ops.push(op);
+                }
+                true
+            }
+            _ => false,
+        });
         let mut trees = Vec::with_capacity(self.trees.len());
         for t in 0..self.trees.len() {
             let total = self.tree_total(t);

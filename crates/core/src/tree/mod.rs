@@ -15,6 +15,7 @@ use fairsched_hdrf::{
 };
 use fairsched_resources::{ResourceVector, Resources};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 mod update;
 pub(crate) use update::TreeUpdate;
@@ -234,7 +235,8 @@ impl Arena {
 #[derive(Clone, Debug)]
 pub struct PoolTree {
     pub name: String,
-    pub validated: ValidatedTree,
+    /// The pools' configuration (shared with a fair-share update being computed).
+    pub validated: Arc<ValidatedTree>,
     pub ephemeral: BTreeMap<String, EphemeralPool>,
     pub integral_states: BTreeMap<String, IntegralState>,
     /// Since when each element (pool name or operation id) has been below its fair share.
@@ -266,7 +268,7 @@ impl PoolTree {
         let node_filter = node_filter(&validated);
         PoolTree {
             name,
-            validated,
+            validated: Arc::new(validated),
             ephemeral: BTreeMap::new(),
             integral_states: BTreeMap::new(),
             below_fair_share_since: BTreeMap::new(),
@@ -283,7 +285,7 @@ impl PoolTree {
     /// Replaces the validated configuration (and the node filter with it).
     pub(crate) fn set_validated(&mut self, validated: ValidatedTree) {
         self.node_filter = node_filter(&validated);
-        self.validated = validated;
+        self.validated = Arc::new(validated);
         self.generation += 1;
     }
 
@@ -330,31 +332,30 @@ impl PoolTree {
             .get(name)
             .and_then(|e| (e.parent != ROOT_NAME).then(|| e.parent.clone()))
     }
+}
 
-    /// Options of the fair-share computation from the tree config.
-    fn update_options(&self) -> UpdateOptions {
-        let c = self.config();
-        UpdateOptions {
-            main_resource: c.main_resource,
-            integral_pool_capacity_saturation_period_seconds: c
-                .integral_guarantees
-                .pool_capacity_saturation_period_ms
-                as f64
-                / 1000.0,
-            integral_smooth_period_seconds: c.integral_guarantees.smooth_period_ms as f64 / 1000.0,
-            relaxed_share_multiplier_limit: c.integral_guarantees.relaxed_share_multiplier_limit,
-            infer_weight_from_guarantees_share_multiplier: c
-                .infer_weight_from_guarantees_share_multiplier,
-            enable_step_function_for_gang_operations: c.enable_step_function_for_gang_operations,
-            enable_fifo_children_reordering_for_guarantee_utilization: c
-                .enable_fifo_children_reordering_for_guarantee_utilization,
-            enable_improved_fair_share_by_fit_factor_computation: c
-                .enable_improved_fair_share_by_fit_factor_computation,
-            enable_improved_fair_share_by_fit_factor_computation_distribution_gap: c
-                .enable_improved_fair_share_by_fit_factor_computation_distribution_gap,
-            enable_fast_fifo_fair_share_by_fit_factor_computation: c
-                .enable_fast_fifo_fair_share_by_fit_factor_computation,
-        }
+/// The fair-share computation's options from a tree's configuration.
+fn update_options(c: &TreeConfig) -> UpdateOptions {
+    UpdateOptions {
+        main_resource: c.main_resource,
+        integral_pool_capacity_saturation_period_seconds: c
+            .integral_guarantees
+            .pool_capacity_saturation_period_ms
+            as f64
+            / 1000.0,
+        integral_smooth_period_seconds: c.integral_guarantees.smooth_period_ms as f64 / 1000.0,
+        relaxed_share_multiplier_limit: c.integral_guarantees.relaxed_share_multiplier_limit,
+        infer_weight_from_guarantees_share_multiplier: c
+            .infer_weight_from_guarantees_share_multiplier,
+        enable_step_function_for_gang_operations: c.enable_step_function_for_gang_operations,
+        enable_fifo_children_reordering_for_guarantee_utilization: c
+            .enable_fifo_children_reordering_for_guarantee_utilization,
+        enable_improved_fair_share_by_fit_factor_computation: c
+            .enable_improved_fair_share_by_fit_factor_computation,
+        enable_improved_fair_share_by_fit_factor_computation_distribution_gap: c
+            .enable_improved_fair_share_by_fit_factor_computation_distribution_gap,
+        enable_fast_fifo_fair_share_by_fit_factor_computation: c
+            .enable_fast_fifo_fair_share_by_fit_factor_computation,
     }
 }
 

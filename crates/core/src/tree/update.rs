@@ -1,14 +1,26 @@
 //! A fair-share update of one tree taken apart, so that a driver may compute it away from the
-//! scheduler: [`PoolTree::prepare_update`] copies what the computation reads (the tree of pools
-//! and operations with their demand, usage, guarantees and limits) and lends it the tree's
-//! working memory, [`TreeUpdate::compute`] runs the pure `hdrf` update and builds the new
-//! arena from it (any thread), and [`PoolTree::apply_update`] puts that arena in place. Heartbeats in between use the
-//! previous shares. [`PoolTree::update_fair_share`] does all three in turn.
+//! scheduler: [`PoolTree::prepare_update`] copies what the computation reads (the pools'
+//! configuration, shared; each operation's demand, usage, weight and limits, flat) and lends it
+//! the tree's working memory; [`TreeUpdate::compute`] builds the tree of pools and operations,
+//! runs the pure `hdrf` update and builds the new arena with its statuses from it (any
+//! thread); [`PoolTree::apply_update`] puts that arena in place. Heartbeats in between use the
+//! previous shares.
 
 use super::*;
 use crate::model::{Millis, Operation, OperationId};
 use crate::preemptible::PreemptionPriority;
 use fairsched_hdrf::{UpdateOutput, Workspace};
+
+/// An operation as the update reads it, copied when it is prepared.
+#[derive(Clone, Debug)]
+struct PreparedOperation {
+    id: OperationId,
+    pool: String,
+    weight: f64,
+    resource_limits: fairsched_resources::PartialResources,
+    input: HdrfOperation,
+    settings: OperationSettings,
+}
 
 /// What the update needs of an operation after the computation, taken when it is prepared.
 #[derive(Clone, Debug)]
@@ -28,8 +40,16 @@ pub struct TreeUpdate {
     total: Resources,
     /// The tree's configuration generation when prepared.
     generation: u64,
+    /// The pools' configuration when prepared (the update is installed only if it is still
+    /// the tree's: see `generation`), the ephemeral pools then, and the operations.
+    validated: Arc<ValidatedTree>,
+    ephemeral: BTreeMap<String, EphemeralPool>,
+    operations: Vec<PreparedOperation>,
+    /// The pools' integral states, lent by the tree (given back at install or return).
+    integral_states: BTreeMap<String, IntegralState>,
+    previous_update_ms: Option<Millis>,
+    /// The tree the computation builds and updates.
     tree: Tree,
-    input: UpdateInput,
     workspace: Workspace,
     kinds: Vec<ElementRef>,
     limits: Vec<Resources>,
@@ -41,9 +61,6 @@ pub struct TreeUpdate {
     /// operations), and whether it schedules in FIFO order.
     pools: Vec<Option<PoolSettings>>,
     fifo_order: Vec<bool>,
-    /// The tree's configuration when prepared (the update is installed only if it is still
-    /// the tree's: see `generation`).
-    config: TreeConfig,
     any_graceful: bool,
     /// The new arena, built with the computation (off the scheduler's thread).
     arena: Option<Arena>,
@@ -84,9 +101,17 @@ impl TreeUpdate {
     /// Runs the fair-share computation (pure; the tree's working memory is lent to it) and
     /// builds the arena that installing it puts in place.
     pub fn compute(&mut self) {
+        self.build_tree();
+        let config = self.validated.config();
+        let input = UpdateInput {
+            total_resources: self.total,
+            now_seconds: self.now as f64 / 1000.0,
+            previous_update_seconds: self.previous_update_ms.map(|t| t as f64 / 1000.0),
+            options: update_options(config),
+        };
         let output = self
             .workspace
-            .update(&mut self.tree, &self.input, &fairsched_hdrf::NoClock);
+            .update(&mut self.tree, &input, &fairsched_hdrf::NoClock);
         self.integral = self
             .by_pool
             .iter()
@@ -94,8 +119,9 @@ impl TreeUpdate {
             .collect();
         let mut arena = self.build_arena(output);
         let mut below_since = self.below_since.clone();
-        crate::status::update_statuses(&mut arena, &self.config, &mut below_since, self.now);
-        self.targets = crate::preemptible::preemption_targets(&arena, &self.config, |i| {
+        let config = self.validated.config();
+        crate::status::update_statuses(&mut arena, config, &mut below_since, self.now);
+        self.targets = crate::preemptible::preemption_targets(&arena, config, |i| {
             self.settings[i].as_ref().is_some_and(|op| op.ssd_task)
         });
         self.below_since_after = Some(below_since);
@@ -123,12 +149,15 @@ impl PoolTree {
     pub(crate) fn return_workspace(&mut self, update: &mut TreeUpdate) {
         self.workspace = std::mem::take(&mut update.workspace);
         self.below_fair_share_since = std::mem::take(&mut update.below_since);
+        self.integral_states = std::mem::take(&mut update.integral_states);
     }
 
     /// Prepares an update over the pools and the given operations (in start order; those
     /// running in this tree, whose index is `t`); `total` is the resources of the tree's
-    /// nodes. The tree's working memory and its starvation clocks go with it until
-    /// [`PoolTree::apply_update`] (or [`PoolTree::return_workspace`]).
+    /// nodes. A flat copy of what the computation reads (the pools' configuration is shared):
+    /// the tree is built with the computation. The tree's working memory, its integral states
+    /// and its starvation clocks go with it until [`PoolTree::apply_update`] (or
+    /// [`PoolTree::return_workspace`]).
     pub(crate) fn prepare_update(
         &mut self,
         t: usize,
@@ -136,181 +165,60 @@ impl PoolTree {
         total: Resources,
         operations: &[&Operation],
     ) -> TreeUpdate {
-        let mut tree = Tree::new();
-        let mut kinds = vec![ElementRef::Root];
-        let mut by_pool = BTreeMap::new();
-        let mut limits = vec![Resources::infinite()];
-        let mut pools: Vec<Option<PoolSettings>> = vec![None];
-        let mut fifo_order = vec![false];
-
-        // Explicit pools in configuration order (parents before children), then ephemeral ones.
-        /// What the update records of each element as it is added.
-        struct Added<'a> {
-            kinds: &'a mut Vec<ElementRef>,
-            limits: &'a mut Vec<Resources>,
-            pools: &'a mut Vec<Option<PoolSettings>>,
-            fifo_order: &'a mut Vec<bool>,
-        }
-        fn add_explicit(
-            this: &PoolTree,
-            tree: &mut Tree,
-            parent: ElementIndex,
-            nodes: &BTreeMap<String, PoolNode>,
-            added: &mut Added<'_>,
-            by_pool: &mut BTreeMap<String, ElementIndex>,
-        ) {
-            for (name, node) in nodes {
-                let Some(effective) = this.validated.pool(name) else {
-                    continue;
-                };
-                let index = add_pool(tree, parent, name, &effective.config, this, added);
-                added
-                    .fifo_order
-                    .push(effective.fifo_pool_scheduling_order == FifoPoolSchedulingOrder::Fifo);
-                by_pool.insert(name.clone(), index);
-                add_explicit(this, tree, index, &node.pools, added, by_pool);
-            }
-        }
-        fn add_pool(
-            tree: &mut Tree,
-            parent: ElementIndex,
-            name: &str,
-            config: &PoolConfig,
-            this: &PoolTree,
-            added: &mut Added<'_>,
-        ) -> ElementIndex {
-            let index = tree
-                .add_pool(
-                    parent,
-                    name,
-                    config.weight.unwrap_or(1.0),
-                    pool_spec(
-                        config,
-                        this.config()
-                            .infer_weight_from_guarantees_share_multiplier
-                            .is_some(),
-                    ),
-                )
-                .expect("parent is a pool or the root");
-            tree.element_mut(index).resource_limits = config.resource_limits;
-            if let Some(state) = this.integral_states.get(name) {
-                tree.element_mut(index).integral_state = *state;
-            }
-            added.kinds.push(ElementRef::Pool(name.to_string()));
-            added.limits.push(config.resource_limits.or_infinite());
-            added.pools.push(Some(PoolSettings::of(config)));
-            index
-        }
-        let mut added = Added {
-            kinds: &mut kinds,
-            limits: &mut limits,
-            pools: &mut pools,
-            fifo_order: &mut fifo_order,
-        };
-        add_explicit(
-            self,
-            &mut tree,
-            ROOT,
-            &self.validated.tree.pools,
-            &mut added,
-            &mut by_pool,
-        );
-        // Ephemeral pools, each after its parent (an explicit pool, the root, or a removed
-        // pool kept for its ephemeral subpools, itself ephemeral).
-        let mut waiting: Vec<(&String, &EphemeralPool)> = self.ephemeral.iter().collect();
-        // Set when a pass adds nothing: the parents left exist nowhere (not reachable through
-        // the scheduler's commands), so the pools go under the root rather than vanish.
-        let mut stuck = false;
-        while !waiting.is_empty() {
-            let before = waiting.len();
-            waiting.retain(|&(name, e)| {
-                let parent = if stuck || e.parent == ROOT_NAME {
-                    ROOT
-                } else if let Some(&p) = by_pool.get(&e.parent) {
-                    p
-                } else {
-                    return true;
-                };
-                let index = add_pool(&mut tree, parent, name, &e.config, self, &mut added);
-                // (Ephemeral pools are never FIFO-ordered: their order is not configured.)
-                added.fifo_order.push(false);
-                by_pool.insert(name.clone(), index);
-                false
-            });
-            stuck = waiting.len() == before;
-        }
-        let mut by_operation = BTreeMap::new();
-        let mut settings: Vec<Option<OperationSettings>> = Vec::new();
         let ssd = &self.config().ssd_priority_preemption;
         let ssd_media = ssd.enable.then_some(&ssd.medium_names);
-        for op in operations {
-            let Some(mine) = op.in_tree(t) else {
-                continue;
-            };
-            let Some(&parent) = by_pool.get(&mine.pool) else {
-                continue;
-            };
-            let spec = HdrfOperation {
-                demand: op.demand_in(t),
-                usage: mine.usage,
-                gang: op.is_gang(),
-                best_allocation_share: ResourceVector::ONES,
-                start_time: op.start_time as f64,
-                pending_job_count: u64::from(op.pending_job_count()),
-            };
-            let index = tree
-                .add_operation(
-                    parent,
-                    op.spec.id.0.clone(),
-                    mine.weight.unwrap_or(1.0),
-                    spec,
-                )
-                .expect("pools accept operations");
-            tree.element_mut(index).resource_limits = mine.resource_limits;
-            kinds.push(ElementRef::Operation(op.spec.id.clone()));
-            limits.push(mine.resource_limits.or_infinite());
-            pools.push(None);
-            fifo_order.push(false);
-            by_operation.insert(op.spec.id.clone(), index);
-            settings.resize(kinds.len() - 1, None);
-            settings.push(Some(OperationSettings {
-                scheduling_tag_filter: op.spec.scheduling_tag_filter.clone(),
-                fair_share_starvation_tolerance: op.spec.fair_share_starvation_tolerance,
-                fair_share_starvation_timeout_ms: op.spec.fair_share_starvation_timeout_ms,
-                pending_job_count: op.pending_job_count(),
-                ssd_task: ssd_media.is_some_and(|media| {
-                    op.spec.tasks.iter().any(|task| {
-                        task.disk_request
-                            .as_ref()
-                            .is_some_and(|d| media.contains(&d.medium_name))
-                    })
-                }),
-            }));
-        }
-        settings.resize(kinds.len(), None);
-
-        let input = UpdateInput {
-            total_resources: total,
-            now_seconds: now as f64 / 1000.0,
-            previous_update_seconds: self.last_update_ms.map(|t| t as f64 / 1000.0),
-            options: self.update_options(),
-        };
+        let prepared = operations
+            .iter()
+            .filter_map(|op| {
+                let mine = op.in_tree(t)?;
+                Some(PreparedOperation {
+                    id: op.spec.id.clone(),
+                    pool: mine.pool.clone(),
+                    weight: mine.weight.unwrap_or(1.0),
+                    resource_limits: mine.resource_limits,
+                    input: HdrfOperation {
+                        demand: op.demand_in(t),
+                        usage: mine.usage,
+                        gang: op.is_gang(),
+                        best_allocation_share: ResourceVector::ONES,
+                        start_time: op.start_time as f64,
+                        pending_job_count: u64::from(op.pending_job_count()),
+                    },
+                    settings: OperationSettings {
+                        scheduling_tag_filter: op.spec.scheduling_tag_filter.clone(),
+                        fair_share_starvation_tolerance: op.spec.fair_share_starvation_tolerance,
+                        fair_share_starvation_timeout_ms: op.spec.fair_share_starvation_timeout_ms,
+                        pending_job_count: op.pending_job_count(),
+                        ssd_task: ssd_media.is_some_and(|media| {
+                            op.spec.tasks.iter().any(|task| {
+                                task.disk_request
+                                    .as_ref()
+                                    .is_some_and(|d| media.contains(&d.medium_name))
+                            })
+                        }),
+                    },
+                })
+            })
+            .collect();
         TreeUpdate {
             t,
             now,
             total,
             generation: self.generation,
-            tree,
-            input,
+            validated: Arc::clone(&self.validated),
+            ephemeral: self.ephemeral.clone(),
+            operations: prepared,
+            integral_states: std::mem::take(&mut self.integral_states),
+            previous_update_ms: self.last_update_ms,
+            tree: Tree::new(),
             workspace: std::mem::take(&mut self.workspace),
-            kinds,
-            limits,
-            by_pool,
-            by_operation,
-            settings,
-            pools,
-            fifo_order,
-            config: self.config().clone(),
+            kinds: Vec::new(),
+            limits: Vec::new(),
+            by_pool: BTreeMap::new(),
+            by_operation: BTreeMap::new(),
+            settings: Vec::new(),
+            pools: Vec::new(),
+            fifo_order: Vec::new(),
             any_graceful: operations
                 .iter()
                 .any(|op| op.spec.preemption_mode == crate::model::PreemptionMode::Graceful),
@@ -334,6 +242,7 @@ impl PoolTree {
             return false;
         }
         self.workspace = std::mem::take(&mut update.workspace);
+        self.integral_states = std::mem::take(&mut update.integral_states);
         let arena = update.arena.as_mut().expect("apply a computed update");
         std::mem::swap(&mut self.arena, arena);
         self.below_fair_share_since = update
@@ -349,10 +258,141 @@ impl PoolTree {
 }
 
 impl TreeUpdate {
+    /// Builds the tree the computation updates from what was prepared: explicit pools in
+    /// configuration order (parents before children), then ephemeral ones, then the
+    /// operations in start order.
+    fn build_tree(&mut self) {
+        let validated = Arc::clone(&self.validated);
+        let infer_weights = validated
+            .config()
+            .infer_weight_from_guarantees_share_multiplier
+            .is_some();
+        let mut tree = Tree::new();
+        self.kinds = vec![ElementRef::Root];
+        self.limits = vec![Resources::infinite()];
+        self.pools = vec![None];
+        self.fifo_order = vec![false];
+        self.by_pool = BTreeMap::new();
+        /// Adds a pool and what the update records of it.
+        fn add_pool(
+            this: &mut TreeUpdate,
+            tree: &mut Tree,
+            parent: ElementIndex,
+            name: &str,
+            config: &PoolConfig,
+            infer_weights: bool,
+            fifo_order: bool,
+        ) -> ElementIndex {
+            let index = tree
+                .add_pool(
+                    parent,
+                    name,
+                    config.weight.unwrap_or(1.0),
+                    pool_spec(config, infer_weights),
+                )
+                .expect("parent is a pool or the root");
+            tree.element_mut(index).resource_limits = config.resource_limits;
+            if let Some(state) = this.integral_states.get(name) {
+                tree.element_mut(index).integral_state = *state;
+            }
+            this.kinds.push(ElementRef::Pool(name.to_string()));
+            this.limits.push(config.resource_limits.or_infinite());
+            this.pools.push(Some(PoolSettings::of(config)));
+            this.fifo_order.push(fifo_order);
+            this.by_pool.insert(name.to_string(), index);
+            index
+        }
+        fn add_explicit(
+            this: &mut TreeUpdate,
+            tree: &mut Tree,
+            validated: &ValidatedTree,
+            parent: ElementIndex,
+            nodes: &BTreeMap<String, PoolNode>,
+            infer_weights: bool,
+        ) {
+            for (name, node) in nodes {
+                let Some(effective) = validated.pool(name) else {
+                    continue;
+                };
+                let fifo = effective.fifo_pool_scheduling_order == FifoPoolSchedulingOrder::Fifo;
+                let index = add_pool(
+                    this,
+                    tree,
+                    parent,
+                    name,
+                    &effective.config,
+                    infer_weights,
+                    fifo,
+                );
+                add_explicit(this, tree, validated, index, &node.pools, infer_weights);
+            }
+        }
+        add_explicit(
+            self,
+            &mut tree,
+            &validated,
+            ROOT,
+            &validated.tree.pools,
+            infer_weights,
+        );
+        // Ephemeral pools, each after its parent (an explicit pool, the root, or a removed
+        // pool kept for its ephemeral subpools, itself ephemeral).
+        let ephemeral = std::mem::take(&mut self.ephemeral);
+        let mut waiting: Vec<(&String, &EphemeralPool)> = ephemeral.iter().collect();
+        // Set when a pass adds nothing: the parents left exist nowhere (not reachable through
+        // the scheduler's commands), so the pools go under the root rather than vanish.
+        let mut stuck = false;
+        while !waiting.is_empty() {
+            let before = waiting.len();
+            waiting.retain(|&(name, e)| {
+                let parent = if stuck || e.parent == ROOT_NAME {
+                    ROOT
+                } else if let Some(&p) = self.by_pool.get(&e.parent) {
+                    p
+                } else {
+                    return true;
+                };
+                // (Ephemeral pools are never FIFO-ordered: their order is not configured.)
+                add_pool(
+                    self,
+                    &mut tree,
+                    parent,
+                    name,
+                    &e.config,
+                    infer_weights,
+                    false,
+                );
+                false
+            });
+            stuck = waiting.len() == before;
+        }
+        let operations = std::mem::take(&mut self.operations);
+        self.by_operation = BTreeMap::new();
+        self.settings = Vec::new();
+        for op in operations {
+            let Some(&parent) = self.by_pool.get(&op.pool) else {
+                continue;
+            };
+            let index = tree
+                .add_operation(parent, op.id.0.clone(), op.weight, op.input)
+                .expect("pools accept operations");
+            tree.element_mut(index).resource_limits = op.resource_limits;
+            self.kinds.push(ElementRef::Operation(op.id.clone()));
+            self.limits.push(op.resource_limits.or_infinite());
+            self.pools.push(None);
+            self.fifo_order.push(false);
+            self.by_operation.insert(op.id, index);
+            self.settings.resize(self.kinds.len() - 1, None);
+            self.settings.push(Some(op.settings));
+        }
+        self.settings.resize(self.kinds.len(), None);
+        self.tree = tree;
+    }
+
     /// The arena of the computed update: its elements with their shares, FIFO order and
     /// limits, and the settings they inherit down the tree.
     fn build_arena(&mut self, output: UpdateOutput) -> Arena {
-        let config = &self.config;
+        let config = self.validated.config();
         let kinds = std::mem::take(&mut self.kinds);
         let mut elements: Vec<Element> = Vec::with_capacity(self.tree.len());
         // (The update's own element kinds and children move into the arena: no copies.)
@@ -440,8 +480,9 @@ impl TreeUpdate {
     /// Effective starvation and scheduling settings, inherited down the tree.
     fn inherit_settings(&self, arena: &mut Arena) {
         let settings = &self.settings;
-        let coefficient = self.config.allocation_count_preemption_timeout_coefficient;
-        let honour_tags = self.config.enable_scheduling_tags;
+        let config = self.validated.config();
+        let coefficient = config.allocation_count_preemption_timeout_coefficient;
+        let honour_tags = config.enable_scheduling_tags;
         for i in 1..arena.elements.len() {
             let parent = arena.elements[i].parent.unwrap_or(ROOT);
             let (tol, timeout, aggressive, use_sat, regular_on_ssd, tag_set) = {

@@ -190,7 +190,7 @@ impl Actor {
                     let validated = if t.name == name {
                         update.validated.clone()
                     } else {
-                        t.validated.clone()
+                        (*t.validated).clone()
                     };
                     (t.name.clone(), validated)
                 })

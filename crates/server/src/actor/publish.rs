@@ -175,7 +175,14 @@ impl Actor {
 
     /// The view of the state now, its snapshot (and trees) taken now: O(cluster).
     pub(super) fn build_view(&mut self) -> View {
-        self.refresh_all_records();
+        // Records follow what was marked as changed; only a tree's new configuration (which
+        // may move operations and nodes without marking them) refreshes them all.
+        if self.trees_changed {
+            self.refresh_all_records();
+        } else {
+            self.refresh_records();
+            self.check_records();
+        }
         let now = self.now();
         let snapshot = self.sched.snapshot(now);
         let trees = self.tree_views(&snapshot.tree);

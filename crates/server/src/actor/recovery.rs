@@ -136,7 +136,8 @@ impl Actor {
             stale_ops: BTreeSet::new(),
             stale_nodes: BTreeSet::new(),
             nodes: imbl::OrdMap::new(),
-            trees_changed: false,
+            // The first view refreshes every record restored.
+            trees_changed: true,
             users_change: false,
             small_cluster: super::SMALL_CLUSTER,
             job_op: BTreeMap::new(),
