@@ -8,6 +8,8 @@ use fairsched_api::{FinishedJob, Heartbeat, JobState, RegisterNode, codes};
 use fairsched_resources::Resources;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -140,6 +142,148 @@ pub(crate) fn process_cpu_s() -> Option<f64> {
     let usage = getrusage(UsageWho::RUSAGE_SELF).ok()?;
     let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
     Some(secs(usage.user_time()) + secs(usage.system_time()))
+}
+
+/// CPU seconds of process `pid`: its own (every thread), and its children's that it has
+/// waited for (Linux, `/proc/PID/stat`).
+pub(crate) fn pid_cpu_s(pid: u32) -> Option<(f64, f64)> {
+    let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After the name: state is field 3; utime 14, stime 15, cutime 16, cstime 17.
+    let field = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+    let own = field(11)? + field(12)?;
+    let children = field(13)? + field(14)?;
+    Some((own as f64 / ticks as f64, children as f64 / ticks as f64))
+}
+
+/// A child process, stopped by its PID when dropped: SIGTERM, then SIGKILL after 10 s.
+#[derive(Debug)]
+pub(crate) struct Proc {
+    pub(crate) name: String,
+    pub(crate) child: Child,
+    /// Its standard error.
+    pub(crate) log: PathBuf,
+}
+
+impl Proc {
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Stops the process; a warning when it did not end by itself within the grace period.
+    pub(crate) fn stop(&mut self, grace: Duration) -> Option<String> {
+        use nix::sys::signal::{Signal, kill};
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return None;
+        }
+        let pid = nix::unistd::Pid::from_raw(self.pid() as i32);
+        let _ = kill(pid, Signal::SIGTERM);
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        Some(format!(
+            "{} (pid {}) did not stop within {} s of SIGTERM and was killed; its log: {}",
+            self.name,
+            self.pid(),
+            grace.as_secs(),
+            self.log.display()
+        ))
+    }
+
+    /// The exit status, if it has ended.
+    pub(crate) fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(warning) = self.stop(Duration::from_secs(10)) {
+            eprintln!("warning: {warning}");
+        }
+    }
+}
+
+/// The last lines of a log file, for an error message.
+pub(crate) fn log_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines[lines.len().saturating_sub(10)..].join("\n  ");
+    if tail.is_empty() {
+        format!("{} is empty", path.display())
+    } else {
+        format!("{} ends:\n  {tail}", path.display())
+    }
+}
+
+/// Starts `exe server --config config` (`exe`: this fairsched binary) with its standard
+/// output in `dir/server.out` and its log (`FAIRSCHED_LOG=warn`) in `dir/server.log`, and
+/// waits (at most 30 s) for the line with its address: the process and its URL.
+pub(crate) fn start_server_process(
+    exe: &Path,
+    dir: &Path,
+    config: &Path,
+) -> anyhow::Result<(Proc, String)> {
+    let out_path = dir.join("server.out");
+    let log = dir.join("server.log");
+    let child = Command::new(exe)
+        .arg("server")
+        .arg("--config")
+        .arg(config)
+        .env("FAIRSCHED_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path)?)
+        .stderr(std::fs::File::create(&log)?)
+        .spawn()
+        .with_context(|| {
+            format!(
+                "cannot start `{} server`: is this fairsched binary still there and \
+                 executable?",
+                exe.display()
+            )
+        })?;
+    let mut server = Proc {
+        name: "fairsched server".into(),
+        child,
+        log: log.clone(),
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = std::fs::read_to_string(&out_path).unwrap_or_default();
+        if let Some(url) = text
+            .lines()
+            .filter(|l| l.contains("listening on"))
+            .find_map(|l| l.split_whitespace().find(|w| w.starts_with("http://")))
+        {
+            return Ok((server, url.to_string()));
+        }
+        if let Some(status) = server.exited() {
+            bail!(
+                "`{} server --config {}` exited ({status}) before it listened; {}",
+                exe.display(),
+                config.display(),
+                log_tail(&log)
+            );
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "`{} server` did not print its address within 30 s; {}",
+                exe.display(),
+                log_tail(&log)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 pub(crate) const SERVER_THREADS: &str = "fsb-server";
