@@ -229,6 +229,10 @@ pub(crate) fn log_tail(path: &Path) -> String {
 /// Starts `exe server --config config` (`exe`: this fairsched binary) with its standard
 /// output in `dir/server.out` and its log (`FAIRSCHED_LOG=warn`) in `dir/server.log`, and
 /// waits (at most 30 s) for the line with its address: the process and its URL.
+///
+/// The server gets SIGTERM when this process ends, even when it is killed
+/// ([`crate::server::EXIT_WITH_PARENT_ENV`]): more exactly, when the thread that calls this
+/// ends, so call it from the main thread.
 pub(crate) fn start_server_process(
     exe: &Path,
     dir: &Path,
@@ -241,6 +245,10 @@ pub(crate) fn start_server_process(
         .arg("--config")
         .arg(config)
         .env("FAIRSCHED_LOG", "warn")
+        .env(
+            crate::server::EXIT_WITH_PARENT_ENV,
+            std::process::id().to_string(),
+        )
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&out_path)?)
         .stderr(std::fs::File::create(&log)?)
