@@ -547,7 +547,7 @@ where
 
 /// Writes `config` to `dir/server.toml` (mode 0600: it holds the agents' token) and checks
 /// that the server reads it back unchanged: the file's path.
-fn write_server_config(
+pub(crate) fn write_server_config(
     dir: &Path,
     config: &fairsched_server::ServerConfig,
 ) -> anyhow::Result<PathBuf> {

@@ -762,6 +762,33 @@ mod tests {
         assert_eq!(args(&["--jobs-per-operation", "7"]).jobs_per_operation(), 7);
     }
 
+    /// The file a server process is started with holds the in-process configuration.
+    #[test]
+    fn the_server_process_reads_the_same_configuration() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let a = args(&[
+            "--tree",
+            "deep",
+            "--pools",
+            "300",
+            "--operations",
+            "3000",
+            "--heartbeat-ms",
+            "200",
+            "--synchronous",
+            "normal",
+        ]);
+        let config = server_config(&a, &dir.path().join("store"), "secret").unwrap();
+        let path = super::super::harness::write_server_config(dir.path(), &config).unwrap();
+        let read = fairsched_server::ServerConfig::from_file(&path).unwrap();
+        assert_eq!(read, config);
+        assert_eq!(read.scheduler.node_heartbeat_period_ms, 200);
+        assert_eq!(read.agent_token.as_deref(), Some("secret"));
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
     #[test]
     fn durations_parse() {
         let a = args(&["--duration", "2s", "--warmup", "500ms"]);
