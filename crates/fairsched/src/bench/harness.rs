@@ -116,9 +116,9 @@ pub(crate) fn raise_open_file_limit(connections: u32, mode: ServerMode) -> anyho
             }
         };
         bail!(
-            "{connections} simulated agents and clients need about {need} open files ({why}); \
-             the hard limit of open files (RLIMIT_NOFILE, `ulimit -Hn`) is {hard}: raise it or \
-             use fewer --agents"
+            "{connections} connections (simulated agents and API clients) need about {need} \
+             open files ({why}); the hard limit of open files (RLIMIT_NOFILE, `ulimit -Hn`) is \
+             {hard}: raise it or use fewer --agents"
         );
     }
     setrlimit(Resource::RLIMIT_NOFILE, need, hard)
