@@ -5,11 +5,12 @@
 //! the temporary directory; with `--in-process`, as a [`fairsched_server::Server`] on its own
 //! tokio runtime in this process (threads `fsb-server`). N simulated agents run as tasks on a
 //! runtime of this process (threads `fsb-agents`) and speak the real agent protocol through
-//! one shared [`ApiClient`] (one connection pool, one keep-alive connection per agent). A simulated agent runs no process: a job it
-//! is told to start "finishes" `--job-ms` after the reply that started it arrived, and is
-//! reported as completed by the first heartbeat after that. Counts come from what the agents
-//! see: placements are the starts in heartbeat replies, completions the finished jobs of
-//! heartbeats the server accepted, latency the time each heartbeat request took.
+//! one shared [`ApiClient`] (one connection pool, one keep-alive connection per agent). A
+//! simulated agent runs no process: a job it is told to start "finishes" `--job-ms` after the
+//! reply that started it arrived, and is reported as completed by the first heartbeat after
+//! that. Counts come from what the agents see: placements are the starts in heartbeat
+//! replies, completions the finished jobs of heartbeats the server accepted, latency the time
+//! each heartbeat request took.
 //!
 //! Only what happens inside the measurement window (after `--warmup`) counts. The server's CPU
 //! time over the window is its process's (`/proc/PID/stat`), or in this process that of its
