@@ -1,6 +1,7 @@
-//! `fairsched bench`: benchmarks of the running system. A real server in this process with
-//! simulated agents: `bench server` (server.rs: the scheduler's throughput) and `bench load`
-//! (load.rs: the API's latency under concurrent clients), on the harness in harness.rs; and a
+//! `fairsched bench`: benchmarks of the running system. A real server with simulated agents in
+//! this process: `bench server` (server.rs: the scheduler's throughput; the server as a child
+//! process, or with `--in-process` in this one) and `bench load` (load.rs: the API's latency
+//! under concurrent clients; the server in this process), on the harness in harness.rs; and a
 //! cluster of real server and agent processes running real jobs: `bench trivial-jobs`
 //! (trivial_jobs.rs: the workload of the comparison with Slurm).
 
@@ -14,13 +15,21 @@ mod trivial_jobs;
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
-    /// Throughput of the whole scheduler server: a real server (HTTP on 127.0.0.1, SQLite
-    /// store in a temporary directory) and N simulated agents in this process.
+    /// Throughput of the whole scheduler server: N simulated agents in this process against a
+    /// real server (HTTP on 127.0.0.1, SQLite store in a temporary directory).
+    ///
+    /// The server is a separate process, `fairsched server` of this binary started with a
+    /// configuration file written to the temporary directory and stopped by its PID at the
+    /// end (also when the run fails or is interrupted); with --in-process it runs on a tokio
+    /// runtime of this process instead. This process needs about one open file per agent (two
+    /// with --in-process), and the server process as many; the soft limit is raised up to the
+    /// hard limit (`ulimit -Hn`) as needed.
     ///
     /// The agents heartbeat through the real HTTP protocol; their jobs run no process and
     /// finish --job-ms after they started. Reports placements and completions per second,
-    /// heartbeat latency percentiles and rate, errors, and the server threads' CPU time, all
-    /// over the measurement window that follows the warm-up.
+    /// heartbeat latency percentiles and rate, errors, the server's CPU time and peak memory
+    /// (its process's; with --in-process its threads' CPU and no memory of its own), and this
+    /// process's, all over the measurement window that follows the warm-up.
     Server(server::ServerBenchArgs),
     /// A load test of the server's API: a real server on 127.0.0.1 with simulated agents and
     /// N concurrent clients doing mixed reads (operation list and show, tree, nodes, events)

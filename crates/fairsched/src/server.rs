@@ -17,9 +17,42 @@ pub struct ServerArgs {
     data_dir: Option<PathBuf>,
 }
 
+/// Set by the benchmarks that start `fairsched server` as a child process (`bench/harness.rs`)
+/// to their own PID: the server then gets SIGTERM when that process ends, even when it was
+/// killed, so that no benchmark leaves a server behind. Linux only (ignored elsewhere); not
+/// for operators.
+pub(crate) const EXIT_WITH_PARENT_ENV: &str = "FAIRSCHED_EXIT_WITH_PARENT";
+
+/// With [`EXIT_WITH_PARENT_ENV`] set: asks the kernel for SIGTERM when the parent ends, and
+/// fails if it has already ended. (The signal comes when the parent's thread that started this
+/// process ends: the benchmarks start the server from their main thread.)
+fn exit_with_parent() -> anyhow::Result<()> {
+    let Some(parent) = std::env::var_os(EXIT_WITH_PARENT_ENV) else {
+        return Ok(());
+    };
+    #[cfg(target_os = "linux")]
+    {
+        use anyhow::Context as _;
+        nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM)
+            .context("prctl(PR_SET_PDEATHSIG)")?;
+        // The parent may have ended before that call: then no signal would come.
+        let ppid = nix::unistd::getppid().as_raw().to_string();
+        if parent.to_str() != Some(ppid.as_str()) {
+            anyhow::bail!(
+                "{EXIT_WITH_PARENT_ENV}={parent:?}: the process that started this server has \
+                 ended"
+            );
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = parent;
+    Ok(())
+}
+
 /// Runs the server until Ctrl-C or SIGTERM.
 pub fn run(args: ServerArgs) -> anyhow::Result<()> {
     init_tracing();
+    exit_with_parent()?;
     let mut config = match &args.config {
         Some(path) => fairsched_server::ServerConfig::from_file(path)?,
         None => fairsched_server::ServerConfig::default(),

@@ -1,13 +1,16 @@
 //! The harness of the whole-system benchmarks (`bench server`, `bench load`): a real server on
-//! its own runtime, simulated agents that speak the real protocol, counters over a measurement
-//! window, and the process's CPU time, memory and open-file limit.
+//! its own runtime or as a child process, simulated agents that speak the real protocol,
+//! counters over a measurement window, and the processes' CPU time, memory and open-file
+//! limit; and the child processes of `bench trivial-jobs`.
 
-use anyhow::{Context, bail};
+use anyhow::{Context, anyhow, bail};
 use fairsched_api::client::{ApiClient, ClientError};
 use fairsched_api::{FinishedJob, Heartbeat, JobState, RegisterNode, codes};
 use fairsched_resources::Resources;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -70,24 +73,52 @@ impl Window {
     }
 }
 
-/// Open files the run needs: both ends of one connection per agent, and some spare.
-fn files_needed(agents: u32) -> u64 {
-    2 * u64::from(agents) + 512
+/// Where [`with_server`] runs the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ServerMode {
+    /// On its own runtime in this process (threads [`SERVER_THREADS`]): both ends of every
+    /// connection are in this process, and the server's CPU time is its threads'.
+    InProcess,
+    /// As a child process of this binary, `fairsched server --config server.toml`: this
+    /// process holds one end of each connection, the server the other.
+    Process,
 }
 
-/// Raises the soft open-file limit to what the run needs, or fails naming the limit.
-pub(crate) fn raise_open_file_limit(agents: u32) -> anyhow::Result<()> {
+/// Open files this process needs for `connections` loopback connections (agents and
+/// clients), with some spare: both ends of each with the server in this process, one end
+/// otherwise (and the server process as many for the other ends).
+fn files_needed(connections: u32, mode: ServerMode) -> u64 {
+    let ends = match mode {
+        ServerMode::InProcess => 2,
+        ServerMode::Process => 1,
+    };
+    ends * u64::from(connections) + 512
+}
+
+/// Raises the soft open-file limit to what the run needs, or fails naming the limit. A server
+/// process started afterwards ([`ServerMode::Process`]) inherits the raised limit, which is
+/// also what it needs.
+pub(crate) fn raise_open_file_limit(connections: u32, mode: ServerMode) -> anyhow::Result<()> {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
-    let need = files_needed(agents);
+    let need = files_needed(connections, mode);
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).context("getrlimit(RLIMIT_NOFILE)")?;
     if soft >= need {
         return Ok(());
     }
     if hard < need {
+        let why = match mode {
+            ServerMode::InProcess => {
+                "both ends of one connection per agent or client, with the server in this process"
+            }
+            ServerMode::Process => {
+                "one end of one connection per agent or client, in this process and as many in \
+                 the server's"
+            }
+        };
         bail!(
-            "{agents} agents need about {need} open files (both ends of one connection per \
-             agent); the hard limit of open files (RLIMIT_NOFILE, `ulimit -Hn`) is {hard}: \
-             raise it or use fewer --agents"
+            "{connections} connections (simulated agents and API clients) need about {need} \
+             open files ({why}); the hard limit of open files (RLIMIT_NOFILE, `ulimit -Hn`) is \
+             {hard}: raise it or use fewer --agents"
         );
     }
     setrlimit(Resource::RLIMIT_NOFILE, need, hard)
@@ -140,6 +171,171 @@ pub(crate) fn process_cpu_s() -> Option<f64> {
     let usage = getrusage(UsageWho::RUSAGE_SELF).ok()?;
     let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
     Some(secs(usage.user_time()) + secs(usage.system_time()))
+}
+
+/// CPU seconds of process `pid`: its own (every thread), and its children's that it has
+/// waited for (Linux, `/proc/PID/stat`).
+pub(crate) fn pid_cpu_s(pid: u32) -> Option<(f64, f64)> {
+    let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After the name: state is field 3; utime 14, stime 15, cutime 16, cstime 17.
+    let field = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+    let own = field(11)? + field(12)?;
+    let children = field(13)? + field(14)?;
+    Some((own as f64 / ticks as f64, children as f64 / ticks as f64))
+}
+
+/// Peak resident memory of process `pid` so far, in bytes (Linux: `VmHWM` in
+/// `/proc/PID/status`).
+pub(crate) fn pid_peak_rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    vm_hwm_bytes(&status)
+}
+
+/// `VmHWM` of a `/proc/PID/status` text, in bytes.
+fn vm_hwm_bytes(status: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let mut words = line["VmHWM:".len()..].split_whitespace();
+    let kib: u64 = words.next()?.parse().ok()?;
+    (words.next() == Some("kB")).then_some(kib * 1024)
+}
+
+/// A child process, stopped by its PID when dropped: SIGTERM, then SIGKILL after 10 s.
+#[derive(Debug)]
+pub(crate) struct Proc {
+    pub(crate) name: String,
+    pub(crate) child: Child,
+    /// Its standard error.
+    pub(crate) log: PathBuf,
+}
+
+impl Proc {
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Stops the process; a warning when it did not end by itself within the grace period.
+    pub(crate) fn stop(&mut self, grace: Duration) -> Option<String> {
+        use nix::sys::signal::{Signal, kill};
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return None;
+        }
+        let pid = nix::unistd::Pid::from_raw(self.pid() as i32);
+        let _ = kill(pid, Signal::SIGTERM);
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        Some(format!(
+            "{} (pid {}) did not stop within {} s of SIGTERM and was killed; its log: {}",
+            self.name,
+            self.pid(),
+            grace.as_secs(),
+            self.log.display()
+        ))
+    }
+
+    /// The exit status, if it has ended.
+    pub(crate) fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(warning) = self.stop(Duration::from_secs(10)) {
+            eprintln!("warning: {warning}");
+        }
+    }
+}
+
+/// The last lines of a log file, for an error message.
+pub(crate) fn log_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines[lines.len().saturating_sub(10)..].join("\n  ");
+    if tail.is_empty() {
+        format!("{} is empty", path.display())
+    } else {
+        format!("{} ends:\n  {tail}", path.display())
+    }
+}
+
+/// Starts `exe server --config config` (`exe`: this fairsched binary) with its standard
+/// output in `dir/server.out` and its log (`FAIRSCHED_LOG=warn`) in `dir/server.log`, and
+/// waits (at most 30 s) for the line with its address: the process and its URL.
+///
+/// The server gets SIGTERM when this process ends, even when it is killed
+/// ([`crate::server::EXIT_WITH_PARENT_ENV`]): more exactly, when the thread that calls this
+/// ends, so call it from the main thread.
+pub(crate) fn start_server_process(
+    exe: &Path,
+    dir: &Path,
+    config: &Path,
+) -> anyhow::Result<(Proc, String)> {
+    let out_path = dir.join("server.out");
+    let log = dir.join("server.log");
+    let child = Command::new(exe)
+        .arg("server")
+        .arg("--config")
+        .arg(config)
+        .env("FAIRSCHED_LOG", "warn")
+        .env(
+            crate::server::EXIT_WITH_PARENT_ENV,
+            std::process::id().to_string(),
+        )
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path)?)
+        .stderr(std::fs::File::create(&log)?)
+        .spawn()
+        .with_context(|| {
+            format!(
+                "cannot start `{} server`: is this fairsched binary still there and \
+                 executable?",
+                exe.display()
+            )
+        })?;
+    let mut server = Proc {
+        name: "fairsched server".into(),
+        child,
+        log: log.clone(),
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = std::fs::read_to_string(&out_path).unwrap_or_default();
+        if let Some(url) = text
+            .lines()
+            .filter(|l| l.contains("listening on"))
+            .find_map(|l| l.split_whitespace().find(|w| w.starts_with("http://")))
+        {
+            return Ok((server, url.to_string()));
+        }
+        if let Some(status) = server.exited() {
+            bail!(
+                "`{} server --config {}` exited ({status}) before it listened; {}",
+                exe.display(),
+                config.display(),
+                log_tail(&log)
+            );
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "`{} server` did not print its address within 30 s; {}",
+                exe.display(),
+                log_tail(&log)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 pub(crate) const SERVER_THREADS: &str = "fsb-server";
@@ -246,44 +442,94 @@ pub(crate) fn histogram_sum_count(page: &str, name: &str, labels: &str) -> Optio
     Some((value("_sum")?, value("_count")? as u64))
 }
 
-/// The harness of the whole-system benchmarks: a store in `data_dir` (default: a new temporary
-/// directory named `prefix...`, removed at the end), a real server built from `config` on its
-/// own runtime ([`SERVER_THREADS`]), and `drive` (the agents or clients, given the server's
-/// URL and the agents' token) on a second one ([`AGENT_THREADS`]); then the server is stopped
-/// (at most 10 s; a failure to stop is a warning) and `drive`'s result returned.
+/// The server a benchmark drives ([`with_server`]).
+#[derive(Clone, Debug)]
+pub(crate) struct BenchServer {
+    /// `http://127.0.0.1:PORT`.
+    pub(crate) url: String,
+    /// The agents' token (`agent_token`).
+    pub(crate) token: String,
+    /// The server process's PID ([`ServerMode::Process`]); `None` in this process.
+    pub(crate) pid: Option<u32>,
+}
+
+impl BenchServer {
+    /// CPU seconds the server has used so far: its process's (every thread), or in this
+    /// process its threads' ([`server_cpu_s`]).
+    pub(crate) fn cpu_s(&self) -> Option<f64> {
+        match self.pid {
+            Some(pid) => pid_cpu_s(pid).map(|(own, _)| own),
+            None => server_cpu_s(),
+        }
+    }
+
+    /// Peak resident memory of the server process so far, in bytes; `None` with the server
+    /// in this process (where it cannot be told apart).
+    pub(crate) fn peak_rss_bytes(&self) -> Option<u64> {
+        self.pid.and_then(pid_peak_rss_bytes)
+    }
+}
+
+/// The harness of the whole-system benchmarks: a store in `data_dir` (default: in a new
+/// temporary directory named `prefix...`, removed at the end), a real server built from
+/// `config` (given the store's directory and the agents' token, a random secret) and run as
+/// `mode` says, and `drive` (the agents or clients, given the server) on a runtime of its own
+/// ([`AGENT_THREADS`]); then the server is stopped (at most 10 s; a failure to stop is a
+/// warning) and `drive`'s result returned.
+///
+/// [`ServerMode::Process`]: the configuration is written to `server.toml` in the temporary
+/// directory, where the server's log (`server.log`) goes too; a server that exits during the
+/// run, or SIGINT or SIGTERM to this process, ends `drive` with an error. The server is
+/// stopped by its PID (SIGTERM, then SIGKILL after 10 s), also when `drive` fails or panics,
+/// and gets SIGTERM if this process dies ([`start_server_process`]). Call this from the main
+/// thread.
 pub(crate) fn with_server<T, F>(
-    data_dir: Option<&std::path::Path>,
+    mode: ServerMode,
+    data_dir: Option<&Path>,
     prefix: &str,
-    token_prefix: &str,
-    config: impl FnOnce(&std::path::Path, &str) -> anyhow::Result<fairsched_server::ServerConfig>,
-    drive: impl FnOnce(String, String) -> F,
+    config: impl FnOnce(&Path, &str) -> anyhow::Result<fairsched_server::ServerConfig>,
+    drive: impl FnOnce(BenchServer) -> F,
 ) -> anyhow::Result<T>
 where
     F: std::future::Future<Output = anyhow::Result<T>>,
 {
-    let temp;
-    let data_dir = match data_dir {
-        Some(dir) => dir.to_path_buf(),
-        None => {
-            temp = tempfile::Builder::new()
-                .prefix(prefix)
-                .tempdir()
-                .context("cannot create a temporary directory")?;
-            temp.path().join("store")
-        }
-    };
-    let token = format!("{token_prefix}-{:x}", std::process::id());
+    let temp = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .context("cannot create a temporary directory")?;
+    let data_dir = data_dir.map_or_else(|| temp.path().join("store"), Path::to_path_buf);
+    let token = fairsched_server::auth::random_secret()
+        .map_err(|e| anyhow!("cannot generate the agents' token: {e}"))?;
     let config = config(&data_dir, &token)?;
+    match mode {
+        ServerMode::InProcess => serve_in_process(&config, token, drive),
+        ServerMode::Process => serve_as_child(temp.path(), &config, token, drive),
+    }
+}
+
+/// [`with_server`] with [`ServerMode::InProcess`].
+fn serve_in_process<T, F>(
+    config: &fairsched_server::ServerConfig,
+    token: String,
+    drive: impl FnOnce(BenchServer) -> F,
+) -> anyhow::Result<T>
+where
+    F: std::future::Future<Output = anyhow::Result<T>>,
+{
     let server_rt = runtime(SERVER_THREADS)?;
     let drive_rt = runtime(AGENT_THREADS)?;
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-    let server = server_rt.block_on(fairsched_server::Server::bind(&config))?;
+    let server = server_rt.block_on(fairsched_server::Server::bind(config))?;
     let url = format!("http://{}", server.local_addr()?);
     let server_task = server_rt.spawn(server.serve(async move {
         let _ = stop_rx.wait_for(|s| *s).await;
     }));
 
-    let result = drive_rt.block_on(drive(url, token));
+    let result = drive_rt.block_on(drive(BenchServer {
+        url,
+        token,
+        pid: None,
+    }));
 
     let _ = stop_tx.send(true);
     let stopped = server_rt
@@ -296,6 +542,93 @@ where
     }
     drive_rt.shutdown_timeout(Duration::from_secs(2));
     server_rt.shutdown_timeout(Duration::from_secs(2));
+    result
+}
+
+/// Writes `config` to `dir/server.toml` (mode 0600: it holds the agents' token) and checks
+/// that the server reads it back unchanged: the file's path.
+pub(crate) fn write_server_config(
+    dir: &Path,
+    config: &fairsched_server::ServerConfig,
+) -> anyhow::Result<PathBuf> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let path = dir.join("server.toml");
+    let text = toml::to_string(config).context("cannot write the server's configuration")?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    writeln!(
+        file,
+        "# The server's file (fairsched server --config), written by a fairsched benchmark.\n"
+    )
+    .and_then(|()| file.write_all(text.as_bytes()))
+    .with_context(|| format!("cannot write {}", path.display()))?;
+    let read = fairsched_server::ServerConfig::from_file(&path)?;
+    if read != *config {
+        bail!(
+            "{}: the server would not read the configuration the benchmark wrote",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+/// [`with_server`] with [`ServerMode::Process`]: `fairsched server` with its files in `dir`.
+fn serve_as_child<T, F>(
+    dir: &Path,
+    config: &fairsched_server::ServerConfig,
+    token: String,
+    drive: impl FnOnce(BenchServer) -> F,
+) -> anyhow::Result<T>
+where
+    F: std::future::Future<Output = anyhow::Result<T>>,
+{
+    let exe = std::env::current_exe()
+        .context("cannot find this fairsched binary's path to start the server")?;
+    let path = write_server_config(dir, config)?;
+    let drive_rt = runtime(AGENT_THREADS)?;
+    // Stopped by its PID when dropped, also on a panic.
+    let (mut server, url) = start_server_process(&exe, dir, &path)?;
+    let pid = server.pid();
+    let log = server.log.clone();
+    let result = drive_rt.block_on(async {
+        let interrupted = crate::runtime::stop_signal();
+        let server_exit = async {
+            loop {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                if let Some(status) = server.exited() {
+                    return status;
+                }
+            }
+        };
+        tokio::select! {
+            result = drive(BenchServer { url, token, pid: Some(pid) }) => result,
+            () = interrupted => Err(anyhow!(
+                "interrupted (SIGINT or SIGTERM): the run and its server (pid {pid}) are stopped"
+            )),
+            status = server_exit => Err(anyhow!(
+                "the server (pid {pid}) exited during the run ({status}); {}",
+                log_tail(&log)
+            )),
+        }
+    });
+    // The agents' connections close with their runtime; then the server is stopped.
+    drive_rt.shutdown_timeout(Duration::from_secs(2));
+    if let Some(warning) = server.stop(Duration::from_secs(10)) {
+        eprintln!("warning: {warning}");
+    } else if let Some(status) = server.exited()
+        && !status.success()
+        && result.is_ok()
+    {
+        eprintln!(
+            "warning: the server (pid {pid}) ended with {status}; {}",
+            log_tail(&log)
+        );
+    }
     result
 }
 
@@ -495,8 +828,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn peak_rss_is_read_from_proc_status() {
+        let status = "Name:\tfairsched\nVmPeak:\t  300 kB\nVmHWM:\t   1234 kB\nVmRSS:\t 1000 kB\n";
+        assert_eq!(vm_hwm_bytes(status), Some(1234 * 1024));
+        assert_eq!(vm_hwm_bytes("Name:\tx\n"), None);
+        // This process has one.
+        assert!(pid_peak_rss_bytes(std::process::id()).is_some_and(|b| b > 0));
+    }
+
+    #[test]
     fn open_file_need_grows_with_agents() {
-        assert_eq!(files_needed(5000), 10_512);
+        assert_eq!(files_needed(5000, ServerMode::InProcess), 10_512);
+        assert_eq!(files_needed(10_000, ServerMode::Process), 10_512);
     }
 
     use fairsched_config::{PoolTreeConfig, PoolTrees, SchedulingMode};

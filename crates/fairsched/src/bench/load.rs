@@ -14,8 +14,8 @@
 //! submitted and run to their end, and phase `history` runs the same load again.
 
 use super::harness::{
-    AgentSetup, Counters, TreeShape, Window, bench_pools, pool_name, raise_open_file_limit,
-    server_cpu_s, simulate_agent,
+    AgentSetup, Counters, ServerMode, TreeShape, Window, bench_pools, pool_name,
+    raise_open_file_limit, server_cpu_s, simulate_agent,
 };
 use anyhow::{Context, anyhow, bail};
 use clap::Args;
@@ -288,13 +288,13 @@ fn server_config(
 /// Runs the load test.
 pub fn run(args: &LoadArgs) -> anyhow::Result<LoadReport> {
     args.validate()?;
-    raise_open_file_limit(args.agents + args.clients)?;
+    raise_open_file_limit(args.agents + args.clients, ServerMode::InProcess)?;
     super::harness::with_server(
+        ServerMode::InProcess,
         args.data_dir.as_deref(),
         "fairsched-load-",
-        "load",
         |data_dir, token| server_config(data_dir, token, args),
-        |url, token| async move { drive(args, &url, &token).await },
+        |server| async move { drive(args, &server.url, &server.token).await },
     )
 }
 

@@ -1,20 +1,25 @@
 //! `fairsched bench server`: a whole-system throughput figure for the scheduler server.
 //!
-//! A real [`fairsched_server::Server`] (HTTP on 127.0.0.1, the SQLite store in a temporary
-//! directory) runs on its own tokio runtime (threads `fsb-server`); N simulated agents run as
-//! tasks on a second runtime (threads `fsb-agents`) and speak the real agent protocol through
-//! one shared [`ApiClient`] (one connection pool). A simulated agent runs no process: a job it
-//! is told to start "finishes" `--job-ms` after the reply that started it arrived, and is
-//! reported as completed by the first heartbeat after that. Counts come from what the agents
-//! see: placements are the starts in heartbeat replies, completions the finished jobs of
-//! heartbeats the server accepted, latency the time each heartbeat request took.
+//! A real server (HTTP on 127.0.0.1, the SQLite store in a temporary directory) runs as a child
+//! process, `fairsched server --config server.toml` of this binary with the file written to
+//! the temporary directory; with `--in-process`, as a [`fairsched_server::Server`] on its own
+//! tokio runtime in this process (threads `fsb-server`). N simulated agents run as tasks on a
+//! runtime of this process (threads `fsb-agents`) and speak the real agent protocol through
+//! one shared [`ApiClient`] (one connection pool, one keep-alive connection per agent). A
+//! simulated agent runs no process: a job it is told to start "finishes" `--job-ms` after the
+//! reply that started it arrived, and is reported as completed by the first heartbeat after
+//! that. Counts come from what the agents see: placements are the starts in heartbeat
+//! replies, completions the finished jobs of heartbeats the server accepted, latency the time
+//! each heartbeat request took.
 //!
 //! Only what happens inside the measurement window (after `--warmup`) counts. The server's CPU
-//! time is the CPU time of its runtime's threads (from `/proc/self/task`) over the window.
+//! time over the window is its process's (`/proc/PID/stat`), or in this process that of its
+//! runtime's and store writer's threads (`/proc/self/task`); its peak memory is its process's
+//! `VmHWM` (not told apart in this process).
 
 use super::harness::{
-    AgentSetup, Counters, ErrorSample, TreeShape, Window, bench_pools, histogram_sum_count,
-    pool_name, process_cpu_s, process_peak_rss_bytes, raise_open_file_limit, server_cpu_s,
+    AgentSetup, BenchServer, Counters, ErrorSample, ServerMode, TreeShape, Window, bench_pools,
+    histogram_sum_count, pool_name, process_cpu_s, process_peak_rss_bytes, raise_open_file_limit,
     simulate_agent, with_server,
 };
 use anyhow::{Context, anyhow, bail};
@@ -76,6 +81,11 @@ pub struct ServerBenchArgs {
     /// disk (the server's default), `normal` only at checkpoints.
     #[arg(long, default_value = "full", value_parser = ["full", "normal"])]
     pub synchronous: String,
+    /// Run the server in this process (its own tokio runtime) instead of as a child process.
+    /// Both ends of every connection are then in this process (two open files per agent),
+    /// and the server's memory is not told apart from the agents'.
+    #[arg(long)]
+    pub in_process: bool,
     /// Print the figures as JSON.
     #[arg(long)]
     pub json: bool,
@@ -177,14 +187,27 @@ pub struct Report {
     pub errors: u64,
     /// Failed requests over the whole run, by message (at most 5 messages).
     pub error_samples: Vec<ErrorSample>,
-    /// CPU time of the server runtime's threads (HTTP, actor, store) in the window.
+    /// Where the server ran: `process` (a child `fairsched server`) or `in_process`
+    /// (`--in-process`: on a runtime of the benchmark's process).
+    pub server_mode: &'static str,
+    /// The server process's PID (`process` mode); it has been stopped when the report is
+    /// printed.
+    pub server_pid: Option<u32>,
+    /// CPU time of the server in the window: of its process (every thread: HTTP, actor, store
+    /// writer, fair-share updates), or in this process of its runtime's and store writer's
+    /// threads.
     pub server_cpu_s: Option<f64>,
     /// `server_cpu_s` / `window_s`: cores the server kept busy.
     pub server_cpu_cores: Option<f64>,
-    /// CPU time of the whole process (server and simulated agents) in the window.
+    /// Peak resident memory of the server process from its start to the end of the window, in
+    /// bytes (`VmHWM`); `None` in this process.
+    pub server_peak_rss_bytes: Option<u64>,
+    /// CPU time of the benchmark's process in the window: the simulated agents and their HTTP
+    /// client, and with `--in-process` the server too.
     pub process_cpu_s: Option<f64>,
-    /// Peak resident memory of the whole process (server, simulated agents and their HTTP
-    /// client) from its start to the end of the window, in bytes (`getrusage`'s `ru_maxrss`).
+    /// Peak resident memory of the benchmark's process (the simulated agents and their HTTP
+    /// client, and with `--in-process` the server too) from its start to the end of the
+    /// window, in bytes (`getrusage`'s `ru_maxrss`).
     pub process_peak_rss_bytes: Option<u64>,
     /// Jobs still pending at the end: 0 means the workload ran out and the figure is a floor.
     pub pending_jobs_at_end: Option<u64>,
@@ -243,6 +266,13 @@ impl Report {
             ),
         );
         row(
+            "server",
+            match self.server_pid {
+                Some(pid) => format!("a separate process (pid {pid})"),
+                None => "in this process (--in-process)".to_string(),
+            },
+        );
+        row(
             "window",
             format!(
                 "{:.1} s after {:.1} s warm-up",
@@ -291,17 +321,29 @@ impl Report {
         if let (Some(cpu), Some(cores)) = (self.server_cpu_s, self.server_cpu_cores) {
             row("server CPU", format!("{cpu:.2} s ({cores:.2} cores busy)"));
         }
+        let in_process = self.server_pid.is_none();
         if let Some(cpu) = self.process_cpu_s {
-            row("process CPU", format!("{cpu:.2} s (server and agents)"));
+            let what = if in_process {
+                "server and agents"
+            } else {
+                "the bench process: simulated agents"
+            };
+            row("process CPU", format!("{cpu:.2} s ({what})"));
+        }
+        let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
+        if let Some(rss) = self.server_peak_rss_bytes {
+            row(
+                "server peak RSS",
+                format!("{:.1} MiB (the server process)", mib(rss)),
+            );
         }
         if let Some(rss) = self.process_peak_rss_bytes {
-            row(
-                "peak RSS",
-                format!(
-                    "{:.1} MiB (the whole process: server and agents)",
-                    rss as f64 / (1024.0 * 1024.0)
-                ),
-            );
+            let what = if in_process {
+                "the whole process: server and agents"
+            } else {
+                "the bench process: simulated agents"
+            };
+            row("peak RSS", format!("{:.1} MiB ({what})", mib(rss)));
         }
         if let Some(p) = self.pending_jobs_at_end {
             let note = if p == 0 {
@@ -356,20 +398,25 @@ fn server_config(
 /// Runs the benchmark.
 pub fn server(args: &ServerBenchArgs) -> anyhow::Result<Report> {
     args.validate()?;
-    raise_open_file_limit(args.agents)?;
+    let mode = if args.in_process {
+        ServerMode::InProcess
+    } else {
+        ServerMode::Process
+    };
+    raise_open_file_limit(args.agents, mode)?;
     with_server(
+        mode,
         args.data_dir.as_deref(),
         "fairsched-bench-",
-        "bench",
         |data_dir, token| server_config(args, data_dir, token),
-        |url, token| async move { drive(args, &url, &token).await },
+        |server| async move { drive(args, &server).await },
     )
 }
 
 /// Submits the workload, runs the agents through warm-up and window, and gathers the report.
-async fn drive(args: &ServerBenchArgs, url: &str, token: &str) -> anyhow::Result<Report> {
+async fn drive(args: &ServerBenchArgs, server: &BenchServer) -> anyhow::Result<Report> {
     let timeout = Duration::from_millis(args.request_timeout);
-    let client = ApiClient::with_timeout(url, Some(token.to_string()), timeout);
+    let client = ApiClient::with_timeout(&server.url, Some(server.token.clone()), timeout);
     let jobs_per_operation = args.jobs_per_operation();
     let resources: Resources =
         fairsched_api::parse_resources("cpu=1,user_slots=1,memory=1GiB").map_err(|e| anyhow!(e))?;
@@ -467,7 +514,7 @@ async fn drive(args: &ServerBenchArgs, url: &str, token: &str) -> anyhow::Result
         let now = Instant::now();
         if !edge_start_done && now >= window.start {
             edge_start_done = true;
-            cpu_start = Some((server_cpu_s(), process_cpu_s(), now));
+            cpu_start = Some((server.cpu_s(), process_cpu_s(), now));
             updates_start = server_histograms(&client).await;
         }
         if now >= next_progress && now < window.end {
@@ -491,8 +538,9 @@ async fn drive(args: &ServerBenchArgs, url: &str, token: &str) -> anyhow::Result
             }
         }
     }
-    let end_cpu = (server_cpu_s(), process_cpu_s(), Instant::now());
+    let end_cpu = (server.cpu_s(), process_cpu_s(), Instant::now());
     let process_peak_rss_bytes = process_peak_rss_bytes();
+    let server_peak_rss_bytes = server.peak_rss_bytes();
     let updates_end = server_histograms(&client).await;
     let actor_pauses = match (&updates_start, &updates_end) {
         (Some(start), Some(end)) => PAUSE_STEPS
@@ -614,8 +662,15 @@ async fn drive(args: &ServerBenchArgs, url: &str, token: &str) -> anyhow::Result
         heartbeat_latency_ms,
         errors: counters.errors.load(Ordering::Relaxed),
         error_samples,
+        server_mode: if server.pid.is_some() {
+            "process"
+        } else {
+            "in_process"
+        },
+        server_pid: server.pid,
         server_cpu_s,
         server_cpu_cores: server_cpu_s.map(|c| if window_s > 0.0 { c / window_s } else { 0.0 }),
+        server_peak_rss_bytes,
         process_cpu_s: start_process.zip(end_cpu.1).map(|(a, b)| b - a),
         process_peak_rss_bytes,
         pending_jobs_at_end,
@@ -706,6 +761,33 @@ mod tests {
         // 5000 × 4 slots, (5 s + 30 s) / 1 s + 2 rounds = 37 rounds, over 50 operations.
         assert_eq!(args(&[]).jobs_per_operation(), 5000 * 4 * 37 / 50);
         assert_eq!(args(&["--jobs-per-operation", "7"]).jobs_per_operation(), 7);
+    }
+
+    /// The file a server process is started with holds the in-process configuration.
+    #[test]
+    fn the_server_process_reads_the_same_configuration() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let a = args(&[
+            "--tree",
+            "deep",
+            "--pools",
+            "300",
+            "--operations",
+            "3000",
+            "--heartbeat-ms",
+            "200",
+            "--synchronous",
+            "normal",
+        ]);
+        let config = server_config(&a, &dir.path().join("store"), "secret").unwrap();
+        let path = super::super::harness::write_server_config(dir.path(), &config).unwrap();
+        let read = fairsched_server::ServerConfig::from_file(&path).unwrap();
+        assert_eq!(read, config);
+        assert_eq!(read.scheduler.node_heartbeat_period_ms, 200);
+        assert_eq!(read.agent_token.as_deref(), Some("secret"));
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
     }
 
     #[test]

@@ -27,6 +27,7 @@
 //! time of the server and of the agents (with the jobs they ran) comes from `/proc/PID/stat`.
 //! Every process is stopped by its PID at the end, also when the run fails.
 
+use super::harness::{Proc, log_tail, pid_cpu_s, start_server_process};
 use anyhow::{Context, anyhow, bail};
 use clap::Args;
 use fairsched_api::client::ApiClient;
@@ -37,7 +38,7 @@ use fairsched_api::{
 use serde::Serialize;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 /// How often the API is asked whether operations are still unfinished.
@@ -428,63 +429,6 @@ pub fn main(args: &TrivialJobsArgs) -> ExitCode {
     super::harness::print_report(run(args), args.json, |r| r.table())
 }
 
-/// A child process stopped by its PID when dropped: SIGTERM, then SIGKILL after `grace`.
-#[derive(Debug)]
-struct Proc {
-    name: String,
-    child: Child,
-    log: PathBuf,
-}
-
-impl Proc {
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Stops the process; a warning when it did not end by itself within the grace period.
-    fn stop(&mut self, grace: Duration) -> Option<String> {
-        use nix::sys::signal::{Signal, kill};
-        if let Ok(Some(_)) = self.child.try_wait() {
-            return None;
-        }
-        let pid = nix::unistd::Pid::from_raw(self.pid() as i32);
-        let _ = kill(pid, Signal::SIGTERM);
-        let deadline = Instant::now() + grace;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        Some(format!(
-            "{} (pid {}) did not stop within {} s of SIGTERM and was killed; its log: {}",
-            self.name,
-            self.pid(),
-            grace.as_secs(),
-            self.log.display()
-        ))
-    }
-
-    /// The exit status, if it has ended.
-    fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.try_wait().ok().flatten()
-    }
-}
-
-/// The last lines of a log file, for an error message.
-fn log_tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    let tail = lines[lines.len().saturating_sub(10)..].join("\n  ");
-    if tail.is_empty() {
-        format!("{} is empty", path.display())
-    } else {
-        format!("{} ends:\n  {tail}", path.display())
-    }
-}
-
 /// The server and the agents; stopped (agents first) when dropped.
 #[derive(Debug)]
 struct Cluster {
@@ -514,10 +458,10 @@ impl Cluster {
         let server = self
             .server
             .as_ref()
-            .and_then(|s| process_cpu_s(s.pid()))
+            .and_then(|s| pid_cpu_s(s.pid()))
             .map(|(own, _)| own);
         let agents: Option<Vec<(f64, f64)>> =
-            self.agents.iter().map(|a| process_cpu_s(a.pid())).collect();
+            self.agents.iter().map(|a| pid_cpu_s(a.pid())).collect();
         Cpu {
             server,
             agents: agents.as_ref().map(|a| a.iter().map(|c| c.0).sum()),
@@ -590,22 +534,6 @@ impl Cpu {
     }
 }
 
-/// CPU seconds of process `pid`: its own, and its children's that it has waited for
-/// (Linux).
-fn process_cpu_s(pid: u32) -> Option<(f64, f64)> {
-    let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
-        .ok()
-        .flatten()?;
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // After the name: state is field 3; utime 14, stime 15, cutime 16, cstime 17.
-    let field = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
-    let own = field(11)? + field(12)?;
-    let children = field(13)? + field(14)?;
-    Some((own as f64 / ticks as f64, children as f64 / ticks as f64))
-}
-
 /// The run's files: the server's and the agents' configuration and logs.
 struct Files {
     dir: PathBuf,
@@ -672,61 +600,6 @@ fn write_files(dir: &Path, args: &TrivialJobsArgs) -> anyhow::Result<Files> {
     })
 }
 
-/// Starts `fairsched server --config server.toml` and waits (at most 30 s) for the line
-/// with its address.
-fn start_server(exe: &Path, files: &Files) -> anyhow::Result<(Proc, String)> {
-    let out_path = files.dir.join("server.out");
-    let log = files.dir.join("server.log");
-    let child = Command::new(exe)
-        .arg("server")
-        .arg("--config")
-        .arg(&files.server_config)
-        .env("FAIRSCHED_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out_path)?)
-        .stderr(std::fs::File::create(&log)?)
-        .spawn()
-        .with_context(|| {
-            format!(
-                "cannot start `{} server`: is this fairsched binary still there and \
-                 executable?",
-                exe.display()
-            )
-        })?;
-    let mut server = Proc {
-        name: "fairsched server".into(),
-        child,
-        log: log.clone(),
-    };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let text = std::fs::read_to_string(&out_path).unwrap_or_default();
-        if let Some(url) = text
-            .lines()
-            .filter(|l| l.contains("listening on"))
-            .find_map(|l| l.split_whitespace().find(|w| w.starts_with("http://")))
-        {
-            return Ok((server, url.to_string()));
-        }
-        if let Some(status) = server.exited() {
-            bail!(
-                "`{} server --config {}` exited ({status}) before it listened; {}",
-                exe.display(),
-                files.server_config.display(),
-                log_tail(&log)
-            );
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "`{} server` did not print its address within 30 s; {}",
-                exe.display(),
-                log_tail(&log)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Starts agent `i` (`bench-node-i`) with its own work directory.
 fn start_agent(exe: &Path, files: &Files, url: &str, i: u32, cpus: u32) -> anyhow::Result<Proc> {
     let node = format!("bench-node-{i}");
@@ -769,7 +642,7 @@ pub fn run(args: &TrivialJobsArgs) -> anyhow::Result<TrivialJobsReport> {
         .context("cannot create a temporary directory")?;
     let files = write_files(temp.path(), args)?;
     let effective = fairsched_server::ServerConfig::from_file(&files.server_config)?;
-    let (server, url) = start_server(&exe, &files)?;
+    let (server, url) = start_server_process(&exe, &files.dir, &files.server_config)?;
     let mut cluster = Cluster {
         server: Some(server),
         agents: Vec::new(),
