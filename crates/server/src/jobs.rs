@@ -4,9 +4,9 @@
 //! cost little: the list is kept in chunks shared between the actor and the published views
 //! (`Arc`), and a change copies only the chunk it touches (and only while a view still holds
 //! it). Publishing an operation costs O(chunks), not O(jobs): an operation that ran 100,000
-//! jobs is about 3,000 pointer copies. Chunks are small because a job's first change after
-//! each publish copies its whole chunk (strings included), and views are published after
-//! every commit. The counts by state are kept as jobs are added and
+//! jobs is about 3,000 pointer copies. Views are published after every commit, so the first
+//! change of a chunk after each copies it: jobs are kept behind their own `Arc` in it, so
+//! that copy is 32 pointers, and only the job that changes is cloned. The counts by state are kept as jobs are added and
 //! change state, so they cost nothing to read.
 
 use fairsched_api::{JobState, JobView};
@@ -40,7 +40,7 @@ impl StateCounts {
 /// The jobs of one operation (see the module documentation). Cloning is cheap.
 #[derive(Clone, Debug, Default)]
 pub struct JobList {
-    chunks: Vec<Arc<Vec<JobView>>>,
+    chunks: Vec<Arc<Vec<Arc<JobView>>>>,
     len: usize,
     counts: StateCounts,
 }
@@ -62,10 +62,10 @@ impl JobList {
     pub fn push(&mut self, job: JobView) -> usize {
         *self.counts.slot(job.state) += 1;
         match self.chunks.last_mut() {
-            Some(last) if last.len() < CHUNK => Arc::make_mut(last).push(job),
+            Some(last) if last.len() < CHUNK => Arc::make_mut(last).push(Arc::new(job)),
             _ => {
                 let mut chunk = Vec::with_capacity(CHUNK);
-                chunk.push(job);
+                chunk.push(Arc::new(job));
                 self.chunks.push(Arc::new(chunk));
             }
         }
@@ -74,7 +74,7 @@ impl JobList {
     }
 
     pub fn get(&self, i: usize) -> Option<&JobView> {
-        self.chunks.get(i / CHUNK)?.get(i % CHUNK)
+        self.chunks.get(i / CHUNK)?.get(i % CHUNK).map(|j| &**j)
     }
 
     /// Where job `id` is: at `hint` when it is there, else found by a scan.
@@ -91,7 +91,7 @@ impl JobList {
         if i >= self.len {
             return None;
         }
-        let job = &mut Arc::make_mut(&mut self.chunks[i / CHUNK])[i % CHUNK];
+        let job = Arc::make_mut(&mut Arc::make_mut(&mut self.chunks[i / CHUNK])[i % CHUNK]);
         let before = job.state;
         let r = f(job);
         if job.state != before {
@@ -102,7 +102,7 @@ impl JobList {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &JobView> {
-        self.chunks.iter().flat_map(|c| c.iter())
+        self.chunks.iter().flat_map(|c| c.iter().map(|j| &**j))
     }
 
     /// Every job, copied (for a reply that shows them).
@@ -195,5 +195,12 @@ mod tests {
         // The untouched first chunk is still shared, not copied.
         assert!(Arc::ptr_eq(&published.chunks[0], &jobs.chunks[0]));
         assert!(!Arc::ptr_eq(&published.chunks[1], &jobs.chunks[1]));
+        // The copied chunk shares the jobs that did not change.
+        jobs.update(CHUNK, |j| j.exit_code = Some(0));
+        let published = jobs.clone();
+        jobs.update(CHUNK, |j| j.exit_code = Some(1));
+        assert!(Arc::ptr_eq(&published.chunks[1][1], &jobs.chunks[1][1]));
+        assert!(!Arc::ptr_eq(&published.chunks[1][0], &jobs.chunks[1][0]));
+        assert_eq!(published.get(CHUNK).unwrap().exit_code, Some(0));
     }
 }
