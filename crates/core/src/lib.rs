@@ -43,5 +43,5 @@ pub use scheduler::{
     NodeHeartbeat, NodeOrders, OperationUpdate, Scheduler, SchedulerConfig, StartOrder, Stats,
     check_duration, check_job_durations,
 };
-pub use snapshot::{OperationTreeSnapshot, Snapshot, TreeSnapshot};
+pub use snapshot::{OperationTreeSnapshot, Snapshot, SnapshotInProgress, TreeSnapshot};
 pub use update::FairShareUpdate;

@@ -123,56 +123,127 @@ pub struct Snapshot {
     pub pool_trees: BTreeMap<String, TreeSnapshot>,
 }
 
+/// A snapshot taken in slices ([`Scheduler::begin_snapshot`]), so that a driver never stops
+/// for a whole one: the operations a few at a time, the pools at the end.
+#[derive(Debug)]
+pub struct SnapshotInProgress {
+    now: Millis,
+    /// The operations to show, in start order, and how many are done.
+    ids: Vec<crate::model::OperationId>,
+    done: usize,
+    operations: BTreeMap<String, OperationSnapshot>,
+}
+
+impl SnapshotInProgress {
+    /// Whether every operation is in (the pools come with [`Scheduler::finish_snapshot`]).
+    pub fn is_done(&self) -> bool {
+        self.done == self.ids.len()
+    }
+}
+
 impl Scheduler {
     /// The current state, with shares from the last fair-share update and live usages.
     pub fn snapshot(&self, now: Millis) -> Snapshot {
         let why = self.why_context();
-        let usages = why.usages();
         let mut operations = BTreeMap::new();
         for op in self.operations() {
-            let first = op.trees[0].tree;
-            let (preemptible, aggressively_preemptible) = self.preemptible_counts(first, op);
-            let pool_trees = op.trees[1..]
-                .iter()
-                .map(|o| {
-                    let (p, ap) = self.preemptible_counts(o.tree, op);
-                    (
-                        self.trees[o.tree].name.clone(),
-                        OperationTreeSnapshot {
-                            element: self.trees[o.tree]
-                                .arena
-                                .by_operation
-                                .get(&op.spec.id)
-                                .map(|&i| self.element_snapshot(o.tree, i, &usages[o.tree])),
-                            pool: o.pool.clone(),
-                            preemptible_allocation_count: p,
-                            aggressively_preemptible_allocation_count: ap,
-                        },
-                    )
-                })
-                .collect();
-            operations.insert(
-                op.spec.id.0.clone(),
-                OperationSnapshot {
-                    element: self.trees[first]
-                        .arena
-                        .by_operation
-                        .get(&op.spec.id)
-                        .map(|&i| self.element_snapshot(first, i, &usages[first])),
-                    pool: op.pool.clone(),
-                    state: op.state.name(),
-                    running_job_count: op.running_job_count(),
-                    pending_job_count: op.pending_job_count(),
-                    completed_job_count: op.tasks.iter().map(|t| t.completed).sum(),
-                    preemptible_allocation_count: preemptible,
-                    aggressively_preemptible_allocation_count: aggressively_preemptible,
-                    lightweight: op.lightweight,
-                    why: self.why_waiting_in(op, &why),
-                    reserved_node: self.reserved_node_of(&op.spec.id).map(|n| n.0.clone()),
-                    pool_trees,
-                },
-            );
+            operations.insert(op.spec.id.0.clone(), self.operation_snapshot(op, &why));
         }
+        self.snapshot_with(now, operations, why.usages())
+    }
+
+    /// Starts a snapshot taken in slices ([`Scheduler::continue_snapshot`], then
+    /// [`Scheduler::finish_snapshot`]); the scheduler may change between them. Each operation
+    /// is shown as it is when its slice is taken (those gone by then are left out; those
+    /// started after this call are not in it), the pools as they are at the finish. Taken at
+    /// once, with nothing in between, it is [`Scheduler::snapshot`].
+    pub fn begin_snapshot(&self, now: Millis) -> SnapshotInProgress {
+        SnapshotInProgress {
+            now,
+            ids: self.operations().map(|op| op.spec.id.clone()).collect(),
+            done: 0,
+            operations: BTreeMap::new(),
+        }
+    }
+
+    /// Adds the next `count` operations to a snapshot in progress; true when all are in.
+    pub fn continue_snapshot(&self, snapshot: &mut SnapshotInProgress, count: usize) -> bool {
+        let why = self.why_context();
+        let end = snapshot.ids.len().min(snapshot.done.saturating_add(count));
+        for id in &snapshot.ids[snapshot.done..end] {
+            if let Some(op) = self.operations.get(id) {
+                snapshot
+                    .operations
+                    .insert(id.0.clone(), self.operation_snapshot(op, &why));
+            }
+        }
+        snapshot.done = end;
+        snapshot.is_done()
+    }
+
+    /// The snapshot, its pools taken now (operations not yet in are taken now too).
+    pub fn finish_snapshot(&self, mut snapshot: SnapshotInProgress) -> Snapshot {
+        self.continue_snapshot(&mut snapshot, usize::MAX);
+        let why = self.why_context();
+        self.snapshot_with(snapshot.now, snapshot.operations, why.usages())
+    }
+
+    /// Operation `op` as the snapshot shows it.
+    fn operation_snapshot<'a>(
+        &'a self,
+        op: &crate::model::Operation,
+        why: &crate::why::WhyContext<'a>,
+    ) -> OperationSnapshot {
+        let usages = why.usages();
+        let first = op.trees[0].tree;
+        let (preemptible, aggressively_preemptible) = self.preemptible_counts(first, op);
+        let pool_trees = op.trees[1..]
+            .iter()
+            .map(|o| {
+                let (p, ap) = self.preemptible_counts(o.tree, op);
+                (
+                    self.trees[o.tree].name.clone(),
+                    OperationTreeSnapshot {
+                        element: self.trees[o.tree]
+                            .arena
+                            .by_operation
+                            .get(&op.spec.id)
+                            .map(|&i| self.element_snapshot(o.tree, i, &usages[o.tree])),
+                        pool: o.pool.clone(),
+                        preemptible_allocation_count: p,
+                        aggressively_preemptible_allocation_count: ap,
+                    },
+                )
+            })
+            .collect();
+        OperationSnapshot {
+            element: self.trees[first]
+                .arena
+                .by_operation
+                .get(&op.spec.id)
+                .map(|&i| self.element_snapshot(first, i, &usages[first])),
+            pool: op.pool.clone(),
+            state: op.state.name(),
+            running_job_count: op.running_job_count(),
+            pending_job_count: op.pending_job_count(),
+            completed_job_count: op.tasks.iter().map(|t| t.completed).sum(),
+            preemptible_allocation_count: preemptible,
+            aggressively_preemptible_allocation_count: aggressively_preemptible,
+            lightweight: op.lightweight,
+            why: self.why_waiting_in(op, why),
+            reserved_node: self.reserved_node_of(&op.spec.id).map(|n| n.0.clone()),
+            pool_trees,
+        }
+    }
+
+    /// The snapshot of `operations` with every tree's pools (`usages`: each tree's live usage
+    /// per element).
+    fn snapshot_with(
+        &self,
+        now: Millis,
+        operations: BTreeMap<String, OperationSnapshot>,
+        usages: &[Vec<Resources>],
+    ) -> Snapshot {
         let d = self.default_tree;
         Snapshot {
             t_ms: now,

@@ -113,7 +113,7 @@ fn a_finished_operation_leaves_memory_and_is_read_from_the_store() {
     assert!(!a.ops.contains_key("done"));
     assert_eq!(a.ops.ids().collect::<Vec<_>>(), ["live"]);
     assert!(a.job_op.values().all(|(op, _)| op == "live"));
-    let view = a.build_view();
+    let view = a.build_view(a.sched.snapshot(0));
     assert_eq!(
         view.operations
             .iter()

@@ -160,9 +160,15 @@ pub struct Actor {
     prune_at: Instant,
     /// The fair-share update computed in the background (see `fair_share`).
     updates: fair_share::Background,
-    /// When the last snapshot was taken, and how long building its view took.
+    /// When the last snapshot was taken, and how long building its view took (all its
+    /// slices, when taken in slices).
     snapshot_taken_at: Instant,
     snapshot_cost: Duration,
+    /// A snapshot being taken in slices between requests, and the actor's time on it so far
+    /// (see [`Actor::snapshot_slice`]).
+    slicing: Option<(fairsched_core::SnapshotInProgress, Duration)>,
+    /// A snapshot taken in slices, for the next view.
+    sliced: Option<fairsched_core::Snapshot>,
 }
 
 /// A reply sent once the commit it waits for ends: with the commit's error if it failed.
@@ -173,6 +179,10 @@ const VIEW_COST_SHARE: u32 = 10;
 
 /// ... unless they are this cheap (a small cluster): then every view takes one.
 const CHEAP_VIEW: Duration = Duration::from_millis(1);
+
+/// A snapshot of a large cluster is taken this many operations at a time, between requests
+/// (a slice takes a few milliseconds: heartbeats never wait for a whole snapshot).
+const SNAPSHOT_SLICE: usize = 500;
 
 /// Up to this many operations and nodes, a user's command always takes a new snapshot.
 const SMALL_CLUSTER: usize = 1000;
@@ -264,6 +274,7 @@ impl Actor {
                     None => break,
                 },
                 _ = timer.tick() => self.on_timer(),
+                _ = std::future::ready(()), if self.slicing.is_some() => self.snapshot_slice(),
             }
             if self.read_only.is_none() {
                 self.start_update_for_arrivals();
@@ -666,10 +677,13 @@ impl Actor {
         self.publish.send_replace(view);
     }
 
-    /// A whole view, its snapshot taken now.
+    /// A whole view, its snapshot taken now (at once: one taken in slices is dropped).
     fn take_snapshot(&mut self) -> Arc<View> {
         let building = Instant::now();
-        self.view = Arc::new(self.build_view());
+        self.slicing = None;
+        self.sliced = None;
+        let snapshot = self.sched.snapshot(self.now());
+        self.view = Arc::new(self.build_view(snapshot));
         self.trees_changed = false;
         self.snapshot_taken_at = Instant::now();
         self.snapshot_cost = self.snapshot_taken_at - building;
@@ -677,25 +691,57 @@ impl Actor {
         self.view.clone()
     }
 
+    /// One slice of the snapshot being taken (run between requests); the last one leaves
+    /// the snapshot for the next view and publishes it when nothing waits for a commit.
+    fn snapshot_slice(&mut self) {
+        let Some((mut snapshot, mut cost)) = self.slicing.take() else {
+            return;
+        };
+        let started = Instant::now();
+        let done = self.sched.continue_snapshot(&mut snapshot, SNAPSHOT_SLICE);
+        if !done {
+            let slice = started.elapsed();
+            self.metrics.paused("snapshot", slice);
+            self.slicing = Some((snapshot, cost + slice));
+            return;
+        }
+        self.sliced = Some(self.sched.finish_snapshot(snapshot));
+        let slice = started.elapsed();
+        self.metrics.paused("snapshot", slice);
+        cost += slice;
+        self.snapshot_cost = cost;
+        self.snapshot_taken_at = Instant::now();
+        self.flush(true);
+    }
+
     /// The view of the records as they are now (what changed since the last view: callers
-    /// read the operations and nodes they changed), with a new snapshot unless it costs more
-    /// than [`CHEAP_VIEW`] and one was taken so recently that snapshots would take more than a
-    /// tenth of the actor's time (a snapshot costs O(cluster); under thousands of heartbeats
-    /// and submissions a second, or with every tick and every fair-share update taking one, it
-    /// would take all of it). The snapshot (fair shares, usages, why jobs wait) then lags by
-    /// at most ten times its cost (and the next tick). A change of a tree's pools or
-    /// configuration always takes a new one, and so does a user's command while the cluster
-    /// is small ([`SMALL_CLUSTER`] operations and nodes: a snapshot costs a few milliseconds
-    /// then), so that the caller reads what it did in the orchid too, however busy the
-    /// machine.
+    /// read the operations and nodes they changed) and a snapshot that costs the actor at
+    /// most a tenth of its time: taken at once when it costs less than [`CHEAP_VIEW`] (a
+    /// small cluster), else in slices of [`SNAPSHOT_SLICE`] operations between requests
+    /// ([`Actor::snapshot_slice`]), started once the last one is ten times its cost old; the
+    /// views meanwhile show the previous one. The snapshot (fair shares, usages, why jobs
+    /// wait) then lags by at most about ten times its cost and the time its slices take. A
+    /// change of a tree's pools or configuration always takes a new one at once, and so does
+    /// a user's command while the cluster is small ([`SMALL_CLUSTER`] operations and nodes: a
+    /// snapshot costs a few milliseconds then), so that the caller reads what it did in the
+    /// orchid too, however busy the machine.
     fn next_view(&mut self) -> Arc<View> {
         let users_change = std::mem::take(&mut self.users_change);
         if self.trees_changed
             || (users_change && self.ops.len() + self.nodes.len() <= self.small_cluster)
             || self.snapshot_cost < CHEAP_VIEW
-            || self.snapshot_taken_at.elapsed() >= self.snapshot_cost * VIEW_COST_SHARE
         {
             return self.take_snapshot();
+        }
+        if let Some(snapshot) = self.sliced.take() {
+            self.view = Arc::new(self.build_view(snapshot));
+            return self.view.clone();
+        }
+        if self.slicing.is_none()
+            && self.snapshot_taken_at.elapsed() >= self.snapshot_cost * VIEW_COST_SHARE
+        {
+            let snapshot = self.sched.begin_snapshot(self.now());
+            self.slicing = Some((snapshot, Duration::ZERO));
         }
         let last = self.view.clone();
         self.view = Arc::new(self.build_records_view(&last));

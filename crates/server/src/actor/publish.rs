@@ -173,8 +173,8 @@ impl Actor {
         }
     }
 
-    /// The view of the state now, its snapshot (and trees) taken now: O(cluster).
-    pub(super) fn build_view(&mut self) -> View {
+    /// The view of the state now with `snapshot` (the trees taken now): O(cluster).
+    pub(super) fn build_view(&mut self, snapshot: fairsched_core::Snapshot) -> View {
         // Records follow what was marked as changed; only a tree's new configuration (which
         // may move operations and nodes without marking them) refreshes them all.
         if self.trees_changed {
@@ -183,8 +183,6 @@ impl Actor {
             self.refresh_records();
             self.check_records();
         }
-        let now = self.now();
-        let snapshot = self.sched.snapshot(now);
         let trees = self.tree_views(&snapshot.tree);
         let operation_trees = self
             .sched

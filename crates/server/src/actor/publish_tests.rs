@@ -79,15 +79,32 @@ fn changes_show_in_the_records_at_once_while_the_snapshot_waits_its_turn() {
     assert!(view.snapshot.operations.contains_key("second"));
     assert!(view.tree("default").unwrap().config["pools"]["team"].is_object());
 
-    // Once its turn comes (a tenth of the actor's time), a heartbeat takes one too.
+    // Once its turn comes (a tenth of the actor's time), a heartbeat starts one, taken in
+    // slices between requests; the views show the previous one until it is whole.
     expensive_snapshots(&mut a);
     let taken = published(&a).snapshot.clone();
     heartbeat(&mut a, Vec::new());
     assert!(Arc::ptr_eq(&published(&a).snapshot, &taken));
+    assert!(a.slicing.is_none());
     a.snapshot_cost = Duration::from_millis(2);
     a.snapshot_taken_at = Instant::now() - Duration::from_millis(30);
     heartbeat(&mut a, Vec::new());
-    assert!(!Arc::ptr_eq(&published(&a).snapshot, &taken));
+    assert!(a.slicing.is_some(), "a snapshot in slices started");
+    assert!(Arc::ptr_eq(&published(&a).snapshot, &taken));
+    let mut slices = 0;
+    while a.slicing.is_some() {
+        a.snapshot_slice();
+        slices += 1;
+    }
+    assert_eq!(slices, 1, "two operations: one slice");
+    a.settle();
+    let view = published(&a);
+    assert!(!Arc::ptr_eq(&view.snapshot, &taken));
+    assert!(view.snapshot.operations.contains_key("second"));
+    assert!(
+        a.sliced.is_none(),
+        "the slices' snapshot went into the view"
+    );
 }
 
 /// In a small cluster a user's command takes a new snapshot however expensive the last one

@@ -176,6 +176,8 @@ impl Actor {
             updates: super::fair_share::Background::new(),
             snapshot_taken_at: Instant::now(),
             snapshot_cost: Duration::ZERO,
+            slicing: None,
+            sliced: None,
         };
         actor.save_trees();
         if let Some(start) = &start {
