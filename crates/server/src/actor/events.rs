@@ -115,22 +115,33 @@ impl Actor {
     pub(super) fn take_core_events(&mut self) {
         let events = self.sched.take_events();
         let now_unix = unix_ms();
+        // Operations whose stored record changes, and those whose jobs alone changed (their
+        // records show new counts; the store keeps the jobs, and an operation's counts are
+        // stored with its end: recovery counts them from the jobs).
         let mut touched = BTreeSet::new();
+        let mut recounted = BTreeSet::new();
         for e in &events {
             // Named before the event is applied (an ended job leaves the maps).
             let fields = self.event_fields(e);
-            self.apply_event(e, now_unix, &mut touched);
+            self.apply_event(e, now_unix, &mut touched, &mut recounted);
             if let Some(node) = e.kind.node() {
                 self.stale_nodes.insert(node.0.clone());
             }
             self.log_event(now_unix, fields);
         }
         self.stale_ops.extend(touched.iter().cloned());
+        self.stale_ops.extend(recounted);
         self.touched.extend(touched);
         self.queue_orders();
     }
 
-    pub(super) fn apply_event(&mut self, e: &Event, now_unix: u64, touched: &mut BTreeSet<String>) {
+    pub(super) fn apply_event(
+        &mut self,
+        e: &Event,
+        now_unix: u64,
+        touched: &mut BTreeSet<String>,
+        recounted: &mut BTreeSet<String>,
+    ) {
         match &e.kind {
             EventKind::AllocationStarted {
                 operation,
@@ -171,7 +182,7 @@ impl Actor {
                 if let Some(record) = self.ops.get_mut(&operation.0) {
                     record.jobs.push(job);
                 }
-                touched.insert(operation.0.clone());
+                recounted.insert(operation.0.clone());
             }
             EventKind::AllocationFinished {
                 operation,
@@ -180,7 +191,7 @@ impl Actor {
                 ..
             } => {
                 self.end_job(allocation.0, job_state(*outcome), None, now_unix);
-                touched.insert(operation.0.clone());
+                recounted.insert(operation.0.clone());
             }
             EventKind::AllocationPreempted {
                 operation,
@@ -199,7 +210,7 @@ impl Actor {
                     "allocation preempted"
                 );
                 self.end_job(allocation.0, JobState::Aborted, Some(reason), now_unix);
-                touched.insert(operation.0.clone());
+                recounted.insert(operation.0.clone());
             }
             EventKind::AllocationInterrupted {
                 operation,

@@ -208,3 +208,36 @@ fn the_retention_prunes_finished_operations_and_old_events() {
     a.prune_history();
     assert!(a.operation_view("done").is_ok());
 }
+
+/// Jobs starting and ending do not rewrite their operation's stored record (its counts are
+/// stored with its end); a restart counts a running operation's jobs from the stored jobs.
+#[test]
+fn job_changes_leave_the_stored_operation_alone_and_a_restart_counts_its_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = actor(dir.path(), 0);
+    register_n1(&mut a);
+    let spec = json!({"id": "wide", "tasks": [{"job_count": 3, "resources": {"cpu": 1},
+                      "command": ["true"]}]});
+    ask(&mut a, |r| {
+        Command::Submit(Box::new(Submission::parse(spec).unwrap()), false, r)
+    })
+    .unwrap();
+    let stored = |a: &Actor| a.reader.operation("wide").unwrap().unwrap().0.record;
+    let submitted = stored(&a);
+    tick(&mut a);
+    let started = heartbeat(&mut a, Vec::new()).start;
+    assert_eq!(started.len(), 3);
+    heartbeat(&mut a, vec![completed(&started[0].job)]);
+    assert_eq!(
+        stored(&a),
+        submitted,
+        "the stored record is the submitted one"
+    );
+    let counts = a.ops.get("wide").unwrap().view.job_counts;
+    assert_eq!((counts.running, counts.completed), (2, 1));
+    drop(a);
+    let b = actor(dir.path(), 0);
+    let view = b.publish.borrow().clone();
+    let counts = &view.operations.get("wide").unwrap().view.job_counts;
+    assert_eq!((counts.running, counts.completed, counts.total), (2, 1, 3));
+}
