@@ -439,8 +439,8 @@ impl Collector for ViewCollector {
         );
         let (mut pending, mut running) = (0.0, 0.0);
         for op in view.operations.iter() {
-            pending += f64::from(op.view.job_counts.pending);
-            running += f64::from(op.view.job_counts.running);
+            pending += f64::from(op.counts.pending);
+            running += f64::from(op.counts.running);
         }
         jobs.add([("state", "pending")], pending);
         jobs.add([("state", "running")], running);

@@ -41,8 +41,11 @@ pub struct View {
 /// where they change, so publishing costs O(operations), not O(jobs ever run).
 #[derive(Clone, Debug)]
 pub struct OperationRecord {
-    /// Its record, without `jobs` and `why` (filled in by [`OperationRecord::to_view`]).
+    /// Its record, without `jobs` and `why` (filled in by [`OperationRecord::to_view`]), and
+    /// with `job_counts` as last stored (see `counts`).
     pub view: Arc<OperationView>,
+    /// Its job counts now (kept apart: they change with every job, the record rarely).
+    pub counts: fairsched_api::JobCounts,
     pub jobs: JobList,
     /// Its trees with its pool in each, the first tree first (the one of `view.pool`).
     pub placements: Arc<[(String, String)]>,
@@ -58,6 +61,7 @@ impl OperationRecord {
         commands: Vec<JobCommand>,
     ) -> OperationRecord {
         OperationRecord {
+            counts: view.job_counts,
             view: Arc::new(OperationView {
                 jobs: Vec::new(),
                 ..view
@@ -72,6 +76,7 @@ impl OperationRecord {
     /// as `snapshot` says.
     pub fn to_view(&self, with_jobs: bool, snapshot: &Snapshot) -> OperationView {
         let mut view = (*self.view).clone();
+        view.job_counts = self.counts;
         if with_jobs {
             view.jobs = self.jobs.to_vec();
         }

@@ -233,11 +233,11 @@ fn job_changes_leave_the_stored_operation_alone_and_a_restart_counts_its_jobs() 
         submitted,
         "the stored record is the submitted one"
     );
-    let counts = a.ops.get("wide").unwrap().view.job_counts;
+    let counts = a.ops.get("wide").unwrap().counts;
     assert_eq!((counts.running, counts.completed), (2, 1));
     drop(a);
     let b = actor(dir.path(), 0);
     let view = b.publish.borrow().clone();
-    let counts = &view.operations.get("wide").unwrap().view.job_counts;
+    let counts = &view.operations.get("wide").unwrap().counts;
     assert_eq!((counts.running, counts.completed, counts.total), (2, 1, 3));
 }

@@ -518,11 +518,12 @@ impl Actor {
                 continue;
             };
             if record.view.state.is_finished() {
-                let counts = job_counts(&record.view, &record.jobs, 0);
-                let view = record.view_mut();
-                view.job_counts = counts;
-                view.why = None;
+                record.counts = job_counts(&record.view, &record.jobs, 0);
+                record.view_mut().why = None;
                 finished.push(id);
+            }
+            if record.view.job_counts != record.counts {
+                record.view_mut().job_counts = record.counts;
             }
             let view = Arc::clone(&record.view);
             self.dirty_op(&view);

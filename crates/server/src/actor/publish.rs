@@ -108,13 +108,9 @@ impl Actor {
         let Some(record) = self.ops.get_mut(id) else {
             return;
         };
-        let view = &record.view;
-        if view.job_counts != counts || pool.as_ref().is_some_and(|p| *p != view.pool) {
-            let view = record.view_mut();
-            view.job_counts = counts;
-            if let Some(p) = pool {
-                view.pool = p;
-            }
+        record.counts = counts;
+        if let Some(p) = pool.filter(|p| *p != record.view.pool) {
+            record.view_mut().pool = p;
         }
         if !Arc::ptr_eq(&record.placements, &placements) {
             record.placements = placements;
@@ -156,7 +152,7 @@ impl Actor {
         for record in self.ops.iter() {
             let id = &record.view.id;
             let (counts, pool, placements) = self.operation_fields(id).expect("a record");
-            assert_eq!(record.view.job_counts, counts, "job counts of {id}");
+            assert_eq!(record.counts, counts, "job counts of {id}");
             if let Some(pool) = pool {
                 assert_eq!(record.view.pool, pool, "pool of {id}");
             }

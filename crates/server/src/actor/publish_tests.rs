@@ -44,8 +44,8 @@ fn changes_show_in_the_records_at_once_while_the_snapshot_waits_its_turn() {
     let ids: Vec<&str> = view.operations.ids().collect();
     assert_eq!(ids, ["first", "second"]);
     let second = view.operations.get("second").unwrap();
-    assert_eq!(second.view.job_counts.pending, 2);
-    assert_eq!(second.view.job_counts.total, 2);
+    assert_eq!(second.counts.pending, 2);
+    assert_eq!(second.counts.total, 2);
     assert_eq!(second.placements[..], [("default".into(), "root".into())]);
 
     // Jobs start: their operations' counts and the node's usage show at once.
@@ -55,11 +55,7 @@ fn changes_show_in_the_records_at_once_while_the_snapshot_waits_its_turn() {
     assert_eq!(started, 4);
     let view = published(&a);
     assert!(Arc::ptr_eq(&view.snapshot, &before.snapshot));
-    let running: u32 = view
-        .operations
-        .iter()
-        .map(|o| o.view.job_counts.running)
-        .sum();
+    let running: u32 = view.operations.iter().map(|o| o.counts.running).sum();
     assert_eq!(running, 4);
     let n1 = view.nodes.get("n1").unwrap().to_view();
     assert_eq!(n1.allocation_count, 4);
