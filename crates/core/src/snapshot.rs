@@ -132,6 +132,9 @@ pub struct SnapshotInProgress {
     ids: Vec<crate::model::OperationId>,
     done: usize,
     operations: BTreeMap<String, OperationSnapshot>,
+    /// Each tree's live usage per element when it began (O(tree) to take: once, not per
+    /// slice).
+    usages: Vec<Vec<Resources>>,
 }
 
 impl SnapshotInProgress {
@@ -155,29 +158,36 @@ impl Scheduler {
     /// Starts a snapshot taken in slices ([`Scheduler::continue_snapshot`], then
     /// [`Scheduler::finish_snapshot`]); the scheduler may change between them. Each operation
     /// is shown as it is when its slice is taken (those gone by then are left out; those
-    /// started after this call are not in it), the pools as they are at the finish. Taken at
-    /// once, with nothing in between, it is [`Scheduler::snapshot`].
+    /// started after this call are not in it; their usages are those when it began), the
+    /// pools as they are at the finish. Taken at once, with nothing in between, it is
+    /// [`Scheduler::snapshot`].
     pub fn begin_snapshot(&self, now: Millis) -> SnapshotInProgress {
         SnapshotInProgress {
             now,
             ids: self.operations().map(|op| op.spec.id.clone()).collect(),
             done: 0,
             operations: BTreeMap::new(),
+            usages: self.live_usages(),
         }
     }
 
     /// Adds the next `count` operations to a snapshot in progress; true when all are in.
     pub fn continue_snapshot(&self, snapshot: &mut SnapshotInProgress, count: usize) -> bool {
-        let why = self.why_context();
-        let end = snapshot.ids.len().min(snapshot.done.saturating_add(count));
-        for id in &snapshot.ids[snapshot.done..end] {
+        let SnapshotInProgress {
+            ids,
+            done,
+            operations,
+            usages,
+            ..
+        } = snapshot;
+        let why = self.why_context_with(std::borrow::Cow::Borrowed(usages));
+        let end = ids.len().min(done.saturating_add(count));
+        for id in &ids[*done..end] {
             if let Some(op) = self.operations.get(id) {
-                snapshot
-                    .operations
-                    .insert(id.0.clone(), self.operation_snapshot(op, &why));
+                operations.insert(id.0.clone(), self.operation_snapshot(op, &why));
             }
         }
-        snapshot.done = end;
+        *done = end;
         snapshot.is_done()
     }
 

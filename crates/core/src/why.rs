@@ -16,7 +16,7 @@ use std::rc::Rc;
 /// (a snapshot): each tree's live usage per element and, when a starving operation asks, the
 /// classes of the allocations on the tree's nodes.
 pub(crate) struct WhyContext<'a> {
-    usages: Vec<Vec<Resources>>,
+    usages: std::borrow::Cow<'a, [Vec<Resources>]>,
     classes: Vec<OnceCell<OfferClasses>>,
     /// The nodes operations may use, by (their trees, the tree asked about, tag set), and
     /// what they offer jobs of each shape asked about.
@@ -58,8 +58,22 @@ impl WhyContext<'_> {
 impl Scheduler {
     /// The context for many [`Scheduler::why_waiting`] questions at once.
     pub(crate) fn why_context(&self) -> WhyContext<'_> {
+        self.why_context_with(std::borrow::Cow::Owned(self.live_usages()))
+    }
+
+    /// Each tree's live usage per element.
+    pub(crate) fn live_usages(&self) -> Vec<Vec<Resources>> {
+        (0..self.trees.len()).map(|t| self.live_usage(t)).collect()
+    }
+
+    /// A context with each tree's usage per element as given (taken by
+    /// [`Scheduler::live_usages`], earlier when the scheduler may have changed since).
+    pub(crate) fn why_context_with<'a>(
+        &'a self,
+        usages: std::borrow::Cow<'a, [Vec<Resources>]>,
+    ) -> WhyContext<'a> {
         WhyContext {
-            usages: (0..self.trees.len()).map(|t| self.live_usage(t)).collect(),
+            usages,
             classes: (0..self.trees.len()).map(|_| OnceCell::new()).collect(),
             nodes: RefCell::new(Vec::new()),
         }
