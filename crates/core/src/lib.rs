@@ -44,4 +44,4 @@ pub use scheduler::{
     check_duration, check_job_durations,
 };
 pub use snapshot::{OperationTreeSnapshot, Snapshot, SnapshotInProgress, TreeSnapshot};
-pub use update::FairShareUpdate;
+pub use update::{FairShareUpdate, PreparingUpdate};

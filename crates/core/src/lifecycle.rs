@@ -438,6 +438,7 @@ impl Scheduler {
         if !forgotten.is_empty() {
             let operations = &self.operations;
             self.live_order.retain(|id| operations.contains_key(id));
+            self.live_order_prunes += 1;
         }
         forgotten
     }

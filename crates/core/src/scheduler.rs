@@ -52,6 +52,9 @@ pub struct Scheduler {
     /// fair-share update (until then they are skipped). Passes over live operations use it,
     /// so that their cost does not grow with every operation ever run.
     pub(crate) live_order: Vec<OperationId>,
+    /// Counts the times operations left `live_order` other than at the end of preparing a
+    /// fair-share update (see `Scheduler::finish_fair_share_update`).
+    pub(crate) live_order_prunes: u64,
     /// The operations finished and not forgotten yet (see `forget_finished_operations`).
     pub(crate) finished: std::collections::BTreeSet<OperationId>,
     pub(crate) allocations: BTreeMap<AllocationId, Allocation>,
@@ -136,6 +139,7 @@ impl Scheduler {
             start_order: Vec::new(),
             finished: std::collections::BTreeSet::new(),
             live_order: Vec::new(),
+            live_order_prunes: 0,
             allocations: BTreeMap::new(),
             interrupting: 0,
             next_allocation: 1,

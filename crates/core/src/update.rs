@@ -6,7 +6,7 @@
 use crate::error::CoreError;
 use crate::event::EventKind;
 use crate::model::Millis;
-use crate::model::Operation;
+use crate::model::OperationId;
 use crate::model::OperationState;
 use crate::scheduler::Scheduler;
 use crate::tree::EphemeralPool;
@@ -67,42 +67,102 @@ impl Scheduler {
     /// Prepares a fair-share update at `now`: a copy of what the computation reads from every
     /// tree (each tree's working memory goes with it). A driver may compute it on another
     /// thread while heartbeats and commands go on against the previous shares, then apply it;
-    /// it prepares no other until then.
+    /// it prepares no other until then. The same as [`Scheduler::begin_fair_share_update`]
+    /// and [`Scheduler::finish_fair_share_update`] with nothing in between.
     pub fn prepare_fair_share_update(&mut self, now: Millis) -> FairShareUpdate {
-        // One pass (one lookup each): finished operations leave the live order, running
-        // ones are taken in it.
-        let operations = &self.operations;
-        let mut ops: Vec<&Operation> = Vec::with_capacity(self.live_order.len());
-        self.live_order.retain(|id| match operations.get(id) {
-            Some(op) if !op.state.is_finished() => {
-                if op.state == OperationState::Running {
-                    ops.push(op);
-                }
-                true
-            }
-            _ => false,
-        });
-        let mut trees = Vec::with_capacity(self.trees.len());
-        for t in 0..self.trees.len() {
-            let total = self.tree_total(t);
-            let in_tree: Vec<&Operation> = ops
-                .iter()
-                .copied()
-                .filter(|op| op.in_tree(t).is_some())
-                .collect();
-            trees.push(self.trees[t].prepare_update(t, now, total, &in_tree));
+        let preparing = self.begin_fair_share_update(now);
+        self.finish_fair_share_update(preparing)
+    }
+
+    /// Starts preparing a fair-share update at `now` in slices
+    /// ([`Scheduler::continue_fair_share_update`], then
+    /// [`Scheduler::finish_fair_share_update`]), so that a driver never stops for a whole
+    /// copy of a large cluster; the scheduler may change between slices. Each operation is
+    /// copied as it is when its slice is taken (one finished by then is left out; one started
+    /// since waits for the next update, as if it had started just after this one). A change of
+    /// a tree's configuration meanwhile makes the update one that is not installed.
+    pub fn begin_fair_share_update(&mut self, now: Millis) -> PreparingUpdate {
+        PreparingUpdate {
+            now,
+            ids: self.live_order.clone(),
+            done: 0,
+            kept: Vec::with_capacity(self.live_order.len()),
+            operations: vec![Vec::new(); self.trees.len()],
+            generations: self.trees.iter().map(|t| t.generation).collect(),
+            min_pending_job: None,
+            live_order_prunes: self.live_order_prunes,
         }
-        let min_pending_job = ops
-            .iter()
-            .flat_map(|op| {
-                op.spec
-                    .tasks
-                    .iter()
-                    .zip(&op.tasks)
-                    .filter(|(_, p)| p.pending > 0)
-                    .map(|(t, _)| t.resources)
-            })
-            .reduce(|a, b| a.min(&b));
+    }
+
+    /// Copies the next `count` operations into an update being prepared; true when all are.
+    pub fn continue_fair_share_update(
+        &self,
+        preparing: &mut PreparingUpdate,
+        count: usize,
+    ) -> bool {
+        let end = preparing
+            .ids
+            .len()
+            .min(preparing.done.saturating_add(count));
+        let media: Vec<Option<&[String]>> = self.trees.iter().map(|t| t.ssd_media()).collect();
+        for i in preparing.done..end {
+            let id = std::mem::replace(&mut preparing.ids[i], OperationId(String::new()));
+            let Some(op) = self
+                .operations
+                .get(&id)
+                .filter(|op| !op.state.is_finished())
+            else {
+                continue;
+            };
+            if op.state == OperationState::Running {
+                for (t, ssd_media) in media.iter().enumerate() {
+                    if let Some(prepared) = crate::tree::prepare_operation(t, op, *ssd_media) {
+                        preparing.operations[t].push(prepared);
+                    }
+                }
+                for r in op.pending_job_resources() {
+                    preparing.min_pending_job = Some(match preparing.min_pending_job {
+                        Some(min) => min.min(&r),
+                        None => r,
+                    });
+                }
+            }
+            preparing.kept.push(id);
+        }
+        preparing.done = end;
+        preparing.done == preparing.ids.len()
+    }
+
+    /// The prepared update (operations not yet copied are copied now). The operations
+    /// finished since it began leave the live order.
+    pub fn finish_fair_share_update(&mut self, mut preparing: PreparingUpdate) -> FairShareUpdate {
+        self.continue_fair_share_update(&mut preparing, usize::MAX);
+        let PreparingUpdate {
+            now,
+            ids,
+            mut kept,
+            operations,
+            generations,
+            min_pending_job,
+            live_order_prunes,
+            ..
+        } = preparing;
+        // The live order is what it was (its operations still unfinished when copied) and
+        // the operations started since (appended), unless operations left it meanwhile: then
+        // the finished ones leave it by a pass of their own.
+        if live_order_prunes == self.live_order_prunes && self.live_order.len() >= ids.len() {
+            kept.extend(self.live_order.drain(ids.len()..));
+            self.live_order = kept;
+        } else {
+            let operations = &self.operations;
+            self.live_order
+                .retain(|id| operations.get(id).is_some_and(|op| !op.state.is_finished()));
+        }
+        let mut trees = Vec::with_capacity(self.trees.len());
+        for (t, (ops, generation)) in operations.into_iter().zip(generations).enumerate() {
+            let total = self.tree_total(t);
+            trees.push(self.trees[t].prepare_update(t, now, total, generation, ops));
+        }
         FairShareUpdate {
             now,
             trees,
@@ -305,6 +365,30 @@ impl Scheduler {
             }
         }
         self.trees[t].active_alerts = alerts;
+    }
+}
+
+/// A fair-share update being prepared in slices ([`Scheduler::begin_fair_share_update`]).
+#[derive(Debug)]
+pub struct PreparingUpdate {
+    now: Millis,
+    /// The live order when it began (taken as they are copied), and how many are done.
+    ids: Vec<OperationId>,
+    done: usize,
+    /// Those still unfinished when copied, in order.
+    kept: Vec<OperationId>,
+    /// Per tree: its running operations as copied, and its configuration's generation.
+    operations: Vec<Vec<crate::tree::PreparedOperation>>,
+    generations: Vec<u64>,
+    min_pending_job: Option<Resources>,
+    /// `Scheduler::live_order_prunes` when it began.
+    live_order_prunes: u64,
+}
+
+impl PreparingUpdate {
+    /// The time it is an update at.
+    pub fn now(&self) -> Millis {
+        self.now
     }
 }
 

@@ -173,3 +173,64 @@ fn a_prepared_update_can_be_computed_on_another_thread() {
     at_once.update_fair_share(1_000);
     assert_eq!(seen(&mut s, 1_000), seen(&mut at_once, 1_000));
 }
+
+/// Prepared in slices with nothing in between, an update is the one prepared at once; an
+/// operation started between slices waits for the next update, one finished between them is
+/// left out, and both updates afterwards agree with a scheduler that saw the same changes
+/// without slices.
+#[test]
+fn an_update_prepared_in_slices_is_the_one_prepared_at_once() {
+    for count in [0, 1, 2, 100] {
+        let mut at_once = cluster();
+        let mut sliced = cluster();
+        at_once.update_fair_share(1_000);
+        let mut preparing = sliced.begin_fair_share_update(1_000);
+        let mut rounds = 0;
+        while !sliced.continue_fair_share_update(&mut preparing, count) && rounds < 5 {
+            rounds += 1;
+        }
+        let mut update = sliced.finish_fair_share_update(preparing);
+        update.compute();
+        assert!(sliced.apply_fair_share_update(&mut update));
+        assert_eq!(
+            seen(&mut sliced, 1_000),
+            seen(&mut at_once, 1_000),
+            "slices of {count}"
+        );
+    }
+
+    // Changes between slices: "late" starts after the first slice, "p1" is aborted.
+    let mut sliced = cluster();
+    let mut reference = cluster();
+    let mut preparing = sliced.begin_fair_share_update(1_000);
+    assert!(!sliced.continue_fair_share_update(&mut preparing, 1));
+    let late = || op("late", Some("prod"), vec![task(2, res(1.0, 1.0), None)]);
+    sliced.start_op(1_000, late()).expect("late");
+    sliced
+        .abort_operation(1_000, &OperationId("p1".into()))
+        .expect("abort");
+    let mut update = sliced.finish_fair_share_update(preparing);
+    update.compute();
+    assert!(sliced.apply_fair_share_update(&mut update));
+    let snapshot = sliced.snapshot(1_000);
+    assert!(
+        snapshot.operations["late"].element.is_none(),
+        "not in this update"
+    );
+    assert!(
+        snapshot.operations["p1"].element.is_none(),
+        "left out of it"
+    );
+    // The same changes just after an update done at once.
+    reference.update_fair_share(1_000);
+    reference.start_op(1_000, late()).expect("late");
+    reference
+        .abort_operation(1_000, &OperationId("p1".into()))
+        .expect("abort");
+    reference.take_events();
+    sliced.take_events();
+    sliced.update_fair_share(2_000);
+    reference.update_fair_share(2_000);
+    assert_eq!(seen(&mut sliced, 2_000), seen(&mut reference, 2_000));
+    assert!(sliced.snapshot(2_000).operations["late"].element.is_some());
+}

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 mod update;
-pub(crate) use update::TreeUpdate;
+pub(crate) use update::{PreparedOperation, TreeUpdate, prepare_operation};
 
 /// Name of the root element, as YTsaurus writes it.
 pub const ROOT_NAME: &str = "<Root>";

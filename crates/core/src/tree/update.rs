@@ -13,13 +13,53 @@ use fairsched_hdrf::{UpdateOutput, Workspace};
 
 /// An operation as the update reads it, copied when it is prepared.
 #[derive(Clone, Debug)]
-struct PreparedOperation {
+pub(crate) struct PreparedOperation {
     id: OperationId,
     pool: String,
     weight: f64,
     resource_limits: fairsched_resources::PartialResources,
     input: HdrfOperation,
     settings: OperationSettings,
+    /// In graceful preemption mode.
+    graceful: bool,
+}
+
+/// Running operation `op` as an update of tree `t` reads it (`None`: not in that tree);
+/// `ssd_media` as [`PoolTree::ssd_media`] gives them.
+pub(crate) fn prepare_operation(
+    t: usize,
+    op: &Operation,
+    ssd_media: Option<&[String]>,
+) -> Option<PreparedOperation> {
+    let mine = op.in_tree(t)?;
+    Some(PreparedOperation {
+        id: op.spec.id.clone(),
+        pool: mine.pool.clone(),
+        weight: mine.weight.unwrap_or(1.0),
+        resource_limits: mine.resource_limits,
+        input: HdrfOperation {
+            demand: op.demand_in(t),
+            usage: mine.usage,
+            gang: op.is_gang(),
+            best_allocation_share: ResourceVector::ONES,
+            start_time: op.start_time as f64,
+            pending_job_count: u64::from(op.pending_job_count()),
+        },
+        settings: OperationSettings {
+            scheduling_tag_filter: op.spec.scheduling_tag_filter.clone(),
+            fair_share_starvation_tolerance: op.spec.fair_share_starvation_tolerance,
+            fair_share_starvation_timeout_ms: op.spec.fair_share_starvation_timeout_ms,
+            pending_job_count: op.pending_job_count(),
+            ssd_task: ssd_media.is_some_and(|media| {
+                op.spec.tasks.iter().any(|task| {
+                    task.disk_request
+                        .as_ref()
+                        .is_some_and(|d| media.contains(&d.medium_name))
+                })
+            }),
+        },
+        graceful: op.spec.preemption_mode == crate::model::PreemptionMode::Graceful,
+    })
 }
 
 /// What the update needs of an operation after the computation, taken when it is prepared.
@@ -152,62 +192,29 @@ impl PoolTree {
         self.integral_states = std::mem::take(&mut update.integral_states);
     }
 
-    /// Prepares an update over the pools and the given operations (in start order; those
-    /// running in this tree, whose index is `t`); `total` is the resources of the tree's
-    /// nodes. A flat copy of what the computation reads (the pools' configuration is shared):
-    /// the tree is built with the computation. The tree's working memory, its integral states
-    /// and its starvation clocks go with it until [`PoolTree::apply_update`] (or
-    /// [`PoolTree::return_workspace`]).
+    /// Prepares an update over the pools and the given operations of this tree (index `t`,
+    /// in start order, each copied by [`prepare_operation`]); `total` is the resources of the
+    /// tree's nodes, `generation` the tree's configuration generation when the operations
+    /// were copied. The pools' configuration is shared: the tree is built with the
+    /// computation. The tree's working memory, its integral states and its starvation clocks
+    /// go with it until [`PoolTree::apply_update`] (or [`PoolTree::return_workspace`]).
     pub(crate) fn prepare_update(
         &mut self,
         t: usize,
         now: Millis,
         total: Resources,
-        operations: &[&Operation],
+        generation: u64,
+        operations: Vec<PreparedOperation>,
     ) -> TreeUpdate {
-        let ssd = &self.config().ssd_priority_preemption;
-        let ssd_media = ssd.enable.then_some(&ssd.medium_names);
-        let prepared = operations
-            .iter()
-            .filter_map(|op| {
-                let mine = op.in_tree(t)?;
-                Some(PreparedOperation {
-                    id: op.spec.id.clone(),
-                    pool: mine.pool.clone(),
-                    weight: mine.weight.unwrap_or(1.0),
-                    resource_limits: mine.resource_limits,
-                    input: HdrfOperation {
-                        demand: op.demand_in(t),
-                        usage: mine.usage,
-                        gang: op.is_gang(),
-                        best_allocation_share: ResourceVector::ONES,
-                        start_time: op.start_time as f64,
-                        pending_job_count: u64::from(op.pending_job_count()),
-                    },
-                    settings: OperationSettings {
-                        scheduling_tag_filter: op.spec.scheduling_tag_filter.clone(),
-                        fair_share_starvation_tolerance: op.spec.fair_share_starvation_tolerance,
-                        fair_share_starvation_timeout_ms: op.spec.fair_share_starvation_timeout_ms,
-                        pending_job_count: op.pending_job_count(),
-                        ssd_task: ssd_media.is_some_and(|media| {
-                            op.spec.tasks.iter().any(|task| {
-                                task.disk_request
-                                    .as_ref()
-                                    .is_some_and(|d| media.contains(&d.medium_name))
-                            })
-                        }),
-                    },
-                })
-            })
-            .collect();
         TreeUpdate {
             t,
             now,
             total,
-            generation: self.generation,
+            generation,
             validated: Arc::clone(&self.validated),
             ephemeral: self.ephemeral.clone(),
-            operations: prepared,
+            any_graceful: operations.iter().any(|op| op.graceful),
+            operations,
             integral_states: std::mem::take(&mut self.integral_states),
             previous_update_ms: self.last_update_ms,
             tree: Tree::new(),
@@ -219,15 +226,19 @@ impl PoolTree {
             settings: Vec::new(),
             pools: Vec::new(),
             fifo_order: Vec::new(),
-            any_graceful: operations
-                .iter()
-                .any(|op| op.spec.preemption_mode == crate::model::PreemptionMode::Graceful),
             arena: None,
             integral: Vec::new(),
             below_since: std::mem::take(&mut self.below_fair_share_since),
             below_since_after: None,
             targets: BTreeMap::new(),
         }
+    }
+
+    /// The disk media that make an operation an SSD one in this tree (`None`: SSD priority
+    /// preemption is off), for [`prepare_operation`].
+    pub(crate) fn ssd_media(&self) -> Option<&[String]> {
+        let ssd = &self.config().ssd_priority_preemption;
+        ssd.enable.then_some(ssd.medium_names.as_slice())
     }
 
     /// Installs a computed update ([`TreeUpdate::compute`]) prepared from this tree: the new

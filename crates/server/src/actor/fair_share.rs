@@ -1,13 +1,14 @@
 //! The fair-share update off the actor: the timer prepares it (a copy of what it reads, from
-//! the core), a blocking-pool thread computes it, and the actor installs the result when it
-//! arrives, while heartbeats and requests go on against the previous shares (YTsaurus runs its
-//! update on its own thread over a snapshot of the tree the same way). One update is in flight
-//! at a time. Without the actor's loop (tests that drive the actor by hand) the update is
-//! computed at once.
+//! the core, taken [`PREPARE_SLICE`] operations at a time between requests), a blocking-pool
+//! thread computes it, and the actor installs the result when it arrives, while heartbeats and
+//! requests go on against the previous shares (YTsaurus runs its update on its own thread over
+//! a snapshot of the tree the same way). One update is in flight at a time. Without the
+//! actor's loop (tests that drive the actor by hand) the update is prepared and computed at
+//! once.
 
 use super::Actor;
 use crate::metrics;
-use fairsched_core::FairShareUpdate;
+use fairsched_core::{FairShareUpdate, PreparingUpdate};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -15,6 +16,10 @@ use tokio::sync::mpsc;
 /// Updates started by submissions are at least this far apart (the actor prepares and
 /// installs each: O(tree)).
 const ARRIVAL_UPDATE_GAP: Duration = Duration::from_millis(50);
+
+/// An update is prepared this many operations at a time (a slice takes a few milliseconds;
+/// heartbeats and requests are served between slices).
+const PREPARE_SLICE: usize = 5000;
 
 /// A computed update on its way back to the actor.
 pub(crate) struct Computed {
@@ -30,6 +35,10 @@ pub(crate) struct Background {
     /// Where computed updates go (set by the actor's loop).
     pub(super) tx: Option<mpsc::UnboundedSender<Computed>>,
     in_flight: bool,
+    /// The update being prepared in slices (in flight already), and the actor's time on it.
+    pub(super) preparing: Option<(PreparingUpdate, Duration)>,
+    /// Operations per slice ([`PREPARE_SLICE`]; tests take smaller ones).
+    slice: usize,
     /// An operation was submitted since the last update was prepared: the next update starts
     /// as soon as none is in flight (see [`Actor::start_fair_share_update`]).
     arrivals: bool,
@@ -50,6 +59,8 @@ impl Background {
         Background {
             tx: None,
             in_flight: false,
+            preparing: None,
+            slice: PREPARE_SLICE,
             arrivals: false,
             last_start: None,
             last_actor_cost: Duration::ZERO,
@@ -93,16 +104,46 @@ impl Actor {
         self.updates.arrivals = false;
         self.updates.last_start = Some(Instant::now());
         let started = Instant::now();
-        let mut update = self.sched.prepare_fair_share_update(now);
-        let Some(tx) = self.updates.tx.clone() else {
+        if self.updates.tx.is_none() {
+            let mut update = self.sched.prepare_fair_share_update(now);
             update.compute();
             self.install_fair_share_update(update, started.elapsed());
             return;
-        };
+        }
         self.updates.in_flight = true;
+        let preparing = self.sched.begin_fair_share_update(now);
+        self.metrics.paused("fair_share_prepare", started.elapsed());
+        self.updates.preparing = Some((preparing, started.elapsed()));
+        self.prepare_slice();
+    }
+
+    /// Copies the next slice of the update being prepared; once all is copied, hands it to a
+    /// blocking-pool thread to compute.
+    pub(super) fn prepare_slice(&mut self) {
+        let Some((mut preparing, mut cost)) = self.updates.preparing.take() else {
+            return;
+        };
+        let started = Instant::now();
+        if !self
+            .sched
+            .continue_fair_share_update(&mut preparing, self.updates.slice)
+        {
+            let slice = started.elapsed();
+            self.metrics.paused("fair_share_prepare", slice);
+            self.updates.preparing = Some((preparing, cost + slice));
+            return;
+        }
+        let mut update = self.sched.finish_fair_share_update(preparing);
+        let slice = started.elapsed();
+        self.metrics.paused("fair_share_prepare", slice);
+        cost += slice;
+        let Some(tx) = self.updates.tx.clone() else {
+            update.compute();
+            self.install_fair_share_update(update, cost);
+            return;
+        };
         let epoch = self.updates.epoch;
-        let prepared = started.elapsed();
-        self.metrics.paused("fair_share_prepare", prepared);
+        let prepared = cost;
         self.updates.last_actor_cost = prepared;
         tokio::task::spawn_blocking(move || {
             let computing = Instant::now();
@@ -202,5 +243,67 @@ mod tests {
         );
         a.start_fair_share_update(1_199);
         assert_eq!(a.sched.stats.fair_share_updates, updates + 1);
+    }
+
+    /// With its loop, the actor prepares an update a slice at a time (requests in between:
+    /// one submitted meanwhile waits for the next update), then computes it on another thread
+    /// and installs it.
+    #[test]
+    fn an_update_is_prepared_in_slices_then_computed_and_installed() {
+        // The computation runs on the runtime's blocking pool (requests are answered by hand,
+        // outside it).
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = super::super::history_tests::actor(dir.path(), 0);
+        super::super::history_tests::register_n1(&mut a);
+        let submit = |a: &mut Actor, id: &str| {
+            let spec = serde_json::json!({"id": id, "tasks": [{"job_count": 1,
+                "resources": {"cpu": 1}, "command": ["true"]}]});
+            super::super::history_tests::ask(a, |r| {
+                crate::command::Command::Submit(
+                    Box::new(crate::submit::Submission::parse(spec).unwrap()),
+                    false,
+                    r,
+                )
+            })
+            .unwrap();
+        };
+        for id in ["a", "b", "c"] {
+            submit(&mut a, id);
+        }
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        a.updates.tx = Some(tx);
+        a.updates.slice = 1;
+        let updates = a.sched.stats.fair_share_updates;
+        a.start_fair_share_update(60_000);
+        assert!(a.updates.preparing.is_some(), "one slice of three taken");
+        submit(&mut a, "late");
+        let mut slices = 1;
+        {
+            let _runtime = rt.enter();
+            while a.updates.preparing.is_some() {
+                a.prepare_slice();
+                slices += 1;
+            }
+        }
+        assert_eq!(slices, 3);
+        let computed = rx.blocking_recv().expect("computed");
+        {
+            let _runtime = rt.enter();
+            a.on_fair_share_computed(computed);
+        }
+        assert_eq!(a.sched.stats.fair_share_updates, updates + 1);
+        let shares = |a: &Actor, id: &str| {
+            a.sched
+                .tree()
+                .arena
+                .by_operation
+                .contains_key(&fairsched_core::OperationId(id.into()))
+        };
+        assert!(["a", "b", "c"].iter().all(|id| shares(&a, id)));
+        assert!(!shares(&a, "late"), "submitted while it was prepared");
     }
 }

@@ -275,6 +275,9 @@ impl Actor {
                 },
                 _ = timer.tick() => self.on_timer(),
                 _ = std::future::ready(()), if self.slicing.is_some() => self.snapshot_slice(),
+                _ = std::future::ready(()), if self.updates.preparing.is_some() => {
+                    self.prepare_slice()
+                }
             }
             if self.read_only.is_none() {
                 self.start_update_for_arrivals();
