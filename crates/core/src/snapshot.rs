@@ -132,9 +132,11 @@ pub struct SnapshotInProgress {
     ids: Vec<crate::model::OperationId>,
     done: usize,
     operations: BTreeMap<String, OperationSnapshot>,
-    /// Each tree's live usage per element when it began (O(tree) to take: once, not per
-    /// slice).
+    /// Each tree's live usage per element of its arena (O(tree) to take: once, not per
+    /// slice), and the count of fair-share updates installed then (a new arena numbers its
+    /// elements anew: the usages are taken again).
     usages: Vec<Vec<Resources>>,
+    updates: u64,
 }
 
 impl SnapshotInProgress {
@@ -168,11 +170,16 @@ impl Scheduler {
             done: 0,
             operations: BTreeMap::new(),
             usages: self.live_usages(),
+            updates: self.stats.fair_share_updates,
         }
     }
 
     /// Adds the next `count` operations to a snapshot in progress; true when all are in.
     pub fn continue_snapshot(&self, snapshot: &mut SnapshotInProgress, count: usize) -> bool {
+        if snapshot.updates != self.stats.fair_share_updates {
+            snapshot.usages = self.live_usages();
+            snapshot.updates = self.stats.fair_share_updates;
+        }
         let SnapshotInProgress {
             ids,
             done,

@@ -77,3 +77,26 @@ fn an_operation_started_between_slices_waits_for_the_next_snapshot() {
     assert_eq!(snapshot.pools["research"].operation_count, 3);
     assert!(s.snapshot(40).operations.contains_key("late"));
 }
+
+/// A fair-share update installed between slices numbers the elements anew: the slices after it
+/// show the operations as a snapshot taken then would (not another element's usage, and no
+/// element out of range).
+#[test]
+fn slices_after_a_fair_share_update_read_the_new_tree() {
+    let mut s = cluster();
+    let mut sliced = s.begin_snapshot(20);
+    assert!(!s.continue_snapshot(&mut sliced, 1));
+    s.abort_operation(30, &fairsched_core::OperationId("r2".into()))
+        .expect("abort");
+    s.update_fair_share(30);
+    assert!(s.continue_snapshot(&mut sliced, 100));
+    let snapshot = s.finish_snapshot(sliced);
+    let now = s.snapshot(20);
+    for id in ["p1", "p2", "big"] {
+        assert_eq!(
+            json(&snapshot.operations[id]),
+            json(&now.operations[id]),
+            "{id}"
+        );
+    }
+}
