@@ -107,6 +107,9 @@ impl Scheduler {
             ),
             None => (OperationState::Running, None),
         };
+        // Never used before, even by a forgotten operation (see `live_order`).
+        let start_seq = self.next_start_seq;
+        self.next_start_seq += 1;
         self.operations.insert(
             id.clone(),
             Operation {
@@ -116,6 +119,7 @@ impl Scheduler {
                 trees: op_trees,
                 user,
                 start_time: now,
+                start_seq,
                 tasks,
                 allocations: Vec::new(),
                 usage: Resources::ZERO,
@@ -130,8 +134,8 @@ impl Scheduler {
                 last_non_starving_at: now,
             },
         );
-        self.start_order.push(id.clone());
-        self.live_order.push(id.clone());
+        self.start_order.insert(start_seq, id.clone());
+        self.live_order.push((start_seq, id.clone()));
         self.count_operation(&id, true);
         if state == OperationState::Pending {
             let paths = self.pending_paths(&id);
@@ -417,17 +421,15 @@ impl Scheduler {
         if gone.is_empty() {
             return Vec::new();
         }
-        // In start order.
-        let mut forgotten = Vec::with_capacity(gone.len());
-        self.start_order.retain(|id| {
-            if gone.contains(id) {
-                forgotten.push(id.clone());
-                false
-            } else {
-                true
-            }
-        });
-        for id in &forgotten {
+        // In start order. (The live order skips operations it no longer finds, and the
+        // next fair-share update drops them from it: no pass over it here.)
+        let mut forgotten: Vec<(u64, OperationId)> = gone
+            .into_iter()
+            .filter_map(|id| Some((self.operations.get(&id)?.start_seq, id)))
+            .collect();
+        forgotten.sort_unstable();
+        for (seq, id) in &forgotten {
+            self.start_order.remove(seq);
             self.finished.remove(id);
             self.operations.remove(id);
             self.holds.forget(id);
@@ -435,11 +437,7 @@ impl Scheduler {
                 cache.classes.remove(id);
             }
         }
-        if !forgotten.is_empty() {
-            let operations = &self.operations;
-            self.live_order.retain(|id| operations.contains_key(id));
-            self.live_order_prunes += 1;
-        }
+        let forgotten: Vec<OperationId> = forgotten.into_iter().map(|(_, id)| id).collect();
         forgotten
     }
 

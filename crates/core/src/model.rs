@@ -325,6 +325,8 @@ pub struct Operation {
     pub trees: Vec<OperationTree>,
     pub user: String,
     pub start_time: Millis,
+    /// Its place in the scheduler's start order (unique, increasing).
+    pub start_seq: u64,
     pub tasks: Vec<TaskProgress>,
     /// Running allocations, oldest first.
     pub allocations: Vec<AllocationId>,

@@ -47,14 +47,15 @@ pub struct Scheduler {
     pub(crate) nodes: BTreeMap<NodeId, Node>,
     pub(crate) operations: BTreeMap<OperationId, Operation>,
     /// Operations in start order (ids), for deterministic iteration.
-    pub(crate) start_order: Vec<OperationId>,
-    /// The operations not finished yet, in start order; finished ones are dropped at each
-    /// fair-share update (until then they are skipped). Passes over live operations use it,
-    /// so that their cost does not grow with every operation ever run.
-    pub(crate) live_order: Vec<OperationId>,
-    /// Counts the times operations left `live_order` other than at the end of preparing a
-    /// fair-share update (see `Scheduler::finish_fair_share_update`).
-    pub(crate) live_order_prunes: u64,
+    pub(crate) start_order: BTreeMap<u64, OperationId>,
+    /// The next operation's `start_seq`.
+    pub(crate) next_start_seq: u64,
+    /// The operations not finished yet, in start order (with their `start_seq`); finished
+    /// ones are dropped at each fair-share update (until then they are skipped, and so is an
+    /// entry of a forgotten operation whose id was used again: its sequence differs). Passes
+    /// over live operations use it, so that their cost does not grow with every operation
+    /// ever run.
+    pub(crate) live_order: Vec<(u64, OperationId)>,
     /// The operations finished and not forgotten yet (see `forget_finished_operations`).
     pub(crate) finished: std::collections::BTreeSet<OperationId>,
     pub(crate) allocations: BTreeMap<AllocationId, Allocation>,
@@ -136,10 +137,10 @@ impl Scheduler {
             default_tree,
             nodes: BTreeMap::new(),
             operations: BTreeMap::new(),
-            start_order: Vec::new(),
+            start_order: BTreeMap::new(),
+            next_start_seq: 0,
             finished: std::collections::BTreeSet::new(),
             live_order: Vec::new(),
-            live_order_prunes: 0,
             allocations: BTreeMap::new(),
             interrupting: 0,
             next_allocation: 1,
@@ -202,7 +203,7 @@ impl Scheduler {
 
     pub fn operations(&self) -> impl Iterator<Item = &Operation> {
         self.start_order
-            .iter()
+            .values()
             .filter_map(|id| self.operations.get(id))
     }
 
@@ -210,8 +211,14 @@ impl Scheduler {
     pub fn unfinished_operations(&self) -> impl Iterator<Item = &Operation> {
         self.live_order
             .iter()
-            .filter_map(|id| self.operations.get(id))
+            .filter_map(|(seq, id)| self.live_operation(*seq, id))
             .filter(|op| !op.state.is_finished())
+    }
+
+    /// Operation `id` of the live order entry `(seq, id)`, unless it is gone (forgotten, its
+    /// id maybe used again).
+    pub(crate) fn live_operation(&self, seq: u64, id: &OperationId) -> Option<&Operation> {
+        self.operations.get(id).filter(|op| op.start_seq == seq)
     }
 
     pub fn node(&self, id: &NodeId) -> Option<&Node> {

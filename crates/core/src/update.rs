@@ -90,7 +90,6 @@ impl Scheduler {
             operations: vec![Vec::new(); self.trees.len()],
             generations: self.trees.iter().map(|t| t.generation).collect(),
             min_pending_job: None,
-            live_order_prunes: self.live_order_prunes,
         }
     }
 
@@ -106,10 +105,10 @@ impl Scheduler {
             .min(preparing.done.saturating_add(count));
         let media: Vec<Option<&[String]>> = self.trees.iter().map(|t| t.ssd_media()).collect();
         for i in preparing.done..end {
-            let id = std::mem::replace(&mut preparing.ids[i], OperationId(String::new()));
+            let (seq, id) =
+                std::mem::replace(&mut preparing.ids[i], (0, OperationId(String::new())));
             let Some(op) = self
-                .operations
-                .get(&id)
+                .live_operation(seq, &id)
                 .filter(|op| !op.state.is_finished())
             else {
                 continue;
@@ -127,7 +126,7 @@ impl Scheduler {
                     });
                 }
             }
-            preparing.kept.push(id);
+            preparing.kept.push((seq, id));
         }
         preparing.done = end;
         preparing.done == preparing.ids.len()
@@ -144,20 +143,19 @@ impl Scheduler {
             operations,
             generations,
             min_pending_job,
-            live_order_prunes,
             ..
         } = preparing;
         // The live order is what it was (its operations still unfinished when copied) and
-        // the operations started since (appended), unless operations left it meanwhile: then
-        // the finished ones leave it by a pass of their own.
-        if live_order_prunes == self.live_order_prunes && self.live_order.len() >= ids.len() {
-            kept.extend(self.live_order.drain(ids.len()..));
-            self.live_order = kept;
-        } else {
-            let operations = &self.operations;
+        // the operations started since: nothing but this takes operations out of it.
+        debug_assert!(
+            self.live_order.len() >= ids.len(),
+            "the live order only grows"
+        );
+        kept.extend(
             self.live_order
-                .retain(|id| operations.get(id).is_some_and(|op| !op.state.is_finished()));
-        }
+                .drain(ids.len().min(self.live_order.len())..),
+        );
+        self.live_order = kept;
         let mut trees = Vec::with_capacity(self.trees.len());
         for (t, (ops, generation)) in operations.into_iter().zip(generations).enumerate() {
             let total = self.tree_total(t);
@@ -373,16 +371,14 @@ impl Scheduler {
 pub struct PreparingUpdate {
     now: Millis,
     /// The live order when it began (taken as they are copied), and how many are done.
-    ids: Vec<OperationId>,
+    ids: Vec<(u64, OperationId)>,
     done: usize,
     /// Those still unfinished when copied, in order.
-    kept: Vec<OperationId>,
+    kept: Vec<(u64, OperationId)>,
     /// Per tree: its running operations as copied, and its configuration's generation.
     operations: Vec<Vec<crate::tree::PreparedOperation>>,
     generations: Vec<u64>,
     min_pending_job: Option<Resources>,
-    /// `Scheduler::live_order_prunes` when it began.
-    live_order_prunes: u64,
 }
 
 impl PreparingUpdate {

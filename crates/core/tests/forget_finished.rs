@@ -89,3 +89,39 @@ fn finished_operations_are_forgotten_after_the_next_update_and_only_they() {
     )
     .unwrap();
 }
+
+/// A pending operation aborted while an update is computed is forgotten at its install (it
+/// was never in the tree) before the next update prunes it from the live order; an operation
+/// started again under its id is in the next update once.
+#[test]
+fn an_id_used_again_after_its_operation_was_forgotten_is_scheduled_once() {
+    let tree = r#"{"pool_trees": {"default": {"pools": {
+        "pool": {"max_running_operation_count": 1}}}}}"#;
+    let mut s = scheduler(tree, SchedulerConfig::default());
+    add_nodes(&mut s, 1, res(4.0, 4.0));
+    let one = || vec![task(1, res(1.0, 1.0), None)];
+    s.start_op(0, op("runs", Some("pool"), one())).unwrap();
+    s.start_op(0, op("waits", Some("pool"), one())).unwrap();
+    assert_eq!(
+        s.operation(&id("waits")).unwrap().state,
+        OperationState::Pending
+    );
+    let mut update = s.prepare_fair_share_update(10);
+    s.abort_operation(20, &id("waits")).unwrap();
+    update.compute();
+    assert!(s.apply_fair_share_update(&mut update));
+    assert_eq!(s.forget_finished_operations(), [id("waits")]);
+    // The same id again: the pool's running limit is full, so it waits too.
+    s.start_op(30, op("waits", Some("pool"), one())).unwrap();
+    let listed = s
+        .unfinished_operations()
+        .filter(|op| op.spec.id == id("waits"))
+        .count();
+    assert_eq!(listed, 1, "listed once");
+    s.abort_operation(40, &id("runs")).unwrap();
+    s.update_fair_share(50);
+    let snapshot = s.snapshot(50);
+    assert_eq!(snapshot.operations["waits"].state, "running");
+    assert!(snapshot.operations["waits"].element.is_some());
+    assert_eq!(snapshot.pools["pool"].running_operation_count, 1);
+}
