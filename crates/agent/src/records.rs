@@ -1,38 +1,44 @@
 //! What an agent finds again after it was killed (SIGKILL, OOM kill, a crash): the jobs it
-//! started and the ends it had not reported yet, as small files under `<work_dir>/state/`.
+//! started and the ends it had not reported yet, in one append-only journal,
+//! `<work_dir>/state/journal` (a JSON entry per line, each appended by one `write`):
 //!
-//! * `started/<job>` — written before a job's process starts (without a process group: a
-//!   killed agent may have started it or not), then again once it started: its process group
-//!   and the leader's start time (`/proc/PID/stat`, so that a reused PID is never taken for
-//!   it); removed when the job ends.
-//! * `ended/<job>` — the job's end as it is reported ([`FinishedJob`]), written when it ends;
-//!   removed once a heartbeat delivered it.
+//! * `started` — written before a job's process starts (without a process group: a killed
+//!   agent may have started it or not), then again once it started: its process group and
+//!   the leader's start time (`/proc/PID/stat`, so that a reused PID is never taken for it);
+//!   it stands until the job's `ended` entry.
+//! * `ended` — the job's end as it is reported ([`FinishedJob`]), written when it ends; it
+//!   stands until a `reported` entry (a heartbeat delivered it).
+//!
+//! The journal is rewritten with only what stands (a temporary file renamed over it) when it
+//! is opened and whenever it holds four times more entries than stand: a job costs no file of
+//! its own (creating and removing files per job was half of an agent's time on ext4). A
+//! line cut short by a power cut is skipped. An agent of an older version kept one file per
+//! record under `state/started/` and `state/ended/`: they are read once and removed.
 //!
 //! A job's main process dies with the agent (`setpriv --pdeathsig KILL`, see `lib.rs`), but
 //! what it started in its process group may not. So before it registers, a restarted agent
-//! kills every process group it finds in `started/` that still has a live process (for a job
+//! kills every process group of a job still `started` that has a live process (for a job
 //! recorded without its group: the groups of the processes whose environment names the job
 //! and this node, `FAIRSCHED_JOB_ID` and `FAIRSCHED_NODE_ID`), waits until they are gone, and
 //! reports those jobs as aborted: the server may then run them again elsewhere, never beside
-//! a copy of their own. Ends found in `ended/` are reported as they
-//! were.
-//!
-//! File names are the job ids, hex-encoded (ids come from the server; no id can name a path
-//! outside the directory).
+//! a copy of their own. Ends not reported are reported as they were.
 
 use fairsched_api::{FinishedJob, JobState};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The reason of a job killed by a restarted agent.
 pub const KILLED_AT_RESTART: &str = "agent_restarted: the job outlived its agent and was killed \
                                      before the agent registered again";
 
-/// A started job as `started/<job>` keeps it.
-#[derive(Debug, Serialize, Deserialize)]
+/// A started job as the journal keeps it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct Started {
     job: String,
     operation: String,
@@ -42,14 +48,91 @@ struct Started {
     start_ticks: Option<u64>,
 }
 
-/// The agent's records, in `<work_dir>/state`.
+/// One line of the journal.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Entry {
+    Started(Started),
+    Ended(FinishedJob),
+    Reported(String),
+}
+
+/// The agent's records, in `<work_dir>/state` (cloned handles share them).
 #[derive(Clone, Debug)]
 pub(crate) struct Records {
     dir: PathBuf,
+    journal: Arc<Mutex<Journal>>,
 }
 
-fn file_name(job: &str) -> String {
-    job.bytes().map(|b| format!("{b:02x}")).collect()
+/// The journal file and what stands in it.
+#[derive(Debug)]
+struct Journal {
+    path: PathBuf,
+    file: std::fs::File,
+    started: BTreeMap<String, Started>,
+    ended: BTreeMap<String, FinishedJob>,
+    /// Entries in the file.
+    lines: usize,
+}
+
+/// Entries a journal holds at least before it is rewritten.
+const COMPACT_AFTER: usize = 1000;
+
+impl Journal {
+    fn apply(&mut self, entry: Entry) {
+        match entry {
+            Entry::Started(s) => {
+                self.started.insert(s.job.clone(), s);
+            }
+            Entry::Ended(f) => {
+                self.started.remove(&f.job);
+                self.ended.insert(f.job.clone(), f);
+            }
+            Entry::Reported(job) => {
+                self.ended.remove(&job);
+            }
+        }
+    }
+
+    /// Appends `entry` (one `write`: a killed agent leaves it whole or absent), then
+    /// rewrites the journal if it has grown four times what stands.
+    fn append(&mut self, entry: Entry) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(&entry).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        self.apply(entry);
+        self.file.write_all(&line)?;
+        self.lines += 1;
+        let standing = self.started.len() + self.ended.len();
+        if self.lines >= COMPACT_AFTER && self.lines >= 4 * standing {
+            self.compact()?;
+        }
+        Ok(())
+    }
+
+    /// Rewrites the file with what stands (a temporary file renamed over it).
+    fn compact(&mut self) -> std::io::Result<()> {
+        let mut bytes = Vec::new();
+        let started = self.started.values().cloned().map(Entry::Started);
+        let ended = self.ended.values().cloned().map(Entry::Ended);
+        let mut lines = 0;
+        for entry in started.chain(ended) {
+            serde_json::to_writer(&mut bytes, &entry).map_err(std::io::Error::other)?;
+            bytes.push(b'\n');
+            lines += 1;
+        }
+        write_atomically(&self.path, &bytes)?;
+        self.file = append_to(&self.path)?;
+        self.lines = lines;
+        Ok(())
+    }
+}
+
+/// `path` opened for appending (created if missing).
+fn append_to(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
 }
 
 /// Writes `bytes` to `path` whole or not at all (a temporary file renamed over it).
@@ -60,20 +143,69 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 impl Records {
-    /// The records under `work_dir` (directories created).
+    /// The records under `work_dir` (the directory and the journal created; the journal
+    /// read, records of an older agent taken in, and rewritten with what stands).
     pub(crate) fn open(work_dir: &Path) -> std::io::Result<Records> {
         let dir = work_dir.join("state");
-        std::fs::create_dir_all(dir.join("started"))?;
-        std::fs::create_dir_all(dir.join("ended"))?;
-        Ok(Records { dir })
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join("journal");
+        let mut journal = Journal {
+            file: append_to(&path)?,
+            path,
+            started: BTreeMap::new(),
+            ended: BTreeMap::new(),
+            lines: 0,
+        };
+        let text = std::fs::read(&journal.path)?;
+        for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            match serde_json::from_slice::<Entry>(line) {
+                Ok(entry) => journal.apply(entry),
+                Err(e) => tracing::warn!(
+                    journal = %journal.path.display(),
+                    "an unreadable line of the job journal is skipped ({e}): the end of one \
+                     cut short by a crash of the machine"
+                ),
+            }
+        }
+        // An older agent's files, one per record.
+        let legacy: Vec<PathBuf> = ["started", "ended"]
+            .iter()
+            .map(|d| dir.join(d))
+            .filter(|d| d.is_dir())
+            .collect();
+        for d in &legacy {
+            let ended = d.ends_with("ended");
+            for path in entries(d) {
+                let bytes = std::fs::read(&path).unwrap_or_default();
+                let entry = if ended {
+                    serde_json::from_slice(&bytes).ok().map(Entry::Ended)
+                } else {
+                    serde_json::from_slice(&bytes).ok().map(Entry::Started)
+                };
+                match entry {
+                    Some(entry) => journal.apply(entry),
+                    None => {
+                        tracing::warn!(file = %path.display(), "unreadable job record; removed")
+                    }
+                }
+            }
+        }
+        journal.compact()?;
+        for d in legacy {
+            std::fs::remove_dir_all(&d)?;
+        }
+        Ok(Records {
+            dir,
+            journal: Arc::new(Mutex::new(journal)),
+        })
     }
 
-    fn started_path(&self, job: &str) -> PathBuf {
-        self.dir.join("started").join(file_name(job))
-    }
-
-    fn ended_path(&self, job: &str) -> PathBuf {
-        self.dir.join("ended").join(file_name(job))
+    /// Appends `entry`; a failure is logged with what it means (`what`).
+    fn record(&self, entry: Entry, job: &str, what: &str) {
+        let mut journal = self.journal.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = journal.append(entry) {
+            tracing::warn!(job, "cannot record {what} in {}: {e}", self.dir.display());
+        }
     }
 
     /// A job is about to start (its process group is not known yet: see
@@ -90,33 +222,25 @@ impl Records {
             pgid,
             start_ticks: start_ticks(pgid),
         };
-        let r = serde_json::to_vec(&record)
-            .map_err(std::io::Error::other)
-            .and_then(|b| write_atomically(&self.started_path(job), &b));
-        if let Err(e) = r {
-            tracing::warn!(
-                job,
-                "cannot record the job in {}: {e}; if this agent is killed, a restarted agent \
-                 will not find it",
-                self.dir.display()
-            );
-        }
+        self.record(
+            Entry::Started(record),
+            job,
+            "the job (if this agent is killed, a restarted agent will not find it)",
+        );
     }
 
     /// A job ended: its end is kept until a heartbeat delivered it.
     pub(crate) fn ended(&self, f: &FinishedJob) {
-        let r = serde_json::to_vec(f)
-            .map_err(std::io::Error::other)
-            .and_then(|b| write_atomically(&self.ended_path(&f.job), &b));
-        if let Err(e) = r {
-            tracing::warn!(job = f.job, "cannot record the job's end: {e}");
-        }
-        let _ = std::fs::remove_file(self.started_path(&f.job));
+        self.record(Entry::Ended(f.clone()), &f.job, "the job's end");
     }
 
     /// A heartbeat delivered the job's end.
     pub(crate) fn reported(&self, job: &str) {
-        let _ = std::fs::remove_file(self.ended_path(job));
+        self.record(
+            Entry::Reported(job.to_string()),
+            job,
+            "that the job's end was reported",
+        );
     }
 
     /// Before registering: kills the process groups of jobs a previous agent started that
@@ -124,28 +248,14 @@ impl Records {
     /// the ends to report: those a previous agent recorded, and the killed or vanished jobs as
     /// aborted.
     pub(crate) async fn recover(&self, node: &str, limit: Duration) -> Vec<FinishedJob> {
-        let mut ends = Vec::new();
-        for path in entries(&self.dir.join("ended")) {
-            match std::fs::read(&path)
-                .ok()
-                .and_then(|b| serde_json::from_slice::<FinishedJob>(&b).ok())
-            {
-                Some(f) => ends.push(f),
-                None => {
-                    tracing::warn!(file = %path.display(), "unreadable job record; removed");
-                    let _ = std::fs::remove_file(&path);
-                }
-            }
-        }
-        for path in entries(&self.dir.join("started")) {
-            let Some(started) = std::fs::read(&path)
-                .ok()
-                .and_then(|b| serde_json::from_slice::<Started>(&b).ok())
-            else {
-                tracing::warn!(file = %path.display(), "unreadable job record; removed");
-                let _ = std::fs::remove_file(&path);
-                continue;
-            };
+        let (started, mut ends): (Vec<Started>, Vec<FinishedJob>) = {
+            let journal = self.journal.lock().unwrap_or_else(|e| e.into_inner());
+            (
+                journal.started.values().cloned().collect(),
+                journal.ended.values().cloned().collect(),
+            )
+        };
+        for started in started {
             let groups: Vec<i32> = if started.pgid > 0 {
                 let pgid = started.pgid;
                 // The group is this job's unless its leader's PID now belongs to another
@@ -272,9 +382,100 @@ fn group_alive(pgid: i32) -> bool {
 }
 
 #[cfg(test)]
+impl Records {
+    /// The jobs standing as started and as ended, by id.
+    fn standing(&self) -> (Vec<String>, Vec<String>) {
+        let journal = self.journal.lock().unwrap();
+        (
+            journal.started.keys().cloned().collect(),
+            journal.ended.keys().cloned().collect(),
+        )
+    }
+
+    /// Entries in the journal file.
+    fn lines(&self) -> usize {
+        let path = self.journal.lock().unwrap().path.clone();
+        std::fs::read_to_string(path).unwrap().lines().count()
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::process::CommandExt;
+
+    fn end(job: &str) -> FinishedJob {
+        FinishedJob {
+            job: job.into(),
+            outcome: JobState::Completed,
+            exit_code: Some(0),
+            signal: None,
+            reason: None,
+            stdout_tail: String::new(),
+            stderr_tail: String::new(),
+        }
+    }
+
+    /// What stands is found again by the next agent; the journal is rewritten as it grows
+    /// (and when opened) so that it holds about what stands; a line cut short is skipped.
+    #[test]
+    fn the_journal_keeps_what_stands_across_restarts_and_stays_small() {
+        let dir = tempfile::tempdir().unwrap();
+        let records = Records::open(dir.path()).unwrap();
+        records.starting("1.1", "op");
+        records.started("1.1", "op", 0);
+        records.starting("1.2", "op");
+        records.ended(&end("1.2"));
+        records.starting("1.3", "op");
+        records.ended(&end("1.3"));
+        records.reported("1.3");
+        assert_eq!(records.standing(), (vec!["1.1".into()], vec!["1.2".into()]));
+        drop(records);
+        // A crash of the machine cut the last line short.
+        let path = dir.path().join("state/journal");
+        let mut file = append_to(&path).unwrap();
+        file.write_all(br#"{"ended":{"job":"1.9","outc"#).unwrap();
+        let records = Records::open(dir.path()).unwrap();
+        assert_eq!(records.standing(), (vec!["1.1".into()], vec!["1.2".into()]));
+        assert_eq!(records.lines(), 2, "rewritten with what stands when opened");
+        // Thousands of jobs later the journal holds about what stands.
+        for i in 0..2000 {
+            let job = format!("2.{i}");
+            records.starting(&job, "op");
+            records.started(&job, "op", 0);
+            records.ended(&end(&job));
+            records.reported(&job);
+        }
+        assert!(records.lines() < COMPACT_AFTER, "{} lines", records.lines());
+        assert_eq!(records.standing(), (vec!["1.1".into()], vec!["1.2".into()]));
+    }
+
+    /// An agent of an older version kept a file per record: they are taken in and removed.
+    #[test]
+    fn the_records_of_an_older_agent_are_taken_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        std::fs::create_dir_all(state.join("started")).unwrap();
+        std::fs::create_dir_all(state.join("ended")).unwrap();
+        let hex = |job: &str| job.bytes().map(|b| format!("{b:02x}")).collect::<String>();
+        std::fs::write(
+            state.join("started").join(hex("3.1")),
+            r#"{"job":"3.1","operation":"op","pgid":0,"start_ticks":null}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            state.join("ended").join(hex("3.2")),
+            serde_json::to_vec(&end("3.2")).unwrap(),
+        )
+        .unwrap();
+        std::fs::write(state.join("ended").join(hex("3.3")), "not json").unwrap();
+        let records = Records::open(dir.path()).unwrap();
+        assert_eq!(records.standing(), (vec!["3.1".into()], vec!["3.2".into()]));
+        assert!(!state.join("started").exists() && !state.join("ended").exists());
+        drop(records);
+        let records = Records::open(dir.path()).unwrap();
+        assert_eq!(records.standing(), (vec!["3.1".into()], vec!["3.2".into()]));
+    }
 
     /// `sleep 30` in a process group of its own, with the job and node variables.
     fn job_process(job: &str, node: &str) -> std::process::Child {
