@@ -145,9 +145,12 @@ fn write(store: &SharedStore, outlets: &Outlets, unit: Unit) -> Done {
     };
     match &result {
         Ok(()) => {
-            for e in &batch.events {
-                // No receiver (no stream open) is fine.
-                let _ = outlets.events.send(Arc::new(event_view(e)));
+            // To the live streams open (one opened later reads these from the store: they
+            // are committed).
+            if outlets.events.receiver_count() > 0 {
+                for e in &batch.events {
+                    let _ = outlets.events.send(Arc::new(event_view(e)));
+                }
             }
             if let Some(view) = view {
                 outlets.publish.send_replace(view);
