@@ -169,6 +169,8 @@ pub struct Actor {
     slicing: Option<(fairsched_core::SnapshotInProgress, Duration)>,
     /// A snapshot taken in slices, for the next view.
     sliced: Option<fairsched_core::Snapshot>,
+    /// Until when waiting requests go before the next slice (see [`Actor::slice_due`]).
+    slices_rest_until: Instant,
 }
 
 /// A reply sent once the commit it waits for ends: with the commit's error if it failed.
@@ -179,6 +181,9 @@ const VIEW_COST_SHARE: u32 = 10;
 
 /// ... unless they are this cheap (a small cluster): then every view takes one.
 const CHEAP_VIEW: Duration = Duration::from_millis(1);
+
+/// After a slice, requests have this many times its time before the next slice goes first.
+const SLICE_REST: u32 = 3;
 
 /// A snapshot of a large cluster is taken this many operations at a time, between requests
 /// (a slice takes a few milliseconds: heartbeats never wait for a whole snapshot).
@@ -263,21 +268,25 @@ impl Actor {
             if self.updates.tx.is_none() {
                 self.updates.tx = Some(update_tx.clone());
             }
+            // In this order: a slice whose turn it is (see `Actor::slice_due`), then the rare
+            // events, then requests, then a slice while nothing else waits. Requests are not
+            // held up behind slices back to back (with the branches picked at random, half
+            // the turns went to slices: a heartbeat queued behind ten of them).
+            let slicing = self.slicing.is_some() || self.updates.preparing.is_some();
             tokio::select! {
+                biased;
+                _ = std::future::ready(()), if slicing && self.slice_due() => self.slice(),
                 Some(computed) = update_rx.recv() => self.on_fair_share_computed(computed),
                 done = done_rx.recv() => match done {
                     Some(done) => self.on_done(done),
                     None => anyhow::bail!("the store's writer stopped"),
                 },
+                _ = timer.tick() => self.on_timer(),
                 req = rx.recv() => match req {
                     Some(req) => self.authorize_and_handle(req),
                     None => break,
                 },
-                _ = timer.tick() => self.on_timer(),
-                _ = std::future::ready(()), if self.slicing.is_some() => self.snapshot_slice(),
-                _ = std::future::ready(()), if self.updates.preparing.is_some() => {
-                    self.prepare_slice()
-                }
+                _ = std::future::ready(()), if slicing => self.slice(),
             }
             if self.read_only.is_none() {
                 self.start_update_for_arrivals();
@@ -693,6 +702,26 @@ impl Actor {
         self.snapshot_cost = self.snapshot_taken_at - building;
         self.metrics.paused("snapshot", self.snapshot_cost);
         self.view.clone()
+    }
+
+    /// Whether a slice of work taken in slices may go before waiting requests: once the
+    /// requests have had three times the last slice's time (slices then take at most a
+    /// quarter of a busy actor; an idle one runs them back to back).
+    fn slice_due(&self) -> bool {
+        Instant::now() >= self.slices_rest_until
+    }
+
+    /// One slice of what is taken in slices: the fair-share update being prepared first (the
+    /// shares must move on), else the snapshot.
+    fn slice(&mut self) {
+        let started = Instant::now();
+        if self.updates.preparing.is_some() {
+            self.prepare_slice();
+        } else {
+            self.snapshot_slice();
+        }
+        let took = started.elapsed();
+        self.slices_rest_until = Instant::now() + took * SLICE_REST;
     }
 
     /// One slice of the snapshot being taken (run between requests); the last one leaves

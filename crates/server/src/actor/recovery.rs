@@ -178,6 +178,7 @@ impl Actor {
             snapshot_cost: Duration::ZERO,
             slicing: None,
             sliced: None,
+            slices_rest_until: Instant::now(),
         };
         actor.save_trees();
         if let Some(start) = &start {
