@@ -133,3 +133,25 @@ fn a_users_change_in_a_small_cluster_takes_a_snapshot() {
     a.settle();
     assert!(published(&a).snapshot.operations.contains_key("second"));
 }
+
+/// After a slice, waiting requests go first for three times its time before the next slice
+/// may (see `Actor::run`).
+#[test]
+fn a_slice_lets_requests_go_first_for_three_times_its_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = actor(dir.path(), 3_600_000);
+    super::history_tests::register_n1(&mut a);
+    for id in ["a", "b", "c"] {
+        submit(&mut a, id);
+    }
+    assert!(a.slice_due(), "nothing sliced yet");
+    a.slicing = Some((a.sched.begin_snapshot(0), Duration::ZERO));
+    let before = Instant::now();
+    a.slice();
+    let took = before.elapsed();
+    assert!(a.slicing.is_none(), "three operations: one slice");
+    assert!(!a.slice_due(), "requests first");
+    assert!(a.slices_rest_until <= Instant::now() + took * SLICE_REST);
+    std::thread::sleep(took * SLICE_REST + Duration::from_millis(1));
+    assert!(a.slice_due());
+}
