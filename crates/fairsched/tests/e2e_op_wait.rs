@@ -112,7 +112,7 @@ fn op_show_summarises_and_lists_every_job_on_request() {
     );
     assert!(text.contains("running:\n  job "), "{text}");
     assert!(
-        text.contains("(1 more jobs: op show lost --all-jobs)"),
+        text.contains("(1 other job not listed: `op show lost --all-jobs` lists every job)"),
         "{text}"
     );
     let all = c.cli(&["op", "show", "lost", "--all-jobs"]);

@@ -369,7 +369,10 @@ pub async fn run(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
             }
             let hidden = o.jobs.len() - running.len() - failed.len().min(FAILED_SHOWN);
             if hidden > 0 {
-                println!("({hidden} more jobs: op show {} --all-jobs)", o.id);
+                println!(
+                    "({})",
+                    hidden_jobs(hidden, running.len() + failed.len(), &o.id)
+                );
             }
             Ok(())
         }
@@ -495,4 +498,43 @@ fn preemption_mode(name: String) -> PreemptionMode {
 
 fn amount(kind: ResourceKind, text: &str) -> anyhow::Result<i64> {
     fairsched_resources::parse_amount(kind, text).map_err(|e| anyhow!("--{}: {e}", kind.name()))
+}
+
+/// The line that says how many jobs `op show` left out (`listed` were shown above it) and how
+/// to see them.
+fn hidden_jobs(hidden: usize, listed: usize, id: &str) -> String {
+    let jobs = if hidden == 1 { "job" } else { "jobs" };
+    let other = if listed > 0 { "other " } else { "" };
+    format!("{hidden} {other}{jobs} not listed: `op show {id} --all-jobs` lists every job")
+}
+
+#[cfg(test)]
+mod hidden_jobs_tests {
+    #[test]
+    fn the_line_counts_the_jobs_left_out_in_words() {
+        for (hidden, listed, line) in [
+            (
+                4,
+                0,
+                "4 jobs not listed: `op show x --all-jobs` lists every job",
+            ),
+            (
+                1,
+                0,
+                "1 job not listed: `op show x --all-jobs` lists every job",
+            ),
+            (
+                1,
+                2,
+                "1 other job not listed: `op show x --all-jobs` lists every job",
+            ),
+            (
+                7,
+                1,
+                "7 other jobs not listed: `op show x --all-jobs` lists every job",
+            ),
+        ] {
+            assert_eq!(super::hidden_jobs(hidden, listed, "x"), line);
+        }
+    }
 }
