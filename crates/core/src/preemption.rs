@@ -663,8 +663,8 @@ impl Scheduler {
         let arena = &self.trees[t].arena;
         let n = arena.elements.len();
         let mut usage = vec![Resources::ZERO; n];
-        for (id, &i) in &arena.by_operation {
-            if let Some(op) = self.operations.get(id) {
+        for (i, op) in crate::heartbeat::descent::tree_operations(arena, &self.operations) {
+            if let Some(op) = op {
                 usage[i] = op.in_tree(t).map_or(Resources::ZERO, |o| o.usage);
             }
         }

@@ -28,8 +28,7 @@ fn wants_jobs(arena: &Arena, i: ElementIndex, op: &Operation) -> bool {
 /// The walk of tree `t` for the whole cluster, computed from scratch.
 pub(crate) fn fresh_walk(t: usize, arena: &Arena, operations: &Operations) -> Walk {
     let mut walk = Walk::new(t, arena.elements.len());
-    for (op_id, &i) in &arena.by_operation {
-        let op = operations.get(op_id);
+    for (i, op) in tree_operations(arena, operations) {
         walk.usage[i] = op
             .and_then(|op| op.in_tree(t))
             .map_or(Resources::ZERO, |o| o.usage);
@@ -37,6 +36,29 @@ pub(crate) fn fresh_walk(t: usize, arena: &Arena, operations: &Operations) -> Wa
     }
     walk.sum_up(arena);
     walk
+}
+
+/// Each operation element of `arena` (in id order) with its operation, if the scheduler still
+/// has it. Both maps are sorted by operation id: they are walked together instead of looking
+/// each up, unless the tree holds few of the operations (most finished long ago), where a
+/// lookup per operation of the tree is cheaper than a pass over all of them.
+pub(crate) fn tree_operations<'a>(
+    arena: &'a Arena,
+    operations: &'a Operations,
+) -> impl Iterator<Item = (ElementIndex, Option<&'a Operation>)> + 'a {
+    let merge = arena.by_operation.len() >= operations.len() / 8;
+    let mut ops = operations.iter().peekable();
+    arena.by_operation.iter().map(move |(op_id, &i)| {
+        let found = if merge {
+            while ops.peek().is_some_and(|(id, _)| *id < op_id) {
+                ops.next();
+            }
+            ops.peek().filter(|(id, _)| *id == op_id).map(|(_, op)| *op)
+        } else {
+            operations.get(op_id)
+        };
+        (i, found)
+    })
 }
 
 /// Whether the operation at arena index `i` wants jobs on any node ([`wants_jobs`]).
@@ -72,20 +94,7 @@ pub(crate) fn walk_for(
     eligible: impl Fn(ElementIndex) -> bool,
 ) -> Walk {
     let mut walk = Walk::new(t, arena.elements.len());
-    // Both maps are sorted by operation id: walk them together instead of looking up, unless
-    // the tree holds few of the operations (most have finished long ago), where a lookup per
-    // operation of the tree is cheaper than a pass over all of them.
-    let merge = arena.by_operation.len() >= operations.len() / 8;
-    let mut ops = operations.iter().peekable();
-    for (op_id, &i) in &arena.by_operation {
-        let found = if merge {
-            while ops.peek().is_some_and(|(id, _)| *id < op_id) {
-                ops.next();
-            }
-            ops.peek().filter(|(id, _)| *id == op_id).map(|(_, op)| *op)
-        } else {
-            operations.get(op_id)
-        };
+    for (i, found) in tree_operations(arena, operations) {
         walk.active[i] = match found {
             Some(op) => {
                 walk.usage[i] = op.in_tree(t).map_or(Resources::ZERO, |o| o.usage);
