@@ -381,13 +381,6 @@ pub struct PreparingUpdate {
     min_pending_job: Option<Resources>,
 }
 
-impl PreparingUpdate {
-    /// The time it is an update at.
-    pub fn now(&self) -> Millis {
-        self.now
-    }
-}
-
 /// A fair-share update of every tree, prepared by [`Scheduler::prepare_fair_share_update`]:
 /// [`FairShareUpdate::compute`] runs it (a pure computation that needs nothing else, on any
 /// thread), [`Scheduler::apply_fair_share_update`] installs it.

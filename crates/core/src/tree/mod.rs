@@ -136,12 +136,17 @@ pub struct SsdNodes {
     pub enabled: bool,
 }
 
+/// Whether a job of `task` asks for disk on one of `media`.
+pub(crate) fn asks_for_media(task: &crate::model::TaskSpec, media: &[String]) -> bool {
+    task.disk_request
+        .as_ref()
+        .is_some_and(|d| media.contains(&d.medium_name))
+}
+
 impl SsdNodes {
     /// Whether a job of `task` asks for disk on an SSD medium.
     pub fn is_ssd_task(&self, task: &crate::model::TaskSpec) -> bool {
-        task.disk_request
-            .as_ref()
-            .is_some_and(|d| self.media.contains(&d.medium_name))
+        asks_for_media(task, &self.media)
     }
 
     /// Whether SSD priority preemption applies on a node with `tags` (enabled, and the node is

@@ -50,13 +50,8 @@ pub(crate) fn prepare_operation(
             fair_share_starvation_tolerance: op.spec.fair_share_starvation_tolerance,
             fair_share_starvation_timeout_ms: op.spec.fair_share_starvation_timeout_ms,
             pending_job_count: op.pending_job_count(),
-            ssd_task: ssd_media.is_some_and(|media| {
-                op.spec.tasks.iter().any(|task| {
-                    task.disk_request
-                        .as_ref()
-                        .is_some_and(|d| media.contains(&d.medium_name))
-                })
-            }),
+            ssd_task: ssd_media
+                .is_some_and(|media| op.spec.tasks.iter().any(|task| asks_for_media(task, media))),
         },
         graceful: op.spec.preemption_mode == crate::model::PreemptionMode::Graceful,
     })

@@ -35,8 +35,9 @@ pub(crate) struct Background {
     /// Where computed updates go (set by the actor's loop).
     pub(super) tx: Option<mpsc::UnboundedSender<Computed>>,
     in_flight: bool,
-    /// The update being prepared in slices (in flight already), and the actor's time on it.
-    pub(super) preparing: Option<(PreparingUpdate, Duration)>,
+    /// The update being prepared in slices (in flight already), the actor's time on it, and
+    /// where it goes once computed.
+    pub(super) preparing: Option<(PreparingUpdate, Duration, mpsc::UnboundedSender<Computed>)>,
     /// Operations per slice ([`PREPARE_SLICE`]; tests take smaller ones).
     slice: usize,
     /// An operation was submitted since the last update was prepared: the next update starts
@@ -104,23 +105,24 @@ impl Actor {
         self.updates.arrivals = false;
         self.updates.last_start = Some(Instant::now());
         let started = Instant::now();
-        if self.updates.tx.is_none() {
+        let Some(tx) = self.updates.tx.clone() else {
             let mut update = self.sched.prepare_fair_share_update(now);
             update.compute();
             self.install_fair_share_update(update, started.elapsed());
             return;
-        }
+        };
         self.updates.in_flight = true;
         let preparing = self.sched.begin_fair_share_update(now);
-        self.metrics.paused("fair_share_prepare", started.elapsed());
-        self.updates.preparing = Some((preparing, started.elapsed()));
+        let began = started.elapsed();
+        self.metrics.paused("fair_share_prepare", began);
+        self.updates.preparing = Some((preparing, began, tx));
         self.prepare_slice();
     }
 
     /// Copies the next slice of the update being prepared; once all is copied, hands it to a
     /// blocking-pool thread to compute.
     pub(super) fn prepare_slice(&mut self) {
-        let Some((mut preparing, mut cost)) = self.updates.preparing.take() else {
+        let Some((mut preparing, cost, tx)) = self.updates.preparing.take() else {
             return;
         };
         let started = Instant::now();
@@ -130,20 +132,14 @@ impl Actor {
         {
             let slice = started.elapsed();
             self.metrics.paused("fair_share_prepare", slice);
-            self.updates.preparing = Some((preparing, cost + slice));
+            self.updates.preparing = Some((preparing, cost + slice, tx));
             return;
         }
         let mut update = self.sched.finish_fair_share_update(preparing);
         let slice = started.elapsed();
         self.metrics.paused("fair_share_prepare", slice);
-        cost += slice;
-        let Some(tx) = self.updates.tx.clone() else {
-            update.compute();
-            self.install_fair_share_update(update, cost);
-            return;
-        };
+        let prepared = cost + slice;
         let epoch = self.updates.epoch;
-        let prepared = cost;
         self.updates.last_actor_cost = prepared;
         tokio::task::spawn_blocking(move || {
             let computing = Instant::now();
