@@ -177,26 +177,20 @@ fn read_chunk(path: &std::path::Path, from: Option<u64>, max: u64) -> Option<Out
     Some(OutputChunk::new(start, &buf))
 }
 
-/// `setpriv`, when this machine has it: jobs are started through `setpriv --pdeathsig KILL`
-/// so that a job's main process dies with the agent (a restarted agent kills the rest of its
-/// process group: see [`records`]).
-fn setpriv() -> Option<&'static std::path::Path> {
-    static SETPRIV: OnceLock<Option<PathBuf>> = OnceLock::new();
-    SETPRIV
-        .get_or_init(|| {
-            let found = ["/usr/bin/setpriv", "/bin/setpriv"]
-                .into_iter()
-                .map(PathBuf::from)
-                .find(|p| p.is_file());
-            if found.is_none() {
-                tracing::warn!(
-                    "setpriv (util-linux) not found: jobs will not die with the agent; a \
-                     restarted agent still kills what a killed one left running"
-                );
-            }
-            found
-        })
-        .as_deref()
+/// Makes the job's process (after `fork`, before `exec`) die with the agent: SIGKILL when the
+/// agent's thread that started it exits (`PR_SET_PDEATHSIG`, kept across `exec`); if the agent
+/// is already gone, the job does not start. (Jobs used to start through `setpriv --pdeathsig
+/// KILL`, which does the same at the cost of a second `exec` per job: about as much CPU as a
+/// trivial job itself.) It runs in the forked child, so it makes system calls only and
+/// allocates nothing (another thread may have held the allocator's lock at `fork`): the errors
+/// are bare error numbers.
+fn die_with_agent(agent: u32) -> std::io::Result<()> {
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+    if nix::unistd::getppid().as_raw() as u32 != agent {
+        // The agent exited before that call: no signal would come.
+        return Err(nix::errno::Errno::ESRCH.into());
+    }
+    Ok(())
 }
 
 /// The newest modification time of `dir` and the files directly in it.
@@ -299,18 +293,15 @@ impl Agent {
                 line.push(c.procs().into());
             }
             line.push(program.into());
-            let mut cmd = match setpriv() {
-                Some(setpriv) => {
-                    let mut cmd = tokio::process::Command::new(setpriv);
-                    cmd.args(["--pdeathsig", "KILL", "--"]).args(&line);
-                    cmd
-                }
-                None => {
-                    let mut cmd = tokio::process::Command::new(&line[0]);
-                    cmd.args(&line[1..]);
-                    cmd
-                }
-            };
+            let mut cmd = tokio::process::Command::new(&line[0]);
+            cmd.args(&line[1..]);
+            let agent = std::process::id();
+            // SAFETY: `die_with_agent` makes system calls only (no allocation, no lock), which
+            // is what may run between `fork` and `exec`.
+            #[allow(unsafe_code)]
+            unsafe {
+                cmd.pre_exec(move || die_with_agent(agent));
+            }
             cmd.args(args)
                 .current_dir(&dir)
                 .stdin(Stdio::null())

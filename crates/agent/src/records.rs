@@ -15,7 +15,7 @@
 //! line cut short by a power cut is skipped. An agent of an older version kept one file per
 //! record under `state/started/` and `state/ended/`: they are read once and removed.
 //!
-//! A job's main process dies with the agent (`setpriv --pdeathsig KILL`, see `lib.rs`), but
+//! A job's main process dies with the agent (a parent-death signal, see `lib.rs`), but
 //! what it started in its process group may not. So before it registers, a restarted agent
 //! kills every process group of a job still `started` that has a live process (for a job
 //! recorded without its group: the groups of the processes whose environment names the job

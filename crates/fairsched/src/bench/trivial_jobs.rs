@@ -255,8 +255,8 @@ pub struct PhaseReport {
     pub server_cpu_s: Option<f64>,
     /// CPU seconds the agent processes themselves used in the phase.
     pub agents_cpu_s: Option<f64>,
-    /// CPU seconds of the processes the agents started (each job: `setpriv`, which execs the
-    /// job's command, when the machine has it) that the agents reaped in the phase.
+    /// CPU seconds of the processes the agents started (each job's command) that the agents
+    /// reaped in the phase.
     pub jobs_cpu_s: Option<f64>,
 }
 
@@ -416,7 +416,7 @@ impl TrivialJobsReport {
         out.push_str(
             "\nsubmit s: first submission to last reply; done s: first submission until every \
              operation ended; jobs/s: jobs completed / done s; cpu: CPU seconds in the phase of the \
-             server, the agents, and the jobs' processes (setpriv + the command)\n",
+             server, the agents, and the jobs' processes\n",
         );
         if let Some(dir) = &self.kept_dir {
             out.push_str(&format!("files kept in {dir}\n"));
