@@ -182,8 +182,11 @@ pub struct Settings {
 #[derive(Debug, Serialize)]
 pub struct Millis {
     pub p50: f64,
+    pub p90: f64,
     pub p99: f64,
     pub max: f64,
+    /// The mean: what a rate of requests one after another is the inverse of.
+    pub mean: f64,
 }
 
 impl Millis {
@@ -198,8 +201,10 @@ impl Millis {
         };
         Some(Millis {
             p50: at(0.5),
+            p90: at(0.9),
             p99: at(0.99),
             max: samples[samples.len() - 1],
+            mean: samples.iter().sum::<f64>() / samples.len() as f64,
         })
     }
 }
@@ -381,6 +386,15 @@ impl TrivialJobsReport {
                     p.store_commit_mean_ms
                         .map(|m| format!(", {m:.1} ms each on average"))
                         .unwrap_or_default()
+                ));
+            }
+            if let Some(r) = &p.submit_reply_ms
+                && p.operations > 1
+            {
+                out.push_str(&format!(
+                    "{}: submission replies mean {:.2} ms, p50 {:.2}, p90 {:.2}, p99 {:.2}, \
+                     max {:.1} ms\n",
+                    p.name, r.mean, r.p50, r.p90, r.p99, r.max
                 ));
             }
         }
