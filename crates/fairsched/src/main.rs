@@ -10,6 +10,12 @@ mod server;
 mod simulate;
 mod up;
 
+/// mimalloc for every command: in a server placing thousands of jobs a second glibc's
+/// malloc (consolidating and unlinking free chunks) took about a quarter of the CPU (perf,
+/// BENCHMARKS.md "Session 14").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
