@@ -358,6 +358,13 @@ impl Workspace {
         out
     }
 
+    /// Forgets the last update's functions (keeping the memory): the next update builds every
+    /// element's functions, as a full update does. Results do not change either way; this is
+    /// for measuring full updates with warm memory (the benchmarks).
+    pub fn forget_functions(&mut self) {
+        self.previous.forget();
+    }
+
     /// [`update_into`], keeping the working memory here for the next update.
     pub fn update_into(
         &mut self,

@@ -160,6 +160,13 @@ fn index(i: ElementIndex) -> u32 {
     u32::try_from(i).expect("fewer than 2^32 elements")
 }
 
+impl Generation {
+    /// Nothing of this update is reused (the buffers are kept).
+    pub(super) fn forget(&mut self) {
+        self.tables.global = None;
+    }
+}
+
 impl Tables {
     fn children_of(&self, p: u32) -> &[u32] {
         let p = p as usize;
