@@ -16,7 +16,7 @@
 //! * The same on medium seeded trees (integral pools, larger fan-outs).
 //! * An unchanged tree reuses every element's functions (the root's in classic mode are
 //!   computed at suggestion 1 every time); a change of one operation's usage rebuilds only that
-//!   operation and its ancestors.
+//!   operation and its ancestors; a workspace that forgot its functions reuses nothing.
 
 use fairsched_hdrf::{
     ElementIndex, ElementKind, IntegralState, NoClock, PoolMode, ROOT, Tree, UpdateInput,
@@ -502,6 +502,22 @@ fn an_unchanged_tree_reuses_every_element() {
         let expected = if improved { tree.len() } else { tree.len() - 1 };
         assert_eq!(out.timings.reused_elements, expected, "mode {m}");
     }
+}
+
+#[test]
+fn a_workspace_that_forgot_its_functions_reuses_nothing() {
+    let params = TreeParams::benchmark(20, 200, UpdateOptions::default());
+    let (tree, input) = random_tree(9, &params);
+    let mut workspace = Workspace::new();
+    workspace.update(&mut tree.clone(), &input, &NoClock);
+    workspace.forget_functions();
+    let out = workspace.update(&mut tree.clone(), &input, &NoClock);
+    assert_eq!(out.timings.reused_elements, 0);
+    let fresh = fairsched_hdrf::update(&mut tree.clone(), &input, &NoClock);
+    assert_eq!(format!("{out:?}"), format!("{fresh:?}"));
+    // The next update reuses again.
+    let again = workspace.update(&mut tree.clone(), &input, &NoClock);
+    assert_eq!(again.timings.reused_elements, tree.len() - 1);
 }
 
 #[test]
