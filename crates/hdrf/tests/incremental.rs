@@ -16,7 +16,8 @@
 //! * The same on medium seeded trees (integral pools, larger fan-outs).
 //! * An unchanged tree reuses every element's functions (the root's in classic mode are
 //!   computed at suggestion 1 every time); a change of one operation's usage rebuilds only that
-//!   operation and its ancestors; a workspace that forgot its functions reuses nothing.
+//!   operation and its ancestors; a workspace that forgot its functions reuses nothing; names
+//!   all alike (the matching by name then pairs siblings arbitrarily) change no result.
 
 use fairsched_hdrf::{
     ElementIndex, ElementKind, IntegralState, NoClock, PoolMode, ROOT, Tree, UpdateInput,
@@ -553,5 +554,19 @@ fn a_changed_operation_rebuilds_only_its_path() {
                 "mode {m}, operation {op}"
             );
         }
+    }
+}
+
+/// Names are only the matching's guess: with every element named alike (so the match by name
+/// pairs siblings arbitrarily whenever children change), results stay bit-identical.
+#[test]
+fn duplicate_names_only_lose_reuse() {
+    for (m, options) in modes().into_iter().enumerate() {
+        let params = TreeParams::benchmark(20, 200, options);
+        let (mut tree, input) = random_tree(11, &params);
+        for i in 1..tree.len() {
+            tree.element_mut(i).name = "same".to_string();
+        }
+        run_rounds(tree, input, 100 + m as u64, 8).unwrap_or_else(|e| panic!("mode {m}: {e}"));
     }
 }
