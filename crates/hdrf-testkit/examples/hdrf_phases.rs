@@ -45,6 +45,9 @@ fn main() {
             let mut runs: Vec<(PhaseTimings, usize)> = (0..RUNS)
                 .map(|_| {
                     let mut t = tree.clone();
+                    // A full update each time, not an incremental one reusing the last's
+                    // functions.
+                    workspace.forget_functions();
                     let out = workspace.update(&mut t, &input, &clock);
                     assert!(out.errors.is_empty(), "{:?}", out.errors);
                     let max_s = out

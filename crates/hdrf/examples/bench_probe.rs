@@ -7,12 +7,20 @@
 //! `runs` = 0 runs a single update and prints nothing else (for callgrind). With `REUSE_OUTPUT`
 //! set, the runs use `update_into` on one output (no fresh allocation of the attributes); with
 //! `SIZES_BY_DEPTH` set, the function sizes are also printed per depth of the tree.
+//!
+//! The runs are full updates (the workspace forgets the previous update's functions before
+//! each). With `STEADY` set they are incremental updates in a steady state instead (as the
+//! divan benchmark `steady_*`): they alternate between the tree and a copy with 1 % of the
+//! operations' usage changed, and every run prints its phase timings and elements reused.
 
 // A driver timing the library, not the library: it reads clocks (clippy.toml forbids them in
 // the crate itself).
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
-use fairsched_hdrf::{NoClock, UpdateOptions, UpdateOutput, Workspace, update};
+use fairsched_hdrf::{
+    NoClock, PhaseClock, PhaseTimings, Tree, UpdateOptions, UpdateOutput, Workspace, update,
+};
+use fairsched_hdrf_testkit::rng::Rng;
 use fairsched_hdrf_testkit::{InstantClock, TreeParams, options, random_tree};
 use std::time::Instant;
 
@@ -22,6 +30,43 @@ fn cpu_ns() -> u64 {
         .ok()
         .and_then(|s| s.split_whitespace().next()?.parse().ok())
         .unwrap_or(0)
+}
+
+/// `tree` with the usage of 1 % of its operations changed (as the divan benchmark does).
+fn with_usage_changed(tree: &Tree) -> Tree {
+    let mut changed = tree.clone();
+    let mut rng = Rng::new(2);
+    for i in 0..changed.len() {
+        if let Some(op) = changed.element_mut(i).operation_mut()
+            && rng.chance(0.01)
+        {
+            op.usage = if op.usage == fairsched_resources::Resources::ZERO {
+                op.demand.scale(0.1)
+            } else {
+                op.usage.scale(0.5)
+            };
+        }
+    }
+    changed
+}
+
+fn print_phases(tm: &PhaseTimings) {
+    let ms = |ns: u64| ns as f64 / 1e6;
+    println!(
+        "phases (ms): prepare {:.1} (matching {:.1}), op F {:.1}, fifo F {:.1}, pool F {:.1}, M {:.1} (min {:.1}), compose {:.1}, compress {:.1}, top-down {:.1}, total {:.1}; reused {}",
+        ms(tm.prepare_ns),
+        ms(tm.matching_ns),
+        ms(tm.operation_functions_ns),
+        ms(tm.fifo_pool_functions_ns),
+        ms(tm.normal_pool_functions_ns),
+        ms(tm.max_fit_factor_ns),
+        ms(tm.pointwise_min_ns),
+        ms(tm.compose_ns),
+        ms(tm.compress_ns),
+        ms(tm.top_down_ns),
+        ms(tm.total_ns),
+        tm.reused_elements,
+    );
 }
 
 fn main() {
@@ -44,16 +89,30 @@ fn main() {
         return;
     }
     let reuse = std::env::var_os("REUSE_OUTPUT").is_some();
+    let steady = std::env::var_os("STEADY").is_some();
+    let changed = with_usage_changed(&tree);
     let mut times = Vec::new();
     let mut out = UpdateOutput::default();
     let mut workspace = Workspace::new();
-    for _ in 0..runs {
-        let mut t = tree.clone();
+    let clock = InstantClock::new();
+    if steady {
+        workspace.update(&mut changed.clone(), &input, &NoClock);
+    }
+    for run in 0..runs {
+        let mut t = if steady && run % 2 == 1 {
+            changed.clone()
+        } else {
+            tree.clone()
+        };
+        let clock: &dyn PhaseClock = if steady { &clock } else { &NoClock };
+        if !steady {
+            workspace.forget_functions();
+        }
         let (start, cpu) = (Instant::now(), cpu_ns());
         if reuse {
-            workspace.update_into(&mut t, &input, &NoClock, &mut out);
+            workspace.update_into(&mut t, &input, clock, &mut out);
         } else {
-            out = workspace.update(&mut t, &input, &NoClock);
+            out = workspace.update(&mut t, &input, clock);
         }
         let (wall, cpu) = (start.elapsed(), cpu_ns() - cpu);
         println!(
@@ -64,26 +123,17 @@ fn main() {
             out.warnings.len()
         );
         times.push(cpu);
+        if steady {
+            print_phases(&out.timings);
+        }
     }
     times.sort_unstable();
     println!("median cpu {:.1} ms", times[times.len() / 2] as f64 / 1e6);
     let mut t = tree.clone();
+    workspace.forget_functions();
     let out = workspace.update(&mut t, &input, &InstantClock::new());
-    let ms = |ns: u64| ns as f64 / 1e6;
-    let tm = out.timings;
-    println!(
-        "phases (ms): prepare {:.1}, op F {:.1}, fifo F {:.1}, pool F {:.1}, M {:.1} (min {:.1}), compose {:.1}, compress {:.1}, top-down {:.1}, total {:.1}",
-        ms(tm.prepare_ns),
-        ms(tm.operation_functions_ns),
-        ms(tm.fifo_pool_functions_ns),
-        ms(tm.normal_pool_functions_ns),
-        ms(tm.max_fit_factor_ns),
-        ms(tm.pointwise_min_ns),
-        ms(tm.compose_ns),
-        ms(tm.compress_ns),
-        ms(tm.top_down_ns),
-        ms(tm.total_ns),
-    );
+    print!("full update: ");
+    print_phases(&out.timings);
     let mut sizes = [0usize; 3];
     for a in &out.attributes {
         sizes[0] += a.function_sizes.fair_share_by_fit_factor;

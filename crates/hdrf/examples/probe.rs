@@ -4,7 +4,9 @@
 //! Usage: `probe [classic|improved] [runs]` (default classic, 5 runs). Prints, per run, the wall
 //! and CPU time of `update` (a fresh output every time) and then of `update_into` (reusing the
 //! previous output), the phase timings of one more update, and function sizes per depth.
-//! `runs` = 0 only runs one update (for instruction counting under callgrind).
+//! `runs` = 0 only runs one update (for instruction counting under callgrind). The workspace
+//! forgets the previous update's functions before each update (`forget_functions`), so that
+//! every update is a full one, not an incremental one reusing them.
 
 // A driver or test of the crate, not the crate: it may read clocks, spawn threads and hash
 // (clippy.toml forbids them in the crate itself).
@@ -130,16 +132,19 @@ fn main() {
     }
     let mut workspace = Workspace::new();
     for _ in 0..runs {
+        workspace.forget_functions();
         let (start, cpu) = (Instant::now(), cpu_ns());
         let out = workspace.update(&mut t, &input, &NoClock);
         report("update", &t, start, cpu, &out);
     }
     let mut out = UpdateOutput::default();
     for _ in 0..runs {
+        workspace.forget_functions();
         let (start, cpu) = (Instant::now(), cpu_ns());
         workspace.update_into(&mut t, &input, &NoClock, &mut out);
         report("update_into", &t, start, cpu, &out);
     }
+    workspace.forget_functions();
     let out = workspace.update(&mut t, &input, &WallClock(Instant::now()));
     println!("{:#?}", out.timings);
     let mut depth = vec![0usize; t.len()];

@@ -205,6 +205,14 @@ pub struct PhaseTimings {
     pub top_down_ns: u64,
     /// The whole update.
     pub total_ns: u64,
+    /// Matching the elements to the previous update's, to reuse their functions (part of
+    /// `prepare_ns`).
+    pub matching_ns: u64,
+    /// Not a time: how many elements reused the functions they had in the previous update of
+    /// the same [`crate::Workspace`] instead of building them (an incremental update; 0 with a
+    /// fresh workspace). The only output besides times that differs between a fresh and a
+    /// kept workspace.
+    pub reused_elements: usize,
 }
 
 /// The result of one update: attributes indexed by [`crate::ElementIndex`].

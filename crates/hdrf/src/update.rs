@@ -47,6 +47,7 @@ mod functions;
 mod guarantees;
 mod inputs;
 mod integral;
+mod reuse;
 
 /// General epsilon of the algorithm.
 pub const EPSILON: f64 = 1e-9;
@@ -262,6 +263,8 @@ struct Update<'a> {
     saturation_seconds: f64,
     /// `None` when the smooth period is not positive: volumes give no integral share.
     smooth_seconds: Option<f64>,
+    /// The previous update's functions, and what this update records for the next.
+    reuse: reuse::State,
 }
 
 /// The implementation's knobs: constants in production; the differential tests set them
@@ -295,26 +298,37 @@ pub(crate) use crate::tuning::Tuning;
 /// update of a large tree; a caller that updates repeatedly keeps one `Workspace` and calls
 /// [`Workspace::update`] or [`Workspace::update_into`].
 ///
-/// Nothing in it is read before an update overwrites it: the results never depend on what an
-/// earlier update (of any tree) left there. Cloning gives an empty workspace.
+/// It also keeps the last update's fair-share functions (S and M of every element, improved
+/// mode's step data) with, per element, the bit patterns of everything they were built from
+/// and the tree's structure (names' hashes, children). The next update reuses an element's
+/// functions, copying them instead of building them, when its inputs and its whole subtree are
+/// unchanged (the incremental update, `update/reuse.rs`): in a steady state, where few
+/// operations change between updates, most subtrees are. The function arenas are
+/// double-buffered (the last update's and the ones the next update writes), so the workspace
+/// holds about twice the arenas of one update.
+///
+/// The results never depend on what an earlier update (of any tree) left here: reused
+/// functions are exactly those building them again would give, so an update's output is
+/// bit-identical to a fresh workspace's (only [`PhaseTimings::reused_elements`] and the
+/// timings differ). Cloning gives an empty workspace.
 #[derive(Default)]
 pub struct Workspace {
     attrs: Attrs,
     usage: Vec<Resources>,
     demand: Vec<Resources>,
-    order: Vec<Vec<ElementIndex>>,
-    functions: Vec<Option<Functions>>,
-    s_arena: Vec<Segment<Rv>>,
-    m_arena: Vec<Segment<f64>>,
-    m_points: Vec<Pt>,
     scratch: Scratch,
+    /// Buffers the next update writes its functions into (the update before the last's).
+    spare: reuse::Generation,
+    /// The last update's functions and what they were built from.
+    previous: reuse::Generation,
+    matching: reuse::MatchBuffers,
 }
 
 impl std::fmt::Debug for Workspace {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Workspace")
-            .field("elements", &self.functions.capacity())
-            .field("s_segments", &self.s_arena.capacity())
+            .field("elements", &self.previous.functions.len())
+            .field("s_segments", &self.previous.s_arena.len())
             .finish_non_exhaustive()
     }
 }
@@ -342,6 +356,13 @@ impl Workspace {
         let mut out = UpdateOutput::default();
         update_with_into(tree, input, clock, Tuning::PRODUCTION, self, &mut out);
         out
+    }
+
+    /// Forgets the last update's functions (keeping the memory): the next update builds every
+    /// element's functions, as a full update does. Results do not change either way; this is
+    /// for measuring full updates with warm memory (the benchmarks).
+    pub fn forget_functions(&mut self) {
+        self.previous.forget();
     }
 
     /// [`update_into`], keeping the working memory here for the next update.
@@ -398,20 +419,23 @@ pub(crate) fn update_with_into(
     let n = tree.len();
     let start = clock.now_ns();
     let timing = clock.enabled();
-    let mut order = std::mem::take(&mut workspace.order);
+    let reuse::Generation {
+        mut functions,
+        mut s_arena,
+        mut m_arena,
+        mut m_points,
+        mut order,
+        tables,
+    } = std::mem::take(&mut workspace.spare);
     order.truncate(n);
     for o in &mut order {
         o.clear();
     }
     order.resize(n, Vec::new());
-    let mut functions = std::mem::take(&mut workspace.functions);
     functions.clear();
     functions.resize_with(n, || None);
-    let mut s_arena = std::mem::take(&mut workspace.s_arena);
     s_arena.clear();
-    let mut m_arena = std::mem::take(&mut workspace.m_arena);
     m_arena.clear();
-    let mut m_points = std::mem::take(&mut workspace.m_points);
     m_points.clear();
     let mut attrs = std::mem::take(&mut workspace.attrs);
     attrs.reset(n);
@@ -446,22 +470,38 @@ pub(crate) fn update_with_into(
         period: None,
         saturation_seconds: 0.0,
         smooth_seconds: None,
+        reuse: reuse::State::new(
+            std::mem::take(&mut workspace.previous),
+            tables,
+            std::mem::take(&mut workspace.matching),
+        ),
     };
     u.run();
     let mut attributes = std::mem::take(&mut out.attributes);
     u.write_attributes(&mut attributes);
+    let reused_elements = u.reuse.count;
+    let (mut spare, tables, matching) = std::mem::take(&mut u.reuse).into_parts();
+    // The update before the last is not needed any more: its buffers are the next update's
+    // (its functions dropped now, not kept until then).
+    spare.functions.clear();
     *workspace = Workspace {
         attrs: std::mem::take(&mut u.attrs),
         usage: std::mem::take(&mut u.usage),
         demand: std::mem::take(&mut u.demand),
-        order: std::mem::take(&mut u.order),
-        functions: std::mem::take(&mut u.functions),
-        s_arena: std::mem::take(&mut u.s_arena),
-        m_arena: std::mem::take(&mut u.m_arena),
-        m_points: std::mem::take(&mut u.m_points),
         scratch: std::mem::take(&mut u.scratch),
+        spare,
+        previous: reuse::Generation {
+            functions: std::mem::take(&mut u.functions),
+            s_arena: std::mem::take(&mut u.s_arena),
+            m_arena: std::mem::take(&mut u.m_arena),
+            m_points: std::mem::take(&mut u.m_points),
+            order: std::mem::take(&mut u.order),
+            tables,
+        },
+        matching,
     };
     let mut timings = u.timings;
+    timings.reused_elements = reused_elements;
     timings.total_ns = clock.now_ns().saturating_sub(start);
     *out = UpdateOutput {
         attributes,
@@ -560,6 +600,9 @@ impl Update<'_> {
 
     fn run(&mut self) {
         let t0 = self.now_ns();
+        self.match_previous();
+        let t_match = self.now_ns();
+        self.timings.matching_ns = t_match - t0;
         self.check_inputs();
         self.validate_pool_configs();
         self.infer_strong_guarantees();

@@ -54,10 +54,12 @@ impl Update<'_> {
             improved: None,
         });
         self.root_fit_at_one = Some(fit);
+        self.not_reusable(ROOT);
         self.timings.max_fit_factor_ns += self.now_ns() - t0;
     }
 
-    /// Builds F, M and S of `i` (and of its subtree first), unless they exist.
+    /// Builds F, M and S of `i` (and of its subtree first), unless they exist (or reuses the
+    /// previous update's, `super::reuse`).
     pub(super) fn prepare_functions(&mut self, i: ElementIndex) {
         let mut scratch = std::mem::take(&mut self.scratch);
         self.prepare_functions_with(i, &mut scratch);
@@ -75,7 +77,7 @@ impl Update<'_> {
                 self.prepare_functions_with(c, scratch);
             }
         }
-        let functions = self.build_functions(i, scratch);
+        let functions = self.build_or_reuse(i, scratch);
         self.functions[i] = Some(functions);
     }
 
