@@ -129,7 +129,11 @@ fn run(args: &SimulateArgs) -> Result<(), (u8, String)> {
         .map_err(|e| write(format!("--out {}: {e}", args.out.display())))?;
     output::write_summary(&summary, &args.out.join("summary.json")).map_err(write)?;
     output::write_jobs_csv(&trace, &report, &args.out.join("jobs.csv")).map_err(write)?;
-    let plotted = plots::write_plots(&trace, &report, &args.out).map_err(write)?;
+    let name = args.trace.file_name().map_or_else(
+        || args.trace.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let plotted = plots::write_plots(&trace, &name, &report, &args.out).map_err(write)?;
     eprintln!(
         "fairsched simulate: {} jobs ({} completed, {} unfinished, {} failed, {} skipped) on {} \
          nodes under {} in {:.1} s; mean wait {:.0} s, utilization {:.1} %; wrote summary.json, jobs.csv and {} \

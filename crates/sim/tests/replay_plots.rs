@@ -1,8 +1,9 @@
 //! The plots of a replay (`fairsched_sim::replay::plots`): small handwritten SWF traces replayed
 //! and plotted into a temporary directory; each SVG is checked for its title, axes and curves,
-//! and a 5,000-job trace for staying small (its curves downsampled).
+//! the utilization's bins against what the jobs held, and a 5,000-job trace for staying small
+//! (its curves reduced per pixel column).
 
-use fairsched_sim::replay::plots::{MAX_POINTS, write_plots};
+use fairsched_sim::replay::plots::{MAX_POINTS, recorded_usage, write_plots};
 use fairsched_sim::replay::{Policy, ReplayOptions, ReplayReport, replay};
 use fairsched_sim::trace::{Trace, parse_swf};
 use std::path::{Path, PathBuf};
@@ -28,7 +29,7 @@ fn run(trace: &Trace, policy: &str) -> ReplayReport {
 }
 
 fn plot(trace: &Trace, report: &ReplayReport, dir: &Path) -> Vec<(String, String)> {
-    let paths = write_plots(trace, report, dir).expect("plots are written");
+    let paths = write_plots(trace, "test.swf", report, dir).expect("plots are written");
     let names: Vec<&str> = paths
         .iter()
         .map(|p| p.file_name().unwrap().to_str().unwrap())
@@ -105,21 +106,33 @@ fn plots_name_the_policy_and_format_and_draw_both_wait_curves() {
     let plots = plot(&trace, &report, dir.path());
     let svg = |name: &str| &plots.iter().find(|p| p.0 == name).unwrap().1;
 
-    assert!(svg("utilization.svg").contains("Cluster utilization: fifo on the swf trace"));
-    assert!(svg("utilization.svg").contains("utilization (%)"));
+    let utilization = svg("utilization.svg");
+    assert!(
+        utilization.contains("Cluster utilization (1 s means): fifo, malleable jobs, test.swf"),
+        "{utilization}"
+    );
+    assert!(utilization.contains("cpu utilization (%)"));
+    assert!(utilization.contains("replay: fifo, malleable jobs"));
+    assert!(
+        utilization.contains("trace: as recorded"),
+        "every wait is known"
+    );
     // Four jobs over a few minutes: the time axis is in hours.
     assert!(svg("utilization.svg").contains("virtual time (hours)"));
 
     let queue = svg("queue.svg");
-    assert!(queue.contains("Queue: fifo on the swf trace"));
+    assert!(queue.contains("Queue: fifo, malleable jobs, test.swf"));
     assert!(queue.contains("pending allocations") && queue.contains("jobs in the system"));
     assert!(curves(queue).iter().filter(|&&n| n >= 2).count() >= 2);
 
     let cdf = svg("wait_cdf.svg");
-    assert!(cdf.contains("Wait time CDF of completed jobs: fifo on the swf trace"));
+    assert!(cdf.contains("Wait time CDF of completed jobs: fifo, malleable jobs, test.swf"));
     assert!(cdf.contains("log scale; waits under 1 s drawn at 1 s"));
-    assert!(cdf.contains("replay (fifo)"));
-    assert!(cdf.contains(">\ntrace\n<"), "the trace's curve is labelled");
+    assert!(cdf.contains("replay: fifo, malleable jobs"));
+    assert!(
+        cdf.contains("trace: as recorded"),
+        "the trace's curve is labelled"
+    );
     // Both curves: four distinct waits in the trace, so eight points as steps.
     assert!(curves(cdf).contains(&8), "{:?}", curves(cdf));
 }
@@ -132,22 +145,27 @@ fn wait_cdf_leaves_out_unknown_trace_waits_and_empty_replays_still_plot() {
     let dir = tempfile::tempdir().unwrap();
     let plots = plot(&trace, &report, dir.path());
     let cdf = &plots[2].1;
-    assert!(cdf.contains("replay (fair-share)"));
+    assert!(cdf.contains("replay: fair-share, malleable jobs"));
     assert!(
-        !cdf.contains(">\ntrace\n<"),
+        !cdf.contains("trace: as recorded"),
         "no trace waits, no trace curve"
     );
+    assert!(!plots[0].1.contains("trace: as recorded"));
 
     // A job wider than the machine is skipped: nothing runs, the plots are still written.
     let text = swf(&[(1, 0, 0, 100, 64, 1, 1)], 1, 4);
     let trace = parse_swf(&text, "test.swf").unwrap();
     let report = run(&trace, "fifo");
     let dir = tempfile::tempdir().unwrap();
-    let paths = write_plots(&trace, &report, dir.path()).expect("plots are written");
+    let paths = write_plots(&trace, "test.swf", &report, dir.path()).expect("plots are written");
     for path in paths {
         let svg = std::fs::read_to_string(&path).unwrap();
         assert!(svg.trim_end().ends_with("</svg>"), "{}", path.display());
-        assert!(svg.contains("fifo on the swf trace"), "{}", path.display());
+        assert!(
+            svg.contains("fifo, malleable jobs, test.swf"),
+            "{}",
+            path.display()
+        );
     }
 }
 
@@ -179,6 +197,51 @@ fn plots_of_many_jobs_stay_small() {
         let longest = curves(svg).into_iter().max().unwrap();
         assert!(longest <= MAX_POINTS, "{name}: a curve of {longest} points");
     }
-    // The trace's CDF, 5,000 distinct waits, is drawn with exactly the most points allowed.
-    assert!(curves(&plots[2].1).contains(&MAX_POINTS));
+}
+
+#[test]
+fn utilization_is_the_mean_of_each_bin_and_idle_days_are_zero() {
+    // One node of 4 processors: a job on all 4 for 1 h, nothing for three days, then a job
+    // on 2 for 2 h (both recorded with no wait).
+    let day: u64 = 86_400;
+    let text = swf(
+        &[
+            (1, 0, 0, 3_600, 4, 1, 1),
+            (2, 3 * day as u32, 0, 7_200, 2, 1, 1),
+        ],
+        1,
+        4,
+    );
+    let trace = parse_swf(&text, "test.swf").unwrap();
+    let report = run(&trace, "fifo");
+    let bins = &report.usage;
+    assert_eq!(bins.bin_ms, 300_000, "3 days and 2 hours in 5-minute bins");
+    let means = bins.means(400.0);
+    let at = |t_s: u64| {
+        means
+            .iter()
+            .find(|(start, _)| *start == t_s * 1000)
+            .map(|m| m.1)
+    };
+    assert_eq!(at(0), Some(1.0), "the first hour: the whole node");
+    assert_eq!(
+        at(3_600),
+        Some(0.0),
+        "the idle days are empty, not interpolated"
+    );
+    assert_eq!(at(2 * day), Some(0.0));
+    assert_eq!(at(3 * day + 900), Some(0.5), "half the node for two hours");
+    assert_eq!(means.len() as u64, (3 * day + 7_200) / 300);
+    // The trace ran the same schedule: its recorded usage is the same.
+    assert_eq!(recorded_usage(&trace, &report, bins).as_ref(), Some(bins));
+
+    let dir = tempfile::tempdir().unwrap();
+    let plots = plot(&trace, &report, dir.path());
+    // 888 bins of 5 minutes (at most 1,000 are shown), each a horizontal step of 2 points.
+    assert!(plots[0].1.contains("Cluster utilization (5 min means)"));
+    assert!(
+        curves(&plots[0].1).contains(&1776),
+        "{:?}",
+        curves(&plots[0].1)
+    );
 }

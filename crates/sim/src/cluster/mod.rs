@@ -84,6 +84,8 @@ pub struct Cluster {
     ends: Agenda<(usize, AllocationId)>,
     /// Jobs on the nodes.
     running: u64,
+    /// Resources the jobs on the nodes hold, summed.
+    used: Resources,
     room: Option<Room>,
 }
 
@@ -105,6 +107,7 @@ impl Cluster {
             by_id: BTreeMap::new(),
             ends: Agenda::default(),
             running: 0,
+            used: Resources::ZERO,
             room: None,
         }
     }
@@ -158,6 +161,7 @@ impl Cluster {
             && let Some(node) = self.nodes[n].take()
         {
             self.running = self.running.saturating_sub(node.job_count() as u64);
+            self.used = self.used.sub(node.used());
             if let Some(room) = &mut self.room {
                 room.nodes.remove(&n);
             }
@@ -210,6 +214,17 @@ impl Cluster {
     /// Jobs running on the nodes.
     pub fn running_jobs(&self) -> u64 {
         self.running
+    }
+
+    /// Resources the jobs on the nodes hold, summed (kept as they start and leave).
+    pub fn used(&self) -> &Resources {
+        debug_assert_eq!(
+            self.used,
+            self.nodes()
+                .fold(Resources::ZERO, |sum, n| sum.add(n.used())),
+            "the cluster's usage is the sum of its nodes'"
+        );
+        &self.used
     }
 
     // ---- job ends ---------------------------------------------------------------------------
@@ -265,8 +280,9 @@ impl Cluster {
         let mut new_ends = NewEnds::new();
         let job = node.remove(allocation, at, &mut new_ends);
         self.schedule_ends(n, new_ends);
-        if job.is_some() {
+        if let Some(job) = &job {
             self.running = self.running.saturating_sub(1);
+            self.used = self.used.sub(&job.resources);
             if self.room.is_some() {
                 self.refresh_room(n);
             }
@@ -351,6 +367,7 @@ impl Cluster {
             if let Some(end) = node.start(t, order.allocation, order.resources, model) {
                 new_ends.push((end, order.allocation));
             }
+            self.used = self.used.add(&order.resources);
             carried.started.push(JobRef {
                 node: n,
                 allocation: order.allocation,

@@ -32,6 +32,7 @@
 pub mod output;
 pub mod plots;
 pub mod policy;
+pub mod usage;
 
 use crate::cluster::{Cluster, JobModel, JobRef};
 use crate::trace::{MachineGroup, Trace};
@@ -175,6 +176,11 @@ pub struct ReplayReport {
     pub total_resources: Resources,
     pub records: Vec<JobRecord>,
     pub series: Vec<Sample>,
+    /// The measured resource's usage over virtual time, exactly, in bins (the plots' and
+    /// the utilization's source).
+    pub usage: usage::UsageBins,
+    /// The resource utilization measures: gpu on a cluster with GPUs, else cpu.
+    pub measured: ResourceKind,
     pub stats: ReplayStats,
     /// Virtual time of the last instant.
     pub end_ms: Millis,
@@ -266,6 +272,7 @@ struct Replay<'t> {
     last_update_ms: Option<Millis>,
     period: Millis,
     series: Vec<Sample>,
+    usage: usage::UsageBins,
     sample_every: Millis,
     next_sample: Millis,
     stats: ReplayStats,
@@ -320,6 +327,12 @@ impl<'t> Replay<'t> {
         };
         let span = trace.jobs[..count].last().map_or(0, |j| j.submit_ms);
         let sample_every = (span / SAMPLES).max(1);
+        // Bins planned for the submissions' span plus the longest job.
+        let longest = trace.jobs[..count]
+            .iter()
+            .map(|j| j.duration_ms)
+            .max()
+            .unwrap_or(0);
         let records = (0..count)
             .map(|job| JobRecord {
                 job,
@@ -352,6 +365,7 @@ impl<'t> Replay<'t> {
             last_update_ms: None,
             period: options.fair_share_update_period_ms.max(1),
             series: Vec::new(),
+            usage: usage::UsageBins::for_span(span.saturating_add(longest)),
             sample_every,
             next_sample: 0,
             stats: ReplayStats::default(),
@@ -401,6 +415,9 @@ impl<'t> Replay<'t> {
                 same_instant = 0;
             }
             self.stats.instants += 1;
+            // What the jobs held since the last instant, held until now.
+            let used = self.cluster.used().raw_of(self.measured) as f64;
+            self.usage.add(self.end_ms, t, used);
             self.end_ms = t;
             while next_job < self.count && self.trace.jobs[next_job].submit_ms == t {
                 self.submit(t, next_job)?;
@@ -833,6 +850,8 @@ impl<'t> Replay<'t> {
             total_resources: self.total,
             records: self.records,
             series: self.series,
+            usage: self.usage,
+            measured: self.measured,
             stats: ReplayStats {
                 fair_share_updates: self.cluster.core().stats.fair_share_updates,
                 ..self.stats

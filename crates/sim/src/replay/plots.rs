@@ -1,13 +1,20 @@
 //! The plots `fairsched simulate` writes beside `summary.json` and `jobs.csv`, as SVG:
 //!
-//! - `utilization.svg`: the cluster's utilization (%) over virtual time;
-//! - `queue.svg`: pending allocations and jobs in the system over virtual time;
+//! - `utilization.svg`: the cluster's utilization (%) over virtual time, as the mean of each
+//!   bin of a fixed grid (hourly, daily, ...: [`super::usage`]), computed exactly from what the
+//!   jobs held, beside the utilization of the schedule the trace recorded (its jobs' recorded
+//!   starts and run times, on the replayed cluster) when the trace has every job's wait;
+//! - `queue.svg`: pending allocations (upper panel) and jobs in the system (lower panel), each
+//!   on its own axis, over virtual time, as steps (a value holds until the next sample);
 //! - `wait_cdf.svg`: the cumulative distribution of completed jobs' waits (first start −
 //!   submission), log-scaled, beside the waits the trace recorded for the same jobs.
 //!
-//! Virtual time is in days, or in hours when the replay spans less than two days. Every curve
-//! is downsampled to at most [`MAX_POINTS`] points (keeping each bucket's lowest and highest
-//! point, so peaks survive), so a plot stays a few tens of kilobytes whatever the trace's size.
+//! Every title names the policy, the job model and the trace. Virtual time is in days, or in
+//! hours when the replay spans less than two days. Curves are reduced per pixel column, never
+//! by rank: the CDF keeps, for each column of the plot, where its rise within the column
+//! starts and ends (so the curve is exact to a pixel), the queue keeps each column's first,
+//! lowest, highest and last value; a plot stays a few tens of kilobytes whatever the trace's
+//! size.
 //!
 //! **Fonts.** Drawn with `plotters`' SVG backend and none of its font features (`ttf`,
 //! `ab_glyph`): text is written into the SVG as `<text>` elements with a generic
@@ -15,6 +22,7 @@
 //! estimate of text widths. Nothing reads a font file, so plotting works on a machine with no
 //! fonts and no fontconfig installed (CI's bare Debian).
 
+use super::usage::UsageBins;
 use super::{JobState, ReplayReport, Sample};
 use crate::trace::Trace;
 use plotters::coord::Shift;
@@ -24,6 +32,15 @@ use std::path::{Path, PathBuf};
 
 /// Most points a curve is drawn with.
 pub const MAX_POINTS: usize = 2000;
+
+/// Pixel columns a wait CDF is reduced to (two points each, at most).
+pub const CDF_COLUMNS: usize = MAX_POINTS / 2 - 1;
+
+/// Pixel columns a queue curve is reduced to (four points each, at most).
+pub const QUEUE_COLUMNS: usize = MAX_POINTS / 4;
+
+/// Most bins the utilization is shown in (two points each).
+pub const UTILIZATION_BINS: usize = MAX_POINTS / 2;
 
 /// Where waits shorter than this (s) are drawn on the log-scaled axis, zero waits included.
 pub const WAIT_FLOOR_S: f64 = 1.0;
@@ -37,18 +54,19 @@ const MS_PER_HOUR: f64 = 3_600_000.0;
 const MS_PER_DAY: f64 = 86_400_000.0;
 
 /// Writes `utilization.svg`, `queue.svg` and `wait_cdf.svg` into `dir` (which must exist) and
-/// returns their paths.
+/// returns their paths. `trace_name` names the trace in the titles (e.g. its file name).
 pub fn write_plots(
     trace: &Trace,
+    trace_name: &str,
     report: &ReplayReport,
     dir: &Path,
 ) -> Result<Vec<PathBuf>, String> {
-    let subtitle = format!("{} on the {} trace", report.policy, trace.format.name());
-    let time = TimeAxis::of(&report.series);
+    let subtitle = format!("{}, {} jobs, {trace_name}", report.policy, report.job_model);
+    let time = TimeAxis::of(0, report.end_ms);
     let files = [
         (
             "utilization.svg",
-            utilization_svg(report, &time, &subtitle)?,
+            utilization_svg(trace, report, &time, &subtitle)?,
         ),
         ("queue.svg", queue_svg(report, &time, &subtitle)?),
         ("wait_cdf.svg", wait_cdf_svg(trace, report, &subtitle)?),
@@ -70,9 +88,8 @@ struct TimeAxis {
 }
 
 impl TimeAxis {
-    fn of(series: &[Sample]) -> TimeAxis {
-        let first = series.first().map_or(0, |s| s.t_ms) as f64;
-        let last = series.last().map_or(0, |s| s.t_ms) as f64;
+    fn of(first_ms: u64, last_ms: u64) -> TimeAxis {
+        let (first, last) = (first_ms as f64, last_ms as f64);
         let (unit_ms, label) = if last - first < 2.0 * MS_PER_DAY {
             (MS_PER_HOUR, "virtual time (hours)")
         } else {
@@ -89,78 +106,76 @@ impl TimeAxis {
         }
     }
 
-    fn x(&self, sample: &Sample) -> f64 {
-        sample.t_ms as f64 / self.unit_ms
+    fn x(&self, t_ms: u64) -> f64 {
+        t_ms as f64 / self.unit_ms
     }
 }
 
+/// The utilization (%) of each bin of `bins`, as steps: a horizontal segment per bin.
+pub fn utilization_steps(bins: &UsageBins, total: f64) -> Vec<(u64, f64)> {
+    let mut points = Vec::with_capacity(bins.used_ms.len() * 2);
+    for (start, mean) in bins.means(total) {
+        let end = (start + bins.bin_ms).min(bins.end_ms);
+        points.extend([(start, mean * 100.0), (end, mean * 100.0)]);
+    }
+    points
+}
+
+/// The usage of the schedule the trace recorded (each replayed job from its recorded start,
+/// submission + wait, for its run time), in bins like `like`; None unless the trace recorded
+/// every replayed job's wait.
+pub fn recorded_usage(trace: &Trace, report: &ReplayReport, like: &UsageBins) -> Option<UsageBins> {
+    let mut bins = UsageBins {
+        bin_ms: like.bin_ms,
+        used_ms: Vec::new(),
+        end_ms: 0,
+    };
+    for r in &report.records {
+        let job = &trace.jobs[r.job];
+        let start = job.submit_ms.checked_add(job.trace_wait_ms?)?;
+        let held = job.unit.raw_of(report.measured) as f64 * f64::from(job.width);
+        bins.add(start, start.saturating_add(job.duration_ms), held);
+    }
+    (!report.records.is_empty()).then_some(bins)
+}
+
 fn utilization_svg(
+    trace: &Trace,
     report: &ReplayReport,
     time: &TimeAxis,
     subtitle: &str,
 ) -> Result<String, String> {
-    let points: Vec<(f64, f64)> = report
-        .series
+    let total = report.total_resources.raw_of(report.measured) as f64;
+    let (shown, unit) = report.usage.for_display(UTILIZATION_BINS);
+    let replayed = utilization_steps(&shown, total);
+    // The trace's schedule, in the same bins (merged alike), over its own span.
+    let recorded = recorded_usage(trace, report, &report.usage)
+        .map(|bins| utilization_steps(&bins.merged(shown.bin_ms / report.usage.bin_ms), total));
+    let end_ms = recorded
         .iter()
-        .map(|s| (time.x(s), s.utilization * 100.0))
-        .collect();
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_error)?;
-        let mut chart = chart(&root, &format!("Cluster utilization: {subtitle}"))
-            .build_cartesian_2d(time.range.clone(), 0.0..100.0)
-            .map_err(plot_error)?;
-        chart
-            .configure_mesh()
-            .x_desc(time.label)
-            .y_desc("utilization (%)")
-            .x_label_formatter(&|v| trim(*v))
-            .y_label_formatter(&|v| format!("{v:.0}"))
-            .label_style(LABEL_FONT)
-            .axis_desc_style(DESC_FONT)
-            .light_line_style(WHITE.mix(0.0))
-            .draw()
-            .map_err(plot_error)?;
-        chart
-            .draw_series(LineSeries::new(
-                downsample(&points, MAX_POINTS),
-                BLUE.stroke_width(1),
-            ))
-            .map_err(plot_error)?;
-        root.present().map_err(plot_error)?;
-    }
-    Ok(svg)
-}
-
-fn queue_svg(report: &ReplayReport, time: &TimeAxis, subtitle: &str) -> Result<String, String> {
-    let pending: Vec<(f64, f64)> = report
-        .series
+        .flatten()
+        .map(|p| p.0)
+        .fold(report.end_ms, u64::max);
+    let time = TimeAxis::of(0, end_ms.max(time.range.end as u64));
+    let top = replayed
         .iter()
-        .map(|s| (time.x(s), s.pending_allocations as f64))
-        .collect();
-    let in_system: Vec<(f64, f64)> = report
-        .series
-        .iter()
-        .map(|s| (time.x(s), s.jobs_in_system as f64))
-        .collect();
-    let top = pending
-        .iter()
-        .chain(&in_system)
+        .chain(recorded.iter().flatten())
         .map(|p| p.1)
-        .fold(0.0, f64::max);
-    let top = if top > 0.0 { top * 1.05 } else { 1.0 };
+        .fold(100.0, f64::max);
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(plot_error)?;
-        let mut chart = chart(&root, &format!("Queue: {subtitle}"))
-            .build_cartesian_2d(time.range.clone(), 0.0..top)
-            .map_err(plot_error)?;
+        let mut chart = chart(
+            &root,
+            &format!("Cluster utilization ({unit} means): {subtitle}"),
+        )
+        .build_cartesian_2d(time.range.clone(), 0.0..top)
+        .map_err(plot_error)?;
         chart
             .configure_mesh()
             .x_desc(time.label)
-            .y_desc("count")
+            .y_desc(format!("{} utilization (%)", report.measured.name()))
             .x_label_formatter(&|v| trim(*v))
             .y_label_formatter(&|v| format!("{v:.0}"))
             .label_style(LABEL_FONT)
@@ -168,25 +183,139 @@ fn queue_svg(report: &ReplayReport, time: &TimeAxis, subtitle: &str) -> Result<S
             .light_line_style(WHITE.mix(0.0))
             .draw()
             .map_err(plot_error)?;
-        for (points, color, label) in [
-            (&pending, RED, "pending allocations"),
-            (&in_system, BLUE, "jobs in the system"),
-        ] {
+        let mut curves = vec![(
+            replayed,
+            BLUE,
+            format!("replay: {}, {} jobs", report.policy, report.job_model),
+        )];
+        if let Some(recorded) = recorded {
+            curves.push((recorded, RED, "trace: as recorded".to_string()));
+        }
+        for (points, color, label) in curves {
+            let points = points.iter().map(|&(t, v)| (time.x(t), v));
             chart
-                .draw_series(LineSeries::new(
-                    downsample(points, MAX_POINTS),
-                    color.stroke_width(1),
-                ))
+                .draw_series(LineSeries::new(points, color.stroke_width(1)))
                 .map_err(plot_error)?
                 .label(label)
                 .legend(move |(x, y)| {
                     PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2))
                 });
         }
-        legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         root.present().map_err(plot_error)?;
     }
     Ok(svg)
+}
+
+fn queue_svg(report: &ReplayReport, time: &TimeAxis, subtitle: &str) -> Result<String, String> {
+    /// A panel: its curve's name, the count it shows, its colour.
+    type Panel = (&'static str, fn(&Sample) -> u64, RGBColor);
+    let panels: [Panel; 2] = [
+        ("pending allocations", |s| s.pending_allocations, RED),
+        ("jobs in the system", |s| s.jobs_in_system, BLUE),
+    ];
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_error)?;
+        let root = root
+            .titled(&format!("Queue: {subtitle}"), ("sans-serif", 26))
+            .map_err(plot_error)?;
+        let areas = root.split_evenly((2, 1));
+        for ((name, value, color), area) in panels.into_iter().zip(&areas) {
+            let steps = step_points(&report.series, report.end_ms, value);
+            let points = by_columns(&steps, &time.range, time.unit_ms, QUEUE_COLUMNS);
+            let top = points.iter().map(|p| p.1).fold(0.0, f64::max);
+            let top = if top > 0.0 { top * 1.05 } else { 1.0 };
+            let mut chart = ChartBuilder::on(area)
+                .margin(10)
+                .x_label_area_size(45)
+                .y_label_area_size(75)
+                .build_cartesian_2d(time.range.clone(), 0.0..top)
+                .map_err(plot_error)?;
+            chart
+                .configure_mesh()
+                .x_desc(time.label)
+                .y_desc(name)
+                .x_label_formatter(&|v| trim(*v))
+                .y_label_formatter(&|v| format!("{v:.0}"))
+                .label_style(LABEL_FONT)
+                .axis_desc_style(DESC_FONT)
+                .light_line_style(WHITE.mix(0.0))
+                .draw()
+                .map_err(plot_error)?;
+            chart
+                .draw_series(LineSeries::new(points, color.stroke_width(1)))
+                .map_err(plot_error)?
+                .label(name)
+                .legend(move |(x, y)| {
+                    PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+            legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+        }
+        root.present().map_err(plot_error)?;
+    }
+    Ok(svg)
+}
+
+/// A sampled count as steps (ms, value): each sample's value holds until the next sample (the
+/// last one until `end_ms`).
+pub fn step_points(series: &[Sample], end_ms: u64, value: fn(&Sample) -> u64) -> Vec<(u64, f64)> {
+    let mut points = Vec::with_capacity(series.len() * 2);
+    for (i, s) in series.iter().enumerate() {
+        let until = series.get(i + 1).map_or(end_ms.max(s.t_ms), |n| n.t_ms);
+        let v = value(s) as f64;
+        points.extend([(s.t_ms, v), (until, v)]);
+    }
+    points
+}
+
+/// `points` (ms, value; in time order) in the axis' unit, reduced to `columns` columns of the
+/// x range: in each, the first, lowest, highest and last point in time order (all of them
+/// where there are few), so that no peak or step is lost at the plot's resolution.
+pub fn by_columns(
+    points: &[(u64, f64)],
+    range: &Range<f64>,
+    unit_ms: f64,
+    columns: usize,
+) -> Vec<(f64, f64)> {
+    let width = (range.end - range.start).max(f64::MIN_POSITIVE);
+    let column = |x: f64| {
+        (((x - range.start) / width * columns as f64)
+            .floor()
+            .max(0.0)) as usize
+    };
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    let mut group: Vec<(f64, f64)> = Vec::new();
+    fn flush(group: &mut Vec<(f64, f64)>, out: &mut Vec<(f64, f64)>) {
+        if group.len() <= 4 {
+            out.append(group);
+            return;
+        }
+        let lo = (0..group.len())
+            .min_by(|&a, &b| group[a].1.total_cmp(&group[b].1))
+            .unwrap_or(0);
+        let hi = (0..group.len())
+            .max_by(|&a, &b| group[a].1.total_cmp(&group[b].1))
+            .unwrap_or(0);
+        let mut keep = vec![0, lo, hi, group.len() - 1];
+        keep.sort_unstable();
+        keep.dedup();
+        out.extend(keep.into_iter().map(|k| group[k]));
+        group.clear();
+    }
+    let mut current = None;
+    for &(t, v) in points {
+        let x = t as f64 / unit_ms;
+        let c = column(x);
+        if current != Some(c) {
+            flush(&mut group, &mut out);
+            current = Some(c);
+        }
+        group.push((x, v));
+    }
+    flush(&mut group, &mut out);
+    out
 }
 
 fn wait_cdf_svg(trace: &Trace, report: &ReplayReport, subtitle: &str) -> Result<String, String> {
@@ -203,15 +332,15 @@ fn wait_cdf_svg(trace: &Trace, report: &ReplayReport, subtitle: &str) -> Result<
         .filter_map(|r| trace.jobs[r.job].trace_wait_ms)
         .map(|ms| ms as f64 / 1000.0)
         .collect();
-    let replayed = cdf(replayed);
-    let recorded = cdf(recorded);
     let max = replayed
         .iter()
         .chain(&recorded)
-        .map(|p| p.0)
+        .copied()
         .fold(WAIT_FLOOR_S, f64::max);
     // At least a decade, and some room past the longest wait.
-    let x_end = (max * 1.5).max(WAIT_FLOOR_S * 10.0);
+    let x_range = WAIT_FLOOR_S..(max * 1.5).max(WAIT_FLOOR_S * 10.0);
+    let replayed = cdf(replayed, &x_range, CDF_COLUMNS);
+    let recorded = cdf(recorded, &x_range, CDF_COLUMNS);
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
@@ -220,7 +349,7 @@ fn wait_cdf_svg(trace: &Trace, report: &ReplayReport, subtitle: &str) -> Result<
             &root,
             &format!("Wait time CDF of completed jobs: {subtitle}"),
         )
-        .build_cartesian_2d((WAIT_FLOOR_S..x_end).log_scale(), 0.0..1.0)
+        .build_cartesian_2d(x_range.clone().log_scale(), 0.0..1.0)
         .map_err(plot_error)?;
         chart
             .configure_mesh()
@@ -235,8 +364,12 @@ fn wait_cdf_svg(trace: &Trace, report: &ReplayReport, subtitle: &str) -> Result<
             .draw()
             .map_err(plot_error)?;
         let curves = [
-            (replayed, BLUE, format!("replay ({})", report.policy)),
-            (recorded, RED, "trace".to_string()),
+            (
+                replayed,
+                BLUE,
+                format!("replay: {}, {} jobs", report.policy, report.job_model),
+            ),
+            (recorded, RED, "trace: as recorded".to_string()),
         ];
         for (points, color, label) in curves {
             if points.is_empty() {
@@ -294,67 +427,35 @@ fn plot_error<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) ->
     format!("drawing a plot: {e}")
 }
 
-/// The empirical CDF of `values` (s) as a step curve: for each distinct value (waits under
-/// [`WAIT_FLOOR_S`] counted at the floor), the fraction of values below it and then at or below
-/// it, in increasing order; at most [`MAX_POINTS`] points (the distinct values downsampled to
-/// half of it before the steps are drawn).
-fn cdf(mut values: Vec<f64>) -> Vec<(f64, f64)> {
+/// The empirical CDF of `values` (s; waits under [`WAIT_FLOOR_S`] counted at the floor) as a
+/// step curve over the log-scaled `x_range`, reduced to `columns` columns of equal width on
+/// that scale: for the values that fall in one column, the curve leaves the fraction below
+/// them at the first and reaches the fraction at or below the last at the last (a rise
+/// within one column); between columns it is flat. So at every column boundary the curve is
+/// the exact fraction of values below it, and it has at most two points per column.
+pub fn cdf(mut values: Vec<f64>, x_range: &Range<f64>, columns: usize) -> Vec<(f64, f64)> {
     for v in &mut values {
         *v = v.max(WAIT_FLOOR_S);
     }
     values.sort_by(f64::total_cmp);
     let n = values.len() as f64;
-    let mut points: Vec<(f64, f64)> = Vec::new();
-    for (i, &v) in values.iter().enumerate() {
-        let fraction = (i + 1) as f64 / n;
-        match points.last_mut() {
-            Some(last) if last.0 == v => last.1 = fraction,
-            _ => points.push((v, fraction)),
+    let (lo, hi) = (x_range.start.ln(), x_range.end.ln());
+    let width = (hi - lo).max(f64::MIN_POSITIVE);
+    let column = |v: f64| ((v.ln() - lo) / width * columns as f64).floor().max(0.0) as usize;
+    let mut steps: Vec<(f64, f64)> = Vec::new();
+    let mut i = 0;
+    while i < values.len() {
+        let c = column(values[i]);
+        let first = values[i];
+        let below = i as f64 / n;
+        let mut j = i;
+        while j + 1 < values.len() && column(values[j + 1]) == c {
+            j += 1;
         }
-    }
-    let points = downsample(&points, MAX_POINTS / 2);
-    let mut steps = Vec::with_capacity(points.len() * 2);
-    let mut below = 0.0;
-    for (x, fraction) in points {
-        steps.extend([(x, below), (x, fraction)]);
-        below = fraction;
+        steps.extend([(first, below), (values[j], (j + 1) as f64 / n)]);
+        i = j + 1;
     }
     steps
-}
-
-/// At most `max` (at least 2) of `points` (in increasing x): all of them if they are few
-/// enough, else the first and last and, in each of `max / 2 - 1` buckets of consecutive
-/// points between, the lowest and the highest (in x order), so that the curve keeps its peaks
-/// and troughs.
-pub fn downsample(points: &[(f64, f64)], max: usize) -> Vec<(f64, f64)> {
-    let max = max.max(2);
-    if points.len() <= max {
-        return points.to_vec();
-    }
-    let (first, last) = (points[0], points[points.len() - 1]);
-    let inner = &points[1..points.len() - 1];
-    let buckets = (max / 2 - 1).max(1);
-    let mut out = Vec::with_capacity(max);
-    out.push(first);
-    for b in 0..buckets {
-        let bucket = &inner[b * inner.len() / buckets..(b + 1) * inner.len() / buckets];
-        let lowest = bucket
-            .iter()
-            .enumerate()
-            .min_by(|a, b| a.1.1.total_cmp(&b.1.1));
-        let highest = bucket
-            .iter()
-            .enumerate()
-            .max_by(|a, b| a.1.1.total_cmp(&b.1.1));
-        match (lowest, highest) {
-            (Some((i, &lo)), Some((j, _))) if i == j => out.push(lo),
-            (Some((i, &lo)), Some((j, &hi))) if i < j => out.extend([lo, hi]),
-            (Some((_, &lo)), Some((_, &hi))) => out.extend([hi, lo]),
-            _ => {}
-        }
-    }
-    out.push(last);
-    out
 }
 
 /// A tick of a linear axis: `5`, not `5.0`.
@@ -385,26 +486,26 @@ fn format_seconds(s: f64) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn downsample_keeps_few_points_and_bounds_many() {
-        let few: Vec<(f64, f64)> = (0..10).map(|i| (i as f64, i as f64)).collect();
-        assert_eq!(downsample(&few, 2000), few);
-        // A spike in a long flat series survives.
-        let many: Vec<(f64, f64)> = (0..100_000)
-            .map(|i| (i as f64, if i == 54_321 { 7.0 } else { 1.0 }))
-            .collect();
-        let out = downsample(&many, 2000);
-        assert!(out.len() <= 2000, "{}", out.len());
-        assert!(out.contains(&(54_321.0, 7.0)));
-        assert_eq!(out.first(), Some(&(0.0, 1.0)));
-        assert_eq!(out.last(), Some(&(99_999.0, 1.0)));
-        assert!(out.windows(2).all(|w| w[0].0 < w[1].0), "x stays in order");
+    /// The fraction of `values` (floored) below `x`.
+    fn exact_below(values: &[f64], x: f64) -> f64 {
+        values.iter().filter(|&&v| v.max(WAIT_FLOOR_S) < x).count() as f64 / values.len() as f64
+    }
+
+    /// The drawn curve's value just left of `x`: the last point before it (the curve is flat
+    /// between columns).
+    fn drawn_left_of(curve: &[(f64, f64)], x: f64) -> f64 {
+        curve
+            .iter()
+            .take_while(|p| p.0 < x)
+            .last()
+            .map_or(0.0, |p| p.1)
     }
 
     #[test]
     fn cdf_merges_equal_values_and_floors_zero() {
+        let range = WAIT_FLOOR_S..100.0;
         assert_eq!(
-            cdf(vec![0.0, 10.0, 0.5, 10.0]),
+            cdf(vec![0.0, 10.0, 0.5, 10.0], &range, 1000),
             vec![
                 (WAIT_FLOOR_S, 0.0),
                 (WAIT_FLOOR_S, 0.5),
@@ -412,10 +513,72 @@ mod tests {
                 (10.0, 1.0)
             ]
         );
-        assert!(cdf(Vec::new()).is_empty());
-        let big = cdf((0..300_000).map(f64::from).collect());
-        assert!(big.len() <= MAX_POINTS, "{}", big.len());
-        assert_eq!(big.last(), Some(&(299_999.0, 1.0)));
+        assert!(cdf(Vec::new(), &range, 1000).is_empty());
+    }
+
+    #[test]
+    fn cdf_is_exact_at_every_column_boundary() {
+        // Skewed waits: most short and distinct, a long tail (the shape whose CDF the earlier
+        // reduction by value rank drew up to 24 points off).
+        let values: Vec<f64> = (0..300_000u64)
+            .map(|i| {
+                let u = (i * 7_919 % 300_000) as f64 / 300_000.0;
+                (1.0 / (1.0 - u * 0.999_99)).powf(3.0) + (i % 13) as f64 * 1e-3
+            })
+            .collect();
+        let max = values.iter().copied().fold(0.0, f64::max);
+        let range = WAIT_FLOOR_S..max * 1.5;
+        let curve = cdf(values.clone(), &range, CDF_COLUMNS);
+        assert!(curve.len() <= MAX_POINTS, "{}", curve.len());
+        assert_eq!(curve.last().map(|p| p.1), Some(1.0));
+        let (lo, hi) = (range.start.ln(), range.end.ln());
+        for k in 1..=CDF_COLUMNS {
+            let boundary = (lo + (hi - lo) * k as f64 / CDF_COLUMNS as f64).exp();
+            let (drawn, exact) = (
+                drawn_left_of(&curve, boundary),
+                exact_below(&values, boundary),
+            );
+            assert!(
+                (drawn - exact).abs() < 1e-12,
+                "column boundary {boundary} s: drawn {drawn}, data {exact}"
+            );
+        }
+    }
+
+    #[test]
+    fn queue_steps_hold_values_and_keep_peaks_per_column() {
+        let sample = |t_ms, pending| Sample {
+            t_ms,
+            utilization: 0.0,
+            running_allocations: 0,
+            pending_allocations: pending,
+            jobs_in_system: 0,
+        };
+        // 5 pending for three idle days, then 0: the value holds across the gap.
+        let series = [sample(0, 5), sample(3 * 86_400_000, 0)];
+        let steps = step_points(&series, 4 * 86_400_000, |s| s.pending_allocations);
+        assert_eq!(
+            steps,
+            vec![
+                (0, 5.0),
+                (3 * 86_400_000, 5.0),
+                (3 * 86_400_000, 0.0),
+                (4 * 86_400_000, 0.0)
+            ]
+        );
+        // 100,000 samples with one spike: at most four points per column, the spike kept.
+        let series: Vec<Sample> = (0..100_000u64)
+            .map(|i| sample(i * 1_000, if i == 54_321 { 700 } else { 1 }))
+            .collect();
+        let steps = step_points(&series, 100_000_000, |s| s.pending_allocations);
+        let range = 0.0..100_000_000.0 / MS_PER_HOUR;
+        let points = by_columns(&steps, &range, MS_PER_HOUR, QUEUE_COLUMNS);
+        assert!(points.len() <= MAX_POINTS, "{}", points.len());
+        assert!(points.iter().any(|p| p.1 == 700.0));
+        assert!(
+            points.windows(2).all(|w| w[0].0 <= w[1].0),
+            "x stays in order"
+        );
     }
 
     #[test]
