@@ -48,6 +48,7 @@ enum Command {
     /// into --out, with a progress bar on a terminal. Exit status: 0 done, 1 the outputs could
     /// not be written, 2 bad input (the message names the file, line and field, or the
     /// option).
+    #[command(args_conflicts_with_subcommands = true)]
     Simulate(simulate::SimulateArgs),
     /// Configuration files.
     Config {

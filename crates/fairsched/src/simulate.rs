@@ -10,31 +10,71 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+/// (`main.rs` gives the command `args_conflicts_with_subcommands`: `simulate --trace ...` or
+/// `simulate compare --trace ...`.)
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
-    /// The trace: SWF (`.swf`, `.swf.gz`, Parallel Workloads Archive) or the Alibaba GPU
-    /// cluster trace's pod list (`.csv`; its node list `openb_node_list_all_node.csv` is read
-    /// from the same directory when present).
-    #[arg(long, value_name = "FILE")]
-    trace: PathBuf,
-    /// The trace's format; default: from the file name.
-    #[arg(long, value_name = "swf|alibaba-gpu")]
-    format: Option<String>,
+    #[command(subcommand)]
+    command: Option<SimulateCommand>,
+    #[command(flatten)]
+    replay: ReplayArgs,
     /// How jobs share the cluster: `fair-share` (a pool per trace group with an ephemeral
     /// pool per user under it), `drf` (a pool per user), `fifo` (one FIFO queue), or a pool
     /// tree file (TOML/JSON; jobs go to the pool named like their group if it exists, else to
     /// their user's ephemeral pool).
     #[arg(long, value_name = "POLICY", default_value = "fair-share")]
     policy: String,
+    /// Directory for summary.json, jobs.csv and the plots utilization.svg, queue.svg and
+    /// wait_cdf.svg (created if missing).
+    #[arg(long, value_name = "DIR", default_value = "simulation")]
+    out: PathBuf,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum SimulateCommand {
+    /// Replay one trace under several policies and compare them in one report.
+    ///
+    /// Writes compare.md and compare.html (self-contained: the table of every metric per
+    /// policy, then each kind of plot with the policies side by side) into --out, and each
+    /// policy's summary.json, jobs.csv and plots into a directory of its own there. Exit
+    /// status as `fairsched simulate`.
+    Compare(CompareArgs),
+}
+
+#[derive(Debug, Args)]
+struct CompareArgs {
+    #[command(flatten)]
+    replay: ReplayArgs,
+    /// The policies, comma-separated (each as `fairsched simulate --policy` takes it), in the
+    /// order the report lists them; e.g. `fifo,fair-share,drf`.
+    #[arg(
+        long,
+        value_name = "POLICY,...",
+        value_delimiter = ',',
+        required = true
+    )]
+    policy: Vec<String>,
+    /// Directory for the report and one directory per policy (created if missing).
+    #[arg(long, value_name = "DIR", default_value = "comparison")]
+    out: PathBuf,
+}
+
+/// What a replay reads, whatever the policy.
+#[derive(Debug, Args)]
+struct ReplayArgs {
+    /// The trace: SWF (`.swf`, `.swf.gz`, Parallel Workloads Archive) or the Alibaba GPU
+    /// cluster trace's pod list (`.csv`; its node list `openb_node_list_all_node.csv` is read
+    /// from the same directory when present). Required.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// The trace's format; default: from the file name.
+    #[arg(long, value_name = "swf|alibaba-gpu")]
+    format: Option<String>,
     /// The nodes: `COUNT` (the trace's node shape, COUNT of them) or
     /// `COUNT:cpu=32,memory=64GiB,gpu=8,user_slots=32` (user_slots default: one per cpu,
     /// at least 1). Default: the machine the trace describes.
     #[arg(long, value_name = "NODES")]
     nodes: Option<String>,
-    /// Directory for summary.json, jobs.csv and the plots utilization.svg, queue.svg and
-    /// wait_cdf.svg (created if missing).
-    #[arg(long, value_name = "DIR", default_value = "simulation")]
-    out: PathBuf,
     /// Replay only the first N jobs (in submission order).
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
@@ -52,7 +92,11 @@ pub struct SimulateArgs {
 /// Runs the command; exit 0 done, 2 bad input (the message names it), 1 the outputs could not
 /// be written.
 pub fn main(args: SimulateArgs) -> ExitCode {
-    match run(&args) {
+    let result = match &args.command {
+        Some(SimulateCommand::Compare(compare)) => run_compare(compare),
+        None => run(&args),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err((code, message)) => {
             eprintln!("fairsched simulate: {message}");
@@ -61,8 +105,19 @@ pub fn main(args: SimulateArgs) -> ExitCode {
     }
 }
 
-fn run(args: &SimulateArgs) -> Result<(), (u8, String)> {
-    let bad = |m: String| (2u8, m);
+type Failure = (u8, String);
+
+fn bad(message: String) -> Failure {
+    (2, message)
+}
+
+fn write_failed(message: String) -> Failure {
+    (1, message)
+}
+
+/// The trace read and the options of its replays (the policy left at its default).
+fn load(args: &ReplayArgs) -> Result<(trace::Trace, ReplayOptions, String), Failure> {
+    let file = trace_file(args)?;
     let format = args
         .format
         .as_deref()
@@ -72,47 +127,78 @@ fn run(args: &SimulateArgs) -> Result<(), (u8, String)> {
         })
         .transpose()
         .map_err(bad)?;
-    let started = Instant::now();
-    let trace = trace::load(&args.trace, format).map_err(|e| bad(e.to_string()))?;
+    let trace = trace::load(file, format).map_err(|e| bad(e.to_string()))?;
     let nodes = args
         .nodes
         .as_deref()
         .map(|n| parse_nodes(n, trace.machine.as_deref()))
         .transpose()
         .map_err(|e| bad(format!("--nodes: {e}")))?;
-    let policy = Policy::parse(&args.policy);
-    if let Policy::File(path) = &policy
-        && !path.exists()
-    {
-        return Err(bad(format!(
-            "--policy: {:?} is neither one of {} nor an existing pool tree file",
-            args.policy,
-            Policy::BUILT_IN.join(", ")
-        )));
-    }
     let options = ReplayOptions {
-        policy,
         nodes,
         fair_share_update_period_ms: args.fair_share_update_period_ms,
         limit: args.limit,
         rigid: args.rigid,
+        ..ReplayOptions::default()
     };
-    if args.out.exists() && !args.out.is_dir() {
+    let name = file.file_name().map_or_else(
+        || file.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    Ok((trace, options, name))
+}
+
+/// `--trace` (a subcommand beside the command's own options makes clap's `required` unusable:
+/// it is checked here).
+fn trace_file(args: &ReplayArgs) -> Result<&std::path::Path, Failure> {
+    args.trace
+        .as_deref()
+        .ok_or_else(|| bad("--trace FILE is required: the trace to replay".to_string()))
+}
+
+/// `text` as a policy: a built-in one or an existing pool tree file.
+fn policy(text: &str) -> Result<Policy, Failure> {
+    let policy = Policy::parse(text);
+    if let Policy::File(path) = &policy
+        && !path.exists()
+    {
         return Err(bad(format!(
-            "--out {}: exists and is not a directory",
-            args.out.display()
+            "--policy: {text:?} is neither one of {} nor an existing pool tree file",
+            Policy::BUILT_IN.join(", ")
         )));
     }
-    let total = args.limit.unwrap_or(trace.jobs.len()).min(trace.jobs.len());
+    Ok(policy)
+}
+
+fn check_out(out: &std::path::Path) -> Result<(), Failure> {
+    if out.exists() && !out.is_dir() {
+        return Err(bad(format!(
+            "--out {}: exists and is not a directory",
+            out.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Replays `trace` under `options` with a progress bar (`label` before it).
+fn replay_with_progress(
+    trace: &trace::Trace,
+    options: &ReplayOptions,
+    label: &str,
+) -> Result<replay::ReplayReport, Failure> {
+    let total = options
+        .limit
+        .unwrap_or(trace.jobs.len())
+        .min(trace.jobs.len());
     let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
     bar.set_style(
-        ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:40}] {pos}/{len} jobs finished ({per_sec}, eta {eta}) {msg}",
-        )
+        ProgressStyle::with_template(&format!(
+            "{label}{{elapsed_precise}} [{{bar:40}}] {{pos}}/{{len}} jobs finished ({{per_sec}}, eta {{eta}}) {{msg}}"
+        ))
         .expect("valid template")
         .progress_chars("=> "),
     );
-    let report = replay::replay(&trace, &options, &mut |p| {
+    let report = replay::replay(trace, options, &mut |p| {
         bar.set_position(p.finished);
         bar.set_message(format!(
             "{} submitted, day {:.1}",
@@ -122,18 +208,35 @@ fn run(args: &SimulateArgs) -> Result<(), (u8, String)> {
     })
     .map_err(bad)?;
     bar.finish_and_clear();
-    let file = args.trace.display().to_string();
-    let summary = output::summary(&trace, &file, &report);
-    let write = |e: String| (1u8, e);
-    std::fs::create_dir_all(&args.out)
-        .map_err(|e| write(format!("--out {}: {e}", args.out.display())))?;
-    output::write_summary(&summary, &args.out.join("summary.json")).map_err(write)?;
-    output::write_jobs_csv(&trace, &report, &args.out.join("jobs.csv")).map_err(write)?;
-    let name = args.trace.file_name().map_or_else(
-        || args.trace.display().to_string(),
-        |n| n.to_string_lossy().into_owned(),
-    );
-    let plotted = plots::write_plots(&trace, &name, &report, &args.out).map_err(write)?;
+    Ok(report)
+}
+
+/// Writes a replay's summary.json, jobs.csv and plots into `out`; returns the summary and the
+/// plots' paths.
+fn write_outputs(
+    trace: &trace::Trace,
+    file: &std::path::Path,
+    name: &str,
+    report: &replay::ReplayReport,
+    out: &std::path::Path,
+) -> Result<(output::Summary, Vec<PathBuf>), Failure> {
+    let summary = output::summary(trace, &file.display().to_string(), report);
+    std::fs::create_dir_all(out)
+        .map_err(|e| write_failed(format!("--out {}: {e}", out.display())))?;
+    output::write_summary(&summary, &out.join("summary.json")).map_err(write_failed)?;
+    output::write_jobs_csv(trace, report, &out.join("jobs.csv")).map_err(write_failed)?;
+    let plotted = plots::write_plots(trace, name, report, out).map_err(write_failed)?;
+    Ok((summary, plotted))
+}
+
+fn run(args: &SimulateArgs) -> Result<(), Failure> {
+    let started = Instant::now();
+    let (trace, mut options, name) = load(&args.replay)?;
+    options.policy = policy(&args.policy)?;
+    check_out(&args.out)?;
+    let report = replay_with_progress(&trace, &options, "")?;
+    let (summary, plotted) =
+        write_outputs(&trace, trace_file(&args.replay)?, &name, &report, &args.out)?;
     eprintln!(
         "fairsched simulate: {} jobs ({} completed, {} unfinished, {} failed, {} skipped) on {} \
          nodes under {} in {:.1} s; mean wait {:.0} s, utilization {:.1} %; wrote summary.json, jobs.csv and {} \
@@ -154,6 +257,85 @@ fn run(args: &SimulateArgs) -> Result<(), (u8, String)> {
             .collect::<Vec<_>>()
             .join(", "),
         args.out.display()
+    );
+    Ok(())
+}
+
+/// A directory name for the `i`th policy: its position and its name, letters, digits, `-`
+/// and `_` kept (a pool tree file is named by its file stem).
+fn policy_dir(i: usize, text: &str) -> String {
+    let stem = std::path::Path::new(text)
+        .file_stem()
+        .map_or(text.to_string(), |s| s.to_string_lossy().into_owned());
+    let clean: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{}-{clean}", i + 1)
+}
+
+fn run_compare(args: &CompareArgs) -> Result<(), Failure> {
+    let started = Instant::now();
+    let (trace, options, name) = load(&args.replay)?;
+    // Every policy is checked before any is replayed.
+    let policies: Vec<(String, Policy)> = args
+        .policy
+        .iter()
+        .map(|p| p.trim())
+        .filter(|p| !p.is_empty())
+        .map(|p| Ok((p.to_string(), policy(p)?)))
+        .collect::<Result<_, Failure>>()?;
+    if policies.is_empty() {
+        return Err(bad("--policy: no policy given".to_string()));
+    }
+    check_out(&args.out)?;
+    let mut rows = Vec::new();
+    let mut plots = Vec::new();
+    for (i, (text, policy)) in policies.into_iter().enumerate() {
+        let options = ReplayOptions {
+            policy,
+            ..options.clone()
+        };
+        let label = format!("[{}/{}] {text} ", i + 1, args.policy.len());
+        let report = replay_with_progress(&trace, &options, &label)?;
+        let dir = args.out.join(policy_dir(i, &text));
+        let (summary, plotted) =
+            write_outputs(&trace, trace_file(&args.replay)?, &name, &report, &dir)?;
+        rows.push(replay::compare::row(&trace, &report, &summary));
+        plots.push(
+            plotted
+                .iter()
+                .map(|p| {
+                    std::fs::read_to_string(p)
+                        .map_err(|e| write_failed(format!("{}: {e}", p.display())))
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        );
+        eprintln!(
+            "fairsched simulate compare: {text}: mean wait {:.0} s, utilization {:.1} % ({})",
+            summary.wait_s.mean,
+            summary.utilization * 100.0,
+            dir.display()
+        );
+    }
+    let md = args.out.join("compare.md");
+    let html = args.out.join("compare.html");
+    std::fs::write(&md, replay::compare::markdown(&name, &rows))
+        .map_err(|e| write_failed(format!("{}: {e}", md.display())))?;
+    std::fs::write(&html, replay::compare::html(&name, &rows, &plots))
+        .map_err(|e| write_failed(format!("{}: {e}", html.display())))?;
+    eprintln!(
+        "fairsched simulate compare: {} policies on {name} in {:.1} s; wrote {} and {}",
+        rows.len(),
+        started.elapsed().as_secs_f64(),
+        md.display(),
+        html.display()
     );
     Ok(())
 }

@@ -83,8 +83,8 @@ fn simulate_writes_summary_jobs_and_plots() {
             let svg = std::fs::read_to_string(out.join(plot)).unwrap();
             assert!(svg.starts_with("<svg"), "{policy}: {plot}");
             assert!(
-                svg.contains(&format!("{policy} on the swf trace")),
-                "{policy}: {plot} names the policy and format"
+                svg.contains(&format!("{policy}, malleable jobs, small.swf.gz")),
+                "{policy}: {plot} names the policy, the job model and the trace"
             );
         }
     }
@@ -139,4 +139,81 @@ fn simulate_refuses_bad_input_and_writes_nothing() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+#[test]
+fn compare_writes_one_report_of_every_policy_and_their_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("small.swf");
+    std::fs::write(&trace, TRACE).unwrap();
+    let out = dir.path().join("cmp");
+    let output = simulate(&[
+        "compare",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--policy",
+        "fifo,fair-share",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("2 policies on small.swf"), "{stderr}");
+    for policy in ["1-fifo", "2-fair-share"] {
+        for file in ["summary.json", "jobs.csv", "utilization.svg", "queue.svg"] {
+            assert!(out.join(policy).join(file).exists(), "{policy}/{file}");
+        }
+    }
+    let md = std::fs::read_to_string(out.join("compare.md")).unwrap();
+    assert!(md.starts_with("# small.swf: 2 policies compared"), "{md}");
+    let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| ")).collect();
+    assert_eq!(rows.len(), 3, "a header and a row per policy: {md}");
+    assert!(rows[0].contains("| wait p95 |") && rows[0].contains("Jain's index (users)"));
+    assert!(
+        rows[1].starts_with("| fifo (malleable jobs) | 4 of 4 |"),
+        "{}",
+        rows[1]
+    );
+    assert!(rows[2].starts_with("| fair-share (malleable jobs) | 4 of 4 |"));
+    // Jobs 1 and 2 need more than a quarter of the 8 processors (4 and 8): the big jobs.
+    assert!(rows[1].split(" | ").nth(11) == Some("2"), "{}", rows[1]);
+
+    let html = std::fs::read_to_string(out.join("compare.html")).unwrap();
+    assert!(html.contains("<title>small.swf: 2 policies compared</title>"));
+    assert_eq!(html.matches("<tr>").count(), 3);
+    // Three kinds of plot, each with both policies side by side, inline.
+    assert_eq!(html.matches("<div class=\"plots\">").count(), 3);
+    assert_eq!(html.matches("<svg").count(), 6);
+    assert!(html.contains("Queue: fair-share, malleable jobs, small.swf"));
+}
+
+#[test]
+fn compare_refuses_bad_input_before_replaying_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("small.swf");
+    std::fs::write(&trace, TRACE).unwrap();
+    let out = dir.path().join("cmp");
+    let trace = trace.to_str().unwrap();
+    let cases: [(Vec<&str>, &str); 3] = [
+        (
+            vec!["--trace", trace, "--policy", "fifo,fastest"],
+            "--policy: \"fastest\" is neither",
+        ),
+        (vec!["--policy", "fifo"], "--trace FILE is required"),
+        (
+            vec!["--trace", trace, "--policy", ","],
+            "--policy: no policy given",
+        ),
+    ];
+    for (args, expected) in cases {
+        let mut args = args;
+        args.extend(["--out", out.to_str().unwrap()]);
+        let mut all = vec!["compare"];
+        all.extend(args.iter().copied());
+        let output = simulate(&all);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(!out.exists(), "{args:?} wrote {}", out.display());
+    }
 }

@@ -29,6 +29,7 @@
 //! preemption happens on the nodes that heartbeat (there is always one wherever an
 //! allocation ends). Deterministic: the same trace, nodes and options give the same result.
 
+pub mod compare;
 pub mod output;
 pub mod plots;
 pub mod policy;
