@@ -565,7 +565,12 @@ impl<'t> Replay<'t> {
             // The replay decides when the core updates (the core's own period check in
             // `tick` would agree, but the replay must not wait for a wake-up the core
             // declines).
-            self.cluster.call(|core| core.update_fair_share(t));
+            self.cluster.call(|core| {
+                core.update_fair_share(t);
+                // The replay keeps each job's record itself: the core need not keep the
+                // operations that finished (memory per job stays flat over a long trace).
+                core.forget_finished_operations();
+            });
             self.after_update(t);
         }
         self.absorb_events(t)
@@ -790,6 +795,9 @@ impl<'t> Replay<'t> {
             let Some(&j) = self.by_operation.get(&operation) else {
                 continue;
             };
+            if state.is_finished() {
+                self.by_operation.remove(&operation);
+            }
             match state {
                 OperationState::Completed => {
                     self.records[j].state = JobState::Completed;
