@@ -39,7 +39,7 @@ impl Scheduler {
         op: &OperationId,
         tasks: &BTreeMap<usize, u32>,
     ) -> Resources {
-        let Some(op) = self.operations.get(op) else {
+        let Some(op) = self.books.operations.get(op) else {
             return Resources::ZERO;
         };
         tasks.iter().fold(Resources::ZERO, |acc, (&task, &n)| {
@@ -50,20 +50,20 @@ impl Scheduler {
     /// When the allocation is expected to end: its start plus its task's time limit, or now if
     /// that has passed (`None`: it has no limit).
     pub(crate) fn expected_end(&self, now: Millis, a: &Allocation) -> Option<Millis> {
-        let op = self.operations.get(&a.operation)?;
+        let op = self.books.operations.get(&a.operation)?;
         let limit = op.spec.tasks.get(a.task)?.time_limit_ms?;
         Some(a.start_time.saturating_add(limit).max(now))
     }
 
     /// The running allocations of `node` with a known end, soonest first (then by id).
     pub(crate) fn ends_on(&self, now: Millis, node: &NodeId) -> Vec<(Millis, Resources)> {
-        let Some(n) = self.nodes.get(node) else {
+        let Some(n) = self.books.nodes.get(node) else {
             return Vec::new();
         };
         let mut ends: Vec<(Millis, Resources)> = n
             .allocations
             .iter()
-            .filter_map(|id| self.allocations.get(id))
+            .filter_map(|id| self.books.allocations.get(id))
             .filter_map(|a| Some((self.expected_end(now, a)?, a.resources)))
             .collect();
         ends.sort_by_key(|(end, _)| *end);
@@ -78,7 +78,7 @@ impl Scheduler {
         node: &NodeId,
         r: &Reservation,
     ) -> Option<Millis> {
-        let n = self.nodes.get(node)?;
+        let n = self.books.nodes.get(node)?;
         let mut free = n
             .free()
             .sub(&self.gang_held_from(node, &r.operation))
@@ -100,7 +100,7 @@ impl Scheduler {
     /// task shapes are counted at the smallest shape on every resource, which finds room no
     /// later than there is (so backfill never counts on a later start than the true one).
     pub(crate) fn gang_needed_at(&self, now: Millis, t: usize, op: &OperationId) -> Option<Millis> {
-        let o = self.operations.get(op)?;
+        let o = self.books.operations.get(op)?;
         let pending = o.pending_job_count();
         let job = o
             .spec
@@ -114,7 +114,7 @@ impl Scheduler {
         let leaf = arena.by_operation.get(op).copied();
         let mut free: BTreeMap<&NodeId, Resources> = BTreeMap::new();
         let mut ends: Vec<(Millis, &NodeId, Resources)> = Vec::new();
-        for n in self.nodes.values() {
+        for n in self.books.nodes.values() {
             if n.tree != Some(t)
                 || !n.scheduler_jobs_enabled
                 || n.draining
@@ -131,7 +131,7 @@ impl Scheduler {
                 .map_or(Resources::ZERO, |r| r.resources);
             free.insert(&n.id, n.free().sub(&reserved).max(&Resources::ZERO));
             for id in &n.allocations {
-                if let Some(a) = self.allocations.get(id)
+                if let Some(a) = self.books.allocations.get(id)
                     && let Some(end) = self.expected_end(now, a)
                 {
                     ends.push((end, &n.id, a.resources));
@@ -208,7 +208,7 @@ impl Scheduler {
     /// Whether tree `t` places the operation's jobs all at once.
     pub(crate) fn gang_placed(&self, t: usize, op: &OperationId) -> bool {
         self.trees[t].config().gang_placement.enable
-            && self.operations.get(op).is_some_and(|o| o.is_gang())
+            && self.books.operations.get(op).is_some_and(|o| o.is_gang())
     }
 }
 

@@ -31,7 +31,7 @@ impl Scheduler {
         stage: Stage,
         backfill: bool,
     ) -> StartOrder {
-        let tree = self.nodes[node_id]
+        let tree = self.books.nodes[node_id]
             .tree
             .expect("allocations start only on nodes of a tree");
         let (id, resources) = self.book_allocation(now, op_id, task, node_id, tree);
@@ -74,6 +74,7 @@ impl Scheduler {
         node_id: &NodeId,
     ) -> Result<AllocationId, CoreError> {
         let node = self
+            .books
             .nodes
             .get(node_id)
             .ok_or_else(|| CoreError::new(format!("node {:?} does not exist", node_id.0)))?;
@@ -91,6 +92,7 @@ impl Scheduler {
         })?;
         let tree_name = self.trees[tree].name.clone();
         let op = self
+            .books
             .operations
             .get_mut(op_id)
             .ok_or_else(|| CoreError::new(format!("operation {:?} does not exist", op_id.0)))?;
@@ -128,9 +130,10 @@ impl Scheduler {
         node_id: &NodeId,
         tree: usize,
     ) -> (AllocationId, Resources) {
-        let id = AllocationId(self.next_allocation);
-        self.next_allocation += 1;
+        let id = AllocationId(self.books.next_allocation);
+        self.books.next_allocation += 1;
         let op = self
+            .books
             .operations
             .get_mut(op_id)
             .expect("booked operation exists");
@@ -144,10 +147,14 @@ impl Scheduler {
         }
         op.pending_demand = op.pending_demand.sub(&resources);
         op.last_scheduled_at = Some(now);
-        let node = self.nodes.get_mut(node_id).expect("booked node exists");
+        let node = self
+            .books
+            .nodes
+            .get_mut(node_id)
+            .expect("booked node exists");
         node.allocations.insert(id);
         node.usage = node.usage.add(&resources);
-        self.allocations.insert(
+        self.books.allocations.insert(
             id,
             Allocation {
                 id,
@@ -175,16 +182,16 @@ impl Scheduler {
         how: EndKind,
     ) -> Option<Unbooked> {
         self.holds.room_epoch += 1;
-        let alloc = self.allocations.remove(&id)?;
+        let alloc = self.books.allocations.remove(&id)?;
         if alloc.state != AllocationState::Running {
-            self.interrupting -= 1;
+            self.books.interrupting -= 1;
         }
-        if let Some(cache) = self.preemption.get_mut(alloc.tree) {
+        if let Some(cache) = self.caches.preemption.get_mut(alloc.tree) {
             cache.classes.remove(&alloc.operation);
         }
         // An interrupted allocation already left the node's and the operation's usage.
         let counted = alloc.state == AllocationState::Running;
-        if let Some(node) = self.nodes.get_mut(&alloc.node) {
+        if let Some(node) = self.books.nodes.get_mut(&alloc.node) {
             node.allocations.remove(&id);
             if counted {
                 node.usage = node.usage.sub(&alloc.resources);
@@ -192,7 +199,7 @@ impl Scheduler {
         }
         let mut completed = false;
         let mut too_many_failed = None;
-        if let Some(op) = self.operations.get_mut(&alloc.operation) {
+        if let Some(op) = self.books.operations.get_mut(&alloc.operation) {
             op.allocations.retain(|&a| a != id);
             if counted {
                 op.usage = op.usage.sub(&alloc.resources);
@@ -237,7 +244,7 @@ impl Scheduler {
             EndKind::Preempted(reason, preemptor) => {
                 self.stats.preemptions += 1;
                 // The node may still run the job: it must stop it.
-                if self.nodes.contains_key(&alloc.node) {
+                if self.books.nodes.contains_key(&alloc.node) {
                     self.orders
                         .entry(alloc.node.clone())
                         .or_default()
@@ -276,7 +283,7 @@ impl Scheduler {
         let ElementRef::Operation(op_id) = &arena.elements[leaf].kind else {
             return None;
         };
-        let op = self.operations.get(op_id)?;
+        let op = self.books.operations.get(op_id)?;
         // What is held for others stays out of reach unless the job ends before it is needed.
         let free = |spec: &crate::model::TaskSpec| offer.for_job(now, spec.time_limit_ms);
         let path = || std::iter::once(leaf).chain(arena.ancestors(leaf));
@@ -284,10 +291,9 @@ impl Scheduler {
         let task = op.spec.tasks.iter().enumerate().position(|(t, spec)| {
             op.tasks[t].pending > 0
                 && free(spec).dominates(&spec.resources)
-                && arena
-                    .ssd
-                    .as_ref()
-                    .is_none_or(|ssd| ssd.allows(spec, &self.nodes[node_id].tags, allow_regular))
+                && arena.ssd.as_ref().is_none_or(|ssd| {
+                    ssd.allows(spec, &self.books.nodes[node_id].tags, allow_regular)
+                })
                 && path().all(|e| {
                     arena.elements[e]
                         .resource_limits
@@ -302,7 +308,7 @@ impl Scheduler {
         for e in std::iter::once(leaf).chain(arena.ancestors(leaf)) {
             walk.usage[e] = walk.usage[e].add(&order.resources);
         }
-        if self.operations[&op_id].pending_job_count() == 0 {
+        if self.books.operations[&op_id].pending_job_count() == 0 {
             walk.active[leaf] = false;
         }
         walk.refresh_path(&self.trees[walk.tree].arena, leaf);
@@ -321,16 +327,16 @@ impl Scheduler {
         reason: PreemptionReason,
         preemptor: Option<Preemptor>,
     ) {
-        let Some(a) = self.allocations.get(&id) else {
+        let Some(a) = self.books.allocations.get(&id) else {
             return;
         };
         let (op_id, node_id, resources, tree) =
             (a.operation.clone(), a.node.clone(), a.resources, a.tree);
         // The allocation's resources leave the operation's and the node's books now; the
         // preemptor may start at once (the node lets the old job wind down).
-        if let Some(a) = self.allocations.get_mut(&id) {
+        if let Some(a) = self.books.allocations.get_mut(&id) {
             if a.state == AllocationState::Running {
-                self.interrupting += 1;
+                self.books.interrupting += 1;
             }
             a.state = AllocationState::Interrupting {
                 reason,
@@ -338,15 +344,15 @@ impl Scheduler {
                 preemptor: preemptor.clone(),
             };
         }
-        if let Some(op) = self.operations.get_mut(&op_id) {
+        if let Some(op) = self.books.operations.get_mut(&op_id) {
             op.usage = op.usage.sub(&resources);
             if let Some(o) = op.in_tree_mut(tree) {
                 o.usage = o.usage.sub(&resources);
             }
         }
         self.touch_operation(&op_id);
-        self.preemption[tree].classes.remove(&op_id);
-        if let Some(n) = self.nodes.get_mut(&node_id) {
+        self.caches.preemption[tree].classes.remove(&op_id);
+        if let Some(n) = self.books.nodes.get_mut(&node_id) {
             n.usage = n.usage.sub(&resources);
         }
         self.orders

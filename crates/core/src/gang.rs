@@ -59,7 +59,7 @@ impl Scheduler {
         {
             return false;
         }
-        let op = &self.operations[op_id];
+        let op = &self.books.operations[op_id];
         // While another gang assembles, its jobs must all end before that one needs its
         // resources.
         if let Some(a) = self.holds.gangs.get(&t) {
@@ -80,7 +80,7 @@ impl Scheduler {
         let mut wanted: Vec<u32> = op.tasks.iter().map(|task| task.pending).collect();
         let mut held_total = Resources::ZERO;
         let mut holds: BTreeMap<NodeId, BTreeMap<usize, u32>> = BTreeMap::new();
-        for node in self.nodes.values() {
+        for node in self.books.nodes.values() {
             if wanted.iter().all(|&w| w == 0) {
                 break;
             }
@@ -201,8 +201,8 @@ impl Scheduler {
             }
         }
         let a = &self.holds.gangs[&t];
-        let op = &self.operations[&op_id];
-        let node = &self.nodes[node_id];
+        let op = &self.books.operations[&op_id];
+        let node = &self.books.nodes[node_id];
         let own_here = a
             .holds
             .get(node_id)
@@ -343,7 +343,7 @@ impl Scheduler {
         let t = walk.tree;
         let leaf = *self.trees[t].arena.by_operation.get(op_id)?;
         let needed = self.held_resources(op_id, tasks);
-        let node = &self.nodes[node_id];
+        let node = &self.books.nodes[node_id];
         let arena = &self.trees[t].arena;
         if !node.free().dominates(&needed)
             || (arena.any_tag_filter() && !arena.tags_allow(leaf, &node.tags))
@@ -353,14 +353,14 @@ impl Scheduler {
         let mut orders = Vec::new();
         for (&task, &n) in tasks {
             for _ in 0..n {
-                if self.operations[op_id].tasks[task].pending == 0 {
+                if self.books.operations[op_id].tasks[task].pending == 0 {
                     break;
                 }
-                let spec = &self.operations[op_id].spec.tasks[task];
+                let spec = &self.books.operations[op_id].spec.tasks[task];
                 let limit = spec.time_limit_ms;
                 let resources = spec.resources;
                 let backfill = Offer {
-                    available: self.nodes[node_id].free(),
+                    available: self.books.nodes[node_id].free(),
                     held: self.held_from(node_id, op_id),
                 }
                 .backfills(now, limit, &resources);
@@ -379,7 +379,7 @@ impl Scheduler {
                 orders.push(order);
             }
         }
-        if self.operations[op_id].pending_job_count() == 0 {
+        if self.books.operations[op_id].pending_job_count() == 0 {
             walk.active[leaf] = false;
         }
         walk.refresh_path(&self.trees[walk.tree].arena, leaf);
@@ -462,7 +462,7 @@ impl Scheduler {
             .placed_gangs
             .keys()
             .filter_map(|id| {
-                let op = self.operations.get(id);
+                let op = self.books.operations.get(id);
                 if !op.is_some_and(|op| {
                     op.state == OperationState::Running && op.pending_job_count() > 0
                 }) {
@@ -489,7 +489,7 @@ impl Scheduler {
                 continue;
             }
             let a = &self.holds.gangs[&t];
-            let running = self.operations.get(&a.operation).is_some_and(|op| {
+            let running = self.books.operations.get(&a.operation).is_some_and(|op| {
                 op.state == OperationState::Running && op.pending_job_count() > 0
             });
             if !running {
@@ -500,7 +500,7 @@ impl Scheduler {
                 .holds
                 .keys()
                 .filter(|n| {
-                    !self.nodes.get(*n).is_some_and(|node| {
+                    !self.books.nodes.get(*n).is_some_and(|node| {
                         node.tree == Some(t) && node.scheduler_jobs_enabled && !node.draining
                     })
                 })

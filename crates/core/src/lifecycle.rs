@@ -33,7 +33,7 @@ impl Scheduler {
     /// Accepts an operation, or rejects it whole with a reason.
     pub fn start_operation(&mut self, now: Millis, spec: OperationSpec) -> Result<(), CoreError> {
         validate_operation_spec(&spec)?;
-        if self.operations.contains_key(&spec.id) {
+        if self.books.operations.contains_key(&spec.id) {
             return Err(CoreError::new(format!(
                 "operation {:?} already exists",
                 spec.id.0
@@ -64,7 +64,7 @@ impl Scheduler {
             let lightweight = self.is_lightweight(t, &spec, &pool);
             if !lightweight && blocked.is_none() {
                 blocked = self
-                    .running_limit_violation(t, &pool, &self.counts[t])
+                    .running_limit_violation(t, &pool, &self.caches.counts[t])
                     .map(|(pool, limit)| (t, pool, limit));
             }
             let options = spec
@@ -108,9 +108,9 @@ impl Scheduler {
             None => (OperationState::Running, None),
         };
         // Never used before, even by a forgotten operation (see `live_order`).
-        let start_seq = self.next_start_seq;
-        self.next_start_seq += 1;
-        self.operations.insert(
+        let start_seq = self.books.next_start_seq;
+        self.books.next_start_seq += 1;
+        self.books.operations.insert(
             id.clone(),
             Operation {
                 spec,
@@ -134,12 +134,12 @@ impl Scheduler {
                 last_non_starving_at: now,
             },
         );
-        self.start_order.insert(start_seq, id.clone());
-        self.live_order.push((start_seq, id.clone()));
+        self.books.start_order.insert(start_seq, id.clone());
+        self.books.live_order.push((start_seq, id.clone()));
         self.count_operation(&id, true);
         if state == OperationState::Pending {
             let paths = self.pending_paths(&id);
-            self.pending.add(&id, paths);
+            self.caches.pending.add(&id, paths);
         }
         self.log(
             now,
@@ -244,7 +244,7 @@ impl Scheduler {
         update: OperationUpdate,
     ) -> Result<(), CoreError> {
         // Its pool (and so its preemption thresholds) may change.
-        for cache in &mut self.preemption {
+        for cache in &mut self.caches.preemption {
             cache.classes.remove(id);
         }
         let op = self.unfinished_operation(id)?;
@@ -290,7 +290,7 @@ impl Scheduler {
         self.count_operation(id, false);
         // Apply.
         let names: Vec<String> = self.trees.iter().map(|t| t.name.clone()).collect();
-        let op = self.operations.get_mut(id).expect("checked above");
+        let op = self.books.operations.get_mut(id).expect("checked above");
         for (name, o) in &update.per_tree {
             let own = op
                 .spec
@@ -329,9 +329,9 @@ impl Scheduler {
             if let Some((name, pool)) = placement.create.clone() {
                 self.trees[t].ephemeral.insert(name, pool);
             }
-            let op = self.operations.get_mut(id).expect("checked above");
+            let op = self.books.operations.get_mut(id).expect("checked above");
             op.trees[slot].pool = placement.pool.clone();
-            self.pending.invalidate_all();
+            self.caches.pending.invalidate_all();
             if slot == 0 {
                 op.pool = placement.pool.clone();
             }
@@ -347,13 +347,13 @@ impl Scheduler {
             }
         }
         // Lightweight or not in the new pools (counted as such from here on).
-        let op = &self.operations[id];
+        let op = &self.books.operations[id];
         let lightweight: Vec<bool> = op
             .trees
             .iter()
             .map(|o| self.is_lightweight(o.tree, &op.spec, &o.pool))
             .collect();
-        let op = self.operations.get_mut(id).expect("checked above");
+        let op = self.books.operations.get_mut(id).expect("checked above");
         for (o, l) in op.trees.iter_mut().zip(lightweight) {
             o.lightweight = l;
         }
@@ -373,6 +373,7 @@ impl Scheduler {
     /// Ends an operation as failed (its jobs are aborted).
     pub(crate) fn fail_operation(&mut self, now: Millis, id: &OperationId, reason: String) {
         let allocations = self
+            .books
             .operations
             .get(id)
             .map(|op| op.allocations.clone())
@@ -396,7 +397,8 @@ impl Scheduler {
     /// (its id may be used again).
     pub fn forget_finished_operations(&mut self) -> Vec<OperationId> {
         let forgettable = |s: &Scheduler, id: &OperationId| {
-            s.operations
+            s.books
+                .operations
                 .get(id)
                 .is_some_and(|op| op.state.is_finished() && op.allocations.is_empty())
                 && !s
@@ -406,13 +408,15 @@ impl Scheduler {
                 && !s.holds.holds_for(id)
         };
         debug_assert!(
-            self.operations
+            self.books
+                .operations
                 .iter()
-                .all(|(id, op)| !op.state.is_finished() || self.finished.contains(id)),
+                .all(|(id, op)| !op.state.is_finished() || self.books.finished.contains(id)),
             "a finished operation is missing from the finished set"
         );
         // Only finished operations can go: a pass over them, not over every operation.
         let gone: std::collections::BTreeSet<OperationId> = self
+            .books
             .finished
             .iter()
             .filter(|id| forgettable(self, id))
@@ -425,15 +429,15 @@ impl Scheduler {
         // next fair-share update drops them from it: no pass over it here.)
         let mut forgotten: Vec<(u64, OperationId)> = gone
             .into_iter()
-            .filter_map(|id| Some((self.operations.get(&id)?.start_seq, id)))
+            .filter_map(|id| Some((self.books.operations.get(&id)?.start_seq, id)))
             .collect();
         forgotten.sort_unstable();
         for (seq, id) in &forgotten {
-            self.start_order.remove(seq);
-            self.finished.remove(id);
-            self.operations.remove(id);
+            self.books.start_order.remove(seq);
+            self.books.finished.remove(id);
+            self.books.operations.remove(id);
             self.holds.forget(id);
-            for cache in &mut self.preemption {
+            for cache in &mut self.caches.preemption {
                 cache.classes.remove(id);
             }
         }
@@ -448,12 +452,12 @@ impl Scheduler {
         state: OperationState,
         reason: Option<String>,
     ) {
-        self.pending.remove(id);
+        self.caches.pending.remove(id);
         self.count_operation(id, false);
-        if let Some(op) = self.operations.get_mut(id) {
+        if let Some(op) = self.books.operations.get_mut(id) {
             op.state = state;
             op.pending_demand = Resources::ZERO;
-            self.finished.insert(id.clone());
+            self.books.finished.insert(id.clone());
         }
         self.touch_operation(id);
         self.log(
@@ -474,7 +478,7 @@ impl Scheduler {
     /// Ephemeral pools disappear when no unfinished operation uses them (their counts are
     /// subtree totals, so a kept removed pool goes with its subpools' last operation).
     fn remove_empty_ephemeral_pools(&mut self) {
-        for (tree, counts) in self.trees.iter_mut().zip(&self.counts) {
+        for (tree, counts) in self.trees.iter_mut().zip(&self.caches.counts) {
             tree.ephemeral
                 .retain(|name, _| counts.get(name).is_some_and(|c| c.operation_count > 0));
         }
@@ -482,7 +486,7 @@ impl Scheduler {
 
     /// Completes an operation whose jobs are all done.
     pub(crate) fn maybe_complete(&mut self, now: Millis, id: &OperationId) {
-        let done = self.operations.get(id).is_some_and(|op| {
+        let done = self.books.operations.get(id).is_some_and(|op| {
             op.state == OperationState::Running
                 && op.tasks.iter().all(|t| t.pending == 0 && t.running == 0)
         });
@@ -494,6 +498,7 @@ impl Scheduler {
     /// The operation `id` if it exists and has not finished (commands refuse it otherwise).
     fn unfinished_operation(&self, id: &OperationId) -> Result<&Operation, CoreError> {
         let op = self
+            .books
             .operations
             .get(id)
             .ok_or_else(|| CoreError::new(format!("operation {:?} does not exist", id.0)))?;
@@ -510,7 +515,7 @@ impl Scheduler {
     /// Starts pending operations (in start order) whose pools have running slots again.
     pub(crate) fn try_run_pending(&mut self, now: Millis) {
         // Nothing waits when every unfinished operation runs (each root counts its tree's).
-        let waiting = self.counts.iter().any(|counts| {
+        let waiting = self.caches.counts.iter().any(|counts| {
             counts.get(ROOT_NAME).is_some_and(|c| {
                 c.operation_count
                     > c.running_operation_count + c.lightweight_running_operation_count
@@ -519,44 +524,45 @@ impl Scheduler {
         if !waiting {
             return;
         }
-        if self.pending.needs_reindex() {
-            let ids: Vec<OperationId> = self.pending.ids().cloned().collect();
+        if self.caches.pending.needs_reindex() {
+            let ids: Vec<OperationId> = self.caches.pending.ids().cloned().collect();
             for id in ids {
                 let paths = self.pending_paths(&id);
-                self.pending.reindex(&id, paths);
+                self.caches.pending.reindex(&id, paths);
             }
-            self.pending.reindexed();
+            self.caches.pending.reindexed();
         }
         // The pending operations whose answer may have changed, in start order (see
         // `operations::pending`: the others' answers have not). Starting one may change
         // others': those after it are looked at in this pass, those before it in the next, as
         // a pass over all would.
         let mut cursor = None;
-        while let Some(next) = self.pending.next_after(cursor.as_ref()) {
+        while let Some(next) = self.caches.pending.next_after(cursor.as_ref()) {
             let id = next.1.clone();
             cursor = Some(next);
             // Finishing an operation below re-enters this function; skip what it handled.
-            if self.operations[&id].state != OperationState::Pending {
+            if self.books.operations[&id].state != OperationState::Pending {
                 continue;
             }
             // It runs once every tree it runs in has a running slot for it.
             match self.pending_blocker(&id) {
                 Some(at) => {
                     // The reason names the blocker: written again only when it changed.
-                    if self.pending.blocker(&id) != Some(at) {
-                        let ((t, pool), limit) = &self.pending.paths(&id).expect("queued")[at];
+                    if self.caches.pending.blocker(&id) != Some(at) {
+                        let ((t, pool), limit) =
+                            &self.caches.pending.paths(&id).expect("queued")[at];
                         let reason =
                             crate::operations::pending_reason(pool, *limit, &self.trees[*t].name);
-                        if let Some(op) = self.operations.get_mut(&id) {
+                        if let Some(op) = self.books.operations.get_mut(&id) {
                             op.pending_reason = Some(reason);
                         }
-                        self.pending.set_blocker(&id, at);
+                        self.caches.pending.set_blocker(&id, at);
                     }
                 }
                 None => {
-                    self.pending.remove(&id);
+                    self.caches.pending.remove(&id);
                     self.count_operation(&id, false);
-                    if let Some(op) = self.operations.get_mut(&id) {
+                    if let Some(op) = self.books.operations.get_mut(&id) {
                         op.state = OperationState::Running;
                         op.pending_reason = None;
                     }
@@ -575,7 +581,7 @@ impl Scheduler {
                 }
             }
         }
-        self.pending.settle();
+        self.caches.pending.settle();
         self.debug_check_pending();
     }
 
@@ -583,14 +589,15 @@ impl Scheduler {
     /// index into them) at its running limit, trees in order (lightweight ones excepted),
     /// each from the operation's pool up; `None`: it may run.
     fn pending_blocker(&self, id: &OperationId) -> Option<usize> {
-        let op = &self.operations[id];
+        let op = &self.books.operations[id];
         let paths = self
+            .caches
             .pending
             .paths(id)
             .expect("pending operations are queued");
         paths.iter().position(|((t, pool), limit)| {
             !op.in_tree(*t).is_some_and(|o| o.lightweight)
-                && self.counts[*t]
+                && self.caches.counts[*t]
                     .get(pool)
                     .map_or(0, |c| c.running_operation_count)
                     >= *limit
@@ -600,7 +607,7 @@ impl Scheduler {
     /// The pools (tree, name) on a pending operation's paths and their running limits, for
     /// the queue.
     fn pending_paths(&self, id: &OperationId) -> Vec<((usize, String), u32)> {
-        self.operations[id]
+        self.books.operations[id]
             .trees
             .iter()
             .flat_map(|o| {
@@ -626,18 +633,21 @@ impl Scheduler {
             .collect();
         debug_assert_eq!(
             pending.len(),
-            self.pending.len(),
+            self.caches.pending.len(),
             "pending queue out of date"
         );
         for op in pending {
             let id = &op.spec.id;
-            debug_assert!(self.pending.contains(id), "{id:?} pending but not queued");
-            if self.pending.is_stale(id) {
+            debug_assert!(
+                self.caches.pending.contains(id),
+                "{id:?} pending but not queued"
+            );
+            if self.caches.pending.is_stale(id) {
                 continue;
             }
             // As a pass over all would find it, from the trees as they are.
             let reason = op.trees.iter().filter(|o| !o.lightweight).find_map(|o| {
-                self.running_limit_violation(o.tree, &o.pool, &self.counts[o.tree])
+                self.running_limit_violation(o.tree, &o.pool, &self.caches.counts[o.tree])
                     .map(|(pool, limit)| {
                         crate::operations::pending_reason(&pool, limit, &self.trees[o.tree].name)
                     })
@@ -755,7 +765,7 @@ impl Scheduler {
             }
         }
         for (id, since, starving) in updates {
-            if let Some(op) = self.operations.get_mut(&id) {
+            if let Some(op) = self.books.operations.get_mut(&id) {
                 if let Some(since) = since {
                     op.limiting_ancestor_since = since;
                 }

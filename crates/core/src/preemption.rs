@@ -141,13 +141,13 @@ impl Scheduler {
         preemptor: Option<Preemptor>,
         timeout_override: Option<u64>,
     ) {
-        let Some(a) = self.allocations.get(&id) else {
+        let Some(a) = self.books.allocations.get(&id) else {
             return;
         };
         if a.state != AllocationState::Running {
             return;
         }
-        let op = &self.operations[&a.operation];
+        let op = &self.books.operations[&a.operation];
         let signal = op.spec.interruption_signal.clone();
         if signal.is_some() || timeout_override.is_some() {
             let timeout = timeout_override.unwrap_or_else(|| {
@@ -174,13 +174,17 @@ impl Scheduler {
             .config()
             .allocation_graceful_preemption_timeout_ms;
         let mut victims = Vec::new();
-        let on_node: Vec<AllocationId> = self.nodes[node_id].allocations.iter().copied().collect();
+        let on_node: Vec<AllocationId> = self.books.nodes[node_id]
+            .allocations
+            .iter()
+            .copied()
+            .collect();
         let mut cache: BTreeMap<_, BTreeMap<AllocationId, PreemptionStatus>> = BTreeMap::new();
         for id in on_node {
-            let Some(a) = self.allocations.get(&id) else {
+            let Some(a) = self.books.allocations.get(&id) else {
                 continue;
             };
-            let op = &self.operations[&a.operation];
+            let op = &self.books.operations[&a.operation];
             if op.spec.preemption_mode != PreemptionMode::Graceful
                 || a.state != AllocationState::Running
             {
@@ -216,12 +220,13 @@ impl Scheduler {
         response: &mut HeartbeatResponse,
     ) {
         let backoff = self.trees[t].config().preemptive_scheduling_backoff_ms;
-        if let Some(last) = self.nodes[node_id].last_preemptive_scheduling
+        if let Some(last) = self.books.nodes[node_id].last_preemptive_scheduling
             && now < last + backoff
         {
             return;
         }
-        self.nodes
+        self.books
+            .nodes
             .get_mut(node_id)
             .expect("heartbeating node")
             .last_preemptive_scheduling = Some(now);
@@ -232,14 +237,14 @@ impl Scheduler {
             .arena
             .ssd
             .as_ref()
-            .is_some_and(|ssd| ssd.priority_on(&self.nodes[node_id].tags));
+            .is_some_and(|ssd| ssd.priority_on(&self.books.nodes[node_id].tags));
         let mut started = 0u32;
         for spec in PREEMPTIVE_STAGES {
             let stage = spec.stage;
             if stage.is_ssd() && !ssd_node {
                 continue;
             }
-            let targets: Vec<ElementIndex> = self.preemption[t]
+            let targets: Vec<ElementIndex> = self.caches.preemption[t]
                 .targets
                 .get(&spec.target)
                 .into_iter()
@@ -247,7 +252,7 @@ impl Scheduler {
                 .copied()
                 .filter(|&i| match &self.trees[t].arena.elements[i].kind {
                     crate::tree::ElementRef::Operation(id) => {
-                        self.operations.get(id).is_some_and(|op| {
+                        self.books.operations.get(id).is_some_and(|op| {
                             op.state == OperationState::Running && op.pending_job_count() > 0
                         })
                     }
@@ -286,13 +291,14 @@ impl Scheduler {
                 let gang_held = if !self.holds.any_gang() {
                     Resources::ZERO
                 } else {
-                    let limit = self.operations[&order_op].spec.tasks[order_task].time_limit_ms;
+                    let limit =
+                        self.books.operations[&order_op].spec.tasks[order_task].time_limit_ms;
                     self.held_from(node_id, &preemptor.operation)
                         .map_or(Resources::ZERO, |h| h.gangs_for_job(now, limit))
                 };
                 let mut remaining = Vec::new();
                 for (id, level) in candidates {
-                    let node = &self.nodes[node_id];
+                    let node = &self.books.nodes[node_id];
                     let allowed = self.candidate_allowed_for(t, &blockers, id, preemptor_leaf);
                     if allowed && !node.resources.dominates(&node.usage.add(&gang_held)) {
                         self.preempt(now, id, spec.reason, Some(preemptor.clone()), None);
@@ -317,16 +323,16 @@ impl Scheduler {
         stage: Stage,
         min_level: Level,
     ) -> Vec<(AllocationId, Level)> {
-        let ops: std::collections::BTreeSet<crate::model::OperationId> = self.nodes[node_id]
+        let ops: std::collections::BTreeSet<crate::model::OperationId> = self.books.nodes[node_id]
             .allocations
             .iter()
-            .filter_map(|id| self.allocations.get(id))
+            .filter_map(|id| self.books.allocations.get(id))
             .map(|a| a.operation.clone())
             .collect();
         for op_id in &ops {
             self.classes(t, op_id);
         }
-        let cache = &self.preemption[t].classes;
+        let cache = &self.caches.preemption[t].classes;
         self.candidates_classified(t, node_id, stage, min_level, &|op, id| {
             cache.get(op).and_then(|c| c.statuses.get(&id)).copied()
         })
@@ -342,21 +348,21 @@ impl Scheduler {
         min_level: Level,
         status: &dyn Fn(&crate::model::OperationId, AllocationId) -> Option<PreemptionStatus>,
     ) -> Vec<(AllocationId, Level)> {
-        let ops: std::collections::BTreeSet<crate::model::OperationId> = self.nodes[node_id]
+        let ops: std::collections::BTreeSet<crate::model::OperationId> = self.books.nodes[node_id]
             .allocations
             .iter()
-            .filter_map(|id| self.allocations.get(id))
+            .filter_map(|id| self.books.allocations.get(id))
             .map(|a| a.operation.clone())
             .collect();
         // SSD priority preemption on this node: which (operation, task) pairs run SSD jobs.
         let ssd = self.trees[t].arena.ssd.as_ref();
-        let ssd_node = ssd.is_some_and(|ssd| ssd.priority_on(&self.nodes[node_id].tags));
+        let ssd_node = ssd.is_some_and(|ssd| ssd.priority_on(&self.books.nodes[node_id].tags));
         let mut ssd_tasks: std::collections::BTreeSet<(&crate::model::OperationId, usize)> =
             std::collections::BTreeSet::new();
         if let Some(ssd) = ssd.filter(|_| ssd_node) {
             for (op_id, op) in ops
                 .iter()
-                .filter_map(|id| Some((id, self.operations.get(id)?)))
+                .filter_map(|id| Some((id, self.books.operations.get(id)?)))
             {
                 for (i, task) in op.spec.tasks.iter().enumerate() {
                     if ssd.is_ssd_task(task) {
@@ -366,14 +372,14 @@ impl Scheduler {
             }
         }
         let mut out = Vec::new();
-        for &id in &self.nodes[node_id].allocations {
-            let Some(a) = self.allocations.get(&id) else {
+        for &id in &self.books.nodes[node_id].allocations {
+            let Some(a) = self.books.allocations.get(&id) else {
                 continue;
             };
             if a.state != AllocationState::Running {
                 continue;
             }
-            let op = &self.operations[&a.operation];
+            let op = &self.books.operations[&a.operation];
             let status = status(&op.spec.id, id).unwrap_or(PreemptionStatus::Preemptible);
             // SSD allocations are protected from non-SSD preemption unless plainly preemptible.
             let ssd = ssd_node && ssd_tasks.contains(&(&a.operation, a.task));
@@ -413,13 +419,13 @@ impl Scheduler {
         node_id: &NodeId,
         classes: &BTreeMap<crate::model::OperationId, BTreeMap<AllocationId, PreemptionStatus>>,
     ) -> Resources {
-        let node = &self.nodes[node_id];
+        let node = &self.books.nodes[node_id];
         let free = node.free();
         let crate::tree::ElementRef::Operation(id) = &self.trees[t].arena.elements[leaf].kind
         else {
             return free;
         };
-        let priority = self.preemption_priority(t, &self.operations[id]);
+        let priority = self.preemption_priority(t, &self.books.operations[id]);
         let ssd_node = self.trees[t]
             .arena
             .ssd
@@ -431,7 +437,7 @@ impl Scheduler {
         else {
             return free;
         };
-        let cache = &self.preemption[t].classes;
+        let cache = &self.caches.preemption[t].classes;
         let candidates =
             self.candidates_classified(t, node_id, spec.stage, spec.min_level, &|op, a| {
                 cache
@@ -445,7 +451,9 @@ impl Scheduler {
         candidates
             .iter()
             .filter(|(a, _)| self.candidate_allowed_for(t, &blockers, *a, leaf))
-            .fold(free, |acc, (a, _)| acc.add(&self.allocations[a].resources))
+            .fold(free, |acc, (a, _)| {
+                acc.add(&self.books.allocations[a].resources)
+            })
     }
 
     /// Classes of the allocations of operations on `nodes` that the cache lacks (for
@@ -457,16 +465,16 @@ impl Scheduler {
     ) -> BTreeMap<crate::model::OperationId, BTreeMap<AllocationId, PreemptionStatus>> {
         let mut out = BTreeMap::new();
         for node in nodes {
-            for a in &self.nodes[node].allocations {
-                let Some(a) = self.allocations.get(a) else {
+            for a in &self.books.nodes[node].allocations {
+                let Some(a) = self.books.allocations.get(a) else {
                     continue;
                 };
-                if self.preemption[t].classes.contains_key(&a.operation)
+                if self.caches.preemption[t].classes.contains_key(&a.operation)
                     || out.contains_key(&a.operation)
                 {
                     continue;
                 }
-                let op = &self.operations[&a.operation];
+                let op = &self.books.operations[&a.operation];
                 out.insert(
                     a.operation.clone(),
                     self.classify(t, op).into_iter().collect(),
@@ -487,18 +495,18 @@ impl Scheduler {
         blockers: &BTreeMap<AllocationId, Blocker>,
         stage: Stage,
     ) -> Option<crate::scheduler::StartOrder> {
-        let t = self.nodes[node_id].tree?;
+        let t = self.books.nodes[node_id].tree?;
         let mut walk = descent::walk_for(
             t,
             &self.trees[t].arena,
-            &self.operations,
-            &self.nodes[node_id],
+            &self.books.operations,
+            &self.books.nodes[node_id],
             |i| targets.contains(&i),
         );
         while let Some(leaf) = walk.best_leaf(&self.trees[t].arena) {
             // Gang operations placed all at once start only from what they hold.
             if self.trees[t].config().gang_placement.enable
-                && descent::is_gang_leaf(&self.trees[t].arena, &self.operations, leaf)
+                && descent::is_gang_leaf(&self.trees[t].arena, &self.books.operations, leaf)
             {
                 walk.deactivate(&self.trees[t].arena, leaf);
                 continue;
@@ -508,10 +516,10 @@ impl Scheduler {
                 .iter()
                 .filter(|(id, _)| self.candidate_allowed_for(t, blockers, *id, leaf))
                 .fold(Resources::ZERO, |acc, (id, _)| {
-                    acc.add(&self.allocations[id].resources)
+                    acc.add(&self.books.allocations[id].resources)
                 });
             let offer = crate::holds::Offer {
-                available: self.nodes[node_id].free().add(&discount),
+                available: self.books.nodes[node_id].free().add(&discount),
                 held: self.held_from_leaf(t, node_id, leaf),
             };
             if let Some(order) = self.try_start(now, node_id, leaf, &mut walk, stage, offer) {
@@ -551,7 +559,7 @@ impl Scheduler {
             if stage.is_ssd() && !level.is_ssd() {
                 continue;
             }
-            let Some(a) = self.allocations.get(&id) else {
+            let Some(a) = self.books.allocations.get(&id) else {
                 continue;
             };
             let Some(&leaf) = arena.by_operation.get(&a.operation) else {
@@ -560,7 +568,7 @@ impl Scheduler {
             // The aggressive threshold in the stages of aggressive or SSD targets (YTsaurus:
             // target priority >= Aggressive).
             let aggressive = stage != Stage::Preemptive
-                && self.aggressive_preemption_allowed(t, &self.operations[&a.operation]);
+                && self.aggressive_preemption_allowed(t, &self.books.operations[&a.operation]);
             let threshold = if aggressive {
                 config.aggressive_preemption_satisfaction_threshold
             } else {
@@ -634,7 +642,7 @@ impl Scheduler {
             return;
         }
         for (id, _) in candidates {
-            let Some(a) = self.allocations.get(&id) else {
+            let Some(a) = self.books.allocations.get(&id) else {
                 continue;
             };
             let Some(&leaf) = self.trees[t].arena.by_operation.get(&a.operation) else {
@@ -663,7 +671,7 @@ impl Scheduler {
         let arena = &self.trees[t].arena;
         let n = arena.elements.len();
         let mut usage = vec![Resources::ZERO; n];
-        for (i, op) in crate::heartbeat::descent::tree_operations(arena, &self.operations) {
+        for (i, op) in crate::heartbeat::descent::tree_operations(arena, &self.books.operations) {
             if let Some(op) = op {
                 usage[i] = op.in_tree(t).map_or(Resources::ZERO, |o| o.usage);
             }
@@ -679,12 +687,17 @@ impl Scheduler {
     /// Node overcommit (spec §2.8): after the allowed duration, allocations that do not fit,
     /// kept in order (non-preemptible first, oldest first), are preempted.
     pub(crate) fn preempt_overcommit(&mut self, now: Millis, node_id: &NodeId) {
-        let node = &self.nodes[node_id];
+        let node = &self.books.nodes[node_id];
         if node.resources.dominates(&node.usage) {
-            self.nodes.get_mut(node_id).expect("node").overcommit_since = None;
+            self.books
+                .nodes
+                .get_mut(node_id)
+                .expect("node")
+                .overcommit_since = None;
             return;
         }
         let since = *self
+            .books
             .nodes
             .get_mut(node_id)
             .expect("node")
@@ -695,15 +708,15 @@ impl Scheduler {
         }
         let mut keep: Vec<(PreemptionStatus, Millis, AllocationId, Resources)> = Vec::new();
         let mut classes: BTreeMap<AllocationId, PreemptionStatus> = BTreeMap::new();
-        for &id in &self.nodes[node_id].allocations {
-            let Some(a) = self.allocations.get(&id) else {
+        for &id in &self.books.nodes[node_id].allocations {
+            let Some(a) = self.books.allocations.get(&id) else {
                 continue;
             };
             if a.state != AllocationState::Running {
                 continue;
             }
             if !classes.contains_key(&id) {
-                classes.extend(self.classify(a.tree, &self.operations[&a.operation]));
+                classes.extend(self.classify(a.tree, &self.books.operations[&a.operation]));
             }
             let status = classes
                 .get(&id)
@@ -712,7 +725,7 @@ impl Scheduler {
             keep.push((status, a.start_time, id, a.resources));
         }
         keep.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
-        let limits = self.nodes[node_id].resources;
+        let limits = self.books.nodes[node_id].resources;
         let mut used = Resources::ZERO;
         let mut victims = Vec::new();
         for (_, _, id, r) in keep {
@@ -726,6 +739,10 @@ impl Scheduler {
         for id in victims {
             self.preempt(now, id, PreemptionReason::ResourceOvercommit, None, None);
         }
-        self.nodes.get_mut(node_id).expect("node").overcommit_since = None;
+        self.books
+            .nodes
+            .get_mut(node_id)
+            .expect("node")
+            .overcommit_since = None;
     }
 }

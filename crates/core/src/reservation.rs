@@ -175,13 +175,14 @@ impl Scheduler {
             return Some("disabled");
         }
         let usable = self
+            .books
             .nodes
             .get(node)
             .is_some_and(|n| n.tree == Some(r.tree) && n.scheduler_jobs_enabled && !n.draining);
         if !usable {
             return Some("node_unavailable");
         }
-        let Some(op) = self.operations.get(&r.operation) else {
+        let Some(op) = self.books.operations.get(&r.operation) else {
             return Some("operation_finished");
         };
         if op.state != OperationState::Running {
@@ -197,7 +198,7 @@ impl Scheduler {
         let arena = &self.trees[r.tree].arena;
         if arena.any_tag_filter()
             && let Some(&leaf) = arena.by_operation.get(&r.operation)
-            && !arena.tags_allow(leaf, &self.nodes[node].tags)
+            && !arena.tags_allow(leaf, &self.books.nodes[node].tags)
         {
             return Some("node_unavailable");
         }
@@ -207,7 +208,7 @@ impl Scheduler {
     /// A running operation of tree `t` with pending jobs whose usage is below its fair share
     /// (as of the last update).
     fn qualifies(&self, t: usize, id: &OperationId) -> bool {
-        let Some(op) = self.operations.get(id) else {
+        let Some(op) = self.books.operations.get(id) else {
             return false;
         };
         if op.state != OperationState::Running
@@ -232,7 +233,7 @@ impl Scheduler {
     /// Reserves one job of `op`'s first task with pending jobs on the node of tree `t` that
     /// lacks the least of it (relative to the tree's resources, on the resource it lacks most).
     fn reserve(&mut self, t: usize, now: Millis, id: &OperationId) {
-        let op = &self.operations[id];
+        let op = &self.books.operations[id];
         let Some((task, job)) = first_pending_job(op) else {
             return;
         };
@@ -247,7 +248,7 @@ impl Scheduler {
         ));
         let allow_regular = arena.elements[leaf].allow_regular_on_ssd;
         let mut best: Option<(f64, &NodeId)> = None;
-        for node in self.nodes.values() {
+        for node in self.books.nodes.values() {
             if node.tree != Some(t)
                 || !node.scheduler_jobs_enabled
                 || node.draining

@@ -190,7 +190,7 @@ impl Scheduler {
         let why = self.why_context_with(std::borrow::Cow::Borrowed(usages));
         let end = ids.len().min(done.saturating_add(count));
         for id in &ids[*done..end] {
-            if let Some(op) = self.operations.get(id) {
+            if let Some(op) = self.books.operations.get(id) {
                 operations.insert(id.0.clone(), self.operation_snapshot(op, &why));
             }
         }

@@ -50,7 +50,8 @@ impl Scheduler {
 
     /// Total resources of the nodes tree `t` schedules on.
     pub(crate) fn tree_total(&self, t: usize) -> Resources {
-        self.nodes
+        self.books
+            .nodes
             .values()
             .filter(|n| n.scheduler_jobs_enabled && n.tree == Some(t))
             .fold(Resources::ZERO, |acc, n| acc.add(&n.resources))
@@ -84,9 +85,9 @@ impl Scheduler {
     pub fn begin_fair_share_update(&mut self, now: Millis) -> PreparingUpdate {
         PreparingUpdate {
             now,
-            ids: self.live_order.clone(),
+            ids: self.books.live_order.clone(),
             done: 0,
-            kept: Vec::with_capacity(self.live_order.len()),
+            kept: Vec::with_capacity(self.books.live_order.len()),
             operations: vec![Vec::new(); self.trees.len()],
             generations: self.trees.iter().map(|t| t.generation).collect(),
             min_pending_job: None,
@@ -148,14 +149,15 @@ impl Scheduler {
         // The live order is what it was (its operations still unfinished when copied) and
         // the operations started since: nothing but this takes operations out of it.
         debug_assert!(
-            self.live_order.len() >= ids.len(),
+            self.books.live_order.len() >= ids.len(),
             "the live order only grows"
         );
         kept.extend(
-            self.live_order
-                .drain(ids.len().min(self.live_order.len())..),
+            self.books
+                .live_order
+                .drain(ids.len().min(self.books.live_order.len())..),
         );
-        self.live_order = kept;
+        self.books.live_order = kept;
         let mut trees = Vec::with_capacity(self.trees.len());
         for (t, (ops, generation)) in operations.into_iter().zip(generations).enumerate() {
             let total = self.tree_total(t);
@@ -189,13 +191,13 @@ impl Scheduler {
             }
             return false;
         }
-        self.min_pending_job = update.min_pending_job;
+        self.caches.min_pending_job = update.min_pending_job;
         for u in &mut update.trees {
             let t = u.tree_index();
             self.trees[t].apply_update(u);
-            self.preemption[t].targets = u.take_targets();
-            self.walks[t] = None;
-            self.preemption[t].classes.clear();
+            self.caches.preemption[t].targets = u.take_targets();
+            self.caches.walks[t] = None;
+            self.caches.preemption[t].classes.clear();
         }
         for t in 0..self.trees.len() {
             self.raise_fair_share_alerts(t, now);
@@ -220,7 +222,7 @@ impl Scheduler {
         trees: ValidatedPoolTrees,
     ) -> Result<(), CoreError> {
         // Limits and paths may change: every pending operation is looked at again.
-        self.pending.invalidate_all();
+        self.caches.pending.invalidate_all();
         let names: Vec<&String> = trees.trees.keys().collect();
         let ours: Vec<&String> = self.trees.iter().map(|t| &t.name).collect();
         if names != ours {
@@ -243,7 +245,7 @@ impl Scheduler {
             for (tree, validated) in candidate.iter_mut().zip(trees.trees.values()) {
                 tree.set_validated(validated.clone());
             }
-            for node in self.nodes.values() {
+            for node in self.books.nodes.values() {
                 assignment.push((
                     node.id.clone(),
                     Self::tree_for_tags(&candidate, &node.id, &node.tags)?,
@@ -255,12 +257,12 @@ impl Scheduler {
             tree.limits_maybe_violated = true;
         }
         // Preemption thresholds may have changed.
-        for cache in &mut self.preemption {
+        for cache in &mut self.caches.preemption {
             cache.classes.clear();
         }
         let mut moved = Vec::new();
         for (id, t) in assignment {
-            if let Some(node) = self.nodes.get_mut(&id)
+            if let Some(node) = self.books.nodes.get_mut(&id)
                 && node.tree != t
             {
                 node.tree = t;

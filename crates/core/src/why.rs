@@ -94,6 +94,7 @@ impl Scheduler {
             return e.clone();
         }
         let of_trees: Vec<&crate::model::Node> = self
+            .books
             .nodes
             .values()
             .filter(|n| n.tree.is_some_and(|nt| key.0.contains(&nt)))
@@ -269,6 +270,7 @@ impl Scheduler {
                 .take_while(|&&c| c != index)
                 .find_map(|&c| match &arena.elements[c].kind {
                     crate::tree::ElementRef::Operation(id) => self
+                        .books
                         .operations
                         .get(id)
                         .filter(|o| o.state == OperationState::Running && o.pending_job_count() > 0)
@@ -382,7 +384,8 @@ impl Scheduler {
                 let classes = context.classes[t].get_or_init(|| {
                     self.classes_for_offers(
                         t,
-                        self.nodes
+                        self.books
+                            .nodes
                             .values()
                             .filter(|n| n.tree == Some(t))
                             .map(|n| &n.id),

@@ -111,27 +111,27 @@ impl Scheduler {
     /// Tree `t`'s cached walk (checked against a fresh one in debug builds) or a new one.
     pub(crate) fn take_cached_walk(&mut self, t: usize) -> Walk {
         let arena = &self.trees[t].arena;
-        match self.walks[t].take() {
+        match self.caches.walks[t].take() {
             Some(walk) => {
                 debug_assert!(
-                    walk == fresh_walk(t, arena, &self.operations),
+                    walk == fresh_walk(t, arena, &self.books.operations),
                     "the cached walk went out of date"
                 );
                 walk
             }
-            None => fresh_walk(t, arena, &self.operations),
+            None => fresh_walk(t, arena, &self.books.operations),
         }
     }
 
     /// Brings the cached walks up to date after the operation's usage, pending jobs or state
     /// changed (no-op while a heartbeat holds the walk: it updates the walk itself).
     pub(crate) fn touch_operation(&mut self, id: &OperationId) {
-        let Some(op) = self.operations.get(id) else {
+        let Some(op) = self.books.operations.get(id) else {
             return;
         };
         for o in &op.trees {
             let (t, new) = (o.tree, o.usage);
-            let Some(walk) = self.walks[t].as_mut() else {
+            let Some(walk) = self.caches.walks[t].as_mut() else {
                 continue;
             };
             let arena = &self.trees[t].arena;

@@ -106,13 +106,13 @@ impl Scheduler {
     /// Counts per pool (subtree totals) and for the root, in tree `t`.
     pub fn pool_counts_in(&self, t: usize) -> BTreeMap<String, PoolCounts> {
         self.debug_check_counts(t);
-        self.counts[t].clone()
+        self.caches.counts[t].clone()
     }
 
     /// In debug builds: the maintained counts equal a full recount.
     pub(crate) fn debug_check_counts(&self, t: usize) {
         debug_assert_eq!(
-            self.counts[t],
+            self.caches.counts[t],
             self.count_all(t),
             "the maintained operation counts of tree {:?} went out of date",
             self.trees[t].name
@@ -121,14 +121,14 @@ impl Scheduler {
 
     /// Recounts every pool of tree `t` from the operations (after the tree's shape changed).
     pub(crate) fn recount(&mut self, t: usize) {
-        self.counts[t] = self.count_all(t);
+        self.caches.counts[t] = self.count_all(t);
     }
 
     /// Adds (`add`) or removes the operation's contribution to the counts of its pool and
     /// every ancestor, in every tree it runs in. Called before and after every change of its
     /// state or pool.
     pub(crate) fn count_operation(&mut self, id: &OperationId, add: bool) {
-        let Some(op) = self.operations.get(id) else {
+        let Some(op) = self.books.operations.get(id) else {
             return;
         };
         if op.state.is_finished() {
@@ -145,7 +145,7 @@ impl Scheduler {
             for (level, name) in chain.iter().enumerate() {
                 // The pool's running limit, when this changes its running count.
                 let limit = (running && !lightweight).then(|| self.pool_limits(t, name, None).1);
-                let counts = &mut self.counts[t];
+                let counts = &mut self.caches.counts[t];
                 let c = counts.entry(name.clone()).or_default();
                 let step = |v: &mut u32| {
                     *v = if add { *v + 1 } else { *v - 1 };
@@ -170,9 +170,9 @@ impl Scheduler {
                 {
                     let key = (t, name.clone());
                     if now >= limit {
-                        self.pending.reached(&key, &chain[level + 1..]);
+                        self.caches.pending.reached(&key, &chain[level + 1..]);
                     } else {
-                        self.pending.freed(&key);
+                        self.caches.pending.freed(&key);
                     }
                 }
             }
@@ -330,7 +330,7 @@ impl Scheduler {
         moving_from: Option<&str>,
     ) -> Result<(), CoreError> {
         self.debug_check_counts(t);
-        let counts = &self.counts[t];
+        let counts = &self.caches.counts[t];
         let counted: Vec<String> =
             moving_from.map_or_else(Vec::new, |pool| self.pool_chain(t, pool, None));
         for name in self.pool_chain(t, &placement.pool, placement.create.as_ref()) {
@@ -378,7 +378,7 @@ impl Scheduler {
         slot: usize,
         placement: &Placement,
     ) -> Result<(), CoreError> {
-        let Some(op) = self.operations.get(id) else {
+        let Some(op) = self.books.operations.get(id) else {
             return Ok(());
         };
         if self.is_lightweight(t, &op.spec, &placement.pool) {
@@ -392,7 +392,7 @@ impl Scheduler {
                 old_chain.pop();
             }
         }
-        let counts = &self.counts[t];
+        let counts = &self.caches.counts[t];
         for name in new_chain {
             let (_, max_running) = self.pool_limits(t, &name, placement.create.as_ref());
             let running = counts.get(&name).map_or(0, |c| c.running_operation_count);
@@ -431,11 +431,11 @@ impl Scheduler {
             }
         }
         if !changed.is_empty() {
-            self.pending.invalidate_all();
+            self.caches.pending.invalidate_all();
         }
         for (id, now) in changed {
             self.count_operation(&id, false);
-            if let Some(op) = self.operations.get_mut(&id) {
+            if let Some(op) = self.books.operations.get_mut(&id) {
                 for (o, l) in op.trees.iter_mut().zip(now) {
                     o.lightweight = l;
                 }

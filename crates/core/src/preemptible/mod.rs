@@ -73,7 +73,7 @@ impl Scheduler {
         for (id, a) in op
             .allocations
             .iter()
-            .filter_map(|id| Some((*id, self.allocations.get(id)?)))
+            .filter_map(|id| Some((*id, self.books.allocations.get(id)?)))
             .filter(|(_, a)| a.tree == t)
         {
             if classifier.is_some() && a.state != AllocationState::Running {
@@ -122,7 +122,7 @@ impl Scheduler {
         id: AllocationId,
         resources: Resources,
     ) {
-        let Some(classes) = self.preemption[t].classes.get_mut(op_id) else {
+        let Some(classes) = self.caches.preemption[t].classes.get_mut(op_id) else {
             return;
         };
         let status = classes
@@ -178,10 +178,10 @@ impl Scheduler {
         t: usize,
         op_id: &crate::model::OperationId,
     ) -> &BTreeMap<AllocationId, PreemptionStatus> {
-        if !self.preemption[t].classes.contains_key(op_id) {
+        if !self.caches.preemption[t].classes.contains_key(op_id) {
             let (classes, prefix, classifier) =
-                self.classify_with_prefix(t, &self.operations[op_id]);
-            self.preemption[t].classes.insert(
+                self.classify_with_prefix(t, &self.books.operations[op_id]);
+            self.caches.preemption[t].classes.insert(
                 op_id.clone(),
                 OperationClasses {
                     statuses: classes.into_iter().collect(),
@@ -190,16 +190,16 @@ impl Scheduler {
                 },
             );
         } else if cfg!(debug_assertions) {
-            let (fresh, prefix, _) = self.classify_with_prefix(t, &self.operations[op_id]);
+            let (fresh, prefix, _) = self.classify_with_prefix(t, &self.books.operations[op_id]);
             let fresh: BTreeMap<AllocationId, PreemptionStatus> = fresh.into_iter().collect();
             debug_assert_eq!(
-                self.preemption[t].classes[op_id].statuses, fresh,
+                self.caches.preemption[t].classes[op_id].statuses, fresh,
                 "cached allocation classes of {op_id:?} differ from a fresh classification \
                  (prefix {:?} cached, {prefix:?} fresh)",
-                self.preemption[t].classes[op_id].prefix
+                self.caches.preemption[t].classes[op_id].prefix
             );
         }
-        &self.preemption[t].classes[op_id].statuses
+        &self.caches.preemption[t].classes[op_id].statuses
     }
 }
 
