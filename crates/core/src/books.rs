@@ -49,7 +49,13 @@ impl Scheduler {
                 backfill,
             },
         );
-        self.reservation_used(now, op_id, node_id);
+        crate::reservation::reservation_used(
+            &mut self.holds,
+            &mut self.events,
+            now,
+            op_id,
+            node_id,
+        );
         StartOrder {
             allocation: id,
             operation: op_id.clone(),

@@ -10,6 +10,7 @@
 //! heartbeat. Held resources are kept from other operations (see [`crate::backfill`]).
 //! Assemblies are checked at fair-share updates (timeout, lost nodes, finished operations).
 
+use crate::backfill;
 use crate::event::EventKind;
 use crate::heartbeat::Walk;
 pub use crate::holds::GangAssembly;
@@ -29,7 +30,7 @@ impl Scheduler {
 
     /// Resources the gang assemblies hold on `node` for operations other than `op`.
     pub fn gang_held_on(&self, node: &NodeId, op: &OperationId) -> Resources {
-        self.gang_held_from(node, op)
+        backfill::gang_held_from(&self.books, &self.holds, node, op)
     }
 
     /// Every gang holding resources: the assembling ones and those placed whole.
@@ -91,7 +92,7 @@ impl Scheduler {
             {
                 continue;
             }
-            let held = self.held_from(&node.id, op_id);
+            let held = backfill::held_from(&self.books, &self.holds, &node.id, op_id);
             let mut taken = Resources::ZERO;
             let mut here: BTreeMap<usize, u32> = BTreeMap::new();
             for (task, spec) in op.spec.tasks.iter().enumerate() {
@@ -203,22 +204,20 @@ impl Scheduler {
         let a = &self.holds.gangs[&t];
         let op = &self.books.operations[&op_id];
         let node = &self.books.nodes[node_id];
-        let own_here = a
-            .holds
-            .get(node_id)
-            .map_or(Resources::ZERO, |tasks| self.held_resources(&op_id, tasks));
+        let own_here = a.holds.get(node_id).map_or(Resources::ZERO, |tasks| {
+            backfill::held_resources(&self.books, &op_id, tasks)
+        });
         let mut available = node
             .free()
             .sub(
-                &self
-                    .held_from(node_id, &op_id)
+                &backfill::held_from(&self.books, &self.holds, node_id, &op_id)
                     .map_or(Resources::ZERO, |h| h.all()),
             )
             .sub(&own_here)
             .max(&Resources::ZERO);
         // Everything held so far counts against the path's limits.
         let mut held_total = a.holds.values().fold(Resources::ZERO, |acc, tasks| {
-            acc.add(&self.held_resources(&op_id, tasks))
+            acc.add(&backfill::held_resources(&self.books, &op_id, tasks))
         });
         let held_per_task = a.held_per_task();
         let allow_regular = arena.elements[leaf].allow_regular_on_ssd;
@@ -342,7 +341,7 @@ impl Scheduler {
     ) -> Option<Vec<StartOrder>> {
         let t = walk.tree;
         let leaf = *self.trees[t].arena.by_operation.get(op_id)?;
-        let needed = self.held_resources(op_id, tasks);
+        let needed = backfill::held_resources(&self.books, op_id, tasks);
         let node = &self.books.nodes[node_id];
         let arena = &self.trees[t].arena;
         if !node.free().dominates(&needed)
@@ -361,7 +360,7 @@ impl Scheduler {
                 let resources = spec.resources;
                 let backfill = Offer {
                     available: self.books.nodes[node_id].free(),
-                    held: self.held_from(node_id, op_id),
+                    held: backfill::held_from(&self.books, &self.holds, node_id, op_id),
                 }
                 .backfills(now, limit, &resources);
                 let order = self.place(
@@ -522,7 +521,14 @@ impl Scheduler {
             } else if !a.ready {
                 // Until when other jobs may backfill what it holds.
                 let op = a.operation.clone();
-                let until = self.gang_needed_at(now, t, &op);
+                let until = backfill::gang_needed_at(
+                    &self.books,
+                    &self.holds,
+                    &self.trees[t].arena,
+                    now,
+                    t,
+                    &op,
+                );
                 self.holds
                     .gangs
                     .get_mut(&t)

@@ -469,7 +469,13 @@ impl Scheduler {
             },
         );
         self.remove_empty_ephemeral_pools();
-        self.release_reservation_of(now, id, "operation_finished");
+        crate::reservation::release_reservation_of(
+            &mut self.holds,
+            &mut self.events,
+            now,
+            id,
+            "operation_finished",
+        );
         self.holds.reservation_streak.remove(id);
         self.release_gang_of(now, id);
         self.try_run_pending(now);

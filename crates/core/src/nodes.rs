@@ -152,7 +152,13 @@ impl Scheduler {
         self.books.nodes.remove(id);
         // Nobody is left to stop anything there.
         self.orders.remove(id);
-        self.release_reservation(now, id, "node_unavailable");
+        crate::reservation::release_reservation(
+            &mut self.holds,
+            &mut self.events,
+            now,
+            id,
+            "node_unavailable",
+        );
         self.drop_gang_holds_on(now, id);
         Ok(())
     }

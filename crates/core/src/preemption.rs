@@ -293,8 +293,13 @@ impl Scheduler {
                 } else {
                     let limit =
                         self.books.operations[&order_op].spec.tasks[order_task].time_limit_ms;
-                    self.held_from(node_id, &preemptor.operation)
-                        .map_or(Resources::ZERO, |h| h.gangs_for_job(now, limit))
+                    crate::backfill::held_from(
+                        &self.books,
+                        &self.holds,
+                        node_id,
+                        &preemptor.operation,
+                    )
+                    .map_or(Resources::ZERO, |h| h.gangs_for_job(now, limit))
                 };
                 let mut remaining = Vec::new();
                 for (id, level) in candidates {
@@ -520,7 +525,13 @@ impl Scheduler {
                 });
             let offer = crate::holds::Offer {
                 available: self.books.nodes[node_id].free().add(&discount),
-                held: self.held_from_leaf(t, node_id, leaf),
+                held: crate::backfill::held_from_leaf(
+                    &self.books,
+                    &self.holds,
+                    &self.trees[t].arena,
+                    node_id,
+                    leaf,
+                ),
             };
             if let Some(order) = self.try_start(now, node_id, leaf, &mut walk, stage, offer) {
                 return Some(order);

@@ -202,7 +202,13 @@ impl Scheduler {
         for t in 0..self.trees.len() {
             self.raise_fair_share_alerts(t, now);
         }
-        self.update_reservations(now);
+        crate::reservation::update_reservations(
+            &self.trees,
+            &self.books,
+            &mut self.holds,
+            &mut self.events,
+            now,
+        );
         self.update_gangs(now);
         self.last_fair_share_update = Some(now);
         self.stats.fair_share_updates += 1;

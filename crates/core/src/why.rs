@@ -210,7 +210,15 @@ impl Scheduler {
         let held_back = |n: &crate::model::Node| {
             n.tree
                 .and_then(|nt| Some((nt, leaves[nt]?)))
-                .and_then(|(nt, leaf)| self.held_from_leaf(nt, &n.id, leaf))
+                .and_then(|(nt, leaf)| {
+                    crate::backfill::held_from_leaf(
+                        &self.books,
+                        &self.holds,
+                        &self.trees[nt].arena,
+                        &n.id,
+                        leaf,
+                    )
+                })
                 .map_or(Resources::ZERO, |h| h.all())
         };
         let held: Option<&dyn Fn(&crate::model::Node) -> Resources> =

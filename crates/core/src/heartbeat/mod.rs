@@ -310,7 +310,13 @@ impl Scheduler {
             // that end before it is needed).
             let offer = Offer {
                 available,
-                held: self.held_from_leaf(walk.tree, node_id, leaf),
+                held: crate::backfill::held_from_leaf(
+                    &self.books,
+                    &self.holds,
+                    &self.trees[walk.tree].arena,
+                    node_id,
+                    leaf,
+                ),
             };
             match self.try_start(now, node_id, leaf, walk, Stage::Regular, offer) {
                 Some(order) => {
