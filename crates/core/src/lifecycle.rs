@@ -477,7 +477,7 @@ impl Scheduler {
             "operation_finished",
         );
         self.holds.reservation_streak.remove(id);
-        self.release_gang_of(now, id);
+        crate::gang::release_gang_of(&mut self.holds, &mut self.events, now, id);
         self.try_run_pending(now);
     }
 

@@ -159,7 +159,7 @@ impl Scheduler {
             id,
             "node_unavailable",
         );
-        self.drop_gang_holds_on(now, id);
+        crate::gang::drop_gang_holds_on(&mut self.holds, &mut self.events, now, id);
         Ok(())
     }
 }

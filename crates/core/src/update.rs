@@ -209,7 +209,13 @@ impl Scheduler {
             &mut self.events,
             now,
         );
-        self.update_gangs(now);
+        crate::gang::update_gangs(
+            &self.trees,
+            &self.books,
+            &mut self.holds,
+            &mut self.events,
+            now,
+        );
         self.last_fair_share_update = Some(now);
         self.stats.fair_share_updates += 1;
         true

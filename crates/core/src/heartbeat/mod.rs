@@ -11,6 +11,7 @@ pub(crate) mod walk;
 pub(crate) use walk::Walk;
 
 use crate::event::Stage;
+use crate::gang;
 use crate::holds::Offer;
 use crate::model::{AllocationId, AllocationState, Millis, NodeId, PreemptionReason};
 use crate::scheduler::{CoreError, EndKind, HeartbeatResponse, NodeHeartbeat, Scheduler};
@@ -293,14 +294,31 @@ impl Scheduler {
             if self.trees[walk.tree].config().gang_placement.enable
                 && descent::is_gang_leaf(&self.trees[walk.tree].arena, &self.books.operations, leaf)
             {
-                if self.place_gang_now(now, leaf, walk) {
+                if gang::place_gang_now(
+                    &self.trees[walk.tree].arena,
+                    &self.books,
+                    &mut self.holds,
+                    &mut self.events,
+                    now,
+                    leaf,
+                    walk,
+                ) {
                     // What it holds here starts now.
                     for order in self.start_gang_holds(now, node_id, walk) {
                         started += 1;
                         response.start.push(order);
                     }
                 } else {
-                    self.gang_hold(now, node_id, leaf, walk);
+                    gang::gang_hold(
+                        &self.trees[walk.tree].arena,
+                        &self.books,
+                        &mut self.holds,
+                        &mut self.events,
+                        now,
+                        node_id,
+                        leaf,
+                        walk,
+                    );
                 }
                 walk.deactivate(&self.trees[walk.tree].arena, leaf);
                 deactivated.push(leaf);
