@@ -173,7 +173,12 @@ impl Scheduler {
                 state: AllocationState::Running,
             },
         );
-        self.classify_appended(tree, op_id, id, resources);
+        crate::preemptible::classify_appended(
+            &mut self.caches.preemption[tree],
+            op_id,
+            id,
+            resources,
+        );
         self.touch_operation(op_id);
         (id, resources)
     }

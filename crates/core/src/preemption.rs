@@ -9,7 +9,7 @@ use crate::model::{
     AllocationId, AllocationState, Millis, NodeId, Operation, OperationState, PreemptionMode,
     PreemptionReason,
 };
-use crate::preemptible::{PreemptionPriority, PreemptionStatus};
+use crate::preemptible::{self, PreemptionPriority, PreemptionStatus};
 use crate::scheduler::{EndKind, HeartbeatResponse, Scheduler};
 use crate::tree::StarvationStatus;
 use fairsched_hdrf::ElementIndex;
@@ -335,7 +335,13 @@ impl Scheduler {
             .map(|a| a.operation.clone())
             .collect();
         for op_id in &ops {
-            self.classes(t, op_id);
+            preemptible::cached_classes(
+                &mut self.caches.preemption[t],
+                &self.trees[t],
+                &self.books,
+                t,
+                op_id,
+            );
         }
         let cache = &self.caches.preemption[t].classes;
         self.candidates_classified(t, node_id, stage, min_level, &|op, id| {
@@ -586,23 +592,26 @@ impl Scheduler {
                 config.preemption_satisfaction_threshold
             };
             let blocker = *by_op.entry(leaf).or_insert_with(|| {
-                self.path_to_root(t, leaf).into_iter().find_map(|e| {
-                    let element = &arena.elements[e];
-                    let share = ResourceVector::from_resources(&usage[e], &arena.total_resources);
-                    let satisfaction = crate::heartbeat::walk::local_satisfaction(
-                        &share,
-                        &element.attrs.fair_share.total,
-                        &element.attrs.demand_share,
-                    );
-                    let blocks = (check_starvation
-                        && element.starvation_status != StarvationStatus::NonStarving)
-                        || (check_satisfaction && satisfaction < threshold);
-                    blocks.then_some(if e == leaf {
-                        Blocker::Operation
-                    } else {
-                        Blocker::Pool(e)
+                preemptible::path_to_root(&self.trees[t].arena, leaf)
+                    .into_iter()
+                    .find_map(|e| {
+                        let element = &arena.elements[e];
+                        let share =
+                            ResourceVector::from_resources(&usage[e], &arena.total_resources);
+                        let satisfaction = crate::heartbeat::walk::local_satisfaction(
+                            &share,
+                            &element.attrs.fair_share.total,
+                            &element.attrs.demand_share,
+                        );
+                        let blocks = (check_starvation
+                            && element.starvation_status != StarvationStatus::NonStarving)
+                            || (check_satisfaction && satisfaction < threshold);
+                        blocks.then_some(if e == leaf {
+                            Blocker::Operation
+                        } else {
+                            Blocker::Pool(e)
+                        })
                     })
-                })
             });
             if let Some(b) = blocker {
                 out.insert(id, b);
@@ -660,11 +669,13 @@ impl Scheduler {
                 continue;
             };
             let usage = self.live_usage(t);
-            let violated = self.path_to_root(t, leaf).into_iter().any(|e| {
-                !self.trees[t].arena.elements[e]
-                    .resource_limits
-                    .dominates(&usage[e])
-            });
+            let violated = preemptible::path_to_root(&self.trees[t].arena, leaf)
+                .into_iter()
+                .any(|e| {
+                    !self.trees[t].arena.elements[e]
+                        .resource_limits
+                        .dominates(&usage[e])
+                });
             if violated {
                 self.preempt(
                     now,
