@@ -221,7 +221,12 @@ impl Scheduler {
             }
             return;
         }
-        let mut walk = self.take_cached_walk(t);
+        let mut walk = descent::take_cached_walk(
+            &mut self.caches.walks,
+            t,
+            &self.trees[t].arena,
+            &self.books.operations,
+        );
         // Operations deactivated for this heartbeat only (restored below).
         let mut deactivated = Vec::new();
         self.regular_stage(now, node_id, &mut walk, &mut deactivated, response);
