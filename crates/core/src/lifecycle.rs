@@ -7,6 +7,7 @@ use crate::model::AllocationId;
 use crate::model::{
     Millis, Operation, OperationId, OperationSpec, OperationState, PreemptionReason, TaskProgress,
 };
+use crate::operations;
 use crate::scheduler::*;
 use crate::tree::ROOT_NAME;
 use crate::validate::*;
@@ -50,8 +51,15 @@ impl Scheduler {
             let requested = options
                 .and_then(|o| o.pool.as_deref())
                 .or(spec.pool.as_deref());
-            let placement = self.plan_placement(t, requested, &user)?;
-            self.check_operation_count(t, &placement, None)?;
+            let placement = operations::plan_placement(&self.trees[t], requested, &user)?;
+            operations::check_operation_count(
+                &self.trees[t],
+                &self.books,
+                t,
+                &self.caches.counts[t],
+                &placement,
+                None,
+            )?;
             placements.push((t, placement));
         }
         let mut op_trees = Vec::new();
@@ -61,11 +69,14 @@ impl Scheduler {
                 self.trees[t].ephemeral.insert(name, pool);
             }
             let pool = placement.pool;
-            let lightweight = self.is_lightweight(t, &spec, &pool);
+            let lightweight = operations::is_lightweight(&self.trees[t], &spec, &pool);
             if !lightweight && blocked.is_none() {
-                blocked = self
-                    .running_limit_violation(t, &pool, &self.caches.counts[t])
-                    .map(|(pool, limit)| (t, pool, limit));
+                blocked = operations::running_limit_violation(
+                    &self.trees[t],
+                    &pool,
+                    &self.caches.counts[t],
+                )
+                .map(|(pool, limit)| (t, pool, limit));
             }
             let options = spec
                 .scheduling_options_per_pool_tree
@@ -282,9 +293,24 @@ impl Scheduler {
         }
         let mut planned = Vec::new();
         for (slot, t, pool, top_level) in &moves {
-            let placement = self.plan_placement(*t, pool.as_deref(), &user)?;
-            self.check_operation_count(*t, &placement, Some(&op.trees[*slot].pool))?;
-            self.check_running_count_on_move(*t, id, *slot, &placement)?;
+            let (tree, counts) = (&self.trees[*t], &self.caches.counts[*t]);
+            let placement = operations::plan_placement(tree, pool.as_deref(), &user)?;
+            operations::check_operation_count(
+                tree,
+                &self.books,
+                *t,
+                counts,
+                &placement,
+                Some(&op.trees[*slot].pool),
+            )?;
+            operations::check_running_count_on_move(
+                tree,
+                &self.books,
+                counts,
+                id,
+                *slot,
+                &placement,
+            )?;
             planned.push((*slot, *t, placement, *top_level));
         }
         self.count_operation(id, false);
@@ -351,7 +377,7 @@ impl Scheduler {
         let lightweight: Vec<bool> = op
             .trees
             .iter()
-            .map(|o| self.is_lightweight(o.tree, &op.spec, &o.pool))
+            .map(|o| operations::is_lightweight(&self.trees[o.tree], &op.spec, &o.pool))
             .collect();
         let op = self.books.operations.get_mut(id).expect("checked above");
         for (o, l) in op.trees.iter_mut().zip(lightweight) {
@@ -617,10 +643,11 @@ impl Scheduler {
             .trees
             .iter()
             .flat_map(|o| {
-                self.pool_chain(o.tree, &o.pool, None)
+                let tree = &self.trees[o.tree];
+                operations::pool_chain(tree, &o.pool, None)
                     .into_iter()
                     .map(move |name| {
-                        let limit = self.pool_limits(o.tree, &name, None).1;
+                        let limit = operations::pool_limits(tree, &name, None).1;
                         ((o.tree, name), limit)
                     })
             })
@@ -653,10 +680,14 @@ impl Scheduler {
             }
             // As a pass over all would find it, from the trees as they are.
             let reason = op.trees.iter().filter(|o| !o.lightweight).find_map(|o| {
-                self.running_limit_violation(o.tree, &o.pool, &self.caches.counts[o.tree])
-                    .map(|(pool, limit)| {
-                        crate::operations::pending_reason(&pool, limit, &self.trees[o.tree].name)
-                    })
+                operations::running_limit_violation(
+                    &self.trees[o.tree],
+                    &o.pool,
+                    &self.caches.counts[o.tree],
+                )
+                .map(|(pool, limit)| {
+                    crate::operations::pending_reason(&pool, limit, &self.trees[o.tree].name)
+                })
             });
             debug_assert!(reason.is_some(), "{id:?} may run but is not looked at");
             debug_assert_eq!(reason, op.pending_reason, "{id:?} waits for another reason");
