@@ -2,6 +2,10 @@
 //! stage may take, conditional blockers, the preemptor's start), graceful preemption, limit
 //! violations and node overcommit. Which allocations are preemptible at all is
 //! [`crate::preemptible`].
+//!
+//! What a stage reads (candidates and their levels, conditional blockers, preemptive offers,
+//! live usage) are functions over explicit borrows of a tree, the books and the tree's
+//! preemption cache; what preempts and starts jobs are [`Scheduler`] methods.
 
 use crate::event::{Preemptor, Stage};
 use crate::heartbeat::descent;
@@ -9,9 +13,10 @@ use crate::model::{
     AllocationId, AllocationState, Millis, NodeId, Operation, OperationState, PreemptionMode,
     PreemptionReason,
 };
-use crate::preemptible::{self, PreemptionPriority, PreemptionStatus};
+use crate::preemptible::{self, PreemptionCache, PreemptionPriority, PreemptionStatus};
 use crate::scheduler::{EndKind, HeartbeatResponse, Scheduler};
-use crate::tree::StarvationStatus;
+use crate::state::Books;
+use crate::tree::{PoolTree, StarvationStatus};
 use fairsched_hdrf::ElementIndex;
 use fairsched_resources::{ResourceVector, Resources};
 use std::collections::BTreeMap;
@@ -88,49 +93,6 @@ const PREEMPTIVE_STAGES: [PreemptiveStage; 4] = [
 ];
 
 impl Scheduler {
-    fn aggressive_preemption_allowed(&self, t: usize, op: &Operation) -> bool {
-        if op.is_gang()
-            && !self.trees[t]
-                .config()
-                .allow_aggressive_preemption_for_gang_operations
-        {
-            return false;
-        }
-        self.trees[t]
-            .inherited(op.in_tree(t).map_or("", |o| o.pool.as_str()))
-            .is_none_or(|p| p.allow_aggressive_preemption)
-    }
-
-    /// Whether an allocation of `op` at `level` is protected in a stage (spec §2.4). The SSD
-    /// stages ignore every protection but graceful mode for victims without an `Ssd*` level.
-    fn preemption_blocked(&self, t: usize, op: &Operation, stage: Stage, level: Level) -> bool {
-        if op.spec.preemption_mode == PreemptionMode::Graceful {
-            return true;
-        }
-        if stage.is_ssd() && !level.is_ssd() {
-            return false;
-        }
-        if stage == Stage::Preemptive
-            && self.trees[t]
-                .explicit(op.in_tree(t).map_or("", |o| o.pool.as_str()))
-                .is_some_and(|p| !p.allow_normal_preemption)
-        {
-            return true;
-        }
-        if !self.trees[t]
-            .config()
-            .allow_preemption_from_starving_operations
-        {
-            let arena = &self.trees[t].arena;
-            if let Some(&i) = arena.by_operation.get(&op.spec.id)
-                && arena.elements[i].starvation_status != StarvationStatus::NonStarving
-            {
-                return true;
-            }
-        }
-        false
-    }
-
     /// Takes an allocation away: interrupted (with the operation's signal and timeout) when the
     /// operation handles interruption, aborted otherwise.
     pub(crate) fn preempt(
@@ -265,7 +227,7 @@ impl Scheduler {
                 continue;
             }
             let candidates = self.preemption_candidates(t, node_id, stage, spec.min_level);
-            let blockers = self.conditional_blockers(t, &candidates, stage);
+            let blockers = conditional_blockers(&self.trees[t], &self.books, t, &candidates, stage);
             // Candidates protected by the victim operation itself are dropped; those protected
             // by a pool may only go to preemptors inside that pool.
             let mut candidates: Vec<(AllocationId, Level)> = candidates
@@ -304,7 +266,8 @@ impl Scheduler {
                 let mut remaining = Vec::new();
                 for (id, level) in candidates {
                     let node = &self.books.nodes[node_id];
-                    let allowed = self.candidate_allowed_for(t, &blockers, id, preemptor_leaf);
+                    let allowed =
+                        candidate_allowed_for(&self.trees[t], &blockers, id, preemptor_leaf);
                     if allowed && !node.resources.dominates(&node.usage.add(&gang_held)) {
                         self.preempt(now, id, spec.reason, Some(preemptor.clone()), None);
                     } else {
@@ -344,155 +307,15 @@ impl Scheduler {
             );
         }
         let cache = &self.caches.preemption[t].classes;
-        self.candidates_classified(t, node_id, stage, min_level, &|op, id| {
-            cache.get(op).and_then(|c| c.statuses.get(&id)).copied()
-        })
-    }
-
-    /// [`Self::preemption_candidates`] with the allocations' classes from `status` (`None`:
-    /// preemptible, as an operation not in the last update).
-    fn candidates_classified(
-        &self,
-        t: usize,
-        node_id: &NodeId,
-        stage: Stage,
-        min_level: Level,
-        status: &dyn Fn(&crate::model::OperationId, AllocationId) -> Option<PreemptionStatus>,
-    ) -> Vec<(AllocationId, Level)> {
-        let ops: std::collections::BTreeSet<crate::model::OperationId> = self.books.nodes[node_id]
-            .allocations
-            .iter()
-            .filter_map(|id| self.books.allocations.get(id))
-            .map(|a| a.operation.clone())
-            .collect();
-        // SSD priority preemption on this node: which (operation, task) pairs run SSD jobs.
-        let ssd = self.trees[t].arena.ssd.as_ref();
-        let ssd_node = ssd.is_some_and(|ssd| ssd.priority_on(&self.books.nodes[node_id].tags));
-        let mut ssd_tasks: std::collections::BTreeSet<(&crate::model::OperationId, usize)> =
-            std::collections::BTreeSet::new();
-        if let Some(ssd) = ssd.filter(|_| ssd_node) {
-            for (op_id, op) in ops
-                .iter()
-                .filter_map(|id| Some((id, self.books.operations.get(id)?)))
-            {
-                for (i, task) in op.spec.tasks.iter().enumerate() {
-                    if ssd.is_ssd_task(task) {
-                        ssd_tasks.insert((op_id, i));
-                    }
-                }
-            }
-        }
-        let mut out = Vec::new();
-        for &id in &self.books.nodes[node_id].allocations {
-            let Some(a) = self.books.allocations.get(&id) else {
-                continue;
-            };
-            if a.state != AllocationState::Running {
-                continue;
-            }
-            let op = &self.books.operations[&a.operation];
-            let status = status(&op.spec.id, id).unwrap_or(PreemptionStatus::Preemptible);
-            // SSD allocations are protected from non-SSD preemption unless plainly preemptible.
-            let ssd = ssd_node && ssd_tasks.contains(&(&a.operation, a.task));
-            let level = match status {
-                PreemptionStatus::NonPreemptible if ssd => Level::SsdNonPreemptible,
-                PreemptionStatus::NonPreemptible => Level::NonPreemptible,
-                PreemptionStatus::AggressivelyPreemptible
-                    if self.aggressive_preemption_allowed(t, op) =>
-                {
-                    if ssd {
-                        Level::SsdAggressivelyPreemptible
-                    } else {
-                        Level::AggressivelyPreemptible
-                    }
-                }
-                PreemptionStatus::AggressivelyPreemptible if ssd => Level::SsdNonPreemptible,
-                PreemptionStatus::AggressivelyPreemptible => Level::NonPreemptible,
-                PreemptionStatus::Preemptible => Level::Preemptible,
-            };
-            if level >= min_level && !self.preemption_blocked(t, op, stage, level) {
-                out.push((id, level, a.start_time));
-            }
-        }
-        out.sort_by(|a, b| b.1.cmp(&a.1).then(b.2.cmp(&a.2)).then(b.0.cmp(&a.0)));
-        out.into_iter().map(|(id, level, _)| (id, level)).collect()
-    }
-
-    /// What the operation at arena index `leaf` of tree `t` could use on a node of that tree
-    /// in its preemptive stage now (as a heartbeat of the node would count it): the node's
-    /// free resources plus the allocations the stage of its preemption priority may take for
-    /// it. Only the free resources when it has no preemption priority or its stage does not
-    /// run on the node (an SSD stage on a node without SSD priority).
-    pub(crate) fn preemptive_offer(
-        &self,
-        t: usize,
-        leaf: ElementIndex,
-        node_id: &NodeId,
-        classes: &BTreeMap<crate::model::OperationId, BTreeMap<AllocationId, PreemptionStatus>>,
-    ) -> Resources {
-        let node = &self.books.nodes[node_id];
-        let free = node.free();
-        let crate::tree::ElementRef::Operation(id) = &self.trees[t].arena.elements[leaf].kind
-        else {
-            return free;
-        };
-        let priority = self.preemption_priority(t, &self.books.operations[id]);
-        let ssd_node = self.trees[t]
-            .arena
-            .ssd
-            .as_ref()
-            .is_some_and(|ssd| ssd.priority_on(&node.tags));
-        let Some(spec) = PREEMPTIVE_STAGES
-            .iter()
-            .find(|s| s.target == priority && (ssd_node || !s.stage.is_ssd()))
-        else {
-            return free;
-        };
-        let cache = &self.caches.preemption[t].classes;
-        let candidates =
-            self.candidates_classified(t, node_id, spec.stage, spec.min_level, &|op, a| {
-                cache
-                    .get(op)
-                    .map(|c| &c.statuses)
-                    .or_else(|| classes.get(op))
-                    .and_then(|statuses| statuses.get(&a))
-                    .copied()
-            });
-        let blockers = self.conditional_blockers(t, &candidates, spec.stage);
-        candidates
-            .iter()
-            .filter(|(a, _)| self.candidate_allowed_for(t, &blockers, *a, leaf))
-            .fold(free, |acc, (a, _)| {
-                acc.add(&self.books.allocations[a].resources)
-            })
-    }
-
-    /// Classes of the allocations of operations on `nodes` that the cache lacks (for
-    /// [`Self::preemptive_offer`], which may not fill the cache).
-    pub(crate) fn classes_for_offers<'a>(
-        &self,
-        t: usize,
-        nodes: impl Iterator<Item = &'a NodeId>,
-    ) -> BTreeMap<crate::model::OperationId, BTreeMap<AllocationId, PreemptionStatus>> {
-        let mut out = BTreeMap::new();
-        for node in nodes {
-            for a in &self.books.nodes[node].allocations {
-                let Some(a) = self.books.allocations.get(a) else {
-                    continue;
-                };
-                if self.caches.preemption[t].classes.contains_key(&a.operation)
-                    || out.contains_key(&a.operation)
-                {
-                    continue;
-                }
-                let op = &self.books.operations[&a.operation];
-                out.insert(
-                    a.operation.clone(),
-                    self.classify(t, op).into_iter().collect(),
-                );
-            }
-        }
-        out
+        candidates_classified(
+            &self.trees[t],
+            &self.books,
+            t,
+            node_id,
+            stage,
+            min_level,
+            &|op, id| cache.get(op).and_then(|c| c.statuses.get(&id)).copied(),
+        )
     }
 
     /// Starts one allocation for a target operation (arena indices of the node's tree),
@@ -525,7 +348,7 @@ impl Scheduler {
             // The discount: every candidate this operation may take.
             let discount = candidates
                 .iter()
-                .filter(|(id, _)| self.candidate_allowed_for(t, blockers, *id, leaf))
+                .filter(|(id, _)| candidate_allowed_for(&self.trees[t], blockers, *id, leaf))
                 .fold(Resources::ZERO, |acc, (id, _)| {
                     acc.add(&self.books.allocations[id].resources)
                 });
@@ -547,98 +370,6 @@ impl Scheduler {
         None
     }
 
-    /// The blocking checks (`preemption_check_starvation`, `preemption_check_satisfaction`):
-    /// for each candidate, the first element from its operation up to (not including) the root
-    /// that is starving or below its preemption satisfaction threshold.
-    fn conditional_blockers(
-        &self,
-        t: usize,
-        candidates: &[(AllocationId, Level)],
-        stage: Stage,
-    ) -> BTreeMap<AllocationId, Blocker> {
-        let mut out = BTreeMap::new();
-        let (check_starvation, check_satisfaction) = {
-            let c = self.trees[t].config();
-            (
-                c.preemption_check_starvation,
-                c.preemption_check_satisfaction,
-            )
-        };
-        if !(check_starvation || check_satisfaction) || candidates.is_empty() {
-            return out;
-        }
-        let arena = &self.trees[t].arena;
-        let usage = self.live_usage(t);
-        let config = self.trees[t].config();
-        let mut by_op: BTreeMap<ElementIndex, Option<Blocker>> = BTreeMap::new();
-        for &(id, level) in candidates {
-            // The SSD stages ignore the blocking ancestor of victims without an SSD level.
-            if stage.is_ssd() && !level.is_ssd() {
-                continue;
-            }
-            let Some(a) = self.books.allocations.get(&id) else {
-                continue;
-            };
-            let Some(&leaf) = arena.by_operation.get(&a.operation) else {
-                continue;
-            };
-            // The aggressive threshold in the stages of aggressive or SSD targets (YTsaurus:
-            // target priority >= Aggressive).
-            let aggressive = stage != Stage::Preemptive
-                && self.aggressive_preemption_allowed(t, &self.books.operations[&a.operation]);
-            let threshold = if aggressive {
-                config.aggressive_preemption_satisfaction_threshold
-            } else {
-                config.preemption_satisfaction_threshold
-            };
-            let blocker = *by_op.entry(leaf).or_insert_with(|| {
-                preemptible::path_to_root(&self.trees[t].arena, leaf)
-                    .into_iter()
-                    .find_map(|e| {
-                        let element = &arena.elements[e];
-                        let share =
-                            ResourceVector::from_resources(&usage[e], &arena.total_resources);
-                        let satisfaction = crate::heartbeat::walk::local_satisfaction(
-                            &share,
-                            &element.attrs.fair_share.total,
-                            &element.attrs.demand_share,
-                        );
-                        let blocks = (check_starvation
-                            && element.starvation_status != StarvationStatus::NonStarving)
-                            || (check_satisfaction && satisfaction < threshold);
-                        blocks.then_some(if e == leaf {
-                            Blocker::Operation
-                        } else {
-                            Blocker::Pool(e)
-                        })
-                    })
-            });
-            if let Some(b) = blocker {
-                out.insert(id, b);
-            }
-        }
-        out
-    }
-
-    /// Whether a candidate may be taken for an operation at arena index `preemptor`.
-    fn candidate_allowed_for(
-        &self,
-        t: usize,
-        blockers: &BTreeMap<AllocationId, Blocker>,
-        id: AllocationId,
-        preemptor: ElementIndex,
-    ) -> bool {
-        match blockers.get(&id) {
-            None => true,
-            Some(Blocker::Operation) => false,
-            // Without conditional preemption a blocking pool protects the victim from everyone.
-            Some(Blocker::Pool(pool)) => {
-                self.trees[t].config().enable_conditional_preemption
-                    && self.trees[t].arena.ancestors(preemptor).any(|a| a == *pool)
-            }
-        }
-    }
-
     /// Remaining candidates of operations (or pools) whose usage exceeds their resource limits
     /// are preempted (limits were lowered).
     fn preempt_limit_violations(
@@ -650,7 +381,7 @@ impl Scheduler {
         if !self.trees[t].limits_maybe_violated {
             return;
         }
-        let usage = self.live_usage(t);
+        let usage = live_usage(&self.trees[t], &self.books, t);
         let any_violation = self.trees[t]
             .arena
             .elements
@@ -668,7 +399,7 @@ impl Scheduler {
             let Some(&leaf) = self.trees[t].arena.by_operation.get(&a.operation) else {
                 continue;
             };
-            let usage = self.live_usage(t);
+            let usage = live_usage(&self.trees[t], &self.books, t);
             let violated = preemptible::path_to_root(&self.trees[t].arena, leaf)
                 .into_iter()
                 .any(|e| {
@@ -686,24 +417,6 @@ impl Scheduler {
                 );
             }
         }
-    }
-
-    /// Live usage of every element of the arena.
-    pub(crate) fn live_usage(&self, t: usize) -> Vec<Resources> {
-        let arena = &self.trees[t].arena;
-        let n = arena.elements.len();
-        let mut usage = vec![Resources::ZERO; n];
-        for (i, op) in crate::heartbeat::descent::tree_operations(arena, &self.books.operations) {
-            if let Some(op) = op {
-                usage[i] = op.in_tree(t).map_or(Resources::ZERO, |o| o.usage);
-            }
-        }
-        for i in (1..n).rev() {
-            if let Some(p) = arena.elements[i].parent {
-                usage[p] = usage[p].add(&usage[i]);
-            }
-        }
-        usage
     }
 
     /// Node overcommit (spec §2.8): after the allowed duration, allocations that do not fit,
@@ -766,5 +479,315 @@ impl Scheduler {
             .get_mut(node_id)
             .expect("node")
             .overcommit_since = None;
+    }
+}
+
+/// Live usage of every element of tree `t`'s (`tree`'s) arena.
+pub(crate) fn live_usage(tree: &PoolTree, books: &Books, t: usize) -> Vec<Resources> {
+    let arena = &tree.arena;
+    let n = arena.elements.len();
+    let mut usage = vec![Resources::ZERO; n];
+    for (i, op) in crate::heartbeat::descent::tree_operations(arena, &books.operations) {
+        if let Some(op) = op {
+            usage[i] = op.in_tree(t).map_or(Resources::ZERO, |o| o.usage);
+        }
+    }
+    for i in (1..n).rev() {
+        if let Some(p) = arena.elements[i].parent {
+            usage[p] = usage[p].add(&usage[i]);
+        }
+    }
+    usage
+}
+
+/// [`Scheduler::preemption_candidates`] (in tree `t`, `tree`) with the allocations' classes from `status` (`None`:
+/// preemptible, as an operation not in the last update).
+fn candidates_classified(
+    tree: &PoolTree,
+    books: &Books,
+    t: usize,
+    node_id: &NodeId,
+    stage: Stage,
+    min_level: Level,
+    status: &dyn Fn(&crate::model::OperationId, AllocationId) -> Option<PreemptionStatus>,
+) -> Vec<(AllocationId, Level)> {
+    let ops: std::collections::BTreeSet<crate::model::OperationId> = books.nodes[node_id]
+        .allocations
+        .iter()
+        .filter_map(|id| books.allocations.get(id))
+        .map(|a| a.operation.clone())
+        .collect();
+    // SSD priority preemption on this node: which (operation, task) pairs run SSD jobs.
+    let ssd = tree.arena.ssd.as_ref();
+    let ssd_node = ssd.is_some_and(|ssd| ssd.priority_on(&books.nodes[node_id].tags));
+    let mut ssd_tasks: std::collections::BTreeSet<(&crate::model::OperationId, usize)> =
+        std::collections::BTreeSet::new();
+    if let Some(ssd) = ssd.filter(|_| ssd_node) {
+        for (op_id, op) in ops
+            .iter()
+            .filter_map(|id| Some((id, books.operations.get(id)?)))
+        {
+            for (i, task) in op.spec.tasks.iter().enumerate() {
+                if ssd.is_ssd_task(task) {
+                    ssd_tasks.insert((op_id, i));
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for &id in &books.nodes[node_id].allocations {
+        let Some(a) = books.allocations.get(&id) else {
+            continue;
+        };
+        if a.state != AllocationState::Running {
+            continue;
+        }
+        let op = &books.operations[&a.operation];
+        let status = status(&op.spec.id, id).unwrap_or(PreemptionStatus::Preemptible);
+        // SSD allocations are protected from non-SSD preemption unless plainly preemptible.
+        let ssd = ssd_node && ssd_tasks.contains(&(&a.operation, a.task));
+        let level = match status {
+            PreemptionStatus::NonPreemptible if ssd => Level::SsdNonPreemptible,
+            PreemptionStatus::NonPreemptible => Level::NonPreemptible,
+            PreemptionStatus::AggressivelyPreemptible
+                if aggressive_preemption_allowed(tree, t, op) =>
+            {
+                if ssd {
+                    Level::SsdAggressivelyPreemptible
+                } else {
+                    Level::AggressivelyPreemptible
+                }
+            }
+            PreemptionStatus::AggressivelyPreemptible if ssd => Level::SsdNonPreemptible,
+            PreemptionStatus::AggressivelyPreemptible => Level::NonPreemptible,
+            PreemptionStatus::Preemptible => Level::Preemptible,
+        };
+        if level >= min_level && !preemption_blocked(tree, t, op, stage, level) {
+            out.push((id, level, a.start_time));
+        }
+    }
+    out.sort_by(|a, b| b.1.cmp(&a.1).then(b.2.cmp(&a.2)).then(b.0.cmp(&a.0)));
+    out.into_iter().map(|(id, level, _)| (id, level)).collect()
+}
+
+/// Whether the tree (`tree`, tree `t`) lets `op`'s allocations be preempted aggressively.
+fn aggressive_preemption_allowed(tree: &PoolTree, t: usize, op: &Operation) -> bool {
+    if op.is_gang()
+        && !tree
+            .config()
+            .allow_aggressive_preemption_for_gang_operations
+    {
+        return false;
+    }
+    tree.inherited(op.in_tree(t).map_or("", |o| o.pool.as_str()))
+        .is_none_or(|p| p.allow_aggressive_preemption)
+}
+
+/// Whether an allocation of `op` at `level` is protected in a stage (spec §2.4). The SSD
+/// stages ignore every protection but graceful mode for victims without an `Ssd*` level.
+fn preemption_blocked(
+    tree: &PoolTree,
+    t: usize,
+    op: &Operation,
+    stage: Stage,
+    level: Level,
+) -> bool {
+    if op.spec.preemption_mode == PreemptionMode::Graceful {
+        return true;
+    }
+    if stage.is_ssd() && !level.is_ssd() {
+        return false;
+    }
+    if stage == Stage::Preemptive
+        && tree
+            .explicit(op.in_tree(t).map_or("", |o| o.pool.as_str()))
+            .is_some_and(|p| !p.allow_normal_preemption)
+    {
+        return true;
+    }
+    if !tree.config().allow_preemption_from_starving_operations {
+        let arena = &tree.arena;
+        if let Some(&i) = arena.by_operation.get(&op.spec.id)
+            && arena.elements[i].starvation_status != StarvationStatus::NonStarving
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// What the operation at arena index `leaf` of tree `t` could use on a node of that tree
+/// (`tree`, its preemption cache `cache`) in its preemptive stage now (as a heartbeat of the node would count it): the node's
+/// free resources plus the allocations the stage of its preemption priority may take for
+/// it. Only the free resources when it has no preemption priority or its stage does not
+/// run on the node (an SSD stage on a node without SSD priority).
+pub(crate) fn preemptive_offer(
+    tree: &PoolTree,
+    books: &Books,
+    cache: &PreemptionCache,
+    t: usize,
+    leaf: ElementIndex,
+    node_id: &NodeId,
+    classes: &BTreeMap<crate::model::OperationId, BTreeMap<AllocationId, PreemptionStatus>>,
+) -> Resources {
+    let node = &books.nodes[node_id];
+    let free = node.free();
+    let crate::tree::ElementRef::Operation(id) = &tree.arena.elements[leaf].kind else {
+        return free;
+    };
+    let priority = preemptible::preemption_priority(tree, &books.operations[id]);
+    let ssd_node = tree
+        .arena
+        .ssd
+        .as_ref()
+        .is_some_and(|ssd| ssd.priority_on(&node.tags));
+    let Some(spec) = PREEMPTIVE_STAGES
+        .iter()
+        .find(|s| s.target == priority && (ssd_node || !s.stage.is_ssd()))
+    else {
+        return free;
+    };
+    let candidates = candidates_classified(
+        tree,
+        books,
+        t,
+        node_id,
+        spec.stage,
+        spec.min_level,
+        &|op, a| {
+            cache
+                .classes
+                .get(op)
+                .map(|c| &c.statuses)
+                .or_else(|| classes.get(op))
+                .and_then(|statuses| statuses.get(&a))
+                .copied()
+        },
+    );
+    let blockers = conditional_blockers(tree, books, t, &candidates, spec.stage);
+    candidates
+        .iter()
+        .filter(|(a, _)| candidate_allowed_for(tree, &blockers, *a, leaf))
+        .fold(free, |acc, (a, _)| acc.add(&books.allocations[a].resources))
+}
+
+/// Classes of the allocations of operations on `nodes` (of tree `t`, `tree`) that its cache
+/// lacks (for [`preemptive_offer`], which may not fill the cache).
+pub(crate) fn classes_for_offers<'a>(
+    tree: &PoolTree,
+    books: &Books,
+    cache: &PreemptionCache,
+    t: usize,
+    nodes: impl Iterator<Item = &'a NodeId>,
+) -> BTreeMap<crate::model::OperationId, BTreeMap<AllocationId, PreemptionStatus>> {
+    let mut out = BTreeMap::new();
+    for node in nodes {
+        for a in &books.nodes[node].allocations {
+            let Some(a) = books.allocations.get(a) else {
+                continue;
+            };
+            if cache.classes.contains_key(&a.operation) || out.contains_key(&a.operation) {
+                continue;
+            }
+            let op = &books.operations[&a.operation];
+            out.insert(
+                a.operation.clone(),
+                preemptible::classify(tree, books, t, op)
+                    .into_iter()
+                    .collect(),
+            );
+        }
+    }
+    out
+}
+
+/// The blocking checks (`preemption_check_starvation`, `preemption_check_satisfaction`):
+/// for each candidate, the first element from its operation up to (not including) the root
+/// that is starving or below its preemption satisfaction threshold.
+fn conditional_blockers(
+    tree: &PoolTree,
+    books: &Books,
+    t: usize,
+    candidates: &[(AllocationId, Level)],
+    stage: Stage,
+) -> BTreeMap<AllocationId, Blocker> {
+    let mut out = BTreeMap::new();
+    let (check_starvation, check_satisfaction) = {
+        let c = tree.config();
+        (
+            c.preemption_check_starvation,
+            c.preemption_check_satisfaction,
+        )
+    };
+    if !(check_starvation || check_satisfaction) || candidates.is_empty() {
+        return out;
+    }
+    let arena = &tree.arena;
+    let usage = live_usage(tree, books, t);
+    let config = tree.config();
+    let mut by_op: BTreeMap<ElementIndex, Option<Blocker>> = BTreeMap::new();
+    for &(id, level) in candidates {
+        // The SSD stages ignore the blocking ancestor of victims without an SSD level.
+        if stage.is_ssd() && !level.is_ssd() {
+            continue;
+        }
+        let Some(a) = books.allocations.get(&id) else {
+            continue;
+        };
+        let Some(&leaf) = arena.by_operation.get(&a.operation) else {
+            continue;
+        };
+        // The aggressive threshold in the stages of aggressive or SSD targets (YTsaurus:
+        // target priority >= Aggressive).
+        let aggressive = stage != Stage::Preemptive
+            && aggressive_preemption_allowed(tree, t, &books.operations[&a.operation]);
+        let threshold = if aggressive {
+            config.aggressive_preemption_satisfaction_threshold
+        } else {
+            config.preemption_satisfaction_threshold
+        };
+        let blocker = *by_op.entry(leaf).or_insert_with(|| {
+            preemptible::path_to_root(&tree.arena, leaf)
+                .into_iter()
+                .find_map(|e| {
+                    let element = &arena.elements[e];
+                    let share = ResourceVector::from_resources(&usage[e], &arena.total_resources);
+                    let satisfaction = crate::heartbeat::walk::local_satisfaction(
+                        &share,
+                        &element.attrs.fair_share.total,
+                        &element.attrs.demand_share,
+                    );
+                    let blocks = (check_starvation
+                        && element.starvation_status != StarvationStatus::NonStarving)
+                        || (check_satisfaction && satisfaction < threshold);
+                    blocks.then_some(if e == leaf {
+                        Blocker::Operation
+                    } else {
+                        Blocker::Pool(e)
+                    })
+                })
+        });
+        if let Some(b) = blocker {
+            out.insert(id, b);
+        }
+    }
+    out
+}
+
+/// Whether a candidate may be taken for an operation at arena index `preemptor` of `tree`.
+fn candidate_allowed_for(
+    tree: &PoolTree,
+    blockers: &BTreeMap<AllocationId, Blocker>,
+    id: AllocationId,
+    preemptor: ElementIndex,
+) -> bool {
+    match blockers.get(&id) {
+        None => true,
+        Some(Blocker::Operation) => false,
+        // Without conditional preemption a blocking pool protects the victim from everyone.
+        Some(Blocker::Pool(pool)) => {
+            tree.config().enable_conditional_preemption
+                && tree.arena.ancestors(preemptor).any(|a| a == *pool)
+        }
     }
 }

@@ -5,6 +5,7 @@
 
 use crate::model::{AllocationId, Millis, OperationId, OperationState};
 use crate::preemptible::PreemptionStatus;
+use crate::preemption;
 use crate::scheduler::Scheduler;
 use fairsched_hdrf::ElementIndex;
 use fairsched_resources::{ResourceKind, Resources};
@@ -63,7 +64,9 @@ impl Scheduler {
 
     /// Each tree's live usage per element.
     pub(crate) fn live_usages(&self) -> Vec<Vec<Resources>> {
-        (0..self.trees.len()).map(|t| self.live_usage(t)).collect()
+        (0..self.trees.len())
+            .map(|t| preemption::live_usage(&self.trees[t], &self.books, t))
+            .collect()
     }
 
     /// A context with each tree's usage per element as given (taken by
@@ -390,7 +393,10 @@ impl Scheduler {
                 // (Classes are per operation: those of every allocation on the tree's nodes
                 // serve every operation's offers.)
                 let classes = context.classes[t].get_or_init(|| {
-                    self.classes_for_offers(
+                    preemption::classes_for_offers(
+                        &self.trees[t],
+                        &self.books,
+                        &self.caches.preemption[t],
                         t,
                         self.books
                             .nodes
@@ -401,7 +407,18 @@ impl Scheduler {
                 });
                 let offers: Vec<(&crate::model::Node, Resources)> = nodes
                     .iter()
-                    .map(|n| (*n, self.preemptive_offer(t, index, &n.id, classes)))
+                    .map(|n| {
+                        let offer = preemption::preemptive_offer(
+                            &self.trees[t],
+                            &self.books,
+                            &self.caches.preemption[t],
+                            t,
+                            index,
+                            &n.id,
+                            classes,
+                        );
+                        (*n, offer)
+                    })
                     .collect();
                 // A node tries preemption once per backoff: the earliest such node.
                 let backoff = self.trees[t].config().preemptive_scheduling_backoff_ms;

@@ -25,7 +25,7 @@ impl Scheduler {
     /// is non-preemptible while the usage of the allocations before it is below the aggressive
     /// bound, aggressively preemptible while below the regular bound, preemptible after.
     pub fn classify(&self, t: usize, op: &Operation) -> Vec<(AllocationId, PreemptionStatus)> {
-        classify_with_prefix(&self.trees[t], &self.books, t, op).0
+        classify(&self.trees[t], &self.books, t, op)
     }
 
     /// Counts (preemptible, aggressively preemptible) allocations of an operation.
@@ -45,16 +45,31 @@ impl Scheduler {
     /// The operation's preemption priority from its own and (by scope) its ancestors' starvation;
     /// the SSD variants for an SSD operation when SSD priority preemption is enabled.
     pub fn preemption_priority(&self, t: usize, op: &Operation) -> PreemptionPriority {
-        let arena = &self.trees[t].arena;
-        let Some(&index) = arena.by_operation.get(&op.spec.id) else {
-            return PreemptionPriority::None;
-        };
-        let ssd = arena
-            .ssd
-            .as_ref()
-            .is_some_and(|ssd| ssd.is_ssd_operation(op));
-        priority_of(arena, self.trees[t].config(), index, ssd)
+        preemption_priority(&self.trees[t], op)
     }
+}
+
+/// [`Scheduler::classify`] in tree `t` (`tree`).
+pub(crate) fn classify(
+    tree: &PoolTree,
+    books: &Books,
+    t: usize,
+    op: &Operation,
+) -> Vec<(AllocationId, PreemptionStatus)> {
+    classify_with_prefix(tree, books, t, op).0
+}
+
+/// [`Scheduler::preemption_priority`] in `tree`.
+pub(crate) fn preemption_priority(tree: &PoolTree, op: &Operation) -> PreemptionPriority {
+    let arena = &tree.arena;
+    let Some(&index) = arena.by_operation.get(&op.spec.id) else {
+        return PreemptionPriority::None;
+    };
+    let ssd = arena
+        .ssd
+        .as_ref()
+        .is_some_and(|ssd| ssd.is_ssd_operation(op));
+    priority_of(arena, tree.config(), index, ssd)
 }
 
 /// Effective `non_preemptible_resource_usage_threshold` for an operation, with the tree's
