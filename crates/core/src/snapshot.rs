@@ -252,7 +252,7 @@ impl Scheduler {
             preemptible_allocation_count: preemptible,
             aggressively_preemptible_allocation_count: aggressively_preemptible,
             lightweight: op.lightweight,
-            why: self.why_waiting_in(op, why),
+            why: why.why_waiting(op),
             reserved_node: self.reserved_node_of(&op.spec.id).map(|n| n.0.clone()),
             pool_trees,
         }
