@@ -1,5 +1,9 @@
 //! Operation commands and their lifecycle: start (placement in trees and pools), abort,
 //! update, fail, finish, and forgetting finished operations.
+//!
+//! The commands change most of the scheduler's state and stay [`Scheduler`] methods; what they
+//! read (the trees an operation runs in, the pending queue's paths and blockers) are
+//! functions over explicit borrows.
 
 use crate::error::*;
 use crate::event::EventKind;
@@ -9,7 +13,8 @@ use crate::model::{
 };
 use crate::operations;
 use crate::scheduler::*;
-use crate::tree::ROOT_NAME;
+use crate::state::{Books, Caches};
+use crate::tree::{PoolTree, ROOT_NAME, tree_index};
 use crate::validate::*;
 use fairsched_resources::{PartialResources, Resources};
 use std::collections::BTreeMap;
@@ -42,7 +47,7 @@ impl Scheduler {
         }
         let user = spec.user.clone().unwrap_or_else(|| "root".to_string());
         // Decide and check everything first; change state only when the operation is accepted.
-        let trees = self.operation_trees(&spec)?;
+        let trees = operation_trees(&self.trees, self.default_tree, &spec)?;
         let mut placements = Vec::new();
         for &t in &trees {
             let options = spec
@@ -149,7 +154,7 @@ impl Scheduler {
         self.books.live_order.push((start_seq, id.clone()));
         self.count_operation(&id, true);
         if state == OperationState::Pending {
-            let paths = self.pending_paths(&id);
+            let paths = pending_paths(&self.trees, &self.books, &id);
             self.caches.pending.add(&id, paths);
         }
         self.log(
@@ -164,53 +169,9 @@ impl Scheduler {
         Ok(())
     }
 
-    /// The trees an operation runs in (indices; the default tree first if it is one of them):
-    /// its `pool_trees`, or the default tree. Unknown trees and per-tree options for trees it does not run in are errors.
-    fn operation_trees(&self, spec: &OperationSpec) -> Result<Vec<usize>, CoreError> {
-        let id = &spec.id.0;
-        let mut trees = match &spec.pool_trees {
-            None => vec![self.default_tree],
-            Some(names) if names.is_empty() => {
-                return Err(CoreError::new(format!(
-                    "operation {id:?}: pool_trees must not be empty"
-                )));
-            }
-            Some(names) => names
-                .iter()
-                .map(|name| {
-                    self.tree_index(name).ok_or_else(|| {
-                        CoreError::new(format!(
-                            "operation {id:?}: pool_trees names tree {name:?}, which does not \
-                             exist (trees: {})",
-                            self.trees
-                                .iter()
-                                .map(|t| format!("{:?}", t.name))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ))
-                    })
-                })
-                .collect::<Result<Vec<_>, _>>()?,
-        };
-        // The default tree first (the operation's fields in snapshots are of its first tree),
-        // then by name.
-        let default = self.default_tree;
-        trees.sort_unstable_by_key(|&t| (t != default, t));
-        trees.dedup();
-        for name in spec.scheduling_options_per_pool_tree.keys() {
-            if !self.tree_index(name).is_some_and(|t| trees.contains(&t)) {
-                return Err(CoreError::new(format!(
-                    "operation {id:?}: scheduling_options_per_pool_tree.{name}: the operation \
-                     does not run in tree {name:?}"
-                )));
-            }
-        }
-        Ok(trees)
-    }
-
     /// Aborts an operation: its jobs are killed.
     pub fn abort_operation(&mut self, now: Millis, id: &OperationId) -> Result<(), CoreError> {
-        let op = self.unfinished_operation(id)?;
+        let op = unfinished_operation(&self.books, id)?;
         let allocations = op.allocations.clone();
         for a in allocations {
             self.end_allocation(
@@ -258,7 +219,7 @@ impl Scheduler {
         for cache in &mut self.caches.preemption {
             cache.classes.remove(id);
         }
-        let op = self.unfinished_operation(id)?;
+        let op = unfinished_operation(&self.books, id)?;
         let check_weight = |field: &str, w: Option<f64>| match w {
             Some(w) => check_operation_weight(&id.0, field, w),
             None => Ok(()),
@@ -527,23 +488,6 @@ impl Scheduler {
         }
     }
 
-    /// The operation `id` if it exists and has not finished (commands refuse it otherwise).
-    fn unfinished_operation(&self, id: &OperationId) -> Result<&Operation, CoreError> {
-        let op = self
-            .books
-            .operations
-            .get(id)
-            .ok_or_else(|| CoreError::new(format!("operation {:?} does not exist", id.0)))?;
-        if op.state.is_finished() {
-            return Err(CoreError::new(format!(
-                "operation {:?} is already {}",
-                id.0,
-                op.state.name()
-            )));
-        }
-        Ok(op)
-    }
-
     /// Starts pending operations (in start order) whose pools have running slots again.
     pub(crate) fn try_run_pending(&mut self, now: Millis) {
         // Nothing waits when every unfinished operation runs (each root counts its tree's).
@@ -559,7 +503,7 @@ impl Scheduler {
         if self.caches.pending.needs_reindex() {
             let ids: Vec<OperationId> = self.caches.pending.ids().cloned().collect();
             for id in ids {
-                let paths = self.pending_paths(&id);
+                let paths = pending_paths(&self.trees, &self.books, &id);
                 self.caches.pending.reindex(&id, paths);
             }
             self.caches.pending.reindexed();
@@ -577,7 +521,7 @@ impl Scheduler {
                 continue;
             }
             // It runs once every tree it runs in has a running slot for it.
-            match self.pending_blocker(&id) {
+            match pending_blocker(&self.books, &self.caches, &id) {
                 Some(at) => {
                     // The reason names the blocker: written again only when it changed.
                     if self.caches.pending.blocker(&id) != Some(at) {
@@ -614,84 +558,7 @@ impl Scheduler {
             }
         }
         self.caches.pending.settle();
-        self.debug_check_pending();
-    }
-
-    /// What a pending operation waits for, from its paths as queued: the first pool (an
-    /// index into them) at its running limit, trees in order (lightweight ones excepted),
-    /// each from the operation's pool up; `None`: it may run.
-    fn pending_blocker(&self, id: &OperationId) -> Option<usize> {
-        let op = &self.books.operations[id];
-        let paths = self
-            .caches
-            .pending
-            .paths(id)
-            .expect("pending operations are queued");
-        paths.iter().position(|((t, pool), limit)| {
-            !op.in_tree(*t).is_some_and(|o| o.lightweight)
-                && self.caches.counts[*t]
-                    .get(pool)
-                    .map_or(0, |c| c.running_operation_count)
-                    >= *limit
-        })
-    }
-
-    /// The pools (tree, name) on a pending operation's paths and their running limits, for
-    /// the queue.
-    fn pending_paths(&self, id: &OperationId) -> Vec<((usize, String), u32)> {
-        self.books.operations[id]
-            .trees
-            .iter()
-            .flat_map(|o| {
-                let tree = &self.trees[o.tree];
-                operations::pool_chain(tree, &o.pool, None)
-                    .into_iter()
-                    .map(move |name| {
-                        let limit = operations::pool_limits(tree, &name, None).1;
-                        ((o.tree, name), limit)
-                    })
-            })
-            .collect()
-    }
-
-    /// Debug builds: the queue holds exactly the pending operations, and every one not stale
-    /// still waits for the reason it shows (what a pass over all of them would leave).
-    fn debug_check_pending(&self) {
-        if !cfg!(debug_assertions) {
-            return;
-        }
-        let pending: Vec<&Operation> = self
-            .unfinished_operations()
-            .filter(|op| op.state == OperationState::Pending)
-            .collect();
-        debug_assert_eq!(
-            pending.len(),
-            self.caches.pending.len(),
-            "pending queue out of date"
-        );
-        for op in pending {
-            let id = &op.spec.id;
-            debug_assert!(
-                self.caches.pending.contains(id),
-                "{id:?} pending but not queued"
-            );
-            if self.caches.pending.is_stale(id) {
-                continue;
-            }
-            // As a pass over all would find it, from the trees as they are.
-            let reason = op.trees.iter().filter(|o| !o.lightweight).find_map(|o| {
-                operations::running_limit_violation(
-                    &self.trees[o.tree],
-                    &o.pool,
-                    &self.caches.counts[o.tree],
-                )
-                .map(|(pool, limit)| {
-                    crate::operations::pending_reason(&pool, limit, &self.trees[o.tree].name)
-                })
-            });
-            debug_assert!(reason.is_some(), "{id:?} may run but is not looked at");
-            debug_assert_eq!(reason, op.pending_reason, "{id:?} waits for another reason");
-        }
+        debug_check_pending(&self.trees, &self.books, &self.caches);
     }
 
     /// Hung operations (scheduler spec §3.7) are failed: an ancestor's (or the operation's own)
@@ -814,5 +681,145 @@ impl Scheduler {
         for (id, reason) in to_fail {
             self.fail_operation(now, &id, reason);
         }
+    }
+}
+
+/// The trees (of `trees`, the default one `default_tree`) an operation runs in (indices; the
+/// default tree first if it is one of them):
+/// its `pool_trees`, or the default tree. Unknown trees and per-tree options for trees it does not run in are errors.
+fn operation_trees(
+    trees: &[PoolTree],
+    default_tree: usize,
+    spec: &OperationSpec,
+) -> Result<Vec<usize>, CoreError> {
+    let id = &spec.id.0;
+    let mut ts = match &spec.pool_trees {
+        None => vec![default_tree],
+        Some(names) if names.is_empty() => {
+            return Err(CoreError::new(format!(
+                "operation {id:?}: pool_trees must not be empty"
+            )));
+        }
+        Some(names) => names
+            .iter()
+            .map(|name| {
+                tree_index(trees, name).ok_or_else(|| {
+                    CoreError::new(format!(
+                        "operation {id:?}: pool_trees names tree {name:?}, which does not \
+                         exist (trees: {})",
+                        trees
+                            .iter()
+                            .map(|t| format!("{:?}", t.name))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+    };
+    // The default tree first (the operation's fields in snapshots are of its first tree),
+    // then by name.
+    ts.sort_unstable_by_key(|&t| (t != default_tree, t));
+    ts.dedup();
+    for name in spec.scheduling_options_per_pool_tree.keys() {
+        if !tree_index(trees, name).is_some_and(|t| ts.contains(&t)) {
+            return Err(CoreError::new(format!(
+                "operation {id:?}: scheduling_options_per_pool_tree.{name}: the operation \
+                 does not run in tree {name:?}"
+            )));
+        }
+    }
+    Ok(ts)
+}
+
+/// The operation `id` if it exists and has not finished (commands refuse it otherwise).
+fn unfinished_operation<'b>(
+    books: &'b Books,
+    id: &OperationId,
+) -> Result<&'b Operation, CoreError> {
+    let op = books
+        .operations
+        .get(id)
+        .ok_or_else(|| CoreError::new(format!("operation {:?} does not exist", id.0)))?;
+    if op.state.is_finished() {
+        return Err(CoreError::new(format!(
+            "operation {:?} is already {}",
+            id.0,
+            op.state.name()
+        )));
+    }
+    Ok(op)
+}
+
+/// What a pending operation waits for, from its paths as queued: the first pool (an
+/// index into them) at its running limit, trees in order (lightweight ones excepted),
+/// each from the operation's pool up; `None`: it may run.
+fn pending_blocker(books: &Books, caches: &Caches, id: &OperationId) -> Option<usize> {
+    let op = &books.operations[id];
+    let paths = caches
+        .pending
+        .paths(id)
+        .expect("pending operations are queued");
+    paths.iter().position(|((t, pool), limit)| {
+        !op.in_tree(*t).is_some_and(|o| o.lightweight)
+            && caches.counts[*t]
+                .get(pool)
+                .map_or(0, |c| c.running_operation_count)
+                >= *limit
+    })
+}
+
+/// The pools (tree, name) on a pending operation's paths and their running limits, for
+/// the queue.
+fn pending_paths(
+    trees: &[PoolTree],
+    books: &Books,
+    id: &OperationId,
+) -> Vec<((usize, String), u32)> {
+    books.operations[id]
+        .trees
+        .iter()
+        .flat_map(|o| {
+            let tree = &trees[o.tree];
+            operations::pool_chain(tree, &o.pool, None)
+                .into_iter()
+                .map(move |name| {
+                    let limit = operations::pool_limits(tree, &name, None).1;
+                    ((o.tree, name), limit)
+                })
+        })
+        .collect()
+}
+
+/// Debug builds: the queue holds exactly the pending operations, and every one not stale
+/// still waits for the reason it shows (what a pass over all of them would leave).
+fn debug_check_pending(trees: &[PoolTree], books: &Books, caches: &Caches) {
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    let pending: Vec<&Operation> = books
+        .unfinished_operations()
+        .filter(|op| op.state == OperationState::Pending)
+        .collect();
+    debug_assert_eq!(
+        pending.len(),
+        caches.pending.len(),
+        "pending queue out of date"
+    );
+    for op in pending {
+        let id = &op.spec.id;
+        debug_assert!(caches.pending.contains(id), "{id:?} pending but not queued");
+        if caches.pending.is_stale(id) {
+            continue;
+        }
+        // As a pass over all would find it, from the trees as they are.
+        let reason = op.trees.iter().filter(|o| !o.lightweight).find_map(|o| {
+            operations::running_limit_violation(&trees[o.tree], &o.pool, &caches.counts[o.tree])
+                .map(|(pool, limit)| {
+                    crate::operations::pending_reason(&pool, limit, &trees[o.tree].name)
+                })
+        });
+        debug_assert!(reason.is_some(), "{id:?} may run but is not looked at");
+        debug_assert_eq!(reason, op.pending_reason, "{id:?} waits for another reason");
     }
 }

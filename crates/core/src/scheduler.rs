@@ -152,7 +152,7 @@ impl Scheduler {
 
     /// Index of the tree named `name`.
     pub fn tree_index(&self, name: &str) -> Option<usize> {
-        self.trees.iter().position(|t| t.name == name)
+        crate::tree::tree_index(&self.trees, name)
     }
 
     pub fn operation(&self, id: &OperationId) -> Option<&Operation> {
