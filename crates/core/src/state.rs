@@ -74,6 +74,14 @@ impl Books {
     pub(crate) fn live_operation(&self, seq: u64, id: &OperationId) -> Option<&Operation> {
         self.operations.get(id).filter(|op| op.start_seq == seq)
     }
+
+    /// Total resources of the nodes tree `t` schedules on.
+    pub(crate) fn tree_total(&self, t: usize) -> Resources {
+        self.nodes
+            .values()
+            .filter(|n| n.scheduler_jobs_enabled && n.tree == Some(t))
+            .fold(Resources::ZERO, |acc, n| acc.add(&n.resources))
+    }
 }
 
 /// What the scheduler keeps between fair-share updates to spare recomputation, each part

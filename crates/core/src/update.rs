@@ -9,6 +9,7 @@ use crate::model::Millis;
 use crate::model::OperationId;
 use crate::model::OperationState;
 use crate::scheduler::Scheduler;
+use crate::state::{Books, EventLog};
 use crate::tree::EphemeralPool;
 use crate::tree::PoolTree;
 use crate::tree::ROOT_NAME;
@@ -46,15 +47,6 @@ impl Scheduler {
             self.last_hangup_check = Some(now);
             self.fail_hung_operations(now);
         }
-    }
-
-    /// Total resources of the nodes tree `t` schedules on.
-    pub(crate) fn tree_total(&self, t: usize) -> Resources {
-        self.books
-            .nodes
-            .values()
-            .filter(|n| n.scheduler_jobs_enabled && n.tree == Some(t))
-            .fold(Resources::ZERO, |acc, n| acc.add(&n.resources))
     }
 
     /// Recomputes fair shares and statuses now: [`Scheduler::prepare_fair_share_update`],
@@ -160,7 +152,7 @@ impl Scheduler {
         self.books.live_order = kept;
         let mut trees = Vec::with_capacity(self.trees.len());
         for (t, (ops, generation)) in operations.into_iter().zip(generations).enumerate() {
-            let total = self.tree_total(t);
+            let total = self.books.tree_total(t);
             trees.push(self.trees[t].prepare_update(t, now, total, generation, ops));
         }
         FairShareUpdate {
@@ -200,7 +192,7 @@ impl Scheduler {
             self.caches.preemption[t].classes.clear();
         }
         for t in 0..self.trees.len() {
-            self.raise_fair_share_alerts(t, now);
+            raise_fair_share_alerts(&mut self.trees[t], &self.books, &mut self.events, t, now);
         }
         crate::reservation::update_reservations(
             &self.trees,
@@ -337,47 +329,6 @@ impl Scheduler {
         self.try_run_pending(now);
         Ok(())
     }
-
-    /// Logs an `error` event for every fair-share alert that appeared with this update (YTsaurus
-    /// raises a scheduler alert; 29000: strong guarantees exceed the cluster and are scaled down).
-    pub(crate) fn raise_fair_share_alerts(&mut self, t: usize, now: Millis) {
-        // One alert per code, as YTsaurus raises one scheduler alert per kind.
-        let mut by_code: BTreeMap<u32, Vec<String>> = BTreeMap::new();
-        for e in &self.trees[t].arena.errors {
-            by_code
-                .entry(e.code().unwrap_or(1))
-                .or_default()
-                .push(format!("{}: {e}", e.name()));
-        }
-        if let Some(messages) = by_code.get_mut(&fairsched_config::POOL_TREE_GUARANTEES_OVERCOMMIT)
-        {
-            // The configuration's words for it (the overcommitted resources only, in human
-            // units), as the server's replies to pool changes say it; the update's own text
-            // where the configured guarantees alone do not show it (inferred components).
-            let total = self.tree_total(t);
-            if let Some(alert) =
-                fairsched_config::guarantee_overcommit_alert(&self.trees[t].validated.tree, &total)
-            {
-                *messages = vec![alert.message];
-            }
-        }
-        let alerts: Vec<(u32, String)> = by_code
-            .into_iter()
-            .map(|(code, messages)| (code, messages.join("; ")))
-            .collect();
-        for alert in &alerts {
-            if !self.trees[t].active_alerts.contains(alert) {
-                self.log(
-                    now,
-                    EventKind::Error {
-                        code: alert.0,
-                        message: format!("pool tree {:?}: {}", self.trees[t].name, alert.1),
-                    },
-                );
-            }
-        }
-        self.trees[t].active_alerts = alerts;
-    }
 }
 
 /// A fair-share update being prepared in slices ([`Scheduler::begin_fair_share_update`]).
@@ -426,4 +377,51 @@ impl FairShareUpdate {
     pub fn now(&self) -> Millis {
         self.now
     }
+}
+
+/// Logs an `error` event for every fair-share alert that appeared with this update of tree `t`
+/// (`tree`) (YTsaurus
+/// raises a scheduler alert; 29000: strong guarantees exceed the cluster and are scaled down).
+fn raise_fair_share_alerts(
+    tree: &mut PoolTree,
+    books: &Books,
+    events: &mut EventLog,
+    t: usize,
+    now: Millis,
+) {
+    // One alert per code, as YTsaurus raises one scheduler alert per kind.
+    let mut by_code: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+    for e in &tree.arena.errors {
+        by_code
+            .entry(e.code().unwrap_or(1))
+            .or_default()
+            .push(format!("{}: {e}", e.name()));
+    }
+    if let Some(messages) = by_code.get_mut(&fairsched_config::POOL_TREE_GUARANTEES_OVERCOMMIT) {
+        // The configuration's words for it (the overcommitted resources only, in human
+        // units), as the server's replies to pool changes say it; the update's own text
+        // where the configured guarantees alone do not show it (inferred components).
+        let total = books.tree_total(t);
+        if let Some(alert) =
+            fairsched_config::guarantee_overcommit_alert(&tree.validated.tree, &total)
+        {
+            *messages = vec![alert.message];
+        }
+    }
+    let alerts: Vec<(u32, String)> = by_code
+        .into_iter()
+        .map(|(code, messages)| (code, messages.join("; ")))
+        .collect();
+    for alert in &alerts {
+        if !tree.active_alerts.contains(alert) {
+            events.log(
+                now,
+                EventKind::Error {
+                    code: alert.0,
+                    message: format!("pool tree {:?}: {}", tree.name, alert.1),
+                },
+            );
+        }
+    }
+    tree.active_alerts = alerts;
 }
