@@ -1,5 +1,8 @@
-//! The scheduler: state plus the commands that change it. Every method takes the current time
-//! as an argument; nothing here reads a clock, spawns a thread or depends on hash order.
+//! The scheduler: a facade over its state, kept in parts with one owner each (the trees,
+//! `Books`, `Caches`, `Holds`, the `EventLog`, the orders and the stats; see `state.rs`), and
+//! its accessors. The commands are in the stage modules, as methods that split the borrows
+//! over functions taking only the parts they need. Every method takes the current time as an
+//! argument; nothing here reads a clock, spawns a thread or depends on hash order.
 
 use crate::event::{Event, EventKind};
 use crate::holds::Holds;
@@ -33,7 +36,7 @@ pub struct OperationUpdate {
     pub per_tree: BTreeMap<String, TreeSchedulingOptions>,
 }
 
-/// The scheduling core.
+/// The scheduling core: its state in parts, the commands added by the stage modules.
 #[derive(Clone, Debug)]
 pub struct Scheduler {
     pub config: SchedulerConfig,

@@ -3,7 +3,7 @@
 //! filters, resource limits, FIFO order, gangs, reservations, room on a node, the spare bound,
 //! a fair share of 0, starvation with or without anything to preempt, the fair share itself).
 //!
-//! The answers are methods of a [`WhyContext`], which borrows the trees, books, holds and
+//! The answers are methods of a `WhyContext`, which borrows the trees, books, holds and
 //! caches it reads; [`Scheduler::why_waiting`] and the snapshot build one.
 
 use crate::holds::Holds;

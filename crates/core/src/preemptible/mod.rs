@@ -3,7 +3,7 @@
 //! non-preemptible), cached per tree until its shares change; and each operation's preemption
 //! priority from its own and its ancestors' starvation.
 //!
-//! Functions over explicit borrows of a tree, the books and the tree's [`PreemptionCache`];
+//! Functions over explicit borrows of a tree, the books and the tree's `PreemptionCache`;
 //! the queries of the public API are [`Scheduler`] methods.
 
 pub(crate) mod classes;
