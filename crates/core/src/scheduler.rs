@@ -171,12 +171,6 @@ impl Scheduler {
         self.books.unfinished_operations()
     }
 
-    /// Operation `id` of the live order entry `(seq, id)`, unless it is gone (forgotten, its
-    /// id maybe used again).
-    pub(crate) fn live_operation(&self, seq: u64, id: &OperationId) -> Option<&Operation> {
-        self.books.live_operation(seq, id)
-    }
-
     pub fn node(&self, id: &NodeId) -> Option<&Node> {
         self.books.nodes.get(id)
     }

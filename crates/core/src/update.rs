@@ -75,15 +75,7 @@ impl Scheduler {
     /// since waits for the next update, as if it had started just after this one). A change of
     /// a tree's configuration meanwhile makes the update one that is not installed.
     pub fn begin_fair_share_update(&mut self, now: Millis) -> PreparingUpdate {
-        PreparingUpdate {
-            now,
-            ids: self.books.live_order.clone(),
-            done: 0,
-            kept: Vec::with_capacity(self.books.live_order.len()),
-            operations: vec![Vec::new(); self.trees.len()],
-            generations: self.trees.iter().map(|t| t.generation).collect(),
-            min_pending_job: None,
-        }
+        PreparingUpdate::new(now, &self.trees, &self.books)
     }
 
     /// Copies the next `count` operations into an update being prepared; true when all are.
@@ -92,37 +84,7 @@ impl Scheduler {
         preparing: &mut PreparingUpdate,
         count: usize,
     ) -> bool {
-        let end = preparing
-            .ids
-            .len()
-            .min(preparing.done.saturating_add(count));
-        let media: Vec<Option<&[String]>> = self.trees.iter().map(|t| t.ssd_media()).collect();
-        for i in preparing.done..end {
-            let (seq, id) =
-                std::mem::replace(&mut preparing.ids[i], (0, OperationId(String::new())));
-            let Some(op) = self
-                .live_operation(seq, &id)
-                .filter(|op| !op.state.is_finished())
-            else {
-                continue;
-            };
-            if op.state == OperationState::Running {
-                for (t, ssd_media) in media.iter().enumerate() {
-                    if let Some(prepared) = crate::tree::prepare_operation(t, op, *ssd_media) {
-                        preparing.operations[t].push(prepared);
-                    }
-                }
-                for r in op.pending_job_resources() {
-                    preparing.min_pending_job = Some(match preparing.min_pending_job {
-                        Some(min) => min.min(&r),
-                        None => r,
-                    });
-                }
-            }
-            preparing.kept.push((seq, id));
-        }
-        preparing.done = end;
-        preparing.done == preparing.ids.len()
+        preparing.copy_operations(&self.trees, &self.books, count)
     }
 
     /// The prepared update (operations not yet copied are copied now). The operations
@@ -344,6 +306,53 @@ pub struct PreparingUpdate {
     operations: Vec<Vec<crate::tree::PreparedOperation>>,
     generations: Vec<u64>,
     min_pending_job: Option<Resources>,
+}
+
+impl PreparingUpdate {
+    /// Starts preparing an update at `now` from the trees (their generations) and the books'
+    /// live order.
+    fn new(now: Millis, trees: &[PoolTree], books: &Books) -> PreparingUpdate {
+        PreparingUpdate {
+            now,
+            ids: books.live_order.clone(),
+            done: 0,
+            kept: Vec::with_capacity(books.live_order.len()),
+            operations: vec![Vec::new(); trees.len()],
+            generations: trees.iter().map(|t| t.generation).collect(),
+            min_pending_job: None,
+        }
+    }
+
+    /// Copies the next `count` operations of `books` (for each of `trees`); true when all are.
+    fn copy_operations(&mut self, trees: &[PoolTree], books: &Books, count: usize) -> bool {
+        let end = self.ids.len().min(self.done.saturating_add(count));
+        let media: Vec<Option<&[String]>> = trees.iter().map(|t| t.ssd_media()).collect();
+        for i in self.done..end {
+            let (seq, id) = std::mem::replace(&mut self.ids[i], (0, OperationId(String::new())));
+            let Some(op) = books
+                .live_operation(seq, &id)
+                .filter(|op| !op.state.is_finished())
+            else {
+                continue;
+            };
+            if op.state == OperationState::Running {
+                for (t, ssd_media) in media.iter().enumerate() {
+                    if let Some(prepared) = crate::tree::prepare_operation(t, op, *ssd_media) {
+                        self.operations[t].push(prepared);
+                    }
+                }
+                for r in op.pending_job_resources() {
+                    self.min_pending_job = Some(match self.min_pending_job {
+                        Some(min) => min.min(&r),
+                        None => r,
+                    });
+                }
+            }
+            self.kept.push((seq, id));
+        }
+        self.done = end;
+        self.done == self.ids.len()
+    }
 }
 
 /// A fair-share update of every tree, prepared by [`Scheduler::prepare_fair_share_update`]:
