@@ -565,109 +565,13 @@ impl Scheduler {
     /// limits too small for its smallest pending job for too long, or starving with nothing
     /// running and no successful schedule for too long.
     pub(crate) fn fail_hung_operations(&mut self, now: Millis) {
-        use crate::tree::{ElementRef, StarvationStatus};
-        let mut updates: Vec<(OperationId, Option<Option<Millis>>, bool)> = Vec::new();
-        let mut to_fail: Vec<(OperationId, String)> = Vec::new();
-        for op in self.unfinished_operations() {
-            if op.state != OperationState::Running || op.pending_job_count() == 0 {
-                continue;
-            }
-            // Smallest pending job (componentwise minimum over tasks with pending jobs).
-            let min_job = op.pending_job_resources().reduce(|a, b| a.min(&b));
-            // An operation in several trees is hung only if it is in every one of them: it
-            // can progress in any tree where it is not limited or not starving.
-            let mut starving = true;
-            let mut limiting_check = true;
-            let mut limiting = None;
-            let mut in_arena = false;
-            for o in &op.trees {
-                let t = o.tree;
-                let arena = &self.trees[t].arena;
-                let Some(&index) = arena.by_operation.get(&op.spec.id) else {
-                    starving = false;
-                    limiting_check = false;
-                    continue;
-                };
-                in_arena = true;
-                starving &=
-                    arena.elements[index].starvation_status != StarvationStatus::NonStarving;
-                limiting_check &= self.trees[t].config().enable_limiting_ancestor_check
-                    && !arena.total_resources.is_zero();
-                let here = min_job.and_then(|job| {
-                    std::iter::once(index)
-                        .chain(arena.ancestors(index))
-                        .find(|&e| !arena.elements[e].resource_limits.dominates(&job))
-                        .map(|e| (t, e, job))
-                });
-                match here {
-                    // The first tree's limiting element names the failure.
-                    Some(found) => limiting = limiting.or(Some(found)),
-                    None => limiting_check = false,
-                }
-            }
-            if !in_arena {
-                continue;
-            }
-            let since = match (limiting_check, limiting) {
-                (true, Some(_)) => Some(op.limiting_ancestor_since.unwrap_or(now)),
-                _ => None,
-            };
-            updates.push((op.spec.id.clone(), Some(since), starving));
-            if let (Some(since), Some((t, e, job))) = (since, limiting)
-                && now
-                    >= since
-                        + self
-                            .config
-                            .operation_hangup_due_to_limiting_ancestor_safe_timeout_ms
-            {
-                let arena = &self.trees[t].arena;
-                let name = match &arena.elements[e].kind {
-                    ElementRef::Pool(p) => p.clone(),
-                    ElementRef::Operation(o) => o.0.clone(),
-                    ElementRef::Root => ROOT_NAME.to_string(),
-                };
-                // The limits as configured (unset resources are unlimited and not shown).
-                let specified = match &arena.elements[e].kind {
-                    ElementRef::Pool(p) => self.trees[t]
-                        .pool_config(p)
-                        .map(|c| c.resource_limits)
-                        .unwrap_or_default(),
-                    _ => op.spec.resource_limits,
-                };
-                let in_tree = if op.trees.len() > 1 {
-                    format!(" in tree {:?}", self.trees[t].name)
-                } else {
-                    String::new()
-                };
-                to_fail.push((
-                    op.spec.id.clone(),
-                    format!(
-                        "scheduling hung: operation has ancestor {name:?}{in_tree} (limiting_ancestor: \
-                         {name}) whose specified resource limits {} are too small for its minimum \
-                         job {job}",
-                        specified
-                    ),
-                ));
-                continue;
-            }
-            let quiet_since = op
-                .start_time
-                .max(op.last_scheduled_at.unwrap_or(0))
-                .max(op.last_non_starving_at);
-            if starving
-                && op.running_job_count() == 0
-                && now >= quiet_since.saturating_add(self.config.operation_hangup_safe_timeout_ms)
-                && op.failed_schedule_attempts
-                    + (self.skipped_heartbeats - op.skipped_heartbeats_at_start)
-                    >= self.config.operation_hangup_min_schedule_job_attempts
-            {
-                to_fail.push((
-                    op.spec.id.clone(),
-                    "scheduling hung: operation has no successful scheduled allocations for a long period"
-                        .to_string(),
-                ));
-            }
-        }
+        let (updates, to_fail) = hung_operations(
+            &self.trees,
+            &self.books,
+            &self.config,
+            self.skipped_heartbeats,
+            now,
+        );
         for (id, since, starving) in updates {
             if let Some(op) = self.books.operations.get_mut(&id) {
                 if let Some(since) = since {
@@ -823,3 +727,118 @@ fn debug_check_pending(trees: &[PoolTree], books: &Books, caches: &Caches) {
         debug_assert_eq!(reason, op.pending_reason, "{id:?} waits for another reason");
     }
 }
+
+/// What the check for hung operations finds (scheduler spec §3.7), from the trees, the books,
+/// the configuration and the heartbeats skipped so far: for each running operation with
+/// pending jobs in an arena, since when an ancestor limits it (`None`: none does, or the check
+/// is off) and whether it starves; and the operations to fail, with why.
+fn hung_operations(
+    trees: &[PoolTree],
+    books: &Books,
+    config: &SchedulerConfig,
+    skipped_heartbeats: u64,
+    now: Millis,
+) -> (HangupUpdates, Vec<(OperationId, String)>) {
+    use crate::tree::{ElementRef, StarvationStatus};
+    let mut updates: Vec<(OperationId, Option<Option<Millis>>, bool)> = Vec::new();
+    let mut to_fail: Vec<(OperationId, String)> = Vec::new();
+    for op in books.unfinished_operations() {
+        if op.state != OperationState::Running || op.pending_job_count() == 0 {
+            continue;
+        }
+        // Smallest pending job (componentwise minimum over tasks with pending jobs).
+        let min_job = op.pending_job_resources().reduce(|a, b| a.min(&b));
+        // An operation in several trees is hung only if it is in every one of them: it
+        // can progress in any tree where it is not limited or not starving.
+        let mut starving = true;
+        let mut limiting_check = true;
+        let mut limiting = None;
+        let mut in_arena = false;
+        for o in &op.trees {
+            let t = o.tree;
+            let arena = &trees[t].arena;
+            let Some(&index) = arena.by_operation.get(&op.spec.id) else {
+                starving = false;
+                limiting_check = false;
+                continue;
+            };
+            in_arena = true;
+            starving &= arena.elements[index].starvation_status != StarvationStatus::NonStarving;
+            limiting_check &= trees[t].config().enable_limiting_ancestor_check
+                && !arena.total_resources.is_zero();
+            let here = min_job.and_then(|job| {
+                std::iter::once(index)
+                    .chain(arena.ancestors(index))
+                    .find(|&e| !arena.elements[e].resource_limits.dominates(&job))
+                    .map(|e| (t, e, job))
+            });
+            match here {
+                // The first tree's limiting element names the failure.
+                Some(found) => limiting = limiting.or(Some(found)),
+                None => limiting_check = false,
+            }
+        }
+        if !in_arena {
+            continue;
+        }
+        let since = match (limiting_check, limiting) {
+            (true, Some(_)) => Some(op.limiting_ancestor_since.unwrap_or(now)),
+            _ => None,
+        };
+        updates.push((op.spec.id.clone(), Some(since), starving));
+        if let (Some(since), Some((t, e, job))) = (since, limiting)
+            && now >= since + config.operation_hangup_due_to_limiting_ancestor_safe_timeout_ms
+        {
+            let arena = &trees[t].arena;
+            let name = match &arena.elements[e].kind {
+                ElementRef::Pool(p) => p.clone(),
+                ElementRef::Operation(o) => o.0.clone(),
+                ElementRef::Root => ROOT_NAME.to_string(),
+            };
+            // The limits as configured (unset resources are unlimited and not shown).
+            let specified = match &arena.elements[e].kind {
+                ElementRef::Pool(p) => trees[t]
+                    .pool_config(p)
+                    .map(|c| c.resource_limits)
+                    .unwrap_or_default(),
+                _ => op.spec.resource_limits,
+            };
+            let in_tree = if op.trees.len() > 1 {
+                format!(" in tree {:?}", trees[t].name)
+            } else {
+                String::new()
+            };
+            to_fail.push((
+                op.spec.id.clone(),
+                format!(
+                    "scheduling hung: operation has ancestor {name:?}{in_tree} (limiting_ancestor: \
+                     {name}) whose specified resource limits {} are too small for its minimum \
+                     job {job}",
+                    specified
+                ),
+            ));
+            continue;
+        }
+        let quiet_since = op
+            .start_time
+            .max(op.last_scheduled_at.unwrap_or(0))
+            .max(op.last_non_starving_at);
+        if starving
+            && op.running_job_count() == 0
+            && now >= quiet_since.saturating_add(config.operation_hangup_safe_timeout_ms)
+            && op.failed_schedule_attempts + (skipped_heartbeats - op.skipped_heartbeats_at_start)
+                >= config.operation_hangup_min_schedule_job_attempts
+        {
+            to_fail.push((
+                op.spec.id.clone(),
+                "scheduling hung: operation has no successful scheduled allocations for a long period"
+                    .to_string(),
+            ));
+        }
+    }
+    (updates, to_fail)
+}
+
+/// Per operation: its new `limiting_ancestor_since` (if it is to be set) and whether it
+/// starves.
+type HangupUpdates = Vec<(OperationId, Option<Option<Millis>>, bool)>;
