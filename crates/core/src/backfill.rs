@@ -11,208 +11,222 @@
 //! on held resources only if it has a limit and `now + limit` is at or before the estimate.
 //! An allocation past its limit counts as ending now. Nothing enforces limits: a job that
 //! overruns delays the holder (which then starts when the resources are actually free).
+//!
+//! Functions over explicit borrows of the books, the holds and a tree; only [`Scheduler::held_on`]
+//! is a method.
 
 pub use crate::holds::Held;
-use crate::holds::Reservation;
+use crate::holds::{Holds, Reservation};
 use crate::model::{Allocation, Millis, NodeId, OperationId};
 use crate::scheduler::Scheduler;
-use crate::tree::ElementRef;
+use crate::state::Books;
+use crate::tree::{Arena, ElementRef, PoolTree};
 use fairsched_hdrf::ElementIndex;
 use fairsched_resources::{RESOURCE_COUNT, Resources};
 use std::collections::BTreeMap;
 
 impl Scheduler {
-    /// Resources the gang assemblies hold on `node` for operations other than `op`.
-    pub(crate) fn gang_held_from(&self, node: &NodeId, op: &OperationId) -> Resources {
-        let mut held = Resources::ZERO;
-        for a in self.holds.all_gangs().filter(|a| &a.operation != op) {
-            if let Some(tasks) = a.holds.get(node) {
-                held = held.add(&self.held_resources(&a.operation, tasks));
-            }
-        }
-        held
-    }
-
-    /// Resources of `tasks` (task -> jobs) of operation `op`.
-    pub(crate) fn held_resources(
-        &self,
-        op: &OperationId,
-        tasks: &BTreeMap<usize, u32>,
-    ) -> Resources {
-        let Some(op) = self.operations.get(op) else {
-            return Resources::ZERO;
-        };
-        tasks.iter().fold(Resources::ZERO, |acc, (&task, &n)| {
-            (0..n).fold(acc, |acc, _| acc.add(&op.spec.tasks[task].resources))
-        })
-    }
-
-    /// When the allocation is expected to end: its start plus its task's time limit, or now if
-    /// that has passed (`None`: it has no limit).
-    pub(crate) fn expected_end(&self, now: Millis, a: &Allocation) -> Option<Millis> {
-        let op = self.operations.get(&a.operation)?;
-        let limit = op.spec.tasks.get(a.task)?.time_limit_ms?;
-        Some(a.start_time.saturating_add(limit).max(now))
-    }
-
-    /// The running allocations of `node` with a known end, soonest first (then by id).
-    pub(crate) fn ends_on(&self, now: Millis, node: &NodeId) -> Vec<(Millis, Resources)> {
-        let Some(n) = self.nodes.get(node) else {
-            return Vec::new();
-        };
-        let mut ends: Vec<(Millis, Resources)> = n
-            .allocations
-            .iter()
-            .filter_map(|id| self.allocations.get(id))
-            .filter_map(|a| Some((self.expected_end(now, a)?, a.resources)))
-            .collect();
-        ends.sort_by_key(|(end, _)| *end);
-        ends
-    }
-
-    /// When the reservation on `node` is expected to have its resources free (`None`: never,
-    /// as far as the limits tell; then nothing backfills it).
-    pub(crate) fn reservation_needed_at(
-        &self,
-        now: Millis,
-        node: &NodeId,
-        r: &Reservation,
-    ) -> Option<Millis> {
-        let n = self.nodes.get(node)?;
-        let mut free = n
-            .free()
-            .sub(&self.gang_held_from(node, &r.operation))
-            .max(&Resources::ZERO);
-        if free.dominates(&r.resources) {
-            return Some(now);
-        }
-        for (end, resources) in self.ends_on(now, node) {
-            free = free.add(&resources);
-            if free.dominates(&r.resources) {
-                return Some(end);
-            }
-        }
-        None
-    }
-
-    /// When the gang assembling in tree `t` for `op` is expected to find room for all its
-    /// pending jobs (`None`: never, as far as the limits tell). Jobs of a gang with several
-    /// task shapes are counted at the smallest shape on every resource, which finds room no
-    /// later than there is (so backfill never counts on a later start than the true one).
-    pub(crate) fn gang_needed_at(&self, now: Millis, t: usize, op: &OperationId) -> Option<Millis> {
-        let o = self.operations.get(op)?;
-        let pending = o.pending_job_count();
-        let job = o
-            .spec
-            .tasks
-            .iter()
-            .zip(&o.tasks)
-            .filter(|(_, task)| task.pending > 0)
-            .map(|(spec, _)| spec.resources)
-            .reduce(|a, b| a.min(&b))?;
-        let arena = &self.trees[t].arena;
-        let leaf = arena.by_operation.get(op).copied();
-        let mut free: BTreeMap<&NodeId, Resources> = BTreeMap::new();
-        let mut ends: Vec<(Millis, &NodeId, Resources)> = Vec::new();
-        for n in self.nodes.values() {
-            if n.tree != Some(t)
-                || !n.scheduler_jobs_enabled
-                || n.draining
-                || (arena.any_tag_filter()
-                    && leaf.is_some_and(|leaf| !arena.tags_allow(leaf, &n.tags)))
-            {
-                continue;
-            }
-            let reserved = self
-                .holds
-                .reservations
-                .get(&n.id)
-                .filter(|r| &r.operation != op)
-                .map_or(Resources::ZERO, |r| r.resources);
-            free.insert(&n.id, n.free().sub(&reserved).max(&Resources::ZERO));
-            for id in &n.allocations {
-                if let Some(a) = self.allocations.get(id)
-                    && let Some(end) = self.expected_end(now, a)
-                {
-                    ends.push((end, &n.id, a.resources));
-                }
-            }
-        }
-        let need = u64::from(pending);
-        let mut room: u64 = free.values().map(|f| fit_count(f, &job, need)).sum();
-        if room >= need {
-            return Some(now);
-        }
-        ends.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
-        for (end, node, resources) in ends {
-            let f = free.get_mut(node).expect("collected above");
-            let before = fit_count(f, &job, need);
-            *f = f.add(&resources);
-            room = room - before + fit_count(f, &job, need);
-            if room >= need {
-                return Some(end);
-            }
-        }
-        None
-    }
-
     /// What `node` holds back from `op` (`None`: nothing), as of now; see [`Held::for_job`].
     pub fn held_on(&self, node: &NodeId, op: &OperationId) -> Option<Held> {
-        self.held_from(node, op)
-    }
-
-    /// What `node` holds back from `op`: another operation's job reservation and what
-    /// assembling gangs of other operations hold there, each with until when it may be
-    /// backfilled (`None`: nothing is held).
-    pub(crate) fn held_from(&self, node: &NodeId, op: &OperationId) -> Option<Held> {
-        let mut held = Held::default();
-        if let Some(r) = self
-            .holds
-            .reservations
-            .get(node)
-            .filter(|r| &r.operation != op)
-        {
-            held.reserved = r.resources;
-            held.reserved_until = r.backfill_until;
-        }
-        if self.holds.any_gang() {
-            let mut untils = Vec::new();
-            for a in self.holds.all_gangs().filter(|a| &a.operation != op) {
-                if let Some(tasks) = a.holds.get(node) {
-                    held.gangs = held.gangs.add(&self.held_resources(&a.operation, tasks));
-                    untils.push(a.backfill_until);
-                }
-            }
-            // The earliest need of them all; unknown if any is unknown.
-            held.gangs_until = untils.into_iter().reduce(|a, b| Some(a?.min(b?))).flatten();
-        }
-        (!held.is_zero()).then_some(held)
-    }
-
-    /// What `node_id` holds back from the operation at `leaf` (for another operation's job).
-    pub(crate) fn held_from_leaf(
-        &self,
-        t: usize,
-        node_id: &NodeId,
-        leaf: ElementIndex,
-    ) -> Option<crate::backfill::Held> {
-        if !self.holds.any() {
-            return None;
-        }
-        match &self.trees[t].arena.elements[leaf].kind {
-            ElementRef::Operation(id) => self.held_from(node_id, id),
-            _ => None,
-        }
-    }
-
-    /// Whether tree `t` places the operation's jobs all at once.
-    pub(crate) fn gang_placed(&self, t: usize, op: &OperationId) -> bool {
-        self.trees[t].config().gang_placement.enable
-            && self.operations.get(op).is_some_and(|o| o.is_gang())
+        held_from(&self.books, &self.holds, node, op)
     }
 }
 
-/// Whether a job of time limit `limit` starting at `now` ends by `until`.
+/// Resources the gang assemblies hold on `node` for operations other than `op`.
+pub(crate) fn gang_held_from(
+    books: &Books,
+    holds: &Holds,
+    node: &NodeId,
+    op: &OperationId,
+) -> Resources {
+    let mut held = Resources::ZERO;
+    for a in holds.all_gangs().filter(|a| &a.operation != op) {
+        if let Some(tasks) = a.holds.get(node) {
+            held = held.add(&held_resources(books, &a.operation, tasks));
+        }
+    }
+    held
+}
+
+/// Resources of `tasks` (task -> jobs) of operation `op`.
+pub(crate) fn held_resources(
+    books: &Books,
+    op: &OperationId,
+    tasks: &BTreeMap<usize, u32>,
+) -> Resources {
+    let Some(op) = books.operations.get(op) else {
+        return Resources::ZERO;
+    };
+    tasks.iter().fold(Resources::ZERO, |acc, (&task, &n)| {
+        (0..n).fold(acc, |acc, _| acc.add(&op.spec.tasks[task].resources))
+    })
+}
+
+/// When the allocation is expected to end: its start plus its task's time limit, or now if
+/// that has passed (`None`: it has no limit).
+fn expected_end(books: &Books, now: Millis, a: &Allocation) -> Option<Millis> {
+    let op = books.operations.get(&a.operation)?;
+    let limit = op.spec.tasks.get(a.task)?.time_limit_ms?;
+    Some(a.start_time.saturating_add(limit).max(now))
+}
+
+/// The running allocations of `node` with a known end, soonest first (then by id).
+fn ends_on(books: &Books, now: Millis, node: &NodeId) -> Vec<(Millis, Resources)> {
+    let Some(n) = books.nodes.get(node) else {
+        return Vec::new();
+    };
+    let mut ends: Vec<(Millis, Resources)> = n
+        .allocations
+        .iter()
+        .filter_map(|id| books.allocations.get(id))
+        .filter_map(|a| Some((expected_end(books, now, a)?, a.resources)))
+        .collect();
+    ends.sort_by_key(|(end, _)| *end);
+    ends
+}
+
+/// When the reservation on `node` is expected to have its resources free (`None`: never,
+/// as far as the limits tell; then nothing backfills it).
+pub(crate) fn reservation_needed_at(
+    books: &Books,
+    holds: &Holds,
+    now: Millis,
+    node: &NodeId,
+    r: &Reservation,
+) -> Option<Millis> {
+    let n = books.nodes.get(node)?;
+    let mut free = n
+        .free()
+        .sub(&gang_held_from(books, holds, node, &r.operation))
+        .max(&Resources::ZERO);
+    if free.dominates(&r.resources) {
+        return Some(now);
+    }
+    for (end, resources) in ends_on(books, now, node) {
+        free = free.add(&resources);
+        if free.dominates(&r.resources) {
+            return Some(end);
+        }
+    }
+    None
+}
+
+/// When the gang assembling in tree `t` (its arena `arena`) for `op` is expected to find room
+/// for all its pending jobs (`None`: never, as far as the limits tell). Jobs of a gang with
+/// several task shapes are counted at the smallest shape on every resource, which finds room
+/// no later than there is (so backfill never counts on a later start than the true one).
+pub(crate) fn gang_needed_at(
+    books: &Books,
+    holds: &Holds,
+    arena: &Arena,
+    now: Millis,
+    t: usize,
+    op: &OperationId,
+) -> Option<Millis> {
+    let o = books.operations.get(op)?;
+    let pending = o.pending_job_count();
+    let job = o
+        .spec
+        .tasks
+        .iter()
+        .zip(&o.tasks)
+        .filter(|(_, task)| task.pending > 0)
+        .map(|(spec, _)| spec.resources)
+        .reduce(|a, b| a.min(&b))?;
+    let leaf = arena.by_operation.get(op).copied();
+    let mut free: BTreeMap<&NodeId, Resources> = BTreeMap::new();
+    let mut ends: Vec<(Millis, &NodeId, Resources)> = Vec::new();
+    for n in books.nodes.values() {
+        if n.tree != Some(t)
+            || !n.scheduler_jobs_enabled
+            || n.draining
+            || (arena.any_tag_filter() && leaf.is_some_and(|leaf| !arena.tags_allow(leaf, &n.tags)))
+        {
+            continue;
+        }
+        let reserved = holds
+            .reservations
+            .get(&n.id)
+            .filter(|r| &r.operation != op)
+            .map_or(Resources::ZERO, |r| r.resources);
+        free.insert(&n.id, n.free().sub(&reserved).max(&Resources::ZERO));
+        for id in &n.allocations {
+            if let Some(a) = books.allocations.get(id)
+                && let Some(end) = expected_end(books, now, a)
+            {
+                ends.push((end, &n.id, a.resources));
+            }
+        }
+    }
+    let need = u64::from(pending);
+    let mut room: u64 = free.values().map(|f| fit_count(f, &job, need)).sum();
+    if room >= need {
+        return Some(now);
+    }
+    ends.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+    for (end, node, resources) in ends {
+        let f = free.get_mut(node).expect("collected above");
+        let before = fit_count(f, &job, need);
+        *f = f.add(&resources);
+        room = room - before + fit_count(f, &job, need);
+        if room >= need {
+            return Some(end);
+        }
+    }
+    None
+}
+
+/// What `node` holds back from `op`: another operation's job reservation and what
+/// assembling gangs of other operations hold there, each with until when it may be
+/// backfilled (`None`: nothing is held).
+pub(crate) fn held_from(
+    books: &Books,
+    holds: &Holds,
+    node: &NodeId,
+    op: &OperationId,
+) -> Option<Held> {
+    let mut held = Held::default();
+    if let Some(r) = holds.reservations.get(node).filter(|r| &r.operation != op) {
+        held.reserved = r.resources;
+        held.reserved_until = r.backfill_until;
+    }
+    if holds.any_gang() {
+        let mut untils = Vec::new();
+        for a in holds.all_gangs().filter(|a| &a.operation != op) {
+            if let Some(tasks) = a.holds.get(node) {
+                held.gangs = held.gangs.add(&held_resources(books, &a.operation, tasks));
+                untils.push(a.backfill_until);
+            }
+        }
+        // The earliest need of them all; unknown if any is unknown.
+        held.gangs_until = untils.into_iter().reduce(|a, b| Some(a?.min(b?))).flatten();
+    }
+    (!held.is_zero()).then_some(held)
+}
+
+/// What `node_id` holds back from the operation at `leaf` of `arena` (for another operation's
+/// job).
+pub(crate) fn held_from_leaf(
+    books: &Books,
+    holds: &Holds,
+    arena: &Arena,
+    node_id: &NodeId,
+    leaf: ElementIndex,
+) -> Option<Held> {
+    if !holds.any() {
+        return None;
+    }
+    match &arena.elements[leaf].kind {
+        ElementRef::Operation(id) => held_from(books, holds, node_id, id),
+        _ => None,
+    }
+}
+
+/// Whether `tree` places the operation's jobs all at once.
+pub(crate) fn gang_placed(tree: &PoolTree, books: &Books, op: &OperationId) -> bool {
+    tree.config().gang_placement.enable && books.operations.get(op).is_some_and(|o| o.is_gang())
+}
+
 /// How many jobs of `job` fit into `free`, at most `cap`.
 fn fit_count(free: &Resources, job: &Resources, cap: u64) -> u64 {
     let (free, job) = (free.raw(), job.raw());

@@ -2,9 +2,14 @@
 //! usage they add to and remove from their node, operation and trees. The only code that
 //! changes usage (an interrupted allocation's leaves when it is interrupted, for its preemptor
 //! to start at once; `preemption.rs` decides who is interrupted).
+//!
+//! [`Books`] methods change the books, with the caches that follow them (walks, allocation
+//! classes) over explicit borrows; the [`Scheduler`] methods around them add what else
+//! follows (orders, events, stats, holds) and decide nothing more.
 
 use crate::error::*;
 use crate::event::{EventKind, Stage};
+use crate::heartbeat::descent;
 use crate::heartbeat::walk::Walk;
 use crate::model::PreemptionReason;
 use crate::model::Preemptor;
@@ -14,7 +19,8 @@ use crate::model::{
 };
 use crate::protocol::*;
 use crate::scheduler::*;
-use crate::tree::ElementRef;
+use crate::state::{Books, Caches};
+use crate::tree::{ElementRef, PoolTree};
 use fairsched_hdrf::ElementIndex;
 use fairsched_resources::Resources;
 
@@ -31,10 +37,18 @@ impl Scheduler {
         stage: Stage,
         backfill: bool,
     ) -> StartOrder {
-        let tree = self.nodes[node_id]
+        let tree = self.books.nodes[node_id]
             .tree
             .expect("allocations start only on nodes of a tree");
-        let (id, resources) = self.book_allocation(now, op_id, task, node_id, tree);
+        let (id, resources) = self.books.book_allocation(
+            &mut self.caches,
+            &self.trees,
+            now,
+            op_id,
+            task,
+            node_id,
+            tree,
+        );
         self.stats.placements += 1;
         if backfill {
             self.stats.backfills += 1;
@@ -49,7 +63,13 @@ impl Scheduler {
                 backfill,
             },
         );
-        self.reservation_used(now, op_id, node_id);
+        crate::reservation::reservation_used(
+            &mut self.holds,
+            &mut self.events,
+            now,
+            op_id,
+            node_id,
+        );
         StartOrder {
             allocation: id,
             operation: op_id.clone(),
@@ -74,6 +94,7 @@ impl Scheduler {
         node_id: &NodeId,
     ) -> Result<AllocationId, CoreError> {
         let node = self
+            .books
             .nodes
             .get(node_id)
             .ok_or_else(|| CoreError::new(format!("node {:?} does not exist", node_id.0)))?;
@@ -91,6 +112,7 @@ impl Scheduler {
         })?;
         let tree_name = self.trees[tree].name.clone();
         let op = self
+            .books
             .operations
             .get_mut(op_id)
             .ok_or_else(|| CoreError::new(format!("operation {:?} does not exist", op_id.0)))?;
@@ -113,61 +135,21 @@ impl Scheduler {
                 op_id.0, node_id.0
             )));
         }
-        let (id, _) = self.book_allocation(now, op_id, task, node_id, tree);
+        let (id, _) = self.books.book_allocation(
+            &mut self.caches,
+            &self.trees,
+            now,
+            op_id,
+            task,
+            node_id,
+            tree,
+        );
         Ok(id)
     }
 
-    /// Books one pending job of `task` as a running allocation on `node_id` (in `tree`, the
-    /// node's): the operation's, the node's and the tree's usage, the walk and the class cache.
-    /// The caller has checked that the operation, the node and a pending job exist.
-    pub(crate) fn book_allocation(
-        &mut self,
-        now: Millis,
-        op_id: &OperationId,
-        task: usize,
-        node_id: &NodeId,
-        tree: usize,
-    ) -> (AllocationId, Resources) {
-        let id = AllocationId(self.next_allocation);
-        self.next_allocation += 1;
-        let op = self
-            .operations
-            .get_mut(op_id)
-            .expect("booked operation exists");
-        let resources = op.spec.tasks[task].resources;
-        op.tasks[task].pending -= 1;
-        op.tasks[task].running += 1;
-        op.allocations.push(id);
-        op.usage = op.usage.add(&resources);
-        if let Some(o) = op.in_tree_mut(tree) {
-            o.usage = o.usage.add(&resources);
-        }
-        op.pending_demand = op.pending_demand.sub(&resources);
-        op.last_scheduled_at = Some(now);
-        let node = self.nodes.get_mut(node_id).expect("booked node exists");
-        node.allocations.insert(id);
-        node.usage = node.usage.add(&resources);
-        self.allocations.insert(
-            id,
-            Allocation {
-                id,
-                operation: op_id.clone(),
-                task,
-                node: node_id.clone(),
-                tree,
-                resources,
-                start_time: now,
-                state: AllocationState::Running,
-            },
-        );
-        self.classify_appended(tree, op_id, id, resources);
-        self.touch_operation(op_id);
-        (id, resources)
-    }
-
-    /// Removes an allocation from the books and logs how it ended. A job that did not
-    /// complete goes back to pending (unless the operation is finishing). Says what its
-    /// operation's lifecycle must do next ([`crate::lifecycle`]'s `end_allocation` does it).
+    /// Removes an allocation from the books ([`Books::unbook`]) and logs how it ended. Says
+    /// what its operation's lifecycle must do next ([`crate::lifecycle`]'s `end_allocation`
+    /// does it).
     pub(crate) fn unbook_allocation(
         &mut self,
         now: Millis,
@@ -175,58 +157,8 @@ impl Scheduler {
         how: EndKind,
     ) -> Option<Unbooked> {
         self.holds.room_epoch += 1;
-        let alloc = self.allocations.remove(&id)?;
-        if alloc.state != AllocationState::Running {
-            self.interrupting -= 1;
-        }
-        if let Some(cache) = self.preemption.get_mut(alloc.tree) {
-            cache.classes.remove(&alloc.operation);
-        }
-        // An interrupted allocation already left the node's and the operation's usage.
-        let counted = alloc.state == AllocationState::Running;
-        if let Some(node) = self.nodes.get_mut(&alloc.node) {
-            node.allocations.remove(&id);
-            if counted {
-                node.usage = node.usage.sub(&alloc.resources);
-            }
-        }
-        let mut completed = false;
-        let mut too_many_failed = None;
-        if let Some(op) = self.operations.get_mut(&alloc.operation) {
-            op.allocations.retain(|&a| a != id);
-            if counted {
-                op.usage = op.usage.sub(&alloc.resources);
-                if let Some(o) = op.in_tree_mut(alloc.tree) {
-                    o.usage = o.usage.sub(&alloc.resources);
-                }
-            }
-            let t = &mut op.tasks[alloc.task];
-            t.running -= 1;
-            match how {
-                EndKind::Finished(JobOutcome::Completed) => {
-                    t.completed += 1;
-                    completed = true;
-                }
-                _ => {
-                    if op.state == OperationState::Running {
-                        t.pending += 1;
-                        op.pending_demand = op.pending_demand.add(&alloc.resources);
-                    }
-                }
-            }
-            // A failed job runs again, until the operation's failed-job limit.
-            if how == EndKind::Finished(JobOutcome::Failed) {
-                op.failed_job_count += 1;
-                let max = op.max_failed_job_count();
-                if op.state == OperationState::Running && op.failed_job_count >= max {
-                    too_many_failed = Some(format!(
-                        "failed jobs limit exceeded: {} jobs failed (max_failed_job_count = {max})",
-                        op.failed_job_count
-                    ));
-                }
-            }
-        }
-        self.touch_operation(&alloc.operation);
+        let (alloc, completed, too_many_failed) =
+            self.books.unbook(&mut self.caches, &self.trees, id, &how)?;
         let kind = match how {
             EndKind::Finished(outcome) => EventKind::AllocationFinished {
                 operation: alloc.operation.clone(),
@@ -237,7 +169,7 @@ impl Scheduler {
             EndKind::Preempted(reason, preemptor) => {
                 self.stats.preemptions += 1;
                 // The node may still run the job: it must stop it.
-                if self.nodes.contains_key(&alloc.node) {
+                if self.books.nodes.contains_key(&alloc.node) {
                     self.orders
                         .entry(alloc.node.clone())
                         .or_default()
@@ -276,7 +208,7 @@ impl Scheduler {
         let ElementRef::Operation(op_id) = &arena.elements[leaf].kind else {
             return None;
         };
-        let op = self.operations.get(op_id)?;
+        let op = self.books.operations.get(op_id)?;
         // What is held for others stays out of reach unless the job ends before it is needed.
         let free = |spec: &crate::model::TaskSpec| offer.for_job(now, spec.time_limit_ms);
         let path = || std::iter::once(leaf).chain(arena.ancestors(leaf));
@@ -284,10 +216,9 @@ impl Scheduler {
         let task = op.spec.tasks.iter().enumerate().position(|(t, spec)| {
             op.tasks[t].pending > 0
                 && free(spec).dominates(&spec.resources)
-                && arena
-                    .ssd
-                    .as_ref()
-                    .is_none_or(|ssd| ssd.allows(spec, &self.nodes[node_id].tags, allow_regular))
+                && arena.ssd.as_ref().is_none_or(|ssd| {
+                    ssd.allows(spec, &self.books.nodes[node_id].tags, allow_regular)
+                })
                 && path().all(|e| {
                     arena.elements[e]
                         .resource_limits
@@ -302,7 +233,7 @@ impl Scheduler {
         for e in std::iter::once(leaf).chain(arena.ancestors(leaf)) {
             walk.usage[e] = walk.usage[e].add(&order.resources);
         }
-        if self.operations[&op_id].pending_job_count() == 0 {
+        if self.books.operations[&op_id].pending_job_count() == 0 {
             walk.active[leaf] = false;
         }
         walk.refresh_path(&self.trees[walk.tree].arena, leaf);
@@ -321,34 +252,16 @@ impl Scheduler {
         reason: PreemptionReason,
         preemptor: Option<Preemptor>,
     ) {
-        let Some(a) = self.allocations.get(&id) else {
+        let Some((op_id, node_id)) = self.books.interrupt(
+            &mut self.caches,
+            &self.trees,
+            id,
+            now.saturating_add(timeout),
+            reason,
+            &preemptor,
+        ) else {
             return;
         };
-        let (op_id, node_id, resources, tree) =
-            (a.operation.clone(), a.node.clone(), a.resources, a.tree);
-        // The allocation's resources leave the operation's and the node's books now; the
-        // preemptor may start at once (the node lets the old job wind down).
-        if let Some(a) = self.allocations.get_mut(&id) {
-            if a.state == AllocationState::Running {
-                self.interrupting += 1;
-            }
-            a.state = AllocationState::Interrupting {
-                reason,
-                deadline: now.saturating_add(timeout),
-                preemptor: preemptor.clone(),
-            };
-        }
-        if let Some(op) = self.operations.get_mut(&op_id) {
-            op.usage = op.usage.sub(&resources);
-            if let Some(o) = op.in_tree_mut(tree) {
-                o.usage = o.usage.sub(&resources);
-            }
-        }
-        self.touch_operation(&op_id);
-        self.preemption[tree].classes.remove(&op_id);
-        if let Some(n) = self.nodes.get_mut(&node_id) {
-            n.usage = n.usage.sub(&resources);
-        }
         self.orders
             .entry(node_id.clone())
             .or_default()
@@ -382,4 +295,167 @@ pub(crate) struct Unbooked {
     pub(crate) completed: bool,
     /// The operation reached its failed-job limit: it fails, for this reason.
     pub(crate) too_many_failed: Option<String>,
+}
+
+impl Books {
+    /// Books one pending job of `task` as a running allocation on `node_id` (in `tree`, the
+    /// node's): the operation's, the node's and the tree's usage, the walks and the class cache
+    /// (`caches`, over `trees`).
+    /// The caller has checked that the operation, the node and a pending job exist.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn book_allocation(
+        &mut self,
+        caches: &mut Caches,
+        trees: &[PoolTree],
+        now: Millis,
+        op_id: &OperationId,
+        task: usize,
+        node_id: &NodeId,
+        tree: usize,
+    ) -> (AllocationId, Resources) {
+        let id = AllocationId(self.next_allocation);
+        self.next_allocation += 1;
+        let op = self
+            .operations
+            .get_mut(op_id)
+            .expect("booked operation exists");
+        let resources = op.spec.tasks[task].resources;
+        op.tasks[task].pending -= 1;
+        op.tasks[task].running += 1;
+        op.allocations.push(id);
+        op.usage = op.usage.add(&resources);
+        if let Some(o) = op.in_tree_mut(tree) {
+            o.usage = o.usage.add(&resources);
+        }
+        op.pending_demand = op.pending_demand.sub(&resources);
+        op.last_scheduled_at = Some(now);
+        let node = self.nodes.get_mut(node_id).expect("booked node exists");
+        node.allocations.insert(id);
+        node.usage = node.usage.add(&resources);
+        self.allocations.insert(
+            id,
+            Allocation {
+                id,
+                operation: op_id.clone(),
+                task,
+                node: node_id.clone(),
+                tree,
+                resources,
+                start_time: now,
+                state: AllocationState::Running,
+            },
+        );
+        crate::preemptible::classify_appended(&mut caches.preemption[tree], op_id, id, resources);
+        descent::touch_operation(&mut caches.walks, trees, &self.operations, op_id);
+        (id, resources)
+    }
+
+    /// Removes allocation `id` from the books: its node's, operation's and trees' usage (unless
+    /// it was interrupted), the walks and the class cache (`caches`, over `trees`). A job that
+    /// did not complete goes back to pending (unless the operation is finishing). Returns the
+    /// allocation, whether its job completed and, if the operation reached its failed-job
+    /// limit, why it fails.
+    pub(crate) fn unbook(
+        &mut self,
+        caches: &mut Caches,
+        trees: &[PoolTree],
+        id: AllocationId,
+        how: &EndKind,
+    ) -> Option<(Allocation, bool, Option<String>)> {
+        let alloc = self.allocations.remove(&id)?;
+        if alloc.state != AllocationState::Running {
+            self.interrupting -= 1;
+        }
+        if let Some(cache) = caches.preemption.get_mut(alloc.tree) {
+            cache.classes.remove(&alloc.operation);
+        }
+        // An interrupted allocation already left the node's and the operation's usage.
+        let counted = alloc.state == AllocationState::Running;
+        if let Some(node) = self.nodes.get_mut(&alloc.node) {
+            node.allocations.remove(&id);
+            if counted {
+                node.usage = node.usage.sub(&alloc.resources);
+            }
+        }
+        let mut completed = false;
+        let mut too_many_failed = None;
+        if let Some(op) = self.operations.get_mut(&alloc.operation) {
+            op.allocations.retain(|&a| a != id);
+            if counted {
+                op.usage = op.usage.sub(&alloc.resources);
+                if let Some(o) = op.in_tree_mut(alloc.tree) {
+                    o.usage = o.usage.sub(&alloc.resources);
+                }
+            }
+            let t = &mut op.tasks[alloc.task];
+            t.running -= 1;
+            match how {
+                EndKind::Finished(JobOutcome::Completed) => {
+                    t.completed += 1;
+                    completed = true;
+                }
+                _ => {
+                    if op.state == OperationState::Running {
+                        t.pending += 1;
+                        op.pending_demand = op.pending_demand.add(&alloc.resources);
+                    }
+                }
+            }
+            // A failed job runs again, until the operation's failed-job limit.
+            if *how == EndKind::Finished(JobOutcome::Failed) {
+                op.failed_job_count += 1;
+                let max = op.max_failed_job_count();
+                if op.state == OperationState::Running && op.failed_job_count >= max {
+                    too_many_failed = Some(format!(
+                        "failed jobs limit exceeded: {} jobs failed (max_failed_job_count = {max})",
+                        op.failed_job_count
+                    ));
+                }
+            }
+        }
+        descent::touch_operation(&mut caches.walks, trees, &self.operations, &alloc.operation);
+        Some((alloc, completed, too_many_failed))
+    }
+
+    /// Interrupts a running allocation until `deadline`: it leaves the operation's and the
+    /// node's usage now, so that a preemptor may start at once (the walks and the class cache,
+    /// `caches` over `trees`, follow). Returns its operation and node (`None`: no such
+    /// allocation).
+    pub(crate) fn interrupt(
+        &mut self,
+        caches: &mut Caches,
+        trees: &[PoolTree],
+        id: AllocationId,
+        deadline: Millis,
+        reason: PreemptionReason,
+        preemptor: &Option<Preemptor>,
+    ) -> Option<(OperationId, NodeId)> {
+        let a = self.allocations.get(&id)?;
+        let (op_id, node_id, resources, tree) =
+            (a.operation.clone(), a.node.clone(), a.resources, a.tree);
+        // The allocation's resources leave the operation's and the node's books now; the
+        // preemptor may start at once (the node lets the old job wind down).
+        if let Some(a) = self.allocations.get_mut(&id) {
+            if a.state == AllocationState::Running {
+                self.interrupting += 1;
+            }
+            a.state = AllocationState::Interrupting {
+                reason,
+                deadline,
+                preemptor: preemptor.clone(),
+            };
+        }
+        if let Some(op) = self.operations.get_mut(&op_id) {
+            op.usage = op.usage.sub(&resources);
+            if let Some(o) = op.in_tree_mut(tree) {
+                o.usage = o.usage.sub(&resources);
+            }
+        }
+        descent::touch_operation(&mut caches.walks, trees, &self.operations, &op_id);
+        caches.preemption[tree].classes.remove(&op_id);
+        if let Some(n) = self.nodes.get_mut(&node_id) {
+            n.usage = n.usage.sub(&resources);
+        }
+        Some((op_id, node_id))
+    }
 }

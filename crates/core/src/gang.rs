@@ -9,14 +9,19 @@
 //! every pending job of the operation is held, each node starts its held jobs at its next
 //! heartbeat. Held resources are kept from other operations (see [`crate::backfill`]).
 //! Assemblies are checked at fair-share updates (timeout, lost nodes, finished operations).
+//!
+//! Functions over explicit borrows of a tree's arena, the books, the holds and the event log;
+//! starting held jobs books allocations, so it is a [`Scheduler`] method.
 
+use crate::backfill;
 use crate::event::EventKind;
-use crate::heartbeat::Walk;
+use crate::heartbeat::walk::Walk;
 pub use crate::holds::GangAssembly;
-use crate::holds::Offer;
+use crate::holds::{Holds, Offer};
 use crate::model::{Millis, NodeId, OperationId, OperationState};
 use crate::scheduler::{Scheduler, StartOrder};
-use crate::tree::ElementRef;
+use crate::state::{Books, EventLog};
+use crate::tree::{Arena, ElementRef, PoolTree};
 use fairsched_hdrf::ElementIndex;
 use fairsched_resources::Resources;
 use std::collections::BTreeMap;
@@ -29,249 +34,12 @@ impl Scheduler {
 
     /// Resources the gang assemblies hold on `node` for operations other than `op`.
     pub fn gang_held_on(&self, node: &NodeId, op: &OperationId) -> Resources {
-        self.gang_held_from(node, op)
+        backfill::gang_held_from(&self.books, &self.holds, node, op)
     }
 
     /// Every gang holding resources: the assembling ones and those placed whole.
     pub fn all_gangs(&self) -> impl Iterator<Item = &GangAssembly> {
         self.holds.all_gangs()
-    }
-
-    /// The regular stage offers a node to the gang operation at `leaf`: if what is free in the
-    /// tree now (less what others hold, unless its jobs may backfill it) holds all its pending
-    /// jobs within its path's limits, holds them, ready to start, and returns true. The
-    /// assembling gang of the tree is never placed this way (it gathers instead); while one
-    /// assembles, another gang is placed only if its jobs end before that one needs what it
-    /// holds. A gang that did not fit is tried again only once room may have freed up.
-    pub(crate) fn place_gang_now(&mut self, now: Millis, leaf: ElementIndex, walk: &Walk) -> bool {
-        let t = walk.tree;
-        let arena = &self.trees[t].arena;
-        let ElementRef::Operation(op_id) = &arena.elements[leaf].kind else {
-            return false;
-        };
-        if self.holds.placed_gangs.contains_key(op_id)
-            || self
-                .holds
-                .gangs
-                .get(&t)
-                .is_some_and(|a| &a.operation == op_id)
-            || self.holds.gang_unplaceable_at.get(op_id) == Some(&self.holds.room_epoch)
-        {
-            return false;
-        }
-        let op = &self.operations[op_id];
-        // While another gang assembles, its jobs must all end before that one needs its
-        // resources.
-        if let Some(a) = self.holds.gangs.get(&t) {
-            let ends_in_time = a.backfill_until.is_some_and(|until| {
-                op.spec.tasks.iter().zip(&op.tasks).all(|(spec, task)| {
-                    task.pending == 0
-                        || spec
-                            .time_limit_ms
-                            .is_some_and(|l| now.saturating_add(l) <= until)
-                })
-            });
-            if !ends_in_time {
-                return false;
-            }
-        }
-        let allow_regular = arena.elements[leaf].allow_regular_on_ssd;
-        let path: Vec<ElementIndex> = std::iter::once(leaf).chain(arena.ancestors(leaf)).collect();
-        let mut wanted: Vec<u32> = op.tasks.iter().map(|task| task.pending).collect();
-        let mut held_total = Resources::ZERO;
-        let mut holds: BTreeMap<NodeId, BTreeMap<usize, u32>> = BTreeMap::new();
-        for node in self.nodes.values() {
-            if wanted.iter().all(|&w| w == 0) {
-                break;
-            }
-            if node.tree != Some(t)
-                || !node.scheduler_jobs_enabled
-                || node.draining
-                || (arena.any_tag_filter() && !arena.tags_allow(leaf, &node.tags))
-            {
-                continue;
-            }
-            let held = self.held_from(&node.id, op_id);
-            let mut taken = Resources::ZERO;
-            let mut here: BTreeMap<usize, u32> = BTreeMap::new();
-            for (task, spec) in op.spec.tasks.iter().enumerate() {
-                if wanted[task] == 0
-                    || arena
-                        .ssd
-                        .as_ref()
-                        .is_some_and(|ssd| !ssd.allows(spec, &node.tags, allow_regular))
-                {
-                    continue;
-                }
-                let held = held.map_or(Resources::ZERO, |h| h.for_job(now, spec.time_limit_ms));
-                let mut available = node.free().sub(&held).sub(&taken);
-                while wanted[task] > 0
-                    && available.dominates(&spec.resources)
-                    && path.iter().all(|&e| {
-                        arena.elements[e]
-                            .resource_limits
-                            .dominates(&walk.usage[e].add(&held_total).add(&spec.resources))
-                    })
-                {
-                    available = available.sub(&spec.resources);
-                    taken = taken.add(&spec.resources);
-                    held_total = held_total.add(&spec.resources);
-                    wanted[task] -= 1;
-                    *here.entry(task).or_default() += 1;
-                }
-            }
-            if !here.is_empty() {
-                holds.insert(node.id.clone(), here);
-            }
-        }
-        if wanted.iter().any(|&w| w > 0) || holds.is_empty() {
-            self.holds
-                .gang_unplaceable_at
-                .insert(op_id.clone(), self.holds.room_epoch);
-            return false;
-        }
-        let op_id = op_id.clone();
-        let (jobs, nodes) = (
-            holds.values().flat_map(|t| t.values()).sum(),
-            holds.len() as u32,
-        );
-        self.holds.gang_unplaceable_at.remove(&op_id);
-        self.holds.placed_gangs.insert(
-            op_id.clone(),
-            GangAssembly {
-                operation: op_id.clone(),
-                since: now,
-                holds,
-                ready: true,
-                backfill_until: None,
-            },
-        );
-        self.log(
-            now,
-            EventKind::GangAssembled {
-                operation: op_id,
-                jobs,
-                nodes,
-            },
-        );
-        true
-    }
-
-    /// The regular stage offers `node_id` to the gang operation at `leaf`: holds what fits
-    /// there for its pending jobs (if it may assemble now), and marks the assembly ready when
-    /// every pending job is held. Never starts a job.
-    pub(crate) fn gang_hold(
-        &mut self,
-        now: Millis,
-        node_id: &NodeId,
-        leaf: ElementIndex,
-        walk: &Walk,
-    ) {
-        let t = walk.tree;
-        let arena = &self.trees[t].arena;
-        let ElementRef::Operation(op_id) = &arena.elements[leaf].kind else {
-            return;
-        };
-        let op_id = op_id.clone();
-        if self.holds.placed_gangs.contains_key(&op_id) {
-            return;
-        }
-        match self.holds.gangs.get(&t) {
-            Some(a) if a.operation != op_id || a.ready => return,
-            Some(_) => {}
-            None => {
-                if self
-                    .holds
-                    .gang_cooldown
-                    .get(&op_id)
-                    .is_some_and(|&until| now < until)
-                {
-                    return;
-                }
-                self.holds.gangs.insert(
-                    t,
-                    GangAssembly {
-                        operation: op_id.clone(),
-                        since: now,
-                        holds: BTreeMap::new(),
-                        ready: false,
-                        backfill_until: None,
-                    },
-                );
-            }
-        }
-        let a = &self.holds.gangs[&t];
-        let op = &self.operations[&op_id];
-        let node = &self.nodes[node_id];
-        let own_here = a
-            .holds
-            .get(node_id)
-            .map_or(Resources::ZERO, |tasks| self.held_resources(&op_id, tasks));
-        let mut available = node
-            .free()
-            .sub(
-                &self
-                    .held_from(node_id, &op_id)
-                    .map_or(Resources::ZERO, |h| h.all()),
-            )
-            .sub(&own_here)
-            .max(&Resources::ZERO);
-        // Everything held so far counts against the path's limits.
-        let mut held_total = a.holds.values().fold(Resources::ZERO, |acc, tasks| {
-            acc.add(&self.held_resources(&op_id, tasks))
-        });
-        let held_per_task = a.held_per_task();
-        let allow_regular = arena.elements[leaf].allow_regular_on_ssd;
-        let path: Vec<ElementIndex> = std::iter::once(leaf).chain(arena.ancestors(leaf)).collect();
-        let mut new_here: BTreeMap<usize, u32> = BTreeMap::new();
-        for (task, spec) in op.spec.tasks.iter().enumerate() {
-            let wanted = op.tasks[task]
-                .pending
-                .saturating_sub(held_per_task.get(&task).copied().unwrap_or(0));
-            if arena
-                .ssd
-                .as_ref()
-                .is_some_and(|ssd| !ssd.allows(spec, &node.tags, allow_regular))
-            {
-                continue;
-            }
-            for _ in 0..wanted {
-                let fits = available.dominates(&spec.resources)
-                    && path.iter().all(|&e| {
-                        arena.elements[e]
-                            .resource_limits
-                            .dominates(&walk.usage[e].add(&held_total).add(&spec.resources))
-                    });
-                if !fits {
-                    break;
-                }
-                available = available.sub(&spec.resources);
-                held_total = held_total.add(&spec.resources);
-                *new_here.entry(task).or_default() += 1;
-            }
-        }
-        let pending: u32 = op.pending_job_count();
-        let a = self.holds.gangs.get_mut(&t).expect("inserted above");
-        if !new_here.is_empty() {
-            let here = a.holds.entry(node_id.clone()).or_default();
-            for (task, n) in new_here {
-                *here.entry(task).or_default() += n;
-            }
-        }
-        if a.held_jobs() >= pending && pending > 0 {
-            a.ready = true;
-            // Its nodes start its jobs at their next heartbeats: nothing may backfill now.
-            a.backfill_until = None;
-            let (jobs, nodes) = (a.held_jobs(), a.holds.len() as u32);
-            self.log(
-                now,
-                EventKind::GangAssembled {
-                    operation: op_id,
-                    jobs,
-                    nodes,
-                },
-            );
-        }
     }
 
     /// At a heartbeat of `node_id`: starts the jobs that complete gangs (the tree's assembly
@@ -295,7 +63,7 @@ impl Scheduler {
                 Some(started) => {
                     orders.extend(started);
                     if a.holds.is_empty() {
-                        self.release_gang(now, t, "started");
+                        release_gang(&mut self.holds, &mut self.events, now, t, "started");
                     }
                 }
                 // Gathered again elsewhere.
@@ -320,11 +88,23 @@ impl Scheduler {
                 Some(started) => {
                     orders.extend(started);
                     if a.holds.is_empty() {
-                        self.release_placed_gang(now, &op_id, "started");
+                        release_placed_gang(
+                            &mut self.holds,
+                            &mut self.events,
+                            now,
+                            &op_id,
+                            "started",
+                        );
                     }
                 }
                 // Its other jobs go back to waiting (the gang is placed or gathers again).
-                None => self.release_placed_gang(now, &op_id, "node_unavailable"),
+                None => release_placed_gang(
+                    &mut self.holds,
+                    &mut self.events,
+                    now,
+                    &op_id,
+                    "node_unavailable",
+                ),
             }
         }
         orders
@@ -342,8 +122,8 @@ impl Scheduler {
     ) -> Option<Vec<StartOrder>> {
         let t = walk.tree;
         let leaf = *self.trees[t].arena.by_operation.get(op_id)?;
-        let needed = self.held_resources(op_id, tasks);
-        let node = &self.nodes[node_id];
+        let needed = backfill::held_resources(&self.books, op_id, tasks);
+        let node = &self.books.nodes[node_id];
         let arena = &self.trees[t].arena;
         if !node.free().dominates(&needed)
             || (arena.any_tag_filter() && !arena.tags_allow(leaf, &node.tags))
@@ -353,15 +133,15 @@ impl Scheduler {
         let mut orders = Vec::new();
         for (&task, &n) in tasks {
             for _ in 0..n {
-                if self.operations[op_id].tasks[task].pending == 0 {
+                if self.books.operations[op_id].tasks[task].pending == 0 {
                     break;
                 }
-                let spec = &self.operations[op_id].spec.tasks[task];
+                let spec = &self.books.operations[op_id].spec.tasks[task];
                 let limit = spec.time_limit_ms;
                 let resources = spec.resources;
                 let backfill = Offer {
-                    available: self.nodes[node_id].free(),
-                    held: self.held_from(node_id, op_id),
+                    available: self.books.nodes[node_id].free(),
+                    held: backfill::held_from(&self.books, &self.holds, node_id, op_id),
                 }
                 .backfills(now, limit, &resources);
                 let order = self.place(
@@ -379,156 +159,418 @@ impl Scheduler {
                 orders.push(order);
             }
         }
-        if self.operations[op_id].pending_job_count() == 0 {
+        if self.books.operations[op_id].pending_job_count() == 0 {
             walk.active[leaf] = false;
         }
         walk.refresh_path(&self.trees[walk.tree].arena, leaf);
         Some(orders)
     }
+}
 
-    /// Ends a gang placed whole (started, or undone).
-    fn release_placed_gang(&mut self, now: Millis, op: &OperationId, reason: &'static str) {
-        if let Some(a) = self.holds.placed_gangs.remove(op) {
-            self.holds.room_epoch += 1;
-            self.log(
-                now,
-                EventKind::GangReleased {
-                    operation: a.operation,
-                    reason,
-                },
-            );
-        }
+/// The regular stage offers a node to the gang operation at `leaf`: if what is free in the
+/// tree now (less what others hold, unless its jobs may backfill it) holds all its pending
+/// jobs within its path's limits, holds them, ready to start, and returns true. The
+/// assembling gang of the tree is never placed this way (it gathers instead); while one
+/// assembles, another gang is placed only if its jobs end before that one needs what it
+/// holds. A gang that did not fit is tried again only once room may have freed up.
+pub(crate) fn place_gang_now(
+    arena: &Arena,
+    books: &Books,
+    holds: &mut Holds,
+    events: &mut EventLog,
+    now: Millis,
+    leaf: ElementIndex,
+    walk: &Walk,
+) -> bool {
+    let t = walk.tree;
+    let ElementRef::Operation(op_id) = &arena.elements[leaf].kind else {
+        return false;
+    };
+    if holds.placed_gangs.contains_key(op_id)
+        || holds.gangs.get(&t).is_some_and(|a| &a.operation == op_id)
+        || holds.gang_unplaceable_at.get(op_id) == Some(&holds.room_epoch)
+    {
+        return false;
     }
-
-    /// Ends tree `t`'s assembly (its holds are released).
-    pub(crate) fn release_gang(&mut self, now: Millis, t: usize, reason: &'static str) {
-        if let Some(a) = self.holds.gangs.remove(&t) {
-            self.holds.room_epoch += 1;
-            self.log(
-                now,
-                EventKind::GangReleased {
-                    operation: a.operation,
-                    reason,
-                },
-            );
-        }
-    }
-
-    /// The operation finished: its assembly, if any, ends.
-    pub(crate) fn release_gang_of(&mut self, now: Millis, op: &OperationId) {
-        let trees: Vec<usize> = self
-            .holds
-            .gangs
-            .iter()
-            .filter(|(_, a)| &a.operation == op)
-            .map(|(&t, _)| t)
-            .collect();
-        for t in trees {
-            self.release_gang(now, t, "operation_finished");
-        }
-        self.release_placed_gang(now, op, "operation_finished");
-        self.holds.gang_cooldown.remove(op);
-        self.holds.gang_unplaceable_at.remove(op);
-    }
-
-    /// The node is gone: what assembling gangs held there is gathered again elsewhere; gangs
-    /// placed whole with jobs there are undone.
-    pub(crate) fn drop_gang_holds_on(&mut self, now: Millis, node: &NodeId) {
-        for a in self.holds.gangs.values_mut() {
-            if a.holds.remove(node).is_some() {
-                a.ready = false;
-            }
-        }
-        let undone: Vec<OperationId> = self
-            .holds
-            .placed_gangs
-            .iter()
-            .filter(|(_, a)| a.holds.contains_key(node))
-            .map(|(op, _)| op.clone())
-            .collect();
-        for op in undone {
-            self.release_placed_gang(now, &op, "node_unavailable");
-        }
-    }
-
-    /// Runs after every fair-share update: assemblies that time out, lose their operation or
-    /// nodes, or whose tree turned the option off.
-    pub(crate) fn update_gangs(&mut self, now: Millis) {
-        self.holds.gang_cooldown.retain(|_, until| now < *until);
-        // Gangs placed whole whose operation no longer waits, or whose tree turned the option
-        // off (their nodes would otherwise start them at their next heartbeats).
-        let stale: Vec<(OperationId, &'static str)> = self
-            .holds
-            .placed_gangs
-            .keys()
-            .filter_map(|id| {
-                let op = self.operations.get(id);
-                if !op.is_some_and(|op| {
-                    op.state == OperationState::Running && op.pending_job_count() > 0
-                }) {
-                    Some((id.clone(), "operation_finished"))
-                } else if !op.is_some_and(|op| {
-                    op.trees
-                        .iter()
-                        .any(|o| self.trees[o.tree].config().gang_placement.enable)
-                }) {
-                    Some((id.clone(), "disabled"))
-                } else {
-                    None
-                }
+    let op = &books.operations[op_id];
+    // While another gang assembles, its jobs must all end before that one needs its
+    // resources.
+    if let Some(a) = holds.gangs.get(&t) {
+        let ends_in_time = a.backfill_until.is_some_and(|until| {
+            op.spec.tasks.iter().zip(&op.tasks).all(|(spec, task)| {
+                task.pending == 0
+                    || spec
+                        .time_limit_ms
+                        .is_some_and(|l| now.saturating_add(l) <= until)
             })
-            .collect();
-        for (op, reason) in stale {
-            self.release_placed_gang(now, &op, reason);
+        });
+        if !ends_in_time {
+            return false;
         }
-        let trees: Vec<usize> = self.holds.gangs.keys().copied().collect();
-        for t in trees {
-            let config = self.trees[t].config().gang_placement.clone();
-            if !config.enable {
-                self.release_gang(now, t, "disabled");
+    }
+    let allow_regular = arena.elements[leaf].allow_regular_on_ssd;
+    let path: Vec<ElementIndex> = std::iter::once(leaf).chain(arena.ancestors(leaf)).collect();
+    let mut wanted: Vec<u32> = op.tasks.iter().map(|task| task.pending).collect();
+    let mut held_total = Resources::ZERO;
+    let mut held_jobs: BTreeMap<NodeId, BTreeMap<usize, u32>> = BTreeMap::new();
+    for node in books.nodes.values() {
+        if wanted.iter().all(|&w| w == 0) {
+            break;
+        }
+        if node.tree != Some(t)
+            || !node.scheduler_jobs_enabled
+            || node.draining
+            || (arena.any_tag_filter() && !arena.tags_allow(leaf, &node.tags))
+        {
+            continue;
+        }
+        let held = backfill::held_from(books, holds, &node.id, op_id);
+        let mut taken = Resources::ZERO;
+        let mut here: BTreeMap<usize, u32> = BTreeMap::new();
+        for (task, spec) in op.spec.tasks.iter().enumerate() {
+            if wanted[task] == 0
+                || arena
+                    .ssd
+                    .as_ref()
+                    .is_some_and(|ssd| !ssd.allows(spec, &node.tags, allow_regular))
+            {
                 continue;
             }
-            let a = &self.holds.gangs[&t];
-            let running = self.operations.get(&a.operation).is_some_and(|op| {
-                op.state == OperationState::Running && op.pending_job_count() > 0
-            });
-            if !running {
-                self.release_gang(now, t, "operation_finished");
-                continue;
-            }
-            let lost: Vec<NodeId> = a
-                .holds
-                .keys()
-                .filter(|n| {
-                    !self.nodes.get(*n).is_some_and(|node| {
-                        node.tree == Some(t) && node.scheduler_jobs_enabled && !node.draining
-                    })
+            let held = held.map_or(Resources::ZERO, |h| h.for_job(now, spec.time_limit_ms));
+            let mut available = node.free().sub(&held).sub(&taken);
+            while wanted[task] > 0
+                && available.dominates(&spec.resources)
+                && path.iter().all(|&e| {
+                    arena.elements[e]
+                        .resource_limits
+                        .dominates(&walk.usage[e].add(&held_total).add(&spec.resources))
                 })
-                .cloned()
-                .collect();
-            let a = self.holds.gangs.get_mut(&t).expect("present");
-            for n in &lost {
-                a.holds.remove(n);
-                a.ready = false;
+            {
+                available = available.sub(&spec.resources);
+                taken = taken.add(&spec.resources);
+                held_total = held_total.add(&spec.resources);
+                wanted[task] -= 1;
+                *here.entry(task).or_default() += 1;
             }
-            if !a.ready && now >= a.since.saturating_add(config.assembly_timeout_ms) {
-                let op = a.operation.clone();
-                self.release_gang(now, t, "timeout");
-                self.holds
-                    .gang_cooldown
-                    .insert(op, now.saturating_add(config.assembly_timeout_ms));
-            } else if !lost.is_empty() && a.holds.is_empty() {
-                self.release_gang(now, t, "node_unavailable");
-            } else if !a.ready {
-                // Until when other jobs may backfill what it holds.
-                let op = a.operation.clone();
-                let until = self.gang_needed_at(now, t, &op);
-                self.holds
-                    .gangs
-                    .get_mut(&t)
-                    .expect("present")
-                    .backfill_until = until;
+        }
+        if !here.is_empty() {
+            held_jobs.insert(node.id.clone(), here);
+        }
+    }
+    if wanted.iter().any(|&w| w > 0) || held_jobs.is_empty() {
+        holds
+            .gang_unplaceable_at
+            .insert(op_id.clone(), holds.room_epoch);
+        return false;
+    }
+    let op_id = op_id.clone();
+    let (jobs, nodes) = (
+        held_jobs.values().flat_map(|t| t.values()).sum(),
+        held_jobs.len() as u32,
+    );
+    holds.gang_unplaceable_at.remove(&op_id);
+    holds.placed_gangs.insert(
+        op_id.clone(),
+        GangAssembly {
+            operation: op_id.clone(),
+            since: now,
+            holds: held_jobs,
+            ready: true,
+            backfill_until: None,
+        },
+    );
+    events.log(
+        now,
+        EventKind::GangAssembled {
+            operation: op_id,
+            jobs,
+            nodes,
+        },
+    );
+    true
+}
+
+/// The regular stage offers `node_id` to the gang operation at `leaf`: holds what fits
+/// there for its pending jobs (if it may assemble now), and marks the assembly ready when
+/// every pending job is held. Never starts a job.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gang_hold(
+    arena: &Arena,
+    books: &Books,
+    holds: &mut Holds,
+    events: &mut EventLog,
+    now: Millis,
+    node_id: &NodeId,
+    leaf: ElementIndex,
+    walk: &Walk,
+) {
+    let t = walk.tree;
+    let ElementRef::Operation(op_id) = &arena.elements[leaf].kind else {
+        return;
+    };
+    let op_id = op_id.clone();
+    if holds.placed_gangs.contains_key(&op_id) {
+        return;
+    }
+    match holds.gangs.get(&t) {
+        Some(a) if a.operation != op_id || a.ready => return,
+        Some(_) => {}
+        None => {
+            if holds
+                .gang_cooldown
+                .get(&op_id)
+                .is_some_and(|&until| now < until)
+            {
+                return;
             }
+            holds.gangs.insert(
+                t,
+                GangAssembly {
+                    operation: op_id.clone(),
+                    since: now,
+                    holds: BTreeMap::new(),
+                    ready: false,
+                    backfill_until: None,
+                },
+            );
+        }
+    }
+    let a = &holds.gangs[&t];
+    let op = &books.operations[&op_id];
+    let node = &books.nodes[node_id];
+    let own_here = a.holds.get(node_id).map_or(Resources::ZERO, |tasks| {
+        backfill::held_resources(books, &op_id, tasks)
+    });
+    let mut available = node
+        .free()
+        .sub(
+            &backfill::held_from(books, holds, node_id, &op_id)
+                .map_or(Resources::ZERO, |h| h.all()),
+        )
+        .sub(&own_here)
+        .max(&Resources::ZERO);
+    // Everything held so far counts against the path's limits.
+    let mut held_total = a.holds.values().fold(Resources::ZERO, |acc, tasks| {
+        acc.add(&backfill::held_resources(books, &op_id, tasks))
+    });
+    let held_per_task = a.held_per_task();
+    let allow_regular = arena.elements[leaf].allow_regular_on_ssd;
+    let path: Vec<ElementIndex> = std::iter::once(leaf).chain(arena.ancestors(leaf)).collect();
+    let mut new_here: BTreeMap<usize, u32> = BTreeMap::new();
+    for (task, spec) in op.spec.tasks.iter().enumerate() {
+        let wanted = op.tasks[task]
+            .pending
+            .saturating_sub(held_per_task.get(&task).copied().unwrap_or(0));
+        if arena
+            .ssd
+            .as_ref()
+            .is_some_and(|ssd| !ssd.allows(spec, &node.tags, allow_regular))
+        {
+            continue;
+        }
+        for _ in 0..wanted {
+            let fits = available.dominates(&spec.resources)
+                && path.iter().all(|&e| {
+                    arena.elements[e]
+                        .resource_limits
+                        .dominates(&walk.usage[e].add(&held_total).add(&spec.resources))
+                });
+            if !fits {
+                break;
+            }
+            available = available.sub(&spec.resources);
+            held_total = held_total.add(&spec.resources);
+            *new_here.entry(task).or_default() += 1;
+        }
+    }
+    let pending: u32 = op.pending_job_count();
+    let a = holds.gangs.get_mut(&t).expect("inserted above");
+    if !new_here.is_empty() {
+        let here = a.holds.entry(node_id.clone()).or_default();
+        for (task, n) in new_here {
+            *here.entry(task).or_default() += n;
+        }
+    }
+    if a.held_jobs() >= pending && pending > 0 {
+        a.ready = true;
+        // Its nodes start its jobs at their next heartbeats: nothing may backfill now.
+        a.backfill_until = None;
+        let (jobs, nodes) = (a.held_jobs(), a.holds.len() as u32);
+        events.log(
+            now,
+            EventKind::GangAssembled {
+                operation: op_id,
+                jobs,
+                nodes,
+            },
+        );
+    }
+}
+
+/// Ends a gang placed whole (started, or undone).
+fn release_placed_gang(
+    holds: &mut Holds,
+    events: &mut EventLog,
+    now: Millis,
+    op: &OperationId,
+    reason: &'static str,
+) {
+    if let Some(a) = holds.placed_gangs.remove(op) {
+        holds.room_epoch += 1;
+        events.log(
+            now,
+            EventKind::GangReleased {
+                operation: a.operation,
+                reason,
+            },
+        );
+    }
+}
+
+/// Ends tree `t`'s assembly (its holds are released).
+pub(crate) fn release_gang(
+    holds: &mut Holds,
+    events: &mut EventLog,
+    now: Millis,
+    t: usize,
+    reason: &'static str,
+) {
+    if let Some(a) = holds.gangs.remove(&t) {
+        holds.room_epoch += 1;
+        events.log(
+            now,
+            EventKind::GangReleased {
+                operation: a.operation,
+                reason,
+            },
+        );
+    }
+}
+
+/// The operation finished: its assembly, if any, ends.
+pub(crate) fn release_gang_of(
+    holds: &mut Holds,
+    events: &mut EventLog,
+    now: Millis,
+    op: &OperationId,
+) {
+    let in_trees: Vec<usize> = holds
+        .gangs
+        .iter()
+        .filter(|(_, a)| &a.operation == op)
+        .map(|(&t, _)| t)
+        .collect();
+    for t in in_trees {
+        release_gang(holds, events, now, t, "operation_finished");
+    }
+    release_placed_gang(holds, events, now, op, "operation_finished");
+    holds.gang_cooldown.remove(op);
+    holds.gang_unplaceable_at.remove(op);
+}
+
+/// The node is gone: what assembling gangs held there is gathered again elsewhere; gangs
+/// placed whole with jobs there are undone.
+pub(crate) fn drop_gang_holds_on(
+    holds: &mut Holds,
+    events: &mut EventLog,
+    now: Millis,
+    node: &NodeId,
+) {
+    for a in holds.gangs.values_mut() {
+        if a.holds.remove(node).is_some() {
+            a.ready = false;
+        }
+    }
+    let undone: Vec<OperationId> = holds
+        .placed_gangs
+        .iter()
+        .filter(|(_, a)| a.holds.contains_key(node))
+        .map(|(op, _)| op.clone())
+        .collect();
+    for op in undone {
+        release_placed_gang(holds, events, now, &op, "node_unavailable");
+    }
+}
+
+/// Runs after every fair-share update: assemblies that time out, lose their operation or
+/// nodes, or whose tree turned the option off.
+pub(crate) fn update_gangs(
+    trees: &[PoolTree],
+    books: &Books,
+    holds: &mut Holds,
+    events: &mut EventLog,
+    now: Millis,
+) {
+    holds.gang_cooldown.retain(|_, until| now < *until);
+    // Gangs placed whole whose operation no longer waits, or whose tree turned the option
+    // off (their nodes would otherwise start them at their next heartbeats).
+    let stale: Vec<(OperationId, &'static str)> = holds
+        .placed_gangs
+        .keys()
+        .filter_map(|id| {
+            let op = books.operations.get(id);
+            if !op
+                .is_some_and(|op| op.state == OperationState::Running && op.pending_job_count() > 0)
+            {
+                Some((id.clone(), "operation_finished"))
+            } else if !op.is_some_and(|op| {
+                op.trees
+                    .iter()
+                    .any(|o| trees[o.tree].config().gang_placement.enable)
+            }) {
+                Some((id.clone(), "disabled"))
+            } else {
+                None
+            }
+        })
+        .collect();
+    for (op, reason) in stale {
+        release_placed_gang(holds, events, now, &op, reason);
+    }
+    let assembling: Vec<usize> = holds.gangs.keys().copied().collect();
+    for t in assembling {
+        let config = trees[t].config().gang_placement.clone();
+        if !config.enable {
+            release_gang(holds, events, now, t, "disabled");
+            continue;
+        }
+        let a = &holds.gangs[&t];
+        let running = books
+            .operations
+            .get(&a.operation)
+            .is_some_and(|op| op.state == OperationState::Running && op.pending_job_count() > 0);
+        if !running {
+            release_gang(holds, events, now, t, "operation_finished");
+            continue;
+        }
+        let lost: Vec<NodeId> = a
+            .holds
+            .keys()
+            .filter(|n| {
+                !books.nodes.get(*n).is_some_and(|node| {
+                    node.tree == Some(t) && node.scheduler_jobs_enabled && !node.draining
+                })
+            })
+            .cloned()
+            .collect();
+        let a = holds.gangs.get_mut(&t).expect("present");
+        for n in &lost {
+            a.holds.remove(n);
+            a.ready = false;
+        }
+        if !a.ready && now >= a.since.saturating_add(config.assembly_timeout_ms) {
+            let op = a.operation.clone();
+            release_gang(holds, events, now, t, "timeout");
+            holds
+                .gang_cooldown
+                .insert(op, now.saturating_add(config.assembly_timeout_ms));
+        } else if !lost.is_empty() && a.holds.is_empty() {
+            release_gang(holds, events, now, t, "node_unavailable");
+        } else if !a.ready {
+            // Until when other jobs may backfill what it holds.
+            let op = a.operation.clone();
+            let until = backfill::gang_needed_at(books, holds, &trees[t].arena, now, t, &op);
+            holds.gangs.get_mut(&t).expect("present").backfill_until = until;
         }
     }
 }

@@ -29,6 +29,7 @@ pub mod reservation;
 pub mod scheduler;
 mod scheduler_config;
 pub mod snapshot;
+mod state;
 pub mod status;
 pub mod tree;
 mod update;

@@ -1,5 +1,9 @@
 //! Operation commands and their lifecycle: start (placement in trees and pools), abort,
 //! update, fail, finish, and forgetting finished operations.
+//!
+//! The commands change most of the scheduler's state and stay [`Scheduler`] methods; what they
+//! read (the trees an operation runs in, the pending queue's paths and blockers) are
+//! functions over explicit borrows.
 
 use crate::error::*;
 use crate::event::EventKind;
@@ -7,8 +11,10 @@ use crate::model::AllocationId;
 use crate::model::{
     Millis, Operation, OperationId, OperationSpec, OperationState, PreemptionReason, TaskProgress,
 };
+use crate::operations;
 use crate::scheduler::*;
-use crate::tree::ROOT_NAME;
+use crate::state::{Books, Caches};
+use crate::tree::{PoolTree, ROOT_NAME, tree_index};
 use crate::validate::*;
 use fairsched_resources::{PartialResources, Resources};
 use std::collections::BTreeMap;
@@ -33,7 +39,7 @@ impl Scheduler {
     /// Accepts an operation, or rejects it whole with a reason.
     pub fn start_operation(&mut self, now: Millis, spec: OperationSpec) -> Result<(), CoreError> {
         validate_operation_spec(&spec)?;
-        if self.operations.contains_key(&spec.id) {
+        if self.books.operations.contains_key(&spec.id) {
             return Err(CoreError::new(format!(
                 "operation {:?} already exists",
                 spec.id.0
@@ -41,7 +47,7 @@ impl Scheduler {
         }
         let user = spec.user.clone().unwrap_or_else(|| "root".to_string());
         // Decide and check everything first; change state only when the operation is accepted.
-        let trees = self.operation_trees(&spec)?;
+        let trees = operation_trees(&self.trees, self.default_tree, &spec)?;
         let mut placements = Vec::new();
         for &t in &trees {
             let options = spec
@@ -50,8 +56,15 @@ impl Scheduler {
             let requested = options
                 .and_then(|o| o.pool.as_deref())
                 .or(spec.pool.as_deref());
-            let placement = self.plan_placement(t, requested, &user)?;
-            self.check_operation_count(t, &placement, None)?;
+            let placement = operations::plan_placement(&self.trees[t], requested, &user)?;
+            operations::check_operation_count(
+                &self.trees[t],
+                &self.books,
+                t,
+                &self.caches.counts[t],
+                &placement,
+                None,
+            )?;
             placements.push((t, placement));
         }
         let mut op_trees = Vec::new();
@@ -61,11 +74,14 @@ impl Scheduler {
                 self.trees[t].ephemeral.insert(name, pool);
             }
             let pool = placement.pool;
-            let lightweight = self.is_lightweight(t, &spec, &pool);
+            let lightweight = operations::is_lightweight(&self.trees[t], &spec, &pool);
             if !lightweight && blocked.is_none() {
-                blocked = self
-                    .running_limit_violation(t, &pool, &self.counts[t])
-                    .map(|(pool, limit)| (t, pool, limit));
+                blocked = operations::running_limit_violation(
+                    &self.trees[t],
+                    &pool,
+                    &self.caches.counts[t],
+                )
+                .map(|(pool, limit)| (t, pool, limit));
             }
             let options = spec
                 .scheduling_options_per_pool_tree
@@ -108,9 +124,9 @@ impl Scheduler {
             None => (OperationState::Running, None),
         };
         // Never used before, even by a forgotten operation (see `live_order`).
-        let start_seq = self.next_start_seq;
-        self.next_start_seq += 1;
-        self.operations.insert(
+        let start_seq = self.books.next_start_seq;
+        self.books.next_start_seq += 1;
+        self.books.operations.insert(
             id.clone(),
             Operation {
                 spec,
@@ -134,12 +150,12 @@ impl Scheduler {
                 last_non_starving_at: now,
             },
         );
-        self.start_order.insert(start_seq, id.clone());
-        self.live_order.push((start_seq, id.clone()));
+        self.books.start_order.insert(start_seq, id.clone());
+        self.books.live_order.push((start_seq, id.clone()));
         self.count_operation(&id, true);
         if state == OperationState::Pending {
-            let paths = self.pending_paths(&id);
-            self.pending.add(&id, paths);
+            let paths = pending_paths(&self.trees, &self.books, &id);
+            self.caches.pending.add(&id, paths);
         }
         self.log(
             now,
@@ -153,53 +169,9 @@ impl Scheduler {
         Ok(())
     }
 
-    /// The trees an operation runs in (indices; the default tree first if it is one of them):
-    /// its `pool_trees`, or the default tree. Unknown trees and per-tree options for trees it does not run in are errors.
-    fn operation_trees(&self, spec: &OperationSpec) -> Result<Vec<usize>, CoreError> {
-        let id = &spec.id.0;
-        let mut trees = match &spec.pool_trees {
-            None => vec![self.default_tree],
-            Some(names) if names.is_empty() => {
-                return Err(CoreError::new(format!(
-                    "operation {id:?}: pool_trees must not be empty"
-                )));
-            }
-            Some(names) => names
-                .iter()
-                .map(|name| {
-                    self.tree_index(name).ok_or_else(|| {
-                        CoreError::new(format!(
-                            "operation {id:?}: pool_trees names tree {name:?}, which does not \
-                             exist (trees: {})",
-                            self.trees
-                                .iter()
-                                .map(|t| format!("{:?}", t.name))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ))
-                    })
-                })
-                .collect::<Result<Vec<_>, _>>()?,
-        };
-        // The default tree first (the operation's fields in snapshots are of its first tree),
-        // then by name.
-        let default = self.default_tree;
-        trees.sort_unstable_by_key(|&t| (t != default, t));
-        trees.dedup();
-        for name in spec.scheduling_options_per_pool_tree.keys() {
-            if !self.tree_index(name).is_some_and(|t| trees.contains(&t)) {
-                return Err(CoreError::new(format!(
-                    "operation {id:?}: scheduling_options_per_pool_tree.{name}: the operation \
-                     does not run in tree {name:?}"
-                )));
-            }
-        }
-        Ok(trees)
-    }
-
     /// Aborts an operation: its jobs are killed.
     pub fn abort_operation(&mut self, now: Millis, id: &OperationId) -> Result<(), CoreError> {
-        let op = self.unfinished_operation(id)?;
+        let op = unfinished_operation(&self.books, id)?;
         let allocations = op.allocations.clone();
         for a in allocations {
             self.end_allocation(
@@ -244,10 +216,10 @@ impl Scheduler {
         update: OperationUpdate,
     ) -> Result<(), CoreError> {
         // Its pool (and so its preemption thresholds) may change.
-        for cache in &mut self.preemption {
+        for cache in &mut self.caches.preemption {
             cache.classes.remove(id);
         }
-        let op = self.unfinished_operation(id)?;
+        let op = unfinished_operation(&self.books, id)?;
         let check_weight = |field: &str, w: Option<f64>| match w {
             Some(w) => check_operation_weight(&id.0, field, w),
             None => Ok(()),
@@ -282,15 +254,30 @@ impl Scheduler {
         }
         let mut planned = Vec::new();
         for (slot, t, pool, top_level) in &moves {
-            let placement = self.plan_placement(*t, pool.as_deref(), &user)?;
-            self.check_operation_count(*t, &placement, Some(&op.trees[*slot].pool))?;
-            self.check_running_count_on_move(*t, id, *slot, &placement)?;
+            let (tree, counts) = (&self.trees[*t], &self.caches.counts[*t]);
+            let placement = operations::plan_placement(tree, pool.as_deref(), &user)?;
+            operations::check_operation_count(
+                tree,
+                &self.books,
+                *t,
+                counts,
+                &placement,
+                Some(&op.trees[*slot].pool),
+            )?;
+            operations::check_running_count_on_move(
+                tree,
+                &self.books,
+                counts,
+                id,
+                *slot,
+                &placement,
+            )?;
             planned.push((*slot, *t, placement, *top_level));
         }
         self.count_operation(id, false);
         // Apply.
         let names: Vec<String> = self.trees.iter().map(|t| t.name.clone()).collect();
-        let op = self.operations.get_mut(id).expect("checked above");
+        let op = self.books.operations.get_mut(id).expect("checked above");
         for (name, o) in &update.per_tree {
             let own = op
                 .spec
@@ -329,9 +316,9 @@ impl Scheduler {
             if let Some((name, pool)) = placement.create.clone() {
                 self.trees[t].ephemeral.insert(name, pool);
             }
-            let op = self.operations.get_mut(id).expect("checked above");
+            let op = self.books.operations.get_mut(id).expect("checked above");
             op.trees[slot].pool = placement.pool.clone();
-            self.pending.invalidate_all();
+            self.caches.pending.invalidate_all();
             if slot == 0 {
                 op.pool = placement.pool.clone();
             }
@@ -347,13 +334,13 @@ impl Scheduler {
             }
         }
         // Lightweight or not in the new pools (counted as such from here on).
-        let op = &self.operations[id];
+        let op = &self.books.operations[id];
         let lightweight: Vec<bool> = op
             .trees
             .iter()
-            .map(|o| self.is_lightweight(o.tree, &op.spec, &o.pool))
+            .map(|o| operations::is_lightweight(&self.trees[o.tree], &op.spec, &o.pool))
             .collect();
-        let op = self.operations.get_mut(id).expect("checked above");
+        let op = self.books.operations.get_mut(id).expect("checked above");
         for (o, l) in op.trees.iter_mut().zip(lightweight) {
             o.lightweight = l;
         }
@@ -373,6 +360,7 @@ impl Scheduler {
     /// Ends an operation as failed (its jobs are aborted).
     pub(crate) fn fail_operation(&mut self, now: Millis, id: &OperationId, reason: String) {
         let allocations = self
+            .books
             .operations
             .get(id)
             .map(|op| op.allocations.clone())
@@ -396,7 +384,8 @@ impl Scheduler {
     /// (its id may be used again).
     pub fn forget_finished_operations(&mut self) -> Vec<OperationId> {
         let forgettable = |s: &Scheduler, id: &OperationId| {
-            s.operations
+            s.books
+                .operations
                 .get(id)
                 .is_some_and(|op| op.state.is_finished() && op.allocations.is_empty())
                 && !s
@@ -406,13 +395,15 @@ impl Scheduler {
                 && !s.holds.holds_for(id)
         };
         debug_assert!(
-            self.operations
+            self.books
+                .operations
                 .iter()
-                .all(|(id, op)| !op.state.is_finished() || self.finished.contains(id)),
+                .all(|(id, op)| !op.state.is_finished() || self.books.finished.contains(id)),
             "a finished operation is missing from the finished set"
         );
         // Only finished operations can go: a pass over them, not over every operation.
         let gone: std::collections::BTreeSet<OperationId> = self
+            .books
             .finished
             .iter()
             .filter(|id| forgettable(self, id))
@@ -425,15 +416,15 @@ impl Scheduler {
         // next fair-share update drops them from it: no pass over it here.)
         let mut forgotten: Vec<(u64, OperationId)> = gone
             .into_iter()
-            .filter_map(|id| Some((self.operations.get(&id)?.start_seq, id)))
+            .filter_map(|id| Some((self.books.operations.get(&id)?.start_seq, id)))
             .collect();
         forgotten.sort_unstable();
         for (seq, id) in &forgotten {
-            self.start_order.remove(seq);
-            self.finished.remove(id);
-            self.operations.remove(id);
+            self.books.start_order.remove(seq);
+            self.books.finished.remove(id);
+            self.books.operations.remove(id);
             self.holds.forget(id);
-            for cache in &mut self.preemption {
+            for cache in &mut self.caches.preemption {
                 cache.classes.remove(id);
             }
         }
@@ -448,12 +439,12 @@ impl Scheduler {
         state: OperationState,
         reason: Option<String>,
     ) {
-        self.pending.remove(id);
+        self.caches.pending.remove(id);
         self.count_operation(id, false);
-        if let Some(op) = self.operations.get_mut(id) {
+        if let Some(op) = self.books.operations.get_mut(id) {
             op.state = state;
             op.pending_demand = Resources::ZERO;
-            self.finished.insert(id.clone());
+            self.books.finished.insert(id.clone());
         }
         self.touch_operation(id);
         self.log(
@@ -465,16 +456,22 @@ impl Scheduler {
             },
         );
         self.remove_empty_ephemeral_pools();
-        self.release_reservation_of(now, id, "operation_finished");
+        crate::reservation::release_reservation_of(
+            &mut self.holds,
+            &mut self.events,
+            now,
+            id,
+            "operation_finished",
+        );
         self.holds.reservation_streak.remove(id);
-        self.release_gang_of(now, id);
+        crate::gang::release_gang_of(&mut self.holds, &mut self.events, now, id);
         self.try_run_pending(now);
     }
 
     /// Ephemeral pools disappear when no unfinished operation uses them (their counts are
     /// subtree totals, so a kept removed pool goes with its subpools' last operation).
     fn remove_empty_ephemeral_pools(&mut self) {
-        for (tree, counts) in self.trees.iter_mut().zip(&self.counts) {
+        for (tree, counts) in self.trees.iter_mut().zip(&self.caches.counts) {
             tree.ephemeral
                 .retain(|name, _| counts.get(name).is_some_and(|c| c.operation_count > 0));
         }
@@ -482,7 +479,7 @@ impl Scheduler {
 
     /// Completes an operation whose jobs are all done.
     pub(crate) fn maybe_complete(&mut self, now: Millis, id: &OperationId) {
-        let done = self.operations.get(id).is_some_and(|op| {
+        let done = self.books.operations.get(id).is_some_and(|op| {
             op.state == OperationState::Running
                 && op.tasks.iter().all(|t| t.pending == 0 && t.running == 0)
         });
@@ -491,26 +488,10 @@ impl Scheduler {
         }
     }
 
-    /// The operation `id` if it exists and has not finished (commands refuse it otherwise).
-    fn unfinished_operation(&self, id: &OperationId) -> Result<&Operation, CoreError> {
-        let op = self
-            .operations
-            .get(id)
-            .ok_or_else(|| CoreError::new(format!("operation {:?} does not exist", id.0)))?;
-        if op.state.is_finished() {
-            return Err(CoreError::new(format!(
-                "operation {:?} is already {}",
-                id.0,
-                op.state.name()
-            )));
-        }
-        Ok(op)
-    }
-
     /// Starts pending operations (in start order) whose pools have running slots again.
     pub(crate) fn try_run_pending(&mut self, now: Millis) {
         // Nothing waits when every unfinished operation runs (each root counts its tree's).
-        let waiting = self.counts.iter().any(|counts| {
+        let waiting = self.caches.counts.iter().any(|counts| {
             counts.get(ROOT_NAME).is_some_and(|c| {
                 c.operation_count
                     > c.running_operation_count + c.lightweight_running_operation_count
@@ -519,44 +500,45 @@ impl Scheduler {
         if !waiting {
             return;
         }
-        if self.pending.needs_reindex() {
-            let ids: Vec<OperationId> = self.pending.ids().cloned().collect();
+        if self.caches.pending.needs_reindex() {
+            let ids: Vec<OperationId> = self.caches.pending.ids().cloned().collect();
             for id in ids {
-                let paths = self.pending_paths(&id);
-                self.pending.reindex(&id, paths);
+                let paths = pending_paths(&self.trees, &self.books, &id);
+                self.caches.pending.reindex(&id, paths);
             }
-            self.pending.reindexed();
+            self.caches.pending.reindexed();
         }
         // The pending operations whose answer may have changed, in start order (see
         // `operations::pending`: the others' answers have not). Starting one may change
         // others': those after it are looked at in this pass, those before it in the next, as
         // a pass over all would.
         let mut cursor = None;
-        while let Some(next) = self.pending.next_after(cursor.as_ref()) {
+        while let Some(next) = self.caches.pending.next_after(cursor.as_ref()) {
             let id = next.1.clone();
             cursor = Some(next);
             // Finishing an operation below re-enters this function; skip what it handled.
-            if self.operations[&id].state != OperationState::Pending {
+            if self.books.operations[&id].state != OperationState::Pending {
                 continue;
             }
             // It runs once every tree it runs in has a running slot for it.
-            match self.pending_blocker(&id) {
+            match pending_blocker(&self.books, &self.caches, &id) {
                 Some(at) => {
                     // The reason names the blocker: written again only when it changed.
-                    if self.pending.blocker(&id) != Some(at) {
-                        let ((t, pool), limit) = &self.pending.paths(&id).expect("queued")[at];
+                    if self.caches.pending.blocker(&id) != Some(at) {
+                        let ((t, pool), limit) =
+                            &self.caches.pending.paths(&id).expect("queued")[at];
                         let reason =
                             crate::operations::pending_reason(pool, *limit, &self.trees[*t].name);
-                        if let Some(op) = self.operations.get_mut(&id) {
+                        if let Some(op) = self.books.operations.get_mut(&id) {
                             op.pending_reason = Some(reason);
                         }
-                        self.pending.set_blocker(&id, at);
+                        self.caches.pending.set_blocker(&id, at);
                     }
                 }
                 None => {
-                    self.pending.remove(&id);
+                    self.caches.pending.remove(&id);
                     self.count_operation(&id, false);
-                    if let Some(op) = self.operations.get_mut(&id) {
+                    if let Some(op) = self.books.operations.get_mut(&id) {
                         op.state = OperationState::Running;
                         op.pending_reason = None;
                     }
@@ -575,187 +557,23 @@ impl Scheduler {
                 }
             }
         }
-        self.pending.settle();
-        self.debug_check_pending();
-    }
-
-    /// What a pending operation waits for, from its paths as queued: the first pool (an
-    /// index into them) at its running limit, trees in order (lightweight ones excepted),
-    /// each from the operation's pool up; `None`: it may run.
-    fn pending_blocker(&self, id: &OperationId) -> Option<usize> {
-        let op = &self.operations[id];
-        let paths = self
-            .pending
-            .paths(id)
-            .expect("pending operations are queued");
-        paths.iter().position(|((t, pool), limit)| {
-            !op.in_tree(*t).is_some_and(|o| o.lightweight)
-                && self.counts[*t]
-                    .get(pool)
-                    .map_or(0, |c| c.running_operation_count)
-                    >= *limit
-        })
-    }
-
-    /// The pools (tree, name) on a pending operation's paths and their running limits, for
-    /// the queue.
-    fn pending_paths(&self, id: &OperationId) -> Vec<((usize, String), u32)> {
-        self.operations[id]
-            .trees
-            .iter()
-            .flat_map(|o| {
-                self.pool_chain(o.tree, &o.pool, None)
-                    .into_iter()
-                    .map(move |name| {
-                        let limit = self.pool_limits(o.tree, &name, None).1;
-                        ((o.tree, name), limit)
-                    })
-            })
-            .collect()
-    }
-
-    /// Debug builds: the queue holds exactly the pending operations, and every one not stale
-    /// still waits for the reason it shows (what a pass over all of them would leave).
-    fn debug_check_pending(&self) {
-        if !cfg!(debug_assertions) {
-            return;
-        }
-        let pending: Vec<&Operation> = self
-            .unfinished_operations()
-            .filter(|op| op.state == OperationState::Pending)
-            .collect();
-        debug_assert_eq!(
-            pending.len(),
-            self.pending.len(),
-            "pending queue out of date"
-        );
-        for op in pending {
-            let id = &op.spec.id;
-            debug_assert!(self.pending.contains(id), "{id:?} pending but not queued");
-            if self.pending.is_stale(id) {
-                continue;
-            }
-            // As a pass over all would find it, from the trees as they are.
-            let reason = op.trees.iter().filter(|o| !o.lightweight).find_map(|o| {
-                self.running_limit_violation(o.tree, &o.pool, &self.counts[o.tree])
-                    .map(|(pool, limit)| {
-                        crate::operations::pending_reason(&pool, limit, &self.trees[o.tree].name)
-                    })
-            });
-            debug_assert!(reason.is_some(), "{id:?} may run but is not looked at");
-            debug_assert_eq!(reason, op.pending_reason, "{id:?} waits for another reason");
-        }
+        self.caches.pending.settle();
+        debug_check_pending(&self.trees, &self.books, &self.caches);
     }
 
     /// Hung operations (scheduler spec §3.7) are failed: an ancestor's (or the operation's own)
     /// limits too small for its smallest pending job for too long, or starving with nothing
     /// running and no successful schedule for too long.
     pub(crate) fn fail_hung_operations(&mut self, now: Millis) {
-        use crate::tree::{ElementRef, StarvationStatus};
-        let mut updates: Vec<(OperationId, Option<Option<Millis>>, bool)> = Vec::new();
-        let mut to_fail: Vec<(OperationId, String)> = Vec::new();
-        for op in self.unfinished_operations() {
-            if op.state != OperationState::Running || op.pending_job_count() == 0 {
-                continue;
-            }
-            // Smallest pending job (componentwise minimum over tasks with pending jobs).
-            let min_job = op.pending_job_resources().reduce(|a, b| a.min(&b));
-            // An operation in several trees is hung only if it is in every one of them: it
-            // can progress in any tree where it is not limited or not starving.
-            let mut starving = true;
-            let mut limiting_check = true;
-            let mut limiting = None;
-            let mut in_arena = false;
-            for o in &op.trees {
-                let t = o.tree;
-                let arena = &self.trees[t].arena;
-                let Some(&index) = arena.by_operation.get(&op.spec.id) else {
-                    starving = false;
-                    limiting_check = false;
-                    continue;
-                };
-                in_arena = true;
-                starving &=
-                    arena.elements[index].starvation_status != StarvationStatus::NonStarving;
-                limiting_check &= self.trees[t].config().enable_limiting_ancestor_check
-                    && !arena.total_resources.is_zero();
-                let here = min_job.and_then(|job| {
-                    std::iter::once(index)
-                        .chain(arena.ancestors(index))
-                        .find(|&e| !arena.elements[e].resource_limits.dominates(&job))
-                        .map(|e| (t, e, job))
-                });
-                match here {
-                    // The first tree's limiting element names the failure.
-                    Some(found) => limiting = limiting.or(Some(found)),
-                    None => limiting_check = false,
-                }
-            }
-            if !in_arena {
-                continue;
-            }
-            let since = match (limiting_check, limiting) {
-                (true, Some(_)) => Some(op.limiting_ancestor_since.unwrap_or(now)),
-                _ => None,
-            };
-            updates.push((op.spec.id.clone(), Some(since), starving));
-            if let (Some(since), Some((t, e, job))) = (since, limiting)
-                && now
-                    >= since
-                        + self
-                            .config
-                            .operation_hangup_due_to_limiting_ancestor_safe_timeout_ms
-            {
-                let arena = &self.trees[t].arena;
-                let name = match &arena.elements[e].kind {
-                    ElementRef::Pool(p) => p.clone(),
-                    ElementRef::Operation(o) => o.0.clone(),
-                    ElementRef::Root => ROOT_NAME.to_string(),
-                };
-                // The limits as configured (unset resources are unlimited and not shown).
-                let specified = match &arena.elements[e].kind {
-                    ElementRef::Pool(p) => self.trees[t]
-                        .pool_config(p)
-                        .map(|c| c.resource_limits)
-                        .unwrap_or_default(),
-                    _ => op.spec.resource_limits,
-                };
-                let in_tree = if op.trees.len() > 1 {
-                    format!(" in tree {:?}", self.trees[t].name)
-                } else {
-                    String::new()
-                };
-                to_fail.push((
-                    op.spec.id.clone(),
-                    format!(
-                        "scheduling hung: operation has ancestor {name:?}{in_tree} (limiting_ancestor: \
-                         {name}) whose specified resource limits {} are too small for its minimum \
-                         job {job}",
-                        specified
-                    ),
-                ));
-                continue;
-            }
-            let quiet_since = op
-                .start_time
-                .max(op.last_scheduled_at.unwrap_or(0))
-                .max(op.last_non_starving_at);
-            if starving
-                && op.running_job_count() == 0
-                && now >= quiet_since.saturating_add(self.config.operation_hangup_safe_timeout_ms)
-                && op.failed_schedule_attempts
-                    + (self.skipped_heartbeats - op.skipped_heartbeats_at_start)
-                    >= self.config.operation_hangup_min_schedule_job_attempts
-            {
-                to_fail.push((
-                    op.spec.id.clone(),
-                    "scheduling hung: operation has no successful scheduled allocations for a long period"
-                        .to_string(),
-                ));
-            }
-        }
+        let (updates, to_fail) = hung_operations(
+            &self.trees,
+            &self.books,
+            &self.config,
+            self.skipped_heartbeats,
+            now,
+        );
         for (id, since, starving) in updates {
-            if let Some(op) = self.operations.get_mut(&id) {
+            if let Some(op) = self.books.operations.get_mut(&id) {
                 if let Some(since) = since {
                     op.limiting_ancestor_since = since;
                 }
@@ -769,3 +587,258 @@ impl Scheduler {
         }
     }
 }
+
+/// The trees (of `trees`, the default one `default_tree`) an operation runs in (indices; the
+/// default tree first if it is one of them):
+/// its `pool_trees`, or the default tree. Unknown trees and per-tree options for trees it does not run in are errors.
+fn operation_trees(
+    trees: &[PoolTree],
+    default_tree: usize,
+    spec: &OperationSpec,
+) -> Result<Vec<usize>, CoreError> {
+    let id = &spec.id.0;
+    let mut ts = match &spec.pool_trees {
+        None => vec![default_tree],
+        Some(names) if names.is_empty() => {
+            return Err(CoreError::new(format!(
+                "operation {id:?}: pool_trees must not be empty"
+            )));
+        }
+        Some(names) => names
+            .iter()
+            .map(|name| {
+                tree_index(trees, name).ok_or_else(|| {
+                    CoreError::new(format!(
+                        "operation {id:?}: pool_trees names tree {name:?}, which does not \
+                         exist (trees: {})",
+                        trees
+                            .iter()
+                            .map(|t| format!("{:?}", t.name))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+    };
+    // The default tree first (the operation's fields in snapshots are of its first tree),
+    // then by name.
+    ts.sort_unstable_by_key(|&t| (t != default_tree, t));
+    ts.dedup();
+    for name in spec.scheduling_options_per_pool_tree.keys() {
+        if !tree_index(trees, name).is_some_and(|t| ts.contains(&t)) {
+            return Err(CoreError::new(format!(
+                "operation {id:?}: scheduling_options_per_pool_tree.{name}: the operation \
+                 does not run in tree {name:?}"
+            )));
+        }
+    }
+    Ok(ts)
+}
+
+/// The operation `id` if it exists and has not finished (commands refuse it otherwise).
+fn unfinished_operation<'b>(
+    books: &'b Books,
+    id: &OperationId,
+) -> Result<&'b Operation, CoreError> {
+    let op = books
+        .operations
+        .get(id)
+        .ok_or_else(|| CoreError::new(format!("operation {:?} does not exist", id.0)))?;
+    if op.state.is_finished() {
+        return Err(CoreError::new(format!(
+            "operation {:?} is already {}",
+            id.0,
+            op.state.name()
+        )));
+    }
+    Ok(op)
+}
+
+/// What a pending operation waits for, from its paths as queued: the first pool (an
+/// index into them) at its running limit, trees in order (lightweight ones excepted),
+/// each from the operation's pool up; `None`: it may run.
+fn pending_blocker(books: &Books, caches: &Caches, id: &OperationId) -> Option<usize> {
+    let op = &books.operations[id];
+    let paths = caches
+        .pending
+        .paths(id)
+        .expect("pending operations are queued");
+    paths.iter().position(|((t, pool), limit)| {
+        !op.in_tree(*t).is_some_and(|o| o.lightweight)
+            && caches.counts[*t]
+                .get(pool)
+                .map_or(0, |c| c.running_operation_count)
+                >= *limit
+    })
+}
+
+/// The pools (tree, name) on a pending operation's paths and their running limits, for
+/// the queue.
+fn pending_paths(
+    trees: &[PoolTree],
+    books: &Books,
+    id: &OperationId,
+) -> Vec<((usize, String), u32)> {
+    books.operations[id]
+        .trees
+        .iter()
+        .flat_map(|o| {
+            let tree = &trees[o.tree];
+            operations::pool_chain(tree, &o.pool, None)
+                .into_iter()
+                .map(move |name| {
+                    let limit = operations::pool_limits(tree, &name, None).1;
+                    ((o.tree, name), limit)
+                })
+        })
+        .collect()
+}
+
+/// Debug builds: the queue holds exactly the pending operations, and every one not stale
+/// still waits for the reason it shows (what a pass over all of them would leave).
+fn debug_check_pending(trees: &[PoolTree], books: &Books, caches: &Caches) {
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    let pending: Vec<&Operation> = books
+        .unfinished_operations()
+        .filter(|op| op.state == OperationState::Pending)
+        .collect();
+    debug_assert_eq!(
+        pending.len(),
+        caches.pending.len(),
+        "pending queue out of date"
+    );
+    for op in pending {
+        let id = &op.spec.id;
+        debug_assert!(caches.pending.contains(id), "{id:?} pending but not queued");
+        if caches.pending.is_stale(id) {
+            continue;
+        }
+        // As a pass over all would find it, from the trees as they are.
+        let reason = op.trees.iter().filter(|o| !o.lightweight).find_map(|o| {
+            operations::running_limit_violation(&trees[o.tree], &o.pool, &caches.counts[o.tree])
+                .map(|(pool, limit)| {
+                    crate::operations::pending_reason(&pool, limit, &trees[o.tree].name)
+                })
+        });
+        debug_assert!(reason.is_some(), "{id:?} may run but is not looked at");
+        debug_assert_eq!(reason, op.pending_reason, "{id:?} waits for another reason");
+    }
+}
+
+/// What the check for hung operations finds (scheduler spec §3.7), from the trees, the books,
+/// the configuration and the heartbeats skipped so far: for each running operation with
+/// pending jobs in an arena, since when an ancestor limits it (`None`: none does, or the check
+/// is off) and whether it starves; and the operations to fail, with why.
+fn hung_operations(
+    trees: &[PoolTree],
+    books: &Books,
+    config: &SchedulerConfig,
+    skipped_heartbeats: u64,
+    now: Millis,
+) -> (HangupUpdates, Vec<(OperationId, String)>) {
+    use crate::tree::{ElementRef, StarvationStatus};
+    let mut updates: Vec<(OperationId, Option<Option<Millis>>, bool)> = Vec::new();
+    let mut to_fail: Vec<(OperationId, String)> = Vec::new();
+    for op in books.unfinished_operations() {
+        if op.state != OperationState::Running || op.pending_job_count() == 0 {
+            continue;
+        }
+        // Smallest pending job (componentwise minimum over tasks with pending jobs).
+        let min_job = op.pending_job_resources().reduce(|a, b| a.min(&b));
+        // An operation in several trees is hung only if it is in every one of them: it
+        // can progress in any tree where it is not limited or not starving.
+        let mut starving = true;
+        let mut limiting_check = true;
+        let mut limiting = None;
+        let mut in_arena = false;
+        for o in &op.trees {
+            let t = o.tree;
+            let arena = &trees[t].arena;
+            let Some(&index) = arena.by_operation.get(&op.spec.id) else {
+                starving = false;
+                limiting_check = false;
+                continue;
+            };
+            in_arena = true;
+            starving &= arena.elements[index].starvation_status != StarvationStatus::NonStarving;
+            limiting_check &= trees[t].config().enable_limiting_ancestor_check
+                && !arena.total_resources.is_zero();
+            let here = min_job.and_then(|job| {
+                std::iter::once(index)
+                    .chain(arena.ancestors(index))
+                    .find(|&e| !arena.elements[e].resource_limits.dominates(&job))
+                    .map(|e| (t, e, job))
+            });
+            match here {
+                // The first tree's limiting element names the failure.
+                Some(found) => limiting = limiting.or(Some(found)),
+                None => limiting_check = false,
+            }
+        }
+        if !in_arena {
+            continue;
+        }
+        let since = match (limiting_check, limiting) {
+            (true, Some(_)) => Some(op.limiting_ancestor_since.unwrap_or(now)),
+            _ => None,
+        };
+        updates.push((op.spec.id.clone(), Some(since), starving));
+        if let (Some(since), Some((t, e, job))) = (since, limiting)
+            && now >= since + config.operation_hangup_due_to_limiting_ancestor_safe_timeout_ms
+        {
+            let arena = &trees[t].arena;
+            let name = match &arena.elements[e].kind {
+                ElementRef::Pool(p) => p.clone(),
+                ElementRef::Operation(o) => o.0.clone(),
+                ElementRef::Root => ROOT_NAME.to_string(),
+            };
+            // The limits as configured (unset resources are unlimited and not shown).
+            let specified = match &arena.elements[e].kind {
+                ElementRef::Pool(p) => trees[t]
+                    .pool_config(p)
+                    .map(|c| c.resource_limits)
+                    .unwrap_or_default(),
+                _ => op.spec.resource_limits,
+            };
+            let in_tree = if op.trees.len() > 1 {
+                format!(" in tree {:?}", trees[t].name)
+            } else {
+                String::new()
+            };
+            to_fail.push((
+                op.spec.id.clone(),
+                format!(
+                    "scheduling hung: operation has ancestor {name:?}{in_tree} (limiting_ancestor: \
+                     {name}) whose specified resource limits {} are too small for its minimum \
+                     job {job}",
+                    specified
+                ),
+            ));
+            continue;
+        }
+        let quiet_since = op
+            .start_time
+            .max(op.last_scheduled_at.unwrap_or(0))
+            .max(op.last_non_starving_at);
+        if starving
+            && op.running_job_count() == 0
+            && now >= quiet_since.saturating_add(config.operation_hangup_safe_timeout_ms)
+            && op.failed_schedule_attempts + (skipped_heartbeats - op.skipped_heartbeats_at_start)
+                >= config.operation_hangup_min_schedule_job_attempts
+        {
+            to_fail.push((
+                op.spec.id.clone(),
+                "scheduling hung: operation has no successful scheduled allocations for a long period"
+                    .to_string(),
+            ));
+        }
+    }
+    (updates, to_fail)
+}
+
+/// Per operation: its new `limiting_ancestor_since` (if it is to be set) and whether it
+/// starves.
+type HangupUpdates = Vec<(OperationId, Option<Option<Millis>>, bool)>;

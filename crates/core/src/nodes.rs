@@ -13,7 +13,7 @@ impl Scheduler {
     /// Registers a node. Rejected if a node with that id exists.
     pub fn add_node(&mut self, _now: Millis, spec: NodeSpec) -> Result<(), CoreError> {
         self.holds.room_epoch += 1;
-        if self.nodes.contains_key(&spec.id) {
+        if self.books.nodes.contains_key(&spec.id) {
             return Err(CoreError::new(format!(
                 "node {:?} already exists",
                 spec.id.0
@@ -26,7 +26,7 @@ impl Scheduler {
             )));
         }
         let tree = Self::tree_for_tags(&self.trees, &spec.id, &spec.tags)?;
-        self.nodes.insert(
+        self.books.nodes.insert(
             spec.id.clone(),
             Node {
                 id: spec.id,
@@ -65,6 +65,7 @@ impl Scheduler {
             None => None,
         };
         let node = self
+            .books
             .nodes
             .get_mut(id)
             .ok_or_else(|| CoreError::new(format!("node {:?} does not exist", id.0)))?;
@@ -85,7 +86,7 @@ impl Scheduler {
         if moved {
             self.abort_allocations_of_moved_node(now, id);
         }
-        let node = self.nodes.get_mut(id).expect("checked above");
+        let node = self.books.nodes.get_mut(id).expect("checked above");
         if let Some(enabled) = scheduler_jobs_enabled {
             node.scheduler_jobs_enabled = enabled;
             if !enabled {
@@ -106,6 +107,7 @@ impl Scheduler {
     /// (their jobs go back to pending and run again in the trees of their operations).
     pub(crate) fn abort_allocations_of_moved_node(&mut self, now: Millis, id: &NodeId) {
         let ids: Vec<AllocationId> = self
+            .books
             .nodes
             .get(id)
             .map(|n| n.allocations.iter().copied().collect())
@@ -128,6 +130,7 @@ impl Scheduler {
         draining: bool,
     ) -> Result<(), CoreError> {
         let node = self
+            .books
             .nodes
             .get_mut(id)
             .ok_or_else(|| CoreError::new(format!("node {:?} does not exist", id.0)))?;
@@ -138,6 +141,7 @@ impl Scheduler {
     /// Removes a node; its allocations are lost and their jobs go back to pending.
     pub fn remove_node(&mut self, now: Millis, id: &NodeId) -> Result<(), CoreError> {
         let node = self
+            .books
             .nodes
             .get(id)
             .ok_or_else(|| CoreError::new(format!("node {:?} does not exist", id.0)))?;
@@ -145,11 +149,17 @@ impl Scheduler {
         for a in ids {
             self.end_allocation(now, a, EndKind::Preempted(PreemptionReason::NodeLost, None));
         }
-        self.nodes.remove(id);
+        self.books.nodes.remove(id);
         // Nobody is left to stop anything there.
         self.orders.remove(id);
-        self.release_reservation(now, id, "node_unavailable");
-        self.drop_gang_holds_on(now, id);
+        crate::reservation::release_reservation(
+            &mut self.holds,
+            &mut self.events,
+            now,
+            id,
+            "node_unavailable",
+        );
+        crate::gang::drop_gang_holds_on(&mut self.holds, &mut self.events, now, id);
         Ok(())
     }
 }

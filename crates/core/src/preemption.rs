@@ -2,6 +2,10 @@
 //! stage may take, conditional blockers, the preemptor's start), graceful preemption, limit
 //! violations and node overcommit. Which allocations are preemptible at all is
 //! [`crate::preemptible`].
+//!
+//! What a stage reads (candidates and their levels, conditional blockers, preemptive offers,
+//! live usage) are functions over explicit borrows of a tree, the books and the tree's
+//! preemption cache; what preempts and starts jobs are [`Scheduler`] methods.
 
 use crate::event::{Preemptor, Stage};
 use crate::heartbeat::descent;
@@ -9,9 +13,10 @@ use crate::model::{
     AllocationId, AllocationState, Millis, NodeId, Operation, OperationState, PreemptionMode,
     PreemptionReason,
 };
-use crate::preemptible::{PreemptionPriority, PreemptionStatus};
+use crate::preemptible::{self, PreemptionCache, PreemptionPriority, PreemptionStatus};
 use crate::scheduler::{EndKind, HeartbeatResponse, Scheduler};
-use crate::tree::StarvationStatus;
+use crate::state::Books;
+use crate::tree::{PoolTree, StarvationStatus};
 use fairsched_hdrf::ElementIndex;
 use fairsched_resources::{ResourceVector, Resources};
 use std::collections::BTreeMap;
@@ -88,49 +93,6 @@ const PREEMPTIVE_STAGES: [PreemptiveStage; 4] = [
 ];
 
 impl Scheduler {
-    fn aggressive_preemption_allowed(&self, t: usize, op: &Operation) -> bool {
-        if op.is_gang()
-            && !self.trees[t]
-                .config()
-                .allow_aggressive_preemption_for_gang_operations
-        {
-            return false;
-        }
-        self.trees[t]
-            .inherited(op.in_tree(t).map_or("", |o| o.pool.as_str()))
-            .is_none_or(|p| p.allow_aggressive_preemption)
-    }
-
-    /// Whether an allocation of `op` at `level` is protected in a stage (spec §2.4). The SSD
-    /// stages ignore every protection but graceful mode for victims without an `Ssd*` level.
-    fn preemption_blocked(&self, t: usize, op: &Operation, stage: Stage, level: Level) -> bool {
-        if op.spec.preemption_mode == PreemptionMode::Graceful {
-            return true;
-        }
-        if stage.is_ssd() && !level.is_ssd() {
-            return false;
-        }
-        if stage == Stage::Preemptive
-            && self.trees[t]
-                .explicit(op.in_tree(t).map_or("", |o| o.pool.as_str()))
-                .is_some_and(|p| !p.allow_normal_preemption)
-        {
-            return true;
-        }
-        if !self.trees[t]
-            .config()
-            .allow_preemption_from_starving_operations
-        {
-            let arena = &self.trees[t].arena;
-            if let Some(&i) = arena.by_operation.get(&op.spec.id)
-                && arena.elements[i].starvation_status != StarvationStatus::NonStarving
-            {
-                return true;
-            }
-        }
-        false
-    }
-
     /// Takes an allocation away: interrupted (with the operation's signal and timeout) when the
     /// operation handles interruption, aborted otherwise.
     pub(crate) fn preempt(
@@ -141,13 +103,13 @@ impl Scheduler {
         preemptor: Option<Preemptor>,
         timeout_override: Option<u64>,
     ) {
-        let Some(a) = self.allocations.get(&id) else {
+        let Some(a) = self.books.allocations.get(&id) else {
             return;
         };
         if a.state != AllocationState::Running {
             return;
         }
-        let op = &self.operations[&a.operation];
+        let op = &self.books.operations[&a.operation];
         let signal = op.spec.interruption_signal.clone();
         if signal.is_some() || timeout_override.is_some() {
             let timeout = timeout_override.unwrap_or_else(|| {
@@ -174,13 +136,17 @@ impl Scheduler {
             .config()
             .allocation_graceful_preemption_timeout_ms;
         let mut victims = Vec::new();
-        let on_node: Vec<AllocationId> = self.nodes[node_id].allocations.iter().copied().collect();
+        let on_node: Vec<AllocationId> = self.books.nodes[node_id]
+            .allocations
+            .iter()
+            .copied()
+            .collect();
         let mut cache: BTreeMap<_, BTreeMap<AllocationId, PreemptionStatus>> = BTreeMap::new();
         for id in on_node {
-            let Some(a) = self.allocations.get(&id) else {
+            let Some(a) = self.books.allocations.get(&id) else {
                 continue;
             };
-            let op = &self.operations[&a.operation];
+            let op = &self.books.operations[&a.operation];
             if op.spec.preemption_mode != PreemptionMode::Graceful
                 || a.state != AllocationState::Running
             {
@@ -216,12 +182,13 @@ impl Scheduler {
         response: &mut HeartbeatResponse,
     ) {
         let backoff = self.trees[t].config().preemptive_scheduling_backoff_ms;
-        if let Some(last) = self.nodes[node_id].last_preemptive_scheduling
+        if let Some(last) = self.books.nodes[node_id].last_preemptive_scheduling
             && now < last + backoff
         {
             return;
         }
-        self.nodes
+        self.books
+            .nodes
             .get_mut(node_id)
             .expect("heartbeating node")
             .last_preemptive_scheduling = Some(now);
@@ -232,14 +199,14 @@ impl Scheduler {
             .arena
             .ssd
             .as_ref()
-            .is_some_and(|ssd| ssd.priority_on(&self.nodes[node_id].tags));
+            .is_some_and(|ssd| ssd.priority_on(&self.books.nodes[node_id].tags));
         let mut started = 0u32;
         for spec in PREEMPTIVE_STAGES {
             let stage = spec.stage;
             if stage.is_ssd() && !ssd_node {
                 continue;
             }
-            let targets: Vec<ElementIndex> = self.preemption[t]
+            let targets: Vec<ElementIndex> = self.caches.preemption[t]
                 .targets
                 .get(&spec.target)
                 .into_iter()
@@ -247,7 +214,7 @@ impl Scheduler {
                 .copied()
                 .filter(|&i| match &self.trees[t].arena.elements[i].kind {
                     crate::tree::ElementRef::Operation(id) => {
-                        self.operations.get(id).is_some_and(|op| {
+                        self.books.operations.get(id).is_some_and(|op| {
                             op.state == OperationState::Running && op.pending_job_count() > 0
                         })
                     }
@@ -260,7 +227,7 @@ impl Scheduler {
                 continue;
             }
             let candidates = self.preemption_candidates(t, node_id, stage, spec.min_level);
-            let blockers = self.conditional_blockers(t, &candidates, stage);
+            let blockers = conditional_blockers(&self.trees[t], &self.books, t, &candidates, stage);
             // Candidates protected by the victim operation itself are dropped; those protected
             // by a pool may only go to preemptors inside that pool.
             let mut candidates: Vec<(AllocationId, Level)> = candidates
@@ -286,14 +253,21 @@ impl Scheduler {
                 let gang_held = if !self.holds.any_gang() {
                     Resources::ZERO
                 } else {
-                    let limit = self.operations[&order_op].spec.tasks[order_task].time_limit_ms;
-                    self.held_from(node_id, &preemptor.operation)
-                        .map_or(Resources::ZERO, |h| h.gangs_for_job(now, limit))
+                    let limit =
+                        self.books.operations[&order_op].spec.tasks[order_task].time_limit_ms;
+                    crate::backfill::held_from(
+                        &self.books,
+                        &self.holds,
+                        node_id,
+                        &preemptor.operation,
+                    )
+                    .map_or(Resources::ZERO, |h| h.gangs_for_job(now, limit))
                 };
                 let mut remaining = Vec::new();
                 for (id, level) in candidates {
-                    let node = &self.nodes[node_id];
-                    let allowed = self.candidate_allowed_for(t, &blockers, id, preemptor_leaf);
+                    let node = &self.books.nodes[node_id];
+                    let allowed =
+                        candidate_allowed_for(&self.trees[t], &blockers, id, preemptor_leaf);
                     if allowed && !node.resources.dominates(&node.usage.add(&gang_held)) {
                         self.preempt(now, id, spec.reason, Some(preemptor.clone()), None);
                     } else {
@@ -317,163 +291,31 @@ impl Scheduler {
         stage: Stage,
         min_level: Level,
     ) -> Vec<(AllocationId, Level)> {
-        let ops: std::collections::BTreeSet<crate::model::OperationId> = self.nodes[node_id]
+        let ops: std::collections::BTreeSet<crate::model::OperationId> = self.books.nodes[node_id]
             .allocations
             .iter()
-            .filter_map(|id| self.allocations.get(id))
+            .filter_map(|id| self.books.allocations.get(id))
             .map(|a| a.operation.clone())
             .collect();
         for op_id in &ops {
-            self.classes(t, op_id);
+            preemptible::cached_classes(
+                &mut self.caches.preemption[t],
+                &self.trees[t],
+                &self.books,
+                t,
+                op_id,
+            );
         }
-        let cache = &self.preemption[t].classes;
-        self.candidates_classified(t, node_id, stage, min_level, &|op, id| {
-            cache.get(op).and_then(|c| c.statuses.get(&id)).copied()
-        })
-    }
-
-    /// [`Self::preemption_candidates`] with the allocations' classes from `status` (`None`:
-    /// preemptible, as an operation not in the last update).
-    fn candidates_classified(
-        &self,
-        t: usize,
-        node_id: &NodeId,
-        stage: Stage,
-        min_level: Level,
-        status: &dyn Fn(&crate::model::OperationId, AllocationId) -> Option<PreemptionStatus>,
-    ) -> Vec<(AllocationId, Level)> {
-        let ops: std::collections::BTreeSet<crate::model::OperationId> = self.nodes[node_id]
-            .allocations
-            .iter()
-            .filter_map(|id| self.allocations.get(id))
-            .map(|a| a.operation.clone())
-            .collect();
-        // SSD priority preemption on this node: which (operation, task) pairs run SSD jobs.
-        let ssd = self.trees[t].arena.ssd.as_ref();
-        let ssd_node = ssd.is_some_and(|ssd| ssd.priority_on(&self.nodes[node_id].tags));
-        let mut ssd_tasks: std::collections::BTreeSet<(&crate::model::OperationId, usize)> =
-            std::collections::BTreeSet::new();
-        if let Some(ssd) = ssd.filter(|_| ssd_node) {
-            for (op_id, op) in ops
-                .iter()
-                .filter_map(|id| Some((id, self.operations.get(id)?)))
-            {
-                for (i, task) in op.spec.tasks.iter().enumerate() {
-                    if ssd.is_ssd_task(task) {
-                        ssd_tasks.insert((op_id, i));
-                    }
-                }
-            }
-        }
-        let mut out = Vec::new();
-        for &id in &self.nodes[node_id].allocations {
-            let Some(a) = self.allocations.get(&id) else {
-                continue;
-            };
-            if a.state != AllocationState::Running {
-                continue;
-            }
-            let op = &self.operations[&a.operation];
-            let status = status(&op.spec.id, id).unwrap_or(PreemptionStatus::Preemptible);
-            // SSD allocations are protected from non-SSD preemption unless plainly preemptible.
-            let ssd = ssd_node && ssd_tasks.contains(&(&a.operation, a.task));
-            let level = match status {
-                PreemptionStatus::NonPreemptible if ssd => Level::SsdNonPreemptible,
-                PreemptionStatus::NonPreemptible => Level::NonPreemptible,
-                PreemptionStatus::AggressivelyPreemptible
-                    if self.aggressive_preemption_allowed(t, op) =>
-                {
-                    if ssd {
-                        Level::SsdAggressivelyPreemptible
-                    } else {
-                        Level::AggressivelyPreemptible
-                    }
-                }
-                PreemptionStatus::AggressivelyPreemptible if ssd => Level::SsdNonPreemptible,
-                PreemptionStatus::AggressivelyPreemptible => Level::NonPreemptible,
-                PreemptionStatus::Preemptible => Level::Preemptible,
-            };
-            if level >= min_level && !self.preemption_blocked(t, op, stage, level) {
-                out.push((id, level, a.start_time));
-            }
-        }
-        out.sort_by(|a, b| b.1.cmp(&a.1).then(b.2.cmp(&a.2)).then(b.0.cmp(&a.0)));
-        out.into_iter().map(|(id, level, _)| (id, level)).collect()
-    }
-
-    /// What the operation at arena index `leaf` of tree `t` could use on a node of that tree
-    /// in its preemptive stage now (as a heartbeat of the node would count it): the node's
-    /// free resources plus the allocations the stage of its preemption priority may take for
-    /// it. Only the free resources when it has no preemption priority or its stage does not
-    /// run on the node (an SSD stage on a node without SSD priority).
-    pub(crate) fn preemptive_offer(
-        &self,
-        t: usize,
-        leaf: ElementIndex,
-        node_id: &NodeId,
-        classes: &BTreeMap<crate::model::OperationId, BTreeMap<AllocationId, PreemptionStatus>>,
-    ) -> Resources {
-        let node = &self.nodes[node_id];
-        let free = node.free();
-        let crate::tree::ElementRef::Operation(id) = &self.trees[t].arena.elements[leaf].kind
-        else {
-            return free;
-        };
-        let priority = self.preemption_priority(t, &self.operations[id]);
-        let ssd_node = self.trees[t]
-            .arena
-            .ssd
-            .as_ref()
-            .is_some_and(|ssd| ssd.priority_on(&node.tags));
-        let Some(spec) = PREEMPTIVE_STAGES
-            .iter()
-            .find(|s| s.target == priority && (ssd_node || !s.stage.is_ssd()))
-        else {
-            return free;
-        };
-        let cache = &self.preemption[t].classes;
-        let candidates =
-            self.candidates_classified(t, node_id, spec.stage, spec.min_level, &|op, a| {
-                cache
-                    .get(op)
-                    .map(|c| &c.statuses)
-                    .or_else(|| classes.get(op))
-                    .and_then(|statuses| statuses.get(&a))
-                    .copied()
-            });
-        let blockers = self.conditional_blockers(t, &candidates, spec.stage);
-        candidates
-            .iter()
-            .filter(|(a, _)| self.candidate_allowed_for(t, &blockers, *a, leaf))
-            .fold(free, |acc, (a, _)| acc.add(&self.allocations[a].resources))
-    }
-
-    /// Classes of the allocations of operations on `nodes` that the cache lacks (for
-    /// [`Self::preemptive_offer`], which may not fill the cache).
-    pub(crate) fn classes_for_offers<'a>(
-        &self,
-        t: usize,
-        nodes: impl Iterator<Item = &'a NodeId>,
-    ) -> BTreeMap<crate::model::OperationId, BTreeMap<AllocationId, PreemptionStatus>> {
-        let mut out = BTreeMap::new();
-        for node in nodes {
-            for a in &self.nodes[node].allocations {
-                let Some(a) = self.allocations.get(a) else {
-                    continue;
-                };
-                if self.preemption[t].classes.contains_key(&a.operation)
-                    || out.contains_key(&a.operation)
-                {
-                    continue;
-                }
-                let op = &self.operations[&a.operation];
-                out.insert(
-                    a.operation.clone(),
-                    self.classify(t, op).into_iter().collect(),
-                );
-            }
-        }
-        out
+        let cache = &self.caches.preemption[t].classes;
+        candidates_classified(
+            &self.trees[t],
+            &self.books,
+            t,
+            node_id,
+            stage,
+            min_level,
+            &|op, id| cache.get(op).and_then(|c| c.statuses.get(&id)).copied(),
+        )
     }
 
     /// Starts one allocation for a target operation (arena indices of the node's tree),
@@ -487,18 +329,18 @@ impl Scheduler {
         blockers: &BTreeMap<AllocationId, Blocker>,
         stage: Stage,
     ) -> Option<crate::scheduler::StartOrder> {
-        let t = self.nodes[node_id].tree?;
+        let t = self.books.nodes[node_id].tree?;
         let mut walk = descent::walk_for(
             t,
             &self.trees[t].arena,
-            &self.operations,
-            &self.nodes[node_id],
+            &self.books.operations,
+            &self.books.nodes[node_id],
             |i| targets.contains(&i),
         );
         while let Some(leaf) = walk.best_leaf(&self.trees[t].arena) {
             // Gang operations placed all at once start only from what they hold.
             if self.trees[t].config().gang_placement.enable
-                && descent::is_gang_leaf(&self.trees[t].arena, &self.operations, leaf)
+                && descent::is_gang_leaf(&self.trees[t].arena, &self.books.operations, leaf)
             {
                 walk.deactivate(&self.trees[t].arena, leaf);
                 continue;
@@ -506,13 +348,19 @@ impl Scheduler {
             // The discount: every candidate this operation may take.
             let discount = candidates
                 .iter()
-                .filter(|(id, _)| self.candidate_allowed_for(t, blockers, *id, leaf))
+                .filter(|(id, _)| candidate_allowed_for(&self.trees[t], blockers, *id, leaf))
                 .fold(Resources::ZERO, |acc, (id, _)| {
-                    acc.add(&self.allocations[id].resources)
+                    acc.add(&self.books.allocations[id].resources)
                 });
             let offer = crate::holds::Offer {
-                available: self.nodes[node_id].free().add(&discount),
-                held: self.held_from_leaf(t, node_id, leaf),
+                available: self.books.nodes[node_id].free().add(&discount),
+                held: crate::backfill::held_from_leaf(
+                    &self.books,
+                    &self.holds,
+                    &self.trees[t].arena,
+                    node_id,
+                    leaf,
+                ),
             };
             if let Some(order) = self.try_start(now, node_id, leaf, &mut walk, stage, offer) {
                 return Some(order);
@@ -522,52 +370,386 @@ impl Scheduler {
         None
     }
 
-    /// The blocking checks (`preemption_check_starvation`, `preemption_check_satisfaction`):
-    /// for each candidate, the first element from its operation up to (not including) the root
-    /// that is starving or below its preemption satisfaction threshold.
-    fn conditional_blockers(
-        &self,
+    /// Remaining candidates of operations (or pools) whose usage exceeds their resource limits
+    /// are preempted (limits were lowered).
+    fn preempt_limit_violations(
+        &mut self,
         t: usize,
-        candidates: &[(AllocationId, Level)],
-        stage: Stage,
-    ) -> BTreeMap<AllocationId, Blocker> {
-        let mut out = BTreeMap::new();
-        let (check_starvation, check_satisfaction) = {
-            let c = self.trees[t].config();
-            (
-                c.preemption_check_starvation,
-                c.preemption_check_satisfaction,
-            )
-        };
-        if !(check_starvation || check_satisfaction) || candidates.is_empty() {
-            return out;
+        now: Millis,
+        candidates: Vec<(AllocationId, Level)>,
+    ) {
+        if !self.trees[t].limits_maybe_violated {
+            return;
         }
-        let arena = &self.trees[t].arena;
-        let usage = self.live_usage(t);
-        let config = self.trees[t].config();
-        let mut by_op: BTreeMap<ElementIndex, Option<Blocker>> = BTreeMap::new();
-        for &(id, level) in candidates {
-            // The SSD stages ignore the blocking ancestor of victims without an SSD level.
-            if stage.is_ssd() && !level.is_ssd() {
+        let usage = live_usage(&self.trees[t], &self.books, t);
+        let any_violation = self.trees[t]
+            .arena
+            .elements
+            .iter()
+            .zip(&usage)
+            .any(|(e, u)| !e.resource_limits.dominates(u));
+        if !any_violation {
+            self.trees[t].limits_maybe_violated = false;
+            return;
+        }
+        for (id, _) in candidates {
+            let Some(a) = self.books.allocations.get(&id) else {
+                continue;
+            };
+            let Some(&leaf) = self.trees[t].arena.by_operation.get(&a.operation) else {
+                continue;
+            };
+            let usage = live_usage(&self.trees[t], &self.books, t);
+            let violated = preemptible::path_to_root(&self.trees[t].arena, leaf)
+                .into_iter()
+                .any(|e| {
+                    !self.trees[t].arena.elements[e]
+                        .resource_limits
+                        .dominates(&usage[e])
+                });
+            if violated {
+                self.preempt(
+                    now,
+                    id,
+                    PreemptionReason::ResourceLimitsViolated,
+                    None,
+                    None,
+                );
+            }
+        }
+    }
+
+    /// Node overcommit (spec §2.8): after the allowed duration, allocations that do not fit,
+    /// kept in order (non-preemptible first, oldest first), are preempted.
+    pub(crate) fn preempt_overcommit(&mut self, now: Millis, node_id: &NodeId) {
+        let node = &self.books.nodes[node_id];
+        if node.resources.dominates(&node.usage) {
+            self.books
+                .nodes
+                .get_mut(node_id)
+                .expect("node")
+                .overcommit_since = None;
+            return;
+        }
+        let since = *self
+            .books
+            .nodes
+            .get_mut(node_id)
+            .expect("node")
+            .overcommit_since
+            .get_or_insert(now);
+        if now < since.saturating_add(self.config.allowed_node_resources_overcommit_duration_ms) {
+            return;
+        }
+        let mut keep: Vec<(PreemptionStatus, Millis, AllocationId, Resources)> = Vec::new();
+        let mut classes: BTreeMap<AllocationId, PreemptionStatus> = BTreeMap::new();
+        for &id in &self.books.nodes[node_id].allocations {
+            let Some(a) = self.books.allocations.get(&id) else {
+                continue;
+            };
+            if a.state != AllocationState::Running {
                 continue;
             }
-            let Some(a) = self.allocations.get(&id) else {
-                continue;
-            };
-            let Some(&leaf) = arena.by_operation.get(&a.operation) else {
-                continue;
-            };
-            // The aggressive threshold in the stages of aggressive or SSD targets (YTsaurus:
-            // target priority >= Aggressive).
-            let aggressive = stage != Stage::Preemptive
-                && self.aggressive_preemption_allowed(t, &self.operations[&a.operation]);
-            let threshold = if aggressive {
-                config.aggressive_preemption_satisfaction_threshold
+            if !classes.contains_key(&id) {
+                classes.extend(self.classify(a.tree, &self.books.operations[&a.operation]));
+            }
+            let status = classes
+                .get(&id)
+                .copied()
+                .unwrap_or(PreemptionStatus::Preemptible);
+            keep.push((status, a.start_time, id, a.resources));
+        }
+        keep.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        let limits = self.books.nodes[node_id].resources;
+        let mut used = Resources::ZERO;
+        let mut victims = Vec::new();
+        for (_, _, id, r) in keep {
+            let next = used.add(&r);
+            if limits.dominates(&next) {
+                used = next;
             } else {
-                config.preemption_satisfaction_threshold
+                victims.push(id);
+            }
+        }
+        for id in victims {
+            self.preempt(now, id, PreemptionReason::ResourceOvercommit, None, None);
+        }
+        self.books
+            .nodes
+            .get_mut(node_id)
+            .expect("node")
+            .overcommit_since = None;
+    }
+}
+
+/// Live usage of every element of tree `t`'s (`tree`'s) arena.
+pub(crate) fn live_usage(tree: &PoolTree, books: &Books, t: usize) -> Vec<Resources> {
+    let arena = &tree.arena;
+    let n = arena.elements.len();
+    let mut usage = vec![Resources::ZERO; n];
+    for (i, op) in crate::heartbeat::descent::tree_operations(arena, &books.operations) {
+        if let Some(op) = op {
+            usage[i] = op.in_tree(t).map_or(Resources::ZERO, |o| o.usage);
+        }
+    }
+    for i in (1..n).rev() {
+        if let Some(p) = arena.elements[i].parent {
+            usage[p] = usage[p].add(&usage[i]);
+        }
+    }
+    usage
+}
+
+/// [`Scheduler::preemption_candidates`] (in tree `t`, `tree`) with the allocations' classes from `status` (`None`:
+/// preemptible, as an operation not in the last update).
+fn candidates_classified(
+    tree: &PoolTree,
+    books: &Books,
+    t: usize,
+    node_id: &NodeId,
+    stage: Stage,
+    min_level: Level,
+    status: &dyn Fn(&crate::model::OperationId, AllocationId) -> Option<PreemptionStatus>,
+) -> Vec<(AllocationId, Level)> {
+    let ops: std::collections::BTreeSet<crate::model::OperationId> = books.nodes[node_id]
+        .allocations
+        .iter()
+        .filter_map(|id| books.allocations.get(id))
+        .map(|a| a.operation.clone())
+        .collect();
+    // SSD priority preemption on this node: which (operation, task) pairs run SSD jobs.
+    let ssd = tree.arena.ssd.as_ref();
+    let ssd_node = ssd.is_some_and(|ssd| ssd.priority_on(&books.nodes[node_id].tags));
+    let mut ssd_tasks: std::collections::BTreeSet<(&crate::model::OperationId, usize)> =
+        std::collections::BTreeSet::new();
+    if let Some(ssd) = ssd.filter(|_| ssd_node) {
+        for (op_id, op) in ops
+            .iter()
+            .filter_map(|id| Some((id, books.operations.get(id)?)))
+        {
+            for (i, task) in op.spec.tasks.iter().enumerate() {
+                if ssd.is_ssd_task(task) {
+                    ssd_tasks.insert((op_id, i));
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for &id in &books.nodes[node_id].allocations {
+        let Some(a) = books.allocations.get(&id) else {
+            continue;
+        };
+        if a.state != AllocationState::Running {
+            continue;
+        }
+        let op = &books.operations[&a.operation];
+        let status = status(&op.spec.id, id).unwrap_or(PreemptionStatus::Preemptible);
+        // SSD allocations are protected from non-SSD preemption unless plainly preemptible.
+        let ssd = ssd_node && ssd_tasks.contains(&(&a.operation, a.task));
+        let level = match status {
+            PreemptionStatus::NonPreemptible if ssd => Level::SsdNonPreemptible,
+            PreemptionStatus::NonPreemptible => Level::NonPreemptible,
+            PreemptionStatus::AggressivelyPreemptible
+                if aggressive_preemption_allowed(tree, t, op) =>
+            {
+                if ssd {
+                    Level::SsdAggressivelyPreemptible
+                } else {
+                    Level::AggressivelyPreemptible
+                }
+            }
+            PreemptionStatus::AggressivelyPreemptible if ssd => Level::SsdNonPreemptible,
+            PreemptionStatus::AggressivelyPreemptible => Level::NonPreemptible,
+            PreemptionStatus::Preemptible => Level::Preemptible,
+        };
+        if level >= min_level && !preemption_blocked(tree, t, op, stage, level) {
+            out.push((id, level, a.start_time));
+        }
+    }
+    out.sort_by(|a, b| b.1.cmp(&a.1).then(b.2.cmp(&a.2)).then(b.0.cmp(&a.0)));
+    out.into_iter().map(|(id, level, _)| (id, level)).collect()
+}
+
+/// Whether the tree (`tree`, tree `t`) lets `op`'s allocations be preempted aggressively.
+fn aggressive_preemption_allowed(tree: &PoolTree, t: usize, op: &Operation) -> bool {
+    if op.is_gang()
+        && !tree
+            .config()
+            .allow_aggressive_preemption_for_gang_operations
+    {
+        return false;
+    }
+    tree.inherited(op.in_tree(t).map_or("", |o| o.pool.as_str()))
+        .is_none_or(|p| p.allow_aggressive_preemption)
+}
+
+/// Whether an allocation of `op` at `level` is protected in a stage (spec §2.4). The SSD
+/// stages ignore every protection but graceful mode for victims without an `Ssd*` level.
+fn preemption_blocked(
+    tree: &PoolTree,
+    t: usize,
+    op: &Operation,
+    stage: Stage,
+    level: Level,
+) -> bool {
+    if op.spec.preemption_mode == PreemptionMode::Graceful {
+        return true;
+    }
+    if stage.is_ssd() && !level.is_ssd() {
+        return false;
+    }
+    if stage == Stage::Preemptive
+        && tree
+            .explicit(op.in_tree(t).map_or("", |o| o.pool.as_str()))
+            .is_some_and(|p| !p.allow_normal_preemption)
+    {
+        return true;
+    }
+    if !tree.config().allow_preemption_from_starving_operations {
+        let arena = &tree.arena;
+        if let Some(&i) = arena.by_operation.get(&op.spec.id)
+            && arena.elements[i].starvation_status != StarvationStatus::NonStarving
+        {
+            return true;
+        }
+    }
+    false
+}
+
+/// What the operation at arena index `leaf` of tree `t` could use on a node of that tree
+/// (`tree`, its preemption cache `cache`) in its preemptive stage now (as a heartbeat of the node would count it): the node's
+/// free resources plus the allocations the stage of its preemption priority may take for
+/// it. Only the free resources when it has no preemption priority or its stage does not
+/// run on the node (an SSD stage on a node without SSD priority).
+pub(crate) fn preemptive_offer(
+    tree: &PoolTree,
+    books: &Books,
+    cache: &PreemptionCache,
+    t: usize,
+    leaf: ElementIndex,
+    node_id: &NodeId,
+    classes: &BTreeMap<crate::model::OperationId, BTreeMap<AllocationId, PreemptionStatus>>,
+) -> Resources {
+    let node = &books.nodes[node_id];
+    let free = node.free();
+    let crate::tree::ElementRef::Operation(id) = &tree.arena.elements[leaf].kind else {
+        return free;
+    };
+    let priority = preemptible::preemption_priority(tree, &books.operations[id]);
+    let ssd_node = tree
+        .arena
+        .ssd
+        .as_ref()
+        .is_some_and(|ssd| ssd.priority_on(&node.tags));
+    let Some(spec) = PREEMPTIVE_STAGES
+        .iter()
+        .find(|s| s.target == priority && (ssd_node || !s.stage.is_ssd()))
+    else {
+        return free;
+    };
+    let candidates = candidates_classified(
+        tree,
+        books,
+        t,
+        node_id,
+        spec.stage,
+        spec.min_level,
+        &|op, a| {
+            cache
+                .classes
+                .get(op)
+                .map(|c| &c.statuses)
+                .or_else(|| classes.get(op))
+                .and_then(|statuses| statuses.get(&a))
+                .copied()
+        },
+    );
+    let blockers = conditional_blockers(tree, books, t, &candidates, spec.stage);
+    candidates
+        .iter()
+        .filter(|(a, _)| candidate_allowed_for(tree, &blockers, *a, leaf))
+        .fold(free, |acc, (a, _)| acc.add(&books.allocations[a].resources))
+}
+
+/// Classes of the allocations of operations on `nodes` (of tree `t`, `tree`) that its cache
+/// lacks (for [`preemptive_offer`], which may not fill the cache).
+pub(crate) fn classes_for_offers<'a>(
+    tree: &PoolTree,
+    books: &Books,
+    cache: &PreemptionCache,
+    t: usize,
+    nodes: impl Iterator<Item = &'a NodeId>,
+) -> BTreeMap<crate::model::OperationId, BTreeMap<AllocationId, PreemptionStatus>> {
+    let mut out = BTreeMap::new();
+    for node in nodes {
+        for a in &books.nodes[node].allocations {
+            let Some(a) = books.allocations.get(a) else {
+                continue;
             };
-            let blocker = *by_op.entry(leaf).or_insert_with(|| {
-                self.path_to_root(t, leaf).into_iter().find_map(|e| {
+            if cache.classes.contains_key(&a.operation) || out.contains_key(&a.operation) {
+                continue;
+            }
+            let op = &books.operations[&a.operation];
+            out.insert(
+                a.operation.clone(),
+                preemptible::classify(tree, books, t, op)
+                    .into_iter()
+                    .collect(),
+            );
+        }
+    }
+    out
+}
+
+/// The blocking checks (`preemption_check_starvation`, `preemption_check_satisfaction`):
+/// for each candidate, the first element from its operation up to (not including) the root
+/// that is starving or below its preemption satisfaction threshold.
+fn conditional_blockers(
+    tree: &PoolTree,
+    books: &Books,
+    t: usize,
+    candidates: &[(AllocationId, Level)],
+    stage: Stage,
+) -> BTreeMap<AllocationId, Blocker> {
+    let mut out = BTreeMap::new();
+    let (check_starvation, check_satisfaction) = {
+        let c = tree.config();
+        (
+            c.preemption_check_starvation,
+            c.preemption_check_satisfaction,
+        )
+    };
+    if !(check_starvation || check_satisfaction) || candidates.is_empty() {
+        return out;
+    }
+    let arena = &tree.arena;
+    let usage = live_usage(tree, books, t);
+    let config = tree.config();
+    let mut by_op: BTreeMap<ElementIndex, Option<Blocker>> = BTreeMap::new();
+    for &(id, level) in candidates {
+        // The SSD stages ignore the blocking ancestor of victims without an SSD level.
+        if stage.is_ssd() && !level.is_ssd() {
+            continue;
+        }
+        let Some(a) = books.allocations.get(&id) else {
+            continue;
+        };
+        let Some(&leaf) = arena.by_operation.get(&a.operation) else {
+            continue;
+        };
+        // The aggressive threshold in the stages of aggressive or SSD targets (YTsaurus:
+        // target priority >= Aggressive).
+        let aggressive = stage != Stage::Preemptive
+            && aggressive_preemption_allowed(tree, t, &books.operations[&a.operation]);
+        let threshold = if aggressive {
+            config.aggressive_preemption_satisfaction_threshold
+        } else {
+            config.preemption_satisfaction_threshold
+        };
+        let blocker = *by_op.entry(leaf).or_insert_with(|| {
+            preemptible::path_to_root(&tree.arena, leaf)
+                .into_iter()
+                .find_map(|e| {
                     let element = &arena.elements[e];
                     let share = ResourceVector::from_resources(&usage[e], &arena.total_resources);
                     let satisfaction = crate::heartbeat::walk::local_satisfaction(
@@ -584,148 +766,28 @@ impl Scheduler {
                         Blocker::Pool(e)
                     })
                 })
-            });
-            if let Some(b) = blocker {
-                out.insert(id, b);
-            }
-        }
-        out
-    }
-
-    /// Whether a candidate may be taken for an operation at arena index `preemptor`.
-    fn candidate_allowed_for(
-        &self,
-        t: usize,
-        blockers: &BTreeMap<AllocationId, Blocker>,
-        id: AllocationId,
-        preemptor: ElementIndex,
-    ) -> bool {
-        match blockers.get(&id) {
-            None => true,
-            Some(Blocker::Operation) => false,
-            // Without conditional preemption a blocking pool protects the victim from everyone.
-            Some(Blocker::Pool(pool)) => {
-                self.trees[t].config().enable_conditional_preemption
-                    && self.trees[t].arena.ancestors(preemptor).any(|a| a == *pool)
-            }
+        });
+        if let Some(b) = blocker {
+            out.insert(id, b);
         }
     }
+    out
+}
 
-    /// Remaining candidates of operations (or pools) whose usage exceeds their resource limits
-    /// are preempted (limits were lowered).
-    fn preempt_limit_violations(
-        &mut self,
-        t: usize,
-        now: Millis,
-        candidates: Vec<(AllocationId, Level)>,
-    ) {
-        if !self.trees[t].limits_maybe_violated {
-            return;
+/// Whether a candidate may be taken for an operation at arena index `preemptor` of `tree`.
+fn candidate_allowed_for(
+    tree: &PoolTree,
+    blockers: &BTreeMap<AllocationId, Blocker>,
+    id: AllocationId,
+    preemptor: ElementIndex,
+) -> bool {
+    match blockers.get(&id) {
+        None => true,
+        Some(Blocker::Operation) => false,
+        // Without conditional preemption a blocking pool protects the victim from everyone.
+        Some(Blocker::Pool(pool)) => {
+            tree.config().enable_conditional_preemption
+                && tree.arena.ancestors(preemptor).any(|a| a == *pool)
         }
-        let usage = self.live_usage(t);
-        let any_violation = self.trees[t]
-            .arena
-            .elements
-            .iter()
-            .zip(&usage)
-            .any(|(e, u)| !e.resource_limits.dominates(u));
-        if !any_violation {
-            self.trees[t].limits_maybe_violated = false;
-            return;
-        }
-        for (id, _) in candidates {
-            let Some(a) = self.allocations.get(&id) else {
-                continue;
-            };
-            let Some(&leaf) = self.trees[t].arena.by_operation.get(&a.operation) else {
-                continue;
-            };
-            let usage = self.live_usage(t);
-            let violated = self.path_to_root(t, leaf).into_iter().any(|e| {
-                !self.trees[t].arena.elements[e]
-                    .resource_limits
-                    .dominates(&usage[e])
-            });
-            if violated {
-                self.preempt(
-                    now,
-                    id,
-                    PreemptionReason::ResourceLimitsViolated,
-                    None,
-                    None,
-                );
-            }
-        }
-    }
-
-    /// Live usage of every element of the arena.
-    pub(crate) fn live_usage(&self, t: usize) -> Vec<Resources> {
-        let arena = &self.trees[t].arena;
-        let n = arena.elements.len();
-        let mut usage = vec![Resources::ZERO; n];
-        for (i, op) in crate::heartbeat::descent::tree_operations(arena, &self.operations) {
-            if let Some(op) = op {
-                usage[i] = op.in_tree(t).map_or(Resources::ZERO, |o| o.usage);
-            }
-        }
-        for i in (1..n).rev() {
-            if let Some(p) = arena.elements[i].parent {
-                usage[p] = usage[p].add(&usage[i]);
-            }
-        }
-        usage
-    }
-
-    /// Node overcommit (spec §2.8): after the allowed duration, allocations that do not fit,
-    /// kept in order (non-preemptible first, oldest first), are preempted.
-    pub(crate) fn preempt_overcommit(&mut self, now: Millis, node_id: &NodeId) {
-        let node = &self.nodes[node_id];
-        if node.resources.dominates(&node.usage) {
-            self.nodes.get_mut(node_id).expect("node").overcommit_since = None;
-            return;
-        }
-        let since = *self
-            .nodes
-            .get_mut(node_id)
-            .expect("node")
-            .overcommit_since
-            .get_or_insert(now);
-        if now < since.saturating_add(self.config.allowed_node_resources_overcommit_duration_ms) {
-            return;
-        }
-        let mut keep: Vec<(PreemptionStatus, Millis, AllocationId, Resources)> = Vec::new();
-        let mut classes: BTreeMap<AllocationId, PreemptionStatus> = BTreeMap::new();
-        for &id in &self.nodes[node_id].allocations {
-            let Some(a) = self.allocations.get(&id) else {
-                continue;
-            };
-            if a.state != AllocationState::Running {
-                continue;
-            }
-            if !classes.contains_key(&id) {
-                classes.extend(self.classify(a.tree, &self.operations[&a.operation]));
-            }
-            let status = classes
-                .get(&id)
-                .copied()
-                .unwrap_or(PreemptionStatus::Preemptible);
-            keep.push((status, a.start_time, id, a.resources));
-        }
-        keep.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
-        let limits = self.nodes[node_id].resources;
-        let mut used = Resources::ZERO;
-        let mut victims = Vec::new();
-        for (_, _, id, r) in keep {
-            let next = used.add(&r);
-            if limits.dominates(&next) {
-                used = next;
-            } else {
-                victims.push(id);
-            }
-        }
-        for id in victims {
-            self.preempt(now, id, PreemptionReason::ResourceOvercommit, None, None);
-        }
-        self.nodes.get_mut(node_id).expect("node").overcommit_since = None;
     }
 }

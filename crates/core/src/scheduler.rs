@@ -1,18 +1,18 @@
-//! The scheduler: state plus the commands that change it. Every method takes the current time
-//! as an argument; nothing here reads a clock, spawns a thread or depends on hash order.
+//! The scheduler: a facade over its state, kept in parts with one owner each (the trees,
+//! `Books`, `Caches`, `Holds`, the `EventLog`, the orders and the stats; see `state.rs`), and
+//! its accessors. The commands are in the stage modules, as methods that split the borrows
+//! over functions taking only the parts they need. Every method takes the current time as an
+//! argument; nothing here reads a clock, spawns a thread or depends on hash order.
 
 use crate::event::{Event, EventKind};
-use crate::heartbeat::walk::Walk;
 use crate::holds::Holds;
 use crate::model::{
     Allocation, AllocationId, Millis, Node, NodeId, Operation, OperationId, TreeSchedulingOptions,
 };
-use crate::operations::counts::PoolCounts;
-use crate::operations::pending::PendingQueue;
-use crate::preemptible::classes::PreemptionCache;
+use crate::state::{Books, Caches, EventLog};
 use crate::tree::PoolTree;
 use fairsched_config::ValidatedPoolTrees;
-use fairsched_resources::{PartialResources, Resources};
+use fairsched_resources::PartialResources;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -36,7 +36,7 @@ pub struct OperationUpdate {
     pub per_tree: BTreeMap<String, TreeSchedulingOptions>,
 }
 
-/// The scheduling core.
+/// The scheduling core: its state in parts, the commands added by the stage modules.
 #[derive(Clone, Debug)]
 pub struct Scheduler {
     pub config: SchedulerConfig,
@@ -44,46 +44,18 @@ pub struct Scheduler {
     pub(crate) trees: Vec<PoolTree>,
     /// Index of the default tree (operations that name no tree run there).
     pub(crate) default_tree: usize,
-    pub(crate) nodes: BTreeMap<NodeId, Node>,
-    pub(crate) operations: BTreeMap<OperationId, Operation>,
-    /// Operations in start order (ids), for deterministic iteration.
-    pub(crate) start_order: BTreeMap<u64, OperationId>,
-    /// The next operation's `start_seq`.
-    pub(crate) next_start_seq: u64,
-    /// The operations not finished yet, in start order (with their `start_seq`); finished
-    /// ones are dropped at each fair-share update (until then they are skipped, and so is an
-    /// entry of a forgotten operation whose id was used again: its sequence differs). Passes
-    /// over live operations use it, so that their cost does not grow with every operation
-    /// ever run.
-    pub(crate) live_order: Vec<(u64, OperationId)>,
-    /// The operations finished and not forgotten yet (see `forget_finished_operations`).
-    pub(crate) finished: std::collections::BTreeSet<OperationId>,
-    pub(crate) allocations: BTreeMap<AllocationId, Allocation>,
-    /// How many allocations are being interrupted (a heartbeat skips looking for overdue ones
-    /// and for preemptors waiting on them when there are none).
-    pub(crate) interrupting: usize,
-    pub(crate) next_allocation: u64,
-    events: Vec<Event>,
+    /// Nodes, operations and allocations (see [`Books`]).
+    pub(crate) books: Books,
+    /// The events logged and not taken yet.
+    pub(crate) events: EventLog,
     /// Orders not yet handed out, by node ([`NodeOrders`]).
     pub(crate) orders: BTreeMap<NodeId, NodeOrders>,
     pub(crate) last_fair_share_update: Option<Millis>,
     pub(crate) last_hangup_check: Option<Millis>,
-    /// Componentwise minimum of the pending jobs at the last update: a node that cannot fit it
-    /// cannot fit any job, and its regular stage is skipped.
-    pub(crate) min_pending_job: Option<Resources>,
     /// Heartbeats whose regular stage was skipped because no pending job could fit.
     pub(crate) skipped_heartbeats: u64,
-    /// The heartbeat's descent state per tree, kept up to date between fair-share updates
-    /// (see [`crate::heartbeat`]); `None` until the first heartbeat after an update.
-    pub(crate) walks: Vec<Option<Walk>>,
-    /// Operation counts per pool (subtree totals) per tree, maintained as operations start,
-    /// change state or move (see [`crate::operations`]).
-    pub(crate) counts: Vec<BTreeMap<String, PoolCounts>>,
-    /// The pending operations, indexed for the admission pass (see
-    /// [`crate::operations::pending`]).
-    pub(crate) pending: PendingQueue,
-    /// Preemption's caches per tree (see [`crate::preemptible`]).
-    pub(crate) preemption: Vec<PreemptionCache>,
+    /// What is kept between updates to spare recomputation (see [`Caches`]).
+    pub(crate) caches: Caches,
     /// Reservations and gangs (see [`crate::holds`]).
     pub(crate) holds: Holds,
     /// Counters for `--stats`.
@@ -135,25 +107,13 @@ impl Scheduler {
                 .map(|(name, validated)| PoolTree::new(name, validated))
                 .collect(),
             default_tree,
-            nodes: BTreeMap::new(),
-            operations: BTreeMap::new(),
-            start_order: BTreeMap::new(),
-            next_start_seq: 0,
-            finished: std::collections::BTreeSet::new(),
-            live_order: Vec::new(),
-            allocations: BTreeMap::new(),
-            interrupting: 0,
-            next_allocation: 1,
-            events: Vec::new(),
+            books: Books::default(),
+            events: EventLog::default(),
             orders: BTreeMap::new(),
             last_fair_share_update: None,
             last_hangup_check: None,
-            min_pending_job: None,
             skipped_heartbeats: 0,
-            walks: vec![None; tree_count],
-            counts: vec![BTreeMap::new(); tree_count],
-            pending: PendingQueue::default(),
-            preemption: vec![PreemptionCache::default(); tree_count],
+            caches: Caches::new(tree_count),
             holds: Holds::default(),
             stats: Stats::default(),
         })
@@ -162,7 +122,7 @@ impl Scheduler {
     /// The id the next allocation will get (ids are never reused by this scheduler). A driver
     /// that builds a new scheduler and names jobs by allocation id continues after it.
     pub fn next_allocation_id(&self) -> u64 {
-        self.next_allocation
+        self.books.next_allocation
     }
 
     /// Every order not yet handed out, by node, for a driver that delivers them itself (a
@@ -175,11 +135,12 @@ impl Scheduler {
 
     /// Takes the events logged since the last call.
     pub fn take_events(&mut self) -> Vec<Event> {
-        std::mem::take(&mut self.events)
+        self.events.take()
     }
 
+    #[inline]
     pub(crate) fn log(&mut self, t_ms: Millis, kind: EventKind) {
-        self.events.push(Event { t_ms, kind });
+        self.events.log(t_ms, kind);
     }
 
     /// The default tree.
@@ -194,47 +155,36 @@ impl Scheduler {
 
     /// Index of the tree named `name`.
     pub fn tree_index(&self, name: &str) -> Option<usize> {
-        self.trees.iter().position(|t| t.name == name)
+        crate::tree::tree_index(&self.trees, name)
     }
 
     pub fn operation(&self, id: &OperationId) -> Option<&Operation> {
-        self.operations.get(id)
+        self.books.operations.get(id)
     }
 
     pub fn operations(&self) -> impl Iterator<Item = &Operation> {
-        self.start_order
-            .values()
-            .filter_map(|id| self.operations.get(id))
+        self.books.in_start_order()
     }
 
     /// The operations not finished yet (pending and running), in start order.
     pub fn unfinished_operations(&self) -> impl Iterator<Item = &Operation> {
-        self.live_order
-            .iter()
-            .filter_map(|(seq, id)| self.live_operation(*seq, id))
-            .filter(|op| !op.state.is_finished())
-    }
-
-    /// Operation `id` of the live order entry `(seq, id)`, unless it is gone (forgotten, its
-    /// id maybe used again).
-    pub(crate) fn live_operation(&self, seq: u64, id: &OperationId) -> Option<&Operation> {
-        self.operations.get(id).filter(|op| op.start_seq == seq)
+        self.books.unfinished_operations()
     }
 
     pub fn node(&self, id: &NodeId) -> Option<&Node> {
-        self.nodes.get(id)
+        self.books.nodes.get(id)
     }
 
     pub fn nodes(&self) -> impl Iterator<Item = &Node> {
-        self.nodes.values()
+        self.books.nodes.values()
     }
 
     pub fn allocation(&self, id: AllocationId) -> Option<&Allocation> {
-        self.allocations.get(&id)
+        self.books.allocations.get(&id)
     }
 
     pub fn allocations(&self) -> impl Iterator<Item = &Allocation> {
-        self.allocations.values()
+        self.books.allocations.values()
     }
 
     /// The tree whose node filter matches `tags`; an error when several do (trees must not

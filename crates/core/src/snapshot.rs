@@ -1,8 +1,12 @@
 //! Orchid-like introspection: a snapshot of every pool and operation with YTsaurus field names.
+//!
+//! The snapshot is taken through [`Scheduler`] methods (it asks why operations wait); its
+//! pools and elements are functions over explicit borrows of a tree.
 
 use crate::model::Millis;
+use crate::operations::counts::PoolCounts;
 use crate::scheduler::Scheduler;
-use crate::tree::ElementRef;
+use crate::tree::{Arena, ElementRef, PoolTree};
 use fairsched_hdrf::ElementAttributes;
 use fairsched_resources::{ResourceKind, ResourceVector, Resources};
 use serde::Serialize;
@@ -190,7 +194,7 @@ impl Scheduler {
         let why = self.why_context_with(std::borrow::Cow::Borrowed(usages));
         let end = ids.len().min(done.saturating_add(count));
         for id in &ids[*done..end] {
-            if let Some(op) = self.operations.get(id) {
+            if let Some(op) = self.books.operations.get(id) {
                 operations.insert(id.0.clone(), self.operation_snapshot(op, &why));
             }
         }
@@ -214,31 +218,32 @@ impl Scheduler {
         let usages = why.usages();
         let first = op.trees[0].tree;
         let (preemptible, aggressively_preemptible) = self.preemptible_counts(first, op);
-        let pool_trees = op.trees[1..]
-            .iter()
-            .map(|o| {
-                let (p, ap) = self.preemptible_counts(o.tree, op);
-                (
-                    self.trees[o.tree].name.clone(),
-                    OperationTreeSnapshot {
-                        element: self.trees[o.tree]
-                            .arena
-                            .by_operation
-                            .get(&op.spec.id)
-                            .map(|&i| self.element_snapshot(o.tree, i, &usages[o.tree])),
-                        pool: o.pool.clone(),
-                        preemptible_allocation_count: p,
-                        aggressively_preemptible_allocation_count: ap,
-                    },
-                )
-            })
-            .collect();
+        let pool_trees =
+            op.trees[1..]
+                .iter()
+                .map(|o| {
+                    let (p, ap) = self.preemptible_counts(o.tree, op);
+                    (
+                        self.trees[o.tree].name.clone(),
+                        OperationTreeSnapshot {
+                            element: self.trees[o.tree].arena.by_operation.get(&op.spec.id).map(
+                                |&i| {
+                                    element_snapshot(&self.trees[o.tree].arena, i, &usages[o.tree])
+                                },
+                            ),
+                            pool: o.pool.clone(),
+                            preemptible_allocation_count: p,
+                            aggressively_preemptible_allocation_count: ap,
+                        },
+                    )
+                })
+                .collect();
         OperationSnapshot {
             element: self.trees[first]
                 .arena
                 .by_operation
                 .get(&op.spec.id)
-                .map(|&i| self.element_snapshot(first, i, &usages[first])),
+                .map(|&i| element_snapshot(&self.trees[first].arena, i, &usages[first])),
             pool: op.pool.clone(),
             state: op.state.name(),
             running_job_count: op.running_job_count(),
@@ -247,7 +252,7 @@ impl Scheduler {
             preemptible_allocation_count: preemptible,
             aggressively_preemptible_allocation_count: aggressively_preemptible,
             lightweight: op.lightweight,
-            why: self.why_waiting_in(op, why),
+            why: why.why_waiting(op),
             reserved_node: self.reserved_node_of(&op.spec.id).map(|n| n.0.clone()),
             pool_trees,
         }
@@ -266,9 +271,9 @@ impl Scheduler {
             t_ms: now,
             tree: self.trees[d].name.clone(),
             total_resources: self.trees[d].arena.total_resources,
-            pools: self.pool_snapshots(d, &usages[d]),
+            pools: pool_snapshots(&self.trees[d], &self.pool_counts_in(d), &usages[d]),
             operations,
-            user_to_ephemeral_pools: self.user_to_ephemeral_pools(d),
+            user_to_ephemeral_pools: user_to_ephemeral_pools(&self.trees[d]),
             pool_trees: (0..self.trees.len())
                 .filter(|&t| t != d)
                 .map(|t| {
@@ -276,95 +281,100 @@ impl Scheduler {
                         self.trees[t].name.clone(),
                         TreeSnapshot {
                             total_resources: self.trees[t].arena.total_resources,
-                            pools: self.pool_snapshots(t, &usages[t]),
-                            user_to_ephemeral_pools: self.user_to_ephemeral_pools(t),
+                            pools: pool_snapshots(
+                                &self.trees[t],
+                                &self.pool_counts_in(t),
+                                &usages[t],
+                            ),
+                            user_to_ephemeral_pools: user_to_ephemeral_pools(&self.trees[t]),
                         },
                     )
                 })
                 .collect(),
         }
     }
+}
 
-    /// Tree `t`'s ephemeral pools by user (names sorted).
-    fn user_to_ephemeral_pools(&self, t: usize) -> BTreeMap<String, Vec<String>> {
-        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for (name, pool) in &self.trees[t].ephemeral {
-            out.entry(pool.user.clone()).or_default().push(name.clone());
-        }
-        out
+/// The tree's ephemeral pools by user (names sorted).
+fn user_to_ephemeral_pools(tree: &PoolTree) -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (name, pool) in &tree.ephemeral {
+        out.entry(pool.user.clone()).or_default().push(name.clone());
     }
+    out
+}
 
-    /// Element `i` of tree `t`.
-    fn element_snapshot(&self, t: usize, i: usize, usage: &[Resources]) -> ElementSnapshot {
-        let arena = &self.trees[t].arena;
-        let total = arena.total_resources;
-        let e = &arena.elements[i];
-        let a: &ElementAttributes = &e.attrs;
-        let usage_share = ResourceVector::from_resources(&usage[i], &total);
-        ElementSnapshot {
-            fair_share_ratio: a.fair_share.total.max_component(),
-            usage_ratio: usage_share.max_component(),
-            demand_ratio: a.demand_share.max_component(),
-            satisfaction_ratio: crate::heartbeat::walk::local_satisfaction(
-                &usage_share,
-                &a.fair_share.total,
-                &a.demand_share,
-            ),
-            dominant_resource: a.dominant_resource.name(),
-            starvation_status: e.starvation_status.name(),
-            scheduling_status: e.scheduling_status.name(),
-            weight: a.weight,
-            detailed_fair_share: DetailedFairShare {
-                strong_guarantee: share_map(&a.fair_share.strong_guarantee),
-                integral_guarantee: share_map(&a.fair_share.integral_guarantee),
-                weight_proportional: share_map(&a.fair_share.weight_proportional),
-                total: share_map(&a.fair_share.total),
-            },
-            resource_usage: usage[i],
-            resource_demand: total.scale_by(&a.demand_share),
-            effective_strong_guarantee_resources: total.scale_by(&a.strong_guarantee_share),
-            effective_fair_share_starvation_tolerance: e.tolerance,
-            effective_fair_share_starvation_timeout_ms: e.starvation_timeout_ms,
-            effective_aggressive_starvation_enabled: e.aggressive_starvation_enabled,
-        }
+/// Element `i` of `arena` (`usage`: the live usage per element).
+fn element_snapshot(arena: &Arena, i: usize, usage: &[Resources]) -> ElementSnapshot {
+    let total = arena.total_resources;
+    let e = &arena.elements[i];
+    let a: &ElementAttributes = &e.attrs;
+    let usage_share = ResourceVector::from_resources(&usage[i], &total);
+    ElementSnapshot {
+        fair_share_ratio: a.fair_share.total.max_component(),
+        usage_ratio: usage_share.max_component(),
+        demand_ratio: a.demand_share.max_component(),
+        satisfaction_ratio: crate::heartbeat::walk::local_satisfaction(
+            &usage_share,
+            &a.fair_share.total,
+            &a.demand_share,
+        ),
+        dominant_resource: a.dominant_resource.name(),
+        starvation_status: e.starvation_status.name(),
+        scheduling_status: e.scheduling_status.name(),
+        weight: a.weight,
+        detailed_fair_share: DetailedFairShare {
+            strong_guarantee: share_map(&a.fair_share.strong_guarantee),
+            integral_guarantee: share_map(&a.fair_share.integral_guarantee),
+            weight_proportional: share_map(&a.fair_share.weight_proportional),
+            total: share_map(&a.fair_share.total),
+        },
+        resource_usage: usage[i],
+        resource_demand: total.scale_by(&a.demand_share),
+        effective_strong_guarantee_resources: total.scale_by(&a.strong_guarantee_share),
+        effective_fair_share_starvation_tolerance: e.tolerance,
+        effective_fair_share_starvation_timeout_ms: e.starvation_timeout_ms,
+        effective_aggressive_starvation_enabled: e.aggressive_starvation_enabled,
     }
+}
 
-    /// The pools (and the root) of tree `t`, by name.
-    fn pool_snapshots(&self, t: usize, usage: &[Resources]) -> BTreeMap<String, PoolSnapshot> {
-        let tree = &self.trees[t];
-        let arena = &tree.arena;
-        let counts = self.pool_counts_in(t);
-        let mut pools = BTreeMap::new();
-        for (i, e) in arena.elements.iter().enumerate() {
-            let (name, is_ephemeral) = match &e.kind {
-                ElementRef::Root => (crate::tree::ROOT_NAME.to_string(), false),
-                ElementRef::Pool(p) => (p.clone(), tree.ephemeral.contains_key(p)),
-                ElementRef::Operation(_) => continue,
-            };
-            let parent = arena.elements[i]
-                .parent
-                .map(|p| match &arena.elements[p].kind {
-                    ElementRef::Pool(name) => name.clone(),
-                    _ => crate::tree::ROOT_NAME.to_string(),
-                });
-            let c = counts.get(&name).copied().unwrap_or_default();
-            pools.insert(
-                name,
-                PoolSnapshot {
-                    element: self.element_snapshot(t, i, usage),
-                    parent,
-                    mode: if arena.elements[i].fifo {
-                        "fifo"
-                    } else {
-                        "fair_share"
-                    },
-                    is_ephemeral,
-                    operation_count: c.operation_count,
-                    running_operation_count: c.running_operation_count,
-                    lightweight_running_operation_count: c.lightweight_running_operation_count,
+/// The pools (and the root) of `tree`, by name (`counts`: its operation counts per pool).
+fn pool_snapshots(
+    tree: &PoolTree,
+    counts: &BTreeMap<String, PoolCounts>,
+    usage: &[Resources],
+) -> BTreeMap<String, PoolSnapshot> {
+    let arena = &tree.arena;
+    let mut pools = BTreeMap::new();
+    for (i, e) in arena.elements.iter().enumerate() {
+        let (name, is_ephemeral) = match &e.kind {
+            ElementRef::Root => (crate::tree::ROOT_NAME.to_string(), false),
+            ElementRef::Pool(p) => (p.clone(), tree.ephemeral.contains_key(p)),
+            ElementRef::Operation(_) => continue,
+        };
+        let parent = arena.elements[i]
+            .parent
+            .map(|p| match &arena.elements[p].kind {
+                ElementRef::Pool(name) => name.clone(),
+                _ => crate::tree::ROOT_NAME.to_string(),
+            });
+        let c = counts.get(&name).copied().unwrap_or_default();
+        pools.insert(
+            name,
+            PoolSnapshot {
+                element: element_snapshot(arena, i, usage),
+                parent,
+                mode: if arena.elements[i].fifo {
+                    "fifo"
+                } else {
+                    "fair_share"
                 },
-            );
-        }
-        pools
+                is_ephemeral,
+                operation_count: c.operation_count,
+                running_operation_count: c.running_operation_count,
+                lightweight_running_operation_count: c.lightweight_running_operation_count,
+            },
+        );
     }
+    pools
 }

@@ -9,6 +9,7 @@ use crate::model::Millis;
 use crate::model::OperationId;
 use crate::model::OperationState;
 use crate::scheduler::Scheduler;
+use crate::state::{Books, EventLog};
 use crate::tree::EphemeralPool;
 use crate::tree::PoolTree;
 use crate::tree::ROOT_NAME;
@@ -48,14 +49,6 @@ impl Scheduler {
         }
     }
 
-    /// Total resources of the nodes tree `t` schedules on.
-    pub(crate) fn tree_total(&self, t: usize) -> Resources {
-        self.nodes
-            .values()
-            .filter(|n| n.scheduler_jobs_enabled && n.tree == Some(t))
-            .fold(Resources::ZERO, |acc, n| acc.add(&n.resources))
-    }
-
     /// Recomputes fair shares and statuses now: [`Scheduler::prepare_fair_share_update`],
     /// [`FairShareUpdate::compute`] and [`Scheduler::apply_fair_share_update`] in turn.
     pub fn update_fair_share(&mut self, now: Millis) {
@@ -82,15 +75,7 @@ impl Scheduler {
     /// since waits for the next update, as if it had started just after this one). A change of
     /// a tree's configuration meanwhile makes the update one that is not installed.
     pub fn begin_fair_share_update(&mut self, now: Millis) -> PreparingUpdate {
-        PreparingUpdate {
-            now,
-            ids: self.live_order.clone(),
-            done: 0,
-            kept: Vec::with_capacity(self.live_order.len()),
-            operations: vec![Vec::new(); self.trees.len()],
-            generations: self.trees.iter().map(|t| t.generation).collect(),
-            min_pending_job: None,
-        }
+        PreparingUpdate::new(now, &self.trees, &self.books)
     }
 
     /// Copies the next `count` operations into an update being prepared; true when all are.
@@ -99,37 +84,7 @@ impl Scheduler {
         preparing: &mut PreparingUpdate,
         count: usize,
     ) -> bool {
-        let end = preparing
-            .ids
-            .len()
-            .min(preparing.done.saturating_add(count));
-        let media: Vec<Option<&[String]>> = self.trees.iter().map(|t| t.ssd_media()).collect();
-        for i in preparing.done..end {
-            let (seq, id) =
-                std::mem::replace(&mut preparing.ids[i], (0, OperationId(String::new())));
-            let Some(op) = self
-                .live_operation(seq, &id)
-                .filter(|op| !op.state.is_finished())
-            else {
-                continue;
-            };
-            if op.state == OperationState::Running {
-                for (t, ssd_media) in media.iter().enumerate() {
-                    if let Some(prepared) = crate::tree::prepare_operation(t, op, *ssd_media) {
-                        preparing.operations[t].push(prepared);
-                    }
-                }
-                for r in op.pending_job_resources() {
-                    preparing.min_pending_job = Some(match preparing.min_pending_job {
-                        Some(min) => min.min(&r),
-                        None => r,
-                    });
-                }
-            }
-            preparing.kept.push((seq, id));
-        }
-        preparing.done = end;
-        preparing.done == preparing.ids.len()
+        preparing.copy_operations(&self.trees, &self.books, count)
     }
 
     /// The prepared update (operations not yet copied are copied now). The operations
@@ -148,17 +103,18 @@ impl Scheduler {
         // The live order is what it was (its operations still unfinished when copied) and
         // the operations started since: nothing but this takes operations out of it.
         debug_assert!(
-            self.live_order.len() >= ids.len(),
+            self.books.live_order.len() >= ids.len(),
             "the live order only grows"
         );
         kept.extend(
-            self.live_order
-                .drain(ids.len().min(self.live_order.len())..),
+            self.books
+                .live_order
+                .drain(ids.len().min(self.books.live_order.len())..),
         );
-        self.live_order = kept;
+        self.books.live_order = kept;
         let mut trees = Vec::with_capacity(self.trees.len());
         for (t, (ops, generation)) in operations.into_iter().zip(generations).enumerate() {
-            let total = self.tree_total(t);
+            let total = self.books.tree_total(t);
             trees.push(self.trees[t].prepare_update(t, now, total, generation, ops));
         }
         FairShareUpdate {
@@ -189,19 +145,31 @@ impl Scheduler {
             }
             return false;
         }
-        self.min_pending_job = update.min_pending_job;
+        self.caches.min_pending_job = update.min_pending_job;
         for u in &mut update.trees {
             let t = u.tree_index();
             self.trees[t].apply_update(u);
-            self.preemption[t].targets = u.take_targets();
-            self.walks[t] = None;
-            self.preemption[t].classes.clear();
+            self.caches.preemption[t].targets = u.take_targets();
+            self.caches.walks[t] = None;
+            self.caches.preemption[t].classes.clear();
         }
         for t in 0..self.trees.len() {
-            self.raise_fair_share_alerts(t, now);
+            raise_fair_share_alerts(&mut self.trees[t], &self.books, &mut self.events, t, now);
         }
-        self.update_reservations(now);
-        self.update_gangs(now);
+        crate::reservation::update_reservations(
+            &self.trees,
+            &self.books,
+            &mut self.holds,
+            &mut self.events,
+            now,
+        );
+        crate::gang::update_gangs(
+            &self.trees,
+            &self.books,
+            &mut self.holds,
+            &mut self.events,
+            now,
+        );
         self.last_fair_share_update = Some(now);
         self.stats.fair_share_updates += 1;
         true
@@ -220,7 +188,7 @@ impl Scheduler {
         trees: ValidatedPoolTrees,
     ) -> Result<(), CoreError> {
         // Limits and paths may change: every pending operation is looked at again.
-        self.pending.invalidate_all();
+        self.caches.pending.invalidate_all();
         let names: Vec<&String> = trees.trees.keys().collect();
         let ours: Vec<&String> = self.trees.iter().map(|t| &t.name).collect();
         if names != ours {
@@ -243,7 +211,7 @@ impl Scheduler {
             for (tree, validated) in candidate.iter_mut().zip(trees.trees.values()) {
                 tree.set_validated(validated.clone());
             }
-            for node in self.nodes.values() {
+            for node in self.books.nodes.values() {
                 assignment.push((
                     node.id.clone(),
                     Self::tree_for_tags(&candidate, &node.id, &node.tags)?,
@@ -255,12 +223,12 @@ impl Scheduler {
             tree.limits_maybe_violated = true;
         }
         // Preemption thresholds may have changed.
-        for cache in &mut self.preemption {
+        for cache in &mut self.caches.preemption {
             cache.classes.clear();
         }
         let mut moved = Vec::new();
         for (id, t) in assignment {
-            if let Some(node) = self.nodes.get_mut(&id)
+            if let Some(node) = self.books.nodes.get_mut(&id)
                 && node.tree != t
             {
                 node.tree = t;
@@ -323,47 +291,6 @@ impl Scheduler {
         self.try_run_pending(now);
         Ok(())
     }
-
-    /// Logs an `error` event for every fair-share alert that appeared with this update (YTsaurus
-    /// raises a scheduler alert; 29000: strong guarantees exceed the cluster and are scaled down).
-    pub(crate) fn raise_fair_share_alerts(&mut self, t: usize, now: Millis) {
-        // One alert per code, as YTsaurus raises one scheduler alert per kind.
-        let mut by_code: BTreeMap<u32, Vec<String>> = BTreeMap::new();
-        for e in &self.trees[t].arena.errors {
-            by_code
-                .entry(e.code().unwrap_or(1))
-                .or_default()
-                .push(format!("{}: {e}", e.name()));
-        }
-        if let Some(messages) = by_code.get_mut(&fairsched_config::POOL_TREE_GUARANTEES_OVERCOMMIT)
-        {
-            // The configuration's words for it (the overcommitted resources only, in human
-            // units), as the server's replies to pool changes say it; the update's own text
-            // where the configured guarantees alone do not show it (inferred components).
-            let total = self.tree_total(t);
-            if let Some(alert) =
-                fairsched_config::guarantee_overcommit_alert(&self.trees[t].validated.tree, &total)
-            {
-                *messages = vec![alert.message];
-            }
-        }
-        let alerts: Vec<(u32, String)> = by_code
-            .into_iter()
-            .map(|(code, messages)| (code, messages.join("; ")))
-            .collect();
-        for alert in &alerts {
-            if !self.trees[t].active_alerts.contains(alert) {
-                self.log(
-                    now,
-                    EventKind::Error {
-                        code: alert.0,
-                        message: format!("pool tree {:?}: {}", self.trees[t].name, alert.1),
-                    },
-                );
-            }
-        }
-        self.trees[t].active_alerts = alerts;
-    }
 }
 
 /// A fair-share update being prepared in slices ([`Scheduler::begin_fair_share_update`]).
@@ -379,6 +306,53 @@ pub struct PreparingUpdate {
     operations: Vec<Vec<crate::tree::PreparedOperation>>,
     generations: Vec<u64>,
     min_pending_job: Option<Resources>,
+}
+
+impl PreparingUpdate {
+    /// Starts preparing an update at `now` from the trees (their generations) and the books'
+    /// live order.
+    fn new(now: Millis, trees: &[PoolTree], books: &Books) -> PreparingUpdate {
+        PreparingUpdate {
+            now,
+            ids: books.live_order.clone(),
+            done: 0,
+            kept: Vec::with_capacity(books.live_order.len()),
+            operations: vec![Vec::new(); trees.len()],
+            generations: trees.iter().map(|t| t.generation).collect(),
+            min_pending_job: None,
+        }
+    }
+
+    /// Copies the next `count` operations of `books` (for each of `trees`); true when all are.
+    fn copy_operations(&mut self, trees: &[PoolTree], books: &Books, count: usize) -> bool {
+        let end = self.ids.len().min(self.done.saturating_add(count));
+        let media: Vec<Option<&[String]>> = trees.iter().map(|t| t.ssd_media()).collect();
+        for i in self.done..end {
+            let (seq, id) = std::mem::replace(&mut self.ids[i], (0, OperationId(String::new())));
+            let Some(op) = books
+                .live_operation(seq, &id)
+                .filter(|op| !op.state.is_finished())
+            else {
+                continue;
+            };
+            if op.state == OperationState::Running {
+                for (t, ssd_media) in media.iter().enumerate() {
+                    if let Some(prepared) = crate::tree::prepare_operation(t, op, *ssd_media) {
+                        self.operations[t].push(prepared);
+                    }
+                }
+                for r in op.pending_job_resources() {
+                    self.min_pending_job = Some(match self.min_pending_job {
+                        Some(min) => min.min(&r),
+                        None => r,
+                    });
+                }
+            }
+            self.kept.push((seq, id));
+        }
+        self.done = end;
+        self.done == self.ids.len()
+    }
 }
 
 /// A fair-share update of every tree, prepared by [`Scheduler::prepare_fair_share_update`]:
@@ -412,4 +386,51 @@ impl FairShareUpdate {
     pub fn now(&self) -> Millis {
         self.now
     }
+}
+
+/// Logs an `error` event for every fair-share alert that appeared with this update of tree `t`
+/// (`tree`) (YTsaurus
+/// raises a scheduler alert; 29000: strong guarantees exceed the cluster and are scaled down).
+fn raise_fair_share_alerts(
+    tree: &mut PoolTree,
+    books: &Books,
+    events: &mut EventLog,
+    t: usize,
+    now: Millis,
+) {
+    // One alert per code, as YTsaurus raises one scheduler alert per kind.
+    let mut by_code: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+    for e in &tree.arena.errors {
+        by_code
+            .entry(e.code().unwrap_or(1))
+            .or_default()
+            .push(format!("{}: {e}", e.name()));
+    }
+    if let Some(messages) = by_code.get_mut(&fairsched_config::POOL_TREE_GUARANTEES_OVERCOMMIT) {
+        // The configuration's words for it (the overcommitted resources only, in human
+        // units), as the server's replies to pool changes say it; the update's own text
+        // where the configured guarantees alone do not show it (inferred components).
+        let total = books.tree_total(t);
+        if let Some(alert) =
+            fairsched_config::guarantee_overcommit_alert(&tree.validated.tree, &total)
+        {
+            *messages = vec![alert.message];
+        }
+    }
+    let alerts: Vec<(u32, String)> = by_code
+        .into_iter()
+        .map(|(code, messages)| (code, messages.join("; ")))
+        .collect();
+    for alert in &alerts {
+        if !tree.active_alerts.contains(alert) {
+            events.log(
+                now,
+                EventKind::Error {
+                    code: alert.0,
+                    message: format!("pool tree {:?}: {}", tree.name, alert.1),
+                },
+            );
+        }
+    }
+    tree.active_alerts = alerts;
 }

@@ -2,20 +2,33 @@
 //! blocker with numbers (pending behind a running-operation limit, no node large enough, tag
 //! filters, resource limits, FIFO order, gangs, reservations, room on a node, the spare bound,
 //! a fair share of 0, starvation with or without anything to preempt, the fair share itself).
+//!
+//! The answers are methods of a `WhyContext`, which borrows the trees, books, holds and
+//! caches it reads; [`Scheduler::why_waiting`] and the snapshot build one.
 
+use crate::holds::Holds;
 use crate::model::{AllocationId, Millis, OperationId, OperationState};
 use crate::preemptible::PreemptionStatus;
+use crate::preemption;
 use crate::scheduler::Scheduler;
+use crate::state::{Books, Caches};
+use crate::tree::PoolTree;
 use fairsched_hdrf::ElementIndex;
 use fairsched_resources::{ResourceKind, Resources};
 use std::cell::{OnceCell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-/// What "why does it wait" reads alike for every operation, computed once for a view of many
-/// (a snapshot): each tree's live usage per element and, when a starving operation asks, the
+/// What "why does it wait" reads: explicit borrows of the scheduler's trees, books, holds and
+/// caches, and what it reads alike for every operation, computed once for a view of many (a
+/// snapshot): each tree's live usage per element and, when a starving operation asks, the
 /// classes of the allocations on the tree's nodes.
 pub(crate) struct WhyContext<'a> {
+    trees: &'a [PoolTree],
+    books: &'a Books,
+    holds: &'a Holds,
+    caches: &'a Caches,
+    last_fair_share_update: Option<Millis>,
     usages: std::borrow::Cow<'a, [Vec<Resources>]>,
     classes: Vec<OnceCell<OfferClasses>>,
     /// The nodes operations may use, by (their trees, the tree asked about, tag set), and
@@ -48,13 +61,6 @@ struct Shape {
 /// Allocation classes by operation, for preemptive offers.
 type OfferClasses = BTreeMap<OperationId, BTreeMap<AllocationId, PreemptionStatus>>;
 
-impl WhyContext<'_> {
-    /// Each tree's live usage per element.
-    pub(crate) fn usages(&self) -> &[Vec<Resources>] {
-        &self.usages
-    }
-}
-
 impl Scheduler {
     /// The context for many [`Scheduler::why_waiting`] questions at once.
     pub(crate) fn why_context(&self) -> WhyContext<'_> {
@@ -63,7 +69,9 @@ impl Scheduler {
 
     /// Each tree's live usage per element.
     pub(crate) fn live_usages(&self) -> Vec<Vec<Resources>> {
-        (0..self.trees.len()).map(|t| self.live_usage(t)).collect()
+        (0..self.trees.len())
+            .map(|t| preemption::live_usage(&self.trees[t], &self.books, t))
+            .collect()
     }
 
     /// A context with each tree's usage per element as given (taken by
@@ -73,27 +81,40 @@ impl Scheduler {
         usages: std::borrow::Cow<'a, [Vec<Resources>]>,
     ) -> WhyContext<'a> {
         WhyContext {
+            trees: &self.trees,
+            books: &self.books,
+            holds: &self.holds,
+            caches: &self.caches,
+            last_fair_share_update: self.last_fair_share_update,
             usages,
             classes: (0..self.trees.len()).map(|_| OnceCell::new()).collect(),
             nodes: RefCell::new(Vec::new()),
         }
     }
 
+    /// Why an unfinished operation has jobs waiting, in words (the first reason that applies),
+    /// or `None` when nothing holds it back.
+    pub fn why_waiting(&self, op: &crate::model::Operation) -> Option<String> {
+        self.why_context().why_waiting(op)
+    }
+}
+
+impl<'a> WhyContext<'a> {
+    /// Each tree's live usage per element.
+    pub(crate) fn usages(&self) -> &[Vec<Resources>] {
+        &self.usages
+    }
+
     /// The nodes an operation of trees `trees`, at element `index` of tree `t`, may use
     /// (computed once per context for operations alike).
-    fn eligible<'a>(
-        &'a self,
-        context: &WhyContext<'a>,
-        trees: Vec<usize>,
-        t: usize,
-        index: ElementIndex,
-    ) -> Rc<Eligible<'a>> {
+    fn eligible(&self, trees: Vec<usize>, t: usize, index: ElementIndex) -> Rc<Eligible<'a>> {
         let arena = &self.trees[t].arena;
         let key = (trees, t, arena.elements[index].tag_set);
-        if let Some((_, e)) = context.nodes.borrow().iter().find(|(k, _)| *k == key) {
+        if let Some((_, e)) = self.nodes.borrow().iter().find(|(k, _)| *k == key) {
             return e.clone();
         }
-        let of_trees: Vec<&crate::model::Node> = self
+        let books: &'a Books = self.books;
+        let of_trees: Vec<&'a crate::model::Node> = books
             .nodes
             .values()
             .filter(|n| n.tree.is_some_and(|nt| key.0.contains(&nt)))
@@ -106,7 +127,7 @@ impl Scheduler {
                 .collect(),
             shapes: RefCell::new(Vec::new()),
         });
-        context.nodes.borrow_mut().push((key, eligible.clone()));
+        self.nodes.borrow_mut().push((key, eligible.clone()));
         eligible
     }
 
@@ -160,18 +181,8 @@ impl Scheduler {
         shape
     }
 
-    /// Why an unfinished operation has jobs waiting, in words (the first reason that applies),
-    /// or `None` when nothing holds it back.
-    pub fn why_waiting(&self, op: &crate::model::Operation) -> Option<String> {
-        self.why_waiting_in(op, &self.why_context())
-    }
-
-    /// [`Scheduler::why_waiting`] with what every operation's answer reads computed once.
-    pub(crate) fn why_waiting_in<'a>(
-        &'a self,
-        op: &crate::model::Operation,
-        context: &WhyContext<'a>,
-    ) -> Option<String> {
+    /// [`Scheduler::why_waiting`], with what every operation's answer reads computed once.
+    pub(crate) fn why_waiting(&self, op: &crate::model::Operation) -> Option<String> {
         use crate::tree::{SchedulingStatus, StarvationStatus};
         if op.state == OperationState::Pending {
             return op.pending_reason.clone();
@@ -186,7 +197,7 @@ impl Scheduler {
             return Some("waiting for the next fair-share update to include the operation".into());
         };
         let job = op.pending_job_resources().next()?;
-        let eligible = self.eligible(context, op.trees.iter().map(|o| o.tree).collect(), t, index);
+        let eligible = self.eligible(op.trees.iter().map(|o| o.tree).collect(), t, index);
         if arena.elements[index].tag_set != 0 && !eligible.tags_match {
             let filters: Vec<String> = arena.tag_sets[arena.elements[index].tag_set]
                 .iter()
@@ -209,7 +220,15 @@ impl Scheduler {
         let held_back = |n: &crate::model::Node| {
             n.tree
                 .and_then(|nt| Some((nt, leaves[nt]?)))
-                .and_then(|(nt, leaf)| self.held_from_leaf(nt, &n.id, leaf))
+                .and_then(|(nt, leaf)| {
+                    crate::backfill::held_from_leaf(
+                        self.books,
+                        self.holds,
+                        &self.trees[nt].arena,
+                        &n.id,
+                        leaf,
+                    )
+                })
                 .map_or(Resources::ZERO, |h| h.all())
         };
         let held: Option<&dyn Fn(&crate::model::Node) -> Resources> =
@@ -231,7 +250,7 @@ impl Scheduler {
                 ),
             });
         }
-        let usage = &context.usages[t];
+        let usage = &self.usages[t];
         for e in std::iter::once(index).chain(arena.ancestors(index)) {
             let element = &arena.elements[e];
             if !element.resource_limits.dominates(&usage[e].add(&job)) {
@@ -269,6 +288,7 @@ impl Scheduler {
                 .take_while(|&&c| c != index)
                 .find_map(|&c| match &arena.elements[c].kind {
                     crate::tree::ElementRef::Operation(id) => self
+                        .books
                         .operations
                         .get(id)
                         .filter(|o| o.state == OperationState::Running && o.pending_job_count() > 0)
@@ -379,10 +399,14 @@ impl Scheduler {
                     .collect();
                 // (Classes are per operation: those of every allocation on the tree's nodes
                 // serve every operation's offers.)
-                let classes = context.classes[t].get_or_init(|| {
-                    self.classes_for_offers(
+                let classes = self.classes[t].get_or_init(|| {
+                    preemption::classes_for_offers(
+                        &self.trees[t],
+                        self.books,
+                        &self.caches.preemption[t],
                         t,
-                        self.nodes
+                        self.books
+                            .nodes
                             .values()
                             .filter(|n| n.tree == Some(t))
                             .map(|n| &n.id),
@@ -390,7 +414,18 @@ impl Scheduler {
                 });
                 let offers: Vec<(&crate::model::Node, Resources)> = nodes
                     .iter()
-                    .map(|n| (*n, self.preemptive_offer(t, index, &n.id, classes)))
+                    .map(|n| {
+                        let offer = preemption::preemptive_offer(
+                            &self.trees[t],
+                            self.books,
+                            &self.caches.preemption[t],
+                            t,
+                            index,
+                            &n.id,
+                            classes,
+                        );
+                        (*n, offer)
+                    })
                     .collect();
                 // A node tries preemption once per backoff: the earliest such node.
                 let backoff = self.trees[t].config().preemptive_scheduling_backoff_ms;
@@ -446,7 +481,7 @@ impl Scheduler {
                 e.starvation_timeout_ms as f64 / 1000.0,
                 e.tolerance
             ),
-            _ => match satisfied_ancestor(self, t, index, usage) {
+            _ => match satisfied_ancestor(&self.trees[t], index, usage) {
                 Some((pool, a)) => format!(
                     "{full}pool {pool:?} uses its whole fair share (usage {}, fair share {}), \
                      which its operations share: this one gets more only when resources are \
@@ -523,12 +558,11 @@ impl Scheduler {
 /// The nearest ancestor (below the root) at or above its own fair share: it holds its subtree
 /// back. Its pool name and arena index.
 fn satisfied_ancestor(
-    s: &Scheduler,
-    t: usize,
+    tree: &PoolTree,
     index: ElementIndex,
     usage: &[Resources],
 ) -> Option<(String, ElementIndex)> {
-    let arena = &s.trees[t].arena;
+    let arena = &tree.arena;
     arena
         .ancestors(index)
         .filter(|&a| a != fairsched_hdrf::ROOT)

@@ -1,13 +1,12 @@
 //! The heartbeat's walks built from the scheduler's operations (see [`super`]): afresh for
 //! the whole tree or for one node, kept up to date as operations change, and the questions a
-//! stage asks about a leaf. Functions over explicit borrows of a tree's arena and the
-//! operations; the scheduler's cache of walks ([`Scheduler::take_cached_walk`],
-//! [`Scheduler::touch_operation`]) is the only state here.
+//! stage asks about a leaf. Functions over explicit borrows of a tree's arena, the
+//! operations and the cache of walks ([`take_cached_walk`], [`touch_operation`]).
 
 use super::walk::Walk;
 use crate::model::{Node, Operation, OperationId, OperationState, PreemptionMode};
 use crate::scheduler::Scheduler;
-use crate::tree::{Arena, ElementRef, SchedulingStatus};
+use crate::tree::{Arena, ElementRef, PoolTree, SchedulingStatus};
 use fairsched_hdrf::ElementIndex;
 use fairsched_resources::Resources;
 use std::collections::BTreeMap;
@@ -108,45 +107,67 @@ pub(crate) fn walk_for(
 }
 
 impl Scheduler {
-    /// Tree `t`'s cached walk (checked against a fresh one in debug builds) or a new one.
-    pub(crate) fn take_cached_walk(&mut self, t: usize) -> Walk {
-        let arena = &self.trees[t].arena;
-        match self.walks[t].take() {
-            Some(walk) => {
-                debug_assert!(
-                    walk == fresh_walk(t, arena, &self.operations),
-                    "the cached walk went out of date"
-                );
-                walk
-            }
-            None => fresh_walk(t, arena, &self.operations),
-        }
-    }
-
     /// Brings the cached walks up to date after the operation's usage, pending jobs or state
-    /// changed (no-op while a heartbeat holds the walk: it updates the walk itself).
+    /// changed ([`touch_operation`]).
+    #[inline]
     pub(crate) fn touch_operation(&mut self, id: &OperationId) {
-        let Some(op) = self.operations.get(id) else {
-            return;
+        touch_operation(
+            &mut self.caches.walks,
+            &self.trees,
+            &self.books.operations,
+            id,
+        );
+    }
+}
+
+/// Tree `t`'s cached walk (checked against a fresh one in debug builds) or a new one, from
+/// `walks` (the cache, by tree) and the tree's arena.
+pub(crate) fn take_cached_walk(
+    walks: &mut [Option<Walk>],
+    t: usize,
+    arena: &Arena,
+    operations: &Operations,
+) -> Walk {
+    match walks[t].take() {
+        Some(walk) => {
+            debug_assert!(
+                walk == fresh_walk(t, arena, operations),
+                "the cached walk went out of date"
+            );
+            walk
+        }
+        None => fresh_walk(t, arena, operations),
+    }
+}
+
+/// Brings the cached walks (`walks`, by tree) up to date after the operation's usage, pending
+/// jobs or state changed (no-op while a heartbeat holds the walk: it updates the walk itself).
+pub(crate) fn touch_operation(
+    walks: &mut [Option<Walk>],
+    trees: &[PoolTree],
+    operations: &Operations,
+    id: &OperationId,
+) {
+    let Some(op) = operations.get(id) else {
+        return;
+    };
+    for o in &op.trees {
+        let (t, new) = (o.tree, o.usage);
+        let Some(walk) = walks[t].as_mut() else {
+            continue;
         };
-        for o in &op.trees {
-            let (t, new) = (o.tree, o.usage);
-            let Some(walk) = self.walks[t].as_mut() else {
-                continue;
-            };
-            let arena = &self.trees[t].arena;
-            if let Some(&i) = arena.by_operation.get(id) {
-                let old = walk.usage[i];
-                if new != old {
-                    let mut cur = Some(i);
-                    while let Some(e) = cur {
-                        walk.usage[e] = walk.usage[e].sub(&old).add(&new);
-                        cur = arena.elements[e].parent;
-                    }
+        let arena = &trees[t].arena;
+        if let Some(&i) = arena.by_operation.get(id) {
+            let old = walk.usage[i];
+            if new != old {
+                let mut cur = Some(i);
+                while let Some(e) = cur {
+                    walk.usage[e] = walk.usage[e].sub(&old).add(&new);
+                    cur = arena.elements[e].parent;
                 }
-                walk.active[i] = wants_jobs(arena, i, op);
-                walk.refresh_path(arena, i);
             }
+            walk.active[i] = wants_jobs(arena, i, op);
+            walk.refresh_path(arena, i);
         }
     }
 }

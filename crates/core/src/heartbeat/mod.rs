@@ -11,6 +11,7 @@ pub(crate) mod walk;
 pub(crate) use walk::Walk;
 
 use crate::event::Stage;
+use crate::gang;
 use crate::holds::Offer;
 use crate::model::{AllocationId, AllocationState, Millis, NodeId, PreemptionReason};
 use crate::scheduler::{CoreError, EndKind, HeartbeatResponse, NodeHeartbeat, Scheduler};
@@ -39,7 +40,7 @@ impl Scheduler {
         node: &NodeId,
         report: NodeHeartbeat,
     ) -> Result<HeartbeatResponse, CoreError> {
-        if !self.nodes.contains_key(node) {
+        if !self.books.nodes.contains_key(node) {
             return Err(CoreError::new(format!(
                 "node {:?} is not registered",
                 node.0
@@ -49,6 +50,7 @@ impl Scheduler {
         let mut response = HeartbeatResponse::default();
         for f in report.finished {
             let on_this_node = self
+                .books
                 .allocations
                 .get(&f.allocation)
                 .is_some_and(|a| &a.node == node);
@@ -58,33 +60,34 @@ impl Scheduler {
         }
         self.abort_on_zero_user_slots(now, node);
         debug_assert_eq!(
-            self.interrupting,
-            self.allocations
+            self.books.interrupting,
+            self.books
+                .allocations
                 .values()
                 .filter(|a| a.state != AllocationState::Running)
                 .count(),
             "count of interrupting allocations out of date"
         );
-        if self.interrupting > 0 {
+        if self.books.interrupting > 0 {
             self.abort_overdue_interruptions(now, node);
             self.abort_waiting_too_long(now, node);
         }
         // A node whose allocations this heartbeat would abort for having no user slots gets
         // none either (it used to get jobs only to abort them at its next heartbeat, forever).
-        let enabled = self.nodes[node].scheduler_jobs_enabled
+        let enabled = self.books.nodes[node].scheduler_jobs_enabled
             && !(self.config.enable_allocation_abort_on_zero_user_slots
-                && self.nodes[node]
+                && self.books.nodes[node]
                     .resources
                     .raw_of(fairsched_resources::ResourceKind::UserSlots)
                     == 0);
         // A node of no tree (no node_tag_filter matches it) gets no jobs.
-        if let Some(t) = self.nodes[node].tree
+        if let Some(t) = self.books.nodes[node].tree
             && enabled
             && !self.trees[t].arena.elements.is_empty()
         {
             self.preempt_gracefully(t, now, node);
             // A draining node starts nothing new; what runs there finishes.
-            if !self.nodes[node].draining {
+            if !self.books.nodes[node].draining {
                 self.schedule_regular(t, now, node, &mut response);
                 self.schedule_preemptive(t, now, node, &mut response);
             }
@@ -101,7 +104,7 @@ impl Scheduler {
     /// `enable_allocation_abort_on_zero_user_slots` (scheduler spec §1.1, YT-S21): a node without
     /// user slots has every allocation on it (running or being interrupted) aborted.
     fn abort_on_zero_user_slots(&mut self, now: Millis, node: &NodeId) {
-        let n = &self.nodes[node];
+        let n = &self.books.nodes[node];
         if !self.config.enable_allocation_abort_on_zero_user_slots
             || n.resources
                 .raw_of(fairsched_resources::ResourceKind::UserSlots)
@@ -122,10 +125,10 @@ impl Scheduler {
 
     /// Interrupted jobs that did not exit before their deadline are aborted.
     fn abort_overdue_interruptions(&mut self, now: Millis, node: &NodeId) {
-        let overdue: Vec<_> = self.nodes[node]
+        let overdue: Vec<_> = self.books.nodes[node]
             .allocations
             .iter()
-            .filter_map(|id| self.allocations.get(id))
+            .filter_map(|id| self.books.allocations.get(id))
             .filter_map(|a| match &a.state {
                 AllocationState::Interrupting {
                     reason,
@@ -150,10 +153,10 @@ impl Scheduler {
     fn abort_waiting_too_long(&mut self, now: Millis, node: &NodeId) {
         // Preemptors whose victims on this node are still being interrupted (few: victims of
         // recent preemptive heartbeats).
-        let waiting: std::collections::BTreeSet<AllocationId> = self.nodes[node]
+        let waiting: std::collections::BTreeSet<AllocationId> = self.books.nodes[node]
             .allocations
             .iter()
-            .filter_map(|id| self.allocations.get(id))
+            .filter_map(|id| self.books.allocations.get(id))
             .filter_map(|a| match &a.state {
                 AllocationState::Interrupting {
                     preemptor: Some(p), ..
@@ -163,7 +166,7 @@ impl Scheduler {
             .collect();
         let expired: Vec<AllocationId> = waiting
             .into_iter()
-            .filter_map(|id| self.allocations.get(&id))
+            .filter_map(|id| self.books.allocations.get(&id))
             .filter(|a| {
                 &a.node == node
                     && a.state == AllocationState::Running
@@ -193,8 +196,8 @@ impl Scheduler {
     ) {
         // Nothing can start on a node that cannot fit even the smallest pending job; such a
         // heartbeat counts as a failed attempt for every waiting operation (hang detection).
-        match &self.min_pending_job {
-            Some(min) if self.nodes[node_id].free().dominates(min) => {}
+        match &self.caches.min_pending_job {
+            Some(min) if self.books.nodes[node_id].free().dominates(min) => {}
             Some(_) => {
                 self.skipped_heartbeats += 1;
                 return;
@@ -207,24 +210,32 @@ impl Scheduler {
         if self.trees[t].config().enable_guarantee_priority_scheduling {
             for high in [true, false] {
                 let arena = &self.trees[t].arena;
-                let mut walk =
-                    descent::walk_for(t, arena, &self.operations, &self.nodes[node_id], |i| {
-                        arena.elements[i].guarantee_priority == high
-                    });
+                let mut walk = descent::walk_for(
+                    t,
+                    arena,
+                    &self.books.operations,
+                    &self.books.nodes[node_id],
+                    |i| arena.elements[i].guarantee_priority == high,
+                );
                 self.regular_stage(now, node_id, &mut walk, &mut Vec::new(), response);
             }
             return;
         }
-        let mut walk = self.take_cached_walk(t);
+        let mut walk = descent::take_cached_walk(
+            &mut self.caches.walks,
+            t,
+            &self.trees[t].arena,
+            &self.books.operations,
+        );
         // Operations deactivated for this heartbeat only (restored below).
         let mut deactivated = Vec::new();
         self.regular_stage(now, node_id, &mut walk, &mut deactivated, response);
         for leaf in deactivated {
             let arena = &self.trees[t].arena;
-            walk.active[leaf] = descent::globally_active(arena, &self.operations, leaf);
+            walk.active[leaf] = descent::globally_active(arena, &self.books.operations, leaf);
             walk.refresh_path(arena, leaf);
         }
-        self.walks[t] = Some(walk);
+        self.caches.walks[t] = Some(walk);
     }
 
     /// Starts jobs of the best active operations of `walk` while the node has room; operations
@@ -254,7 +265,7 @@ impl Scheduler {
             }
         }
         while let Some(leaf) = walk.best_leaf(&self.trees[walk.tree].arena) {
-            let node = &self.nodes[node_id];
+            let node = &self.books.nodes[node_id];
             let available = node.free();
             // A node that can no longer fit the smallest pending job is done for this heartbeat
             // (trying every remaining operation would only fail); so is one with less than
@@ -262,6 +273,7 @@ impl Scheduler {
             // at all are not asked for), or one that started `max_started_allocations_per_
             // heartbeat` allocations.
             if self
+                .caches
                 .min_pending_job
                 .as_ref()
                 .is_some_and(|min| !available.dominates(min))
@@ -273,7 +285,11 @@ impl Scheduler {
             // Operations whose scheduling tag the node lacks are skipped without counting a
             // failed attempt.
             if self.trees[walk.tree].arena.any_tag_filter()
-                && !descent::eligible_on(&self.trees[walk.tree].arena, leaf, &self.nodes[node_id])
+                && !descent::eligible_on(
+                    &self.trees[walk.tree].arena,
+                    leaf,
+                    &self.books.nodes[node_id],
+                )
             {
                 walk.deactivate(&self.trees[walk.tree].arena, leaf);
                 deactivated.push(leaf);
@@ -281,16 +297,33 @@ impl Scheduler {
             }
             // A gang operation (with `gang_placement`) gets resources held here, not started.
             if self.trees[walk.tree].config().gang_placement.enable
-                && descent::is_gang_leaf(&self.trees[walk.tree].arena, &self.operations, leaf)
+                && descent::is_gang_leaf(&self.trees[walk.tree].arena, &self.books.operations, leaf)
             {
-                if self.place_gang_now(now, leaf, walk) {
+                if gang::place_gang_now(
+                    &self.trees[walk.tree].arena,
+                    &self.books,
+                    &mut self.holds,
+                    &mut self.events,
+                    now,
+                    leaf,
+                    walk,
+                ) {
                     // What it holds here starts now.
                     for order in self.start_gang_holds(now, node_id, walk) {
                         started += 1;
                         response.start.push(order);
                     }
                 } else {
-                    self.gang_hold(now, node_id, leaf, walk);
+                    gang::gang_hold(
+                        &self.trees[walk.tree].arena,
+                        &self.books,
+                        &mut self.holds,
+                        &mut self.events,
+                        now,
+                        node_id,
+                        leaf,
+                        walk,
+                    );
                 }
                 walk.deactivate(&self.trees[walk.tree].arena, leaf);
                 deactivated.push(leaf);
@@ -300,7 +333,13 @@ impl Scheduler {
             // that end before it is needed).
             let offer = Offer {
                 available,
-                held: self.held_from_leaf(walk.tree, node_id, leaf),
+                held: crate::backfill::held_from_leaf(
+                    &self.books,
+                    &self.holds,
+                    &self.trees[walk.tree].arena,
+                    node_id,
+                    leaf,
+                ),
             };
             match self.try_start(now, node_id, leaf, walk, Stage::Regular, offer) {
                 Some(order) => {
@@ -325,7 +364,7 @@ impl Scheduler {
         walk: &mut Walk,
     ) -> Option<crate::scheduler::StartOrder> {
         let r = self.holds.reservations.get(node_id)?;
-        let free = self.nodes[node_id].free();
+        let free = self.books.nodes[node_id].free();
         if r.tree != walk.tree || !free.dominates(&r.resources) {
             return None;
         }
@@ -333,7 +372,11 @@ impl Scheduler {
         // (The node's tags may have changed since it was chosen.)
         if !walk.active[leaf]
             || (self.trees[walk.tree].arena.any_tag_filter()
-                && !descent::eligible_on(&self.trees[walk.tree].arena, leaf, &self.nodes[node_id]))
+                && !descent::eligible_on(
+                    &self.trees[walk.tree].arena,
+                    leaf,
+                    &self.books.nodes[node_id],
+                ))
         {
             return None;
         }
@@ -342,7 +385,7 @@ impl Scheduler {
 
     fn count_failed_attempt(&mut self, t: usize, leaf: ElementIndex) {
         if let ElementRef::Operation(id) = &self.trees[t].arena.elements[leaf].kind
-            && let Some(op) = self.operations.get_mut(id)
+            && let Some(op) = self.books.operations.get_mut(id)
         {
             op.failed_schedule_attempts += 1;
         }

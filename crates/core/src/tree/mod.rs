@@ -262,6 +262,11 @@ pub struct PoolTree {
     pub(crate) generation: u64,
 }
 
+/// Index of the tree named `name` among `trees`.
+pub(crate) fn tree_index(trees: &[PoolTree], name: &str) -> Option<usize> {
+    trees.iter().position(|t| t.name == name)
+}
+
 impl PoolTree {
     /// The fair-share alerts of the last update (code, message without the tree's name), by
     /// code: active until an update no longer raises them.

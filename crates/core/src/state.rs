@@ -1,0 +1,137 @@
+//! The scheduler's state apart from its stages, in parts with one owner each: [`Books`] (nodes,
+//! operations and allocations; usage changes only in [`crate::books`]), [`Caches`] (kept
+//! between fair-share updates for the heartbeat, the counts, the admission pass and preemption,
+//! typed in the modules that keep them) and [`EventLog`]. Holds are in [`crate::holds`]. Data
+//! and queries only; stages take explicit borrows of the parts they need.
+
+use crate::event::{Event, EventKind};
+use crate::heartbeat::walk::Walk;
+use crate::model::{Allocation, AllocationId, Millis, Node, NodeId, Operation, OperationId};
+use crate::operations::counts::PoolCounts;
+use crate::operations::pending::PendingQueue;
+use crate::preemptible::classes::PreemptionCache;
+use fairsched_resources::Resources;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Nodes, operations and allocations, with the orders the scheduler walks them in.
+#[derive(Clone, Debug)]
+pub(crate) struct Books {
+    pub(crate) nodes: BTreeMap<NodeId, Node>,
+    pub(crate) operations: BTreeMap<OperationId, Operation>,
+    /// Operations in start order (ids), for deterministic iteration.
+    pub(crate) start_order: BTreeMap<u64, OperationId>,
+    /// The next operation's `start_seq`.
+    pub(crate) next_start_seq: u64,
+    /// The operations not finished yet, in start order (with their `start_seq`); finished
+    /// ones are dropped at each fair-share update (until then they are skipped, and so is an
+    /// entry of a forgotten operation whose id was used again: its sequence differs). Passes
+    /// over live operations use it, so that their cost does not grow with every operation
+    /// ever run.
+    pub(crate) live_order: Vec<(u64, OperationId)>,
+    /// The operations finished and not forgotten yet (see `forget_finished_operations`).
+    pub(crate) finished: BTreeSet<OperationId>,
+    pub(crate) allocations: BTreeMap<AllocationId, Allocation>,
+    /// How many allocations are being interrupted (a heartbeat skips looking for overdue ones
+    /// and for preemptors waiting on them when there are none).
+    pub(crate) interrupting: usize,
+    pub(crate) next_allocation: u64,
+}
+
+impl Default for Books {
+    fn default() -> Books {
+        Books {
+            nodes: BTreeMap::new(),
+            operations: BTreeMap::new(),
+            start_order: BTreeMap::new(),
+            next_start_seq: 0,
+            live_order: Vec::new(),
+            finished: BTreeSet::new(),
+            allocations: BTreeMap::new(),
+            interrupting: 0,
+            next_allocation: 1,
+        }
+    }
+}
+
+impl Books {
+    /// Every operation, in start order.
+    pub(crate) fn in_start_order(&self) -> impl Iterator<Item = &Operation> {
+        self.start_order
+            .values()
+            .filter_map(|id| self.operations.get(id))
+    }
+
+    /// The operations not finished yet (pending and running), in start order.
+    pub(crate) fn unfinished_operations(&self) -> impl Iterator<Item = &Operation> {
+        self.live_order
+            .iter()
+            .filter_map(|(seq, id)| self.live_operation(*seq, id))
+            .filter(|op| !op.state.is_finished())
+    }
+
+    /// Operation `id` of the live order entry `(seq, id)`, unless it is gone (forgotten, its
+    /// id maybe used again).
+    pub(crate) fn live_operation(&self, seq: u64, id: &OperationId) -> Option<&Operation> {
+        self.operations.get(id).filter(|op| op.start_seq == seq)
+    }
+
+    /// Total resources of the nodes tree `t` schedules on.
+    pub(crate) fn tree_total(&self, t: usize) -> Resources {
+        self.nodes
+            .values()
+            .filter(|n| n.scheduler_jobs_enabled && n.tree == Some(t))
+            .fold(Resources::ZERO, |acc, n| acc.add(&n.resources))
+    }
+}
+
+/// What the scheduler keeps between fair-share updates to spare recomputation, each part
+/// typed in the module that keeps it up to date.
+#[derive(Clone, Debug)]
+pub(crate) struct Caches {
+    /// The heartbeat's descent state per tree, kept up to date between fair-share updates
+    /// (see [`crate::heartbeat`]); `None` until the first heartbeat after an update.
+    pub(crate) walks: Vec<Option<Walk>>,
+    /// Operation counts per pool (subtree totals) per tree, maintained as operations start,
+    /// change state or move (see [`crate::operations`]).
+    pub(crate) counts: Vec<BTreeMap<String, PoolCounts>>,
+    /// The pending operations, indexed for the admission pass (see
+    /// [`crate::operations::pending`]).
+    pub(crate) pending: PendingQueue,
+    /// Preemption's caches per tree (see [`crate::preemptible`]).
+    pub(crate) preemption: Vec<PreemptionCache>,
+    /// Componentwise minimum of the pending jobs at the last update: a node that cannot fit it
+    /// cannot fit any job, and its regular stage is skipped.
+    pub(crate) min_pending_job: Option<Resources>,
+}
+
+impl Caches {
+    /// Empty caches for `tree_count` trees.
+    pub(crate) fn new(tree_count: usize) -> Caches {
+        Caches {
+            walks: vec![None; tree_count],
+            counts: vec![BTreeMap::new(); tree_count],
+            pending: PendingQueue::default(),
+            preemption: vec![PreemptionCache::default(); tree_count],
+            min_pending_job: None,
+        }
+    }
+}
+
+/// The events logged and not taken yet.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct EventLog {
+    events: Vec<Event>,
+}
+
+impl EventLog {
+    /// Logs `kind` at `t_ms`.
+    #[inline]
+    pub(crate) fn log(&mut self, t_ms: Millis, kind: EventKind) {
+        self.events.push(Event { t_ms, kind });
+    }
+
+    /// Takes the events logged since the last call.
+    pub(crate) fn take(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+}
