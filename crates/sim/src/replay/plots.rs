@@ -193,13 +193,7 @@ fn utilization_svg(
         }
         for (points, color, label) in curves {
             let points = points.iter().map(|&(t, v)| (time.x(t), v));
-            chart
-                .draw_series(LineSeries::new(points, color.stroke_width(1)))
-                .map_err(plot_error)?
-                .label(label)
-                .legend(move |(x, y)| {
-                    PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2))
-                });
+            curve(&mut chart, points, color, 1, label)?;
         }
         legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         root.present().map_err(plot_error)?;
@@ -244,13 +238,7 @@ fn queue_svg(report: &ReplayReport, time: &TimeAxis, subtitle: &str) -> Result<S
                 .light_line_style(WHITE.mix(0.0))
                 .draw()
                 .map_err(plot_error)?;
-            chart
-                .draw_series(LineSeries::new(points, color.stroke_width(1)))
-                .map_err(plot_error)?
-                .label(name)
-                .legend(move |(x, y)| {
-                    PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2))
-                });
+            curve(&mut chart, points, color, 1, name.to_string())?;
             legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         }
         root.present().map_err(plot_error)?;
@@ -375,13 +363,7 @@ fn wait_cdf_svg(trace: &Trace, report: &ReplayReport, subtitle: &str) -> Result<
             if points.is_empty() {
                 continue;
             }
-            chart
-                .draw_series(LineSeries::new(points, color.stroke_width(2)))
-                .map_err(plot_error)?
-                .label(label)
-                .legend(move |(x, y)| {
-                    PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2))
-                });
+            curve(&mut chart, points, color, 2, label)?;
         }
         // Lower right: every curve has reached 1 before the axis' end.
         legend(&mut chart, SeriesLabelPosition::LowerRight)?;
@@ -421,6 +403,28 @@ where
         .label_font(LABEL_FONT)
         .draw()
         .map_err(plot_error)
+}
+
+/// Draws `points` as one labelled curve of `color`, `width` pixels wide, with its legend entry.
+fn curve<'a, DB, CT, X, Y>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    points: impl IntoIterator<Item = (X, Y)>,
+    color: RGBColor,
+    width: u32,
+    label: String,
+) -> Result<(), String>
+where
+    DB: DrawingBackend + 'a,
+    CT: CoordTranslate<From = (X, Y)>,
+    X: Clone + 'static,
+    Y: Clone + 'static,
+{
+    chart
+        .draw_series(LineSeries::new(points, color.stroke_width(width)))
+        .map_err(plot_error)?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
+    Ok(())
 }
 
 fn plot_error<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> String {
