@@ -381,7 +381,7 @@ impl Collector for ViewCollector {
             {
                 let r = kind.name();
                 let l = [("tree", tree), ("pool", name.as_str()), ("resource", r)];
-                let f = e.detailed_fair_share.total.get(r).copied().unwrap_or(0.0);
+                let f = e.detailed_fair_share.total.get(r).unwrap_or(0.0);
                 r_fair.add(l, f);
                 r_usage.add(l, usage_share.get(kind));
                 r_demand.add(l, demand_share.get(kind));
