@@ -144,7 +144,7 @@ impl Scheduler {
                     held: backfill::held_from(&self.books, &self.holds, node_id, op_id),
                 }
                 .backfills(now, limit, &resources);
-                let order = self.place(
+                let order = self.parts().place(
                     now,
                     op_id,
                     task,

@@ -23,7 +23,7 @@ impl Scheduler {
     /// Ends an allocation ([`Scheduler::unbook_allocation`]), then completes or fails its
     /// operation when that was its last job or one failure too many.
     pub(crate) fn end_allocation(&mut self, now: Millis, id: AllocationId, how: EndKind) {
-        let Some(ended) = self.unbook_allocation(now, id, how) else {
+        let Some(ended) = self.parts().unbook_allocation(now, id, how) else {
             return;
         };
         if ended.completed {

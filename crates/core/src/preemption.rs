@@ -117,7 +117,8 @@ impl Scheduler {
                     self.trees[a.tree].config().allocation_preemption_timeout_ms,
                 )
             });
-            self.book_interruption(now, id, signal, timeout, reason, preemptor);
+            self.parts()
+                .book_interruption(now, id, signal, timeout, reason, preemptor);
         } else {
             self.end_allocation(now, id, EndKind::Preempted(reason, preemptor));
         }
@@ -362,7 +363,10 @@ impl Scheduler {
                     leaf,
                 ),
             };
-            if let Some(order) = self.try_start(now, node_id, leaf, &mut walk, stage, offer) {
+            if let Some(order) = self
+                .parts()
+                .try_start(now, node_id, leaf, &mut walk, stage, offer)
+            {
                 return Some(order);
             }
             walk.deactivate(&self.trees[t].arena, leaf);

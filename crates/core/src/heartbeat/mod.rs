@@ -341,7 +341,10 @@ impl Scheduler {
                     leaf,
                 ),
             };
-            match self.try_start(now, node_id, leaf, walk, Stage::Regular, offer) {
+            match self
+                .parts()
+                .try_start(now, node_id, leaf, walk, Stage::Regular, offer)
+            {
                 Some(order) => {
                     started += 1;
                     response.start.push(order);
@@ -380,7 +383,8 @@ impl Scheduler {
         {
             return None;
         }
-        self.try_start(now, node_id, leaf, walk, Stage::Regular, Offer::all(free))
+        self.parts()
+            .try_start(now, node_id, leaf, walk, Stage::Regular, Offer::all(free))
     }
 
     fn count_failed_attempt(&mut self, t: usize, leaf: ElementIndex) {
