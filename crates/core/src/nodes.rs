@@ -91,8 +91,9 @@ impl Scheduler {
             node.scheduler_jobs_enabled = enabled;
             if !enabled {
                 let ids: Vec<AllocationId> = node.allocations.iter().copied().collect();
+                let mut s = self.parts();
                 for a in ids {
-                    self.end_allocation(
+                    s.end_allocation(
                         now,
                         a,
                         EndKind::Preempted(PreemptionReason::NodeDisabled, None),
@@ -112,8 +113,9 @@ impl Scheduler {
             .get(id)
             .map(|n| n.allocations.iter().copied().collect())
             .unwrap_or_default();
+        let mut s = self.parts();
         for a in ids {
-            self.end_allocation(
+            s.end_allocation(
                 now,
                 a,
                 EndKind::Preempted(PreemptionReason::NodeFairShareTreeChanged, None),
@@ -146,8 +148,9 @@ impl Scheduler {
             .get(id)
             .ok_or_else(|| CoreError::new(format!("node {:?} does not exist", id.0)))?;
         let ids: Vec<AllocationId> = node.allocations.iter().copied().collect();
+        let mut s = self.parts();
         for a in ids {
-            self.end_allocation(now, a, EndKind::Preempted(PreemptionReason::NodeLost, None));
+            s.end_allocation(now, a, EndKind::Preempted(PreemptionReason::NodeLost, None));
         }
         self.books.nodes.remove(id);
         // Nobody is left to stop anything there.

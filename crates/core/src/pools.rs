@@ -73,7 +73,7 @@ impl Scheduler {
         trees.trees.insert(self.trees[t].name.clone(), validated);
         self.replace_tree_config(now, trees)?;
         self.refresh_lightweight();
-        self.try_run_pending(now);
+        self.parts().try_run_pending(now);
         Ok(())
     }
 

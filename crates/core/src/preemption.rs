@@ -120,7 +120,8 @@ impl Scheduler {
             self.parts()
                 .book_interruption(now, id, signal, timeout, reason, preemptor);
         } else {
-            self.end_allocation(now, id, EndKind::Preempted(reason, preemptor));
+            self.parts()
+                .end_allocation(now, id, EndKind::Preempted(reason, preemptor));
         }
     }
 

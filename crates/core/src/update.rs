@@ -288,7 +288,7 @@ impl Scheduler {
             // Pools moved: every operation's chain of ancestors may have changed.
             self.recount(t);
         }
-        self.try_run_pending(now);
+        self.parts().try_run_pending(now);
         Ok(())
     }
 }

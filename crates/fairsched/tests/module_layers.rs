@@ -132,10 +132,11 @@ fn import_graph(sources: &BTreeMap<String, String>) -> Graph {
 }
 
 /// Which files each file's `impl Scheduler` and `impl Parts` methods (the core's stages over
-/// all its parts) call (by method name: each name is defined once).
+/// all its parts) call, as `self.f(`, `s.f(` or `self.parts().f(` (by method name: each name
+/// is defined once).
 fn call_graph(sources: &BTreeMap<String, String>) -> Graph {
     let def = Regex::new(r"\n    (?:pub(?:\(crate\))? )?fn ([a-z_0-9]+)").unwrap();
-    let call = Regex::new(r"\b(?:self|s)\s*\.\s*([a-z_0-9]+)\s*\(").unwrap();
+    let call = Regex::new(r"\b(?:self|s)\s*\.\s*(?:parts\(\)\s*\.\s*)?([a-z_0-9]+)\s*\(").unwrap();
     let mut defined: BTreeMap<String, String> = BTreeMap::new();
     for (m, text) in sources {
         for head in ["impl Scheduler {", "impl Parts<'_> {"] {

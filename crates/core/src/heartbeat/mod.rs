@@ -55,7 +55,8 @@ impl Scheduler {
                 .get(&f.allocation)
                 .is_some_and(|a| &a.node == node);
             if on_this_node {
-                self.end_allocation(now, f.allocation, EndKind::Finished(f.outcome));
+                self.parts()
+                    .end_allocation(now, f.allocation, EndKind::Finished(f.outcome));
             }
         }
         self.abort_on_zero_user_slots(now, node);
@@ -115,7 +116,7 @@ impl Scheduler {
         }
         let ids: Vec<AllocationId> = n.allocations.iter().copied().collect();
         for id in ids {
-            self.end_allocation(
+            self.parts().end_allocation(
                 now,
                 id,
                 EndKind::Preempted(PreemptionReason::NodeWithoutUserSlots, None),
@@ -139,7 +140,8 @@ impl Scheduler {
             })
             .collect();
         for (id, reason, preemptor) in overdue {
-            self.end_allocation(now, id, EndKind::Preempted(reason, preemptor));
+            self.parts()
+                .end_allocation(now, id, EndKind::Preempted(reason, preemptor));
         }
     }
 
@@ -178,7 +180,7 @@ impl Scheduler {
             .map(|a| a.id)
             .collect();
         for id in expired {
-            self.end_allocation(
+            self.parts().end_allocation(
                 now,
                 id,
                 EndKind::Preempted(PreemptionReason::WaitingTimeout, None),

@@ -2,15 +2,15 @@
 //! ephemeral pools, `max_operation_count` (error 202), `max_running_operation_count` with a
 //! pending queue, lightweight operations, and why an operation waits.
 //!
-//! Functions over explicit borrows of a tree, the books and the counts; the [`Scheduler`]
-//! methods keep the counts cache (and give them to the public API).
+//! Functions over explicit borrows of a tree, the books and the counts; the [`Scheduler`] and
+//! [`Parts`] methods keep the counts cache (and give them to the public API).
 
 pub(crate) mod counts;
 pub(crate) mod pending;
 pub use counts::PoolCounts;
 
 use crate::model::{OperationId, OperationSpec, OperationState};
-use crate::scheduler::{CoreError, Scheduler};
+use crate::scheduler::{CoreError, Parts, Scheduler};
 use crate::state::Books;
 use crate::tree::{EphemeralPool, PoolTree, ROOT_NAME};
 use fairsched_config::{PoolConfig, SchedulingMode};
@@ -42,28 +42,13 @@ impl Scheduler {
         self.caches.counts[t] = count_all(&self.trees[t], &self.books, t);
     }
 
-    /// Adds (`add`) or removes the operation's contribution to the counts of its pool and
-    /// every ancestor, in every tree it runs in ([`count_operation`]). Called before and after
-    /// every change of its state or pool.
-    #[inline]
-    pub(crate) fn count_operation(&mut self, id: &OperationId, add: bool) {
-        count_operation(
-            &self.trees,
-            &self.books,
-            &mut self.caches.counts,
-            &mut self.caches.pending,
-            id,
-            add,
-        );
-    }
-
     /// Re-decides which operations are lightweight after their pools or the pools' options
     /// changed (YTsaurus re-evaluates it on every pool change): an operation becomes
     /// lightweight when it is vanilla and its pool is now a FIFO pool with
     /// `enable_lightweight_operations`, and stops being lightweight otherwise. Running
     /// operations keep running either way (one that stops being lightweight may leave its pools
     /// above their running limits, as in YTsaurus); a pending one that becomes lightweight runs
-    /// at the next [`Scheduler::try_run_pending`].
+    /// at the next [`Parts::try_run_pending`].
     pub(crate) fn refresh_lightweight(&mut self) {
         let mut changed = Vec::new();
         for op in self.unfinished_operations() {
@@ -83,16 +68,34 @@ impl Scheduler {
             self.caches.pending.invalidate_all();
         }
         for (id, now) in changed {
-            self.count_operation(&id, false);
-            if let Some(op) = self.books.operations.get_mut(&id) {
+            let mut s = self.parts();
+            s.count_operation(&id, false);
+            if let Some(op) = s.books.operations.get_mut(&id) {
                 for (o, l) in op.trees.iter_mut().zip(now) {
                     o.lightweight = l;
                 }
                 op.lightweight = op.trees.first().is_some_and(|o| o.lightweight);
             }
-            self.count_operation(&id, true);
-            self.touch_operation(&id);
+            s.count_operation(&id, true);
+            s.touch_operation(&id);
         }
+    }
+}
+
+impl Parts<'_> {
+    /// Adds (`add`) or removes the operation's contribution to the counts of its pool and
+    /// every ancestor, in every tree it runs in ([`count_operation`]). Called before and after
+    /// every change of its state or pool.
+    #[inline]
+    pub(crate) fn count_operation(&mut self, id: &OperationId, add: bool) {
+        count_operation(
+            self.trees,
+            self.books,
+            &mut self.caches.counts,
+            &mut self.caches.pending,
+            id,
+            add,
+        );
     }
 }
 
@@ -190,7 +193,7 @@ pub(crate) fn debug_check_counts(
 
 /// Adds (`add`) or removes the operation's contribution to the counts of its pool and
 /// every ancestor, in every tree it runs in. Called before and after every change of its
-/// state or pool. `counts` and `pending` are the caches of [`Scheduler::count_operation`].
+/// state or pool. `counts` and `pending` are the caches of [`Parts::count_operation`].
 fn count_operation(
     trees: &[PoolTree],
     books: &Books,
