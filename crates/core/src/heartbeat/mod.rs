@@ -261,7 +261,7 @@ impl Scheduler {
         }
         // So does one holding jobs of a gang that is complete.
         if self.holds.any_gang() {
-            for order in self.start_gang_holds(now, node_id, walk) {
+            for order in self.parts().start_gang_holds(now, node_id, walk) {
                 started += 1;
                 response.start.push(order);
             }
@@ -311,7 +311,7 @@ impl Scheduler {
                     walk,
                 ) {
                     // What it holds here starts now.
-                    for order in self.start_gang_holds(now, node_id, walk) {
+                    for order in self.parts().start_gang_holds(now, node_id, walk) {
                         started += 1;
                         response.start.push(order);
                     }
