@@ -68,6 +68,7 @@ pub struct Scheduler {
 /// stats, holds, an operation finishing), preempting, the heartbeat's stages. Their methods sit
 /// in the stage modules; what needs fewer parts takes them one by one instead.
 pub(crate) struct Parts<'a> {
+    pub(crate) config: &'a SchedulerConfig,
     pub(crate) trees: &'a mut [PoolTree],
     pub(crate) books: &'a mut Books,
     pub(crate) caches: &'a mut Caches,
@@ -140,6 +141,7 @@ impl Scheduler {
     #[inline]
     pub(crate) fn parts(&mut self) -> Parts<'_> {
         Parts {
+            config: &self.config,
             trees: &mut self.trees,
             books: &mut self.books,
             caches: &mut self.caches,

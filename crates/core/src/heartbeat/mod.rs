@@ -86,13 +86,14 @@ impl Scheduler {
             && enabled
             && !self.trees[t].arena.elements.is_empty()
         {
-            self.preempt_gracefully(t, now, node);
+            self.parts().preempt_gracefully(t, now, node);
             // A draining node starts nothing new; what runs there finishes.
             if !self.books.nodes[node].draining {
                 self.schedule_regular(t, now, node, &mut response);
-                self.schedule_preemptive(t, now, node, &mut response);
+                self.parts()
+                    .schedule_preemptive(t, now, node, &mut response);
             }
-            self.preempt_overcommit(now, node);
+            self.parts().preempt_overcommit(now, node);
         }
         // Everything the node must stop: ordered by this heartbeat or since its last one.
         if let Some(orders) = self.orders.remove(node) {
