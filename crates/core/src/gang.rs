@@ -11,7 +11,7 @@
 //! Assemblies are checked at fair-share updates (timeout, lost nodes, finished operations).
 //!
 //! Functions over explicit borrows of a tree's arena, the books, the holds and the event log;
-//! starting held jobs books allocations, so it is a [`Parts`] method.
+//! starting held jobs books allocations, so it is a `Parts` method.
 
 use crate::backfill;
 use crate::event::EventKind;

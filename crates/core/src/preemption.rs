@@ -6,7 +6,7 @@
 //! What a stage reads and chooses (candidates and their levels, conditional blockers,
 //! preemptive offers, live usage, graceful and overcommit victims) are functions over explicit
 //! borrows of a tree, the books and the tree's preemption cache; what preempts and starts jobs
-//! are [`Parts`] methods.
+//! are `Parts` methods.
 
 use crate::event::{Preemptor, Stage};
 use crate::heartbeat::descent;

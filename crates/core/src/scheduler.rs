@@ -1,7 +1,7 @@
 //! The scheduler: a facade over its state, kept in parts with one owner each (the trees,
 //! `Books`, `Caches`, `Holds`, the `EventLog`, the orders and the stats; see `state.rs`), and
 //! its accessors. The commands are in the stage modules, as methods that split the borrows
-//! over functions taking only the parts they need, or over [`Parts`] (every part borrowed
+//! over functions taking only the parts they need, or over `Parts` (every part borrowed
 //! apart) for the stages that change many at once. Every method takes the current time as an
 //! argument; nothing here reads a clock, spawns a thread or depends on hash order.
 

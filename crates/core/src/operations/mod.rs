@@ -3,7 +3,7 @@
 //! pending queue, lightweight operations, and why an operation waits.
 //!
 //! Functions over explicit borrows of a tree, the books and the counts; the [`Scheduler`] and
-//! [`Parts`] methods keep the counts cache (and give them to the public API).
+//! `Parts` methods keep the counts cache (and give them to the public API).
 
 pub(crate) mod counts;
 pub(crate) mod pending;
