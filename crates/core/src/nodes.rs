@@ -1,5 +1,6 @@
 //! Node commands: a node joins, changes (resources, tags, enabled), drains or leaves; its
-//! allocations end when it can no longer run them.
+//! allocations end when it can no longer run them. The commands are [`Scheduler`] methods;
+//! ending a moved node's allocations, which a configuration change does too, is a `Parts` one.
 
 use crate::error::*;
 use crate::model::{AllocationId, Millis, Node, NodeId, NodeSpec, PreemptionReason};
@@ -84,7 +85,7 @@ impl Scheduler {
             node.tags = t;
         }
         if moved {
-            self.abort_allocations_of_moved_node(now, id);
+            self.parts().abort_allocations_of_moved_node(now, id);
         }
         let node = self.books.nodes.get_mut(id).expect("checked above");
         if let Some(enabled) = scheduler_jobs_enabled {
@@ -102,25 +103,6 @@ impl Scheduler {
             }
         }
         Ok(())
-    }
-
-    /// A node that moved to another tree loses its allocations: they belonged to the old tree
-    /// (their jobs go back to pending and run again in the trees of their operations).
-    pub(crate) fn abort_allocations_of_moved_node(&mut self, now: Millis, id: &NodeId) {
-        let ids: Vec<AllocationId> = self
-            .books
-            .nodes
-            .get(id)
-            .map(|n| n.allocations.iter().copied().collect())
-            .unwrap_or_default();
-        let mut s = self.parts();
-        for a in ids {
-            s.end_allocation(
-                now,
-                a,
-                EndKind::Preempted(PreemptionReason::NodeFairShareTreeChanged, None),
-            );
-        }
     }
 
     /// Starts (`true`) or ends draining a node: while draining, no new allocation starts on it
@@ -164,5 +146,25 @@ impl Scheduler {
         );
         crate::gang::drop_gang_holds_on(&mut self.holds, &mut self.events, now, id);
         Ok(())
+    }
+}
+
+impl Parts<'_> {
+    /// A node that moved to another tree loses its allocations: they belonged to the old tree
+    /// (their jobs go back to pending and run again in the trees of their operations).
+    pub(crate) fn abort_allocations_of_moved_node(&mut self, now: Millis, id: &NodeId) {
+        let ids: Vec<AllocationId> = self
+            .books
+            .nodes
+            .get(id)
+            .map(|n| n.allocations.iter().copied().collect())
+            .unwrap_or_default();
+        for a in ids {
+            self.end_allocation(
+                now,
+                a,
+                EndKind::Preempted(PreemptionReason::NodeFairShareTreeChanged, None),
+            );
+        }
     }
 }

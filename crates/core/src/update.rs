@@ -235,8 +235,9 @@ impl Scheduler {
                 moved.push(id);
             }
         }
+        let mut s = self.parts();
         for id in moved {
-            self.abort_allocations_of_moved_node(now, &id);
+            s.abort_allocations_of_moved_node(now, &id);
         }
         for t in 0..self.trees.len() {
             let tree = &mut self.trees[t];
