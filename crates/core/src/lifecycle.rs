@@ -402,33 +402,6 @@ impl Scheduler {
         let forgotten: Vec<OperationId> = forgotten.into_iter().map(|(_, id)| id).collect();
         forgotten
     }
-
-    /// Hung operations (scheduler spec §3.7) are failed: an ancestor's (or the operation's own)
-    /// limits too small for its smallest pending job for too long, or starving with nothing
-    /// running and no successful schedule for too long.
-    pub(crate) fn fail_hung_operations(&mut self, now: Millis) {
-        let (updates, to_fail) = hung_operations(
-            &self.trees,
-            &self.books,
-            &self.config,
-            self.skipped_heartbeats,
-            now,
-        );
-        for (id, since, starving) in updates {
-            if let Some(op) = self.books.operations.get_mut(&id) {
-                if let Some(since) = since {
-                    op.limiting_ancestor_since = since;
-                }
-                if !starving {
-                    op.last_non_starving_at = now;
-                }
-            }
-        }
-        let mut s = self.parts();
-        for (id, reason) in to_fail {
-            s.fail_operation(now, &id, reason);
-        }
-    }
 }
 
 impl Parts<'_> {
@@ -593,6 +566,28 @@ impl Parts<'_> {
         }
         self.caches.pending.settle();
         debug_check_pending(self.trees, self.books, self.caches);
+    }
+
+    /// Hung operations (scheduler spec §3.7) are failed: an ancestor's (or the operation's own)
+    /// limits too small for its smallest pending job for too long, or starving with nothing
+    /// running and no successful schedule for too long (`skipped_heartbeats`: the heartbeats
+    /// whose regular stage was skipped so far, failed attempts for every waiting operation).
+    pub(crate) fn fail_hung_operations(&mut self, now: Millis, skipped_heartbeats: u64) {
+        let (updates, to_fail) =
+            hung_operations(self.trees, self.books, self.config, skipped_heartbeats, now);
+        for (id, since, starving) in updates {
+            if let Some(op) = self.books.operations.get_mut(&id) {
+                if let Some(since) = since {
+                    op.limiting_ancestor_since = since;
+                }
+                if !starving {
+                    op.last_non_starving_at = now;
+                }
+            }
+        }
+        for (id, reason) in to_fail {
+            self.fail_operation(now, &id, reason);
+        }
     }
 }
 

@@ -45,7 +45,8 @@ impl Scheduler {
         });
         if hangup_due {
             self.last_hangup_check = Some(now);
-            self.fail_hung_operations(now);
+            let skipped = self.skipped_heartbeats;
+            self.parts().fail_hung_operations(now, skipped);
         }
     }
 
