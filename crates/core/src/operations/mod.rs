@@ -41,45 +41,6 @@ impl Scheduler {
     pub(crate) fn recount(&mut self, t: usize) {
         self.caches.counts[t] = count_all(&self.trees[t], &self.books, t);
     }
-
-    /// Re-decides which operations are lightweight after their pools or the pools' options
-    /// changed (YTsaurus re-evaluates it on every pool change): an operation becomes
-    /// lightweight when it is vanilla and its pool is now a FIFO pool with
-    /// `enable_lightweight_operations`, and stops being lightweight otherwise. Running
-    /// operations keep running either way (one that stops being lightweight may leave its pools
-    /// above their running limits, as in YTsaurus); a pending one that becomes lightweight runs
-    /// at the next [`Parts::try_run_pending`].
-    pub(crate) fn refresh_lightweight(&mut self) {
-        let mut changed = Vec::new();
-        for op in self.unfinished_operations() {
-            if op.state.is_finished() {
-                continue;
-            }
-            let now: Vec<bool> = op
-                .trees
-                .iter()
-                .map(|o| is_lightweight(&self.trees[o.tree], &op.spec, &o.pool))
-                .collect();
-            if op.trees.iter().zip(&now).any(|(o, l)| o.lightweight != *l) {
-                changed.push((op.spec.id.clone(), now));
-            }
-        }
-        if !changed.is_empty() {
-            self.caches.pending.invalidate_all();
-        }
-        for (id, now) in changed {
-            let mut s = self.parts();
-            s.count_operation(&id, false);
-            if let Some(op) = s.books.operations.get_mut(&id) {
-                for (o, l) in op.trees.iter_mut().zip(now) {
-                    o.lightweight = l;
-                }
-                op.lightweight = op.trees.first().is_some_and(|o| o.lightweight);
-            }
-            s.count_operation(&id, true);
-            s.touch_operation(&id);
-        }
-    }
 }
 
 impl Parts<'_> {
@@ -96,6 +57,44 @@ impl Parts<'_> {
             id,
             add,
         );
+    }
+
+    /// Re-decides which operations are lightweight after their pools or the pools' options
+    /// changed (YTsaurus re-evaluates it on every pool change): an operation becomes
+    /// lightweight when it is vanilla and its pool is now a FIFO pool with
+    /// `enable_lightweight_operations`, and stops being lightweight otherwise. Running
+    /// operations keep running either way (one that stops being lightweight may leave its pools
+    /// above their running limits, as in YTsaurus); a pending one that becomes lightweight runs
+    /// at the next `Parts::try_run_pending`.
+    pub(crate) fn refresh_lightweight(&mut self) {
+        let mut changed = Vec::new();
+        for op in self.books.unfinished_operations() {
+            if op.state.is_finished() {
+                continue;
+            }
+            let now: Vec<bool> = op
+                .trees
+                .iter()
+                .map(|o| is_lightweight(&self.trees[o.tree], &op.spec, &o.pool))
+                .collect();
+            if op.trees.iter().zip(&now).any(|(o, l)| o.lightweight != *l) {
+                changed.push((op.spec.id.clone(), now));
+            }
+        }
+        if !changed.is_empty() {
+            self.caches.pending.invalidate_all();
+        }
+        for (id, now) in changed {
+            self.count_operation(&id, false);
+            if let Some(op) = self.books.operations.get_mut(&id) {
+                for (o, l) in op.trees.iter_mut().zip(now) {
+                    o.lightweight = l;
+                }
+                op.lightweight = op.trees.first().is_some_and(|o| o.lightweight);
+            }
+            self.count_operation(&id, true);
+            self.touch_operation(&id);
+        }
     }
 }
 
