@@ -2,9 +2,9 @@
 //! update, fail, finish, and forgetting finished operations.
 //!
 //! The commands are [`Scheduler`] methods; what follows an allocation's end or an operation's
-//! (completing, failing, finishing, admitting pending operations) changes most parts and is
-//! [`Parts`] methods; what they read (the trees an operation runs in, the pending queue's
-//! paths and blockers) are functions over explicit borrows.
+//! (completing, failing, finishing, admitting pending operations) and failing hung operations
+//! change most parts and are [`Parts`] methods; what they read (the trees an operation runs
+//! in, the pending queue's paths and blockers) are functions over explicit borrows.
 
 use crate::error::*;
 use crate::event::EventKind;
