@@ -4,8 +4,9 @@
 //! to start at once; `preemption.rs` decides who is interrupted).
 //!
 //! [`Books`] methods change the books, with the caches that follow them (walks, allocation
-//! classes) over explicit borrows; the [`Scheduler`] methods around them add what else
-//! follows (orders, events, stats, holds) and decide nothing more.
+//! classes) over explicit borrows; the [`Parts`] methods around them add what else follows
+//! (orders, events, stats, holds) and decide nothing more. Adopting an allocation is the one
+//! [`Scheduler`] command here.
 
 use crate::error::*;
 use crate::event::{EventKind, Stage};
@@ -25,59 +26,6 @@ use fairsched_hdrf::ElementIndex;
 use fairsched_resources::Resources;
 
 impl Scheduler {
-    // ---- allocations --------------------------------------------------------------------
-
-    /// Creates an allocation for one pending job of `task`.
-    pub(crate) fn place(
-        &mut self,
-        now: Millis,
-        op_id: &OperationId,
-        task: usize,
-        node_id: &NodeId,
-        stage: Stage,
-        backfill: bool,
-    ) -> StartOrder {
-        let tree = self.books.nodes[node_id]
-            .tree
-            .expect("allocations start only on nodes of a tree");
-        let (id, resources) = self.books.book_allocation(
-            &mut self.caches,
-            &self.trees,
-            now,
-            op_id,
-            task,
-            node_id,
-            tree,
-        );
-        self.stats.placements += 1;
-        if backfill {
-            self.stats.backfills += 1;
-        }
-        self.log(
-            now,
-            EventKind::AllocationStarted {
-                operation: op_id.clone(),
-                allocation: id,
-                node: node_id.clone(),
-                stage,
-                backfill,
-            },
-        );
-        crate::reservation::reservation_used(
-            &mut self.holds,
-            &mut self.events,
-            now,
-            op_id,
-            node_id,
-        );
-        StartOrder {
-            allocation: id,
-            operation: op_id.clone(),
-            task,
-            resources,
-        }
-    }
-
     /// Adopts a job that already runs on `node_id`: one pending job of `task` becomes a
     /// running allocation there, started at `now`. For a driver that lost its books while its
     /// nodes kept running (a restarted server re-inserts the jobs its store had as running).
@@ -146,6 +94,47 @@ impl Scheduler {
         );
         Ok(id)
     }
+}
+
+impl Parts<'_> {
+    /// Creates an allocation for one pending job of `task`.
+    pub(crate) fn place(
+        &mut self,
+        now: Millis,
+        op_id: &OperationId,
+        task: usize,
+        node_id: &NodeId,
+        stage: Stage,
+        backfill: bool,
+    ) -> StartOrder {
+        let tree = self.books.nodes[node_id]
+            .tree
+            .expect("allocations start only on nodes of a tree");
+        let (id, resources) =
+            self.books
+                .book_allocation(self.caches, self.trees, now, op_id, task, node_id, tree);
+        self.stats.placements += 1;
+        if backfill {
+            self.stats.backfills += 1;
+        }
+        self.events.log(
+            now,
+            EventKind::AllocationStarted {
+                operation: op_id.clone(),
+                allocation: id,
+                node: node_id.clone(),
+                stage,
+                backfill,
+            },
+        );
+        crate::reservation::reservation_used(self.holds, self.events, now, op_id, node_id);
+        StartOrder {
+            allocation: id,
+            operation: op_id.clone(),
+            task,
+            resources,
+        }
+    }
 
     /// Removes an allocation from the books ([`Books::unbook`]) and logs how it ended. Says
     /// what its operation's lifecycle must do next ([`crate::lifecycle`]'s `end_allocation`
@@ -158,7 +147,7 @@ impl Scheduler {
     ) -> Option<Unbooked> {
         self.holds.room_epoch += 1;
         let (alloc, completed, too_many_failed) =
-            self.books.unbook(&mut self.caches, &self.trees, id, &how)?;
+            self.books.unbook(self.caches, self.trees, id, &how)?;
         let kind = match how {
             EndKind::Finished(outcome) => EventKind::AllocationFinished {
                 operation: alloc.operation.clone(),
@@ -185,7 +174,7 @@ impl Scheduler {
                 }
             }
         };
-        self.log(now, kind);
+        self.events.log(now, kind);
         Some(Unbooked {
             operation: alloc.operation,
             completed,
@@ -253,8 +242,8 @@ impl Scheduler {
         preemptor: Option<Preemptor>,
     ) {
         let Some((op_id, node_id)) = self.books.interrupt(
-            &mut self.caches,
-            &self.trees,
+            self.caches,
+            self.trees,
             id,
             now.saturating_add(timeout),
             reason,
@@ -274,7 +263,7 @@ impl Scheduler {
                 preemptor: preemptor.clone(),
             });
         self.stats.preemptions += 1;
-        self.log(
+        self.events.log(
             now,
             EventKind::AllocationInterrupted {
                 operation: op_id,

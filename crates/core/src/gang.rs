@@ -11,7 +11,7 @@
 //! Assemblies are checked at fair-share updates (timeout, lost nodes, finished operations).
 //!
 //! Functions over explicit borrows of a tree's arena, the books, the holds and the event log;
-//! starting held jobs books allocations, so it is a [`Scheduler`] method.
+//! starting held jobs books allocations, so it is a `Parts` method.
 
 use crate::backfill;
 use crate::event::EventKind;
@@ -19,7 +19,7 @@ use crate::heartbeat::walk::Walk;
 pub use crate::holds::GangAssembly;
 use crate::holds::{Holds, Offer};
 use crate::model::{Millis, NodeId, OperationId, OperationState};
-use crate::scheduler::{Scheduler, StartOrder};
+use crate::scheduler::{Parts, Scheduler, StartOrder};
 use crate::state::{Books, EventLog};
 use crate::tree::{Arena, ElementRef, PoolTree};
 use fairsched_hdrf::ElementIndex;
@@ -41,7 +41,9 @@ impl Scheduler {
     pub fn all_gangs(&self) -> impl Iterator<Item = &GangAssembly> {
         self.holds.all_gangs()
     }
+}
 
+impl Parts<'_> {
     /// At a heartbeat of `node_id`: starts the jobs that complete gangs (the tree's assembly
     /// once ready, gangs placed whole) hold there.
     pub(crate) fn start_gang_holds(
@@ -63,7 +65,7 @@ impl Scheduler {
                 Some(started) => {
                     orders.extend(started);
                     if a.holds.is_empty() {
-                        release_gang(&mut self.holds, &mut self.events, now, t, "started");
+                        release_gang(self.holds, self.events, now, t, "started");
                     }
                 }
                 // Gathered again elsewhere.
@@ -88,23 +90,13 @@ impl Scheduler {
                 Some(started) => {
                     orders.extend(started);
                     if a.holds.is_empty() {
-                        release_placed_gang(
-                            &mut self.holds,
-                            &mut self.events,
-                            now,
-                            &op_id,
-                            "started",
-                        );
+                        release_placed_gang(self.holds, self.events, now, &op_id, "started");
                     }
                 }
                 // Its other jobs go back to waiting (the gang is placed or gathers again).
-                None => release_placed_gang(
-                    &mut self.holds,
-                    &mut self.events,
-                    now,
-                    &op_id,
-                    "node_unavailable",
-                ),
+                None => {
+                    release_placed_gang(self.holds, self.events, now, &op_id, "node_unavailable")
+                }
             }
         }
         orders
@@ -122,7 +114,7 @@ impl Scheduler {
     ) -> Option<Vec<StartOrder>> {
         let t = walk.tree;
         let leaf = *self.trees[t].arena.by_operation.get(op_id)?;
-        let needed = backfill::held_resources(&self.books, op_id, tasks);
+        let needed = backfill::held_resources(self.books, op_id, tasks);
         let node = &self.books.nodes[node_id];
         let arena = &self.trees[t].arena;
         if !node.free().dominates(&needed)
@@ -141,7 +133,7 @@ impl Scheduler {
                 let resources = spec.resources;
                 let backfill = Offer {
                     available: self.books.nodes[node_id].free(),
-                    held: backfill::held_from(&self.books, &self.holds, node_id, op_id),
+                    held: backfill::held_from(self.books, self.holds, node_id, op_id),
                 }
                 .backfills(now, limit, &resources);
                 let order = self.place(

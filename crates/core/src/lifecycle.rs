@@ -1,9 +1,10 @@
 //! Operation commands and their lifecycle: start (placement in trees and pools), abort,
 //! update, fail, finish, and forgetting finished operations.
 //!
-//! The commands change most of the scheduler's state and stay [`Scheduler`] methods; what they
-//! read (the trees an operation runs in, the pending queue's paths and blockers) are
-//! functions over explicit borrows.
+//! The commands are [`Scheduler`] methods; what follows an allocation's end or an operation's
+//! (completing, failing, finishing, admitting pending operations) and failing hung operations
+//! change most parts and are [`Parts`] methods; what they read (the trees an operation runs
+//! in, the pending queue's paths and blockers) are functions over explicit borrows.
 
 use crate::error::*;
 use crate::event::EventKind;
@@ -20,20 +21,6 @@ use fairsched_resources::{PartialResources, Resources};
 use std::collections::BTreeMap;
 
 impl Scheduler {
-    /// Ends an allocation ([`Scheduler::unbook_allocation`]), then completes or fails its
-    /// operation when that was its last job or one failure too many.
-    pub(crate) fn end_allocation(&mut self, now: Millis, id: AllocationId, how: EndKind) {
-        let Some(ended) = self.unbook_allocation(now, id, how) else {
-            return;
-        };
-        if ended.completed {
-            self.maybe_complete(now, &ended.operation);
-        }
-        if let Some(reason) = ended.too_many_failed {
-            self.fail_operation(now, &ended.operation, reason);
-        }
-    }
-
     // ---- operations ---------------------------------------------------------------------
 
     /// Accepts an operation, or rejects it whole with a reason.
@@ -152,7 +139,7 @@ impl Scheduler {
         );
         self.books.start_order.insert(start_seq, id.clone());
         self.books.live_order.push((start_seq, id.clone()));
-        self.count_operation(&id, true);
+        self.parts().count_operation(&id, true);
         if state == OperationState::Pending {
             let paths = pending_paths(&self.trees, &self.books, &id);
             self.caches.pending.add(&id, paths);
@@ -165,7 +152,7 @@ impl Scheduler {
                 reason: pending_reason,
             },
         );
-        self.maybe_complete(now, &id);
+        self.parts().maybe_complete(now, &id);
         Ok(())
     }
 
@@ -173,14 +160,15 @@ impl Scheduler {
     pub fn abort_operation(&mut self, now: Millis, id: &OperationId) -> Result<(), CoreError> {
         let op = unfinished_operation(&self.books, id)?;
         let allocations = op.allocations.clone();
+        let mut s = self.parts();
         for a in allocations {
-            self.end_allocation(
+            s.end_allocation(
                 now,
                 a,
                 EndKind::Preempted(PreemptionReason::OperationAborted, None),
             );
         }
-        self.finish_operation(now, id, OperationState::Aborted, None);
+        s.finish_operation(now, id, OperationState::Aborted, None);
         Ok(())
     }
 
@@ -274,7 +262,7 @@ impl Scheduler {
             )?;
             planned.push((*slot, *t, placement, *top_level));
         }
-        self.count_operation(id, false);
+        self.parts().count_operation(id, false);
         // Apply.
         let names: Vec<String> = self.trees.iter().map(|t| t.name.clone()).collect();
         let op = self.books.operations.get_mut(id).expect("checked above");
@@ -345,34 +333,17 @@ impl Scheduler {
             o.lightweight = l;
         }
         op.lightweight = op.trees.first().is_some_and(|o| o.lightweight);
-        self.count_operation(id, true);
+        let mut s = self.parts();
+        s.count_operation(id, true);
         if update.resource_limits.is_some() || !update.per_tree.is_empty() {
-            for t in &mut self.trees {
+            for t in s.trees.iter_mut() {
                 t.limits_maybe_violated = true;
             }
         }
-        self.touch_operation(id);
-        self.remove_empty_ephemeral_pools();
-        self.try_run_pending(now);
+        s.touch_operation(id);
+        s.remove_empty_ephemeral_pools();
+        s.try_run_pending(now);
         Ok(())
-    }
-
-    /// Ends an operation as failed (its jobs are aborted).
-    pub(crate) fn fail_operation(&mut self, now: Millis, id: &OperationId, reason: String) {
-        let allocations = self
-            .books
-            .operations
-            .get(id)
-            .map(|op| op.allocations.clone())
-            .unwrap_or_default();
-        for a in allocations {
-            self.end_allocation(
-                now,
-                a,
-                EndKind::Preempted(PreemptionReason::OperationAborted, None),
-            );
-        }
-        self.finish_operation(now, id, OperationState::Failed, Some(reason));
     }
 
     /// Forgets the finished operations that nothing in the core refers to any more (the
@@ -431,7 +402,43 @@ impl Scheduler {
         let forgotten: Vec<OperationId> = forgotten.into_iter().map(|(_, id)| id).collect();
         forgotten
     }
+}
 
+impl Parts<'_> {
+    /// Ends an allocation ([`Parts::unbook_allocation`]), then completes or fails its
+    /// operation when that was its last job or one failure too many.
+    pub(crate) fn end_allocation(&mut self, now: Millis, id: AllocationId, how: EndKind) {
+        let Some(ended) = self.unbook_allocation(now, id, how) else {
+            return;
+        };
+        if ended.completed {
+            self.maybe_complete(now, &ended.operation);
+        }
+        if let Some(reason) = ended.too_many_failed {
+            self.fail_operation(now, &ended.operation, reason);
+        }
+    }
+
+    /// Ends an operation as failed (its jobs are aborted).
+    pub(crate) fn fail_operation(&mut self, now: Millis, id: &OperationId, reason: String) {
+        let allocations = self
+            .books
+            .operations
+            .get(id)
+            .map(|op| op.allocations.clone())
+            .unwrap_or_default();
+        for a in allocations {
+            self.end_allocation(
+                now,
+                a,
+                EndKind::Preempted(PreemptionReason::OperationAborted, None),
+            );
+        }
+        self.finish_operation(now, id, OperationState::Failed, Some(reason));
+    }
+
+    /// Ends an operation in `state` (completed, failed or aborted): it leaves the counts, the
+    /// pending queue and the holds, and pending operations may start.
     fn finish_operation(
         &mut self,
         now: Millis,
@@ -447,7 +454,7 @@ impl Scheduler {
             self.books.finished.insert(id.clone());
         }
         self.touch_operation(id);
-        self.log(
+        self.events.log(
             now,
             EventKind::OperationState {
                 operation: id.clone(),
@@ -457,14 +464,14 @@ impl Scheduler {
         );
         self.remove_empty_ephemeral_pools();
         crate::reservation::release_reservation_of(
-            &mut self.holds,
-            &mut self.events,
+            self.holds,
+            self.events,
             now,
             id,
             "operation_finished",
         );
         self.holds.reservation_streak.remove(id);
-        crate::gang::release_gang_of(&mut self.holds, &mut self.events, now, id);
+        crate::gang::release_gang_of(self.holds, self.events, now, id);
         self.try_run_pending(now);
     }
 
@@ -503,7 +510,7 @@ impl Scheduler {
         if self.caches.pending.needs_reindex() {
             let ids: Vec<OperationId> = self.caches.pending.ids().cloned().collect();
             for id in ids {
-                let paths = pending_paths(&self.trees, &self.books, &id);
+                let paths = pending_paths(self.trees, self.books, &id);
                 self.caches.pending.reindex(&id, paths);
             }
             self.caches.pending.reindexed();
@@ -521,7 +528,7 @@ impl Scheduler {
                 continue;
             }
             // It runs once every tree it runs in has a running slot for it.
-            match pending_blocker(&self.books, &self.caches, &id) {
+            match pending_blocker(self.books, self.caches, &id) {
                 Some(at) => {
                     // The reason names the blocker: written again only when it changed.
                     if self.caches.pending.blocker(&id) != Some(at) {
@@ -544,7 +551,7 @@ impl Scheduler {
                     }
                     self.count_operation(&id, true);
                     self.touch_operation(&id);
-                    self.log(
+                    self.events.log(
                         now,
                         EventKind::OperationState {
                             operation: id.clone(),
@@ -558,20 +565,16 @@ impl Scheduler {
             }
         }
         self.caches.pending.settle();
-        debug_check_pending(&self.trees, &self.books, &self.caches);
+        debug_check_pending(self.trees, self.books, self.caches);
     }
 
     /// Hung operations (scheduler spec §3.7) are failed: an ancestor's (or the operation's own)
     /// limits too small for its smallest pending job for too long, or starving with nothing
-    /// running and no successful schedule for too long.
-    pub(crate) fn fail_hung_operations(&mut self, now: Millis) {
-        let (updates, to_fail) = hung_operations(
-            &self.trees,
-            &self.books,
-            &self.config,
-            self.skipped_heartbeats,
-            now,
-        );
+    /// running and no successful schedule for too long (`skipped_heartbeats`: the heartbeats
+    /// whose regular stage was skipped so far, failed attempts for every waiting operation).
+    pub(crate) fn fail_hung_operations(&mut self, now: Millis, skipped_heartbeats: u64) {
+        let (updates, to_fail) =
+            hung_operations(self.trees, self.books, self.config, skipped_heartbeats, now);
         for (id, since, starving) in updates {
             if let Some(op) = self.books.operations.get_mut(&id) {
                 if let Some(since) = since {

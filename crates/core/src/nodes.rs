@@ -1,5 +1,6 @@
 //! Node commands: a node joins, changes (resources, tags, enabled), drains or leaves; its
-//! allocations end when it can no longer run them.
+//! allocations end when it can no longer run them. The commands are [`Scheduler`] methods;
+//! ending a moved node's allocations, which a configuration change does too, is a `Parts` one.
 
 use crate::error::*;
 use crate::model::{AllocationId, Millis, Node, NodeId, NodeSpec, PreemptionReason};
@@ -84,15 +85,16 @@ impl Scheduler {
             node.tags = t;
         }
         if moved {
-            self.abort_allocations_of_moved_node(now, id);
+            self.parts().abort_allocations_of_moved_node(now, id);
         }
         let node = self.books.nodes.get_mut(id).expect("checked above");
         if let Some(enabled) = scheduler_jobs_enabled {
             node.scheduler_jobs_enabled = enabled;
             if !enabled {
                 let ids: Vec<AllocationId> = node.allocations.iter().copied().collect();
+                let mut s = self.parts();
                 for a in ids {
-                    self.end_allocation(
+                    s.end_allocation(
                         now,
                         a,
                         EndKind::Preempted(PreemptionReason::NodeDisabled, None),
@@ -101,24 +103,6 @@ impl Scheduler {
             }
         }
         Ok(())
-    }
-
-    /// A node that moved to another tree loses its allocations: they belonged to the old tree
-    /// (their jobs go back to pending and run again in the trees of their operations).
-    pub(crate) fn abort_allocations_of_moved_node(&mut self, now: Millis, id: &NodeId) {
-        let ids: Vec<AllocationId> = self
-            .books
-            .nodes
-            .get(id)
-            .map(|n| n.allocations.iter().copied().collect())
-            .unwrap_or_default();
-        for a in ids {
-            self.end_allocation(
-                now,
-                a,
-                EndKind::Preempted(PreemptionReason::NodeFairShareTreeChanged, None),
-            );
-        }
     }
 
     /// Starts (`true`) or ends draining a node: while draining, no new allocation starts on it
@@ -146,8 +130,9 @@ impl Scheduler {
             .get(id)
             .ok_or_else(|| CoreError::new(format!("node {:?} does not exist", id.0)))?;
         let ids: Vec<AllocationId> = node.allocations.iter().copied().collect();
+        let mut s = self.parts();
         for a in ids {
-            self.end_allocation(now, a, EndKind::Preempted(PreemptionReason::NodeLost, None));
+            s.end_allocation(now, a, EndKind::Preempted(PreemptionReason::NodeLost, None));
         }
         self.books.nodes.remove(id);
         // Nobody is left to stop anything there.
@@ -161,5 +146,25 @@ impl Scheduler {
         );
         crate::gang::drop_gang_holds_on(&mut self.holds, &mut self.events, now, id);
         Ok(())
+    }
+}
+
+impl Parts<'_> {
+    /// A node that moved to another tree loses its allocations: they belonged to the old tree
+    /// (their jobs go back to pending and run again in the trees of their operations).
+    pub(crate) fn abort_allocations_of_moved_node(&mut self, now: Millis, id: &NodeId) {
+        let ids: Vec<AllocationId> = self
+            .books
+            .nodes
+            .get(id)
+            .map(|n| n.allocations.iter().copied().collect())
+            .unwrap_or_default();
+        for a in ids {
+            self.end_allocation(
+                now,
+                a,
+                EndKind::Preempted(PreemptionReason::NodeFairShareTreeChanged, None),
+            );
+        }
     }
 }

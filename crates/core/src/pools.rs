@@ -72,8 +72,9 @@ impl Scheduler {
         };
         trees.trees.insert(self.trees[t].name.clone(), validated);
         self.replace_tree_config(now, trees)?;
-        self.refresh_lightweight();
-        self.try_run_pending(now);
+        let mut s = self.parts();
+        s.refresh_lightweight();
+        s.try_run_pending(now);
         Ok(())
     }
 

@@ -3,9 +3,10 @@
 //! violations and node overcommit. Which allocations are preemptible at all is
 //! [`crate::preemptible`].
 //!
-//! What a stage reads (candidates and their levels, conditional blockers, preemptive offers,
-//! live usage) are functions over explicit borrows of a tree, the books and the tree's
-//! preemption cache; what preempts and starts jobs are [`Scheduler`] methods.
+//! What a stage reads and chooses (candidates and their levels, conditional blockers,
+//! preemptive offers, live usage, graceful and overcommit victims) are functions over explicit
+//! borrows of a tree, the books and the tree's preemption cache; what preempts and starts jobs
+//! are `Parts` methods.
 
 use crate::event::{Preemptor, Stage};
 use crate::heartbeat::descent;
@@ -14,7 +15,7 @@ use crate::model::{
     PreemptionReason,
 };
 use crate::preemptible::{self, PreemptionCache, PreemptionPriority, PreemptionStatus};
-use crate::scheduler::{EndKind, HeartbeatResponse, Scheduler};
+use crate::scheduler::{EndKind, HeartbeatResponse, Parts};
 use crate::state::Books;
 use crate::tree::{PoolTree, StarvationStatus};
 use fairsched_hdrf::ElementIndex;
@@ -92,7 +93,7 @@ const PREEMPTIVE_STAGES: [PreemptiveStage; 4] = [
     },
 ];
 
-impl Scheduler {
+impl Parts<'_> {
     /// Takes an allocation away: interrupted (with the operation's signal and timeout) when the
     /// operation handles interruption, aborted otherwise.
     pub(crate) fn preempt(
@@ -124,41 +125,12 @@ impl Scheduler {
     }
 
     /// Graceful mode (spec §2.7): every preemptible allocation of a graceful operation is
-    /// interrupted with the graceful timeout.
+    /// interrupted with the graceful timeout ([`graceful_victims`]).
     pub(crate) fn preempt_gracefully(&mut self, t: usize, now: Millis, node_id: &NodeId) {
-        // Graceful mode is fixed at submission: without a graceful operation in the tree (as of
-        // the last fair-share update, which every scheduled operation went through) there is
-        // nothing to do.
-        if !self.trees[t].arena.any_graceful {
-            return;
-        }
+        let victims = graceful_victims(&self.trees[t], self.books, t, node_id);
         let timeout = self.trees[t]
             .config()
             .allocation_graceful_preemption_timeout_ms;
-        let mut victims = Vec::new();
-        let on_node: Vec<AllocationId> = self.books.nodes[node_id]
-            .allocations
-            .iter()
-            .copied()
-            .collect();
-        let mut cache: BTreeMap<_, BTreeMap<AllocationId, PreemptionStatus>> = BTreeMap::new();
-        for id in on_node {
-            let Some(a) = self.books.allocations.get(&id) else {
-                continue;
-            };
-            let op = &self.books.operations[&a.operation];
-            if op.spec.preemption_mode != PreemptionMode::Graceful
-                || a.state != AllocationState::Running
-            {
-                continue;
-            }
-            let classes = cache
-                .entry(op.spec.id.clone())
-                .or_insert_with(|| self.classify(t, op).into_iter().collect());
-            if classes.get(&id) == Some(&PreemptionStatus::Preemptible) {
-                victims.push(id);
-            }
-        }
         for id in victims {
             self.preempt(
                 now,
@@ -226,8 +198,16 @@ impl Scheduler {
             {
                 continue;
             }
-            let candidates = self.preemption_candidates(t, node_id, stage, spec.min_level);
-            let blockers = conditional_blockers(&self.trees[t], &self.books, t, &candidates, stage);
+            let candidates = preemption_candidates(
+                &mut self.caches.preemption[t],
+                &self.trees[t],
+                self.books,
+                t,
+                node_id,
+                stage,
+                spec.min_level,
+            );
+            let blockers = conditional_blockers(&self.trees[t], self.books, t, &candidates, stage);
             // Candidates protected by the victim operation itself are dropped; those protected
             // by a pool may only go to preemptors inside that pool.
             let mut candidates: Vec<(AllocationId, Level)> = candidates
@@ -256,8 +236,8 @@ impl Scheduler {
                     let limit =
                         self.books.operations[&order_op].spec.tasks[order_task].time_limit_ms;
                     crate::backfill::held_from(
-                        &self.books,
-                        &self.holds,
+                        self.books,
+                        self.holds,
                         node_id,
                         &preemptor.operation,
                     )
@@ -280,42 +260,6 @@ impl Scheduler {
                 self.preempt_limit_violations(t, now, candidates);
             }
         }
-    }
-
-    /// Allocations on the node that a stage may take, in preemption order: preemptible first,
-    /// then aggressively preemptible, then the rest; newest first within a class.
-    fn preemption_candidates(
-        &mut self,
-        t: usize,
-        node_id: &NodeId,
-        stage: Stage,
-        min_level: Level,
-    ) -> Vec<(AllocationId, Level)> {
-        let ops: std::collections::BTreeSet<crate::model::OperationId> = self.books.nodes[node_id]
-            .allocations
-            .iter()
-            .filter_map(|id| self.books.allocations.get(id))
-            .map(|a| a.operation.clone())
-            .collect();
-        for op_id in &ops {
-            preemptible::cached_classes(
-                &mut self.caches.preemption[t],
-                &self.trees[t],
-                &self.books,
-                t,
-                op_id,
-            );
-        }
-        let cache = &self.caches.preemption[t].classes;
-        candidates_classified(
-            &self.trees[t],
-            &self.books,
-            t,
-            node_id,
-            stage,
-            min_level,
-            &|op, id| cache.get(op).and_then(|c| c.statuses.get(&id)).copied(),
-        )
     }
 
     /// Starts one allocation for a target operation (arena indices of the node's tree),
@@ -355,8 +299,8 @@ impl Scheduler {
             let offer = crate::holds::Offer {
                 available: self.books.nodes[node_id].free().add(&discount),
                 held: crate::backfill::held_from_leaf(
-                    &self.books,
-                    &self.holds,
+                    self.books,
+                    self.holds,
                     &self.trees[t].arena,
                     node_id,
                     leaf,
@@ -381,7 +325,7 @@ impl Scheduler {
         if !self.trees[t].limits_maybe_violated {
             return;
         }
-        let usage = live_usage(&self.trees[t], &self.books, t);
+        let usage = live_usage(&self.trees[t], self.books, t);
         let any_violation = self.trees[t]
             .arena
             .elements
@@ -399,7 +343,7 @@ impl Scheduler {
             let Some(&leaf) = self.trees[t].arena.by_operation.get(&a.operation) else {
                 continue;
             };
-            let usage = live_usage(&self.trees[t], &self.books, t);
+            let usage = live_usage(&self.trees[t], self.books, t);
             let violated = preemptible::path_to_root(&self.trees[t].arena, leaf)
                 .into_iter()
                 .any(|e| {
@@ -420,7 +364,8 @@ impl Scheduler {
     }
 
     /// Node overcommit (spec §2.8): after the allowed duration, allocations that do not fit,
-    /// kept in order (non-preemptible first, oldest first), are preempted.
+    /// kept in order (non-preemptible first, oldest first), are preempted
+    /// ([`overcommit_victims`]).
     pub(crate) fn preempt_overcommit(&mut self, now: Millis, node_id: &NodeId) {
         let node = &self.books.nodes[node_id];
         if node.resources.dominates(&node.usage) {
@@ -441,37 +386,7 @@ impl Scheduler {
         if now < since.saturating_add(self.config.allowed_node_resources_overcommit_duration_ms) {
             return;
         }
-        let mut keep: Vec<(PreemptionStatus, Millis, AllocationId, Resources)> = Vec::new();
-        let mut classes: BTreeMap<AllocationId, PreemptionStatus> = BTreeMap::new();
-        for &id in &self.books.nodes[node_id].allocations {
-            let Some(a) = self.books.allocations.get(&id) else {
-                continue;
-            };
-            if a.state != AllocationState::Running {
-                continue;
-            }
-            if !classes.contains_key(&id) {
-                classes.extend(self.classify(a.tree, &self.books.operations[&a.operation]));
-            }
-            let status = classes
-                .get(&id)
-                .copied()
-                .unwrap_or(PreemptionStatus::Preemptible);
-            keep.push((status, a.start_time, id, a.resources));
-        }
-        keep.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
-        let limits = self.books.nodes[node_id].resources;
-        let mut used = Resources::ZERO;
-        let mut victims = Vec::new();
-        for (_, _, id, r) in keep {
-            let next = used.add(&r);
-            if limits.dominates(&next) {
-                used = next;
-            } else {
-                victims.push(id);
-            }
-        }
-        for id in victims {
+        for id in overcommit_victims(self.trees, self.books, node_id) {
             self.preempt(now, id, PreemptionReason::ResourceOvercommit, None, None);
         }
         self.books
@@ -480,6 +395,111 @@ impl Scheduler {
             .expect("node")
             .overcommit_since = None;
     }
+}
+
+/// Graceful mode's victims on `node_id` (in tree `t`, `tree`): the preemptible allocations of
+/// graceful operations. None without a graceful operation in the tree (as of the last
+/// fair-share update, which every scheduled operation went through: graceful mode is fixed at
+/// submission).
+fn graceful_victims(
+    tree: &PoolTree,
+    books: &Books,
+    t: usize,
+    node_id: &NodeId,
+) -> Vec<AllocationId> {
+    let mut victims = Vec::new();
+    if !tree.arena.any_graceful {
+        return victims;
+    }
+    let mut cache: BTreeMap<_, BTreeMap<AllocationId, PreemptionStatus>> = BTreeMap::new();
+    for &id in &books.nodes[node_id].allocations {
+        let Some(a) = books.allocations.get(&id) else {
+            continue;
+        };
+        let op = &books.operations[&a.operation];
+        if op.spec.preemption_mode != PreemptionMode::Graceful
+            || a.state != AllocationState::Running
+        {
+            continue;
+        }
+        let classes = cache.entry(op.spec.id.clone()).or_insert_with(|| {
+            preemptible::classify(tree, books, t, op)
+                .into_iter()
+                .collect()
+        });
+        if classes.get(&id) == Some(&PreemptionStatus::Preemptible) {
+            victims.push(id);
+        }
+    }
+    victims
+}
+
+/// The allocations on an overcommitted node `node_id` (of `books`, its allocations classed in
+/// `trees`) that do not fit it, keeping them in order: non-preemptible first, oldest first.
+fn overcommit_victims(trees: &[PoolTree], books: &Books, node_id: &NodeId) -> Vec<AllocationId> {
+    let mut keep: Vec<(PreemptionStatus, Millis, AllocationId, Resources)> = Vec::new();
+    let mut classes: BTreeMap<AllocationId, PreemptionStatus> = BTreeMap::new();
+    for &id in &books.nodes[node_id].allocations {
+        let Some(a) = books.allocations.get(&id) else {
+            continue;
+        };
+        if a.state != AllocationState::Running {
+            continue;
+        }
+        if !classes.contains_key(&id) {
+            classes.extend(preemptible::classify(
+                &trees[a.tree],
+                books,
+                a.tree,
+                &books.operations[&a.operation],
+            ));
+        }
+        let status = classes
+            .get(&id)
+            .copied()
+            .unwrap_or(PreemptionStatus::Preemptible);
+        keep.push((status, a.start_time, id, a.resources));
+    }
+    keep.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+    let limits = books.nodes[node_id].resources;
+    let mut used = Resources::ZERO;
+    let mut victims = Vec::new();
+    for (_, _, id, r) in keep {
+        let next = used.add(&r);
+        if limits.dominates(&next) {
+            used = next;
+        } else {
+            victims.push(id);
+        }
+    }
+    victims
+}
+
+/// Allocations on the node that a stage may take, in preemption order: preemptible first,
+/// then aggressively preemptible, then the rest; newest first within a class. Fills tree
+/// `t`'s (`tree`'s) class cache `cache` for the operations on the node.
+fn preemption_candidates(
+    cache: &mut PreemptionCache,
+    tree: &PoolTree,
+    books: &Books,
+    t: usize,
+    node_id: &NodeId,
+    stage: Stage,
+    min_level: Level,
+) -> Vec<(AllocationId, Level)> {
+    let ops: std::collections::BTreeSet<crate::model::OperationId> = books.nodes[node_id]
+        .allocations
+        .iter()
+        .filter_map(|id| books.allocations.get(id))
+        .map(|a| a.operation.clone())
+        .collect();
+    for op_id in &ops {
+        preemptible::cached_classes(cache, tree, books, t, op_id);
+    }
+    let cache = &cache.classes;
+    candidates_classified(tree, books, t, node_id, stage, min_level, &|op, id| {
+        cache.get(op).and_then(|c| c.statuses.get(&id)).copied()
+    })
 }
 
 /// Live usage of every element of tree `t`'s (`tree`'s) arena.
@@ -500,7 +520,7 @@ pub(crate) fn live_usage(tree: &PoolTree, books: &Books, t: usize) -> Vec<Resour
     usage
 }
 
-/// [`Scheduler::preemption_candidates`] (in tree `t`, `tree`) with the allocations' classes from `status` (`None`:
+/// [`preemption_candidates`] (in tree `t`, `tree`) with the allocations' classes from `status` (`None`:
 /// preemptible, as an operation not in the last update).
 fn candidates_classified(
     tree: &PoolTree,

@@ -42,8 +42,8 @@ pub struct InterruptOrder {
 }
 
 /// What a node must stop: the core's orders for it, handed out in its next heartbeat's
-/// response ([`Scheduler::process_heartbeat`]) or to a driver that delivers them at once
-/// ([`Scheduler::take_orders`]). Every allocation the core gives up while its job may still
+/// response ([`Scheduler::process_heartbeat`](crate::Scheduler::process_heartbeat)) or to a
+/// driver that delivers them at once ([`Scheduler::take_orders`](crate::Scheduler::take_orders)). Every allocation the core gives up while its job may still
 /// run (preempted, aborted with its operation, on a disabled node, ...) is here, whatever
 /// caused it: a command, a fair-share update or a heartbeat of any node.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]

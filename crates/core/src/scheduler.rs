@@ -1,7 +1,8 @@
 //! The scheduler: a facade over its state, kept in parts with one owner each (the trees,
 //! `Books`, `Caches`, `Holds`, the `EventLog`, the orders and the stats; see `state.rs`), and
 //! its accessors. The commands are in the stage modules, as methods that split the borrows
-//! over functions taking only the parts they need. Every method takes the current time as an
+//! over functions taking only the parts they need, or over `Parts` (every part borrowed
+//! apart) for the stages that change many at once. Every method takes the current time as an
 //! argument; nothing here reads a clock, spawns a thread or depends on hash order.
 
 use crate::event::{Event, EventKind};
@@ -62,6 +63,22 @@ pub struct Scheduler {
     pub stats: Stats,
 }
 
+/// The scheduler's parts borrowed apart ([`Scheduler::parts`]), for the stages that change
+/// many of them at once: booking and ending allocations with what follows (orders, events,
+/// stats, holds, an operation finishing), preempting, the heartbeat's stages. Their methods sit
+/// in the stage modules; what needs fewer parts takes them one by one instead.
+pub(crate) struct Parts<'a> {
+    pub(crate) config: &'a SchedulerConfig,
+    pub(crate) trees: &'a mut [PoolTree],
+    pub(crate) books: &'a mut Books,
+    pub(crate) caches: &'a mut Caches,
+    pub(crate) holds: &'a mut Holds,
+    pub(crate) events: &'a mut EventLog,
+    /// Orders not yet handed out, by node.
+    pub(crate) orders: &'a mut BTreeMap<NodeId, NodeOrders>,
+    pub(crate) stats: &'a mut Stats,
+}
+
 /// Counters of the core's work.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Stats {
@@ -117,6 +134,22 @@ impl Scheduler {
             holds: Holds::default(),
             stats: Stats::default(),
         })
+    }
+
+    /// Every part but the default tree, the update clocks and the skipped-heartbeat count,
+    /// borrowed apart.
+    #[inline]
+    pub(crate) fn parts(&mut self) -> Parts<'_> {
+        Parts {
+            config: &self.config,
+            trees: &mut self.trees,
+            books: &mut self.books,
+            caches: &mut self.caches,
+            holds: &mut self.holds,
+            events: &mut self.events,
+            orders: &mut self.orders,
+            stats: &mut self.stats,
+        }
     }
 
     /// The id the next allocation will get (ids are never reused by this scheduler). A driver

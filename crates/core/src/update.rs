@@ -45,7 +45,8 @@ impl Scheduler {
         });
         if hangup_due {
             self.last_hangup_check = Some(now);
-            self.fail_hung_operations(now);
+            let skipped = self.skipped_heartbeats;
+            self.parts().fail_hung_operations(now, skipped);
         }
     }
 
@@ -235,8 +236,9 @@ impl Scheduler {
                 moved.push(id);
             }
         }
+        let mut s = self.parts();
         for id in moved {
-            self.abort_allocations_of_moved_node(now, &id);
+            s.abort_allocations_of_moved_node(now, &id);
         }
         for t in 0..self.trees.len() {
             let tree = &mut self.trees[t];
@@ -288,7 +290,7 @@ impl Scheduler {
             // Pools moved: every operation's chain of ancestors may have changed.
             self.recount(t);
         }
-        self.try_run_pending(now);
+        self.parts().try_run_pending(now);
         Ok(())
     }
 }

@@ -5,7 +5,7 @@
 
 use super::walk::Walk;
 use crate::model::{Node, Operation, OperationId, OperationState, PreemptionMode};
-use crate::scheduler::Scheduler;
+use crate::scheduler::Parts;
 use crate::tree::{Arena, ElementRef, PoolTree, SchedulingStatus};
 use fairsched_hdrf::ElementIndex;
 use fairsched_resources::Resources;
@@ -106,14 +106,14 @@ pub(crate) fn walk_for(
     walk
 }
 
-impl Scheduler {
+impl Parts<'_> {
     /// Brings the cached walks up to date after the operation's usage, pending jobs or state
     /// changed ([`touch_operation`]).
     #[inline]
     pub(crate) fn touch_operation(&mut self, id: &OperationId) {
         touch_operation(
             &mut self.caches.walks,
-            &self.trees,
+            self.trees,
             &self.books.operations,
             id,
         );

@@ -5,6 +5,12 @@
 //! child with the smallest satisfaction (FIFO pools with `fifo` order: the first active child in
 //! FIFO order), until an operation is reached; one job of it is started if it fits the node and
 //! every limit on its path, else the operation is deactivated for this heartbeat.
+//!
+//! [`Scheduler::process_heartbeat`] borrows the scheduler's parts once (`Parts`) and runs the
+//! stages in order. Which allocations end (no user slots, overdue interruptions, preemptors
+//! waiting too long) is chosen by functions over the books (and the trees) and done through
+//! `Parts::end_allocation`; the regular stage and the preemptive ones
+//! ([`crate::preemption`]) are `Parts` methods, as they book as they go.
 
 pub(crate) mod descent;
 pub(crate) mod walk;
@@ -13,9 +19,12 @@ pub(crate) use walk::Walk;
 use crate::event::Stage;
 use crate::gang;
 use crate::holds::Offer;
-use crate::model::{AllocationId, AllocationState, Millis, NodeId, PreemptionReason};
-use crate::scheduler::{CoreError, EndKind, HeartbeatResponse, NodeHeartbeat, Scheduler};
-use crate::tree::ElementRef;
+use crate::model::{AllocationId, AllocationState, Millis, NodeId, PreemptionReason, Preemptor};
+use crate::scheduler::{
+    CoreError, EndKind, HeartbeatResponse, NodeHeartbeat, Parts, Scheduler, SchedulerConfig,
+};
+use crate::state::Books;
+use crate::tree::{ElementRef, PoolTree};
 use fairsched_hdrf::ElementIndex;
 use fairsched_resources::Resources;
 
@@ -33,7 +42,8 @@ pub(crate) fn below_min_spare(
 }
 
 impl Scheduler {
-    /// Processes one heartbeat of `node` at `now`.
+    /// Processes one heartbeat of `node` at `now`: the stages below, each over the parts it
+    /// changes (`Parts`) or reads.
     pub fn process_heartbeat(
         &mut self,
         now: Millis,
@@ -48,161 +58,94 @@ impl Scheduler {
         }
         self.stats.heartbeats += 1;
         let mut response = HeartbeatResponse::default();
+        let mut s = self.parts();
         for f in report.finished {
-            let on_this_node = self
+            let on_this_node = s
                 .books
                 .allocations
                 .get(&f.allocation)
                 .is_some_and(|a| &a.node == node);
             if on_this_node {
-                self.end_allocation(now, f.allocation, EndKind::Finished(f.outcome));
+                s.end_allocation(now, f.allocation, EndKind::Finished(f.outcome));
             }
         }
-        self.abort_on_zero_user_slots(now, node);
+        for id in without_user_slots(s.config, s.books, node) {
+            s.end_allocation(
+                now,
+                id,
+                EndKind::Preempted(PreemptionReason::NodeWithoutUserSlots, None),
+            );
+        }
         debug_assert_eq!(
-            self.books.interrupting,
-            self.books
+            s.books.interrupting,
+            s.books
                 .allocations
                 .values()
                 .filter(|a| a.state != AllocationState::Running)
                 .count(),
             "count of interrupting allocations out of date"
         );
-        if self.books.interrupting > 0 {
-            self.abort_overdue_interruptions(now, node);
-            self.abort_waiting_too_long(now, node);
+        if s.books.interrupting > 0 {
+            for (id, reason, preemptor) in overdue_interruptions(s.books, now, node) {
+                s.end_allocation(now, id, EndKind::Preempted(reason, preemptor));
+            }
+            for id in waiting_too_long(s.trees, s.books, now, node) {
+                s.end_allocation(
+                    now,
+                    id,
+                    EndKind::Preempted(PreemptionReason::WaitingTimeout, None),
+                );
+            }
         }
         // A node whose allocations this heartbeat would abort for having no user slots gets
         // none either (it used to get jobs only to abort them at its next heartbeat, forever).
-        let enabled = self.books.nodes[node].scheduler_jobs_enabled
-            && !(self.config.enable_allocation_abort_on_zero_user_slots
-                && self.books.nodes[node]
+        let enabled = s.books.nodes[node].scheduler_jobs_enabled
+            && !(s.config.enable_allocation_abort_on_zero_user_slots
+                && s.books.nodes[node]
                     .resources
                     .raw_of(fairsched_resources::ResourceKind::UserSlots)
                     == 0);
+        let mut skipped = false;
         // A node of no tree (no node_tag_filter matches it) gets no jobs.
-        if let Some(t) = self.books.nodes[node].tree
+        if let Some(t) = s.books.nodes[node].tree
             && enabled
-            && !self.trees[t].arena.elements.is_empty()
+            && !s.trees[t].arena.elements.is_empty()
         {
-            self.preempt_gracefully(t, now, node);
+            s.preempt_gracefully(t, now, node);
             // A draining node starts nothing new; what runs there finishes.
-            if !self.books.nodes[node].draining {
-                self.schedule_regular(t, now, node, &mut response);
-                self.schedule_preemptive(t, now, node, &mut response);
+            if !s.books.nodes[node].draining {
+                skipped = !s.schedule_regular(t, now, node, &mut response);
+                s.schedule_preemptive(t, now, node, &mut response);
             }
-            self.preempt_overcommit(now, node);
+            s.preempt_overcommit(now, node);
         }
         // Everything the node must stop: ordered by this heartbeat or since its last one.
-        if let Some(orders) = self.orders.remove(node) {
+        if let Some(orders) = s.orders.remove(node) {
             response.interrupt = orders.interrupt;
             response.abort = orders.abort;
         }
+        if skipped {
+            self.skipped_heartbeats += 1;
+        }
         Ok(response)
     }
+}
 
-    /// `enable_allocation_abort_on_zero_user_slots` (scheduler spec §1.1, YT-S21): a node without
-    /// user slots has every allocation on it (running or being interrupted) aborted.
-    fn abort_on_zero_user_slots(&mut self, now: Millis, node: &NodeId) {
-        let n = &self.books.nodes[node];
-        if !self.config.enable_allocation_abort_on_zero_user_slots
-            || n.resources
-                .raw_of(fairsched_resources::ResourceKind::UserSlots)
-                != 0
-            || n.allocations.is_empty()
-        {
-            return;
-        }
-        let ids: Vec<AllocationId> = n.allocations.iter().copied().collect();
-        for id in ids {
-            self.end_allocation(
-                now,
-                id,
-                EndKind::Preempted(PreemptionReason::NodeWithoutUserSlots, None),
-            );
-        }
-    }
-
-    /// Interrupted jobs that did not exit before their deadline are aborted.
-    fn abort_overdue_interruptions(&mut self, now: Millis, node: &NodeId) {
-        let overdue: Vec<_> = self.books.nodes[node]
-            .allocations
-            .iter()
-            .filter_map(|id| self.books.allocations.get(id))
-            .filter_map(|a| match &a.state {
-                AllocationState::Interrupting {
-                    reason,
-                    deadline,
-                    preemptor,
-                } if now >= *deadline => Some((a.id, *reason, preemptor.clone())),
-                _ => None,
-            })
-            .collect();
-        for (id, reason, preemptor) in overdue {
-            self.end_allocation(now, id, EndKind::Preempted(reason, preemptor));
-        }
-    }
-
-    /// `waiting_for_resources_on_node_timeout_ms` (scheduler spec §2.6): an allocation started
-    /// by preemption begins at once, while the allocations interrupted for it still hold the
-    /// node's resources; when one of them is still being interrupted at the first heartbeat at
-    /// or after the preemptor's start plus its tree's timeout, the preemptor (the new job) is
-    /// aborted with reason `waiting_timeout` and its job goes back to pending. The victims
-    /// keep their interruption. Runs after the overdue interruptions are aborted, so a victim
-    /// whose deadline is reached in the same heartbeat no longer keeps its preemptor waiting.
-    fn abort_waiting_too_long(&mut self, now: Millis, node: &NodeId) {
-        // Preemptors whose victims on this node are still being interrupted (few: victims of
-        // recent preemptive heartbeats).
-        let waiting: std::collections::BTreeSet<AllocationId> = self.books.nodes[node]
-            .allocations
-            .iter()
-            .filter_map(|id| self.books.allocations.get(id))
-            .filter_map(|a| match &a.state {
-                AllocationState::Interrupting {
-                    preemptor: Some(p), ..
-                } => Some(p.allocation),
-                _ => None,
-            })
-            .collect();
-        let expired: Vec<AllocationId> = waiting
-            .into_iter()
-            .filter_map(|id| self.books.allocations.get(&id))
-            .filter(|a| {
-                &a.node == node
-                    && a.state == AllocationState::Running
-                    && self.trees[a.tree]
-                        .config()
-                        .waiting_for_resources_on_node_timeout_ms
-                        .is_some_and(|timeout| now >= a.start_time.saturating_add(timeout))
-            })
-            .map(|a| a.id)
-            .collect();
-        for id in expired {
-            self.end_allocation(
-                now,
-                id,
-                EndKind::Preempted(PreemptionReason::WaitingTimeout, None),
-            );
-        }
-    }
-
-    /// The regular (non-preemptive) stage.
+impl Parts<'_> {
+    /// The regular (non-preemptive) stage. False when it was skipped because the node cannot
+    /// fit even the smallest pending job (such a heartbeat counts as a failed attempt for every
+    /// waiting operation: hang detection).
     fn schedule_regular(
         &mut self,
         t: usize,
         now: Millis,
         node_id: &NodeId,
         response: &mut HeartbeatResponse,
-    ) {
-        // Nothing can start on a node that cannot fit even the smallest pending job; such a
-        // heartbeat counts as a failed attempt for every waiting operation (hang detection).
+    ) -> bool {
         match &self.caches.min_pending_job {
             Some(min) if self.books.nodes[node_id].free().dominates(min) => {}
-            Some(_) => {
-                self.skipped_heartbeats += 1;
-                return;
-            }
-            None => return,
+            Some(_) => return false,
+            None => return true,
         }
         // Guarantee priority scheduling: operations below their promised guarantee first (the
         // high-priority stage), then the others; each stage walks its own operations (the
@@ -219,7 +162,7 @@ impl Scheduler {
                 );
                 self.regular_stage(now, node_id, &mut walk, &mut Vec::new(), response);
             }
-            return;
+            return true;
         }
         let mut walk = descent::take_cached_walk(
             &mut self.caches.walks,
@@ -236,6 +179,7 @@ impl Scheduler {
             walk.refresh_path(arena, leaf);
         }
         self.caches.walks[t] = Some(walk);
+        true
     }
 
     /// Starts jobs of the best active operations of `walk` while the node has room; operations
@@ -301,9 +245,9 @@ impl Scheduler {
             {
                 if gang::place_gang_now(
                     &self.trees[walk.tree].arena,
-                    &self.books,
-                    &mut self.holds,
-                    &mut self.events,
+                    self.books,
+                    self.holds,
+                    self.events,
                     now,
                     leaf,
                     walk,
@@ -316,9 +260,9 @@ impl Scheduler {
                 } else {
                     gang::gang_hold(
                         &self.trees[walk.tree].arena,
-                        &self.books,
-                        &mut self.holds,
-                        &mut self.events,
+                        self.books,
+                        self.holds,
+                        self.events,
                         now,
                         node_id,
                         leaf,
@@ -334,8 +278,8 @@ impl Scheduler {
             let offer = Offer {
                 available,
                 held: crate::backfill::held_from_leaf(
-                    &self.books,
-                    &self.holds,
+                    self.books,
+                    self.holds,
                     &self.trees[walk.tree].arena,
                     node_id,
                     leaf,
@@ -349,7 +293,7 @@ impl Scheduler {
                 None => {
                     walk.deactivate(&self.trees[walk.tree].arena, leaf);
                     deactivated.push(leaf);
-                    self.count_failed_attempt(walk.tree, leaf);
+                    count_failed_attempt(&self.trees[walk.tree], self.books, leaf);
                 }
             }
         }
@@ -382,12 +326,93 @@ impl Scheduler {
         }
         self.try_start(now, node_id, leaf, walk, Stage::Regular, Offer::all(free))
     }
+}
 
-    fn count_failed_attempt(&mut self, t: usize, leaf: ElementIndex) {
-        if let ElementRef::Operation(id) = &self.trees[t].arena.elements[leaf].kind
-            && let Some(op) = self.books.operations.get_mut(id)
-        {
-            op.failed_schedule_attempts += 1;
-        }
+/// `enable_allocation_abort_on_zero_user_slots` (scheduler spec §1.1, YT-S21): a node without
+/// user slots has every allocation on it (running or being interrupted) aborted. These
+/// allocations of `node` (none unless the `config` option is on and the node has no slots).
+fn without_user_slots(config: &SchedulerConfig, books: &Books, node: &NodeId) -> Vec<AllocationId> {
+    let n = &books.nodes[node];
+    if !config.enable_allocation_abort_on_zero_user_slots
+        || n.resources
+            .raw_of(fairsched_resources::ResourceKind::UserSlots)
+            != 0
+        || n.allocations.is_empty()
+    {
+        return Vec::new();
+    }
+    n.allocations.iter().copied().collect()
+}
+
+/// Interrupted jobs on `node` that did not exit before their deadline (to be aborted), with
+/// their interruption's reason and preemptor.
+fn overdue_interruptions(
+    books: &Books,
+    now: Millis,
+    node: &NodeId,
+) -> Vec<(AllocationId, PreemptionReason, Option<Preemptor>)> {
+    books.nodes[node]
+        .allocations
+        .iter()
+        .filter_map(|id| books.allocations.get(id))
+        .filter_map(|a| match &a.state {
+            AllocationState::Interrupting {
+                reason,
+                deadline,
+                preemptor,
+            } if now >= *deadline => Some((a.id, *reason, preemptor.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `waiting_for_resources_on_node_timeout_ms` (scheduler spec §2.6): an allocation started
+/// by preemption begins at once, while the allocations interrupted for it still hold the
+/// node's resources; when one of them is still being interrupted at the first heartbeat at
+/// or after the preemptor's start plus its tree's timeout (of `trees`), the preemptor (the new
+/// job) is aborted with reason `waiting_timeout` and its job goes back to pending. These
+/// preemptors on `node`. The victims keep their interruption. Looked for after the overdue
+/// interruptions are aborted, so a victim whose deadline is reached in the same heartbeat no
+/// longer keeps its preemptor waiting.
+fn waiting_too_long(
+    trees: &[PoolTree],
+    books: &Books,
+    now: Millis,
+    node: &NodeId,
+) -> Vec<AllocationId> {
+    // Preemptors whose victims on this node are still being interrupted (few: victims of
+    // recent preemptive heartbeats).
+    let waiting: std::collections::BTreeSet<AllocationId> = books.nodes[node]
+        .allocations
+        .iter()
+        .filter_map(|id| books.allocations.get(id))
+        .filter_map(|a| match &a.state {
+            AllocationState::Interrupting {
+                preemptor: Some(p), ..
+            } => Some(p.allocation),
+            _ => None,
+        })
+        .collect();
+    waiting
+        .into_iter()
+        .filter_map(|id| books.allocations.get(&id))
+        .filter(|a| {
+            &a.node == node
+                && a.state == AllocationState::Running
+                && trees[a.tree]
+                    .config()
+                    .waiting_for_resources_on_node_timeout_ms
+                    .is_some_and(|timeout| now >= a.start_time.saturating_add(timeout))
+        })
+        .map(|a| a.id)
+        .collect()
+}
+
+/// Counts a failed scheduling attempt for the operation at `leaf` of `tree`.
+fn count_failed_attempt(tree: &PoolTree, books: &mut Books, leaf: ElementIndex) {
+    if let ElementRef::Operation(id) = &tree.arena.elements[leaf].kind
+        && let Some(op) = books.operations.get_mut(id)
+    {
+        op.failed_schedule_attempts += 1;
     }
 }

@@ -2,15 +2,15 @@
 //! ephemeral pools, `max_operation_count` (error 202), `max_running_operation_count` with a
 //! pending queue, lightweight operations, and why an operation waits.
 //!
-//! Functions over explicit borrows of a tree, the books and the counts; the [`Scheduler`]
-//! methods keep the counts cache (and give them to the public API).
+//! Functions over explicit borrows of a tree, the books and the counts; the [`Scheduler`] and
+//! `Parts` methods keep the counts cache (and give them to the public API).
 
 pub(crate) mod counts;
 pub(crate) mod pending;
 pub use counts::PoolCounts;
 
 use crate::model::{OperationId, OperationSpec, OperationState};
-use crate::scheduler::{CoreError, Scheduler};
+use crate::scheduler::{CoreError, Parts, Scheduler};
 use crate::state::Books;
 use crate::tree::{EphemeralPool, PoolTree, ROOT_NAME};
 use fairsched_config::{PoolConfig, SchedulingMode};
@@ -41,15 +41,17 @@ impl Scheduler {
     pub(crate) fn recount(&mut self, t: usize) {
         self.caches.counts[t] = count_all(&self.trees[t], &self.books, t);
     }
+}
 
+impl Parts<'_> {
     /// Adds (`add`) or removes the operation's contribution to the counts of its pool and
     /// every ancestor, in every tree it runs in ([`count_operation`]). Called before and after
     /// every change of its state or pool.
     #[inline]
     pub(crate) fn count_operation(&mut self, id: &OperationId, add: bool) {
         count_operation(
-            &self.trees,
-            &self.books,
+            self.trees,
+            self.books,
             &mut self.caches.counts,
             &mut self.caches.pending,
             id,
@@ -63,10 +65,10 @@ impl Scheduler {
     /// `enable_lightweight_operations`, and stops being lightweight otherwise. Running
     /// operations keep running either way (one that stops being lightweight may leave its pools
     /// above their running limits, as in YTsaurus); a pending one that becomes lightweight runs
-    /// at the next [`Scheduler::try_run_pending`].
+    /// at the next `Parts::try_run_pending`.
     pub(crate) fn refresh_lightweight(&mut self) {
         let mut changed = Vec::new();
-        for op in self.unfinished_operations() {
+        for op in self.books.unfinished_operations() {
             if op.state.is_finished() {
                 continue;
             }
@@ -190,7 +192,7 @@ pub(crate) fn debug_check_counts(
 
 /// Adds (`add`) or removes the operation's contribution to the counts of its pool and
 /// every ancestor, in every tree it runs in. Called before and after every change of its
-/// state or pool. `counts` and `pending` are the caches of [`Scheduler::count_operation`].
+/// state or pool. `counts` and `pending` are the caches of [`Parts::count_operation`].
 fn count_operation(
     trees: &[PoolTree],
     books: &Books,
