@@ -172,17 +172,11 @@ fn utilization_svg(
         )
         .build_cartesian_2d(time.range.clone(), 0.0..top)
         .map_err(plot_error)?;
-        chart
-            .configure_mesh()
-            .x_desc(time.label)
-            .y_desc(format!("{} utilization (%)", report.measured.name()))
-            .x_label_formatter(&|v| trim(*v))
-            .y_label_formatter(&|v| format!("{v:.0}"))
-            .label_style(LABEL_FONT)
-            .axis_desc_style(DESC_FONT)
-            .light_line_style(WHITE.mix(0.0))
-            .draw()
-            .map_err(plot_error)?;
+        time_mesh(
+            &mut chart,
+            &time,
+            &format!("{} utilization (%)", report.measured.name()),
+        )?;
         let mut curves = vec![(
             replayed,
             BLUE,
@@ -227,17 +221,7 @@ fn queue_svg(report: &ReplayReport, time: &TimeAxis, subtitle: &str) -> Result<S
                 .y_label_area_size(75)
                 .build_cartesian_2d(time.range.clone(), 0.0..top)
                 .map_err(plot_error)?;
-            chart
-                .configure_mesh()
-                .x_desc(time.label)
-                .y_desc(name)
-                .x_label_formatter(&|v| trim(*v))
-                .y_label_formatter(&|v| format!("{v:.0}"))
-                .label_style(LABEL_FONT)
-                .axis_desc_style(DESC_FONT)
-                .light_line_style(WHITE.mix(0.0))
-                .draw()
-                .map_err(plot_error)?;
+            time_mesh(&mut chart, time, name)?;
             curve(&mut chart, points, color, 1, name.to_string())?;
             legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         }
@@ -401,6 +385,30 @@ where
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .label_font(LABEL_FONT)
+        .draw()
+        .map_err(plot_error)
+}
+
+/// The axes of a plot over virtual time: `time`'s unit on x, whole numbers described as
+/// `y_desc` on y.
+fn time_mesh(
+    chart: &mut ChartContext<
+        '_,
+        SVGBackend<'_>,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    >,
+    time: &TimeAxis,
+    y_desc: &str,
+) -> Result<(), String> {
+    chart
+        .configure_mesh()
+        .x_desc(time.label)
+        .y_desc(y_desc)
+        .x_label_formatter(&|v| trim(*v))
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .label_style(LABEL_FONT)
+        .axis_desc_style(DESC_FONT)
+        .light_line_style(WHITE.mix(0.0))
         .draw()
         .map_err(plot_error)
 }
