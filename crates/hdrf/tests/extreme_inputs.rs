@@ -685,16 +685,10 @@ fn check_output(tree: &Tree, out: &UpdateOutput) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256),
-        failure_persistence: None,
-        rng_seed: if std::env::var_os("PROPTEST_RNG_SEED").is_some() {
-            ProptestConfig::default().rng_seed
-        } else {
-            proptest::test_runner::RngSeed::Fixed(0x17e1_e7e1_17e1_e7e1)
-        },
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(fairsched_hdrf_testkit::strategy::fixed_seed_config(
+        256,
+        0x17e1_e7e1_17e1_e7e1,
+    ))]
 
     /// No panic on extreme finite inputs, finite outputs, fair shares in [0, 1]; and a second
     /// update on the state the first one stored (a restarted server) behaves the same.

@@ -426,22 +426,7 @@ fn run_rounds(
 }
 
 fn config(cases: u32) -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(cases);
-    let default = ProptestConfig::default();
-    let rng_seed = if std::env::var_os("PROPTEST_RNG_SEED").is_some() {
-        default.rng_seed
-    } else {
-        proptest::test_runner::RngSeed::Fixed(0x00fa_1c5e_d5ee_d002)
-    };
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        rng_seed,
-        ..default
-    }
+    fairsched_hdrf_testkit::strategy::fixed_seed_config(cases, 0x00fa_1c5e_d5ee_d002)
 }
 
 proptest! {

@@ -60,25 +60,9 @@ fn config(cases: u32) -> ProptestConfig {
 
 /// Like [`config`], allowing `max_global_rejects` rejected cases.
 fn config_with_rejects(cases: u32, max_global_rejects: u32) -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(cases);
-    // A fixed seed unless PROPTEST_RNG_SEED asks for another: CI runs the same cases every
-    // time (a random seed made main's CI fail on a tree no earlier run had drawn; that tree is
-    // recorded in the notes of 2026-11-23 for investigation). Explore with other seeds locally.
-    let default = ProptestConfig::default();
-    let rng_seed = if std::env::var_os("PROPTEST_RNG_SEED").is_some() {
-        default.rng_seed
-    } else {
-        proptest::test_runner::RngSeed::Fixed(0x00fa_1c5e_d5ee_d001)
-    };
     ProptestConfig {
-        cases,
         max_global_rejects,
-        failure_persistence: None,
-        rng_seed,
-        ..default
+        ..fairsched_hdrf_testkit::strategy::fixed_seed_config(cases, 0x00fa_1c5e_d5ee_d001)
     }
 }
 
