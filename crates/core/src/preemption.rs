@@ -487,13 +487,7 @@ fn preemption_candidates(
     stage: Stage,
     min_level: Level,
 ) -> Vec<(AllocationId, Level)> {
-    let ops: std::collections::BTreeSet<crate::model::OperationId> = books.nodes[node_id]
-        .allocations
-        .iter()
-        .filter_map(|id| books.allocations.get(id))
-        .map(|a| a.operation.clone())
-        .collect();
-    for op_id in &ops {
+    for op_id in &operations_on(books, node_id) {
         preemptible::cached_classes(cache, tree, books, t, op_id);
     }
     let cache = &cache.classes;
@@ -520,6 +514,19 @@ pub(crate) fn live_usage(tree: &PoolTree, books: &Books, t: usize) -> Vec<Resour
     usage
 }
 
+/// The operations with allocations on node `node_id`.
+fn operations_on(
+    books: &Books,
+    node_id: &NodeId,
+) -> std::collections::BTreeSet<crate::model::OperationId> {
+    books.nodes[node_id]
+        .allocations
+        .iter()
+        .filter_map(|id| books.allocations.get(id))
+        .map(|a| a.operation.clone())
+        .collect()
+}
+
 /// [`preemption_candidates`] (in tree `t`, `tree`) with the allocations' classes from `status` (`None`:
 /// preemptible, as an operation not in the last update).
 fn candidates_classified(
@@ -531,21 +538,15 @@ fn candidates_classified(
     min_level: Level,
     status: &dyn Fn(&crate::model::OperationId, AllocationId) -> Option<PreemptionStatus>,
 ) -> Vec<(AllocationId, Level)> {
-    let ops: std::collections::BTreeSet<crate::model::OperationId> = books.nodes[node_id]
-        .allocations
-        .iter()
-        .filter_map(|id| books.allocations.get(id))
-        .map(|a| a.operation.clone())
-        .collect();
     // SSD priority preemption on this node: which (operation, task) pairs run SSD jobs.
     let ssd = tree.arena.ssd.as_ref();
     let ssd_node = ssd.is_some_and(|ssd| ssd.priority_on(&books.nodes[node_id].tags));
     let mut ssd_tasks: std::collections::BTreeSet<(&crate::model::OperationId, usize)> =
         std::collections::BTreeSet::new();
     if let Some(ssd) = ssd.filter(|_| ssd_node) {
-        for (op_id, op) in ops
+        for (op_id, op) in operations_on(books, node_id)
             .iter()
-            .filter_map(|id| Some((id, books.operations.get(id)?)))
+            .filter_map(|id| books.operations.get_key_value(id))
         {
             for (i, task) in op.spec.tasks.iter().enumerate() {
                 if ssd.is_ssd_task(task) {
