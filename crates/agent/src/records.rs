@@ -405,15 +405,7 @@ mod tests {
     use std::os::unix::process::CommandExt;
 
     fn end(job: &str) -> FinishedJob {
-        FinishedJob {
-            job: job.into(),
-            outcome: JobState::Completed,
-            exit_code: Some(0),
-            signal: None,
-            reason: None,
-            stdout_tail: String::new(),
-            stderr_tail: String::new(),
-        }
+        FinishedJob::completed(job)
     }
 
     /// What stands is found again by the next agent; the journal is rewritten as it grows

@@ -709,6 +709,21 @@ pub struct FinishedJob {
     pub stderr_tail: String,
 }
 
+impl FinishedJob {
+    /// Job `job` completed (exit status 0), with no output.
+    pub fn completed(job: impl Into<String>) -> FinishedJob {
+        FinishedJob {
+            job: job.into(),
+            outcome: JobState::Completed,
+            exit_code: Some(0),
+            signal: None,
+            reason: None,
+            stdout_tail: String::new(),
+            stderr_tail: String::new(),
+        }
+    }
+}
+
 /// `POST /api/v1/agent/heartbeat` (bearer token).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

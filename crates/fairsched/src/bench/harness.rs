@@ -702,15 +702,7 @@ pub(crate) async fn simulate_agent(
         let mut still = Vec::with_capacity(running.len());
         for (job, end) in running.drain(..) {
             if end <= now {
-                finished.push(FinishedJob {
-                    job,
-                    outcome: JobState::Completed,
-                    exit_code: Some(0),
-                    signal: None,
-                    reason: None,
-                    stdout_tail: String::new(),
-                    stderr_tail: String::new(),
-                });
+                finished.push(FinishedJob::completed(job));
             } else {
                 still.push((job, end));
             }

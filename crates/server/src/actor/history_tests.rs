@@ -5,8 +5,7 @@ use super::*;
 use crate::command::LogsRequest;
 use crate::submit::Submission;
 use fairsched_api::{
-    EventQuery, FinishedJob, Heartbeat, HeartbeatReply, JobState, OperationState, OperationView,
-    RegisterNode,
+    EventQuery, FinishedJob, Heartbeat, HeartbeatReply, OperationState, OperationView, RegisterNode,
 };
 use fairsched_core::OperationId;
 use fairsched_store::OperationFilter;
@@ -74,13 +73,8 @@ pub(super) fn heartbeat(actor: &mut Actor, finished: Vec<FinishedJob>) -> Heartb
 
 fn completed(job: &str) -> FinishedJob {
     FinishedJob {
-        job: job.into(),
-        outcome: JobState::Completed,
-        exit_code: Some(0),
-        signal: None,
-        reason: None,
         stdout_tail: format!("out of {job}\n"),
-        stderr_tail: String::new(),
+        ..FinishedJob::completed(job)
     }
 }
 
