@@ -92,7 +92,7 @@ pub use pool::{
 pub use presets::{resolve_pool_config, resolve_presets};
 pub use tag_filter::{TagFilter, TagFilterError};
 pub use tree::{
-    GangPlacementConfig, JobReservationConfig, SsdPriorityPreemptionConfig, TreeConfig,
+    GangHold, GangPlacementConfig, JobReservationConfig, SsdPriorityPreemptionConfig, TreeConfig,
     TreeIntegralGuaranteesConfig,
 };
 pub use trees::{PoolTreeConfig, PoolTrees};

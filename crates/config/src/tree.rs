@@ -494,6 +494,8 @@ pub struct GangPlacementConfig {
     /// Longest a gang may hold resources while it assembles, in milliseconds; also how long it
     /// then waits before it may assemble again. Must be > 0. Default: 30000.
     pub assembly_timeout_ms: u64,
+    /// What the assembling gang holds of what is free. Default: `all_free`.
+    pub hold: GangHold,
 }
 
 impl Default for GangPlacementConfig {
@@ -501,8 +503,30 @@ impl Default for GangPlacementConfig {
         GangPlacementConfig {
             enable: false,
             assembly_timeout_ms: 30_000,
+            hold: GangHold::AllFree,
         }
     }
+}
+
+/// What an assembling gang (see [`GangPlacementConfig`]) holds of the resources that are free.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GangHold {
+    /// Everything free on the nodes it is offered, up to all its pending jobs, until they are
+    /// all held.
+    #[default]
+    AllFree,
+    /// Only what it needs (EASY backfilling's reservation for the queue head): from the
+    /// running allocations' time limits it computes when room for all its pending jobs will
+    /// be free (its expected start) and how much more than it needs will be free then; of the
+    /// resources free now it holds only what it will not find then beyond its need, across the
+    /// tree at once. The rest may run any job (as EASY's "extra" processors), and jobs that
+    /// end by its expected start may also run on what it holds. The plan is made again
+    /// whenever allocations end or time passes. Room is counted in jobs of the gang's largest
+    /// pending job shape (exact when its jobs have one shape; otherwise it may wait for more
+    /// than it needs). Without a time limit on an allocation in its way it holds everything
+    /// free, as `all_free` (strict order: nothing passes it).
+    Needed,
 }
 
 /// SSD priority preemption (YTsaurus `TFairShareStrategySsdPriorityPreemptionConfig`):

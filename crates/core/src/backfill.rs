@@ -124,7 +124,6 @@ pub(crate) fn gang_needed_at(
     op: &OperationId,
 ) -> Option<Millis> {
     let o = books.operations.get(op)?;
-    let pending = o.pending_job_count();
     let job = o
         .spec
         .tasks
@@ -133,6 +132,40 @@ pub(crate) fn gang_needed_at(
         .filter(|(_, task)| task.pending > 0)
         .map(|(spec, _)| spec.resources)
         .reduce(|a, b| a.min(&b))?;
+    let need = u64::from(o.pending_job_count());
+    shadow(books, holds, arena, now, t, op, &job, need, false).until
+}
+
+/// When an assembling gang expects room for its pending jobs, and how much room there is then
+/// and now (see [`shadow`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Shadow {
+    /// When room for all its pending jobs is expected (`None`: never, as far as the limits
+    /// tell).
+    pub(crate) until: Option<Millis>,
+    /// Jobs that fit into what is free now.
+    pub(crate) room_now: u64,
+    /// Jobs that fit at `until` beyond those it needs, counting every allocation expected to
+    /// end by then (0 when `until` is `None`).
+    pub(crate) surplus: u64,
+}
+
+/// When `need` jobs of shape `job` of operation `op` are expected to fit in tree `t` (its
+/// arena `arena`), from what is free now (less other operations' reservations, and with
+/// `placed_busy` what gangs placed whole hold for others) and the allocations' expected ends;
+/// with the room then beyond `need` (EASY backfilling's "shadow time" and "extra").
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn shadow(
+    books: &Books,
+    holds: &Holds,
+    arena: &Arena,
+    now: Millis,
+    t: usize,
+    op: &OperationId,
+    job: &Resources,
+    need: u64,
+    placed_busy: bool,
+) -> Shadow {
     let leaf = arena.by_operation.get(op).copied();
     let mut free: BTreeMap<&NodeId, Resources> = BTreeMap::new();
     let mut ends: Vec<(Millis, &NodeId, Resources)> = Vec::new();
@@ -144,12 +177,32 @@ pub(crate) fn gang_needed_at(
         {
             continue;
         }
-        let reserved = holds
+        let mut busy = holds
             .reservations
             .get(&n.id)
             .filter(|r| &r.operation != op)
             .map_or(Resources::ZERO, |r| r.resources);
-        free.insert(&n.id, n.free().sub(&reserved).max(&Resources::ZERO));
+        if placed_busy {
+            // Gangs placed whole start at their nodes' next heartbeats and run to their limits.
+            for a in holds.placed_gangs.values().filter(|a| &a.operation != op) {
+                let Some(tasks) = a.holds.get(&n.id) else {
+                    continue;
+                };
+                let Some(o) = books.operations.get(&a.operation) else {
+                    continue;
+                };
+                for (&task, &count) in tasks {
+                    let spec = &o.spec.tasks[task];
+                    for _ in 0..count {
+                        busy = busy.add(&spec.resources);
+                        if let Some(limit) = spec.time_limit_ms {
+                            ends.push((now.saturating_add(limit), &n.id, spec.resources));
+                        }
+                    }
+                }
+            }
+        }
+        free.insert(&n.id, n.free().sub(&busy).max(&Resources::ZERO));
         for id in &n.allocations {
             if let Some(a) = books.allocations.get(id)
                 && let Some(end) = expected_end(books, now, a)
@@ -158,22 +211,28 @@ pub(crate) fn gang_needed_at(
             }
         }
     }
-    let need = u64::from(pending);
-    let mut room: u64 = free.values().map(|f| fit_count(f, &job, need)).sum();
-    if room >= need {
-        return Some(now);
-    }
+    let room_now: u64 = free.values().map(|f| fit_count(f, job)).sum();
+    let mut room = room_now;
+    let mut until = (room >= need).then_some(now);
     ends.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
     for (end, node, resources) in ends {
+        // Every allocation ending by the time room is found counts towards the surplus.
+        if until.is_some_and(|u| end > u) {
+            break;
+        }
         let f = free.get_mut(node).expect("collected above");
-        let before = fit_count(f, &job, need);
+        let before = fit_count(f, job);
         *f = f.add(&resources);
-        room = room - before + fit_count(f, &job, need);
-        if room >= need {
-            return Some(end);
+        room = room - before + fit_count(f, job);
+        if until.is_none() && room >= need {
+            until = Some(end);
         }
     }
-    None
+    Shadow {
+        until,
+        room_now,
+        surplus: if until.is_some() { room - need } else { 0 },
+    }
 }
 
 /// What `node` holds back from `op`: another operation's job reservation and what
@@ -227,11 +286,12 @@ pub(crate) fn gang_placed(tree: &PoolTree, books: &Books, op: &OperationId) -> b
     tree.config().gang_placement.enable && books.operations.get(op).is_some_and(|o| o.is_gang())
 }
 
-/// How many jobs of `job` fit into `free`, at most `cap`.
-fn fit_count(free: &Resources, job: &Resources, cap: u64) -> u64 {
+/// How many jobs of `job` fit into `free` (at most [`u32::MAX`], also for a job that asks
+/// for nothing).
+fn fit_count(free: &Resources, job: &Resources) -> u64 {
     let (free, job) = (free.raw(), job.raw());
     (0..RESOURCE_COUNT)
         .filter(|&r| job[r] > 0)
         .map(|r| (free[r].max(0) / job[r]) as u64)
-        .fold(cap, u64::min)
+        .fold(u64::from(u32::MAX), u64::min)
 }

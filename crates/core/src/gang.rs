@@ -22,6 +22,7 @@ use crate::model::{Millis, NodeId, OperationId, OperationState};
 use crate::scheduler::{Parts, Scheduler, StartOrder};
 use crate::state::{Books, EventLog};
 use crate::tree::{Arena, ElementRef, PoolTree};
+use fairsched_config::GangHold;
 use fairsched_hdrf::ElementIndex;
 use fairsched_resources::Resources;
 use std::collections::BTreeMap;
@@ -186,8 +187,13 @@ pub(crate) fn place_gang_now(
     }
     let op = &books.operations[op_id];
     // While another gang assembles, its jobs must all end before that one needs its
-    // resources.
-    if let Some(a) = holds.gangs.get(&t) {
+    // resources, unless that one holds all its plan needs (then what it does not hold is
+    // anyone's, and what it holds is offered below to the jobs that end in time).
+    if let Some(a) = holds
+        .gangs
+        .get(&t)
+        .filter(|_| !plan_in_force(holds, t, now))
+    {
         let ends_in_time = a.backfill_until.is_some_and(|until| {
             op.spec.tasks.iter().zip(&op.tasks).all(|(spec, task)| {
                 task.pending == 0
@@ -264,11 +270,9 @@ pub(crate) fn place_gang_now(
     holds.placed_gangs.insert(
         op_id.clone(),
         GangAssembly {
-            operation: op_id.clone(),
-            since: now,
             holds: held_jobs,
             ready: true,
-            backfill_until: None,
+            ..GangAssembly::new(op_id.clone(), now)
         },
     );
     events.log(
@@ -284,7 +288,9 @@ pub(crate) fn place_gang_now(
 
 /// The regular stage offers `node_id` to the gang operation at `leaf`: holds what fits
 /// there for its pending jobs (if it may assemble now), and marks the assembly ready when
-/// every pending job is held. Never starts a job.
+/// every pending job is held. Never starts a job. With `gang_placement.hold = "needed"` the
+/// gang instead plans (again, if allocations ended or time passed since) and holds what its
+/// plan needs across the tree ([`plan_needed`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn gang_hold(
     arena: &Arena,
@@ -295,6 +301,7 @@ pub(crate) fn gang_hold(
     node_id: &NodeId,
     leaf: ElementIndex,
     walk: &Walk,
+    hold: GangHold,
 ) {
     let t = walk.tree;
     let ElementRef::Operation(op_id) = &arena.elements[leaf].kind else {
@@ -315,40 +322,53 @@ pub(crate) fn gang_hold(
             {
                 return;
             }
-            holds.gangs.insert(
-                t,
-                GangAssembly {
-                    operation: op_id.clone(),
-                    since: now,
-                    holds: BTreeMap::new(),
-                    ready: false,
-                    backfill_until: None,
-                },
-            );
+            holds.gangs.insert(t, GangAssembly::new(op_id.clone(), now));
         }
     }
-    let a = &holds.gangs[&t];
-    let op = &books.operations[&op_id];
+    if hold == GangHold::Needed {
+        plan_needed(arena, books, holds, events, now, leaf, walk);
+        return;
+    }
+    let new_here = hold_here(arena, books, holds, node_id, leaf, walk, u32::MAX);
+    add_holds(holds, t, node_id, new_here);
+    mark_ready(books, holds, events, now, t);
+}
+
+/// What the assembling gang of `walk`'s tree (the operation at `leaf`) may newly hold on
+/// `node_id`, at most `max_jobs` jobs: its pending jobs not held yet that fit into what is
+/// free there beyond what others hold, within its path's limits.
+fn hold_here(
+    arena: &Arena,
+    books: &Books,
+    holds: &Holds,
+    node_id: &NodeId,
+    leaf: ElementIndex,
+    walk: &Walk,
+    max_jobs: u32,
+) -> BTreeMap<usize, u32> {
+    let a = &holds.gangs[&walk.tree];
+    let op_id = &a.operation;
+    let op = &books.operations[op_id];
     let node = &books.nodes[node_id];
     let own_here = a.holds.get(node_id).map_or(Resources::ZERO, |tasks| {
-        backfill::held_resources(books, &op_id, tasks)
+        backfill::held_resources(books, op_id, tasks)
     });
     let mut available = node
         .free()
         .sub(
-            &backfill::held_from(books, holds, node_id, &op_id)
-                .map_or(Resources::ZERO, |h| h.all()),
+            &backfill::held_from(books, holds, node_id, op_id).map_or(Resources::ZERO, |h| h.all()),
         )
         .sub(&own_here)
         .max(&Resources::ZERO);
     // Everything held so far counts against the path's limits.
     let mut held_total = a.holds.values().fold(Resources::ZERO, |acc, tasks| {
-        acc.add(&backfill::held_resources(books, &op_id, tasks))
+        acc.add(&backfill::held_resources(books, op_id, tasks))
     });
     let held_per_task = a.held_per_task();
     let allow_regular = arena.elements[leaf].allow_regular_on_ssd;
     let path: Vec<ElementIndex> = std::iter::once(leaf).chain(arena.ancestors(leaf)).collect();
     let mut new_here: BTreeMap<usize, u32> = BTreeMap::new();
+    let mut left = max_jobs;
     for (task, spec) in op.spec.tasks.iter().enumerate() {
         let wanted = op.tasks[task]
             .pending
@@ -360,7 +380,7 @@ pub(crate) fn gang_hold(
         {
             continue;
         }
-        for _ in 0..wanted {
+        for _ in 0..wanted.min(left) {
             let fits = available.dominates(&spec.resources)
                 && path.iter().all(|&e| {
                     arena.elements[e]
@@ -373,16 +393,28 @@ pub(crate) fn gang_hold(
             available = available.sub(&spec.resources);
             held_total = held_total.add(&spec.resources);
             *new_here.entry(task).or_default() += 1;
+            left -= 1;
         }
     }
-    let pending: u32 = op.pending_job_count();
-    let a = holds.gangs.get_mut(&t).expect("inserted above");
-    if !new_here.is_empty() {
-        let here = a.holds.entry(node_id.clone()).or_default();
-        for (task, n) in new_here {
-            *here.entry(task).or_default() += n;
-        }
+    new_here
+}
+
+/// Adds `new_here` to what tree `t`'s assembling gang holds on `node_id`.
+fn add_holds(holds: &mut Holds, t: usize, node_id: &NodeId, new_here: BTreeMap<usize, u32>) {
+    if new_here.is_empty() {
+        return;
     }
+    let a = holds.gangs.get_mut(&t).expect("assembling");
+    let here = a.holds.entry(node_id.clone()).or_default();
+    for (task, n) in new_here {
+        *here.entry(task).or_default() += n;
+    }
+}
+
+/// Marks tree `t`'s assembling gang ready if it holds every pending job.
+fn mark_ready(books: &Books, holds: &mut Holds, events: &mut EventLog, now: Millis, t: usize) {
+    let a = holds.gangs.get_mut(&t).expect("assembling");
+    let pending = books.operations[&a.operation].pending_job_count();
     if a.held_jobs() >= pending && pending > 0 {
         a.ready = true;
         // Its nodes start its jobs at their next heartbeats: nothing may backfill now.
@@ -391,12 +423,104 @@ pub(crate) fn gang_hold(
         events.log(
             now,
             EventKind::GangAssembled {
-                operation: op_id,
+                operation: a.operation.clone(),
                 jobs,
                 nodes,
             },
         );
     }
+}
+
+/// `gang_placement.hold = "needed"`: the assembling gang of `walk`'s tree (the operation at
+/// `leaf`) plans its start as EASY backfilling plans the queue head's, unless its plan is
+/// current (made at `now` with no allocation ended, node added or hold released since):
+/// its expected start is when room for all its pending jobs is expected from the running
+/// allocations' time limits ([`backfill::shadow`], in jobs of its largest pending shape), and
+/// of the room free now it holds, node by node in id order, all but the surplus it will have
+/// then (everything free when it has no expected start). The rest is left to any job; jobs
+/// that end by its expected start may also use what it holds.
+fn plan_needed(
+    arena: &Arena,
+    books: &Books,
+    holds: &mut Holds,
+    events: &mut EventLog,
+    now: Millis,
+    leaf: ElementIndex,
+    walk: &Walk,
+) {
+    let t = walk.tree;
+    let epoch = holds.room_epoch;
+    let a = &holds.gangs[&t];
+    if a.ready || a.planned == Some((now, epoch)) {
+        return;
+    }
+    let op_id = a.operation.clone();
+    let op = &books.operations[&op_id];
+    let pending = op.pending_job_count();
+    let Some(largest) = op
+        .spec
+        .tasks
+        .iter()
+        .zip(&op.tasks)
+        .filter(|(_, task)| task.pending > 0)
+        .map(|(spec, _)| spec.resources)
+        .reduce(|a, b| a.max(&b))
+    else {
+        return;
+    };
+    let plan = backfill::shadow(
+        books,
+        holds,
+        arena,
+        now,
+        t,
+        &op_id,
+        &largest,
+        u64::from(pending),
+        true,
+    );
+    let target = match plan.until {
+        Some(_) => plan.room_now.saturating_sub(plan.surplus),
+        None => u64::from(pending),
+    }
+    .min(u64::from(pending)) as u32;
+    let a = holds.gangs.get_mut(&t).expect("assembling");
+    a.holds.clear();
+    a.hold_target = Some(target);
+    a.backfill_until = plan.until;
+    a.planned = Some((now, epoch));
+    let nodes: Vec<&NodeId> = books
+        .nodes
+        .values()
+        .filter(|n| {
+            n.tree == Some(t)
+                && n.scheduler_jobs_enabled
+                && !n.draining
+                && (!arena.any_tag_filter() || arena.tags_allow(leaf, &n.tags))
+        })
+        .map(|n| &n.id)
+        .collect();
+    let mut held = 0u32;
+    for node_id in nodes {
+        if held >= target {
+            break;
+        }
+        let new_here = hold_here(arena, books, holds, node_id, leaf, walk, target - held);
+        held += new_here.values().sum::<u32>();
+        add_holds(holds, t, node_id, new_here);
+    }
+    mark_ready(books, holds, events, now, t);
+}
+
+/// Whether tree `t`'s assembling gang (if any) holds all its plan needs as of now (see
+/// [`plan_needed`]): then what it does not hold is free for any job. Not once it is ready: it
+/// is about to start, and the gang after it has made no plan yet.
+fn plan_in_force(holds: &Holds, t: usize, now: Millis) -> bool {
+    holds.gangs.get(&t).is_some_and(|a| {
+        !a.ready
+            && a.planned == Some((now, holds.room_epoch))
+            && a.hold_target.is_some_and(|target| a.held_jobs() >= target)
+    })
 }
 
 /// Ends a gang placed whole (started, or undone).
@@ -408,7 +532,10 @@ fn release_placed_gang(
     reason: &'static str,
 ) {
     if let Some(a) = holds.placed_gangs.remove(op) {
-        holds.room_epoch += 1;
+        // What a gang held and now runs frees no room.
+        if reason != "started" {
+            holds.room_epoch += 1;
+        }
         events.log(
             now,
             EventKind::GangReleased {
@@ -428,7 +555,9 @@ pub(crate) fn release_gang(
     reason: &'static str,
 ) {
     if let Some(a) = holds.gangs.remove(&t) {
-        holds.room_epoch += 1;
+        if reason != "started" {
+            holds.room_epoch += 1;
+        }
         events.log(
             now,
             EventKind::GangReleased {
@@ -549,6 +678,7 @@ pub(crate) fn update_gangs(
         for n in &lost {
             a.holds.remove(n);
             a.ready = false;
+            a.planned = None;
         }
         if !a.ready && now >= a.since.saturating_add(config.assembly_timeout_ms) {
             let op = a.operation.clone();
@@ -558,8 +688,9 @@ pub(crate) fn update_gangs(
                 .insert(op, now.saturating_add(config.assembly_timeout_ms));
         } else if !lost.is_empty() && a.holds.is_empty() {
             release_gang(holds, events, now, t, "node_unavailable");
-        } else if !a.ready {
-            // Until when other jobs may backfill what it holds.
+        } else if !a.ready && config.hold == GangHold::AllFree {
+            // Until when other jobs may backfill what it holds (a gang that holds what it
+            // needs keeps its plan's, made again as allocations end).
             let op = a.operation.clone();
             let until = backfill::gang_needed_at(books, holds, &trees[t].arena, now, t, &op);
             holds.gangs.get_mut(&t).expect("present").backfill_until = until;

@@ -98,9 +98,27 @@ pub struct GangAssembly {
     /// Jobs of other operations that end by then may use the held resources (as of the last
     /// fair-share update; see [`crate::backfill`]).
     pub backfill_until: Option<Millis>,
+    /// With `gang_placement.hold = "needed"`: the most jobs it holds (its plan; `None`: all
+    /// its pending jobs).
+    pub hold_target: Option<u32>,
+    /// When its plan was made: the time and the holds' `room_epoch` then (`None`: never).
+    pub(crate) planned: Option<(Millis, u64)>,
 }
 
 impl GangAssembly {
+    /// A gang that holds nothing yet.
+    pub(crate) fn new(operation: OperationId, since: Millis) -> GangAssembly {
+        GangAssembly {
+            operation,
+            since,
+            holds: BTreeMap::new(),
+            ready: false,
+            backfill_until: None,
+            hold_target: None,
+            planned: None,
+        }
+    }
+
     /// Jobs held per task, over all nodes.
     pub(crate) fn held_per_task(&self) -> BTreeMap<usize, u32> {
         let mut out = BTreeMap::new();

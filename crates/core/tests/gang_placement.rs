@@ -104,3 +104,67 @@ fn an_aborted_gang_gives_back_what_it_held() {
         d.events
     );
 }
+
+/// `hold = "needed"` (EASY backfilling's reservation): the head gang holds only what it will
+/// not get from the allocations expected to end by its start, so a long job may take the rest
+/// of what is free; with `all_free` it holds everything free and no long job passes it. A job
+/// that ends before the head needs its resources backfills either way.
+#[test]
+fn a_gang_holding_what_it_needs_leaves_the_rest_to_long_jobs() {
+    // (hold, operations that start before the head gang, operations that do not)
+    let cases = [
+        ("needed", &["short", "long1"][..], &["long2"][..]),
+        ("all_free", &["short"][..], &["long1", "long2"][..]),
+    ];
+    for (hold, before, not_before) in cases {
+        let tree = format!(
+            r#"{{"pool_trees": {{"default": {{
+                "config": {{"gang_placement": {{"enable": true, "assembly_timeout_ms": 1000000,
+                    "hold": "{hold}"}}}},
+                "pools": {{"q": {{"mode": "fifo"}}}}
+            }}}}}}"#
+        );
+        let config = SchedulerConfig {
+            fair_share_update_period_ms: 100,
+            ..SchedulerConfig::default()
+        };
+        let mut s = scheduler(&tree, config);
+        add_nodes(&mut s, 4, res(1.0, 1.0));
+        let mut d = Driver::new();
+        // Two of the four nodes are busy until 1 s (their limit says so too).
+        let job = |id: &str, jobs: u32, ms: u64| {
+            let mut t = task(jobs, res(1.0, 1.0), Some(ms));
+            t.spec.time_limit_ms = Some(ms);
+            t.spec.gang = true;
+            op(id, Some("q"), vec![t])
+        };
+        d.start(&mut s, 0, job("running", 2, 1000)).unwrap();
+        d.run(&mut s, 0, 0, 100);
+        // The head needs 3 nodes: it starts when `running` ends, when 4 nodes are free, one
+        // more than it needs.
+        for (id, jobs, ms) in [
+            ("head", 3, 5000),
+            ("short", 1, 500),
+            ("long1", 1, 10_000),
+            ("long2", 1, 10_000),
+        ] {
+            d.start(&mut s, 100, job(id, jobs, ms)).unwrap();
+        }
+        d.run(&mut s, 100, 3000, 100);
+        let first_start = |id: &str| {
+            events(&d, "allocation_started", id)
+                .first()
+                .and_then(|e| e["t_ms"].as_u64())
+        };
+        let head = first_start("head").expect("the head started");
+        assert!((1000..=1100).contains(&head), "{hold}: head at {head}");
+        for id in before {
+            let t = first_start(id);
+            assert!(t.is_some_and(|t| t < head), "{hold}: {id} at {t:?}");
+        }
+        for id in not_before {
+            let t = first_start(id);
+            assert!(t.is_none_or(|t| t >= head), "{hold}: {id} at {t:?}");
+        }
+    }
+}

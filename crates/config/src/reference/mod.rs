@@ -25,9 +25,9 @@ use crate::common::{
     PreemptionPriorityScope, SchedulingMode,
 };
 use crate::{
-    AccessControlEntry, EphemeralSubpoolConfig, GangPlacementConfig, JobReservationConfig,
-    PoolIntegralGuaranteesConfig, PoolNode, PoolPresetConfig, PoolTreeConfig, PoolTrees,
-    SsdPriorityPreemptionConfig, TreeConfig, TreeIntegralGuaranteesConfig,
+    AccessControlEntry, EphemeralSubpoolConfig, GangHold, GangPlacementConfig,
+    JobReservationConfig, PoolIntegralGuaranteesConfig, PoolNode, PoolPresetConfig, PoolTreeConfig,
+    PoolTrees, SsdPriorityPreemptionConfig, TreeConfig, TreeIntegralGuaranteesConfig,
 };
 use fairsched_resources::ResourceKind;
 use probe::SerdeName;
@@ -361,6 +361,7 @@ pub fn pool_trees_types() -> Vec<Described> {
         Described::enumeration::<SchedulingMode>(),
         Described::enumeration::<FifoSortParameter>(),
         Described::enumeration::<FifoPoolSchedulingOrder>(),
+        Described::enumeration::<GangHold>(),
         Described::enumeration::<IntegralGuaranteeType>(),
         Described::enumeration::<PreemptionPriorityScope>(),
         Described::enumeration::<AceAction>(),

@@ -59,16 +59,7 @@ impl Scheduler {
         self.stats.heartbeats += 1;
         let mut response = HeartbeatResponse::default();
         let mut s = self.parts();
-        for f in report.finished {
-            let on_this_node = s
-                .books
-                .allocations
-                .get(&f.allocation)
-                .is_some_and(|a| &a.node == node);
-            if on_this_node {
-                s.end_allocation(now, f.allocation, EndKind::Finished(f.outcome));
-            }
-        }
+        s.end_finished(now, node, report.finished);
         for id in without_user_slots(s.config, s.books, node) {
             s.end_allocation(
                 now,
@@ -131,7 +122,49 @@ impl Scheduler {
     }
 }
 
+impl Scheduler {
+    /// `node` reports allocations that finished, outside a heartbeat: they end now (as a
+    /// heartbeat's report would end them), and nothing is scheduled. What the ends order
+    /// (none today) waits for the node's next heartbeat. A driver that learns of many ends at
+    /// one instant reports them all before it lets any node schedule, so that every node
+    /// schedules knowing all of them; an allocation of another node is ignored.
+    pub fn report_finished(
+        &mut self,
+        now: Millis,
+        node: &NodeId,
+        finished: Vec<crate::protocol::FinishedAllocation>,
+    ) -> Result<(), CoreError> {
+        if !self.books.nodes.contains_key(node) {
+            return Err(CoreError::new(format!(
+                "node {:?} is not registered",
+                node.0
+            )));
+        }
+        self.parts().end_finished(now, node, finished);
+        Ok(())
+    }
+}
+
 impl Parts<'_> {
+    /// Ends the allocations `node` reports finished (those of other nodes are ignored).
+    fn end_finished(
+        &mut self,
+        now: Millis,
+        node: &NodeId,
+        finished: Vec<crate::protocol::FinishedAllocation>,
+    ) {
+        for f in finished {
+            let on_this_node = self
+                .books
+                .allocations
+                .get(&f.allocation)
+                .is_some_and(|a| &a.node == node);
+            if on_this_node {
+                self.end_allocation(now, f.allocation, EndKind::Finished(f.outcome));
+            }
+        }
+    }
+
     /// The regular (non-preemptive) stage. False when it was skipped because the node cannot
     /// fit even the smallest pending job (such a heartbeat counts as a failed attempt for every
     /// waiting operation: hang detection).
@@ -267,6 +300,7 @@ impl Parts<'_> {
                         node_id,
                         leaf,
                         walk,
+                        self.trees[walk.tree].config().gang_placement.hold,
                     );
                 }
                 walk.deactivate(&self.trees[walk.tree].arena, leaf);

@@ -298,6 +298,21 @@ impl Cluster {
 
     // ---- heartbeats and orders --------------------------------------------------------------
 
+    /// Node `n` reports `finished` at `t` without a heartbeat (see
+    /// [`Scheduler::report_finished`]). A node that is not in the cluster reports nothing.
+    pub fn report_finished(
+        &mut self,
+        t: Millis,
+        n: usize,
+        finished: Vec<FinishedAllocation>,
+    ) -> Result<(), CoreError> {
+        let Some(Some(node)) = self.nodes.get(n) else {
+            return Ok(());
+        };
+        let (core, id) = (&mut self.core, node.id());
+        metered(&mut self.meter, || core.report_finished(t, id, finished))
+    }
+
     /// Node `n` heartbeats at `t`, reporting `finished`, and carries out the core's answer:
     /// the jobs to start (each as `model` says; the driver's `None`: not started), interrupt
     /// and abort. A node that is not in the cluster does not heartbeat.

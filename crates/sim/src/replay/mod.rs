@@ -292,6 +292,7 @@ impl<'t> Replay<'t> {
         tree: PolicyTree,
         options: &ReplayOptions,
     ) -> Result<Replay<'t>, String> {
+        let tree_rigid = tree.jobs.always_rigid;
         let mut cluster = Cluster::new(core);
         let mut node_group = Vec::new();
         let mut total = Resources::ZERO;
@@ -372,7 +373,7 @@ impl<'t> Replay<'t> {
             stats: ReplayStats::default(),
             end_ms: 0,
             node_groups: groups.to_vec(),
-            rigid: options.rigid,
+            rigid: options.rigid || tree_rigid,
         })
     }
 
@@ -424,50 +425,35 @@ impl<'t> Replay<'t> {
                 self.submit(t, next_job)?;
                 next_job += 1;
             }
-            // The jobs that end now leave their nodes, which report them below.
+            // The jobs that end now leave their nodes, which report them all before any node
+            // schedules (as a batch system learns of every job that ended at an instant before
+            // it schedules), then heartbeat.
             let reports = self.cluster.end_jobs_due(t);
+            let reporting: Vec<usize> = reports.keys().copied().collect();
+            for (n, finished) in reports {
+                self.cluster
+                    .report_finished(t, n, finished)
+                    .map_err(|e| format!("node {n} reporting ended jobs: {e}"))?;
+            }
+            self.absorb_events(t)?;
             self.tick(t)?;
             let mut visited = BTreeSet::new();
-            for (n, finished) in reports {
+            for n in reporting {
                 visited.insert(n);
-                self.heartbeat(t, n, finished)?;
+                self.heartbeat(t, n, Vec::new())?;
             }
-            if self.pending_allocations > 0 {
-                // A node whose room (and tags) another node of this instant already had
-                // without starting anything would start nothing either: skip it.
-                let mut fruitless: Vec<(Resources, usize)> = Vec::new();
-                for n in self.cluster.nodes_with_room() {
-                    if self.pending_allocations == 0 {
-                        break;
-                    }
-                    let Some(node) = self.cluster.node(n) else {
-                        continue;
-                    };
-                    let free = node.free();
-                    let group = self.node_group[n];
-                    if fruitless
-                        .iter()
-                        .any(|(f, g)| *g == group && f.dominates(&free))
-                    {
-                        continue;
-                    }
-                    if visited.insert(n) {
-                        let placements = self.stats.placements;
-                        let gathered = self.gang_progress();
-                        self.heartbeat(t, n, Vec::new())?;
-                        // A node whose room is held (a gang gathering, a reservation) tells
-                        // nothing about the room of others; nor does one a gang just took.
-                        if self.stats.placements == placements
-                            && self.gang_progress() == gathered
-                            && !self.holds_on(n)
-                        {
-                            fruitless.push((free, group));
-                        }
-                    }
+            // A gang that has gathered all it needs starts now on the nodes holding it; once
+            // it has, what it held back may start others (and the gang after it plans): the
+            // nodes with room heartbeat again until a round starts nothing.
+            loop {
+                let placements = self.stats.placements;
+                self.heartbeat_nodes_with_room(t, &mut visited)?;
+                self.start_gathered_gang(t)?;
+                if self.stats.placements == placements || self.pending_allocations == 0 {
+                    break;
                 }
+                visited.clear();
             }
-            // A gang that has gathered all it needs starts now on the nodes holding it.
-            self.start_gathered_gang(t)?;
             self.sample(t);
             if self.submitted_jobs + self.finished_jobs >= last_progress + 1000 {
                 last_progress = self.submitted_jobs + self.finished_jobs;
@@ -475,6 +461,50 @@ impl<'t> Replay<'t> {
             }
         }
         progress(self.progress(self.end_ms));
+        Ok(())
+    }
+
+    /// Heartbeats the nodes with room not `visited` at this instant, while jobs are pending.
+    fn heartbeat_nodes_with_room(
+        &mut self,
+        t: Millis,
+        visited: &mut BTreeSet<usize>,
+    ) -> Result<(), String> {
+        if self.pending_allocations == 0 {
+            return Ok(());
+        }
+        // A node whose room (and tags) another node of this instant already had without
+        // starting anything would start nothing either: skip it.
+        let mut fruitless: Vec<(Resources, usize)> = Vec::new();
+        for n in self.cluster.nodes_with_room() {
+            if self.pending_allocations == 0 {
+                break;
+            }
+            let Some(node) = self.cluster.node(n) else {
+                continue;
+            };
+            let free = node.free();
+            let group = self.node_group[n];
+            if fruitless
+                .iter()
+                .any(|(f, g)| *g == group && f.dominates(&free))
+            {
+                continue;
+            }
+            if visited.insert(n) {
+                let placements = self.stats.placements;
+                let gathered = self.gang_progress();
+                self.heartbeat(t, n, Vec::new())?;
+                // A node whose room is held (a gang gathering, a reservation) tells nothing
+                // about the room of others; nor does one a gang just took.
+                if self.stats.placements == placements
+                    && self.gang_progress() == gathered
+                    && !self.holds_on(n)
+                {
+                    fruitless.push((free, group));
+                }
+            }
+        }
         Ok(())
     }
 
@@ -593,7 +623,14 @@ impl<'t> Replay<'t> {
         };
         let pool = self.tree.pool_for(&job.group);
         // Rigid: a job of several allocations is a gang, started whole.
-        let gang = self.rigid && allocations.0 + allocations.1 > 1;
+        let rules = self.tree.jobs;
+        let gang = rules.always_rigid || (self.rigid && allocations.0 + allocations.1 > 1);
+        let time_limit_ms = if rules.time_limits {
+            job.time_limit_ms
+                .or(rules.estimate_missing.then_some(job.duration_ms))
+        } else {
+            None
+        };
         let mut tasks = Vec::new();
         for (resources, jobs) in [
             (per_allocation.0, allocations.0),
@@ -603,7 +640,7 @@ impl<'t> Replay<'t> {
                 tasks.push(serde_json::json!({
                     "job_count": jobs,
                     "resources": resources,
-                    "time_limit_ms": job.time_limit_ms,
+                    "time_limit_ms": time_limit_ms,
                     "gang": gang,
                 }));
             }
@@ -854,7 +891,7 @@ impl<'t> Replay<'t> {
     fn report(self, options: &ReplayOptions) -> ReplayReport {
         ReplayReport {
             policy: options.policy.name(),
-            job_model: if options.rigid { "rigid" } else { "malleable" },
+            job_model: if self.rigid { "rigid" } else { "malleable" },
             nodes: self.node_groups,
             total_resources: self.total,
             records: self.records,

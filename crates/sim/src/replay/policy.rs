@@ -28,6 +28,17 @@ pub enum Policy {
     /// One FIFO pool: jobs run in submission order, a job that does not fit waits and holds
     /// back nothing (later jobs that fit start).
     Fifo,
+    /// First come, first served, strictly: one FIFO pool of rigid jobs whose head holds what
+    /// is free until it starts; no job passes it (the jobs' requested times are not given to
+    /// the scheduler, so nothing backfills).
+    Fcfs,
+    /// EASY backfilling: one FIFO pool of rigid jobs whose head plans its start from the
+    /// running jobs' requested times and holds only what it needs of what is free
+    /// (`gang_placement.hold = "needed"`); a later job starts now if it fits and either ends
+    /// by the head's expected start by its requested time or uses only what the head does not
+    /// need. A job without a requested time is expected to run its trace run time (a perfect
+    /// estimate).
+    Easy,
     /// A pool tree file (TOML or JSON, one tree: `config` and `pools`): a job goes to the pool
     /// named like its group when the tree has one, else to its user's ephemeral pool under the
     /// tree's `default_parent_pool`. Its limits apply as written.
@@ -36,14 +47,16 @@ pub enum Policy {
 
 impl Policy {
     /// The names `--policy` accepts besides a file.
-    pub const BUILT_IN: [&'static str; 3] = ["fair-share", "drf", "fifo"];
+    pub const BUILT_IN: [&'static str; 5] = ["fair-share", "drf", "fifo", "fcfs", "easy"];
 
-    /// `fair-share`, `drf`, `fifo`, or a path to a pool tree file.
+    /// `fair-share`, `drf`, `fifo`, `fcfs`, `easy`, or a path to a pool tree file.
     pub fn parse(text: &str) -> Policy {
         match text {
             "fair-share" | "fair_share" => Policy::FairShare,
             "drf" => Policy::Drf,
             "fifo" => Policy::Fifo,
+            "fcfs" => Policy::Fcfs,
+            "easy" => Policy::Easy,
             path => Policy::File(PathBuf::from(path)),
         }
     }
@@ -54,6 +67,8 @@ impl Policy {
             Policy::FairShare => "fair-share".to_string(),
             Policy::Drf => "drf".to_string(),
             Policy::Fifo => "fifo".to_string(),
+            Policy::Fcfs => "fcfs".to_string(),
+            Policy::Easy => "easy".to_string(),
             Policy::File(path) => path.display().to_string(),
         }
     }
@@ -62,6 +77,21 @@ impl Policy {
 /// How long a gang may gather resources in a rigid replay of a built-in policy (6 hours of
 /// virtual time: a trace's wide job waits for nodes to empty, which can take that long).
 pub const RIGID_ASSEMBLY_TIMEOUT_MS: u64 = 6 * 3_600_000;
+
+/// The baselines' queue head never gives up what it holds (far beyond any trace's span, and
+/// small enough that adding it to a trace's times does not overflow).
+const BASELINE_ASSEMBLY_TIMEOUT_MS: u64 = 1 << 50;
+
+/// What a policy asks of the replay's jobs besides the tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JobRules {
+    /// Jobs start whole, every one a gang (even of one allocation), whatever `--rigid` says.
+    pub always_rigid: bool,
+    /// Jobs carry a time limit: their requested time, or (with `estimate_missing`) their
+    /// run time when they have none.
+    pub time_limits: bool,
+    pub estimate_missing: bool,
+}
 
 /// The tree a replay runs in and how jobs are placed in it.
 #[derive(Clone, Debug)]
@@ -76,6 +106,16 @@ pub struct PolicyTree {
     /// pool).
     group_pools: Option<BTreeSet<String>>,
     fifo: bool,
+    pub jobs: JobRules,
+}
+
+impl JobRules {
+    /// fairsched's own policies: requested times as limits, rigid as asked.
+    const OWN: JobRules = JobRules {
+        always_rigid: false,
+        time_limits: true,
+        estimate_missing: false,
+    };
 }
 
 /// The name a trace's user or group gets as a pool name: ASCII letters, digits, `_`, `-` and
@@ -134,12 +174,25 @@ impl PolicyTree {
                         group_pools: Some(groups.iter().cloned().collect()),
                         fifo: false,
                         group_pool: Some(group_pool),
+                        jobs: JobRules::OWN,
                     });
                 }
                 Policy::Drf => (serde_json::json!({"config": config}), None, false),
                 Policy::Fifo => {
                     let mut pool = unlimited_pool.clone();
                     pool["mode"] = "fifo".into();
+                    let tree = serde_json::json!({"config": config, "pools": {"queue": pool}});
+                    (tree, None, true)
+                }
+                Policy::Fcfs | Policy::Easy => {
+                    let mut pool = unlimited_pool.clone();
+                    pool["mode"] = "fifo".into();
+                    let mut config = config.clone();
+                    config["gang_placement"] = serde_json::json!({
+                        "enable": true,
+                        "assembly_timeout_ms": BASELINE_ASSEMBLY_TIMEOUT_MS,
+                        "hold": "needed",
+                    });
                     let tree = serde_json::json!({"config": config, "pools": {"queue": pool}});
                     (tree, None, true)
                 }
@@ -162,6 +215,7 @@ impl PolicyTree {
                         group_pools: Some(names),
                         fifo: false,
                         group_pool: None,
+                        jobs: JobRules::OWN,
                     });
                 }
             };
@@ -169,11 +223,25 @@ impl PolicyTree {
             .map_err(|e| format!("the built-in policy's pool tree: {e}"))?;
         let trees = validate_pool_trees(&PoolTrees::single(TREE_NAME, tree))
             .map_err(|e| format!("the built-in policy's pool tree: {e}"))?;
+        let jobs = match policy {
+            Policy::Fcfs => JobRules {
+                always_rigid: true,
+                time_limits: false,
+                estimate_missing: false,
+            },
+            Policy::Easy => JobRules {
+                always_rigid: true,
+                time_limits: true,
+                estimate_missing: true,
+            },
+            _ => JobRules::OWN,
+        };
         Ok(PolicyTree {
             trees,
             group_pools,
             fifo,
             group_pool: None,
+            jobs,
         })
     }
 
