@@ -1,4 +1,5 @@
-//! Runs a scenario given as JSON through `fairsched scenario`'s entry point.
+//! Test support: runs a scenario given as JSON through `fairsched scenario`'s entry point;
+//! [`reference`] FCFS and backfilling to check the simulator's policies against.
 
 use fairsched_sim::scenario::cli::{self, EXIT_OK, Options};
 use serde_json::Value;
@@ -29,3 +30,8 @@ pub fn run(scenario: &Value) -> Vec<Value> {
         .map(|l| serde_json::from_str(l).expect("a JSON line"))
         .collect()
 }
+
+/// The reference FCFS, EASY and conservative backfilling the simulator's policies are checked
+/// against (not every test file uses every item).
+#[allow(dead_code)]
+pub mod reference;
