@@ -19,9 +19,11 @@ pub struct SimulateArgs {
     #[command(flatten)]
     replay: ReplayArgs,
     /// How jobs share the cluster: `fair-share` (a pool per trace group with an ephemeral
-    /// pool per user under it), `drf` (a pool per user), `fifo` (one FIFO queue), or a pool
-    /// tree file (TOML/JSON; jobs go to the pool named like their group if it exists, else to
-    /// their user's ephemeral pool).
+    /// pool per user under it), `drf` (a pool per user), `fifo` (one FIFO queue), the batch
+    /// baselines `fcfs` (strict first come, first served) and `easy` (EASY backfilling by
+    /// requested times; a job without one is expected to run its run time), both with rigid
+    /// jobs, or a pool tree file (TOML/JSON; jobs go to the pool named like their group if it
+    /// exists, else to their user's ephemeral pool).
     #[arg(long, value_name = "POLICY", default_value = "fair-share")]
     policy: String,
     /// Directory for summary.json, jobs.csv and the plots utilization.svg, queue.svg and
@@ -78,7 +80,8 @@ struct ReplayArgs {
     /// Replay only the first N jobs (in submission order).
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
-    /// Virtual milliseconds between fair-share updates.
+    /// Virtual milliseconds between fair-share updates (`fcfs` and `easy` decide at every
+    /// event: 1 ms, whatever this says).
     #[arg(long, value_name = "MS", default_value_t = replay::DEFAULT_FAIR_SHARE_UPDATE_PERIOD_MS)]
     fair_share_update_period_ms: u64,
     /// Start every job whole (all its allocations at once), as the traces' batch systems did:

@@ -8,7 +8,6 @@ use common::reference::{
     Policy, RefJob, Run, conservative, easy, fcfs, ref_jobs, simulate, summary,
 };
 use proptest::prelude::*;
-use std::path::{Path, PathBuf};
 
 /// Marks a job that never starts in the expected starts of a [`Case`].
 const NEVER: u64 = u64::MAX;
@@ -412,25 +411,12 @@ fn check_reservations_kept(run: &Run, reservations: &[Option<u64>]) -> Result<()
     Ok(())
 }
 
-/// The project's `shared/` directory: `FAIRSCHED_SHARED_DIR`, else `../../../shared` from this
-/// crate (the checkout's sibling) if it exists.
-fn shared_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("FAIRSCHED_SHARED_DIR") {
-        return Some(PathBuf::from(dir));
-    }
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared");
-    dir.is_dir().then_some(dir)
-}
-
 /// The first 2,000 jobs of KTH's SP2 (100 processors) under the three policies: every job
 /// fitting the machine starts, never beyond 100 processors in use. Skipped (with a message)
 /// when the trace is not there.
 #[test]
 fn kth_first_2000_jobs_run_sanely_under_every_policy() {
-    let Some(file) = shared_dir()
-        .map(|d| d.join("traces/KTH-SP2-1996-2.1-cln.swf.gz"))
-        .filter(|f| f.is_file())
-    else {
+    let Some(file) = common::shared_file("traces/KTH-SP2-1996-2.1-cln.swf.gz") else {
         eprintln!("shared/traces/KTH-SP2-1996-2.1-cln.swf.gz not found; skipped");
         return;
     };

@@ -217,7 +217,7 @@ pub fn replay(
         .collect();
     let tree = PolicyTree::new(&options.policy, &groups, options.rigid)?;
     let config = SchedulerConfig {
-        fair_share_update_period_ms: options.fair_share_update_period_ms.max(1),
+        fair_share_update_period_ms: update_period(options),
         // A trace's jobs may wait for days; none is failed as hung.
         operation_hangup_check_period_ms: HANGUP_NEVER,
         operation_hangup_safe_timeout_ms: HANGUP_NEVER,
@@ -228,6 +228,17 @@ pub fn replay(
     let mut sim = Replay::new(trace, count, &nodes, core, tree, options)?;
     sim.run(progress)?;
     Ok(sim.report(options))
+}
+
+/// Virtual milliseconds between fair-share updates: the option's, but 1 ms under the
+/// baselines (`fcfs`, `easy`), which decide at every event as a batch system does (their
+/// queue head plans at the update that admits a job).
+fn update_period(options: &ReplayOptions) -> Millis {
+    if options.policy.is_baseline() {
+        1
+    } else {
+        options.fair_share_update_period_ms.max(1)
+    }
 }
 
 /// While jobs wait and no new operation needs admitting, fair shares are refreshed every this
@@ -365,7 +376,7 @@ impl<'t> Replay<'t> {
             submitted_jobs: 0,
             waiting_for_update: false,
             last_update_ms: None,
-            period: options.fair_share_update_period_ms.max(1),
+            period: update_period(options),
             series: Vec::new(),
             usage: usage::UsageBins::for_span(span.saturating_add(longest)),
             sample_every,

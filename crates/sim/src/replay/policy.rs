@@ -61,6 +61,12 @@ impl Policy {
         }
     }
 
+    /// Whether the policy is a batch-system baseline (`fcfs`, `easy`): rigid jobs, decisions
+    /// at every event, fair shares irrelevant.
+    pub fn is_baseline(&self) -> bool {
+        matches!(self, Policy::Fcfs | Policy::Easy)
+    }
+
     /// How the policy is named in outputs.
     pub fn name(&self) -> String {
         match self {

@@ -35,3 +35,14 @@ pub fn run(scenario: &Value) -> Vec<Value> {
 /// against (not every test file uses every item).
 #[allow(dead_code)]
 pub mod reference;
+
+/// A file of the project's `shared/` directory (`FAIRSCHED_SHARED_DIR`, else the checkout's
+/// sibling `../../../shared` from this crate), if it is there.
+#[allow(dead_code)]
+pub fn shared_file(relative: &str) -> Option<std::path::PathBuf> {
+    let dir = match std::env::var_os("FAIRSCHED_SHARED_DIR") {
+        Some(dir) => std::path::PathBuf::from(dir),
+        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"),
+    };
+    Some(dir.join(relative)).filter(|f| f.is_file())
+}
