@@ -610,7 +610,8 @@ impl Checker {
     ///   when starting; the arena holds the limits in force, so a limit lowered since the last
     ///   update is enforced from the next one, and by preemption);
     /// * regular stage: the node's running usage still fits its resources; a graceful-mode
-    ///   operation starts only while its scheduling status is `below_fair_share`;
+    ///   operation starts only while its scheduling status is `below_fair_share` (but for a
+    ///   gang starting what it holds, placed while it was);
     /// * preemptive stages: the operation's preemption priority (starvation of the operation, or
     ///   of its pools too, by the priority scope of the last fair-share update) matches the
     ///   stage (aggressive / normal), at most `max_preemptive_allocations_per_heartbeat` per heartbeat, and two such
@@ -881,8 +882,12 @@ impl Checker {
                                     );
                                 }
                             }
+                            // A gang's jobs start from what it holds at their nodes' next
+                            // heartbeats, as placed while it was below its fair share
+                            // (`fairsched_core::gang`), even if an update in between says
+                            // otherwise.
                             ensure!(
-                                !graceful || below,
+                                !graceful || below || gang_start,
                                 "graceful {operation} got {allocation} while not below its fair share"
                             );
                         }
