@@ -623,9 +623,10 @@ impl Checker {
     /// * `preemption` / `aggressive_preemption`: names a preemptor started in this heartbeat by
     ///   the matching stage, and at the moment the victim is taken the node's running usage
     ///   (preemptor included) does not fit the node's resources; the victim is not in graceful
-    ///   mode;
+    ///   mode, and was not started by this heartbeat (the preemptive stages take what ran on
+    ///   the node when the heartbeat arrived);
     /// * `resource_limits_violated`: at that moment some element on the victim's path is above
-    ///   its limits; the victim is not in graceful mode;
+    ///   its limits; the victim is not in graceful mode, nor started by this heartbeat;
     /// * `resource_overcommit`: at that moment the node does not fit and has been over its
     ///   resources (as seen after every call) for at least
     ///   `allowed_node_resources_overcommit_duration_ms`;
@@ -1438,6 +1439,10 @@ impl Checker {
             | "ssd_aggressive_preemption" => {
                 let (p, p_op) =
                     preemptor.ok_or_else(|| format!("{reason} of {victim} without preemptor"))?;
+                ensure!(
+                    !started_here.contains_key(&victim),
+                    "{victim} preempted ({reason}) by the heartbeat that started it"
+                );
                 let want = match reason {
                     "preemption" => Stage::Preemptive,
                     "aggressive_preemption" => Stage::Aggressive,
@@ -1473,6 +1478,10 @@ impl Checker {
             }
             "resource_limits_violated" => {
                 ensure!(preemptor.is_none(), "limit preemption with a preemptor");
+                ensure!(
+                    !started_here.contains_key(&victim),
+                    "{victim} preempted ({reason}) by the heartbeat that started it"
+                );
                 ensure!(
                     !self.limit_violations(s, &a.op).is_empty(),
                     "{victim} of {} preempted for violated limits but no element on its path is over its limits",
