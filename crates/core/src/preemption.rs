@@ -198,7 +198,19 @@ impl Parts<'_> {
             {
                 continue;
             }
-            let candidates = preemption_candidates(
+            // Only what ran on the node when its heartbeat arrived may be taken: YTsaurus
+            // `TScheduleAllocationsContext::AnalyzePreemptibleAllocations` draws its candidates
+            // from `SchedulingHeartbeatContext->RunningAllocations()`, fixed when the heartbeat
+            // arrives, while the allocations its stages start go to `StartedAllocations()`
+            // (`StartAllocation`), never among them. This heartbeat's starts (of the regular
+            // stage or an earlier preemptive one) are classed against the last fair-share
+            // update like any other; were they candidates, an operation still listed as
+            // starving would preempt what it, or another operation, was just given. (YTsaurus
+            // has no rule about the preemptor's own older allocations: they are protected as
+            // anyone's are, by the prefix rule and `FindPreemptionBlockingAncestor`.)
+            let started_here: std::collections::BTreeSet<AllocationId> =
+                response.start.iter().map(|o| o.allocation).collect();
+            let candidates: Vec<(AllocationId, Level)> = preemption_candidates(
                 &mut self.caches.preemption[t],
                 &self.trees[t],
                 self.books,
@@ -206,7 +218,10 @@ impl Parts<'_> {
                 node_id,
                 stage,
                 spec.min_level,
-            );
+            )
+            .into_iter()
+            .filter(|(id, _)| !started_here.contains(id))
+            .collect();
             let blockers = conditional_blockers(&self.trees[t], self.books, t, &candidates, stage);
             // Candidates protected by the victim operation itself are dropped; those protected
             // by a pool may only go to preemptors inside that pool.

@@ -152,3 +152,127 @@ fn operation_max_unpreemptible_allocation_count_caps_the_threshold() {
     .unwrap();
     assert_eq!(spec.max_unpreemptible_allocation_count, Some(3));
 }
+
+/// The preemptive stage takes only allocations that ran on the node when its heartbeat arrived
+/// (YTsaurus: `AnalyzePreemptibleAllocations` collects the heartbeat context's
+/// `RunningAllocations()`; what the stages start goes to `StartedAllocations()`): an operation
+/// whose pool still starves as of the last fair-share update does not preempt the allocations
+/// it has just been given in the same heartbeat (its own, preemptible against that stale fair
+/// share) to start another of its own.
+#[test]
+fn allocations_started_in_the_heartbeat_are_not_preempted_by_it() {
+    // Pool `a` starves after 1 s below its fair share; its operation never does (its own
+    // timeout), so it preempts only through its pool. The hog in `b` is protected whole.
+    let tree = r#"{"pool_trees": {"default": {
+        "config": {
+            "fair_share_starvation_timeout_ms": 1000,
+            "preemptive_scheduling_backoff_ms": 0
+        },
+        "pools": {
+            "a": {},
+            "b": {"non_preemptible_resource_usage_threshold": {"user_slots": 100}}
+        }
+    }}}"#;
+    let mut s = scheduler(tree, config());
+    add_nodes(&mut s, 1, res(4.0, 4.0));
+    let mut d = Driver::new();
+    d.start(
+        &mut s,
+        0,
+        op("hog", Some("b"), vec![task(4, res(1.0, 1.0), Some(1500))]),
+    )
+    .unwrap();
+    d.run(&mut s, 0, 0, 100);
+    assert_eq!(d.count("allocation_started", "hog"), 4);
+    let mut wide = op("wide", Some("a"), vec![task(8, res(1.0, 1.0), None)]);
+    wide.fair_share_starvation_timeout_ms = Some(1_000_000);
+    d.start(&mut s, 100, wide).unwrap();
+    // At 1500 the hog's jobs end: the update before that heartbeat still sees pool `a`
+    // starving (fair share 0.5 each), the heartbeat gives `wide` the whole node, and its 3rd
+    // and 4th allocations are preemptible against its fair share of 0.5.
+    d.run(&mut s, 100, 1400, 100);
+    assert_eq!(d.count("allocation_preempted", "hog"), 0);
+    let snap = s.snapshot(1400);
+    assert_ne!(snap.pools["a"].element.starvation_status, "non_starving");
+    d.run(&mut s, 1500, 3000, 100);
+    let preempted: Vec<serde_json::Value> = d
+        .events
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .filter(|v| v["event"] == "allocation_preempted")
+        .collect();
+    assert!(preempted.is_empty(), "{preempted:#?}");
+    assert_eq!(d.count("allocation_started", "wide"), 4);
+}
+
+/// The same for another operation's allocation: a starving operation does not preempt what
+/// the regular stage of the same heartbeat has just started for another operation; the
+/// victims of a preemption ran on the node before its heartbeat.
+#[test]
+fn another_operations_allocation_started_in_the_heartbeat_is_not_preempted_by_it() {
+    // The first two allocations of `b`'s operation are protected by their pool's threshold;
+    // the next ones are preemptible (above its fair share of 0.5).
+    let tree = r#"{"pool_trees": {"default": {
+        "config": {
+            "fair_share_starvation_timeout_ms": 1000,
+            "preemptive_scheduling_backoff_ms": 0
+        },
+        "pools": {
+            "a": {},
+            "b": {"non_preemptible_resource_usage_threshold": {"user_slots": 2}}
+        }
+    }}}"#;
+    let mut s = scheduler(tree, config());
+    add_nodes(&mut s, 1, res(4.0, 4.0));
+    let mut d = Driver::new();
+    // Three long jobs and short ones of 1.2 s: the 4th allocation ends at 1200 and the
+    // regular stage of that heartbeat starts the next short one in its place.
+    d.start(
+        &mut s,
+        0,
+        op(
+            "small",
+            Some("b"),
+            vec![
+                task(3, res(1.0, 1.0), None),
+                task(5, res(1.0, 1.0), Some(1200)),
+            ],
+        ),
+    )
+    .unwrap();
+    d.run(&mut s, 0, 0, 100);
+    // Jobs of 2 cpu: none fits the 1 cpu freed at 1200, when it first starves (1 s after the
+    // update at 100 saw it below its fair share).
+    d.start(
+        &mut s,
+        100,
+        op("large", Some("a"), vec![task(2, res(2.0, 1.0), None)]),
+    )
+    .unwrap();
+    d.run(&mut s, 100, 2000, 100);
+    let started: std::collections::BTreeMap<u64, u64> = d
+        .events
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .filter(|v| v["event"] == "allocation_started")
+        .map(|v| {
+            (
+                v["allocation"].as_u64().unwrap(),
+                v["t_ms"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let preempted: Vec<serde_json::Value> = d
+        .events
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .filter(|v| v["event"] == "allocation_preempted")
+        .collect();
+    // `large` does start by preemption, from allocations that ran before its heartbeat.
+    assert!(!preempted.is_empty());
+    for v in &preempted {
+        assert_eq!(v["preemptor"]["operation"], "large", "{v}");
+        let victim_start = started[&v["allocation"].as_u64().unwrap()];
+        assert!(victim_start < v["t_ms"].as_u64().unwrap(), "{v}");
+    }
+}

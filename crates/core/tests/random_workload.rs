@@ -610,7 +610,8 @@ impl Checker {
     ///   when starting; the arena holds the limits in force, so a limit lowered since the last
     ///   update is enforced from the next one, and by preemption);
     /// * regular stage: the node's running usage still fits its resources; a graceful-mode
-    ///   operation starts only while its scheduling status is `below_fair_share`;
+    ///   operation starts only while its scheduling status is `below_fair_share` (but for a
+    ///   gang starting what it holds, placed while it was);
     /// * preemptive stages: the operation's preemption priority (starvation of the operation, or
     ///   of its pools too, by the priority scope of the last fair-share update) matches the
     ///   stage (aggressive / normal), at most `max_preemptive_allocations_per_heartbeat` per heartbeat, and two such
@@ -622,9 +623,10 @@ impl Checker {
     /// * `preemption` / `aggressive_preemption`: names a preemptor started in this heartbeat by
     ///   the matching stage, and at the moment the victim is taken the node's running usage
     ///   (preemptor included) does not fit the node's resources; the victim is not in graceful
-    ///   mode;
+    ///   mode, and was not started by this heartbeat (the preemptive stages take what ran on
+    ///   the node when the heartbeat arrived);
     /// * `resource_limits_violated`: at that moment some element on the victim's path is above
-    ///   its limits; the victim is not in graceful mode;
+    ///   its limits; the victim is not in graceful mode, nor started by this heartbeat;
     /// * `resource_overcommit`: at that moment the node does not fit and has been over its
     ///   resources (as seen after every call) for at least
     ///   `allowed_node_resources_overcommit_duration_ms`;
@@ -881,8 +883,12 @@ impl Checker {
                                     );
                                 }
                             }
+                            // A gang's jobs start from what it holds at their nodes' next
+                            // heartbeats, as placed while it was below its fair share
+                            // (`fairsched_core::gang`), even if an update in between says
+                            // otherwise.
                             ensure!(
-                                !graceful || below,
+                                !graceful || below || gang_start,
                                 "graceful {operation} got {allocation} while not below its fair share"
                             );
                         }
@@ -1433,6 +1439,10 @@ impl Checker {
             | "ssd_aggressive_preemption" => {
                 let (p, p_op) =
                     preemptor.ok_or_else(|| format!("{reason} of {victim} without preemptor"))?;
+                ensure!(
+                    !started_here.contains_key(&victim),
+                    "{victim} preempted ({reason}) by the heartbeat that started it"
+                );
                 let want = match reason {
                     "preemption" => Stage::Preemptive,
                     "aggressive_preemption" => Stage::Aggressive,
@@ -1468,6 +1478,10 @@ impl Checker {
             }
             "resource_limits_violated" => {
                 ensure!(preemptor.is_none(), "limit preemption with a preemptor");
+                ensure!(
+                    !started_here.contains_key(&victim),
+                    "{victim} preempted ({reason}) by the heartbeat that started it"
+                );
                 ensure!(
                     !self.limit_violations(s, &a.op).is_empty(),
                     "{victim} of {} preempted for violated limits but no element on its path is over its limits",
