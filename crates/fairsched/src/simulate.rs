@@ -84,11 +84,14 @@ struct ReplayArgs {
     /// event: 1 ms, whatever this says).
     #[arg(long, value_name = "MS", default_value_t = replay::DEFAULT_FAIR_SHARE_UPDATE_PERIOD_MS)]
     fair_share_update_period_ms: u64,
-    /// Start every job whole (all its allocations at once), as the traces' batch systems did:
-    /// a job of several allocations becomes a gang placed by the core's `gang_placement`
-    /// (turned on in the policy's tree), which holds free resources for it until all fit.
-    /// Default: allocations start one by one as nodes free up (malleable).
-    #[arg(long)]
+    /// How a job of several allocations starts: `rigid` (the default: whole, as the traces'
+    /// batch systems ran it; it becomes a gang placed by the core's `gang_placement`, turned
+    /// on in the policy's tree, which holds free resources for it until all fit) or
+    /// `malleable` (each allocation as room appears; its wait is that for its first).
+    #[arg(long, value_name = "rigid|malleable", default_value = "rigid")]
+    job_model: String,
+    /// The default model (`--job-model rigid`); kept for scripts written before it was.
+    #[arg(long, hide = true)]
     rigid: bool,
 }
 
@@ -137,11 +140,25 @@ fn load(args: &ReplayArgs) -> Result<(trace::Trace, ReplayOptions, String), Fail
         .map(|n| parse_nodes(n, trace.machine.as_deref()))
         .transpose()
         .map_err(|e| bad(format!("--nodes: {e}")))?;
+    let rigid = match args.job_model.as_str() {
+        "rigid" => true,
+        "malleable" if args.rigid => {
+            return Err(bad(
+                "--rigid and --job-model malleable contradict each other: give one".to_string(),
+            ));
+        }
+        "malleable" => false,
+        other => {
+            return Err(bad(format!(
+                "--job-model: {other:?} is not a job model: rigid or malleable"
+            )));
+        }
+    };
     let options = ReplayOptions {
         nodes,
         fair_share_update_period_ms: args.fair_share_update_period_ms,
         limit: args.limit,
-        rigid: args.rigid,
+        rigid,
         ..ReplayOptions::default()
     };
     let name = file.file_name().map_or_else(
@@ -159,8 +176,9 @@ fn trace_file(args: &ReplayArgs) -> Result<&std::path::Path, Failure> {
         .ok_or_else(|| bad("--trace FILE is required: the trace to replay".to_string()))
 }
 
-/// `text` as a policy: a built-in one or an existing pool tree file.
-fn policy(text: &str) -> Result<Policy, Failure> {
+/// `text` as a policy: a built-in one or an existing pool tree file; `rigid`: the job model
+/// asked for (the baselines have no malleable model).
+fn policy(text: &str, rigid: bool) -> Result<Policy, Failure> {
     let policy = Policy::parse(text);
     if let Policy::File(path) = &policy
         && !path.exists()
@@ -168,6 +186,12 @@ fn policy(text: &str) -> Result<Policy, Failure> {
         return Err(bad(format!(
             "--policy: {text:?} is neither one of {} nor an existing pool tree file",
             Policy::BUILT_IN.join(", ")
+        )));
+    }
+    if policy.is_baseline() && !rigid {
+        return Err(bad(format!(
+            "--policy {text} starts every job whole: it has no malleable model (leave out \
+             --job-model malleable)"
         )));
     }
     Ok(policy)
@@ -235,7 +259,7 @@ fn write_outputs(
 fn run(args: &SimulateArgs) -> Result<(), Failure> {
     let started = Instant::now();
     let (trace, mut options, name) = load(&args.replay)?;
-    options.policy = policy(&args.policy)?;
+    options.policy = policy(&args.policy, options.rigid)?;
     check_out(&args.out)?;
     let report = replay_with_progress(&trace, &options, "")?;
     let (summary, plotted) =
@@ -292,7 +316,7 @@ fn run_compare(args: &CompareArgs) -> Result<(), Failure> {
         .iter()
         .map(|p| p.trim())
         .filter(|p| !p.is_empty())
-        .map(|p| Ok((p.to_string(), policy(p)?)))
+        .map(|p| Ok((p.to_string(), policy(p, options.rigid)?)))
         .collect::<Result<_, Failure>>()?;
     if policies.is_empty() {
         return Err(bad("--policy: no policy given".to_string()));

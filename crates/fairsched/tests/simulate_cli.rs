@@ -37,7 +37,7 @@ fn simulate_writes_summary_jobs_and_plots() {
     let trace = dir.path().join("small.swf.gz");
     write_gz(&trace, TRACE);
     let out = dir.path().join("out");
-    for policy in ["fair-share", "fifo", "drf"] {
+    for policy in ["fair-share", "fifo", "drf", "fcfs", "easy"] {
         let output = simulate(&[
             "--trace",
             trace.to_str().unwrap(),
@@ -83,7 +83,7 @@ fn simulate_writes_summary_jobs_and_plots() {
             let svg = std::fs::read_to_string(out.join(plot)).unwrap();
             assert!(svg.starts_with("<svg"), "{policy}: {plot}");
             assert!(
-                svg.contains(&format!("{policy}, malleable jobs, small.swf.gz")),
+                svg.contains(&format!("{policy}, rigid jobs, small.swf.gz")),
                 "{policy}: {plot} names the policy, the job model and the trace"
             );
         }
@@ -102,7 +102,7 @@ fn simulate_refuses_bad_input_and_writes_nothing() {
     let out = dir.path().join("out");
     let missing = dir.path().join("missing.swf");
     let good = good.to_str().unwrap();
-    let cases: [(Vec<&str>, &str); 6] = [
+    let cases: [(Vec<&str>, &str); 9] = [
         (
             vec!["--trace", bad.to_str().unwrap()],
             "bad.swf:5: field run time",
@@ -112,6 +112,25 @@ fn simulate_refuses_bad_input_and_writes_nothing() {
         (vec!["--trace", good, "--nodes", "two"], "--nodes"),
         (vec!["--trace", good, "--policy", "fastest"], "--policy"),
         (vec!["--trace", no_machine.to_str().unwrap()], "--nodes"),
+        (
+            vec!["--trace", good, "--job-model", "elastic"],
+            "--job-model",
+        ),
+        (
+            vec![
+                "--trace",
+                good,
+                "--policy",
+                "easy",
+                "--job-model",
+                "malleable",
+            ],
+            "--policy easy starts every job whole",
+        ),
+        (
+            vec!["--trace", good, "--rigid", "--job-model", "malleable"],
+            "contradict",
+        ),
     ];
     for (args, expected) in cases {
         let mut args = args;
@@ -170,11 +189,11 @@ fn compare_writes_one_report_of_every_policy_and_their_outputs() {
     assert_eq!(rows.len(), 3, "a header and a row per policy: {md}");
     assert!(rows[0].contains("| wait p95 |") && rows[0].contains("Jain's index (users)"));
     assert!(
-        rows[1].starts_with("| fifo (malleable jobs) | 4 of 4 |"),
+        rows[1].starts_with("| fifo (rigid jobs) | 4 of 4 |"),
         "{}",
         rows[1]
     );
-    assert!(rows[2].starts_with("| fair-share (malleable jobs) | 4 of 4 |"));
+    assert!(rows[2].starts_with("| fair-share (rigid jobs) | 4 of 4 |"));
     // Jobs 1 and 2 need more than a quarter of the 8 processors (4 and 8): the big jobs.
     assert!(rows[1].split(" | ").nth(11) == Some("2"), "{}", rows[1]);
 
@@ -184,7 +203,7 @@ fn compare_writes_one_report_of_every_policy_and_their_outputs() {
     // Three kinds of plot, each with both policies side by side, inline.
     assert_eq!(html.matches("<div class=\"plots\">").count(), 3);
     assert_eq!(html.matches("<svg").count(), 6);
-    assert!(html.contains("Queue: fair-share, malleable jobs, small.swf"));
+    assert!(html.contains("Queue: fair-share, rigid jobs, small.swf"));
 }
 
 #[test]

@@ -6,6 +6,7 @@
 mod common;
 
 use common::reference::{self, RefJob};
+use fairsched_resources::ResourceKind;
 use fairsched_sim::replay::{Policy, ReplayOptions, replay};
 use fairsched_sim::trace::{self, Trace};
 
@@ -66,4 +67,74 @@ fn fcfs_and_easy_start_every_kth_job_when_the_reference_does() {
     for (policy, limit, reference) in cases {
         check(&trace, policy, limit, reference);
     }
+}
+
+/// A whole Parallel Workloads Archive trace under `easy` against the reference, in mean wait
+/// and mean bounded slowdown, printed (the reference counts processors; the replay places
+/// jobs on the trace's nodes, so on nodes of several processors the two models differ). Slow:
+/// run them with `cargo test --release -p fairsched-sim --test baselines -- --ignored
+/// --nocapture whole_`.
+fn easy_on_whole_trace(name: &str) {
+    let Some(file) = common::shared_file(&format!("traces/{name}")) else {
+        eprintln!("{name} not found; skipped");
+        return;
+    };
+    let trace = trace::load(&file, None).expect("the trace loads");
+    let procs: u64 = trace
+        .machine
+        .as_ref()
+        .expect("the trace describes its machine")
+        .iter()
+        .map(|g| u64::from(g.count) * g.resources.get(ResourceKind::Cpu) as u64)
+        .sum();
+    let jobs = reference::ref_jobs(&trace, None);
+    let started = std::time::Instant::now();
+    let expected = reference::summary(&jobs, &reference::easy(&jobs, procs));
+    let reference_s = started.elapsed().as_secs_f64();
+    let options = ReplayOptions {
+        policy: Policy::Easy,
+        ..ReplayOptions::default()
+    };
+    let started = std::time::Instant::now();
+    let report = replay(&trace, &options, &mut |_| {}).expect("the replay runs");
+    let replay_s = started.elapsed().as_secs_f64();
+    let starts: Vec<Option<u64>> = report.records.iter().map(|r| r.first_start_ms).collect();
+    let got = reference::summary(&jobs, &starts);
+    let same = starts
+        .iter()
+        .zip(reference::easy(&jobs, procs))
+        .filter(|(a, b)| **a == *b)
+        .count();
+    let off = |a: f64, b: f64| 100.0 * (a - b) / b;
+    eprintln!(
+        "{name} ({procs} processors): replay ({replay_s:.1} s) mean wait {:.1} s, bounded \
+         slowdown {:.3} ({} jobs); reference ({reference_s:.1} s) {:.1} s, {:.3} ({} jobs); \
+         off by {:+.2} % and {:+.2} %; {same} jobs start at the same time",
+        got.mean_wait_s,
+        got.mean_bounded_slowdown,
+        got.jobs,
+        expected.mean_wait_s,
+        expected.mean_bounded_slowdown,
+        expected.jobs,
+        off(got.mean_wait_s, expected.mean_wait_s),
+        off(got.mean_bounded_slowdown, expected.mean_bounded_slowdown),
+    );
+}
+
+#[test]
+#[ignore]
+fn whole_kth_under_easy() {
+    easy_on_whole_trace("KTH-SP2-1996-2.1-cln.swf.gz");
+}
+
+#[test]
+#[ignore]
+fn whole_llnl_thunder_under_easy() {
+    easy_on_whole_trace("LLNL-Thunder-2007-1.1-cln.swf.gz");
+}
+
+#[test]
+#[ignore]
+fn whole_curie_under_easy() {
+    easy_on_whole_trace("CEA-Curie-2011-2.1-cln.swf.gz");
 }

@@ -16,10 +16,13 @@ fn swf(jobs: &[(u32, u32, u32, u32, u32, u32)], max_nodes: u32, max_procs: u32) 
     text
 }
 
+/// Replays under the malleable model, which these cases were written for (the rigid default
+/// has its own tests below and in `baselines.rs`).
 fn run(trace: &Trace, policy: Policy, limit: Option<usize>) -> ReplayReport {
     let options = ReplayOptions {
         policy,
         limit,
+        rigid: false,
         ..ReplayOptions::default()
     };
     replay(trace, &options, &mut |_| {}).expect("replays")
@@ -322,7 +325,7 @@ fn group_pools_come_and_go_with_their_jobs() {
 }
 
 /// `rigid`: a job of several allocations starts whole, through the core's gang placement,
-/// where the default (malleable) model starts each allocation as a node frees up.
+/// where the malleable model starts each allocation as a node frees up.
 #[test]
 fn rigid_jobs_start_whole() {
     // Two 4-processor nodes; job 1 takes one for 100 s; job 2 needs both for 30 s

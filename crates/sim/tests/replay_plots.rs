@@ -23,6 +23,7 @@ fn swf(jobs: &[(u32, u32, i64, u32, u32, u32, u32)], max_nodes: u32, max_procs: 
 fn run(trace: &Trace, policy: &str) -> ReplayReport {
     let options = ReplayOptions {
         policy: Policy::parse(policy),
+        rigid: false,
         ..ReplayOptions::default()
     };
     replay(trace, &options, &mut |_| {}).expect("replays")

@@ -55,8 +55,9 @@ pub struct ReplayOptions {
     pub fair_share_update_period_ms: u64,
     /// Replay only the first this many jobs of the trace (in submission order).
     pub limit: Option<usize>,
-    /// Jobs start whole (all their allocations at once, through the core's gang placement)
-    /// instead of allocation by allocation as nodes free up.
+    /// Jobs start whole (all their allocations at once, through the core's gang placement;
+    /// the default) instead of allocation by allocation as nodes free up (malleable). The
+    /// baselines are rigid whatever this says.
     pub rigid: bool,
 }
 
@@ -67,7 +68,7 @@ impl Default for ReplayOptions {
             nodes: None,
             fair_share_update_period_ms: DEFAULT_FAIR_SHARE_UPDATE_PERIOD_MS,
             limit: None,
-            rigid: false,
+            rigid: true,
         }
     }
 }
@@ -637,8 +638,9 @@ impl<'t> Replay<'t> {
         let rules = self.tree.jobs;
         let gang = rules.always_rigid || (self.rigid && allocations.0 + allocations.1 > 1);
         let time_limit_ms = if rules.time_limits {
+            // A limit is positive: a job that ran 0 ms is expected to run 1 ms.
             job.time_limit_ms
-                .or(rules.estimate_missing.then_some(job.duration_ms))
+                .or(rules.estimate_missing.then_some(job.duration_ms.max(1)))
         } else {
             None
         };

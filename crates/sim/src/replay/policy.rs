@@ -37,7 +37,7 @@ pub enum Policy {
     /// (`gang_placement.hold = "needed"`); a later job starts now if it fits and either ends
     /// by the head's expected start by its requested time or uses only what the head does not
     /// need. A job without a requested time is expected to run its trace run time (a perfect
-    /// estimate).
+    /// estimate; at least 1 ms).
     Easy,
     /// A pool tree file (TOML or JSON, one tree: `config` and `pools`): a job goes to the pool
     /// named like its group when the tree has one, else to its user's ephemeral pool under the

@@ -57,7 +57,8 @@ pub struct RefJob {
 }
 
 /// The jobs of `trace` (the first `limit` if given), in its submission order. The estimate of
-/// a job without a requested time is its own run time (a perfect estimate).
+/// a job without a requested time is its own run time (a perfect estimate), at least 1 ms as
+/// the simulator's (a time limit is positive).
 pub fn ref_jobs(trace: &Trace, limit: Option<usize>) -> Vec<RefJob> {
     let n = limit.unwrap_or(trace.jobs.len());
     trace
@@ -68,7 +69,7 @@ pub fn ref_jobs(trace: &Trace, limit: Option<usize>) -> Vec<RefJob> {
             submit_ms: j.submit_ms,
             run_ms: j.duration_ms,
             procs: u64::from(j.width),
-            estimate_ms: j.time_limit_ms.unwrap_or(j.duration_ms),
+            estimate_ms: j.time_limit_ms.unwrap_or(j.duration_ms.max(1)),
         })
         .collect()
 }
