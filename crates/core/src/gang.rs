@@ -192,7 +192,7 @@ pub(crate) fn place_gang_now(
     if let Some(a) = holds
         .gangs
         .get(&t)
-        .filter(|_| !plan_in_force(holds, t, now))
+        .filter(|_| !plan_in_force(books, holds, t, now))
     {
         let ends_in_time = a.backfill_until.is_some_and(|until| {
             op.spec.tasks.iter().zip(&op.tasks).all(|(spec, task)| {
@@ -449,9 +449,9 @@ fn plan_needed(
     walk: &Walk,
 ) {
     let t = walk.tree;
-    let epoch = holds.room_epoch;
+    let key = plan_key(books, holds, now);
     let a = &holds.gangs[&t];
-    if a.ready || a.planned == Some((now, epoch)) {
+    if a.ready || a.planned == Some(key) {
         return;
     }
     let op_id = a.operation.clone();
@@ -488,7 +488,7 @@ fn plan_needed(
     a.holds.clear();
     a.hold_target = Some(target);
     a.backfill_until = plan.until;
-    a.planned = Some((now, epoch));
+    a.planned = Some(key);
     let nodes: Vec<&NodeId> = books
         .nodes
         .values()
@@ -512,13 +512,20 @@ fn plan_needed(
     mark_ready(books, holds, events, now, t);
 }
 
+/// What a plan is made for: the time, the room freed (`room_epoch`) and the allocations
+/// started (a job that ends before the gang's start may have started on what it did not
+/// hold, which it then no longer needs to hold as much of).
+fn plan_key(books: &Books, holds: &Holds, now: Millis) -> (Millis, u64, u64) {
+    (now, holds.room_epoch, books.next_allocation)
+}
+
 /// Whether tree `t`'s assembling gang (if any) holds all its plan needs as of now (see
 /// [`plan_needed`]): then what it does not hold is free for any job. Not once it is ready: it
 /// is about to start, and the gang after it has made no plan yet.
-fn plan_in_force(holds: &Holds, t: usize, now: Millis) -> bool {
+fn plan_in_force(books: &Books, holds: &Holds, t: usize, now: Millis) -> bool {
     holds.gangs.get(&t).is_some_and(|a| {
         !a.ready
-            && a.planned == Some((now, holds.room_epoch))
+            && a.planned == Some(plan_key(books, holds, now))
             && a.hold_target.is_some_and(|target| a.held_jobs() >= target)
     })
 }

@@ -101,8 +101,9 @@ pub struct GangAssembly {
     /// With `gang_placement.hold = "needed"`: the most jobs it holds (its plan; `None`: all
     /// its pending jobs).
     pub hold_target: Option<u32>,
-    /// When its plan was made: the time and the holds' `room_epoch` then (`None`: never).
-    pub(crate) planned: Option<(Millis, u64)>,
+    /// When its plan was made: the time, the holds' `room_epoch` and the books' next
+    /// allocation id then (`None`: never).
+    pub(crate) planned: Option<(Millis, u64, u64)>,
 }
 
 impl GangAssembly {

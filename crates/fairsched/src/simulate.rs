@@ -23,7 +23,10 @@ pub struct SimulateArgs {
     /// baselines `fcfs` (strict first come, first served) and `easy` (EASY backfilling by
     /// requested times; a job without one is expected to run its run time), both with rigid
     /// jobs, or a pool tree file (TOML/JSON; jobs go to the pool named like their group if it
-    /// exists, else to their user's ephemeral pool).
+    /// exists, else to their user's ephemeral pool). `+reservation` after fairsched's own
+    /// (`fair-share+reservation`): the gang gathering resources for a rigid job keeps them until
+    /// it starts and holds only what it needs by the running jobs' requested times, as EASY's
+    /// queue head.
     #[arg(long, value_name = "POLICY", default_value = "fair-share")]
     policy: String,
     /// Directory for summary.json, jobs.csv and the plots utilization.svg, queue.svg and
@@ -176,10 +179,27 @@ fn trace_file(args: &ReplayArgs) -> Result<&std::path::Path, Failure> {
         .ok_or_else(|| bad("--trace FILE is required: the trace to replay".to_string()))
 }
 
-/// `text` as a policy: a built-in one or an existing pool tree file; `rigid`: the job model
-/// asked for (the baselines have no malleable model).
-fn policy(text: &str, rigid: bool) -> Result<Policy, Failure> {
-    let policy = Policy::parse(text);
+/// `text` as a policy: a built-in one or an existing pool tree file, with `+reservation` after
+/// it for a reservation for the gathering gang (true); `rigid`: the job model asked for (the
+/// baselines have no malleable model, a reservation is for rigid jobs).
+fn policy(text: &str, rigid: bool) -> Result<(Policy, bool), Failure> {
+    let (name, reservation) = match text.strip_suffix("+reservation") {
+        Some(name) => (name, true),
+        None => (text, false),
+    };
+    let policy = Policy::parse(name);
+    if reservation && policy.is_baseline() {
+        return Err(bad(format!(
+            "--policy {text}: {name} already reserves for its queue head (+reservation is for \
+             fair-share, drf, fifo and pool tree files)"
+        )));
+    }
+    if reservation && !rigid {
+        return Err(bad(format!(
+            "--policy {text}: a reservation holds resources for a rigid job (leave out \
+             --job-model malleable)"
+        )));
+    }
     if let Policy::File(path) = &policy
         && !path.exists()
     {
@@ -194,7 +214,7 @@ fn policy(text: &str, rigid: bool) -> Result<Policy, Failure> {
              --job-model malleable)"
         )));
     }
-    Ok(policy)
+    Ok((policy, reservation))
 }
 
 fn check_out(out: &std::path::Path) -> Result<(), Failure> {
@@ -259,7 +279,7 @@ fn write_outputs(
 fn run(args: &SimulateArgs) -> Result<(), Failure> {
     let started = Instant::now();
     let (trace, mut options, name) = load(&args.replay)?;
-    options.policy = policy(&args.policy, options.rigid)?;
+    (options.policy, options.reservation) = policy(&args.policy, options.rigid)?;
     check_out(&args.out)?;
     let report = replay_with_progress(&trace, &options, "")?;
     let (summary, plotted) =
@@ -311,7 +331,7 @@ fn run_compare(args: &CompareArgs) -> Result<(), Failure> {
     let started = Instant::now();
     let (trace, options, name) = load(&args.replay)?;
     // Every policy is checked before any is replayed.
-    let policies: Vec<(String, Policy)> = args
+    let policies: Vec<(String, (Policy, bool))> = args
         .policy
         .iter()
         .map(|p| p.trim())
@@ -324,9 +344,10 @@ fn run_compare(args: &CompareArgs) -> Result<(), Failure> {
     check_out(&args.out)?;
     let mut rows = Vec::new();
     let mut plots = Vec::new();
-    for (i, (text, policy)) in policies.into_iter().enumerate() {
+    for (i, (text, (policy, reservation))) in policies.into_iter().enumerate() {
         let options = ReplayOptions {
             policy,
+            reservation,
             ..options.clone()
         };
         let label = format!("[{}/{}] {text} ", i + 1, args.policy.len());

@@ -37,7 +37,14 @@ fn simulate_writes_summary_jobs_and_plots() {
     let trace = dir.path().join("small.swf.gz");
     write_gz(&trace, TRACE);
     let out = dir.path().join("out");
-    for policy in ["fair-share", "fifo", "drf", "fcfs", "easy"] {
+    for policy in [
+        "fair-share",
+        "fifo",
+        "drf",
+        "fcfs",
+        "easy",
+        "fair-share+reservation",
+    ] {
         let output = simulate(&[
             "--trace",
             trace.to_str().unwrap(),
@@ -102,7 +109,7 @@ fn simulate_refuses_bad_input_and_writes_nothing() {
     let out = dir.path().join("out");
     let missing = dir.path().join("missing.swf");
     let good = good.to_str().unwrap();
-    let cases: [(Vec<&str>, &str); 9] = [
+    let cases: [(Vec<&str>, &str); 11] = [
         (
             vec!["--trace", bad.to_str().unwrap()],
             "bad.swf:5: field run time",
@@ -130,6 +137,21 @@ fn simulate_refuses_bad_input_and_writes_nothing() {
         (
             vec!["--trace", good, "--rigid", "--job-model", "malleable"],
             "contradict",
+        ),
+        (
+            vec!["--trace", good, "--policy", "easy+reservation"],
+            "easy already reserves",
+        ),
+        (
+            vec![
+                "--trace",
+                good,
+                "--policy",
+                "fifo+reservation",
+                "--job-model",
+                "malleable",
+            ],
+            "a reservation holds resources for a rigid job",
         ),
     ];
     for (args, expected) in cases {

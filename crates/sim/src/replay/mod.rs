@@ -59,6 +59,21 @@ pub struct ReplayOptions {
     /// the default) instead of allocation by allocation as nodes free up (malleable). The
     /// baselines are rigid whatever this says.
     pub rigid: bool,
+    /// With rigid jobs, the gathering gang holds what it needs until it starts, as EASY's
+    /// queue head (see [`PolicyTree::new`]); not for the baselines, which always do.
+    pub reservation: bool,
+}
+
+impl ReplayOptions {
+    /// The policy's name in outputs: `+reservation` after it with [`Self::reservation`].
+    pub fn policy_name(&self) -> String {
+        let name = self.policy.name();
+        if self.reservation {
+            format!("{name}+reservation")
+        } else {
+            name
+        }
+    }
 }
 
 impl Default for ReplayOptions {
@@ -69,6 +84,7 @@ impl Default for ReplayOptions {
             fair_share_update_period_ms: DEFAULT_FAIR_SHARE_UPDATE_PERIOD_MS,
             limit: None,
             rigid: true,
+            reservation: false,
         }
     }
 }
@@ -216,7 +232,13 @@ pub fn replay(
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    let tree = PolicyTree::new(&options.policy, &groups, options.rigid)?;
+    if options.reservation && options.policy.is_baseline() {
+        return Err(format!(
+            "{} already reserves for its queue head: reservation is for fairsched's own policies",
+            options.policy.name()
+        ));
+    }
+    let tree = PolicyTree::new(&options.policy, &groups, options.rigid, options.reservation)?;
     let config = SchedulerConfig {
         fair_share_update_period_ms: update_period(options),
         // A trace's jobs may wait for days; none is failed as hung.
@@ -450,20 +472,22 @@ impl<'t> Replay<'t> {
             self.absorb_events(t)?;
             self.tick(t)?;
             let mut visited = BTreeSet::new();
+            let mut placements = self.stats.placements;
             for n in reporting {
                 visited.insert(n);
                 self.heartbeat(t, n, Vec::new())?;
             }
             // A gang that has gathered all it needs starts now on the nodes holding it; once
-            // it has, what it held back may start others (and the gang after it plans): the
-            // nodes with room heartbeat again until a round starts nothing.
+            // it has, what it held back may start others (and the gang after it plans), and a
+            // node visited before a start may now be offered to other jobs (a holder needs
+            // less of it): the nodes with room heartbeat again until a round starts nothing.
             loop {
-                let placements = self.stats.placements;
                 self.heartbeat_nodes_with_room(t, &mut visited)?;
                 self.start_gathered_gang(t)?;
                 if self.stats.placements == placements || self.pending_allocations == 0 {
                     break;
                 }
+                placements = self.stats.placements;
                 visited.clear();
             }
             self.sample(t);
@@ -903,7 +927,7 @@ impl<'t> Replay<'t> {
 
     fn report(self, options: &ReplayOptions) -> ReplayReport {
         ReplayReport {
-            policy: options.policy.name(),
+            policy: options.policy_name(),
             job_model: if self.rigid { "rigid" } else { "malleable" },
             nodes: self.node_groups,
             total_resources: self.total,

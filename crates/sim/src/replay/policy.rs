@@ -143,8 +143,16 @@ impl PolicyTree {
     /// Builds the tree for `policy`; `groups` are the trace's groups (sanitised), used by
     /// [`Policy::FairShare`]. `rigid`: jobs start whole (the tree's `gang_placement` is turned
     /// on; a built-in policy's gangs may gather for [`RIGID_ASSEMBLY_TIMEOUT_MS`], a file's
-    /// keep its `assembly_timeout_ms`).
-    pub fn new(policy: &Policy, groups: &[String], rigid: bool) -> Result<PolicyTree, String> {
+    /// keep its `assembly_timeout_ms`). `reservation`: the gathering gang is never given up
+    /// and holds only what it needs by the running jobs' time limits
+    /// (`gang_placement.hold = "needed"`), as EASY's queue head: a reservation for the gang
+    /// first in the policy's order.
+    pub fn new(
+        policy: &Policy,
+        groups: &[String],
+        rigid: bool,
+        reservation: bool,
+    ) -> Result<PolicyTree, String> {
         let unlimited_pool = serde_json::json!({
             "max_operation_count": NO_LIMIT,
             "max_running_operation_count": NO_LIMIT,
@@ -156,9 +164,17 @@ impl PolicyTree {
             "max_running_operation_count_per_pool": NO_LIMIT,
             "max_ephemeral_pools_per_user": NO_LIMIT,
             "min_spare_allocation_resources_on_node": {},
-            "gang_placement": {
-                "enable": rigid,
-                "assembly_timeout_ms": RIGID_ASSEMBLY_TIMEOUT_MS,
+            "gang_placement": if reservation {
+                serde_json::json!({
+                    "enable": rigid,
+                    "assembly_timeout_ms": BASELINE_ASSEMBLY_TIMEOUT_MS,
+                    "hold": "needed",
+                })
+            } else {
+                serde_json::json!({
+                    "enable": rigid,
+                    "assembly_timeout_ms": RIGID_ASSEMBLY_TIMEOUT_MS,
+                })
             },
         });
         let (tree, group_pools, fifo): (serde_json::Value, Option<BTreeSet<String>>, bool) =
@@ -207,6 +223,11 @@ impl PolicyTree {
                         .map_err(|e| format!("--policy {}: {e}", path.display()))?;
                     if rigid {
                         tree.config.gang_placement.enable = true;
+                    }
+                    if reservation {
+                        tree.config.gang_placement.assembly_timeout_ms =
+                            BASELINE_ASSEMBLY_TIMEOUT_MS;
+                        tree.config.gang_placement.hold = fairsched_config::GangHold::Needed;
                     }
                     let names = tree
                         .walk()
