@@ -307,9 +307,19 @@ pub(crate) fn gang_hold(
     let ElementRef::Operation(op_id) = &arena.elements[leaf].kind else {
         return;
     };
-    let op_id = op_id.clone();
+    let mut op_id = op_id.clone();
+    let mut leaf = leaf;
     if holds.placed_gangs.contains_key(&op_id) {
         return;
+    }
+    // With `needed`, the reservation goes to the gang that has waited longest (the queue
+    // head, whatever the policy's order), not to the first one offered a node.
+    if hold == GangHold::Needed
+        && !holds.gangs.contains_key(&t)
+        && let Some((oldest, oldest_leaf)) = longest_waiting_gang(arena, books, holds, now)
+    {
+        op_id = oldest;
+        leaf = oldest_leaf;
     }
     match holds.gangs.get(&t) {
         Some(a) if a.operation != op_id || a.ready => return,
@@ -332,6 +342,62 @@ pub(crate) fn gang_hold(
     let new_here = hold_here(arena, books, holds, node_id, leaf, walk, u32::MAX);
     add_holds(holds, t, node_id, new_here);
     mark_ready(books, holds, events, now, t);
+}
+
+/// `gang_placement.hold = "needed"`, at a heartbeat of `walk`'s tree before any operation is
+/// offered the node: the gang that has waited longest assembles if none does, and the
+/// assembling gang plans again if its plan is not current ([`plan_needed`]), so that the
+/// reservation does not depend on which operation the policy offers the node first, and no
+/// operation takes what the plan would now hold.
+pub(crate) fn keep_needed_plan(
+    arena: &Arena,
+    books: &Books,
+    holds: &mut Holds,
+    events: &mut EventLog,
+    now: Millis,
+    walk: &Walk,
+) {
+    let t = walk.tree;
+    if !holds.gangs.contains_key(&t) {
+        let Some((op, _)) = longest_waiting_gang(arena, books, holds, now) else {
+            return;
+        };
+        holds.gangs.insert(t, GangAssembly::new(op, now));
+    }
+    let a = &holds.gangs[&t];
+    if a.ready {
+        return;
+    }
+    if let Some(&leaf) = arena.by_operation.get(&a.operation) {
+        plan_needed(arena, books, holds, events, now, leaf, walk);
+    }
+}
+
+/// The gang operation of tree `arena` that has waited longest (the first in start order with
+/// pending jobs that may start: running, not placed whole, not cooling down after a timeout,
+/// within its pools' limits), with its element.
+fn longest_waiting_gang(
+    arena: &Arena,
+    books: &Books,
+    holds: &Holds,
+    now: Millis,
+) -> Option<(OperationId, ElementIndex)> {
+    books.unfinished_operations().find_map(|op| {
+        if !op.is_gang()
+            || op.state != OperationState::Running
+            || op.pending_job_count() == 0
+            || holds.placed_gangs.contains_key(&op.spec.id)
+            || holds
+                .gang_cooldown
+                .get(&op.spec.id)
+                .is_some_and(|&until| now < until)
+        {
+            return None;
+        }
+        let leaf = *arena.by_operation.get(&op.spec.id)?;
+        crate::heartbeat::descent::globally_active(arena, &books.operations, leaf)
+            .then(|| (op.spec.id.clone(), leaf))
+    })
 }
 
 /// What the assembling gang of `walk`'s tree (the operation at `leaf`) may newly hold on

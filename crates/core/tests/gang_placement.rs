@@ -168,3 +168,68 @@ fn a_gang_holding_what_it_needs_leaves_the_rest_to_long_jobs() {
         }
     }
 }
+
+/// With `hold = "needed"` the reservation goes to the gang that has waited longest, whatever
+/// the policy offers the node to first; with `all_free` to the first one offered.
+#[test]
+fn the_gang_waiting_longest_gets_the_reservation_when_it_holds_what_it_needs() {
+    // (hold, the gang that assembles, the gang that starts first)
+    let cases = [("needed", "old", "old"), ("all_free", "young", "young")];
+    for (hold, assembles, first) in cases {
+        // A FIFO pool ordered by weight first: `young` (weight 10) is offered nodes before
+        // `old`, which has waited longer.
+        let tree = format!(
+            r#"{{"pool_trees": {{"default": {{
+                "config": {{"gang_placement": {{"enable": true, "assembly_timeout_ms": 1000000,
+                    "hold": "{hold}"}}}},
+                "pools": {{"q": {{"mode": "fifo"}}}}
+            }}}}}}"#
+        );
+        let config = SchedulerConfig {
+            fair_share_update_period_ms: 100,
+            ..SchedulerConfig::default()
+        };
+        let mut s = scheduler(&tree, config);
+        add_nodes(&mut s, 4, res(1.0, 1.0));
+        let mut d = Driver::new();
+        let job = |id: &str, jobs: u32, ms: u64, gang: bool| {
+            let mut t = task(jobs, res(1.0, 1.0), Some(ms));
+            t.spec.time_limit_ms = Some(ms);
+            t.spec.gang = gang;
+            op(id, Some("q"), vec![t])
+        };
+        // The nodes are full: two until 1 s, two until 3 s.
+        let mut busy = job("busy", 2, 1000, false);
+        busy.tasks.push(busy.tasks[0].clone());
+        busy.tasks[1].duration_ms = Some(3000);
+        busy.tasks[1].spec.time_limit_ms = Some(3000);
+        d.start(&mut s, 0, busy).unwrap();
+        d.run(&mut s, 0, 0, 100);
+        d.start(&mut s, 100, job("old", 3, 5000, true)).unwrap();
+        d.run(&mut s, 100, 100, 100);
+        let mut young = job("young", 3, 5000, true);
+        young.weight = Some(10.0);
+        d.start(&mut s, 200, young).unwrap();
+        d.run(&mut s, 200, 1500, 100);
+        let assembling = s.gang_assembly(0).map(|a| a.operation.0.clone());
+        assert_eq!(assembling.as_deref(), Some(assembles), "{hold}");
+        d.run(&mut s, 1600, 4000, 100);
+        let start = |id: &str| {
+            events(&d, "allocation_started", id)
+                .first()
+                .and_then(|e| e["t_ms"].as_u64())
+                .unwrap_or(u64::MAX)
+        };
+        let earliest = ["old", "young"]
+            .into_iter()
+            .min_by_key(|id| start(id))
+            .unwrap();
+        assert_eq!(
+            earliest,
+            first,
+            "{hold}: old at {}, young at {}",
+            start("old"),
+            start("young")
+        );
+    }
+}

@@ -25,6 +25,7 @@ use crate::scheduler::{
 };
 use crate::state::Books;
 use crate::tree::{ElementRef, PoolTree};
+use fairsched_config::GangHold;
 use fairsched_hdrf::ElementIndex;
 use fairsched_resources::Resources;
 
@@ -229,6 +230,21 @@ impl Parts<'_> {
         let max_started = config.max_started_allocations_per_heartbeat;
         let min_spare = config.min_spare_allocation_resources_on_node;
         let mut started = 0u32;
+        // A reservation for the gang that has waited longest, planned as of now, before any
+        // operation is offered the node (and before held jobs start, so that a gang found
+        // complete starts its jobs here now).
+        if self.trees[walk.tree].config().gang_placement.enable
+            && self.trees[walk.tree].config().gang_placement.hold == GangHold::Needed
+        {
+            gang::keep_needed_plan(
+                &self.trees[walk.tree].arena,
+                self.books,
+                self.holds,
+                self.events,
+                now,
+                walk,
+            );
+        }
         // A node holding resources for a job serves that job first, once they are free.
         if let Some(order) = self.start_reserved(now, node_id, walk) {
             started += 1;
