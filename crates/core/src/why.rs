@@ -317,14 +317,26 @@ impl<'a> WhyContext<'a> {
                         a.holds.len()
                     )
                 }
-                Some(a) if a.operation == op.spec.id => format!(
-                    "gang: {} of its {} pending jobs held on {} nodes; they start together once \
-                     all are held (gang_placement; {})",
-                    a.held_jobs(),
-                    op.pending_job_count(),
-                    a.holds.len(),
-                    backfill_text(a.backfill_until)
-                ),
+                Some(a) if a.operation == op.spec.id => match (a.hold_target, a.backfill_until) {
+                    (Some(target), Some(until)) if target < op.pending_job_count() => format!(
+                        "gang: holds the reservation, expected to start at {until} ms by the \
+                         running jobs' time limits; {} of its {} pending jobs held on {} nodes \
+                         now, the rest expected to free up by then (gang_placement.hold = \
+                         needed; {})",
+                        a.held_jobs(),
+                        op.pending_job_count(),
+                        a.holds.len(),
+                        backfill_text(a.backfill_until)
+                    ),
+                    _ => format!(
+                        "gang: {} of its {} pending jobs held on {} nodes; they start together \
+                         once all are held (gang_placement; {})",
+                        a.held_jobs(),
+                        op.pending_job_count(),
+                        a.holds.len(),
+                        backfill_text(a.backfill_until)
+                    ),
+                },
                 Some(a) => format!(
                     "gang: waits until gang {:?} has assembled (one gang gathers resources at a \
                      time; gang_placement)",

@@ -150,7 +150,18 @@ fn a_gang_holding_what_it_needs_leaves_the_rest_to_long_jobs() {
         ] {
             d.start(&mut s, 100, job(id, jobs, ms)).unwrap();
         }
-        d.run(&mut s, 100, 3000, 100);
+        d.run(&mut s, 100, 500, 100);
+        // The head says what it waits for.
+        let why = s.snapshot(500).operations["head"]
+            .why
+            .clone()
+            .unwrap_or_default();
+        let expected = match hold {
+            "needed" => "holds the reservation, expected to start at 1000 ms",
+            _ => "they start together once all are held",
+        };
+        assert!(why.contains(expected), "{hold}: {why}");
+        d.run(&mut s, 600, 3000, 100);
         let first_start = |id: &str| {
             events(&d, "allocation_started", id)
                 .first()
