@@ -545,7 +545,10 @@ fn plan_needed(
         u64::from(pending),
         true,
     );
+    // What fits now is held whole (overdue allocations counted as ending now may make the
+    // surplus exceed what is free); otherwise all but the surplus of what is free.
     let target = match plan.until {
+        _ if plan.room_now >= u64::from(pending) => u64::from(pending),
         Some(_) => plan.room_now.saturating_sub(plan.surplus),
         None => u64::from(pending),
     }

@@ -244,3 +244,39 @@ fn the_gang_waiting_longest_gets_the_reservation_when_it_holds_what_it_needs() {
         );
     }
 }
+
+/// With `hold = "needed"` a gang that fits into what is free starts at once, also while an
+/// allocation past its time limit (expected to end now) makes the room at its start exceed
+/// what it needs by more than what is free.
+#[test]
+fn a_gang_that_fits_starts_at_once_beside_an_overdue_allocation() {
+    let tree = r#"{"pool_trees": {"default": {
+        "config": {"gang_placement": {"enable": true, "assembly_timeout_ms": 1000000,
+            "hold": "needed"}},
+        "pools": {"q": {"mode": "fifo"}}
+    }}}"#;
+    let config = SchedulerConfig {
+        fair_share_update_period_ms: 100,
+        ..SchedulerConfig::default()
+    };
+    let mut s = scheduler(tree, config);
+    add_nodes(&mut s, 4, res(1.0, 1.0));
+    let mut d = Driver::new();
+    // Its limit says 100 ms; it runs 10 s.
+    let mut overdue = task(1, res(1.0, 1.0), Some(10_000));
+    overdue.spec.time_limit_ms = Some(100);
+    d.start(&mut s, 0, op("overdue", Some("q"), vec![overdue]))
+        .unwrap();
+    d.run(&mut s, 0, 400, 100);
+    let mut g = task(2, res(1.0, 1.0), Some(1000));
+    g.spec.time_limit_ms = Some(1000);
+    g.spec.gang = true;
+    d.start(&mut s, 500, op("g", Some("q"), vec![g])).unwrap();
+    d.run(&mut s, 500, 1000, 100);
+    let starts: Vec<u64> = events(&d, "allocation_started", "g")
+        .iter()
+        .map(|e| e["t_ms"].as_u64().unwrap())
+        .collect();
+    assert_eq!(starts.len(), 2, "{starts:?}");
+    assert!(starts.iter().all(|&t| t <= 600), "{starts:?}");
+}

@@ -100,11 +100,21 @@ fn easy_on_whole_trace(name: &str) {
     let replay_s = started.elapsed().as_secs_f64();
     let starts: Vec<Option<u64>> = report.records.iter().map(|r| r.first_start_ms).collect();
     let got = reference::summary(&jobs, &starts);
-    let same = starts
+    let reference_starts = reference::easy(&jobs, procs);
+    let differing: Vec<(&str, Option<u64>, Option<u64>)> = starts
         .iter()
-        .zip(reference::easy(&jobs, procs))
-        .filter(|(a, b)| **a == *b)
-        .count();
+        .zip(&reference_starts)
+        .enumerate()
+        .filter(|(_, (a, b))| a != b)
+        .map(|(i, (a, b))| (trace.jobs[i].id.as_str(), *a, *b))
+        .collect();
+    let same = starts.len() - differing.len();
+    if !differing.is_empty() {
+        eprintln!(
+            "{name}: first jobs starting elsewhen (id, replay ms, reference ms): {:?}",
+            &differing[..differing.len().min(5)]
+        );
+    }
     let off = |a: f64, b: f64| 100.0 * (a - b) / b;
     eprintln!(
         "{name} ({procs} processors): replay ({replay_s:.1} s) mean wait {:.1} s, bounded \
