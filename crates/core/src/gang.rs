@@ -521,30 +521,9 @@ fn plan_needed(
         return;
     }
     let op_id = a.operation.clone();
-    let op = &books.operations[&op_id];
-    let pending = op.pending_job_count();
-    let Some(largest) = op
-        .spec
-        .tasks
-        .iter()
-        .zip(&op.tasks)
-        .filter(|(_, task)| task.pending > 0)
-        .map(|(spec, _)| spec.resources)
-        .reduce(|a, b| a.max(&b))
-    else {
+    let Some((pending, plan)) = needed_shadow(books, holds, arena, now, t, &op_id) else {
         return;
     };
-    let plan = backfill::shadow(
-        books,
-        holds,
-        arena,
-        now,
-        t,
-        &op_id,
-        &largest,
-        u64::from(pending),
-        true,
-    );
     // What fits now is held whole (overdue allocations counted as ending now may make the
     // surplus exceed what is free); otherwise all but the surplus of what is free.
     let target = match plan.until {
@@ -586,6 +565,41 @@ fn plan_needed(
 /// hold, which it then no longer needs to hold as much of).
 fn plan_key(books: &Books, holds: &Holds, now: Millis) -> (Millis, u64, u64) {
     (now, holds.room_epoch, books.next_allocation)
+}
+
+/// The expected start of gang `op` in tree `t` as `hold = "needed"` plans it (in jobs of its
+/// largest pending shape, gangs placed whole counted as running), with its pending job count
+/// (`None`: nothing pending).
+fn needed_shadow(
+    books: &Books,
+    holds: &Holds,
+    arena: &Arena,
+    now: Millis,
+    t: usize,
+    op_id: &OperationId,
+) -> Option<(u32, backfill::Shadow)> {
+    let op = books.operations.get(op_id)?;
+    let pending = op.pending_job_count();
+    let largest = op
+        .spec
+        .tasks
+        .iter()
+        .zip(&op.tasks)
+        .filter(|(_, task)| task.pending > 0)
+        .map(|(spec, _)| spec.resources)
+        .reduce(|a, b| a.max(&b))?;
+    let plan = backfill::shadow(
+        books,
+        holds,
+        arena,
+        now,
+        t,
+        op_id,
+        &largest,
+        u64::from(pending),
+        true,
+    );
+    Some((pending, plan))
 }
 
 /// Whether tree `t`'s assembling gang (if any) holds all its plan needs as of now (see
@@ -764,12 +778,23 @@ pub(crate) fn update_gangs(
                 .insert(op, now.saturating_add(config.assembly_timeout_ms));
         } else if !lost.is_empty() && a.holds.is_empty() {
             release_gang(holds, events, now, t, "node_unavailable");
-        } else if !a.ready && config.hold == GangHold::AllFree {
-            // Until when other jobs may backfill what it holds (a gang that holds what it
-            // needs keeps its plan's, made again as allocations end).
+        } else if !a.ready {
+            // Until when other jobs may backfill what it holds. A gang that holds what it needs
+            // plans again at the next heartbeat of its tree; meanwhile its expected start is
+            // as of now (nodes may have been lost or added).
             let op = a.operation.clone();
-            let until = backfill::gang_needed_at(books, holds, &trees[t].arena, now, t, &op);
-            holds.gangs.get_mut(&t).expect("present").backfill_until = until;
+            let arena = &trees[t].arena;
+            let until = match config.hold {
+                GangHold::AllFree => backfill::gang_needed_at(books, holds, arena, now, t, &op),
+                GangHold::Needed => {
+                    needed_shadow(books, holds, arena, now, t, &op).and_then(|(_, plan)| plan.until)
+                }
+            };
+            let a = holds.gangs.get_mut(&t).expect("present");
+            a.backfill_until = until;
+            if config.hold == GangHold::Needed {
+                a.planned = None;
+            }
         }
     }
 }

@@ -328,6 +328,15 @@ impl<'a> WhyContext<'a> {
                         a.holds.len(),
                         backfill_text(a.backfill_until)
                     ),
+                    (Some(_), None) => format!(
+                        "gang: holds the reservation, with no expected start: the running \
+                         jobs' time limits do not free room for all its {} pending jobs (a job \
+                         in its way has no time limit, or the nodes are too few); {} held on {} \
+                         nodes now, and nothing backfills them (gang_placement.hold = needed)",
+                        op.pending_job_count(),
+                        a.held_jobs(),
+                        a.holds.len()
+                    ),
                     _ => format!(
                         "gang: {} of its {} pending jobs held on {} nodes; they start together \
                          once all are held (gang_placement; {})",

@@ -280,3 +280,59 @@ fn a_gang_that_fits_starts_at_once_beside_an_overdue_allocation() {
     assert_eq!(starts.len(), 2, "{starts:?}");
     assert!(starts.iter().all(|&t| t <= 600), "{starts:?}");
 }
+
+/// With `hold = "needed"` a fair-share update brings the gang's expected start up to date
+/// though no node with room heartbeats: here a node is lost while every other is full, and
+/// the gang can no longer expect to start when the running jobs' limits end.
+#[test]
+fn a_reserving_gang_expects_its_start_as_of_the_last_update() {
+    let tree = r#"{"pool_trees": {"default": {
+        "config": {"gang_placement": {"enable": true, "assembly_timeout_ms": 1000000,
+            "hold": "needed"}},
+        "pools": {"q": {"mode": "fifo"}, "other": {}}
+    }}}"#;
+    let config = SchedulerConfig {
+        fair_share_update_period_ms: 100,
+        ..SchedulerConfig::default()
+    };
+    let mut s = scheduler(tree, config);
+    add_nodes(&mut s, 3, res(1.0, 1.0));
+    let mut d = Driver::new();
+    let job = |id: &str, jobs: u32, limit: u64, runs: u64, gang: bool| {
+        let mut t = task(jobs, res(1.0, 1.0), Some(runs));
+        t.spec.time_limit_ms = Some(limit);
+        t.spec.gang = gang;
+        op(id, Some("q"), vec![t])
+    };
+    // `long` runs in another pool, so that the gang heads its FIFO pool.
+    let mut long = job("long", 2, 1000, 5000, false);
+    long.pool = Some("other".to_string());
+    d.start(&mut s, 0, long).unwrap();
+    d.run(&mut s, 0, 0, 100);
+    d.start(&mut s, 100, job("g", 3, 1000, 1000, true)).unwrap();
+    d.run(&mut s, 100, 100, 100);
+    // A short job backfills the node the gang holds: every node is full.
+    d.start(&mut s, 200, job("filler", 1, 500, 500, false))
+        .unwrap();
+    d.run(&mut s, 200, 200, 100);
+    let why = |s: &Scheduler, t| {
+        s.snapshot(t).operations["g"]
+            .why
+            .clone()
+            .unwrap_or_default()
+    };
+    assert!(
+        why(&s, 200).contains("expected to start at 1000 ms"),
+        "{}",
+        why(&s, 200)
+    );
+    let lost = s.nodes().next().unwrap().id.clone();
+    s.remove_node(300, &lost).unwrap();
+    d.run(&mut s, 300, 400, 100);
+    // Two nodes are left for three jobs.
+    assert!(
+        why(&s, 400).contains("holds the reservation, with no expected start"),
+        "{}",
+        why(&s, 400)
+    );
+}
