@@ -124,14 +124,7 @@ pub(crate) fn gang_needed_at(
     op: &OperationId,
 ) -> Option<Millis> {
     let o = books.operations.get(op)?;
-    let job = o
-        .spec
-        .tasks
-        .iter()
-        .zip(&o.tasks)
-        .filter(|(_, task)| task.pending > 0)
-        .map(|(spec, _)| spec.resources)
-        .reduce(|a, b| a.min(&b))?;
+    let job = o.pending_job_resources().reduce(|a, b| a.min(&b))?;
     let need = u64::from(o.pending_job_count());
     shadow(books, holds, arena, now, t, op, &job, need, false).until
 }

@@ -580,14 +580,7 @@ fn needed_shadow(
 ) -> Option<(u32, backfill::Shadow)> {
     let op = books.operations.get(op_id)?;
     let pending = op.pending_job_count();
-    let largest = op
-        .spec
-        .tasks
-        .iter()
-        .zip(&op.tasks)
-        .filter(|(_, task)| task.pending > 0)
-        .map(|(spec, _)| spec.resources)
-        .reduce(|a, b| a.max(&b))?;
+    let largest = op.pending_job_resources().reduce(|a, b| a.max(&b))?;
     let plan = backfill::shadow(
         books,
         holds,
