@@ -105,6 +105,35 @@ fn an_aborted_gang_gives_back_what_it_held() {
     );
 }
 
+/// A scheduler with `nodes` nodes of 1 cpu, fair-share updates every 100 ms, and one tree
+/// with gang placement that never times out, holding as `hold` says; its pools are `q` (FIFO)
+/// and `other` (fair share).
+fn one_cpu_nodes(hold: &str, nodes: usize) -> Scheduler {
+    let tree = format!(
+        r#"{{"pool_trees": {{"default": {{
+            "config": {{"gang_placement": {{"enable": true, "assembly_timeout_ms": 1000000,
+                "hold": "{hold}"}}}},
+            "pools": {{"q": {{"mode": "fifo"}}, "other": {{}}}}
+        }}}}}}"#
+    );
+    let config = SchedulerConfig {
+        fair_share_update_period_ms: 100,
+        ..SchedulerConfig::default()
+    };
+    let mut s = scheduler(&tree, config);
+    add_nodes(&mut s, nodes, res(1.0, 1.0));
+    s
+}
+
+/// An operation of pool `q`: `jobs` jobs of 1 cpu with time limit `limit` that run `runs`
+/// ms, a gang if `gang`.
+fn limited(id: &str, jobs: u32, limit: u64, runs: u64, gang: bool) -> TestOp {
+    let mut t = task(jobs, res(1.0, 1.0), Some(runs));
+    t.spec.time_limit_ms = Some(limit);
+    t.spec.gang = gang;
+    op(id, Some("q"), vec![t])
+}
+
 /// `hold = "needed"` (EASY backfilling's reservation): the head gang holds only what it will
 /// not get from the allocations expected to end by its start, so a long job may take the rest
 /// of what is free; with `all_free` it holds everything free and no long job passes it. A job
@@ -117,27 +146,10 @@ fn a_gang_holding_what_it_needs_leaves_the_rest_to_long_jobs() {
         ("all_free", &["short"][..], &["long1", "long2"][..]),
     ];
     for (hold, before, not_before) in cases {
-        let tree = format!(
-            r#"{{"pool_trees": {{"default": {{
-                "config": {{"gang_placement": {{"enable": true, "assembly_timeout_ms": 1000000,
-                    "hold": "{hold}"}}}},
-                "pools": {{"q": {{"mode": "fifo"}}}}
-            }}}}}}"#
-        );
-        let config = SchedulerConfig {
-            fair_share_update_period_ms: 100,
-            ..SchedulerConfig::default()
-        };
-        let mut s = scheduler(&tree, config);
-        add_nodes(&mut s, 4, res(1.0, 1.0));
+        let mut s = one_cpu_nodes(hold, 4);
         let mut d = Driver::new();
         // Two of the four nodes are busy until 1 s (their limit says so too).
-        let job = |id: &str, jobs: u32, ms: u64| {
-            let mut t = task(jobs, res(1.0, 1.0), Some(ms));
-            t.spec.time_limit_ms = Some(ms);
-            t.spec.gang = true;
-            op(id, Some("q"), vec![t])
-        };
+        let job = |id: &str, jobs: u32, ms: u64| limited(id, jobs, ms, ms, true);
         d.start(&mut s, 0, job("running", 2, 1000)).unwrap();
         d.run(&mut s, 0, 0, 100);
         // The head needs 3 nodes: it starts when `running` ends, when 4 nodes are free, one
@@ -189,26 +201,9 @@ fn the_gang_waiting_longest_gets_the_reservation_when_it_holds_what_it_needs() {
     for (hold, assembles, first) in cases {
         // A FIFO pool ordered by weight first: `young` (weight 10) is offered nodes before
         // `old`, which has waited longer.
-        let tree = format!(
-            r#"{{"pool_trees": {{"default": {{
-                "config": {{"gang_placement": {{"enable": true, "assembly_timeout_ms": 1000000,
-                    "hold": "{hold}"}}}},
-                "pools": {{"q": {{"mode": "fifo"}}}}
-            }}}}}}"#
-        );
-        let config = SchedulerConfig {
-            fair_share_update_period_ms: 100,
-            ..SchedulerConfig::default()
-        };
-        let mut s = scheduler(&tree, config);
-        add_nodes(&mut s, 4, res(1.0, 1.0));
+        let mut s = one_cpu_nodes(hold, 4);
         let mut d = Driver::new();
-        let job = |id: &str, jobs: u32, ms: u64, gang: bool| {
-            let mut t = task(jobs, res(1.0, 1.0), Some(ms));
-            t.spec.time_limit_ms = Some(ms);
-            t.spec.gang = gang;
-            op(id, Some("q"), vec![t])
-        };
+        let job = |id: &str, jobs: u32, ms: u64, gang: bool| limited(id, jobs, ms, ms, gang);
         // The nodes are full: two until 1 s, two until 3 s.
         let mut busy = job("busy", 2, 1000, false);
         busy.tasks.push(busy.tasks[0].clone());
@@ -250,28 +245,14 @@ fn the_gang_waiting_longest_gets_the_reservation_when_it_holds_what_it_needs() {
 /// what it needs by more than what is free.
 #[test]
 fn a_gang_that_fits_starts_at_once_beside_an_overdue_allocation() {
-    let tree = r#"{"pool_trees": {"default": {
-        "config": {"gang_placement": {"enable": true, "assembly_timeout_ms": 1000000,
-            "hold": "needed"}},
-        "pools": {"q": {"mode": "fifo"}}
-    }}}"#;
-    let config = SchedulerConfig {
-        fair_share_update_period_ms: 100,
-        ..SchedulerConfig::default()
-    };
-    let mut s = scheduler(tree, config);
-    add_nodes(&mut s, 4, res(1.0, 1.0));
+    let mut s = one_cpu_nodes("needed", 4);
     let mut d = Driver::new();
     // Its limit says 100 ms; it runs 10 s.
-    let mut overdue = task(1, res(1.0, 1.0), Some(10_000));
-    overdue.spec.time_limit_ms = Some(100);
-    d.start(&mut s, 0, op("overdue", Some("q"), vec![overdue]))
+    d.start(&mut s, 0, limited("overdue", 1, 100, 10_000, false))
         .unwrap();
     d.run(&mut s, 0, 400, 100);
-    let mut g = task(2, res(1.0, 1.0), Some(1000));
-    g.spec.time_limit_ms = Some(1000);
-    g.spec.gang = true;
-    d.start(&mut s, 500, op("g", Some("q"), vec![g])).unwrap();
+    d.start(&mut s, 500, limited("g", 2, 1000, 1000, true))
+        .unwrap();
     d.run(&mut s, 500, 1000, 100);
     let starts: Vec<u64> = events(&d, "allocation_started", "g")
         .iter()
@@ -286,33 +267,18 @@ fn a_gang_that_fits_starts_at_once_beside_an_overdue_allocation() {
 /// the gang can no longer expect to start when the running jobs' limits end.
 #[test]
 fn a_reserving_gang_expects_its_start_as_of_the_last_update() {
-    let tree = r#"{"pool_trees": {"default": {
-        "config": {"gang_placement": {"enable": true, "assembly_timeout_ms": 1000000,
-            "hold": "needed"}},
-        "pools": {"q": {"mode": "fifo"}, "other": {}}
-    }}}"#;
-    let config = SchedulerConfig {
-        fair_share_update_period_ms: 100,
-        ..SchedulerConfig::default()
-    };
-    let mut s = scheduler(tree, config);
-    add_nodes(&mut s, 3, res(1.0, 1.0));
+    let mut s = one_cpu_nodes("needed", 3);
     let mut d = Driver::new();
-    let job = |id: &str, jobs: u32, limit: u64, runs: u64, gang: bool| {
-        let mut t = task(jobs, res(1.0, 1.0), Some(runs));
-        t.spec.time_limit_ms = Some(limit);
-        t.spec.gang = gang;
-        op(id, Some("q"), vec![t])
-    };
     // `long` runs in another pool, so that the gang heads its FIFO pool.
-    let mut long = job("long", 2, 1000, 5000, false);
+    let mut long = limited("long", 2, 1000, 5000, false);
     long.pool = Some("other".to_string());
     d.start(&mut s, 0, long).unwrap();
     d.run(&mut s, 0, 0, 100);
-    d.start(&mut s, 100, job("g", 3, 1000, 1000, true)).unwrap();
+    d.start(&mut s, 100, limited("g", 3, 1000, 1000, true))
+        .unwrap();
     d.run(&mut s, 100, 100, 100);
     // A short job backfills the node the gang holds: every node is full.
-    d.start(&mut s, 200, job("filler", 1, 500, 500, false))
+    d.start(&mut s, 200, limited("filler", 1, 500, 500, false))
         .unwrap();
     d.run(&mut s, 200, 200, 100);
     let why = |s: &Scheduler, t| {
