@@ -1,6 +1,7 @@
 //! The `fairsched` binary.
 
 mod agent;
+mod allocator;
 mod args;
 mod bench;
 mod cli;
@@ -12,7 +13,7 @@ mod up;
 
 /// mimalloc for every command: in a server placing thousands of jobs a second glibc's
 /// malloc (consolidating and unlinking free chunks) took about a quarter of the CPU (perf,
-/// BENCHMARKS.md "Session 14").
+/// BENCHMARKS.md "Session 14"); its purge is off by default (`allocator.rs`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -189,6 +190,7 @@ fn exit_quietly_on_closed_stdout() {
 }
 
 fn main() -> ExitCode {
+    allocator::configure();
     exit_quietly_on_closed_stdout();
     let cli = Cli::parse();
     match cli.command {
