@@ -76,6 +76,9 @@ pub enum Command {
     Events(EventQuery, Reply<Vec<EventView>>),
     /// Reads operations that may have left memory (finished ones are in the store only).
     History(HistoryQuery),
+    /// Asks for a view whose snapshot is at least as new as the records now: replies once
+    /// it is published (see [`crate::view::View::refresh_on_read`]).
+    Snapshot(Reply<()>),
 }
 
 /// A read of an operation's jobs' output.
@@ -151,6 +154,7 @@ impl Command {
             Command::Heartbeat(..) => "heartbeat",
             Command::Events(..) => "events",
             Command::History(..) => "history",
+            Command::Snapshot(..) => "snapshot",
         }
     }
 
@@ -161,17 +165,18 @@ impl Command {
             Command::Logs(..)
                 | Command::Events(..)
                 | Command::History(..)
+                | Command::Snapshot(..)
                 | Command::Register(..)
                 | Command::Heartbeat(..)
         )
     }
 
     /// Whether the command may change state (and so needs a store that can write): all but
-    /// the reads of logs and events.
+    /// the reads of logs, events, history and the snapshot.
     pub(crate) fn changes_state(&self) -> bool {
         !matches!(
             self,
-            Command::Logs(..) | Command::Events(..) | Command::History(..)
+            Command::Logs(..) | Command::Events(..) | Command::History(..) | Command::Snapshot(..)
         )
     }
 
@@ -194,6 +199,7 @@ impl Command {
             Command::Heartbeat(_, r) => send(r, error),
             Command::Events(_, r) => send(r, error),
             Command::History(q) => q.refuse(error),
+            Command::Snapshot(r) => send(r, error),
         }
     }
 }

@@ -34,6 +34,12 @@ pub struct View {
     pub nodes: imbl::OrdMap<String, NodeEntry>,
     /// Set while the store cannot write (the server refuses changes).
     pub read_only: Option<ReadOnly>,
+    /// The snapshot (and `trees`) may be older than the records, and the actor takes a new
+    /// one when a reader asks (`Command::Snapshot`): set in a small cluster, where a
+    /// snapshot costs little, so that nothing takes one until someone reads it. Handlers
+    /// that read the snapshot use `AppState::fresh_view`, so a caller reads what it did.
+    /// In a large cluster it is not set, and the snapshot lags (`Actor::next_view`).
+    pub refresh_on_read: bool,
 }
 
 /// An operation as the actor keeps it and the [`View`] shows it: its record (with `jobs`

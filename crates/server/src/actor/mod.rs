@@ -99,10 +99,8 @@ pub struct Actor {
     /// A tree's pools or configuration changed: the next view takes a new snapshot whatever
     /// it costs (callers read the pools they made).
     trees_changed: bool,
-    /// A user's command (submit, abort, update, node or pool change) was handled since the
-    /// last view: in a small cluster the next view takes a new snapshot (see
-    /// [`Actor::next_view`]).
-    users_change: bool,
+    /// A reader asked for a fresh snapshot (`Command::Snapshot`): the next view takes one.
+    snapshot_wanted: bool,
     /// [`SMALL_CLUSTER`] (tests lower it).
     small_cluster: usize,
     /// Job id → operation id (every job, also those of earlier incarnations).
@@ -390,11 +388,8 @@ impl Actor {
             command.refuse(e);
             return;
         }
-        if command.is_users_change() {
-            self.users_change = true;
-            if caller != Caller::Unchecked {
-                tracing::info!(user = caller.name(), command = command.name(), "request");
-            }
+        if command.is_users_change() && caller != Caller::Unchecked {
+            tracing::info!(user = caller.name(), command = command.name(), "request");
         }
         self.handle(command);
     }
@@ -485,6 +480,17 @@ impl Actor {
                 let _ = reply.send(self.read_events(&q));
             }
             Command::History(q) => self.history(q),
+            Command::Snapshot(reply) => {
+                // While read-only nothing is published (the state may hold what the store
+                // refused): the reader keeps the last view.
+                if self.read_only.is_some() {
+                    let _ = reply.send(Ok(()));
+                    return;
+                }
+                // A view built since the reader looked may be fresh already.
+                self.snapshot_wanted |= self.view.refresh_on_read;
+                self.finish(reply, Ok(()));
+            }
         }
     }
 
@@ -561,7 +567,7 @@ impl Actor {
         let replies = std::mem::take(&mut self.deferred);
         if self.batch.is_empty() {
             if records_changed || force_view || !replies.is_empty() {
-                let view = self.next_view();
+                let view = self.next_view(records_changed || force_view);
                 self.publish.send_replace(view);
             }
             for reply in replies {
@@ -572,7 +578,7 @@ impl Actor {
             }
             return;
         }
-        let view = self.next_view();
+        let view = self.next_view(true);
         self.writer.send(writer::Unit {
             batch: self.batch.take(),
             replies,
@@ -749,25 +755,34 @@ impl Actor {
 
     /// The view of the records as they are now (what changed since the last view: callers
     /// read the operations and nodes they changed) and a snapshot that costs the actor at
-    /// most a tenth of its time: taken at once when it costs less than [`CHEAP_VIEW`] (a
-    /// small cluster), else in slices of [`SNAPSHOT_SLICE`] operations between requests
-    /// ([`Actor::snapshot_slice`]), started once the last one is ten times its cost old; the
-    /// views meanwhile show the previous one. The snapshot (fair shares, usages, why jobs
-    /// wait) then lags by at most about ten times its cost and the time its slices take. A
-    /// change of a tree's pools or configuration always takes a new one at once, and so does
-    /// a user's command while the cluster is small ([`SMALL_CLUSTER`] operations and nodes: a
-    /// snapshot costs a few milliseconds then), so that the caller reads what it did in the
-    /// orchid too, however busy the machine.
-    fn next_view(&mut self) -> Arc<View> {
-        let users_change = std::mem::take(&mut self.users_change);
-        if self.trees_changed
-            || (users_change && self.ops.len() + self.nodes.len() <= self.small_cluster)
-            || self.snapshot_cost < CHEAP_VIEW
-        {
+    /// most a tenth of its time.
+    ///
+    /// - A change of a tree's pools or configuration takes a new one at once, and so does a
+    ///   reader's request ([`Command::Snapshot`]).
+    /// - In a small cluster (a snapshot costs less than [`CHEAP_VIEW`], or at most
+    ///   [`SMALL_CLUSTER`] operations and nodes) none is taken until a reader asks: the view
+    ///   says so ([`View::refresh_on_read`]), and handlers that read the snapshot ask first,
+    ///   so that a caller reads what it did in the orchid too, however busy the machine.
+    /// - Otherwise one is taken in slices of [`SNAPSHOT_SLICE`] operations between requests
+    ///   ([`Actor::snapshot_slice`]), started once the last one is ten times its cost old; the
+    ///   views meanwhile show the previous one. The snapshot (fair shares, usages, why jobs
+    ///   wait) then lags by at most about ten times its cost and the time its slices take.
+    ///
+    /// `changed`: anything may have changed since the last view (not only replies to send).
+    fn next_view(&mut self, changed: bool) -> Arc<View> {
+        if self.trees_changed || std::mem::take(&mut self.snapshot_wanted) {
             return self.take_snapshot();
         }
         if let Some(snapshot) = self.sliced.take() {
             self.view = Arc::new(self.build_view(snapshot));
+            return self.view.clone();
+        }
+        let last = self.view.clone();
+        if self.snapshot_cost < CHEAP_VIEW
+            || self.ops.len() + self.nodes.len() <= self.small_cluster
+        {
+            let stale = changed || last.refresh_on_read;
+            self.view = Arc::new(self.build_records_view(&last, stale));
             return self.view.clone();
         }
         if self.slicing.is_none()
@@ -776,8 +791,7 @@ impl Actor {
             let snapshot = self.sched.begin_snapshot(self.now());
             self.slicing = Some((snapshot, Duration::ZERO));
         }
-        let last = self.view.clone();
-        self.view = Arc::new(self.build_records_view(&last));
+        self.view = Arc::new(self.build_records_view(&last, false));
         self.view.clone()
     }
 }

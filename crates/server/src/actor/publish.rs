@@ -195,12 +195,14 @@ impl Actor {
             operations: self.ops.clone(),
             nodes: self.nodes.clone(),
             read_only: self.read_only.clone(),
+            refresh_on_read: false,
         }
     }
 
     /// The view with the records as they are now and the snapshot (and trees) of `last`:
-    /// O(what changed since the records were last refreshed).
-    pub(super) fn build_records_view(&mut self, last: &View) -> View {
+    /// O(what changed since the records were last refreshed). `refresh_on_read`: see
+    /// [`View::refresh_on_read`].
+    pub(super) fn build_records_view(&mut self, last: &View, refresh_on_read: bool) -> View {
         self.refresh_records();
         self.check_records();
         View {
@@ -210,6 +212,7 @@ impl Actor {
             operations: self.ops.clone(),
             nodes: self.nodes.clone(),
             read_only: self.read_only.clone(),
+            refresh_on_read,
         }
     }
 

@@ -103,35 +103,47 @@ fn changes_show_in_the_records_at_once_while_the_snapshot_waits_its_turn() {
     );
 }
 
-/// In a small cluster a user's command takes a new snapshot however expensive the last one
-/// looked (a busy machine), so that its caller reads its change in the orchid too; a heartbeat
-/// does not.
+/// In a small cluster no view takes a snapshot until a reader asks for one, however cheap:
+/// a user's change and a heartbeat publish their records with the last snapshot, marked
+/// `refresh_on_read`; a reader's `Command::Snapshot` then publishes one that has the change,
+/// and asking again with nothing changed takes none.
 #[test]
-fn a_users_change_in_a_small_cluster_takes_a_snapshot() {
+fn in_a_small_cluster_a_snapshot_is_taken_when_a_reader_asks() {
     let dir = tempfile::tempdir().unwrap();
     let mut a = actor(dir.path(), 3_600_000);
     super::history_tests::register_n1(&mut a);
     submit(&mut a, "first");
-    a.snapshot_cost = Duration::from_secs(3600);
-    a.snapshot_taken_at = Instant::now();
-    let before = published(&a).snapshot.clone();
+    ask(&mut a, Command::Snapshot).unwrap();
+    let before = published(&a);
+    assert!(!before.refresh_on_read);
+    assert!(before.snapshot.operations.contains_key("first"));
+
+    // A cheap snapshot (a small cluster) is no longer taken with every view.
+    a.snapshot_cost = Duration::ZERO;
     heartbeat(&mut a, Vec::new());
-    assert!(Arc::ptr_eq(&published(&a).snapshot, &before));
-    let request = crate::command::Request {
-        caller: crate::caller::Caller::Unchecked,
-        command: Command::Submit(
-            Box::new(
-                Submission::parse(json!({"id": "second", "tasks": [{"job_count": 1,
-                    "resources": {"cpu": 1}, "command": ["true"]}]}))
-                .unwrap(),
-            ),
-            false,
-            tokio::sync::oneshot::channel().0,
-        ),
-    };
-    a.authorize_and_handle(request);
-    a.settle();
-    assert!(published(&a).snapshot.operations.contains_key("second"));
+    submit(&mut a, "second");
+    let view = published(&a);
+    assert!(
+        view.operations.contains_key("second"),
+        "the records show it"
+    );
+    assert!(Arc::ptr_eq(&view.snapshot, &before.snapshot));
+    assert!(view.refresh_on_read);
+
+    // A reader asks: the snapshot has the change.
+    ask(&mut a, Command::Snapshot).unwrap();
+    let fresh = published(&a);
+    assert!(!fresh.refresh_on_read);
+    assert!(fresh.snapshot.operations.contains_key("second"));
+
+    // Nothing changed since: asking again takes no new one.
+    ask(&mut a, Command::Snapshot).unwrap();
+    assert!(Arc::ptr_eq(&published(&a).snapshot, &fresh.snapshot));
+
+    // A large cluster's views never ask readers to wait for one (the snapshot lags instead).
+    expensive_snapshots(&mut a);
+    submit(&mut a, "third");
+    assert!(!published(&a).refresh_on_read);
 }
 
 /// After a slice, waiting requests go first for three times its time before the next slice

@@ -97,6 +97,7 @@ impl Actor {
                     operations: OperationRecords::default(),
                     nodes: imbl::OrdMap::new(),
                     read_only: None,
+                    refresh_on_read: false,
                 }))
                 .0;
                 let events = broadcast::channel(EVENT_BUFFER).0;
@@ -138,7 +139,7 @@ impl Actor {
             nodes: imbl::OrdMap::new(),
             // The first view refreshes every record restored.
             trees_changed: true,
-            users_change: false,
+            snapshot_wanted: false,
             small_cluster: super::SMALL_CLUSTER,
             job_op: BTreeMap::new(),
             alloc_job: BTreeMap::new(),

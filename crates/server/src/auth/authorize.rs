@@ -167,6 +167,7 @@ fn names_missing(sched: &Scheduler, cmd: &Command) -> bool {
         Command::Logs(..)
         | Command::Events(..)
         | Command::History(..)
+        | Command::Snapshot(..)
         | Command::Register(..)
         | Command::Heartbeat(..) => false,
     }
@@ -182,6 +183,7 @@ pub fn authorize(sched: &Scheduler, caller: &Caller, cmd: &Command) -> Result<()
         Command::Logs(..)
             | Command::Events(..)
             | Command::History(..)
+            | Command::Snapshot(..)
             | Command::Register(..)
             | Command::Heartbeat(..)
     ) {
@@ -272,6 +274,7 @@ pub fn authorize(sched: &Scheduler, caller: &Caller, cmd: &Command) -> Result<()
         Command::Logs(..)
         | Command::Events(..)
         | Command::History(..)
+        | Command::Snapshot(..)
         | Command::Register(..)
         | Command::Heartbeat(..) => Ok(()),
     }

@@ -84,6 +84,20 @@ impl AppState {
         }
     }
 
+    /// The published view, with a snapshot at least as new as its records: when the view
+    /// says the actor takes one on request ([`View::refresh_on_read`], a small cluster),
+    /// it is asked for first. For handlers that show the snapshot (fair shares, why jobs
+    /// wait, the trees' summaries), so that a caller reads what it just did there too.
+    async fn fresh_view(&self) -> Arc<View> {
+        let view = self.view.borrow().clone();
+        if !view.refresh_on_read {
+            return view;
+        }
+        // Refused only when the actor is gone: the view there is is the answer then.
+        let _ = ask(self, &Caller::Unchecked, Command::Snapshot).await;
+        self.view.borrow().clone()
+    }
+
     /// Who may read what, on the published view `view`.
     fn reads<'a>(&self, caller: &'a Caller, view: &'a View) -> ReadAccess<'a> {
         ReadAccess::new(caller, view, &self.acl_trees)
@@ -426,7 +440,7 @@ async fn log_request(req: axum::extract::Request, next: axum::middleware::Next) 
 }
 
 async fn status(State(s): State<AppState>) -> Reply<fairsched_api::ServerStatus> {
-    let view = s.view.borrow().clone();
+    let view = s.fresh_view().await;
     let r = view.read_only.as_ref();
     ok(fairsched_api::ServerStatus {
         read_only: r.is_some(),
@@ -449,6 +463,8 @@ fn bad_query(e: QueryRejection) -> Failure {
 
 /// `GET /metrics`: OpenMetrics text.
 async fn metrics(State(s): State<AppState>) -> Response {
+    // The gauges read the published view's snapshot.
+    s.fresh_view().await;
     let mut body = String::new();
     match prometheus_client::encoding::text::encode(&mut body, &s.metrics) {
         Ok(()) => ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], body).into_response(),

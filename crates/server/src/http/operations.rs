@@ -135,7 +135,7 @@ pub(super) async fn list_operations(
         .unwrap_or(OPERATIONS_DEFAULT_LIMIT)
         .min(OPERATIONS_MAX_LIMIT);
     let jobs = q.jobs != Some(false);
-    let view = s.view.borrow().clone();
+    let view = s.fresh_view().await;
     let parents = pool_parents(&view);
     let unfinished_only = states
         .as_ref()
@@ -214,7 +214,7 @@ pub(super) async fn get_operation(
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Reply<OperationView> {
-    let view = s.view.borrow().clone();
+    let view = s.fresh_view().await;
     if let Some(op) = view.operations.get(&id) {
         return ok(s
             .reads(&caller, &view)

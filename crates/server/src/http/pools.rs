@@ -38,7 +38,7 @@ pub(super) async fn list_pools(
     q: Result<Query<TreeQuery>, QueryRejection>,
 ) -> Reply<Value> {
     let tree = tree_query(q)?;
-    let view = s.view.borrow().clone();
+    let view = s.fresh_view().await;
     let name = &view.resolve_tree(tree.as_deref())?.info.name;
     ok(json!(pools_of(&view, name)))
 }
@@ -49,7 +49,7 @@ pub(super) async fn get_pool(
     q: Result<Query<TreeQuery>, QueryRejection>,
 ) -> Reply<Value> {
     let tree = tree_query(q)?;
-    let view = s.view.borrow().clone();
+    let view = s.fresh_view().await;
     let tree = &view.resolve_tree(tree.as_deref())?.info.name;
     pool_of(&view, tree, &name)
 }
@@ -132,7 +132,7 @@ pub(super) async fn tree(
     q: Result<Query<TreeQuery>, QueryRejection>,
 ) -> Reply<Value> {
     let tree = tree_query(q)?;
-    let view = s.view.borrow().clone();
+    let view = s.fresh_view().await;
     let t = view.resolve_tree(tree.as_deref())?;
     ok(json!({
         "tree": t.info.name,
@@ -143,7 +143,7 @@ pub(super) async fn tree(
 }
 
 pub(super) async fn pool_trees(State(s): State<AppState>) -> Reply<Vec<PoolTreeView>> {
-    let view = s.view.borrow().clone();
+    let view = s.fresh_view().await;
     ok(view.trees.iter().map(|t| t.info.clone()).collect())
 }
 
@@ -206,7 +206,7 @@ pub(super) async fn orchid_tree(
     State(s): State<AppState>,
     Path(tree): Path<String>,
 ) -> Reply<Value> {
-    let view = s.view.borrow().clone();
+    let view = s.fresh_view().await;
     let name = &view.resolve_tree(Some(&tree))?.info.name;
     ok(tree_snapshot(&view, name))
 }
@@ -215,7 +215,7 @@ pub(super) async fn orchid_pool(
     State(s): State<AppState>,
     Path((tree, pool)): Path<(String, String)>,
 ) -> Reply<Value> {
-    let view = s.view.borrow().clone();
+    let view = s.fresh_view().await;
     let name = &view.resolve_tree(Some(&tree))?.info.name;
     pool_of(&view, name, &pool)
 }
@@ -224,7 +224,7 @@ pub(super) async fn orchid_operation(
     State(s): State<AppState>,
     Path((tree, id)): Path<(String, String)>,
 ) -> Reply<Value> {
-    let view = s.view.borrow().clone();
+    let view = s.fresh_view().await;
     let name = &view.resolve_tree(Some(&tree))?.info.name;
     match operation_in_tree(&view, name, &id) {
         Some(op) => ok(op),
