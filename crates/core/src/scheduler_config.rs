@@ -17,8 +17,8 @@ pub struct SchedulerConfig {
     /// How often the fair-share update runs, in milliseconds: fair shares, starvation statuses
     /// and preemption targets are recomputed this often, and between updates heartbeats use
     /// the last results (YTsaurus `fair_share_update_period`; 200 ms is its newest default).
-    /// The server's timer ticks at this period, and each tick also checks for lost nodes
-    /// (`node_timeout_ms`) and hung operations, so those happen at this granularity too; a
+    /// The server's timer ticks at this period (at least 10 ms, at most a second apart), and
+    /// each tick also checks for lost nodes (`node_timeout_ms`) and hung operations; a
     /// period below 10 ms is taken as 10 ms. The server also starts an update when an
     /// operation is submitted (at most every 50 ms, one at a time), so that a new operation's
     /// jobs do not wait for the period; scenarios and `simulate` update on the period only. A

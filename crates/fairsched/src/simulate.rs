@@ -83,8 +83,8 @@ struct ReplayArgs {
     /// Replay only the first N jobs (in submission order).
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
-    /// Virtual milliseconds between fair-share updates (`fcfs` and `easy` decide at every
-    /// event: 1 ms, whatever this says).
+    /// Virtual milliseconds between fair-share updates, at most a week (`fcfs` and `easy`
+    /// decide at every event: 1 ms, whatever this says).
     #[arg(long, value_name = "MS", default_value_t = replay::DEFAULT_FAIR_SHARE_UPDATE_PERIOD_MS)]
     fair_share_update_period_ms: u64,
     /// How a job of several allocations starts: `rigid` (the default: whole, as the traces'
@@ -115,6 +115,9 @@ pub fn main(args: SimulateArgs) -> ExitCode {
 }
 
 type Failure = (u8, String);
+
+/// The longest `--fair-share-update-period-ms` taken: a week of virtual time.
+const MAX_UPDATE_PERIOD_MS: u64 = 7 * 24 * 3600 * 1000;
 
 fn bad(message: String) -> Failure {
     (2, message)
@@ -157,6 +160,14 @@ fn load(args: &ReplayArgs) -> Result<(trace::Trace, ReplayOptions, String), Fail
             )));
         }
     };
+    if args.fair_share_update_period_ms > MAX_UPDATE_PERIOD_MS {
+        return Err(bad(format!(
+            "--fair-share-update-period-ms: {} ms is longer than a week ({MAX_UPDATE_PERIOD_MS} \
+             ms): jobs would wait that long for their first share; the default is {} ms",
+            args.fair_share_update_period_ms,
+            replay::DEFAULT_FAIR_SHARE_UPDATE_PERIOD_MS
+        )));
+    }
     let options = ReplayOptions {
         nodes,
         fair_share_update_period_ms: args.fair_share_update_period_ms,
@@ -203,8 +214,16 @@ fn policy(text: &str, rigid: bool) -> Result<(Policy, bool), Failure> {
     if let Policy::File(path) = &policy
         && !path.exists()
     {
+        let several = if text.contains(',') {
+            format!(
+                "; to replay several policies and compare them: `fairsched simulate compare \
+                 --trace T --policy {text}`"
+            )
+        } else {
+            String::new()
+        };
         return Err(bad(format!(
-            "--policy: {text:?} is neither one of {} nor an existing pool tree file",
+            "--policy: {text:?} is neither one of {} nor an existing pool tree file{several}",
             Policy::BUILT_IN.join(", ")
         )));
     }

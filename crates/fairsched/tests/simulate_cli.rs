@@ -109,7 +109,7 @@ fn simulate_refuses_bad_input_and_writes_nothing() {
     let out = dir.path().join("out");
     let missing = dir.path().join("missing.swf");
     let good = good.to_str().unwrap();
-    let cases: [(Vec<&str>, &str); 11] = [
+    let cases: [(Vec<&str>, &str); 13] = [
         (
             vec!["--trace", bad.to_str().unwrap()],
             "bad.swf:5: field run time",
@@ -152,6 +152,20 @@ fn simulate_refuses_bad_input_and_writes_nothing() {
                 "malleable",
             ],
             "a reservation holds resources for a rigid job",
+        ),
+        // Was an attempt to allocate hundreds of terabytes (the first update came at ~2^64 ms).
+        (
+            vec![
+                "--trace",
+                good,
+                "--fair-share-update-period-ms",
+                "18446744073709551615",
+            ],
+            "--fair-share-update-period-ms: 18446744073709551615 ms is longer than a week",
+        ),
+        (
+            vec!["--trace", good, "--policy", "fcfs,easy"],
+            "fairsched simulate compare --trace T --policy fcfs,easy",
         ),
     ];
     for (args, expected) in cases {

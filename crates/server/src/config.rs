@@ -87,10 +87,12 @@ pub struct ServerConfig {
     /// A node that has sent no heartbeat for this long, in milliseconds, is lost: it is
     /// removed (event `node_lost`) and its jobs go back to pending and run again elsewhere.
     /// After a server restart, nodes that were running jobs have this long to heartbeat again
-    /// and keep them. Checked at each tick of the fair-share timer
-    /// (`scheduler.fair_share_update_period_ms`). Keep it many heartbeat periods long: an
-    /// agent retries a failed heartbeat with backoff (200 ms doubling to 2 s), and a node lost
-    /// on a short hiccup has its jobs run twice.
+    /// and keep them. Checked at each tick of the server's timer (every
+    /// `scheduler.fair_share_update_period_ms`, or every second if that is longer). At least
+    /// two heartbeat periods (`scheduler.node_heartbeat_period_ms`), else nodes that
+    /// heartbeat on time are lost; keep it many periods long: an agent retries a failed
+    /// heartbeat with backoff (200 ms doubling to 2 s), and a node lost on a short hiccup has
+    /// its jobs run twice.
     pub node_timeout_ms: u64,
     /// How long, in milliseconds, a finished operation (completed, failed or aborted) with its
     /// jobs and their captured output, and every event of the log, are kept after they
@@ -285,6 +287,18 @@ impl ServerConfig {
     /// Checks what parsing cannot: the `[auth]` section (users, tokens and token files,
     /// superusers). Errors name the option (`auth.users[1].token`).
     pub fn validate(&self) -> anyhow::Result<()> {
+        // An agent heartbeats at least 10 ms apart whatever the period says.
+        let heartbeat = self.scheduler.node_heartbeat_period_ms.max(10);
+        if self.node_timeout_ms < 2 * heartbeat {
+            anyhow::bail!(
+                "node_timeout_ms: {} ms is shorter than two heartbeat periods \
+                 (scheduler.node_heartbeat_period_ms = {} ms): nodes that heartbeat on time \
+                 would be lost and their jobs run again elsewhere while they still run; keep it \
+                 many periods long (the defaults are 15000 and 100)",
+                self.node_timeout_ms,
+                self.scheduler.node_heartbeat_period_ms
+            );
+        }
         self.users(false).map(|_| ())
     }
 

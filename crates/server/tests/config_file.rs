@@ -141,6 +141,44 @@ fn auth_errors_name_the_option() {
     }
 }
 
+/// A node timeout shorter than two heartbeat periods is refused, naming both options: nodes
+/// that heartbeat on time would be lost and their jobs run again while they still run.
+#[test]
+fn a_node_timeout_shorter_than_two_heartbeats_is_refused() {
+    let cases: [(&str, Option<&str>); 5] = [
+        (
+            "node_timeout_ms = 1000\n[scheduler]\nnode_heartbeat_period_ms = 20000\n",
+            Some(
+                "node_timeout_ms: 1000 ms is shorter than two heartbeat periods (scheduler.node_heartbeat_period_ms = 20000 ms)",
+            ),
+        ),
+        (
+            "node_timeout_ms = 0\n",
+            Some("node_timeout_ms: 0 ms is shorter than two heartbeat periods"),
+        ),
+        // Agents heartbeat at least 10 ms apart.
+        (
+            "node_timeout_ms = 19\n[scheduler]\nnode_heartbeat_period_ms = 0\n",
+            Some("node_timeout_ms: 19 ms"),
+        ),
+        ("node_timeout_ms = 200\n", None),
+        (
+            "node_timeout_ms = 20\n[scheduler]\nnode_heartbeat_period_ms = 1\n",
+            None,
+        ),
+    ];
+    for (text, expected) in cases {
+        match (ServerConfig::from_toml(text), expected) {
+            (Ok(_), None) => {}
+            (Err(e), Some(expected)) => {
+                let error = e.to_string();
+                assert!(error.contains(expected), "{text}\n---\n{error}");
+            }
+            (r, _) => panic!("{text}: {:?}", r.map(|_| ())),
+        }
+    }
+}
+
 /// A token in a file (only its surrounding whitespace is dropped). A file others may read
 /// loads too (the server warns about it when it starts).
 #[test]

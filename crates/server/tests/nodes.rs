@@ -232,3 +232,28 @@ async fn a_node_that_could_never_run_a_job_is_refused_at_registration() {
     server.register("no-slots", json!({"cpu": 2})).await;
     assert_eq!(ids(&server.get("/api/v1/nodes").await), ["no-slots"]);
 }
+
+/// A silent node is lost within about `node_timeout_ms` even when fair-share updates are far
+/// apart: the actor's timer, which finds lost nodes, ticks at least every second (it ticked
+/// once per update period, so a node lived up to a minute here).
+#[tokio::test]
+async fn a_node_is_lost_on_time_whatever_the_fair_share_period() {
+    let server = common::start_with(json!({
+        "pool_trees": trees(),
+        "scheduler": {"fair_share_update_period_ms": 60_000},
+        "node_timeout_ms": 500,
+    }))
+    .await;
+    server
+        .register("n1", json!({"cpu": 1, "user_slots": 1}))
+        .await;
+    assert_eq!(ids(&server.get("/api/v1/nodes").await), ["n1"]);
+    server
+        .wait_for(
+            "the silent node to be lost",
+            Duration::from_secs(5),
+            || async { ids(&server.get("/api/v1/nodes").await).is_empty() },
+        )
+        .await;
+    server.stop().await;
+}

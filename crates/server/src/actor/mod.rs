@@ -253,8 +253,7 @@ impl Actor {
     /// to the writer as one batch if it is idle ([`Actor::flush`]); else it waits for the
     /// commit in progress, gathering what the next requests change.
     pub async fn run(mut self, mut rx: mpsc::Receiver<Request>) -> anyhow::Result<()> {
-        let period = self.sched.config.fair_share_update_period_ms.max(10);
-        let mut timer = tokio::time::interval(Duration::from_millis(period));
+        let mut timer = tokio::time::interval(timer_period(&self.sched.config));
         timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let (update_tx, mut update_rx) = mpsc::unbounded_channel();
         let mut done_rx = self
@@ -795,6 +794,16 @@ impl Actor {
         self.view.clone()
     }
 }
+
+/// The period of the actor's timer: the fair-share update's, but at least 10 ms and at most
+/// [`MAX_TICK`], since the same ticks find lost nodes and hung operations (an update starts
+/// only once it is due: [`Actor::start_fair_share_update`]).
+fn timer_period(config: &fairsched_core::SchedulerConfig) -> Duration {
+    Duration::from_millis(config.fair_share_update_period_ms.max(10)).min(MAX_TICK)
+}
+
+/// The longest time between two ticks of the actor's timer.
+const MAX_TICK: Duration = Duration::from_secs(1);
 
 /// The API's name for a state of the core's.
 fn operation_state(state: fairsched_core::OperationState) -> OperationState {
