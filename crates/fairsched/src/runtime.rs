@@ -9,13 +9,16 @@ pub(crate) fn runtime() -> tokio::runtime::Runtime {
         .expect("a tokio runtime")
 }
 
-/// Logs to stderr, filtered by `FAIRSCHED_LOG` (default `warn`).
+/// Logs to stderr, filtered by `FAIRSCHED_LOG` (default `warn`), coloured only on a terminal
+/// (a file or journald gets plain text).
 pub(crate) fn init_tracing() {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_env("FAIRSCHED_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .try_init();
 }
 

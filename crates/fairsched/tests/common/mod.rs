@@ -317,6 +317,18 @@ impl Cluster {
             server.wait(Duration::from_secs(20)),
             "the server stops cleanly"
         );
+        // Logs going to a file (or journald) are plain text: no terminal colour codes.
+        for entry in std::fs::read_dir(self.dir.path()).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "log") {
+                let log = std::fs::read_to_string(&path).unwrap();
+                assert!(
+                    !log.contains('\x1b'),
+                    "{} has terminal escape codes:\n{log}",
+                    path.display()
+                );
+            }
+        }
     }
 }
 
