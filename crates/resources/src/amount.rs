@@ -107,13 +107,27 @@ pub(crate) fn value_to_raw(
     }
     if kind == ResourceKind::Cpu {
         let hundredths = value * 100.0;
-        if (hundredths - hundredths.round()).abs() > 1e-6 * hundredths.abs().max(1.0) {
+        // A positive amount below a hundredth would silently become 0.
+        if (hundredths - hundredths.round()).abs() > 1e-6 * hundredths.abs().max(1.0)
+            || (value > 0.0 && hundredths.round() == 0.0)
+        {
             return Err(AmountError::TooPrecise {
                 value: shown.to_string(),
             });
         }
     }
     Ok(Resources::convert(kind, value))
+}
+
+/// A number as a person would write it in an error: `1.5`, `200`, or `1e308` and `1e-300`
+/// rather than their hundreds of digits.
+pub(crate) fn shown_number(value: f64) -> String {
+    let plain = value.to_string();
+    if plain.len() <= 20 {
+        plain
+    } else {
+        format!("{value:e}")
+    }
 }
 
 /// Formats raw units of `kind` for humans: cpu as a decimal (`"2.5"`), memory in the largest
@@ -202,6 +216,10 @@ mod tests {
             (Memory, "-1GiB", "negative"),
             (Cpu, "1.005", "two decimals"),
             (Memory, "100000PiB", "too large"),
+            (Memory, "1e308", "1e308 is too large"),
+            // Not 0 cpu in disguise.
+            (Cpu, "1e-300", "1e-300 has more than two decimals"),
+            (Cpu, "0.004", "two decimals"),
         ];
         for &(kind, input, needle) in cases {
             let err = parse_amount(kind, input).unwrap_err().to_string();

@@ -5,6 +5,7 @@
 //! values are errors that name the resource. Output uses plain numbers so that other tools can
 //! read it without our parser.
 
+use crate::amount::shown_number;
 use crate::amount::value_to_raw;
 use crate::{PartialResources, RESOURCE_COUNT, ResourceKind, Resources, parse_amount};
 use serde::de::{self, MapAccess, Visitor};
@@ -93,7 +94,7 @@ fn deserialize_raw<'de, D: Deserializer<'de>>(
                     return Err(de::Error::custom(format!("resource {key:?} given twice")));
                 }
                 let raw = match map.next_value::<AmountInput>()? {
-                    AmountInput::Number(v) => value_to_raw(kind, v, &v.to_string()),
+                    AmountInput::Number(v) => value_to_raw(kind, v, &shown_number(v)),
                     AmountInput::Text(s) => parse_amount(kind, &s),
                 }
                 .map_err(|e| de::Error::custom(format!("resource {key:?}: {e}")))?;
@@ -132,6 +133,28 @@ mod tests {
         assert_eq!(r.raw(), [3, 150, 0, 4 << 30, 0]);
         let p: PartialResources = serde_json::from_str(r#"{"cpu": 0}"#).unwrap();
         assert_eq!(p.raw(), [None, Some(0), None, None, None]);
+    }
+
+    /// Errors show extreme JSON numbers as written, not as hundreds of digits.
+    #[test]
+    fn errors_show_extreme_numbers_short() {
+        let cases = [
+            (r#"{"cpu": 1e308}"#, "resource \"cpu\": 1e308 is too large"),
+            (
+                r#"{"cpu": 1e-300}"#,
+                "resource \"cpu\": 1e-300 has more than two decimals",
+            ),
+            (
+                r#"{"memory": -2.5}"#,
+                "resource \"memory\": -2.5 is negative",
+            ),
+        ];
+        for (json, expected) in cases {
+            let error = serde_json::from_str::<Resources>(json)
+                .unwrap_err()
+                .to_string();
+            assert!(error.starts_with(expected), "{json}: {error}");
+        }
     }
 
     #[test]
