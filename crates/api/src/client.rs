@@ -2,6 +2,8 @@
 
 use crate::*;
 use serde::de::DeserializeOwned;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
 
 /// What can go wrong talking to the server.
 #[derive(Debug, thiserror::Error)]
@@ -53,46 +55,103 @@ impl ClientError {
     }
 }
 
-/// A client bound to one server.
+/// A client of a cluster's servers: one, or several of which one leads and the others stand
+/// by.
+///
+/// With several, a request goes to the server that answered last; when that one cannot be
+/// reached (the connection fails, so the request did nothing) or answers that it is not the
+/// leader ([`codes::NOT_LEADER`]), it goes to the leader that answer names, else to the next
+/// server, until each was tried once. A request that reached a server and failed otherwise
+/// (a timeout included: it may have been done) is not sent again.
 #[derive(Clone, Debug)]
 pub struct ApiClient {
-    base: String,
+    /// The servers' base URLs, in the order given, then any leader a standby named.
+    servers: Arc<RwLock<Vec<String>>>,
+    /// The index of the one that answered last.
+    current: Arc<AtomicUsize>,
     token: Option<String>,
     http: reqwest::Client,
 }
 
+/// The longest wait for a connection to a server.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// `127.0.0.1:9090` means `http://127.0.0.1:9090`; no trailing `/`.
+fn base_url(server: &str) -> String {
+    let base = server.trim().trim_end_matches('/');
+    if base.contains("://") {
+        base.to_string()
+    } else {
+        format!("http://{base}")
+    }
+}
+
 impl ApiClient {
-    /// `base` is the server URL (`http://127.0.0.1:9090`); `token` goes as a bearer token.
-    pub fn new(base: &str, token: Option<String>) -> ApiClient {
-        Self::with_timeout(base, token, std::time::Duration::from_secs(30))
+    /// `servers` is the server's URL (`http://127.0.0.1:9090`), or several separated by
+    /// commas (`http://a:9090,http://b:9090`); `token` goes as a bearer token.
+    pub fn new(servers: &str, token: Option<String>) -> ApiClient {
+        Self::with_timeout(servers, token, std::time::Duration::from_secs(30))
     }
 
     /// As [`ApiClient::new`], with requests that fail after `timeout`.
     pub fn with_timeout(
-        base: &str,
+        servers: &str,
         token: Option<String>,
         timeout: std::time::Duration,
     ) -> ApiClient {
         let http = reqwest::Client::builder()
             .timeout(timeout)
+            // A server that is down (its machine silent, not refusing) is given up on soon,
+            // for the next one.
+            .connect_timeout(timeout.min(CONNECT_TIMEOUT))
             .build()
             .expect("a reqwest client with default settings");
-        // `127.0.0.1:9090` means `http://127.0.0.1:9090`.
-        let base = base.trim().trim_end_matches('/');
-        let base = if base.contains("://") {
-            base.to_string()
-        } else {
-            format!("http://{base}")
-        };
-        ApiClient { base, token, http }
+        let mut list: Vec<String> = servers
+            .split(',')
+            .filter(|s| !s.trim().is_empty())
+            .map(base_url)
+            .collect();
+        if list.is_empty() {
+            // An empty address: requests fail, naming it.
+            list.push(base_url(servers));
+        }
+        ApiClient {
+            servers: Arc::new(RwLock::new(list)),
+            current: Arc::new(AtomicUsize::new(0)),
+            token,
+            http,
+        }
     }
 
-    pub fn base(&self) -> &str {
-        &self.base
+    /// The server that answered last (the first one given before any did).
+    pub fn base(&self) -> String {
+        let servers = self.servers();
+        servers[self.current.load(Ordering::Relaxed) % servers.len()].clone()
+    }
+
+    /// Every server given, in order, then any leader a standby named.
+    pub fn servers(&self) -> Vec<String> {
+        self.servers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     fn url(&self, path: &str) -> String {
-        format!("{}{}", self.base, path)
+        format!("{}{}", self.base(), path)
+    }
+
+    /// Remembers `server` as the one that answered (added to the list if a standby named it).
+    fn answered(&self, server: &str) {
+        let mut servers = self.servers.write().unwrap_or_else(|e| e.into_inner());
+        let at = match servers.iter().position(|s| s == server) {
+            Some(at) => at,
+            None => {
+                servers.push(server.to_string());
+                servers.len() - 1
+            }
+        };
+        self.current.store(at, Ordering::Relaxed);
     }
 
     async fn send<T: DeserializeOwned>(
@@ -109,7 +168,8 @@ impl ApiClient {
         })
     }
 
-    /// Sends the request; a successful response, or the server's error.
+    /// Sends the request (built on [`ApiClient::base`]) to the leader among the servers (see
+    /// [`ApiClient`]); a successful response, or the server's error.
     async fn respond(
         &self,
         request: reqwest::RequestBuilder,
@@ -118,26 +178,77 @@ impl ApiClient {
             Some(t) => request.bearer_auth(t),
             None => request,
         };
-        let response = request.send().await?;
-        let status = response.status();
-        if status.is_success() {
-            return Ok(response);
+        let (http, request) = request.build_split();
+        let request = request?;
+        let mut targets = self.servers();
+        let first = self.current.load(Ordering::Relaxed) % targets.len();
+        let rest = path_and_query(request.url(), &targets[first]);
+        let mut target = first;
+        // Each server is asked once at most.
+        let mut tried = vec![false; targets.len()];
+        let mut refusals: Vec<String> = Vec::new();
+        let mut standby: Option<ApiError> = None;
+        loop {
+            let mut attempt = request
+                .try_clone()
+                .expect("API requests have no streamed body");
+            *attempt.url_mut() = reqwest::Url::parse(&format!("{}{rest}", targets[target]))
+                .map_err(|e| {
+                    ClientError::Api(ApiError::new(
+                        codes::GENERIC,
+                        format!("bad server address {}: {e}", targets[target]),
+                    ))
+                })?;
+            tried[target] = true;
+            let mut named = None;
+            match http.execute(attempt).await {
+                Ok(response) if response.status().is_success() => {
+                    self.answered(&targets[target]);
+                    return Ok(response);
+                }
+                Ok(response) => {
+                    let error = error_of(response).await?;
+                    if error.code != codes::NOT_LEADER {
+                        return Err(ClientError::Api(error));
+                    }
+                    refusals.push(format!("{} is not the leader", targets[target]));
+                    named = error
+                        .attributes
+                        .get("leader")
+                        .and_then(Value::as_str)
+                        .map(base_url);
+                    standby = Some(error);
+                }
+                // Not connected: the request did nothing there.
+                Err(e) if e.is_connect() && targets.len() > 1 => {
+                    refusals.push(format!("{} cannot be reached", targets[target]));
+                    if tried.iter().all(|&t| t) && standby.is_none() {
+                        return Err(e.into());
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+            if let Some(leader) = &named
+                && !targets.contains(leader)
+            {
+                targets.push(leader.clone());
+                tried.push(false);
+            }
+            let named = named.and_then(|l| targets.iter().position(|t| *t == l));
+            let untried = (1..=targets.len())
+                .map(|k| (target + k) % targets.len())
+                .find(|&i| !tried[i]);
+            target = match named.filter(|&i| !tried[i]).or(untried) {
+                Some(next) => next,
+                None => {
+                    let last = standby.expect("a standby answered");
+                    if refusals.len() == 1 {
+                        return Err(ClientError::Api(last));
+                    }
+                    return Err(ClientError::Api(no_leader(&refusals, last)));
+                }
+            };
         }
-        let bytes = response.bytes().await?;
-        Err(ClientError::Api(
-            serde_json::from_slice::<ApiError>(&bytes).unwrap_or_else(|_| {
-                ApiError::new(
-                    codes::GENERIC,
-                    format!(
-                        "HTTP {status}: {}",
-                        String::from_utf8_lossy(&bytes)
-                            .chars()
-                            .take(500)
-                            .collect::<String>()
-                    ),
-                )
-            }),
-        ))
     }
 
     fn path(template: &str, param: &str, value: &str) -> String {
@@ -339,6 +450,52 @@ impl ApiClient {
     pub async fn heartbeat(&self, hb: &Heartbeat) -> Result<HeartbeatReply, ClientError> {
         self.send(self.http.post(self.url(routes::AGENT_HEARTBEAT)).json(hb))
             .await
+    }
+}
+
+/// What follows `base` in `url`: its path (without the base's own path) and query.
+fn path_and_query(url: &reqwest::Url, base: &str) -> String {
+    let base_path = reqwest::Url::parse(base)
+        .map(|b| b.path().trim_end_matches('/').to_string())
+        .unwrap_or_default();
+    let path = url.path();
+    let path = path.strip_prefix(base_path.as_str()).unwrap_or(path);
+    match url.query() {
+        Some(query) => format!("{path}?{query}"),
+        None => path.to_string(),
+    }
+}
+
+/// The error a server answered with (its body, or the HTTP status and text).
+async fn error_of(response: reqwest::Response) -> Result<ApiError, ClientError> {
+    let status = response.status();
+    let bytes = response.bytes().await?;
+    Ok(
+        serde_json::from_slice::<ApiError>(&bytes).unwrap_or_else(|_| {
+            ApiError::new(
+                codes::GENERIC,
+                format!(
+                    "HTTP {status}: {}",
+                    String::from_utf8_lossy(&bytes)
+                        .chars()
+                        .take(500)
+                        .collect::<String>()
+                ),
+            )
+        }),
+    )
+}
+
+/// No server of several leads: what each said, then the last answer's own words.
+fn no_leader(refusals: &[String], last: ApiError) -> ApiError {
+    ApiError {
+        message: format!(
+            "no leader among the servers ({}): {}; retry in a few seconds (a standby takes \
+             over once the leader's lease expires)",
+            refusals.join(", "),
+            last.message
+        ),
+        ..last
     }
 }
 

@@ -104,6 +104,10 @@ pub mod codes {
     /// The server is read-only: its store cannot write (a full or read-only disk), so it
     /// refuses changes and heartbeats; nothing was changed. HTTP 503; retry later.
     pub const READ_ONLY: u32 = 100_503;
+    /// The server is a standby, not the leader of its cluster's servers: it did nothing.
+    /// HTTP 503; attribute `leader`, the leader's URL when it knows one. Clients given
+    /// several servers go to the leader ([`crate::client::ApiClient`]).
+    pub const NOT_LEADER: u32 = 100_421;
 }
 
 /// The body of every error reply.
@@ -131,6 +135,7 @@ pub fn code_name(code: u32) -> &'static str {
         codes::REQUEST_TOO_LARGE => "request too large",
         codes::INTERNAL => "internal error",
         codes::READ_ONLY => "server read-only",
+        codes::NOT_LEADER => "not the leader",
         _ => "error",
     }
 }
@@ -180,7 +185,7 @@ impl ApiError {
             codes::RESOLVE | codes::NO_SUCH_OPERATION | codes::NODE_NOT_REGISTERED => 404,
             codes::REQUEST_TOO_LARGE => 413,
             codes::INTERNAL => 500,
-            codes::READ_ONLY => 503,
+            codes::READ_ONLY | codes::NOT_LEADER => 503,
             _ => 400,
         }
     }

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 #[derive(Debug, Args)]
 pub struct AgentArgs {
-    /// Server URL.
+    /// Server URL, or several separated by commas (a cluster's servers: the agent talks to
+    /// the one that leads, past any it cannot reach).
     #[arg(long, env = "FAIRSCHED_SERVER")]
     server: String,
     /// Resources offered, e.g. `cpu=8,memory=16GiB`. A resource left out keeps its detected

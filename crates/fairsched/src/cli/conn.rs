@@ -10,7 +10,8 @@ use std::path::PathBuf;
 /// `$XDG_CONFIG_HOME/fairsched/config.toml` or `~/.config/fairsched/config.toml`).
 #[derive(Debug, Args)]
 pub struct Conn {
-    /// Server URL [default: `server` in the config file, else http://127.0.0.1:9090].
+    /// Server URL, or several separated by commas (a cluster's servers: requests go to the
+    /// one that leads) [default: `server` in the config file, else http://127.0.0.1:9090].
     #[arg(long, env = "FAIRSCHED_SERVER", global = true)]
     server: Option<String>,
     /// API token, sent as `Authorization: Bearer` [default: `token` in the config file].

@@ -196,6 +196,12 @@ impl Cluster {
     /// Starts `fairsched agent` for `node` with `resources` (its work directory and log,
     /// appended to, under the cluster's directory).
     pub fn start_agent(&mut self, node: &str, resources: &str) {
+        let url = self.url.clone();
+        self.start_agent_at(node, resources, &url);
+    }
+
+    /// [`Cluster::start_agent`] with `--server servers` (a URL or a comma-separated list).
+    pub fn start_agent_at(&mut self, node: &str, resources: &str, servers: &str) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -211,7 +217,7 @@ impl Cluster {
                     .args([
                         "agent",
                         "--server",
-                        &self.url,
+                        servers,
                         "--node-id",
                         node,
                         "--resources",
