@@ -4,11 +4,16 @@
 //! of changes (pool trees, operations, jobs, nodes, events) atomically before it replies, read
 //! finished operations (by id, in filtered pages) and prune what is older than the retention.
 //! [`SqliteStore`] keeps it in one SQLite file (WAL journal, `schema_version` table, migrations
-//! as SQL strings). Records are JSON documents with a few indexed columns, so the server owns
+//! as SQL strings), [`PostgresStore`] in a PostgreSQL database, where servers also elect a
+//! leader whose writes the database fences (see [`PostgresStore::acquire_leadership`]). Records are JSON documents with a few indexed columns, so the server owns
 //! their shape and the schema changes only for new tables or indexes.
 
+mod postgres;
 mod sqlite;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 
+pub use postgres::{Leader, PostgresStore};
 pub use sqlite::{SqliteStore, Synchronous};
 
 /// A stored operation: its id, state, the columns its lists filter on and the server's JSON
@@ -175,7 +180,26 @@ pub enum StoreError {
     Sqlite(#[from] rusqlite::Error),
     #[error("store: schema version {found} is newer than this binary knows ({known})")]
     TooNew { found: i64, known: i64 },
-    /// Any other failure (of stores that are not SQLite, or of none at all).
+    /// A PostgreSQL store's request failed (what went wrong, in user words).
+    #[error("store: PostgreSQL: {0}")]
+    Postgres(String),
+    /// The store's URL cannot be read (it is not repeated: it may hold a password).
+    #[error(
+        "the store URL is not a PostgreSQL URL (postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE): \
+         {reason}"
+    )]
+    BadUrl { reason: String },
+    /// A PostgreSQL store cannot be reached (`target`: its URL without the password).
+    #[error("cannot connect to the PostgreSQL store {target}: {reason}")]
+    Connect { target: String, reason: String },
+    /// A store opened as the leader of epoch `epoch` was deposed: another server became the
+    /// leader (epoch `current`) and the store refused the write.
+    #[error(
+        "store: this server is no longer the leader (it was elected for epoch {epoch}, the \
+         store is at epoch {current}: another server took over); nothing was written"
+    )]
+    NotLeader { epoch: u64, current: u64 },
+    /// Any other failure.
     #[error("store: {0}")]
     Other(String),
     /// Another process has the store open (an OS lock on `fairsched.lock` in its directory).

@@ -6,7 +6,8 @@
 
 mod cases;
 
-use fairsched_store::{SqliteStore, Store, StoreError};
+use fairsched_store::testkit::TempPostgres;
+use fairsched_store::{PostgresStore, SqliteStore, Store, StoreError};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Instant;
 
@@ -59,5 +60,15 @@ fn sqlite() {
     run("sqlite", cases::CASES, &mut |_| {
         let dir = tempfile::tempdir().unwrap();
         Place::new(move || Ok(Box::new(SqliteStore::open(dir.path())?) as Box<dyn Store>))
+    });
+}
+
+/// The same cases against a PostgreSQL server started for them, a database per case.
+#[test]
+fn postgres() {
+    let server = TempPostgres::start().unwrap_or_else(|e| panic!("{e}"));
+    run("postgres", cases::CASES, &mut |_| {
+        let url = server.url(&server.create_database().unwrap());
+        Place::new(move || Ok(Box::new(PostgresStore::open(&url)?) as Box<dyn Store>))
     });
 }
