@@ -3,12 +3,13 @@
 //! [`TempPostgres::start`] runs Debian's `initdb` into a temporary directory and starts
 //! `postgres` there, listening on 127.0.0.1 on a free port (its Unix socket in the same
 //! directory), and waits until it accepts connections; dropping it stops the server by its
-//! PID (SIGTERM, then SIGKILL) and removes the directory, also when a test panics. PostgreSQL
-//! refuses to run as root: as root, the server runs as the `postgres` user (which Debian's
-//! package creates). The binaries are the newest of `/usr/lib/postgresql/*/bin`, or those in
+//! PID (SIGTERM, then SIGKILL) and removes the directory, also when a test panics; should the
+//! test process die without unwinding, the server gets SIGKILL (`setpriv --pdeathsig`), as it
+//! does when the thread that started it ends: keep a server in the thread that started it.
+//! PostgreSQL refuses to run as root: as root, the server runs as the `postgres` user (which
+//! Debian's package creates). The binaries are the newest of `/usr/lib/postgresql/*/bin`, or those in
 //! `$FAIRSCHED_POSTGRES_BIN`.
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -72,14 +73,17 @@ fn server_user() -> Result<Option<nix::unistd::User>, String> {
     }
 }
 
-/// A command run as `user` (this process's user when `None`).
+/// A command run as `user` (this process's user when `None`) through `setpriv`, which also
+/// has it killed if this thread ends first (a test process that aborts runs no destructor).
 fn command(bin: &Path, user: Option<&nix::unistd::User>) -> Command {
-    let mut c = Command::new(bin);
+    let mut c = Command::new("setpriv");
+    c.args(["--pdeathsig", "KILL"]);
     if let Some(user) = user {
-        // Supplementary groups are dropped along with root (std does it).
-        c.uid(user.uid.as_raw()).gid(user.gid.as_raw());
+        c.arg(format!("--reuid={}", user.uid))
+            .arg(format!("--regid={}", user.gid))
+            .arg("--init-groups");
     }
-    c.stdin(Stdio::null());
+    c.arg("--").arg(bin).stdin(Stdio::null());
     c
 }
 

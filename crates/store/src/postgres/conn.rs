@@ -202,6 +202,14 @@ impl std::fmt::Debug for Conn {
     }
 }
 
+impl Drop for Conn {
+    /// Closing a connection blocks too (it says goodbye to the server): off the runtime.
+    fn drop(&mut self) {
+        let session = self.session.take();
+        off_runtime(move || drop(session));
+    }
+}
+
 impl Conn {
     /// Connects now (an unreachable server, a wrong password or a missing database is an
     /// error here, not at the first request).
@@ -217,6 +225,20 @@ impl Conn {
 
     pub fn target(&self) -> &Target {
         &self.target
+    }
+
+    /// Runs the read `f` as [`Conn::run`] does, and once more on a new connection if the one
+    /// it found was lost (a server restart, a failover, an idle connection closed): a read
+    /// is safe to repeat, a write is not (it may have committed before the loss).
+    pub fn read<T: Send>(
+        &mut self,
+        f: impl Fn(&mut Session) -> Result<T, StoreError> + Sync,
+    ) -> Result<T, StoreError> {
+        let had_session = self.session.is_some();
+        match self.run(&f) {
+            Err(StoreError::Postgres(_)) if had_session && self.session.is_none() => self.run(&f),
+            result => result,
+        }
     }
 
     /// Runs `f` on the session, connecting first if there is none (the last one was lost).

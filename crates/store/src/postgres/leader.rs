@@ -121,7 +121,7 @@ impl PostgresStore {
 
     /// The current leader, as the store has it.
     pub fn leader(&self) -> Result<Leader, StoreError> {
-        lock(&self.conn).run(|s| {
+        lock(&self.conn).read(|s| {
             let row = s.query_opt(
                 "SELECT epoch, holder, CASE WHEN expires_at <= now() THEN 0
                    ELSE CEIL(EXTRACT(EPOCH FROM expires_at - now()) * 1000)::BIGINT END

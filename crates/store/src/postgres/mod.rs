@@ -360,7 +360,7 @@ fn with_exit(record: &str, exit_code: Option<i32>, reason: Option<&str>) -> Stri
 impl Store for PostgresStore {
     fn load(&self) -> Result<Loaded, StoreError> {
         let incarnation = self.incarnation;
-        lock(&self.conn).run(|s| read::load(s, incarnation))
+        lock(&self.conn).read(|s| read::load(s, incarnation))
     }
 
     fn commit(&mut self, batch: &Batch) -> Result<(), StoreError> {
@@ -425,25 +425,25 @@ impl Store for PostgresStore {
 
 impl StoreRead for PostgresStore {
     fn operation(&self, id: &str) -> Result<Option<(StoredOperation, Vec<StoredJob>)>, StoreError> {
-        lock(&self.conn).run(|s| read::operation(s, id))
+        lock(&self.conn).read(|s| read::operation(s, id))
     }
 
     fn operation_state(&self, id: &str) -> Result<Option<String>, StoreError> {
-        lock(&self.conn).run(|s| read::operation_state(s, id))
+        lock(&self.conn).read(|s| read::operation_state(s, id))
     }
 
     fn operations(
         &self,
         filter: &crate::OperationFilter,
     ) -> Result<Vec<StoredOperation>, StoreError> {
-        lock(&self.conn).run(|s| read::operations(s, filter))
+        lock(&self.conn).read(|s| read::operations(s, filter))
     }
 
     fn job_logs(&self, operation: &str) -> Result<Vec<(String, String, String)>, StoreError> {
-        lock(&self.conn).run(|s| read::job_logs(s, operation))
+        lock(&self.conn).read(|s| read::job_logs(s, operation))
     }
 
     fn events(&self, filter: &crate::EventFilter) -> Result<Vec<crate::StoredEvent>, StoreError> {
-        lock(&self.conn).run(|s| read::events(s, filter))
+        lock(&self.conn).read(|s| read::events(s, filter))
     }
 }

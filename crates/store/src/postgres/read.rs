@@ -290,22 +290,22 @@ impl Reader {
 
 impl StoreRead for Reader {
     fn operation(&self, id: &str) -> Result<Option<(StoredOperation, Vec<StoredJob>)>, StoreError> {
-        lock(&self.conn).run(|s| operation(s, id))
+        lock(&self.conn).read(|s| operation(s, id))
     }
 
     fn operation_state(&self, id: &str) -> Result<Option<String>, StoreError> {
-        lock(&self.conn).run(|s| operation_state(s, id))
+        lock(&self.conn).read(|s| operation_state(s, id))
     }
 
     fn operations(&self, filter: &OperationFilter) -> Result<Vec<StoredOperation>, StoreError> {
-        lock(&self.conn).run(|s| operations(s, filter))
+        lock(&self.conn).read(|s| operations(s, filter))
     }
 
     fn job_logs(&self, operation: &str) -> Result<Vec<(String, String, String)>, StoreError> {
-        lock(&self.conn).run(|s| job_logs(s, operation))
+        lock(&self.conn).read(|s| job_logs(s, operation))
     }
 
     fn events(&self, filter: &EventFilter) -> Result<Vec<StoredEvent>, StoreError> {
-        lock(&self.conn).run(|s| events(s, filter))
+        lock(&self.conn).read(|s| events(s, filter))
     }
 }

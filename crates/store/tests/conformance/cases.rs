@@ -534,7 +534,8 @@ fn a_late_job_exit_updates_the_stored_job(place: &Place) {
                 id: "1".into(),
                 exit_code: Some(143),
                 reason: None,
-                stdout_tail: "out".into(),
+                // Output is any text, NUL bytes included.
+                stdout_tail: "o\0ut".into(),
                 stderr_tail: "err".into(),
             },
             // A job that has an exit code keeps it; a reason given replaces its reason.
@@ -563,7 +564,7 @@ fn a_late_job_exit_updates_the_stored_job(place: &Place) {
     assert_eq!(
         s.job_logs("o").unwrap(),
         vec![
-            ("1".into(), "out".into(), "err".into()),
+            ("1".into(), "o\0ut".into(), "err".into()),
             ("2".into(), "o2".into(), String::new())
         ]
     );

@@ -2,9 +2,11 @@
 //! [`Store`] implementation. Each backend is one test that makes a fresh, empty place for a
 //! store per case (a directory, a database) and runs every case there, so that a server started
 //! once per backend serves all of its cases; a failing case is reported by name and the others
-//! still run.
+//! still run. PostgreSQL stores have cases of their own (`postgres_only`, `leader`).
 
 mod cases;
+mod leader;
+mod postgres_only;
 
 use fairsched_store::testkit::TempPostgres;
 use fairsched_store::{PostgresStore, SqliteStore, Store, StoreError};
@@ -33,15 +35,12 @@ impl Place {
 /// A case of the suite: what it checks and how.
 pub(crate) type Case = (&'static str, fn(&Place));
 
-/// Runs `cases`, each in a place of its own from `fresh`; panics naming those that failed.
-pub(crate) fn run(backend: &str, cases: &[Case], fresh: &mut dyn FnMut(&str) -> Place) {
+/// Runs `cases` one after the other, each through `case`; panics naming those that failed.
+pub(crate) fn run<C>(backend: &str, cases: &[(&'static str, C)], mut case: impl FnMut(&C)) {
     let mut failed = Vec::new();
-    for (name, case) in cases {
+    for (name, c) in cases {
         let started = Instant::now();
-        let place = fresh(name);
-        let outcome = catch_unwind(AssertUnwindSafe(|| case(&place)));
-        drop(place);
-        match outcome {
+        match catch_unwind(AssertUnwindSafe(|| case(c))) {
             Ok(()) => eprintln!(
                 "{backend}: {name} ... ok ({} ms)",
                 started.elapsed().as_millis()
@@ -57,9 +56,11 @@ pub(crate) fn run(backend: &str, cases: &[Case], fresh: &mut dyn FnMut(&str) -> 
 
 #[test]
 fn sqlite() {
-    run("sqlite", cases::CASES, &mut |_| {
+    run("sqlite", cases::CASES, |case| {
         let dir = tempfile::tempdir().unwrap();
-        Place::new(move || Ok(Box::new(SqliteStore::open(dir.path())?) as Box<dyn Store>))
+        case(&Place::new(move || {
+            Ok(Box::new(SqliteStore::open(dir.path())?) as Box<dyn Store>)
+        }))
     });
 }
 
@@ -67,8 +68,16 @@ fn sqlite() {
 #[test]
 fn postgres() {
     let server = TempPostgres::start().unwrap_or_else(|e| panic!("{e}"));
-    run("postgres", cases::CASES, &mut |_| {
+    run("postgres", cases::CASES, |case| {
         let url = server.url(&server.create_database().unwrap());
-        Place::new(move || Ok(Box::new(PostgresStore::open(&url)?) as Box<dyn Store>))
+        case(&Place::new(move || {
+            Ok(Box::new(PostgresStore::open(&url)?) as Box<dyn Store>)
+        }))
+    });
+    // What only PostgreSQL stores do: their errors, reconnection, leader election.
+    let cases = [postgres_only::CASES, leader::CASES].concat();
+    run("postgres", &cases, |case| {
+        let db = server.create_database().unwrap();
+        case(&server, &db)
     });
 }
