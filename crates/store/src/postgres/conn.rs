@@ -124,6 +124,9 @@ fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     })
 }
 
+/// How long a connection may take to answer the probe after a failed request.
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// An open connection and the statements prepared on it.
 pub(super) struct Session {
     client: Client,
@@ -274,7 +277,12 @@ impl Conn {
             }
             let s = session.as_mut().expect("connected above");
             let result = f(s);
-            if s.client.is_closed() {
+            // A connection the server ended may not look closed yet when the request that
+            // met the end fails (the next request would then fail too): after an error, one
+            // that does not answer a probe is dropped, for the next request to reconnect.
+            if s.client.is_closed()
+                || (result.is_err() && s.client.is_valid(PROBE_TIMEOUT).is_err())
+            {
                 *session = None;
             }
             result
