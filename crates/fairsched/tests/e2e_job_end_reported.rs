@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 #[test]
 fn a_finished_job_is_reported_before_the_next_periodic_heartbeat() {
     let c = Cluster::start(
-        "[scheduler]\nnode_heartbeat_period_ms = 10000\nfair_share_update_period_ms = 100\n",
+        // The node timeout must be at least two heartbeat periods.
+        "node_timeout_ms = 60000\n\n[scheduler]\nnode_heartbeat_period_ms = 10000\n\
+         fair_share_update_period_ms = 100\n",
         &[("n1", "cpu=2,memory=1GiB,user_slots=4")],
     );
     // The job sleeps a little so that it is seen running before it ends.
