@@ -1,10 +1,12 @@
 //! Operation commands and their lifecycle: start (placement in trees and pools), abort,
 //! update, fail, finish, and forgetting finished operations.
 //!
-//! The commands are [`Scheduler`] methods; what follows an allocation's end or an operation's
-//! (completing, failing, finishing, admitting pending operations) and failing hung operations
-//! change most parts and are [`Parts`] methods; what they read (the trees an operation runs
-//! in, the pending queue's paths and blockers) are functions over explicit borrows.
+//! The commands are [`Scheduler`] methods that check first with a planning function that
+//! changes nothing (`plan_start`, `plan_update`), then apply. What follows an allocation's
+//! end or an operation's (completing, failing, finishing, admitting pending operations) and
+//! failing hung operations change most parts and are [`Parts`] methods; what they read (the
+//! trees an operation runs in, the pending queue's paths and blockers) are functions over
+//! explicit borrows.
 
 use crate::error::*;
 use crate::event::EventKind;
@@ -25,35 +27,14 @@ impl Scheduler {
 
     /// Accepts an operation, or rejects it whole with a reason.
     pub fn start_operation(&mut self, now: Millis, spec: OperationSpec) -> Result<(), CoreError> {
-        validate_operation_spec(&spec)?;
-        if self.books.operations.contains_key(&spec.id) {
-            return Err(CoreError::new(format!(
-                "operation {:?} already exists",
-                spec.id.0
-            )));
-        }
-        let user = spec.user.clone().unwrap_or_else(|| "root".to_string());
         // Decide and check everything first; change state only when the operation is accepted.
-        let trees = operation_trees(&self.trees, self.default_tree, &spec)?;
-        let mut placements = Vec::new();
-        for &t in &trees {
-            let options = spec
-                .scheduling_options_per_pool_tree
-                .get(&self.trees[t].name);
-            let requested = options
-                .and_then(|o| o.pool.as_deref())
-                .or(spec.pool.as_deref());
-            let placement = operations::plan_placement(&self.trees[t], requested, &user)?;
-            operations::check_operation_count(
-                &self.trees[t],
-                &self.books,
-                t,
-                &self.caches.counts[t],
-                &placement,
-                None,
-            )?;
-            placements.push((t, placement));
-        }
+        let StartPlan { user, placements } = plan_start(
+            &self.trees,
+            self.default_tree,
+            &self.books,
+            &self.caches,
+            &spec,
+        )?;
         let mut op_trees = Vec::new();
         let mut blocked = None;
         for (t, placement) in placements {
@@ -203,64 +184,10 @@ impl Scheduler {
         id: &OperationId,
         update: OperationUpdate,
     ) -> Result<(), CoreError> {
+        let planned = plan_update(self, id, &update)?;
         // Its pool (and so its preemption thresholds) may change.
         for cache in &mut self.caches.preemption {
             cache.classes.remove(id);
-        }
-        let op = unfinished_operation(&self.books, id)?;
-        let check_weight = |field: &str, w: Option<f64>| match w {
-            Some(w) => check_operation_weight(&id.0, field, w),
-            None => Ok(()),
-        };
-        check_weight("weight", update.weight)?;
-        let user = op.user.clone();
-        // The new pool of each tree: a per-tree pool, else the top-level pool for the first
-        // tree (the default tree when the operation runs there).
-        // (slot in op.trees, tree, requested pool, from the top-level `pool`)
-        let mut moves: Vec<(usize, usize, Option<String>, bool)> = Vec::new();
-        for (name, o) in &update.per_tree {
-            check_weight(
-                &format!("scheduling_options_per_pool_tree.{name}.weight"),
-                o.weight,
-            )?;
-            let slot = self
-                .tree_index(name)
-                .and_then(|t| op.trees.iter().position(|x| x.tree == t))
-                .ok_or_else(|| {
-                    CoreError::new(format!(
-                        "operation {:?}: scheduling_options_per_pool_tree.{name}: the operation \
-                         does not run in tree {name:?}",
-                        id.0
-                    ))
-                })?;
-            if o.pool.is_some() {
-                moves.push((slot, op.trees[slot].tree, o.pool.clone(), false));
-            }
-        }
-        if update.pool.is_some() && !moves.iter().any(|m| m.0 == 0) {
-            moves.push((0, op.trees[0].tree, update.pool.clone(), true));
-        }
-        let mut planned = Vec::new();
-        for (slot, t, pool, top_level) in &moves {
-            let (tree, counts) = (&self.trees[*t], &self.caches.counts[*t]);
-            let placement = operations::plan_placement(tree, pool.as_deref(), &user)?;
-            operations::check_operation_count(
-                tree,
-                &self.books,
-                *t,
-                counts,
-                &placement,
-                Some(&op.trees[*slot].pool),
-            )?;
-            operations::check_running_count_on_move(
-                tree,
-                &self.books,
-                counts,
-                id,
-                *slot,
-                &placement,
-            )?;
-            planned.push((*slot, *t, placement, *top_level));
         }
         self.parts().count_operation(id, false);
         // Apply.
@@ -594,6 +521,113 @@ impl Parts<'_> {
 /// The trees (of `trees`, the default one `default_tree`) an operation runs in (indices; the
 /// default tree first if it is one of them):
 /// its `pool_trees`, or the default tree. Unknown trees and per-tree options for trees it does not run in are errors.
+/// What [`Scheduler::start_operation`] checked and decided before it changes anything.
+struct StartPlan {
+    /// The operation's user (`root` when the spec names none).
+    user: String,
+    /// Each tree it runs in (the default tree first) with its pool there.
+    placements: Vec<(usize, operations::Placement)>,
+}
+
+/// Checks an operation to start, changing nothing: its spec, that its id is new, its trees,
+/// and in each its pool and the pools' operation limits.
+fn plan_start(
+    trees: &[PoolTree],
+    default_tree: usize,
+    books: &Books,
+    caches: &Caches,
+    spec: &OperationSpec,
+) -> Result<StartPlan, CoreError> {
+    validate_operation_spec(spec)?;
+    if books.operations.contains_key(&spec.id) {
+        return Err(CoreError::new(format!(
+            "operation {:?} already exists",
+            spec.id.0
+        )));
+    }
+    let user = spec.user.clone().unwrap_or_else(|| "root".to_string());
+    let mut placements = Vec::new();
+    for t in operation_trees(trees, default_tree, spec)? {
+        let options = spec.scheduling_options_per_pool_tree.get(&trees[t].name);
+        let requested = options
+            .and_then(|o| o.pool.as_deref())
+            .or(spec.pool.as_deref());
+        let placement = operations::plan_placement(&trees[t], requested, &user)?;
+        operations::check_operation_count(
+            &trees[t],
+            books,
+            t,
+            &caches.counts[t],
+            &placement,
+            None,
+        )?;
+        placements.push((t, placement));
+    }
+    Ok(StartPlan { user, placements })
+}
+
+/// A pool move of [`Scheduler::update_operation_with`]: (slot in the operation's trees, tree,
+/// the new pool there, whether it comes from the top-level `pool`).
+type PlannedMove = (usize, usize, operations::Placement, bool);
+
+/// Checks an operation update, changing nothing: the operation is unfinished, the weights,
+/// the trees named, and each new pool with its operation and running limits. The pool moves
+/// to make.
+fn plan_update(
+    sched: &Scheduler,
+    id: &OperationId,
+    update: &OperationUpdate,
+) -> Result<Vec<PlannedMove>, CoreError> {
+    let op = unfinished_operation(&sched.books, id)?;
+    let check_weight = |field: &str, w: Option<f64>| match w {
+        Some(w) => check_operation_weight(&id.0, field, w),
+        None => Ok(()),
+    };
+    check_weight("weight", update.weight)?;
+    // The new pool of each tree: a per-tree pool, else the top-level pool for the first
+    // tree (the default tree when the operation runs there).
+    // (slot in op.trees, tree, requested pool, from the top-level `pool`)
+    let mut moves: Vec<(usize, usize, Option<String>, bool)> = Vec::new();
+    for (name, o) in &update.per_tree {
+        check_weight(
+            &format!("scheduling_options_per_pool_tree.{name}.weight"),
+            o.weight,
+        )?;
+        let slot = sched
+            .tree_index(name)
+            .and_then(|t| op.trees.iter().position(|x| x.tree == t))
+            .ok_or_else(|| {
+                CoreError::new(format!(
+                    "operation {:?}: scheduling_options_per_pool_tree.{name}: the operation \
+                     does not run in tree {name:?}",
+                    id.0
+                ))
+            })?;
+        if o.pool.is_some() {
+            moves.push((slot, op.trees[slot].tree, o.pool.clone(), false));
+        }
+    }
+    if update.pool.is_some() && !moves.iter().any(|m| m.0 == 0) {
+        moves.push((0, op.trees[0].tree, update.pool.clone(), true));
+    }
+    let mut planned = Vec::new();
+    for (slot, t, pool, top_level) in moves {
+        let (tree, counts) = (&sched.trees[t], &sched.caches.counts[t]);
+        let placement = operations::plan_placement(tree, pool.as_deref(), &op.user)?;
+        operations::check_operation_count(
+            tree,
+            &sched.books,
+            t,
+            counts,
+            &placement,
+            Some(&op.trees[slot].pool),
+        )?;
+        operations::check_running_count_on_move(tree, &sched.books, counts, id, slot, &placement)?;
+        planned.push((slot, t, placement, top_level));
+    }
+    Ok(planned)
+}
+
 fn operation_trees(
     trees: &[PoolTree],
     default_tree: usize,
