@@ -6,6 +6,7 @@
 use crate::error::CoreError;
 use crate::event::EventKind;
 use crate::model::Millis;
+use crate::model::NodeId;
 use crate::model::OperationId;
 use crate::model::OperationState;
 use crate::scheduler::Scheduler;
@@ -188,37 +189,9 @@ impl Scheduler {
         now: Millis,
         trees: ValidatedPoolTrees,
     ) -> Result<(), CoreError> {
+        let assignment = plan_tree_config(&self.trees, &self.books, &trees)?;
         // Limits and paths may change: every pending operation is looked at again.
         self.caches.pending.invalidate_all();
-        let names: Vec<&String> = trees.trees.keys().collect();
-        let ours: Vec<&String> = self.trees.iter().map(|t| &t.name).collect();
-        if names != ours {
-            return Err(CoreError::new(format!(
-                "the new configuration has trees {names:?}, the scheduler runs {ours:?}; adding \
-                 or removing trees needs a restart"
-            )));
-        }
-        // Check the node assignment under the new filters before changing anything (only
-        // when a tree's node filter changes: otherwise every node stays where it is, and a
-        // pool change on a large cluster need not revisit every node).
-        let filters_changed = self
-            .trees
-            .iter()
-            .zip(trees.trees.values())
-            .any(|(tree, new)| tree.config().node_tag_filter != new.config().node_tag_filter);
-        let mut assignment = Vec::new();
-        if filters_changed {
-            let mut candidate: Vec<PoolTree> = self.trees.clone();
-            for (tree, validated) in candidate.iter_mut().zip(trees.trees.values()) {
-                tree.set_validated(validated.clone());
-            }
-            for node in self.books.nodes.values() {
-                assignment.push((
-                    node.id.clone(),
-                    Self::tree_for_tags(&candidate, &node.id, &node.tags)?,
-                ));
-            }
-        }
         for (tree, validated) in self.trees.iter_mut().zip(trees.trees.into_values()) {
             tree.set_validated(validated);
             tree.limits_maybe_violated = true;
@@ -293,6 +266,43 @@ impl Scheduler {
         self.parts().try_run_pending(now);
         Ok(())
     }
+}
+
+/// Checks a replacement of every tree's configuration, changing nothing: the same trees,
+/// and every node in at most one tree under the new node filters. The nodes' trees under the
+/// new filters (empty when no filter changed: every node stays where it is, and a pool change
+/// on a large cluster need not revisit every node).
+fn plan_tree_config(
+    current: &[PoolTree],
+    books: &Books,
+    new: &ValidatedPoolTrees,
+) -> Result<Vec<(NodeId, Option<usize>)>, CoreError> {
+    let names: Vec<&String> = new.trees.keys().collect();
+    let ours: Vec<&String> = current.iter().map(|t| &t.name).collect();
+    if names != ours {
+        return Err(CoreError::new(format!(
+            "the new configuration has trees {names:?}, the scheduler runs {ours:?}; adding \
+             or removing trees needs a restart"
+        )));
+    }
+    let filters_changed = current
+        .iter()
+        .zip(new.trees.values())
+        .any(|(tree, new)| tree.config().node_tag_filter != new.config().node_tag_filter);
+    let mut assignment = Vec::new();
+    if filters_changed {
+        let mut candidate: Vec<PoolTree> = current.to_vec();
+        for (tree, validated) in candidate.iter_mut().zip(new.trees.values()) {
+            tree.set_validated(validated.clone());
+        }
+        for node in books.nodes.values() {
+            assignment.push((
+                node.id.clone(),
+                Scheduler::tree_for_tags(&candidate, &node.id, &node.tags)?,
+            ));
+        }
+    }
+    Ok(assignment)
 }
 
 /// A fair-share update being prepared in slices ([`Scheduler::begin_fair_share_update`]).
