@@ -219,7 +219,10 @@ fn store_url_lease_and_advertise_url() {
         "listen = \"127.0.0.1:9090\"\n[store]\nurl = \"postgres://fs@db:5432/fs\"\nlease_ms = 2000\n",
     )
     .expect("a PostgreSQL store");
-    assert_eq!(config.store.url.as_deref(), Some("postgres://fs@db:5432/fs"));
+    assert_eq!(
+        config.store.url.as_deref(),
+        Some("postgres://fs@db:5432/fs")
+    );
     assert_eq!(config.store.lease(), std::time::Duration::from_secs(2));
     let bound = "127.0.0.1:9090".parse().unwrap();
     assert_eq!(config.advertised(bound), "http://127.0.0.1:9090");
@@ -248,7 +251,10 @@ fn store_url_lease_and_advertise_url() {
             "[store]\nurl = \"postgres://fs@db:port/fs\"\n",
             &["store.url:", "postgres://USER"],
         ),
-        ("[store]\nlease_ms = 100\n", &["store.lease_ms:", "too short"]),
+        (
+            "[store]\nlease_ms = 100\n",
+            &["store.lease_ms:", "too short"],
+        ),
         (
             "[store]\nlease_ms = 86400000\n",
             &["store.lease_ms:", "longer than an hour"],
@@ -264,9 +270,7 @@ fn store_url_lease_and_advertise_url() {
         ("[store]\nlease = 100\n", &["lease"]),
     ];
     for (text, expected) in cases {
-        let error = ServerConfig::from_toml(text)
-            .expect_err(text)
-            .to_string();
+        let error = ServerConfig::from_toml(text).expect_err(text).to_string();
         for piece in *expected {
             assert!(error.contains(piece), "{text}: {error}");
         }

@@ -193,7 +193,10 @@ fn one_winner(server: &TempPostgres, db: &str) {
 fn connect_again(server: &TempPostgres, db: &str) {
     let mut a = PostgresStore::open(&server.url(db)).unwrap();
     let mut b = PostgresStore::open(&server.url(db)).unwrap();
-    assert_eq!(PostgresStore::check_url("postgres://u@h:1/d").map_err(|e| e.to_string()), Ok(()));
+    assert_eq!(
+        PostgresStore::check_url("postgres://u@h:1/d").map_err(|e| e.to_string()),
+        Ok(())
+    );
     assert!(PostgresStore::check_url("postgres://u@h:notaport/d").is_err());
     assert_eq!(a.acquire_leadership("a", SHORT).unwrap(), Some(1));
     let mut lease = a.connect_again().unwrap();
