@@ -83,7 +83,12 @@ impl Ha {
                     "listen = {:?}\ndata_dir = {:?}\n\n[store]\nurl = {:?}\nlease_ms = {LEASE_MS}\n",
                     url.trim_start_matches("http://"),
                     dir.path().join(format!("data{i}")),
-                    pg.url(&db),
+                    // Server 1 is given its store by `--store`, which wins over its file.
+                    if i == 0 {
+                        pg.url(&db)
+                    } else {
+                        "postgres://nobody@127.0.0.1:1/nothing".into()
+                    },
                 ),
             )
             .unwrap();
@@ -140,6 +145,11 @@ impl Ha {
             .arg("server")
             .arg("--config")
             .arg(self.dir.path().join(format!("server{i}.toml")))
+            .args(if i == 1 {
+                vec!["--store".to_string(), self.pg.url(&self.db)]
+            } else {
+                Vec::new()
+            })
             .env("FAIRSCHED_LOG", "info")
             .stdout(Stdio::piped())
             .stderr(log)
