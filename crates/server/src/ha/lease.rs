@@ -19,6 +19,24 @@ pub(super) struct Keeper {
     thread: Option<std::thread::JoinHandle<PostgresStore>>,
     lost: watch::Receiver<Option<String>>,
     watchdog: tokio::task::JoinHandle<()>,
+    validity: Validity,
+}
+
+/// Whether the lease holds now, as this process knows it: not lost, and renewed within the
+/// watchdog's limit. The leader's router asks before and after each request, so that a
+/// process resumed after a pause (or cut off) answers nothing between its resumption and its
+/// exit.
+#[derive(Clone, Debug)]
+pub(super) struct Validity {
+    renewed: Renewed,
+    limit: Duration,
+    lost: watch::Receiver<Option<String>>,
+}
+
+impl Validity {
+    pub fn holds(&self) -> bool {
+        self.lost.borrow().is_none() && now_of(&self.renewed).elapsed() < self.limit
+    }
 }
 
 /// When the last renewal that succeeded was sent (the lease runs at least `lease` from then,
@@ -39,6 +57,11 @@ pub(super) fn keep(
     let (lost_tx, lost) = watch::channel(None::<String>);
     let lost_tx = Arc::new(lost_tx);
     let renewed: Renewed = Arc::new(Mutex::new(since));
+    let validity = Validity {
+        renewed: renewed.clone(),
+        limit: lease * 4 / 5,
+        lost: lost.clone(),
+    };
     let (stop, stopped) = std::sync::mpsc::channel::<()>();
     let period = lease / 5;
     let thread = {
@@ -92,10 +115,16 @@ pub(super) fn keep(
         thread: Some(thread),
         lost,
         watchdog,
+        validity,
     })
 }
 
 impl Keeper {
+    /// Whether the lease holds, for the router.
+    pub fn validity(&self) -> Validity {
+        self.validity.clone()
+    }
+
     /// Resolves with why, once the leadership is lost.
     pub async fn lost(&mut self) -> String {
         match self.lost.wait_for(|l| l.is_some()).await {
@@ -124,5 +153,27 @@ impl Keeper {
             Ok(Err(e)) => tracing::warn!("{e}; a standby takes over once it runs out"),
             Err(e) => tracing::warn!("cannot release the lease: {e}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn validity(renewed_ago: Duration, lost: Option<&str>) -> Validity {
+        let (_, rx) = watch::channel(lost.map(str::to_string));
+        Validity {
+            renewed: Arc::new(Mutex::new(Instant::now() - renewed_ago)),
+            limit: Duration::from_millis(800),
+            lost: rx,
+        }
+    }
+
+    #[test]
+    fn the_lease_holds_until_the_limit_or_its_loss() {
+        assert!(validity(Duration::from_millis(100), None).holds());
+        // A process resumed after a pause longer than the limit: it answers nothing more.
+        assert!(!validity(Duration::from_millis(900), None).holds());
+        assert!(!validity(Duration::ZERO, Some("another server leads")).holds());
     }
 }

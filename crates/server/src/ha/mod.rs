@@ -15,11 +15,11 @@
 mod lease;
 mod standby;
 
-use crate::http::{self, AppState};
+use crate::http::{self, AppState, Failure};
 use crate::{LOST_LEADERSHIP, ServerConfig};
 use axum::Router;
 use axum::extract::Request;
-use axum::response::Response;
+use axum::response::{IntoResponse as _, Response};
 use fairsched_store::PostgresStore;
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
@@ -76,22 +76,29 @@ pub(crate) async fn serve(
     let auth = crate::auth::Auth::from_config(&config)?;
     let lease = config.store.lease();
     let known = standby::Known::default();
-    // The leader's router and state, once elected.
-    let slot: Arc<OnceLock<(Router, AppState)>> = Arc::default();
+    // The leader's router, state and lease, once elected.
+    let slot: Arc<OnceLock<Leading>> = Arc::default();
     let app = {
         let slot = slot.clone();
         let standby = standby::router(known.clone());
         Router::new().fallback(move |req: Request| {
-            let router = match slot.get() {
-                Some((router, _)) => router.clone(),
-                None => standby.clone(),
-            };
+            let leading = slot.get().map(|l| (l.router.clone(), l.lease.clone()));
+            let standby = standby.clone();
             async move {
-                let r: Result<Response, std::convert::Infallible> = router.oneshot(req).await;
-                match r {
-                    Ok(response) => response,
-                    Err(never) => match never {},
+                let Some((router, lease)) = leading else {
+                    return answer(standby, req).await;
+                };
+                // A lease that no longer holds (this process was paused, or cut off from the
+                // database): nothing is answered, before or after the request is handled.
+                let refused = || Failure(standby::not_leader(None)).into_response();
+                if !lease.holds() {
+                    return refused();
                 }
+                let response = answer(router, req).await;
+                if !lease.holds() {
+                    return refused();
+                }
+                response
             }
         })
     };
@@ -101,8 +108,8 @@ pub(crate) async fn serve(
         axum::serve(listener, app).with_graceful_shutdown(async move {
             let _ = stop_rx.wait_for(|s| *s).await;
             // Live event streams would keep their connections open forever.
-            if let Some((_, state)) = slot.get() {
-                state.stop_streams();
+            if let Some(leading) = slot.get() {
+                leading.state.stop_streams();
             }
         })
     };
@@ -182,7 +189,11 @@ pub(crate) async fn serve(
     let (actor, view) = store;
     let (tx, rx) = mpsc::channel(1024);
     let state = AppState::new(tx, view, config.agent_token.clone(), &actor).with_auth(auth);
-    let _ = slot.set((http::router(state.clone()), state));
+    let _ = slot.set(Leading {
+        router: http::router(state.clone()),
+        state,
+        lease: keeper.validity(),
+    });
     let mut actor = tokio::spawn(actor.run(rx));
     tracing::info!(
         epoch,
@@ -236,6 +247,22 @@ fn served(r: Result<std::io::Result<()>, tokio::task::JoinError>) -> anyhow::Res
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(anyhow::anyhow!("the server stopped serving: {e}")),
         Err(e) => Err(anyhow::anyhow!("the server's listener task failed: {e}")),
+    }
+}
+
+/// What serves once the server leads.
+struct Leading {
+    router: Router,
+    state: AppState,
+    lease: lease::Validity,
+}
+
+/// `router`'s response to `req`.
+async fn answer(router: Router, req: Request) -> Response {
+    let r: Result<Response, std::convert::Infallible> = router.oneshot(req).await;
+    match r {
+        Ok(response) => response,
+        Err(never) => match never {},
     }
 }
 
