@@ -213,10 +213,15 @@ impl Ha {
 /// Submits one operation (one job of 300 ms that appends its start and end to `runs`)
 /// through a client given both servers; whether it was acknowledged.
 fn submit(servers: &str, id: &str, runs: &Path, timeout: Duration) -> bool {
+    submit_job(servers, id, runs, "sleep 0.3", timeout)
+}
+
+/// [`submit`] with a job that runs `body` between its start and its end.
+fn submit_job(servers: &str, id: &str, runs: &Path, body: &str, timeout: Duration) -> bool {
     let script = format!(
         "echo \"$FAIRSCHED_OPERATION_ID $FAIRSCHED_JOB_ID start $(date +%s%N)\" >> {runs:?}; \
          trap 'echo \"$FAIRSCHED_OPERATION_ID $FAIRSCHED_JOB_ID end $(date +%s%N)\" >> {runs:?}; \
-         exit 143' TERM; sleep 0.3; \
+         exit 143' TERM; {body}; \
          echo \"$FAIRSCHED_OPERATION_ID $FAIRSCHED_JOB_ID end $(date +%s%N)\" >> {runs:?}",
     );
     let (ok, out, _) = common::run_with_env(
@@ -303,6 +308,20 @@ fn failovers(times: usize) {
         acknowledged(&seen) >= 5
     });
 
+    // A job that runs through every failover, until the test lets it end: adopted by each
+    // new leader, it runs once.
+    let release = ha.dir.path().join("release-long");
+    assert!(submit_job(
+        &ha.servers(),
+        "long",
+        &jobs,
+        &format!("while [ ! -e {release:?} ]; do sleep 0.1; done"),
+        Duration::from_secs(40),
+    ));
+    wait_for("the long job to start", Duration::from_secs(30), || {
+        runs(&jobs).contains_key("long")
+    });
+
     let mut measured = Vec::new();
     for round in 0..times {
         let (epoch, leader) = ha.leader();
@@ -353,6 +372,21 @@ fn failovers(times: usize) {
     for (i, took) in measured.iter().enumerate() {
         assert!(*took < FAILOVER_BAR, "failover {} took {took:?}", i + 1);
     }
+    // The long job still runs (once), and ends when told.
+    let long = runs(&jobs)["long"].clone();
+    assert_eq!(long.len(), 1, "the long job ran once: {long:?}");
+    assert_eq!(long[0].2, None, "the long job still runs: {long:?}");
+    std::fs::write(&release, "").unwrap();
+    wait_for(
+        "the long operation to complete",
+        Duration::from_secs(30),
+        || {
+            ha.operations()
+                .get("long")
+                .is_some_and(|s| s == "completed")
+        },
+    );
+    assert_eq!(runs(&jobs)["long"].len(), 1);
 
     // The partition: the leader is paused past its lease; the standby takes over.
     let (epoch, leader) = ha.leader();
