@@ -178,6 +178,9 @@ pub(crate) async fn serve(
         url = advertised.as_str(),
         "elected leader; loading the state"
     );
+    // While it loads, the standby's routes answer that no server leads yet (not the one
+    // that led before, which is gone).
+    known.set(None);
     let (store, renewing) = blocking(store, |s| s.connect_again()).await?;
     let mut keeper = lease::keep(renewing?, lease, since)?;
     let loading = Instant::now();
@@ -185,6 +188,14 @@ pub(crate) async fn serve(
         biased;
         why = keeper.lost() => exit_lost(&why),
         loaded = recover(store, config.clone()) => loaded?,
+        // Stopped while it loads: it lets go of the lease (what the load commits is fenced:
+        // refused once another server is elected).
+        _ = &mut shutdown => {
+            stop_tx.send_replace(true);
+            let served = served(serving.await);
+            keeper.release().await;
+            return served;
+        }
     };
     let (actor, view) = store;
     let (tx, rx) = mpsc::channel(1024);
