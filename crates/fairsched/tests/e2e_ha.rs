@@ -561,3 +561,51 @@ fn the_standby_takes_over_and_nothing_acknowledged_is_lost() {
 fn ten_failovers() {
     failovers(10);
 }
+
+/// A leader cut off from its database (here PostgreSQL is shut down under it) cannot renew
+/// its lease: it stops serving and exits with the lost-leadership status within the lease,
+/// before a standby could be elected.
+#[test]
+fn a_leader_cut_off_from_the_database_exits_within_its_lease() {
+    let mut ha = Ha::start();
+    let (_, leader) = ha.leader();
+    // An immediate shutdown: PostgreSQL ends every session at once.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(ha.pg.pid() as i32),
+        nix::sys::signal::Signal::SIGQUIT,
+    )
+    .unwrap();
+    let cut = Instant::now();
+    let mut server = ha.servers[leader].take().unwrap();
+    let status = loop {
+        if let Some(status) = server.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            cut.elapsed() < Duration::from_secs(10),
+            "the leader went on without its database"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = cut.elapsed();
+    eprintln!(
+        "the leader exited {} ms after the database went",
+        took.as_millis()
+    );
+    assert_eq!(
+        status.code(),
+        Some(fairsched_server::LOST_LEADERSHIP_EXIT_CODE)
+    );
+    assert!(
+        took < Duration::from_millis(LEASE_MS),
+        "it exited after its lease ran out ({took:?})"
+    );
+    let log = std::fs::read_to_string(ha.log(&format!("server{leader}"))).unwrap();
+    assert!(
+        log.contains("lost the leadership") && log.contains("was not renewed"),
+        "{log}"
+    );
+    drop(server);
+    // The standby stays up, standing by, while there is no database to be elected in.
+    assert_eq!(ha.role(1 - leader), "standby");
+}
