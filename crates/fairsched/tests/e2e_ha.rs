@@ -47,6 +47,24 @@ fn http_get(url: &str, path: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
+/// A header of the response to `GET path` on `url`.
+fn http_header(url: &str, path: &str, name: &str) -> Option<String> {
+    let addr = url.strip_prefix("http://")?;
+    let mut stream =
+        std::net::TcpStream::connect_timeout(&addr.parse().ok()?, Duration::from_secs(1)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    let head = text.split_once("\r\n\r\n")?.0;
+    head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim()
+            .eq_ignore_ascii_case(name)
+            .then(|| v.trim().to_string())
+    })
+}
+
 /// The server's role from `GET /api/v1/status` (`None`: it does not answer).
 fn role(url: &str) -> Option<(String, Option<String>)> {
     let (status, body) = http_get(url, "/api/v1/status")?;
@@ -117,6 +135,11 @@ impl Ha {
         let error: serde_json::Value = serde_json::from_str(&body).unwrap();
         assert_eq!(error["code"], 100421, "{body}");
         assert_eq!(error["attributes"]["leader"], ha.urls[0].as_str(), "{body}");
+        // A browser at the standby's page is sent to the leader's.
+        let (status, _) = http_get(&ha.urls[1], "/").unwrap();
+        assert_eq!(status, 307);
+        let location = http_header(&ha.urls[1], "/", "location");
+        assert_eq!(location, Some(format!("{}/", ha.urls[0])));
         for (i, leads) in [(0, 1), (1, 0)] {
             let (_, metrics) = http_get(&ha.urls[i], "/metrics").unwrap();
             assert!(

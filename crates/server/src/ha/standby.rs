@@ -1,6 +1,7 @@
 //! What a standby answers: `GET /api/v1/status` (a standby, and who leads), `/metrics` (the
-//! `fairsched_leader` gauge at 0) and, to everything else, [`codes::NOT_LEADER`] naming the
-//! leader's URL, so that clients and agents given several servers go there.
+//! `fairsched_leader` gauge at 0), the web page (`GET /`: a redirection to the leader's) and,
+//! to everything else, [`codes::NOT_LEADER`] naming the leader's URL, so that clients and
+//! agents given several servers go there.
 
 use crate::http::Failure;
 use axum::Router;
@@ -31,6 +32,7 @@ pub(super) fn router(known: Known) -> Router {
     Router::new()
         .route(routes::STATUS, get(status))
         .route("/metrics", get(metrics))
+        .route("/", get(page))
         .fallback(refuse)
         .with_state(known)
 }
@@ -53,6 +55,14 @@ pub(super) fn not_leader(leader: Option<&str>) -> ApiError {
 
 async fn refuse(State(known): State<Known>) -> Response {
     Failure(not_leader(known.get().as_deref())).into_response()
+}
+
+/// The web page is the leader's: a browser is sent there (while none leads, the error).
+async fn page(State(known): State<Known>) -> Response {
+    match known.get() {
+        Some(url) => axum::response::Redirect::temporary(&format!("{url}/")).into_response(),
+        None => refuse(State(known)).await,
+    }
 }
 
 async fn status(State(known): State<Known>) -> Response {
