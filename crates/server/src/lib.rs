@@ -12,6 +12,9 @@
 //!   them to pending).
 //! * With users in `[auth]`, requests carry a user's token ([`auth`]): the handlers name the
 //!   caller, the actor checks the pools' ACLs before a command changes anything.
+//! * With `[store] url` (PostgreSQL) several servers share one store: one is elected leader
+//!   and serves as above, the others stand by and name it to clients (`ha`); a leader that
+//!   loses the leadership exits.
 //! * Time given to the core: milliseconds since the server started (monotonic).
 
 pub mod actor;
