@@ -192,7 +192,13 @@ fn config_check_shows_a_postgresql_store_and_wants_advertise_url() {
 #[test]
 fn server_refuses_a_store_flag_that_is_not_a_postgresql_url() {
     let (ok, _, stderr) = common::run(
-        &["server", "--listen", "127.0.0.1:0", "--store", "mysql://fs@db/fs"],
+        &[
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "mysql://fs@db/fs",
+        ],
         std::time::Duration::from_secs(30),
     );
     assert!(!ok);
