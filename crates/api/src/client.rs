@@ -62,7 +62,8 @@ impl ClientError {
 /// reached (the connection fails, so the request did nothing) or answers that it is not the
 /// leader ([`codes::NOT_LEADER`]), it goes to the leader that answer names, else to the next
 /// server, until each was tried once. A request that reached a server and failed otherwise
-/// (a timeout included: it may have been done) is not sent again.
+/// (a timeout included: it may have been done) is not sent again, and the next request
+/// starts with the next server.
 #[derive(Clone, Debug)]
 pub struct ApiClient {
     /// The servers' base URLs, in the order given, then any leader a standby named.
@@ -226,7 +227,16 @@ impl ApiClient {
                         return Err(e.into());
                     }
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => {
+                    // It may have been done: not sent again. But the next request starts
+                    // with the next server: this one may be paused or cut off while another
+                    // leads (a standby there names the leader).
+                    if targets.len() > 1 {
+                        self.current
+                            .store((target + 1) % targets.len(), Ordering::Relaxed);
+                    }
+                    return Err(e.into());
+                }
             }
             if let Some(leader) = &named
                 && !targets.contains(leader)

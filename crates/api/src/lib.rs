@@ -207,6 +207,23 @@ pub struct ServerStatus {
     /// 29000 while guarantees exceed a tree's cluster.
     #[serde(default)]
     pub alerts: Vec<AlertView>,
+    /// `leader`: this server schedules and accepts changes (a server with SQLite always
+    /// does). `standby`: it shares a PostgreSQL store with others and another one leads (or
+    /// none yet); it answers everything else with [`codes::NOT_LEADER`].
+    #[serde(default)]
+    pub role: ServerRole,
+    /// On a standby: the URL of the server that leads, when one does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader: Option<String>,
+}
+
+/// Whether a server leads ([`ServerStatus::role`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerRole {
+    #[default]
+    Leader,
+    Standby,
 }
 
 /// An active scheduler alert (YTsaurus' scheduler alerts): the configuration is accepted, but

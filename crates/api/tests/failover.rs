@@ -159,3 +159,31 @@ async fn the_leader_that_answered_is_asked_first() {
     assert_eq!(fakes[1].hits.load(Ordering::Relaxed), 3);
     assert_eq!(client.base(), fakes[1].url);
 }
+
+/// A server that takes connections but never answers (a paused or cut-off leader): the
+/// request that timed out there is not sent again (it may have been done), but the next
+/// request goes to the next server, which leads now or names the leader, instead of waiting
+/// for the silent one again (an agent's heartbeats would miss the new leader until its
+/// node timed out).
+#[tokio::test]
+async fn after_a_timeout_the_next_request_goes_to_the_next_server() {
+    let fakes = servers(&[Role::Standby(Some(1)), Role::Leader]).await;
+    // Nobody accepts from this listener's queue: connections open, requests hang.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_url = format!("http://{}", silent.local_addr().unwrap());
+    let client = ApiClient::with_timeout(
+        &format!("{silent_url},{},{}", fakes[0].url, fakes[1].url),
+        None,
+        std::time::Duration::from_millis(300),
+    );
+    let e = client.list_nodes().await.unwrap_err();
+    assert!(
+        e.to_string().contains("timed out") || e.to_string().contains("time"),
+        "{e}"
+    );
+    assert_eq!(fakes[0].hits.load(Ordering::Relaxed), 0, "not sent again");
+    assert_eq!(fakes[1].hits.load(Ordering::Relaxed), 0, "not sent again");
+    client.list_nodes().await.unwrap();
+    assert_eq!(client.base(), fakes[1].url);
+    drop(silent);
+}

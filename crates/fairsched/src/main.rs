@@ -265,6 +265,20 @@ fn exit_status(result: anyhow::Result<()>) -> ExitCode {
     }
 }
 
+/// A database URL with its password, if any, replaced by `***`.
+fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    match rest.split_once('@') {
+        Some((user, host)) if user.contains(':') => {
+            let name = user.split(':').next().unwrap_or("");
+            format!("{scheme}://{name}:***@{host}")
+        }
+        _ => url.to_string(),
+    }
+}
+
 /// `fairsched config check`: what a valid file configures, as lines of text.
 fn check_config(file: &std::path::Path, kind: Option<ReferenceFile>) -> anyhow::Result<String> {
     const SERVER_OPTIONS: &[&str] = &[
@@ -276,6 +290,7 @@ fn check_config(file: &std::path::Path, kind: Option<ReferenceFile>) -> anyhow::
         "node_timeout_ms",
         "auth",
         "store",
+        "advertise_url",
     ];
     let kind = match kind {
         Some(k) => k,
@@ -297,11 +312,28 @@ fn check_config(file: &std::path::Path, kind: Option<ReferenceFile>) -> anyhow::
             let config = fairsched_server::ServerConfig::from_file(file)?;
             let summary = fairsched_server::check_config(&config)?;
             out.push(format!("{}: a valid server file", file.display()));
-            out.push(format!(
-                "  listen {}, data_dir {}",
-                config.listen,
-                config.data_dir.display()
-            ));
+            match &config.store.url {
+                None => out.push(format!(
+                    "  listen {}, data_dir {}",
+                    config.listen,
+                    config.data_dir.display()
+                )),
+                Some(url) => {
+                    let advertised = config
+                        .advertise_url
+                        .clone()
+                        .unwrap_or_else(|| format!("http://{}", config.listen));
+                    out.push(format!(
+                        "  listen {}, advertised as {advertised}",
+                        config.listen
+                    ));
+                    out.push(format!(
+                        "  store: PostgreSQL {} (not connected to by this check), lease {} ms",
+                        without_password(url),
+                        config.store.lease_ms
+                    ));
+                }
+            }
             match &summary.trees_source {
                 Some(source) => {
                     out.push(format!("  pool trees from {source} (used on a new store):"));

@@ -15,6 +15,11 @@ pub struct ServerArgs {
     /// Overrides `data_dir`.
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// A PostgreSQL store, `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`, shared with
+    /// other servers for high availability (overrides `[store] url`; default: SQLite in
+    /// `data_dir`).
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
 }
 
 /// Set by the benchmarks that start `fairsched server` as a child process (`bench/harness.rs`)
@@ -63,6 +68,11 @@ pub fn run(args: ServerArgs) -> anyhow::Result<()> {
     if let Some(d) = args.data_dir {
         config.data_dir = d;
     }
+    if let Some(url) = args.store {
+        config.store.url = Some(url);
+    }
+    // Again, with the flags.
+    config.validate()?;
     runtime().block_on(async {
         let server = fairsched_server::Server::bind(&config).await?;
         let stop = stop_signal();

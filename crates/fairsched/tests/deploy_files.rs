@@ -151,3 +151,57 @@ fn the_scenario_format_page_example_runs() {
         .unwrap();
     assert!(String::from_utf8_lossy(&help.stdout).contains("docs/scenario-format.md"));
 }
+
+/// A server file for servers sharing PostgreSQL: `config check` shows the store (without the
+/// password, and without connecting: the host does not exist) and refuses a wildcard `listen`
+/// without `advertise_url`, naming the option.
+#[test]
+fn config_check_shows_a_postgresql_store_and_wants_advertise_url() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("server.toml");
+    std::fs::write(
+        &file,
+        "listen = \"0.0.0.0:9090\"\nadvertise_url = \"http://sched1.invalid:9090\"\n\
+         [store]\nurl = \"postgres://fs:hunter2@db.invalid:5432/fs\"\nlease_ms = 3000\n",
+    )
+    .unwrap();
+    let (code, stdout, stderr) = check(&[], &file);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.contains("advertised as http://sched1.invalid:9090"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("store: PostgreSQL postgres://fs:***@db.invalid:5432/fs"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("lease 3000 ms"), "{stdout}");
+    assert!(!stdout.contains("hunter2"), "{stdout}");
+
+    std::fs::write(
+        &file,
+        "listen = \"0.0.0.0:9090\"\n[store]\nurl = \"postgres://fs@db.invalid/fs\"\n",
+    )
+    .unwrap();
+    let (code, _, stderr) = check(&[], &file);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("advertise_url: required"), "{stderr}");
+}
+
+/// `fairsched server --store` is checked as `[store] url` is, before anything starts.
+#[test]
+fn server_refuses_a_store_flag_that_is_not_a_postgresql_url() {
+    let (ok, _, stderr) = common::run(
+        &[
+            "server",
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "mysql://fs@db/fs",
+        ],
+        std::time::Duration::from_secs(30),
+    );
+    assert!(!ok);
+    assert!(stderr.contains("store.url:"), "{stderr}");
+    assert!(stderr.contains("not a PostgreSQL URL"), "{stderr}");
+}

@@ -42,6 +42,13 @@ pub struct ServerConfig {
     /// a free port (the server prints the address it got). `fairsched server --listen`
     /// overrides it.
     pub listen: String,
+    /// The URL clients reach this server at (`http://host:port`), with a PostgreSQL store:
+    /// it is what this server calls itself in the database while it leads, and the standbys
+    /// name it to the clients and agents that come to them, which then go there. Default:
+    /// `http://<listen>` (with the port the server got when `listen` has port 0); required
+    /// when `listen` is a wildcard address (`0.0.0.0`, `[::]`), which no client can reach.
+    /// Unused with SQLite.
+    pub advertise_url: Option<String>,
     /// The directory of the server's store (the SQLite database `fairsched.db` and its WAL):
     /// the pool trees as applied, operations, jobs, nodes with their settings, and the event
     /// log. Created if missing; a relative path is relative to the server's working
@@ -109,7 +116,8 @@ pub struct ServerConfig {
     /// says. With users, pool ACLs (`acl` in the pool-tree options) decide who may use and
     /// administer each pool.
     pub auth: AuthConfig,
-    /// How the store (SQLite, in `data_dir`) makes commits durable.
+    /// Which store the server keeps its state in (SQLite in `data_dir` unless `url` names a
+    /// PostgreSQL database) and how it makes commits durable.
     pub store: StoreConfig,
 }
 
@@ -122,7 +130,7 @@ pub struct ServerConfig {
 /// heartbeats (their jobs keep running; agents retry), serves reads, and resumes by itself
 /// once a test write succeeds; a change whose commit failed is undone (the state is reloaded
 /// from the last commit), so it did not happen.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct StoreConfig {
     /// `full` (the default): every commit is flushed to the disk before the server answers,
@@ -134,6 +142,40 @@ pub struct StoreConfig {
     /// and agents report the jobs that ran meanwhile as unknown, which are killed). Faster
     /// on disks with slow flushes.
     pub synchronous: Synchronous,
+    /// A PostgreSQL database to keep the state in instead of SQLite in `data_dir`:
+    /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` (the database must exist; the
+    /// server creates its tables). Several servers may share one database for high
+    /// availability: one of them leads (schedules, accepts changes, talks to the agents), the
+    /// others stand by, answer every request with code 100421 naming the leader
+    /// (`advertise_url`), and one of them takes over within about `lease_ms` (plus the time
+    /// to load the state) when the leader stops renewing its lease. A leader that loses its
+    /// lease exits (a supervisor restarts it as a standby), and the database refuses its late
+    /// writes. `fairsched server --store` overrides it. `synchronous` does not apply
+    /// (PostgreSQL's own settings decide durability).
+    pub url: Option<String>,
+    /// With `url`: how long the leader's lease lasts, in milliseconds. The leader renews it
+    /// every `lease_ms / 5`; when it cannot for longer than the lease, it stops serving and
+    /// exits, and a standby is elected once the lease has run out (standbys try every
+    /// `lease_ms / 5`). Shorter: faster failovers; longer: a slow database or network pause
+    /// deposes the leader less easily. Default 5000, at least 500.
+    pub lease_ms: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            synchronous: Synchronous::default(),
+            url: None,
+            lease_ms: 5000,
+        }
+    }
+}
+
+impl StoreConfig {
+    /// The lease, as a duration.
+    pub fn lease(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.lease_ms)
+    }
 }
 
 /// When a commit is durable (SQLite's `synchronous`; the journal is WAL in both).
@@ -245,6 +287,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             listen: "127.0.0.1:9090".into(),
+            advertise_url: None,
             data_dir: PathBuf::from(".fairsched"),
             agent_token: None,
             pool_trees_file: None,
@@ -299,7 +342,80 @@ impl ServerConfig {
                 self.scheduler.node_heartbeat_period_ms
             );
         }
+        self.check_store()?;
         self.users(false).map(|_| ())
+    }
+
+    /// Checks `[store]` and `advertise_url` (without connecting to anything).
+    fn check_store(&self) -> anyhow::Result<()> {
+        const MIN_LEASE_MS: u64 = 500;
+        if self.store.lease_ms < MIN_LEASE_MS {
+            anyhow::bail!(
+                "store.lease_ms: {} ms is too short; the leader renews its lease every fifth of \
+                 it, and a database that answers a little slowly would depose it (at least \
+                 {MIN_LEASE_MS}; the default is 5000)",
+                self.store.lease_ms
+            );
+        }
+        if self.store.lease_ms > 3_600_000 {
+            anyhow::bail!(
+                "store.lease_ms: {} ms is longer than an hour: a leader that dies would leave \
+                 the cluster without one for that long (the default is 5000)",
+                self.store.lease_ms
+            );
+        }
+        if let Some(url) = &self.store.url {
+            if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+                anyhow::bail!(
+                    "store.url: {url:?} is not a PostgreSQL URL; write it as \
+                     postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (or leave store.url out to \
+                     keep the state in SQLite in data_dir)"
+                );
+            }
+            fairsched_store::PostgresStore::check_url(url).map_err(|e| {
+                anyhow::anyhow!(
+                    "store.url: {e} (write it as postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE)"
+                )
+            })?;
+        }
+        if let Some(advertised) = &self.advertise_url {
+            let rest = advertised
+                .strip_prefix("http://")
+                .or_else(|| advertised.strip_prefix("https://"));
+            let host_port = rest.map(|r| r.trim_end_matches('/'));
+            match host_port {
+                Some(hp) if !hp.is_empty() && !hp.contains('/') && !hp.contains(' ') => {
+                    if is_wildcard(hp) {
+                        anyhow::bail!(
+                            "advertise_url: {advertised:?} names a wildcard address, which \
+                             clients cannot reach; give this machine's name or address"
+                        );
+                    }
+                }
+                _ => anyhow::bail!(
+                    "advertise_url: {advertised:?} is not a server URL; write it as \
+                     http://HOST:PORT (the address clients and agents reach this server at)"
+                ),
+            }
+        } else if self.store.url.is_some() && is_wildcard(&self.listen) {
+            anyhow::bail!(
+                "advertise_url: required with store.url when listen ({:?}) is a wildcard \
+                 address: standbys name the leader to clients by this URL; set it to the \
+                 address clients reach this server at, e.g. advertise_url = \
+                 \"http://sched1.example.com:9090\"",
+                self.listen
+            );
+        }
+        Ok(())
+    }
+
+    /// What the server calls itself in the store while it leads (see `advertise_url`), with
+    /// `bound` the address its listener got.
+    pub fn advertised(&self, bound: std::net::SocketAddr) -> String {
+        match &self.advertise_url {
+            Some(url) => url.trim_end_matches('/').to_string(),
+            None => format!("http://{bound}"),
+        }
     }
 
     /// The users of `[auth]`, validated, with their tokens (token files read; with `warn`,
@@ -415,6 +531,19 @@ impl ServerConfig {
         }
         Ok(users)
     }
+}
+
+/// Whether `host:port` (or a bare host) names every address of the machine, not one.
+fn is_wildcard(host_port: &str) -> bool {
+    let host = match host_port.rsplit_once(':') {
+        Some((h, port)) if !port.contains(']') => h,
+        _ => host_port,
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.is_empty()
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_unspecified())
 }
 
 /// Warns (once, at load) when a file holding secrets may be read by other users.

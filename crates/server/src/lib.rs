@@ -12,6 +12,9 @@
 //!   them to pending).
 //! * With users in `[auth]`, requests carry a user's token ([`auth`]): the handlers name the
 //!   caller, the actor checks the pools' ACLs before a command changes anything.
+//! * With `[store] url` (PostgreSQL) several servers share one store: one is elected leader
+//!   and serves as above, the others stand by and name it to clients (`ha`); a leader that
+//!   loses the leadership exits.
 //! * Time given to the core: milliseconds since the server started (monotonic).
 
 pub mod actor;
@@ -21,6 +24,7 @@ pub mod auth;
 pub mod caller;
 pub mod command;
 pub mod config;
+mod ha;
 pub mod http;
 pub mod jobs;
 pub mod live;
@@ -30,6 +34,12 @@ mod start_trees;
 pub mod submit;
 pub mod validate;
 pub mod view;
+
+pub use ha::LOST_LEADERSHIP_EXIT_CODE;
+
+/// How the error of an actor stopped by a write the store refused (another server was
+/// elected leader) starts; the server then exits with [`LOST_LEADERSHIP_EXIT_CODE`].
+pub const LOST_LEADERSHIP: &str = "this server lost the leadership";
 
 pub use config::{AuthConfig, AuthUser, ServerConfig, StoreConfig, Synchronous};
 
@@ -41,14 +51,32 @@ use tokio::sync::mpsc;
 #[derive(Debug)]
 pub struct Server {
     listener: tokio::net::TcpListener,
+    mode: Mode,
+}
+
+#[derive(Debug)]
+enum Mode {
+    /// Its own store (SQLite, or one given to [`Server::bind_with_store`]), loaded.
+    Ready(Box<Ready>),
+    /// A PostgreSQL store shared with other servers: elected first (see `ha`).
+    Standby(Box<ha::Standby>),
+}
+
+#[derive(Debug)]
+struct Ready {
     actor: actor::Actor,
     state: http::AppState,
     rx: mpsc::Receiver<command::Request>,
 }
 
 impl Server {
-    /// Opens the store, restores state and binds the listen address.
+    /// Opens the store, restores state and binds the listen address. With `[store] url`, opens
+    /// the PostgreSQL store and binds as a standby: the state is loaded once this server is
+    /// elected leader, in [`Server::serve`].
     pub async fn bind(config: &ServerConfig) -> anyhow::Result<Server> {
+        if let Some(url) = &config.store.url {
+            return Server::bind_postgres(config, url).await;
+        }
         let store = fairsched_store::SqliteStore::open_with(
             &config.data_dir,
             config.store.synchronous.store(),
@@ -71,9 +99,30 @@ impl Server {
             http::AppState::new(tx, view, config.agent_token.clone(), &actor).with_auth(auth);
         Ok(Server {
             listener,
-            actor,
-            state,
-            rx,
+            mode: Mode::Ready(Box::new(Ready { actor, state, rx })),
+        })
+    }
+
+    /// [`Server::bind`] with a PostgreSQL store: opened (its schema created or migrated),
+    /// and the listen address bound; not elected yet.
+    async fn bind_postgres(config: &ServerConfig, url: &str) -> anyhow::Result<Server> {
+        config.validate()?;
+        auth::Auth::from_config(config)?;
+        let url = url.to_string();
+        let store = tokio::task::spawn_blocking(move || fairsched_store::PostgresStore::open(&url))
+            .await
+            .map_err(|e| anyhow::anyhow!("opening the store failed: {e}"))??;
+        let listener = tokio::net::TcpListener::bind(&config.listen)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
+        let advertised = config.advertised(listener.local_addr()?);
+        Ok(Server {
+            listener,
+            mode: Mode::Standby(Box::new(ha::Standby {
+                store,
+                config: config.clone(),
+                advertised,
+            })),
         })
     }
 
@@ -89,13 +138,20 @@ impl Server {
 
     /// Serves until `shutdown` resolves, then stops accepting, finishes the open requests and
     /// stops the actor.
+    ///
+    /// With a PostgreSQL store it stands by until elected leader, then loads the state and
+    /// serves on the same listener; a server that loses the leadership exits the process
+    /// with [`LOST_LEADERSHIP_EXIT_CODE`].
     pub async fn serve(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
-        let mut actor = tokio::spawn(self.actor.run(self.rx));
-        let state = self.state.clone();
-        let app = http::router(self.state);
+        let Ready { actor, state, rx } = match self.mode {
+            Mode::Ready(ready) => *ready,
+            Mode::Standby(standby) => return ha::serve(self.listener, *standby, shutdown).await,
+        };
+        let mut actor = tokio::spawn(actor.run(rx));
+        let app = http::router(state.clone());
         let serving = axum::serve(self.listener, app).with_graceful_shutdown(async move {
             shutdown.await;
             // Live event streams would keep their connections open forever.
@@ -178,7 +234,7 @@ pub fn check_config(config: &ServerConfig) -> anyhow::Result<ConfigSummary> {
 }
 
 /// The error of an actor task that panicked (the panic's message, when it has one).
-fn actor_died(e: tokio::task::JoinError) -> anyhow::Error {
+pub(crate) fn actor_died(e: tokio::task::JoinError) -> anyhow::Error {
     if e.is_panic() {
         let panic = e.into_panic();
         let message = panic

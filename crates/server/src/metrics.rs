@@ -186,7 +186,7 @@ impl ActorMetrics {
 
 /// The registry behind `GET /metrics`: the actor's metrics and the snapshot collector.
 pub fn registry(actor: &ActorMetrics, view: watch::Receiver<Arc<View>>) -> Registry {
-    let mut r = Registry::default();
+    let mut r = leader_registry(true);
     r.register(
         "fairsched_placements",
         "Allocations started (jobs placed on nodes), by heartbeat stage",
@@ -534,4 +534,19 @@ impl Collector for ViewCollector {
         build.encode(&mut encoder)?;
         Ok(())
     }
+}
+
+/// A registry with the `fairsched_leader` gauge alone: 1 on the server that leads (with
+/// SQLite, always), 0 on a standby (whose `/metrics` has only this).
+pub fn leader_registry(leader: bool) -> Registry {
+    let mut r = Registry::default();
+    let gauge = prometheus_client::metrics::gauge::Gauge::<i64>::default();
+    gauge.set(i64::from(leader));
+    r.register(
+        "fairsched_leader",
+        "1 on the server that leads (schedules and accepts changes), 0 on a standby (servers \
+         sharing a PostgreSQL store elect one leader)",
+        gauge,
+    );
+    r
 }

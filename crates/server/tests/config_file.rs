@@ -205,3 +205,74 @@ fn tokens_from_files() {
     assert!(auth.identify("s3cret-alic").is_none());
     assert!(!format!("{auth:?} {config:?}").contains("s3cret"));
 }
+
+/// `[store] url`, `lease_ms` and `advertise_url`: SQLite stays the default; a PostgreSQL URL
+/// is checked without connecting; bad values are errors naming the option.
+#[test]
+fn store_url_lease_and_advertise_url() {
+    let default = ServerConfig::default();
+    assert_eq!(default.store.url, None);
+    assert_eq!(default.store.lease_ms, 5000);
+    assert_eq!(default.advertise_url, None);
+
+    let config = ServerConfig::from_toml(
+        "listen = \"127.0.0.1:9090\"\n[store]\nurl = \"postgres://fs@db:5432/fs\"\nlease_ms = 2000\n",
+    )
+    .expect("a PostgreSQL store");
+    assert_eq!(
+        config.store.url.as_deref(),
+        Some("postgres://fs@db:5432/fs")
+    );
+    assert_eq!(config.store.lease(), std::time::Duration::from_secs(2));
+    let bound = "127.0.0.1:9090".parse().unwrap();
+    assert_eq!(config.advertised(bound), "http://127.0.0.1:9090");
+    let config = ServerConfig::from_toml(
+        "listen = \"0.0.0.0:9090\"\nadvertise_url = \"http://sched1:9090/\"\n[store]\nurl = \"postgres://fs@db/fs\"\n",
+    )
+    .expect("a wildcard address with advertise_url");
+    assert_eq!(config.advertised(bound), "http://sched1:9090");
+    // A wildcard address is fine with SQLite, where nobody is named to clients.
+    ServerConfig::from_toml("listen = \"0.0.0.0:9090\"\n").expect("SQLite on 0.0.0.0");
+
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "listen = \"0.0.0.0:9090\"\n[store]\nurl = \"postgres://fs@db/fs\"\n",
+            &["advertise_url: required", "wildcard"],
+        ),
+        (
+            "listen = \"[::]:9090\"\n[store]\nurl = \"postgres://fs@db/fs\"\n",
+            &["advertise_url: required"],
+        ),
+        (
+            "[store]\nurl = \"mysql://fs@db/fs\"\n",
+            &["store.url:", "not a PostgreSQL URL"],
+        ),
+        (
+            "[store]\nurl = \"postgres://fs@db:port/fs\"\n",
+            &["store.url:", "postgres://USER"],
+        ),
+        (
+            "[store]\nlease_ms = 100\n",
+            &["store.lease_ms:", "too short"],
+        ),
+        (
+            "[store]\nlease_ms = 86400000\n",
+            &["store.lease_ms:", "longer than an hour"],
+        ),
+        (
+            "advertise_url = \"sched1:9090\"\n",
+            &["advertise_url:", "http://HOST:PORT"],
+        ),
+        (
+            "advertise_url = \"http://0.0.0.0:9090\"\n",
+            &["advertise_url:", "wildcard"],
+        ),
+        ("[store]\nlease = 100\n", &["lease"]),
+    ];
+    for (text, expected) in cases {
+        let error = ServerConfig::from_toml(text).expect_err(text).to_string();
+        for piece in *expected {
+            assert!(error.contains(piece), "{text}: {error}");
+        }
+    }
+}

@@ -104,6 +104,7 @@ fn schema_is_complete_with_inline_pool_trees() {
         definitions["ServerConfig"]["x-order"],
         json!([
             "listen",
+            "advertise_url",
             "data_dir",
             "agent_token",
             "pool_trees_file",

@@ -359,8 +359,18 @@ pub fn process_gone(pid: &str) -> bool {
 /// `limit`: whether it succeeded, its stdout and its stderr (both read while it runs, so that
 /// output larger than a pipe's buffer does not stall it).
 pub fn run(args: &[&str], limit: Duration) -> (bool, String, String) {
+    run_with_env(args, &[], limit)
+}
+
+/// [`run`] with `env` set.
+pub fn run_with_env(
+    args: &[&str],
+    env: &[(&str, &str)],
+    limit: Duration,
+) -> (bool, String, String) {
     let mut child = Command::new(BIN)
         .args(args)
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

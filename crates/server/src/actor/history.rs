@@ -138,6 +138,9 @@ impl Actor {
                 let full = p.operations >= PRUNE_OPERATIONS || p.events >= PRUNE_EVENTS;
                 self.prune_at = Instant::now() + if full { Duration::ZERO } else { pause };
             }
+            Err(e @ fairsched_store::StoreError::NotLeader { .. }) => {
+                self.lose_leadership(&e.to_string());
+            }
             Err(e) => {
                 tracing::warn!("cannot prune what is older than the retention: {e}");
                 self.prune_at = Instant::now() + pause;

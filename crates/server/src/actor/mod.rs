@@ -31,7 +31,7 @@ use fairsched_api::{
     ApiError, EventView, JobInterrupt, JobState, OperationState, RegisterReply, codes,
 };
 use fairsched_core::{CoreError, NodeId, Scheduler};
-use fairsched_store::{Store, StoreRead};
+use fairsched_store::{Store, StoreError, StoreRead};
 use nodes::NodeRecord;
 pub use nodes::no_such_node;
 use publish::job_counts;
@@ -341,7 +341,11 @@ impl Actor {
         if self.writer.busy {
             return;
         }
-        if let Err(e) = writer::lock(&self.store).check_writable() {
+        let checked = writer::lock(&self.store).check_writable();
+        if let Err(e) = checked {
+            if matches!(e, StoreError::NotLeader { .. }) {
+                self.lose_leadership(&e.to_string());
+            }
             tracing::debug!("the store still cannot write: {e}");
             return;
         }
@@ -358,6 +362,7 @@ impl Actor {
                 );
                 self.publish_view();
             }
+            Err(e) if e.code == codes::NOT_LEADER => self.lose_leadership(&e.message),
             Err(e) => {
                 tracing::debug!("the store still cannot write: {}", e.message);
                 // What the batch held is in memory only: start again from the store.
@@ -607,6 +612,13 @@ impl Actor {
                     self.retire(&id);
                 }
             }
+            Done::Committed { result: Err(e), .. } if e.code == codes::NOT_LEADER => {
+                // Another server leads: this one stops (never read-only: it must not serve).
+                for reply in std::mem::take(&mut self.deferred) {
+                    reply(Some(&e));
+                }
+                self.lose_leadership(&e.message);
+            }
             Done::Committed { result: Err(e), .. } => {
                 tracing::error!(
                     "store commit failed: {}; its changes are undone and the server is \
@@ -640,7 +652,10 @@ impl Actor {
             let started = Instant::now();
             let r = writer::lock(&self.store)
                 .commit(&batch)
-                .map_err(|e| writer::commit_failed(&e.to_string()));
+                .map_err(|e| match e {
+                    StoreError::NotLeader { .. } => writer::not_leader(&e),
+                    e => writer::commit_failed(&e.to_string()),
+                });
             metrics::observe(&self.metrics.store_commit_duration, started.elapsed());
             r
         };
@@ -656,6 +671,15 @@ impl Actor {
             reply(r.as_ref().err());
         }
         r
+    }
+
+    /// The store refused a write because another server was elected leader: the actor stops
+    /// (its run ends with an error starting with [`crate::LOST_LEADERSHIP`]), so that the
+    /// server stops serving and exits.
+    pub(super) fn lose_leadership(&mut self, why: &str) {
+        if self.fatal.is_none() {
+            self.fatal = Some(format!("{}: {why}", crate::LOST_LEADERSHIP));
+        }
     }
 
     /// Runs what waits (flushes and the commits of the writer) until nothing does, as the

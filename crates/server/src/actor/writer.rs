@@ -11,7 +11,7 @@ use super::events::event_view;
 use crate::metrics::{self, ActorMetrics};
 use crate::view::{ReadOnly, View};
 use fairsched_api::{ApiError, EventView, codes};
-use fairsched_store::{Batch, Store};
+use fairsched_store::{Batch, Store, StoreError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use tokio::sync::{broadcast, mpsc, watch};
@@ -141,7 +141,10 @@ fn write(store: &SharedStore, outlets: &Outlets, unit: Unit) -> Done {
             Err(payload) => return Done::Panicked(payload),
         };
         metrics::observe(&outlets.metrics.store_commit_duration, started.elapsed());
-        r.map_err(|e| commit_failed(&e.to_string()))
+        r.map_err(|e| match e {
+            StoreError::NotLeader { .. } => not_leader(&e),
+            e => commit_failed(&e.to_string()),
+        })
     };
     match &result {
         Ok(()) => {
@@ -159,6 +162,12 @@ fn write(store: &SharedStore, outlets: &Outlets, unit: Unit) -> Done {
                 reply(None);
             }
         }
+        // Deposed: the actor stops and the server exits; it never serves as read-only.
+        Err(e) if e.code == codes::NOT_LEADER => {
+            for reply in replies {
+                reply(Some(e));
+            }
+        }
         Err(e) => {
             // Readers learn that the server is read-only before the replies say so.
             let mut failed = (**outlets.publish.borrow()).clone();
@@ -173,6 +182,15 @@ fn write(store: &SharedStore, outlets: &Outlets, unit: Unit) -> Done {
         }
     }
     Done::Committed { result, retire }
+}
+
+/// The reply to a change whose commit the store refused because another server was elected
+/// leader meanwhile: nothing was changed, and the client retries with the new leader.
+pub(super) fn not_leader(e: &StoreError) -> ApiError {
+    ApiError::new(
+        codes::NOT_LEADER,
+        format!("the change was not made: {e}; retry with the new leader"),
+    )
 }
 
 /// The reply to a change whose commit failed.

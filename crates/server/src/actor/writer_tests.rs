@@ -10,10 +10,24 @@ use fairsched_store::{
 };
 use std::sync::{Condvar, Mutex};
 
-/// The SQLite store, whose commits wait while the gate is closed.
+/// The SQLite store, whose commits wait while the gate is closed, and which refuses every
+/// write as a deposed leader's once `deposed` is set.
 struct Gated {
     inner: SqliteStore,
     gate: Gate,
+    deposed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Gated {
+    fn check(&self) -> Result<(), StoreError> {
+        if self.deposed.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(StoreError::NotLeader {
+                epoch: 1,
+                current: 2,
+            });
+        }
+        Ok(())
+    }
 }
 
 impl Store for Gated {
@@ -26,12 +40,15 @@ impl Store for Gated {
         while !*open {
             open = changed.wait(open).unwrap();
         }
+        self.check()?;
         self.inner.commit(batch)
     }
     fn prune(&mut self, before: u64, ops: usize, events: usize) -> Result<Pruned, StoreError> {
+        self.check()?;
         self.inner.prune(before, ops, events)
     }
     fn check_writable(&mut self) -> Result<(), StoreError> {
+        self.check()?;
         self.inner.check_writable()
     }
     fn reader(&self) -> Result<Box<dyn StoreRead>, StoreError> {
@@ -80,12 +97,27 @@ fn submission(id: &str) -> Box<Submission> {
 
 /// An actor over a gated store in `dir` (the gate open), and the gate.
 fn gated_actor(dir: &std::path::Path, config: &crate::ServerConfig) -> (Actor, Gate) {
+    let (a, gate, _) = deposable_actor(dir, config);
+    (a, gate)
+}
+
+/// [`gated_actor`], with the flag that deposes its store.
+fn deposable_actor(
+    dir: &std::path::Path,
+    config: &crate::ServerConfig,
+) -> (Actor, Gate, Arc<std::sync::atomic::AtomicBool>) {
     let gate = Arc::new((Mutex::new(true), Condvar::new()));
+    let deposed = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let store = Gated {
         inner: SqliteStore::open(dir).unwrap(),
         gate: gate.clone(),
+        deposed: deposed.clone(),
     };
-    (Actor::new(config, Box::new(store)).unwrap().0, gate)
+    (
+        Actor::new(config, Box::new(store)).unwrap().0,
+        gate,
+        deposed,
+    )
 }
 
 type Gate = Arc<(Mutex<bool>, Condvar)>;
@@ -226,4 +258,66 @@ fn aborting_an_operation_whose_end_is_being_committed_says_it_finished() {
     a.settle();
     let e = aborted.try_recv().unwrap().unwrap_err();
     assert!(e.message.contains("is already completed"), "{e:?}");
+}
+
+/// A commit the store refuses because another server leads (`StoreError::NotLeader`): the
+/// change is answered with code 100421 and did not happen, and the actor stops with the
+/// lost-leadership error (the server exits) instead of going read-only and serving on.
+#[test]
+fn a_commit_refused_as_a_deposed_leaders_stops_the_actor_without_going_read_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut a, _gate, deposed) = deposable_actor(dir.path(), &crate::ServerConfig::default());
+    ask(&mut a, |r| Command::Submit(submission("before"), true, r)).unwrap();
+    assert!(a.fatal.is_none());
+
+    deposed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let e = ask(&mut a, |r| Command::Submit(submission("after"), true, r)).unwrap_err();
+    assert_eq!(e.code, codes::NOT_LEADER, "{e:?}");
+    assert!(e.message.contains("no longer the leader"), "{e:?}");
+    let fatal = a.fatal.clone().expect("the actor stops");
+    assert!(fatal.starts_with(crate::LOST_LEADERSHIP), "{fatal}");
+    assert!(a.read_only.is_none(), "not read-only");
+    assert!(
+        a.publish.borrow().read_only.is_none(),
+        "not shown as read-only"
+    );
+    drop(a);
+    let ids: Vec<String> = SqliteStore::open(dir.path())
+        .unwrap()
+        .load()
+        .unwrap()
+        .operations
+        .iter()
+        .map(|o| o.id.clone())
+        .collect();
+    assert_eq!(ids, ["before"]);
+}
+
+/// The run loop ends with that error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deposed_actors_run_ends_with_the_lost_leadership_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, _gate, deposed) = deposable_actor(dir.path(), &crate::ServerConfig::default());
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    let run = tokio::spawn(a.run(rx));
+    deposed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    tx.send(crate::command::Request {
+        caller: crate::caller::Caller::Unchecked,
+        command: Command::Submit(submission("after"), true, reply),
+    })
+    .await
+    .unwrap();
+    let e = answer.await.unwrap().unwrap_err();
+    assert_eq!(e.code, codes::NOT_LEADER);
+    let ended = tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .expect("the actor stops")
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        ended.to_string().starts_with(crate::LOST_LEADERSHIP),
+        "{ended}"
+    );
+    drop(tx);
 }

@@ -451,6 +451,8 @@ async fn status(State(s): State<AppState>) -> Reply<fairsched_api::ServerStatus>
             .iter()
             .flat_map(|t| t.info.alerts.iter().cloned())
             .collect(),
+        role: fairsched_api::ServerRole::Leader,
+        leader: None,
     })
 }
 

@@ -114,6 +114,23 @@ impl PostgresStore {
         })
     }
 
+    /// Another connection to the same store, of the same incarnation and elected for the same
+    /// epoch (its writes are fenced alike), without counting an opening: for a task that
+    /// renews the lease while the store itself writes.
+    pub fn connect_again(&self) -> Result<PostgresStore, StoreError> {
+        let target = lock(&self.conn).target().clone();
+        Ok(PostgresStore {
+            conn: std::sync::Mutex::new(super::conn::Conn::open(target, false)?),
+            incarnation: self.incarnation,
+            epoch: self.epoch,
+        })
+    }
+
+    /// Checks a store URL as [`PostgresStore::open`] reads it, without connecting.
+    pub fn check_url(url: &str) -> Result<(), StoreError> {
+        super::conn::Target::parse(url).map(|_| ())
+    }
+
     /// The epoch this store was elected for (`None`: it was not).
     pub fn epoch(&self) -> Option<u64> {
         self.epoch

@@ -22,6 +22,10 @@ pub(crate) const CASES: &[PgCase] = &[
         commits_racing_an_election,
     ),
     ("simultaneous elections have one winner", one_winner),
+    (
+        "a second connection of an elected store renews its lease and is fenced alike",
+        connect_again,
+    ),
 ];
 
 const LONG: Duration = Duration::from_secs(60);
@@ -184,4 +188,33 @@ fn one_winner(server: &TempPostgres, db: &str) {
         stores[0].leader().unwrap().holder,
         format!("s{}", winners[0])
     );
+}
+
+fn connect_again(server: &TempPostgres, db: &str) {
+    let mut a = PostgresStore::open(&server.url(db)).unwrap();
+    let mut b = PostgresStore::open(&server.url(db)).unwrap();
+    assert_eq!(
+        PostgresStore::check_url("postgres://u@h:1/d").map_err(|e| e.to_string()),
+        Ok(())
+    );
+    assert!(PostgresStore::check_url("postgres://u@h:notaport/d").is_err());
+    assert_eq!(a.acquire_leadership("a", SHORT).unwrap(), Some(1));
+    let mut lease = a.connect_again().unwrap();
+    assert_eq!(lease.epoch(), Some(1));
+    // Renewed through the second connection, the lease keeps the other server out.
+    for _ in 0..4 {
+        lease.renew_leadership(SHORT).unwrap();
+        std::thread::sleep(SHORT / 2);
+        assert_eq!(b.acquire_leadership("b", LONG).unwrap(), None);
+    }
+    a.commit(&event(1)).unwrap();
+    // No longer renewed: the other server is elected, and both connections are refused.
+    assert_eq!(take_over(&mut b, "b"), 2);
+    let e = lease.renew_leadership(SHORT).unwrap_err();
+    assert!(not_leader(&e, 1, 2), "{e:?}");
+    let e = lease.commit(&event(2)).unwrap_err();
+    assert!(not_leader(&e, 1, 2), "{e:?}");
+    let e = a.commit(&event(2)).unwrap_err();
+    assert!(not_leader(&e, 1, 2), "{e:?}");
+    assert_eq!(b.load().unwrap().last_event_seq, 1);
 }
