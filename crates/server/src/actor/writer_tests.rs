@@ -308,8 +308,12 @@ async fn a_deposed_actors_run_ends_with_the_lost_leadership_error() {
     })
     .await
     .unwrap();
-    let e = answer.await.unwrap().unwrap_err();
-    assert_eq!(e.code, codes::NOT_LEADER);
+    // Answered NOT_LEADER, or not at all when a write of the actor's own was refused first
+    // and it stopped before it took the request (seen once in a CI run): either way nothing
+    // of it was acknowledged.
+    if let Ok(reply) = answer.await {
+        assert_eq!(reply.unwrap_err().code, codes::NOT_LEADER);
+    }
     let ended = tokio::time::timeout(Duration::from_secs(10), run)
         .await
         .expect("the actor stops")
