@@ -28,6 +28,12 @@ pub(crate) struct Holds {
     pub(crate) room_epoch: u64,
     /// The `room_epoch` at which each gang last failed to fit at once.
     pub(crate) gang_unplaceable_at: BTreeMap<OperationId, u64>,
+    /// Allocations started from what a gang placed whole held on their node, every held job
+    /// there starting (the room it held becomes the room they use: an assembling gang's plan
+    /// does not change; see `gang::plan_needed`).
+    pub(crate) exact_conversions: u64,
+    /// Gangs placed whole so far.
+    pub(crate) gangs_placed: u64,
 }
 
 impl Holds {
@@ -104,6 +110,8 @@ pub struct GangAssembly {
     /// When its plan was made: the time, the holds' `room_epoch` and the books' next
     /// allocation id then (`None`: never).
     pub(crate) planned: Option<(Millis, u64, u64)>,
+    /// What its plan depends on, as of when it was made (see `gang::plan_needed`).
+    pub(crate) plan_inputs: Option<[u64; 5]>,
 }
 
 impl GangAssembly {
@@ -117,6 +125,7 @@ impl GangAssembly {
             backfill_until: None,
             hold_target: None,
             planned: None,
+            plan_inputs: None,
         }
     }
 
