@@ -61,7 +61,7 @@ impl Parts<'_> {
             let op_id = a.operation.clone();
             let started = self.start_held_here(now, node_id, walk, &op_id, &tasks);
             let a = self.holds.gangs.get_mut(&t).expect("checked above");
-            a.holds.remove(node_id);
+            a.release_node(node_id);
             match started {
                 Some(started) => {
                     orders.extend(started);
@@ -90,7 +90,7 @@ impl Parts<'_> {
                 .placed_gangs
                 .get_mut(&op_id)
                 .expect("listed above");
-            a.holds.remove(node_id);
+            a.release_node(node_id);
             match started {
                 Some(started) => {
                     orders.extend(started);
@@ -236,6 +236,18 @@ pub(crate) fn place_gang_now(
         {
             continue;
         }
+        // What others hold only takes from what is free: a node whose free resources fit no
+        // wanted job fits none once they are counted.
+        let free = node.free();
+        if !op
+            .spec
+            .tasks
+            .iter()
+            .zip(&wanted)
+            .any(|(spec, &w)| w > 0 && free.dominates(&spec.resources))
+        {
+            continue;
+        }
         let held = backfill::held_from(books, holds, &node.id, op_id);
         let mut taken = Resources::ZERO;
         let mut here: BTreeMap<usize, u32> = BTreeMap::new();
@@ -285,9 +297,8 @@ pub(crate) fn place_gang_now(
     holds.placed_gangs.insert(
         op_id.clone(),
         GangAssembly {
-            holds: held_jobs,
             ready: true,
-            ..GangAssembly::new(op_id.clone(), now)
+            ..GangAssembly::holding(op_id.clone(), now, held_jobs)
         },
     );
     events.log(
@@ -427,11 +438,12 @@ impl HeldSoFar {
     /// What tree `t`'s assembling gang holds.
     fn of(books: &Books, holds: &Holds, t: usize) -> HeldSoFar {
         let a = &holds.gangs[&t];
+        let per_task = a.held_per_task();
         HeldSoFar {
-            total: a.holds.values().fold(Resources::ZERO, |acc, tasks| {
-                acc.add(&backfill::held_resources(books, &a.operation, tasks))
-            }),
-            per_task: a.held_per_task(),
+            // (Sums of jobs' resources, which are not negative: the order of the saturating
+            // additions does not matter.)
+            total: backfill::held_resources(books, &a.operation, &per_task),
+            per_task,
         }
     }
 
@@ -464,6 +476,17 @@ fn hold_here(
     let op_id = &a.operation;
     let op = &books.operations[op_id];
     let node = &books.nodes[node_id];
+    // What is held only takes from what is free: a node whose free resources fit no job of
+    // the gang fits none once they are counted.
+    let free = node.free().max(&Resources::ZERO);
+    if !op
+        .spec
+        .tasks
+        .iter()
+        .any(|spec| free.dominates(&spec.resources))
+    {
+        return BTreeMap::new();
+    }
     let own_here = a.holds.get(node_id).map_or(Resources::ZERO, |tasks| {
         backfill::held_resources(books, op_id, tasks)
     });
@@ -517,10 +540,7 @@ fn add_holds(holds: &mut Holds, t: usize, node_id: &NodeId, new_here: BTreeMap<u
         return;
     }
     let a = holds.gangs.get_mut(&t).expect("assembling");
-    let here = a.holds.entry(node_id.clone()).or_default();
-    for (task, n) in new_here {
-        *here.entry(task).or_default() += n;
-    }
+    a.add(node_id, new_here);
 }
 
 /// Marks tree `t`'s assembling gang ready if it holds every pending job.
@@ -613,7 +633,7 @@ fn plan_needed(
     }
     .min(u64::from(pending)) as u32;
     let a = holds.gangs.get_mut(&t).expect("assembling");
-    a.holds.clear();
+    a.release_all();
     a.hold_target = Some(target);
     a.backfill_until = plan.until;
     a.planned = Some(key);
@@ -808,7 +828,7 @@ pub(crate) fn drop_gang_holds_on(
     node: &NodeId,
 ) {
     for a in holds.gangs.values_mut() {
-        if a.holds.remove(node).is_some() {
+        if a.release_node(node).is_some() {
             a.ready = false;
         }
     }
@@ -886,7 +906,7 @@ pub(crate) fn update_gangs(
             .collect();
         let a = holds.gangs.get_mut(&t).expect("present");
         for n in &lost {
-            a.holds.remove(n);
+            a.release_node(n);
             a.ready = false;
             a.planned = None;
         }

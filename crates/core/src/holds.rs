@@ -112,6 +112,9 @@ pub struct GangAssembly {
     pub(crate) planned: Option<(Millis, u64, u64)>,
     /// What its plan depends on, as of when it was made (see `gang::plan_needed`).
     pub(crate) plan_inputs: Option<[u64; 5]>,
+    /// Jobs held, over all nodes and tasks (the sum over `holds`, kept with it: see
+    /// [`GangAssembly::held_jobs`]).
+    pub(crate) held: u32,
 }
 
 impl GangAssembly {
@@ -126,6 +129,7 @@ impl GangAssembly {
             hold_target: None,
             planned: None,
             plan_inputs: None,
+            held: 0,
         }
     }
 
@@ -142,7 +146,51 @@ impl GangAssembly {
 
     /// Jobs held, over all nodes and tasks.
     pub fn held_jobs(&self) -> u32 {
-        self.holds.values().flat_map(|t| t.values()).sum()
+        debug_assert_eq!(
+            self.held,
+            self.holds.values().flat_map(|t| t.values()).sum::<u32>(),
+            "the count of held jobs went out of date"
+        );
+        self.held
+    }
+
+    /// A gang holding `holds` (task -> jobs, by node) of `operation` since `since`.
+    pub(crate) fn holding(
+        operation: OperationId,
+        since: Millis,
+        holds: BTreeMap<NodeId, BTreeMap<usize, u32>>,
+    ) -> GangAssembly {
+        let held = holds.values().flat_map(|t| t.values()).sum();
+        GangAssembly {
+            holds,
+            held,
+            ..GangAssembly::new(operation, since)
+        }
+    }
+
+    /// It no longer holds anything on `node`; returns what it held there.
+    pub(crate) fn release_node(&mut self, node: &NodeId) -> Option<BTreeMap<usize, u32>> {
+        let tasks = self.holds.remove(node)?;
+        self.held -= tasks.values().sum::<u32>();
+        Some(tasks)
+    }
+
+    /// It holds nothing any more.
+    pub(crate) fn release_all(&mut self) {
+        self.holds.clear();
+        self.held = 0;
+    }
+
+    /// It also holds `new_here` (task -> jobs) on `node`.
+    pub(crate) fn add(&mut self, node: &NodeId, new_here: BTreeMap<usize, u32>) {
+        if new_here.is_empty() {
+            return;
+        }
+        let here = self.holds.entry(node.clone()).or_default();
+        for (task, n) in new_here {
+            *here.entry(task).or_default() += n;
+            self.held += n;
+        }
     }
 }
 

@@ -83,3 +83,67 @@ impl RoomIndex {
             .map(|&(_, end, id)| (end, id))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(id: &str, cpu: i64, used: i64) -> Node {
+        Node {
+            id: NodeId(id.to_string()),
+            resources: Resources::from_raw([cpu, 0, 0, 0, 0]),
+            tags: BTreeSet::new(),
+            scheduler_jobs_enabled: true,
+            tree: Some(0),
+            draining: false,
+            allocations: BTreeSet::new(),
+            usage: Resources::from_raw([used, 0, 0, 0, 0]),
+            last_preemptive_scheduling: None,
+            overcommit_since: None,
+        }
+    }
+
+    fn free_of(index: &RoomIndex, tree: usize) -> Vec<(i64, u32)> {
+        index
+            .free_in(tree)
+            .map(|(free, count)| (free.raw()[0], count))
+            .collect()
+    }
+
+    #[test]
+    fn counts_follow_the_nodes_free_room_and_schedulability() {
+        let mut index = RoomIndex::default();
+        let (a, b) = (node("a", 4, 1), node("b", 4, 1));
+        index.sync_node(&a.id, Some(&a));
+        index.sync_node(&b.id, Some(&b));
+        assert_eq!(free_of(&index, 0), vec![(3, 2)]);
+        let b = node("b", 4, 4);
+        index.sync_node(&b.id, Some(&b));
+        assert_eq!(free_of(&index, 0), vec![(0, 1), (3, 1)]);
+        let a = Node {
+            draining: true,
+            ..node("a", 4, 1)
+        };
+        index.sync_node(&a.id, Some(&a));
+        assert_eq!(free_of(&index, 0), vec![(0, 1)]);
+        index.sync_node(&b.id, None);
+        assert_eq!(free_of(&index, 0), vec![]);
+        assert_eq!(free_of(&index, 1), vec![]);
+    }
+
+    #[test]
+    fn ends_come_in_time_order_per_tree_and_leave_when_their_allocation_ends() {
+        let mut index = RoomIndex::default();
+        index.started(0, AllocationId(1), Some(50));
+        index.started(0, AllocationId(2), Some(20));
+        index.started(1, AllocationId(3), Some(10));
+        index.started(0, AllocationId(4), None);
+        let ends: Vec<(Millis, AllocationId)> = index.ends_in(0).collect();
+        assert_eq!(ends, vec![(20, AllocationId(2)), (50, AllocationId(1))]);
+        index.ended(AllocationId(2));
+        index.ended(AllocationId(4));
+        let ends: Vec<(Millis, AllocationId)> = index.ends_in(0).collect();
+        assert_eq!(ends, vec![(50, AllocationId(1))]);
+        assert_eq!(index.ends_in(1).count(), 1);
+    }
+}
