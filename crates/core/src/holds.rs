@@ -115,6 +115,8 @@ pub struct GangAssembly {
     /// Jobs held, over all nodes and tasks (the sum over `holds`, kept with it: see
     /// [`GangAssembly::held_jobs`]).
     pub(crate) held: u32,
+    /// Jobs held per task, over all nodes (kept with `holds`, as `held`).
+    pub(crate) per_task: BTreeMap<usize, u32>,
 }
 
 impl GangAssembly {
@@ -130,18 +132,27 @@ impl GangAssembly {
             planned: None,
             plan_inputs: None,
             held: 0,
+            per_task: BTreeMap::new(),
         }
     }
 
     /// Jobs held per task, over all nodes.
     pub(crate) fn held_per_task(&self) -> BTreeMap<usize, u32> {
-        let mut out = BTreeMap::new();
-        for tasks in self.holds.values() {
-            for (&task, &n) in tasks {
-                *out.entry(task).or_default() += n;
+        #[cfg(debug_assertions)]
+        {
+            let mut out = BTreeMap::new();
+            for tasks in self.holds.values() {
+                for (&task, &n) in tasks {
+                    *out.entry(task).or_insert(0u32) += n;
+                }
             }
+            out.retain(|_, n| *n > 0);
+            assert_eq!(
+                out, self.per_task,
+                "the held jobs per task went out of date"
+            );
         }
-        out
+        self.per_task.clone()
     }
 
     /// Jobs held, over all nodes and tasks.
@@ -160,18 +171,24 @@ impl GangAssembly {
         since: Millis,
         holds: BTreeMap<NodeId, BTreeMap<usize, u32>>,
     ) -> GangAssembly {
-        let held = holds.values().flat_map(|t| t.values()).sum();
-        GangAssembly {
-            holds,
-            held,
-            ..GangAssembly::new(operation, since)
+        let mut a = GangAssembly::new(operation, since);
+        for (node, tasks) in holds {
+            a.add(&node, tasks);
         }
+        a
     }
 
     /// It no longer holds anything on `node`; returns what it held there.
     pub(crate) fn release_node(&mut self, node: &NodeId) -> Option<BTreeMap<usize, u32>> {
         let tasks = self.holds.remove(node)?;
-        self.held -= tasks.values().sum::<u32>();
+        for (task, &n) in &tasks {
+            self.held -= n;
+            let left = self.per_task.get_mut(task).expect("counted when added");
+            *left -= n;
+            if *left == 0 {
+                self.per_task.remove(task);
+            }
+        }
         Some(tasks)
     }
 
@@ -179,6 +196,7 @@ impl GangAssembly {
     pub(crate) fn release_all(&mut self) {
         self.holds.clear();
         self.held = 0;
+        self.per_task.clear();
     }
 
     /// It also holds `new_here` (task -> jobs) on `node`.
@@ -190,6 +208,7 @@ impl GangAssembly {
         for (task, n) in new_here {
             *here.entry(task).or_default() += n;
             self.held += n;
+            *self.per_task.entry(task).or_default() += n;
         }
     }
 }
