@@ -147,8 +147,149 @@ pub(crate) struct Shadow {
 /// arena `arena`), from what is free now (less other operations' reservations, and with
 /// `placed_busy` what gangs placed whole hold for others) and the allocations' expected ends;
 /// with the room then beyond `need` (EASY backfilling's "shadow time" and "extra").
+///
+/// Without node tag filters in the tree, from the room index ([`crate::room`]): the cost is
+/// the distinct amounts of free room, the nodes others hold and the ends up to the shadow
+/// time, not the cluster; debug builds check it against the scan of every node.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn shadow(
+    books: &Books,
+    holds: &Holds,
+    arena: &Arena,
+    now: Millis,
+    t: usize,
+    op: &OperationId,
+    job: &Resources,
+    need: u64,
+    placed_busy: bool,
+) -> Shadow {
+    if arena.any_tag_filter() {
+        return shadow_scan(books, holds, arena, now, t, op, job, need, placed_busy);
+    }
+    let indexed = shadow_indexed(books, holds, now, t, op, job, need, placed_busy);
+    debug_assert_eq!(
+        indexed,
+        shadow_scan(books, holds, arena, now, t, op, job, need, placed_busy),
+        "the room index disagrees with the books"
+    );
+    indexed
+}
+
+/// How many jobs of shape `job` fit into what is free on the schedulable nodes of tree `t`,
+/// whoever holds it (an upper bound of what any placement there finds).
+pub(crate) fn free_room(books: &Books, t: usize, job: &Resources) -> u64 {
+    books
+        .room
+        .free_in(t)
+        .map(|(free, count)| u64::from(count) * fit_count(&free.max(&Resources::ZERO), job))
+        .sum()
+}
+
+/// [`shadow`] from the room index (trees without node tag filters).
+#[allow(clippy::too_many_arguments)]
+fn shadow_indexed(
+    books: &Books,
+    holds: &Holds,
+    now: Millis,
+    t: usize,
+    op: &OperationId,
+    job: &Resources,
+    need: u64,
+    placed_busy: bool,
+) -> Shadow {
+    let schedulable = |id: &NodeId| {
+        books
+            .nodes
+            .get(id)
+            .is_some_and(|n| n.tree == Some(t) && n.scheduler_jobs_enabled && !n.draining)
+    };
+    // What others hold on a node: another operation's reservation, with `placed_busy` the jobs
+    // of gangs placed whole (which start at their nodes' next heartbeats and run to their
+    // limits: ends of their own).
+    let mut busy: BTreeMap<&NodeId, Resources> = BTreeMap::new();
+    let mut placed_ends: Vec<(Millis, &NodeId, Resources)> = Vec::new();
+    for (node, r) in &holds.reservations {
+        if &r.operation != op && schedulable(node) {
+            let b = busy.entry(node).or_insert(Resources::ZERO);
+            *b = b.add(&r.resources);
+        }
+    }
+    if placed_busy {
+        for a in holds.placed_gangs.values().filter(|a| &a.operation != op) {
+            let Some(o) = books.operations.get(&a.operation) else {
+                continue;
+            };
+            for (node, tasks) in a.holds.iter().filter(|(node, _)| schedulable(node)) {
+                let b = busy.entry(node).or_insert(Resources::ZERO);
+                for (&task, &count) in tasks {
+                    let spec = &o.spec.tasks[task];
+                    for _ in 0..count {
+                        *b = b.add(&spec.resources);
+                        if let Some(limit) = spec.time_limit_ms {
+                            placed_ends.push((now.saturating_add(limit), node, spec.resources));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let free_of = |id: &NodeId| {
+        let n = &books.nodes[id];
+        let busy = busy.get(id).copied().unwrap_or(Resources::ZERO);
+        n.free().sub(&busy).max(&Resources::ZERO)
+    };
+    let mut room_now = free_room(books, t, job);
+    for &node in busy.keys() {
+        let unheld = books.nodes[node].free().max(&Resources::ZERO);
+        room_now = room_now - fit_count(&unheld, job) + fit_count(&free_of(node), job);
+    }
+    let mut room = room_now;
+    let mut until = (room >= need).then_some(now);
+    // The ends in time order (the order among equal times changes nothing: they all count).
+    placed_ends.sort_by_key(|e| e.0);
+    let mut placed_ends = placed_ends.into_iter().peekable();
+    let mut running = books
+        .room
+        .ends_in(t)
+        .filter_map(|(_, id)| {
+            let a = books.allocations.get(&id)?;
+            schedulable(&a.node)
+                .then(|| Some((expected_end(books, now, a)?, &a.node, a.resources)))
+                .flatten()
+        })
+        .peekable();
+    let mut touched: BTreeMap<&NodeId, Resources> = BTreeMap::new();
+    loop {
+        let next = match (running.peek(), placed_ends.peek()) {
+            (Some(r), Some(p)) if p.0 < r.0 => placed_ends.next(),
+            (Some(_), _) => running.next(),
+            (None, _) => placed_ends.next(),
+        };
+        let Some((end, node, resources)) = next else {
+            break;
+        };
+        // Every allocation ending by the time room is found counts towards the surplus.
+        if until.is_some_and(|u| end > u) {
+            break;
+        }
+        let f = touched.entry(node).or_insert_with(|| free_of(node));
+        let before = fit_count(f, job);
+        *f = f.add(&resources);
+        room = room - before + fit_count(f, job);
+        if until.is_none() && room >= need {
+            until = Some(end);
+        }
+    }
+    Shadow {
+        until,
+        room_now,
+        surplus: if until.is_some() { room - need } else { 0 },
+    }
+}
+
+/// [`shadow`] by a scan of every node of the tree and every allocation there.
+#[allow(clippy::too_many_arguments)]
+fn shadow_scan(
     books: &Books,
     holds: &Holds,
     arena: &Arena,

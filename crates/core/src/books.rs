@@ -318,9 +318,13 @@ impl Books {
         }
         op.pending_demand = op.pending_demand.sub(&resources);
         op.last_scheduled_at = Some(now);
+        let limit = op.spec.tasks[task].time_limit_ms;
         let node = self.nodes.get_mut(node_id).expect("booked node exists");
         node.allocations.insert(id);
         node.usage = node.usage.add(&resources);
+        self.sync_room(node_id);
+        self.room
+            .started(tree, id, limit.map(|l| now.saturating_add(l)));
         self.allocations.insert(
             id,
             Allocation {
@@ -366,6 +370,8 @@ impl Books {
                 node.usage = node.usage.sub(&alloc.resources);
             }
         }
+        self.sync_room(&alloc.node);
+        self.room.ended(id);
         let mut completed = false;
         let mut too_many_failed = None;
         if let Some(op) = self.operations.get_mut(&alloc.operation) {
@@ -445,6 +451,7 @@ impl Books {
         if let Some(n) = self.nodes.get_mut(&node_id) {
             n.usage = n.usage.sub(&resources);
         }
+        self.node_changed(&node_id);
         Some((op_id, node_id))
     }
 }

@@ -61,7 +61,7 @@ impl Parts<'_> {
             let op_id = a.operation.clone();
             let started = self.start_held_here(now, node_id, walk, &op_id, &tasks);
             let a = self.holds.gangs.get_mut(&t).expect("checked above");
-            a.holds.remove(node_id);
+            a.release_node(node_id);
             match started {
                 Some(started) => {
                     orders.extend(started);
@@ -81,12 +81,16 @@ impl Parts<'_> {
             .collect();
         for (op_id, tasks) in placed {
             let started = self.start_held_here(now, node_id, walk, &op_id, &tasks);
+            let held: u32 = tasks.values().sum();
+            if let Some(started) = started.as_ref().filter(|s| s.len() == held as usize) {
+                self.holds.exact_conversions += started.len() as u64;
+            }
             let a = self
                 .holds
                 .placed_gangs
                 .get_mut(&op_id)
                 .expect("listed above");
-            a.holds.remove(node_id);
+            a.release_node(node_id);
             match started {
                 Some(started) => {
                     orders.extend(started);
@@ -206,6 +210,16 @@ pub(crate) fn place_gang_now(
             return false;
         }
     }
+    // Its pending jobs, each at least its smallest shape, cannot all fit into less than the
+    // tree's free room: the scan below would find it so.
+    if let Some(smallest) = op.pending_job_resources().reduce(|a, b| a.min(&b))
+        && backfill::free_room(books, t, &smallest) < u64::from(op.pending_job_count())
+    {
+        holds
+            .gang_unplaceable_at
+            .insert(op_id.clone(), holds.room_epoch);
+        return false;
+    }
     let allow_regular = arena.elements[leaf].allow_regular_on_ssd;
     let path: Vec<ElementIndex> = std::iter::once(leaf).chain(arena.ancestors(leaf)).collect();
     let mut wanted: Vec<u32> = op.tasks.iter().map(|task| task.pending).collect();
@@ -219,6 +233,18 @@ pub(crate) fn place_gang_now(
             || !node.scheduler_jobs_enabled
             || node.draining
             || (arena.any_tag_filter() && !arena.tags_allow(leaf, &node.tags))
+        {
+            continue;
+        }
+        // What others hold only takes from what is free: a node whose free resources fit no
+        // wanted job fits none once they are counted.
+        let free = node.free();
+        if !op
+            .spec
+            .tasks
+            .iter()
+            .zip(&wanted)
+            .any(|(spec, &w)| w > 0 && free.dominates(&spec.resources))
         {
             continue;
         }
@@ -267,12 +293,12 @@ pub(crate) fn place_gang_now(
         held_jobs.len() as u32,
     );
     holds.gang_unplaceable_at.remove(&op_id);
+    holds.gangs_placed += 1;
     holds.placed_gangs.insert(
         op_id.clone(),
         GangAssembly {
-            holds: held_jobs,
             ready: true,
-            ..GangAssembly::new(op_id.clone(), now)
+            ..GangAssembly::holding(op_id.clone(), now, held_jobs)
         },
     );
     events.log(
@@ -339,7 +365,8 @@ pub(crate) fn gang_hold(
         plan_needed(arena, books, holds, events, now, leaf, walk);
         return;
     }
-    let new_here = hold_here(arena, books, holds, node_id, leaf, walk, u32::MAX);
+    let so_far = HeldSoFar::of(books, holds, t);
+    let new_here = hold_here(arena, books, holds, node_id, leaf, walk, u32::MAX, &so_far);
     add_holds(holds, t, node_id, new_here);
     mark_ready(books, holds, events, now, t);
 }
@@ -400,9 +427,41 @@ fn longest_waiting_gang(
     })
 }
 
+/// What the assembling gang of `walk`'s tree holds so far: its resources (which count against
+/// its path's limits) and its jobs per task.
+struct HeldSoFar {
+    total: Resources,
+    per_task: BTreeMap<usize, u32>,
+}
+
+impl HeldSoFar {
+    /// What tree `t`'s assembling gang holds.
+    fn of(books: &Books, holds: &Holds, t: usize) -> HeldSoFar {
+        let a = &holds.gangs[&t];
+        let per_task = a.held_per_task();
+        HeldSoFar {
+            // (Sums of jobs' resources, which are not negative: the order of the saturating
+            // additions does not matter.)
+            total: backfill::held_resources(books, &a.operation, &per_task),
+            per_task,
+        }
+    }
+
+    /// The gang (operation `op`) newly holds `new_here`.
+    fn add(&mut self, books: &Books, op: &OperationId, new_here: &BTreeMap<usize, u32>) {
+        self.total = self
+            .total
+            .add(&backfill::held_resources(books, op, new_here));
+        for (&task, &n) in new_here {
+            *self.per_task.entry(task).or_default() += n;
+        }
+    }
+}
+
 /// What the assembling gang of `walk`'s tree (the operation at `leaf`) may newly hold on
 /// `node_id`, at most `max_jobs` jobs: its pending jobs not held yet that fit into what is
-/// free there beyond what others hold, within its path's limits.
+/// free there beyond what others hold, within its path's limits (`so_far`: what it holds).
+#[allow(clippy::too_many_arguments)]
 fn hold_here(
     arena: &Arena,
     books: &Books,
@@ -411,11 +470,23 @@ fn hold_here(
     leaf: ElementIndex,
     walk: &Walk,
     max_jobs: u32,
+    so_far: &HeldSoFar,
 ) -> BTreeMap<usize, u32> {
     let a = &holds.gangs[&walk.tree];
     let op_id = &a.operation;
     let op = &books.operations[op_id];
     let node = &books.nodes[node_id];
+    // What is held only takes from what is free: a node whose free resources fit no job of
+    // the gang fits none once they are counted.
+    let free = node.free().max(&Resources::ZERO);
+    if !op
+        .spec
+        .tasks
+        .iter()
+        .any(|spec| free.dominates(&spec.resources))
+    {
+        return BTreeMap::new();
+    }
     let own_here = a.holds.get(node_id).map_or(Resources::ZERO, |tasks| {
         backfill::held_resources(books, op_id, tasks)
     });
@@ -427,10 +498,8 @@ fn hold_here(
         .sub(&own_here)
         .max(&Resources::ZERO);
     // Everything held so far counts against the path's limits.
-    let mut held_total = a.holds.values().fold(Resources::ZERO, |acc, tasks| {
-        acc.add(&backfill::held_resources(books, op_id, tasks))
-    });
-    let held_per_task = a.held_per_task();
+    let mut held_total = so_far.total;
+    let held_per_task = &so_far.per_task;
     let allow_regular = arena.elements[leaf].allow_regular_on_ssd;
     let path: Vec<ElementIndex> = std::iter::once(leaf).chain(arena.ancestors(leaf)).collect();
     let mut new_here: BTreeMap<usize, u32> = BTreeMap::new();
@@ -471,10 +540,7 @@ fn add_holds(holds: &mut Holds, t: usize, node_id: &NodeId, new_here: BTreeMap<u
         return;
     }
     let a = holds.gangs.get_mut(&t).expect("assembling");
-    let here = a.holds.entry(node_id.clone()).or_default();
-    for (task, n) in new_here {
-        *here.entry(task).or_default() += n;
-    }
+    a.add(node_id, new_here);
 }
 
 /// Marks tree `t`'s assembling gang ready if it holds every pending job.
@@ -520,6 +586,40 @@ fn plan_needed(
     if a.ready || a.planned == Some(key) {
         return;
     }
+    // Since the plan was made (at this time, with this room epoch), if the only allocations
+    // started are jobs of gangs placed whole, each on a node where all its held jobs started,
+    // and no gang was placed, no node changed, no job reservation or other gang holds anything
+    // and no limit on the gang's path can bind, the plan made again is the same (what was held
+    // for them is what they now use, until the same ends): it is only marked current.
+    let inputs = plan_inputs(books, holds, now);
+    let same_inputs = a.planned.is_some()
+        && a.plan_inputs == Some(inputs)
+        && holds.reservations.is_empty()
+        && holds.gangs.len() == 1
+        && std::iter::once(leaf)
+            .chain(arena.ancestors(leaf))
+            .all(|e| arena.elements[e].resource_limits == Resources::infinite());
+    if same_inputs {
+        #[cfg(debug_assertions)]
+        {
+            let mut again = holds.clone();
+            again.gangs.get_mut(&t).expect("assembling").planned = None;
+            plan_needed(
+                arena,
+                books,
+                &mut again,
+                &mut EventLog::default(),
+                now,
+                leaf,
+                walk,
+            );
+            let mut kept = holds.gangs[&t].clone();
+            kept.planned = Some(key);
+            assert_eq!(again.gangs[&t], kept, "a plan marked current would change");
+        }
+        holds.gangs.get_mut(&t).expect("assembling").planned = Some(key);
+        return;
+    }
     let op_id = a.operation.clone();
     let Some((pending, plan)) = needed_shadow(books, holds, arena, now, t, &op_id) else {
         return;
@@ -533,29 +633,39 @@ fn plan_needed(
     }
     .min(u64::from(pending)) as u32;
     let a = holds.gangs.get_mut(&t).expect("assembling");
-    a.holds.clear();
+    a.release_all();
     a.hold_target = Some(target);
     a.backfill_until = plan.until;
     a.planned = Some(key);
-    let nodes: Vec<&NodeId> = books
-        .nodes
-        .values()
-        .filter(|n| {
-            n.tree == Some(t)
-                && n.scheduler_jobs_enabled
-                && !n.draining
-                && (!arena.any_tag_filter() || arena.tags_allow(leaf, &n.tags))
-        })
-        .map(|n| &n.id)
-        .collect();
+    a.plan_inputs = Some(inputs);
+    let nodes = books.nodes.values().filter(|n| {
+        n.tree == Some(t)
+            && n.scheduler_jobs_enabled
+            && !n.draining
+            && (!arena.any_tag_filter() || arena.tags_allow(leaf, &n.tags))
+    });
     let mut held = 0u32;
-    for node_id in nodes {
+    let mut so_far = HeldSoFar {
+        total: Resources::ZERO,
+        per_task: BTreeMap::new(),
+    };
+    for node in nodes {
         if held >= target {
             break;
         }
-        let new_here = hold_here(arena, books, holds, node_id, leaf, walk, target - held);
+        let new_here = hold_here(
+            arena,
+            books,
+            holds,
+            &node.id,
+            leaf,
+            walk,
+            target - held,
+            &so_far,
+        );
         held += new_here.values().sum::<u32>();
-        add_holds(holds, t, node_id, new_here);
+        so_far.add(books, &op_id, &new_here);
+        add_holds(holds, t, &node.id, new_here);
     }
     mark_ready(books, holds, events, now, t);
 }
@@ -565,6 +675,19 @@ fn plan_needed(
 /// hold, which it then no longer needs to hold as much of).
 fn plan_key(books: &Books, holds: &Holds, now: Millis) -> (Millis, u64, u64) {
     (now, holds.room_epoch, books.next_allocation)
+}
+
+/// What a plan made now depends on besides jobs of gangs placed whole starting where they
+/// held them (see [`plan_needed`]): the time, the room freed, the other allocations started,
+/// the gangs placed whole and the node changes.
+fn plan_inputs(books: &Books, holds: &Holds, now: Millis) -> [u64; 5] {
+    [
+        now,
+        holds.room_epoch,
+        books.next_allocation - holds.exact_conversions,
+        holds.gangs_placed,
+        books.node_changes,
+    ]
 }
 
 /// The expected start of gang `op` in tree `t` as `hold = "needed"` plans it (in jobs of its
@@ -603,6 +726,30 @@ fn plan_in_force(books: &Books, holds: &Holds, t: usize, now: Millis) -> bool {
         !a.ready
             && a.planned == Some(plan_key(books, holds, now))
             && a.hold_target.is_some_and(|target| a.held_jobs() >= target)
+    })
+}
+
+/// Whether offering a node to any gang operation of `walk`'s tree would leave everything as it
+/// is: a gang assembles there, with no expected start and no plan in force (so no other gang
+/// may be placed whole: see [`place_gang_now`], and none may assemble: see [`gang_hold`]),
+/// and it is ready or has been offered the node already at this heartbeat (inactive in
+/// `walk`).
+pub(crate) fn others_idle(
+    arena: &Arena,
+    books: &Books,
+    holds: &Holds,
+    now: Millis,
+    walk: &Walk,
+) -> bool {
+    let t = walk.tree;
+    holds.gangs.get(&t).is_some_and(|a| {
+        a.backfill_until.is_none()
+            && !plan_in_force(books, holds, t, now)
+            && (a.ready
+                || arena
+                    .by_operation
+                    .get(&a.operation)
+                    .is_none_or(|&leaf| !walk.active[leaf]))
     })
 }
 
@@ -681,7 +828,7 @@ pub(crate) fn drop_gang_holds_on(
     node: &NodeId,
 ) {
     for a in holds.gangs.values_mut() {
-        if a.holds.remove(node).is_some() {
+        if a.release_node(node).is_some() {
             a.ready = false;
         }
     }
@@ -759,7 +906,7 @@ pub(crate) fn update_gangs(
             .collect();
         let a = holds.gangs.get_mut(&t).expect("present");
         for n in &lost {
-            a.holds.remove(n);
+            a.release_node(n);
             a.ready = false;
             a.planned = None;
         }

@@ -28,6 +28,12 @@ pub(crate) struct Holds {
     pub(crate) room_epoch: u64,
     /// The `room_epoch` at which each gang last failed to fit at once.
     pub(crate) gang_unplaceable_at: BTreeMap<OperationId, u64>,
+    /// Allocations started from what a gang placed whole held on their node, every held job
+    /// there starting (the room it held becomes the room they use: an assembling gang's plan
+    /// does not change; see `gang::plan_needed`).
+    pub(crate) exact_conversions: u64,
+    /// Gangs placed whole so far.
+    pub(crate) gangs_placed: u64,
 }
 
 impl Holds {
@@ -104,6 +110,13 @@ pub struct GangAssembly {
     /// When its plan was made: the time, the holds' `room_epoch` and the books' next
     /// allocation id then (`None`: never).
     pub(crate) planned: Option<(Millis, u64, u64)>,
+    /// What its plan depends on, as of when it was made (see `gang::plan_needed`).
+    pub(crate) plan_inputs: Option<[u64; 5]>,
+    /// Jobs held, over all nodes and tasks (the sum over `holds`, kept with it: see
+    /// [`GangAssembly::held_jobs`]).
+    pub(crate) held: u32,
+    /// Jobs held per task, over all nodes (kept with `holds`, as `held`).
+    pub(crate) per_task: BTreeMap<usize, u32>,
 }
 
 impl GangAssembly {
@@ -117,23 +130,86 @@ impl GangAssembly {
             backfill_until: None,
             hold_target: None,
             planned: None,
+            plan_inputs: None,
+            held: 0,
+            per_task: BTreeMap::new(),
         }
     }
 
     /// Jobs held per task, over all nodes.
     pub(crate) fn held_per_task(&self) -> BTreeMap<usize, u32> {
-        let mut out = BTreeMap::new();
-        for tasks in self.holds.values() {
-            for (&task, &n) in tasks {
-                *out.entry(task).or_default() += n;
+        #[cfg(debug_assertions)]
+        {
+            let mut out = BTreeMap::new();
+            for tasks in self.holds.values() {
+                for (&task, &n) in tasks {
+                    *out.entry(task).or_insert(0u32) += n;
+                }
             }
+            out.retain(|_, n| *n > 0);
+            assert_eq!(
+                out, self.per_task,
+                "the held jobs per task went out of date"
+            );
         }
-        out
+        self.per_task.clone()
     }
 
     /// Jobs held, over all nodes and tasks.
     pub fn held_jobs(&self) -> u32 {
-        self.holds.values().flat_map(|t| t.values()).sum()
+        debug_assert_eq!(
+            self.held,
+            self.holds.values().flat_map(|t| t.values()).sum::<u32>(),
+            "the count of held jobs went out of date"
+        );
+        self.held
+    }
+
+    /// A gang holding `holds` (task -> jobs, by node) of `operation` since `since`.
+    pub(crate) fn holding(
+        operation: OperationId,
+        since: Millis,
+        holds: BTreeMap<NodeId, BTreeMap<usize, u32>>,
+    ) -> GangAssembly {
+        let mut a = GangAssembly::new(operation, since);
+        for (node, tasks) in holds {
+            a.add(&node, tasks);
+        }
+        a
+    }
+
+    /// It no longer holds anything on `node`; returns what it held there.
+    pub(crate) fn release_node(&mut self, node: &NodeId) -> Option<BTreeMap<usize, u32>> {
+        let tasks = self.holds.remove(node)?;
+        for (task, &n) in &tasks {
+            self.held -= n;
+            let left = self.per_task.get_mut(task).expect("counted when added");
+            *left -= n;
+            if *left == 0 {
+                self.per_task.remove(task);
+            }
+        }
+        Some(tasks)
+    }
+
+    /// It holds nothing any more.
+    pub(crate) fn release_all(&mut self) {
+        self.holds.clear();
+        self.held = 0;
+        self.per_task.clear();
+    }
+
+    /// It also holds `new_here` (task -> jobs) on `node`.
+    pub(crate) fn add(&mut self, node: &NodeId, new_here: BTreeMap<usize, u32>) {
+        if new_here.is_empty() {
+            return;
+        }
+        let here = self.holds.entry(node.clone()).or_default();
+        for (task, n) in new_here {
+            *here.entry(task).or_default() += n;
+            self.held += n;
+            *self.per_task.entry(task).or_default() += n;
+        }
     }
 }
 

@@ -26,6 +26,7 @@ pub mod preemptible;
 pub mod preemption;
 pub mod protocol;
 pub mod reservation;
+mod room;
 pub mod scheduler;
 mod scheduler_config;
 pub mod snapshot;

@@ -27,6 +27,7 @@ impl Scheduler {
             )));
         }
         let tree = Self::tree_for_tags(&self.trees, &spec.id, &spec.tags)?;
+        let id = spec.id.clone();
         self.books.nodes.insert(
             spec.id.clone(),
             Node {
@@ -42,6 +43,7 @@ impl Scheduler {
                 overcommit_since: None,
             },
         );
+        self.books.node_changed(&id);
         Ok(())
     }
 
@@ -102,6 +104,7 @@ impl Scheduler {
                 }
             }
         }
+        self.books.node_changed(id);
         Ok(())
     }
 
@@ -119,6 +122,7 @@ impl Scheduler {
             .get_mut(id)
             .ok_or_else(|| CoreError::new(format!("node {:?} does not exist", id.0)))?;
         node.draining = draining;
+        self.books.node_changed(id);
         Ok(())
     }
 
@@ -135,6 +139,7 @@ impl Scheduler {
             s.end_allocation(now, a, EndKind::Preempted(PreemptionReason::NodeLost, None));
         }
         self.books.nodes.remove(id);
+        self.books.node_changed(id);
         // Nobody is left to stop anything there.
         self.orders.remove(id);
         crate::reservation::release_reservation(

@@ -289,6 +289,15 @@ impl Parts<'_> {
         stage: Stage,
     ) -> Option<crate::scheduler::StartOrder> {
         let t = self.books.nodes[node_id].tree?;
+        // Gang operations placed all at once start only from what they hold (see below): when
+        // every target is one, nothing starts here.
+        if self.trees[t].config().gang_placement.enable
+            && targets
+                .iter()
+                .all(|&i| descent::is_gang_leaf(&self.trees[t].arena, &self.books.operations, i))
+        {
+            return None;
+        }
         let mut walk = descent::walk_for(
             t,
             &self.trees[t].arena,

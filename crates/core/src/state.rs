@@ -10,6 +10,7 @@ use crate::model::{Allocation, AllocationId, Millis, Node, NodeId, Operation, Op
 use crate::operations::counts::PoolCounts;
 use crate::operations::pending::PendingQueue;
 use crate::preemptible::classes::PreemptionCache;
+use crate::room::RoomIndex;
 use fairsched_resources::Resources;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -35,6 +36,13 @@ pub(crate) struct Books {
     /// and for preemptors waiting on them when there are none).
     pub(crate) interrupting: usize,
     pub(crate) next_allocation: u64,
+    /// Free room per tree and expected ends, kept up to date with the nodes and allocations
+    /// (see [`crate::room`]).
+    pub(crate) room: RoomIndex,
+    /// Counts the changes to nodes (joining, leaving, resources, tags, enabled, draining,
+    /// tree) and interruptions: what may change a gang's plan besides allocations starting
+    /// and ending and holds (see `gang::plan_needed`).
+    pub(crate) node_changes: u64,
 }
 
 impl Default for Books {
@@ -49,6 +57,8 @@ impl Default for Books {
             allocations: BTreeMap::new(),
             interrupting: 0,
             next_allocation: 1,
+            room: RoomIndex::default(),
+            node_changes: 0,
         }
     }
 }
@@ -73,6 +83,18 @@ impl Books {
     /// id maybe used again).
     pub(crate) fn live_operation(&self, seq: u64, id: &OperationId) -> Option<&Operation> {
         self.operations.get(id).filter(|op| op.start_seq == seq)
+    }
+
+    /// Node `id` changed (resources, usage, tree, enabled, draining) or is gone: the room
+    /// index follows.
+    pub(crate) fn sync_room(&mut self, id: &NodeId) {
+        self.room.sync_node(id, self.nodes.get(id));
+    }
+
+    /// Node `id` changed (or is gone) outside allocations starting and ending.
+    pub(crate) fn node_changed(&mut self, id: &NodeId) {
+        self.node_changes += 1;
+        self.sync_room(id);
     }
 
     /// Total resources of the nodes tree `t` schedules on.

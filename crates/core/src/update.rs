@@ -206,6 +206,7 @@ impl Scheduler {
                 && node.tree != t
             {
                 node.tree = t;
+                self.books.node_changed(&id);
                 moved.push(id);
             }
         }

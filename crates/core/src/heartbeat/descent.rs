@@ -32,6 +32,7 @@ pub(crate) fn fresh_walk(t: usize, arena: &Arena, operations: &Operations) -> Wa
             .and_then(|op| op.in_tree(t))
             .map_or(Resources::ZERO, |o| o.usage);
         walk.active[i] = op.is_some_and(|op| wants_jobs(arena, i, op));
+        walk.gangs_only &= op.is_none_or(|op| op.is_gang());
     }
     walk.sum_up(arena);
     walk
@@ -96,6 +97,7 @@ pub(crate) fn walk_for(
     for (i, found) in tree_operations(arena, operations) {
         walk.active[i] = match found {
             Some(op) => {
+                walk.gangs_only &= op.is_gang();
                 walk.usage[i] = op.in_tree(t).map_or(Resources::ZERO, |o| o.usage);
                 eligible(i) && wants_jobs(arena, i, op) && arena.tags_allow(i, &node.tags)
             }

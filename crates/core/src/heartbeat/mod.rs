@@ -257,7 +257,21 @@ impl Parts<'_> {
                 response.start.push(order);
             }
         }
+        let gangs_only = walk.gangs_only && self.trees[walk.tree].config().gang_placement.enable;
         while let Some(leaf) = walk.best_leaf(&self.trees[walk.tree].arena) {
+            // Every operation left is a gang that the node's offer would leave as it is (see
+            // `gang::others_idle`): offering it to each in turn would change nothing.
+            if gangs_only
+                && gang::others_idle(
+                    &self.trees[walk.tree].arena,
+                    self.books,
+                    self.holds,
+                    now,
+                    walk,
+                )
+            {
+                break;
+            }
             let node = &self.books.nodes[node_id];
             let available = node.free();
             // A node that can no longer fit the smallest pending job is done for this heartbeat

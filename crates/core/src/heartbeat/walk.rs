@@ -30,6 +30,9 @@ pub(crate) struct Walk {
     pub(crate) children: Vec<Option<Children>>,
     /// Each element's place among its parent's children.
     pub(crate) place: Vec<u32>,
+    /// Every operation of the tree is a gang (the tree's operations are fixed between
+    /// fair-share updates, and so is whether each is a gang).
+    pub(crate) gangs_only: bool,
 }
 
 /// Pools with at least this many children keep them in a [`Children`] tree.
@@ -117,6 +120,7 @@ impl Walk {
             sat: vec![f64::INFINITY; n],
             children: Vec::new(),
             place: Vec::new(),
+            gangs_only: true,
         }
     }
 

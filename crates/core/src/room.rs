@@ -1,0 +1,149 @@
+//! The room index: per tree, how many schedulable nodes (in the tree, enabled, not draining)
+//! have each amount of free resources, and the allocations with a time limit in order of
+//! when they are expected to end. Kept up to date as allocations start and end and nodes
+//! change ([`crate::books`], [`crate::nodes`]), so that a gang's plan
+//! ([`crate::backfill`]'s `shadow`) costs what it looks at, not the whole cluster.
+//!
+//! Data and queries only; ordered collections, so iteration is deterministic.
+
+use crate::model::{AllocationId, Millis, Node, NodeId};
+use fairsched_resources::{RESOURCE_COUNT, Resources};
+use std::collections::{BTreeMap, BTreeSet};
+
+type Raw = [i64; RESOURCE_COUNT];
+
+/// See the module documentation.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RoomIndex {
+    /// What the index counts for each schedulable node: its tree and free resources.
+    counted: BTreeMap<NodeId, (usize, Raw)>,
+    /// Schedulable nodes by (tree, free resources): how many.
+    free: BTreeMap<(usize, Raw), u32>,
+    /// Allocations with a time limit: (tree, start + limit, id).
+    ends: BTreeSet<(usize, Millis, AllocationId)>,
+    /// The key of each allocation in `ends`.
+    end_of: BTreeMap<AllocationId, (usize, Millis)>,
+}
+
+impl RoomIndex {
+    /// Node `id` (`None`: gone) is now as given: the counts follow.
+    pub(crate) fn sync_node(&mut self, id: &NodeId, node: Option<&Node>) {
+        let now = node.and_then(|n| {
+            let tree = n.tree.filter(|_| n.scheduler_jobs_enabled && !n.draining)?;
+            Some((tree, n.free().raw()))
+        });
+        let before = self.counted.get(id).copied();
+        if before == now {
+            return;
+        }
+        if let Some(key) = before {
+            let count = self.free.get_mut(&key).expect("counted");
+            *count -= 1;
+            if *count == 0 {
+                self.free.remove(&key);
+            }
+        }
+        match now {
+            Some(key) => {
+                *self.free.entry(key).or_default() += 1;
+                self.counted.insert(id.clone(), key);
+            }
+            None => {
+                self.counted.remove(id);
+            }
+        }
+    }
+
+    /// Allocation `id` of `tree` started, expected to end at `end` (`None`: no time limit).
+    pub(crate) fn started(&mut self, tree: usize, id: AllocationId, end: Option<Millis>) {
+        if let Some(end) = end {
+            self.ends.insert((tree, end, id));
+            self.end_of.insert(id, (tree, end));
+        }
+    }
+
+    /// Allocation `id` ended.
+    pub(crate) fn ended(&mut self, id: AllocationId) {
+        if let Some((tree, end)) = self.end_of.remove(&id) {
+            self.ends.remove(&(tree, end, id));
+        }
+    }
+
+    /// The schedulable nodes of `tree` by free resources, with how many have each.
+    pub(crate) fn free_in(&self, tree: usize) -> impl Iterator<Item = (Resources, u32)> + '_ {
+        self.free
+            .range((tree, [i64::MIN; RESOURCE_COUNT])..=(tree, [i64::MAX; RESOURCE_COUNT]))
+            .map(|(&(_, raw), &count)| (Resources::from_raw(raw), count))
+    }
+
+    /// The allocations of `tree` with a time limit, by start + limit (then id).
+    pub(crate) fn ends_in(&self, tree: usize) -> impl Iterator<Item = (Millis, AllocationId)> + '_ {
+        self.ends
+            .range((tree, 0, AllocationId(0))..=(tree, Millis::MAX, AllocationId(u64::MAX)))
+            .map(|&(_, end, id)| (end, id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(id: &str, cpu: i64, used: i64) -> Node {
+        Node {
+            id: NodeId(id.to_string()),
+            resources: Resources::from_raw([cpu, 0, 0, 0, 0]),
+            tags: BTreeSet::new(),
+            scheduler_jobs_enabled: true,
+            tree: Some(0),
+            draining: false,
+            allocations: BTreeSet::new(),
+            usage: Resources::from_raw([used, 0, 0, 0, 0]),
+            last_preemptive_scheduling: None,
+            overcommit_since: None,
+        }
+    }
+
+    fn free_of(index: &RoomIndex, tree: usize) -> Vec<(i64, u32)> {
+        index
+            .free_in(tree)
+            .map(|(free, count)| (free.raw()[0], count))
+            .collect()
+    }
+
+    #[test]
+    fn counts_follow_the_nodes_free_room_and_schedulability() {
+        let mut index = RoomIndex::default();
+        let (a, b) = (node("a", 4, 1), node("b", 4, 1));
+        index.sync_node(&a.id, Some(&a));
+        index.sync_node(&b.id, Some(&b));
+        assert_eq!(free_of(&index, 0), vec![(3, 2)]);
+        let b = node("b", 4, 4);
+        index.sync_node(&b.id, Some(&b));
+        assert_eq!(free_of(&index, 0), vec![(0, 1), (3, 1)]);
+        let a = Node {
+            draining: true,
+            ..node("a", 4, 1)
+        };
+        index.sync_node(&a.id, Some(&a));
+        assert_eq!(free_of(&index, 0), vec![(0, 1)]);
+        index.sync_node(&b.id, None);
+        assert_eq!(free_of(&index, 0), vec![]);
+        assert_eq!(free_of(&index, 1), vec![]);
+    }
+
+    #[test]
+    fn ends_come_in_time_order_per_tree_and_leave_when_their_allocation_ends() {
+        let mut index = RoomIndex::default();
+        index.started(0, AllocationId(1), Some(50));
+        index.started(0, AllocationId(2), Some(20));
+        index.started(1, AllocationId(3), Some(10));
+        index.started(0, AllocationId(4), None);
+        let ends: Vec<(Millis, AllocationId)> = index.ends_in(0).collect();
+        assert_eq!(ends, vec![(20, AllocationId(2)), (50, AllocationId(1))]);
+        index.ended(AllocationId(2));
+        index.ended(AllocationId(4));
+        let ends: Vec<(Millis, AllocationId)> = index.ends_in(0).collect();
+        assert_eq!(ends, vec![(50, AllocationId(1))]);
+        assert_eq!(index.ends_in(1).count(), 1);
+    }
+}
