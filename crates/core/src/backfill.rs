@@ -243,8 +243,6 @@ fn shadow_indexed(
         let unheld = books.nodes[node].free().max(&Resources::ZERO);
         room_now = room_now - fit_count(&unheld, job) + fit_count(&free_of(node), job);
     }
-    let mut room = room_now;
-    let mut until = (room >= need).then_some(now);
     // The ends in time order (the order among equal times changes nothing: they all count).
     placed_ends.sort_by_key(|e| e.0);
     let mut placed_ends = placed_ends.into_iter().peekable();
@@ -258,21 +256,34 @@ fn shadow_indexed(
                 .flatten()
         })
         .peekable();
-    let mut touched: BTreeMap<&NodeId, Resources> = BTreeMap::new();
-    loop {
-        let next = match (running.peek(), placed_ends.peek()) {
-            (Some(r), Some(p)) if p.0 < r.0 => placed_ends.next(),
-            (Some(_), _) => running.next(),
-            (None, _) => placed_ends.next(),
-        };
-        let Some((end, node, resources)) = next else {
-            break;
-        };
+    let ends = std::iter::from_fn(|| match (running.peek(), placed_ends.peek()) {
+        (Some(r), Some(p)) if p.0 < r.0 => placed_ends.next(),
+        (Some(_), _) => running.next(),
+        (None, _) => placed_ends.next(),
+    });
+    walk_ends(ends, now, room_now, need, job, BTreeMap::new(), free_of)
+}
+
+/// The shadow from `room_now` (jobs of `job`'s shape that fit now) and the expected `ends`
+/// in time order: each end frees its resources on its node (whose free room is in `free`,
+/// else `free_of` it), until `need` jobs fit; the ends at that same time count too.
+fn walk_ends<'a>(
+    ends: impl IntoIterator<Item = (Millis, &'a NodeId, Resources)>,
+    now: Millis,
+    room_now: u64,
+    need: u64,
+    job: &Resources,
+    mut free: BTreeMap<&'a NodeId, Resources>,
+    free_of: impl Fn(&NodeId) -> Resources,
+) -> Shadow {
+    let mut room = room_now;
+    let mut until = (room >= need).then_some(now);
+    for (end, node, resources) in ends {
         // Every allocation ending by the time room is found counts towards the surplus.
         if until.is_some_and(|u| end > u) {
             break;
         }
-        let f = touched.entry(node).or_insert_with(|| free_of(node));
+        let f = free.entry(node).or_insert_with(|| free_of(node));
         let before = fit_count(f, job);
         *f = f.add(&resources);
         room = room - before + fit_count(f, job);
@@ -346,27 +357,10 @@ fn shadow_scan(
         }
     }
     let room_now: u64 = free.values().map(|f| fit_count(f, job)).sum();
-    let mut room = room_now;
-    let mut until = (room >= need).then_some(now);
     ends.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
-    for (end, node, resources) in ends {
-        // Every allocation ending by the time room is found counts towards the surplus.
-        if until.is_some_and(|u| end > u) {
-            break;
-        }
-        let f = free.get_mut(node).expect("collected above");
-        let before = fit_count(f, job);
-        *f = f.add(&resources);
-        room = room - before + fit_count(f, job);
-        if until.is_none() && room >= need {
-            until = Some(end);
-        }
-    }
-    Shadow {
-        until,
-        room_now,
-        surplus: if until.is_some() { room - need } else { 0 },
-    }
+    walk_ends(ends, now, room_now, need, job, free, |_| {
+        unreachable!("every node's free room is collected above")
+    })
 }
 
 /// What `node` holds back from `op`: another operation's job reservation and what
