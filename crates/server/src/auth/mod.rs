@@ -33,6 +33,7 @@
 //! `forbid_immediate_operations_in_root`), only superusers may administer it.
 
 mod authorize;
+mod guard;
 mod read;
 
 use crate::ServerConfig;
@@ -43,6 +44,7 @@ use std::sync::Arc;
 use subtle::ConstantTimeEq;
 
 pub use authorize::authorize;
+pub use guard::{agent_token, caller_of, is_agent_path};
 pub use read::{AclTrees, REDACTED, ReadAccess, redact_env};
 
 /// The server's users by token, from `[auth]`.

@@ -80,7 +80,11 @@ pub(crate) async fn serve(
     let slot: Arc<OnceLock<Leading>> = Arc::default();
     let app = {
         let slot = slot.clone();
-        let standby = standby::router(known.clone());
+        let guard = standby::Guard {
+            auth: Arc::new(auth.clone()),
+            agent_token: config.agent_token.clone(),
+        };
+        let standby = standby::router(known.clone(), guard);
         Router::new().fallback(move |req: Request| {
             let leading = slot.get().map(|l| (l.router.clone(), l.lease.clone()));
             let standby = standby.clone();

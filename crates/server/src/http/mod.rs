@@ -226,21 +226,7 @@ async fn ask<T>(
 }
 
 fn check_token(state: &AppState, headers: &HeaderMap) -> Result<(), Failure> {
-    let Some(expected) = &state.agent_token else {
-        return Ok(());
-    };
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    if given.is_some_and(|t| crate::auth::same_secret(t, expected)) {
-        Ok(())
-    } else {
-        Err(Failure(ApiError::new(
-            codes::AUTHENTICATION,
-            "agent endpoints need the shared token (Authorization: Bearer ...)",
-        )))
-    }
+    crate::auth::agent_token(state.agent_token.as_deref(), headers).map_err(Failure)
 }
 
 fn ok<T: Serialize>(value: T) -> Reply<T> {
@@ -302,65 +288,16 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// Names the caller of every request (a [`Caller`] extension the handlers pass to the
-/// actor). With users configured, every request but the agent endpoints (which check
-/// `agent_token`) and the page's own files needs a user's token, except reads (`GET`,
-/// `HEAD`: the API and `/metrics`) while `authenticate_reads` is off, which go as an
-/// anonymous reader; a token that is sent must be valid.
+/// actor), by [`crate::auth::caller_of`]'s rules.
 async fn authenticate(
     State(s): State<AppState>,
     mut req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
     let path = req.uri().path();
-    // Everything else (the API, `/metrics`, unknown paths) is guarded.
-    let open = [
-        routes::AGENT_REGISTER,
-        routes::AGENT_HEARTBEAT,
-        "/",
-        "/assets/app.js",
-        "/assets/style.css",
-    ]
-    .contains(&path);
-    let caller = if !s.auth.enabled() {
-        Caller::Unchecked
-    } else if open {
-        Caller::Anonymous
-    } else {
-        let read = matches!(
-            *req.method(),
-            axum::http::Method::GET | axum::http::Method::HEAD
-        );
-        match req.headers().get(header::AUTHORIZATION) {
-            None if read && !s.auth.authenticate_reads => Caller::Anonymous,
-            None => {
-                tracing::warn!(method = %req.method(), path, "request without a token refused");
-                return Failure(crate::auth::authentication_required()).into_response();
-            }
-            Some(value) => {
-                let user = value
-                    .to_str()
-                    .ok()
-                    .and_then(|v| v.strip_prefix("Bearer "))
-                    .and_then(|token| s.auth.identify(token.trim()));
-                match user {
-                    Some(user) => Caller::User(user),
-                    None => {
-                        tracing::warn!(
-                            method = %req.method(),
-                            path,
-                            "request with an unknown token refused"
-                        );
-                        return Failure(ApiError::new(
-                            codes::AUTHENTICATION,
-                            "the token is not valid: send a user's token as `Authorization: \
-                             Bearer <token>` (the CLI's --token, FAIRSCHED_TOKEN or its \
-                             config file's token)",
-                        ))
-                        .into_response();
-                    }
-                }
-            }
-        }
+    let caller = match crate::auth::caller_of(&s.auth, req.method(), path, req.headers()) {
+        Ok(caller) => caller,
+        Err(e) => return Failure(e).into_response(),
     };
     if let Caller::User(user) = &caller {
         tracing::debug!(user = user.name, method = %req.method(), path, "authenticated");
