@@ -726,3 +726,47 @@ fn hostile_bodies_get_json_answers_and_scheduling_goes_on() {
         }
     });
 }
+
+/// A submission without an id is refused without naming the id the server would have given
+/// it (which never exists); the message still names the field.
+#[tokio::test]
+async fn errors_of_a_submission_without_an_id_name_no_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path());
+    let cases: &[(Value, Value, &str)] = &[
+        (json!({}), json!({"weight": 0}), "weight"),
+        (
+            json!({"time_limit_ms": 0}),
+            json!({}),
+            "tasks[0].time_limit_ms",
+        ),
+        (
+            json!({"resources": {"cpu": 0}}),
+            json!({}),
+            "tasks[0].resources",
+        ),
+        (
+            json!({}),
+            json!({"fair_share_starvation_tolerance": 2}),
+            "fair_share_starvation_tolerance",
+        ),
+        (json!({}), json!({"pool_trees": ["nope"]}), "pool_trees"),
+    ];
+    for (task, extra, field) in cases {
+        let mut body = op(Value::Null, task.clone(), extra.clone());
+        body.as_object_mut().unwrap().remove("id");
+        let before = state(&app).await;
+        let (status, reply) = call(&app, "POST", "/api/v1/operations", body.clone()).await;
+        let message = reply["message"].as_str().unwrap_or_default();
+        assert_eq!(status, 400, "{body}: {reply}");
+        assert!(
+            message.contains(field),
+            "{body}: {message:?} lacks {field:?}"
+        );
+        assert!(
+            !message.contains("op-"),
+            "{body}: {message:?} names a generated id"
+        );
+        assert_eq!(state(&app).await, before, "{body} changed something");
+    }
+}

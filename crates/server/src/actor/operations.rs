@@ -9,7 +9,7 @@ use fairsched_api::{
     ApiError, JobCounts, JobLogs, JobState, JobView, OperationView, SubmitOperation,
     UpdateOperation, codes,
 };
-use fairsched_core::OperationId;
+use fairsched_core::{CoreError, OperationId};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -38,6 +38,7 @@ impl Actor {
         &mut self,
         mut submission: Submission,
     ) -> Result<fairsched_api::SubmitReply, ApiError> {
+        let generated = submission.spec.id.is_none();
         let id = match submission.spec.id.clone() {
             Some(id) => id,
             None => loop {
@@ -63,7 +64,13 @@ impl Actor {
                 ));
             }
         }
-        crate::submit::check_durations(&id, &submission.spec).map_err(core_error)?;
+        // The core's errors name the operation; one without an id of its own is "the
+        // operation" (the id it would have had is never used).
+        let refused = |e: CoreError| {
+            let e = core_error(e);
+            if generated { without_id(e, &id) } else { e }
+        };
+        crate::submit::check_durations(&id, &submission.spec).map_err(refused)?;
         let spec = crate::submit::core_spec(&id, &submission.spec);
         let now = self.now();
         // Which pools exist now, to tell the submitter of a pool its submission creates.
@@ -75,7 +82,7 @@ impl Actor {
             .collect();
         self.sched
             .start_operation(now, spec.clone())
-            .map_err(core_error)?;
+            .map_err(refused)?;
         let op = self.sched.operation(&spec.id).expect("just started");
         let mut created_pools = Vec::new();
         for placement in &op.trees {
@@ -310,4 +317,15 @@ impl Actor {
             heartbeat_period: Duration::from_millis(self.sched.config.node_heartbeat_period_ms),
         })
     }
+}
+
+/// `e` without the operation id `id` (one the server made up for a submission without one):
+/// its `operation "id": ` prefix dropped, and `operation "id"` elsewhere "the operation".
+fn without_id(mut e: ApiError, id: &str) -> ApiError {
+    let named = format!("operation {id:?}");
+    e.message = match e.message.strip_prefix(&format!("{named}: ")) {
+        Some(rest) => rest.to_string(),
+        None => e.message.replace(&named, "the operation"),
+    };
+    e
 }
