@@ -155,13 +155,12 @@ mod tests {
         router(known, guard)
     }
 
-    /// What a standby answers (HTTP status, API error code if any) to one request.
-    fn check(
-        authenticate_reads: bool,
-        method: Method,
-        path: &str,
-        token: Option<&str>,
-    ) -> (u16, Option<u32>, bool) {
+    /// What a standby answers: HTTP status, API error code (if an error), whether it names
+    /// the leader.
+    type Answer = (u16, Option<u32>, bool);
+
+    /// What a standby answers to one request.
+    fn check(authenticate_reads: bool, method: Method, path: &str, token: Option<&str>) -> Answer {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -197,7 +196,7 @@ mod tests {
         let auth = Some(codes::AUTHENTICATION);
         let standby = Some(codes::NOT_LEADER);
         // (authenticate_reads, method, path, token) -> (HTTP status, error code, names the leader)
-        let cases: &[(bool, M, &str, Option<&str>, (u16, Option<u32>, bool))] = &[
+        let cases: &[(bool, M, &str, Option<&str>, Answer)] = &[
             // Reads need a token with authenticate_reads.
             (true, M::GET, routes::STATUS, None, (401, auth, false)),
             (true, M::GET, "/metrics", None, (401, auth, false)),
