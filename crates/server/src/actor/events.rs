@@ -74,7 +74,7 @@ impl Actor {
             })
         };
         if let Some(job) = fields.remove("allocation").as_ref().and_then(job_of) {
-            if fields.get("event").and_then(Value::as_str) == Some("allocation_finished")
+            if matches!(e.kind, fairsched_core::EventKind::AllocationFinished { .. })
                 && let Some(code) = self.job(&job).and_then(|j| j.exit_code)
             {
                 fields.insert("exit_code".into(), json!(code));
