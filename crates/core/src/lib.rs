@@ -47,3 +47,4 @@ pub use scheduler::{
 };
 pub use snapshot::{OperationTreeSnapshot, Snapshot, SnapshotInProgress, TreeSnapshot};
 pub use update::{FairShareUpdate, PreparingUpdate};
+pub use why::WhyTimes;

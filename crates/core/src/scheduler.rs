@@ -61,6 +61,8 @@ pub struct Scheduler {
     pub(crate) holds: Holds,
     /// Counters for `--stats`.
     pub stats: Stats,
+    /// How `why` names times ([`Scheduler::set_why_times`]).
+    pub(crate) why_times: crate::why::WhyTimes,
 }
 
 /// The scheduler's parts borrowed apart ([`Scheduler::parts`]), for the stages that change
@@ -133,6 +135,7 @@ impl Scheduler {
             caches: Caches::new(tree_count),
             holds: Holds::default(),
             stats: Stats::default(),
+            why_times: crate::why::WhyTimes::default(),
         })
     }
 

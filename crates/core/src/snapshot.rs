@@ -177,7 +177,7 @@ impl SnapshotInProgress {
 impl Scheduler {
     /// The current state, with shares from the last fair-share update and live usages.
     pub fn snapshot(&self, now: Millis) -> Snapshot {
-        let why = self.why_context();
+        let why = self.why_context(Some(now));
         let mut operations = BTreeMap::new();
         for op in self.operations() {
             operations.insert(op.spec.id.0.clone(), self.operation_snapshot(op, &why));
@@ -209,13 +209,14 @@ impl Scheduler {
             snapshot.updates = self.stats.fair_share_updates;
         }
         let SnapshotInProgress {
+            now,
             ids,
             done,
             operations,
             usages,
             ..
         } = snapshot;
-        let why = self.why_context_with(std::borrow::Cow::Borrowed(usages));
+        let why = self.why_context_with(Some(*now), std::borrow::Cow::Borrowed(usages));
         let end = ids.len().min(done.saturating_add(count));
         for id in &ids[*done..end] {
             if let Some(op) = self.books.operations.get(id) {
@@ -229,7 +230,7 @@ impl Scheduler {
     /// The snapshot, its pools taken now (operations not yet in are taken now too).
     pub fn finish_snapshot(&self, mut snapshot: SnapshotInProgress) -> Snapshot {
         self.continue_snapshot(&mut snapshot, usize::MAX);
-        let why = self.why_context();
+        let why = self.why_context(Some(snapshot.now));
         self.snapshot_with(snapshot.now, snapshot.operations, why.usages())
     }
 

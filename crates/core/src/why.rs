@@ -29,11 +29,26 @@ pub(crate) struct WhyContext<'a> {
     holds: &'a Holds,
     caches: &'a Caches,
     last_fair_share_update: Option<Millis>,
+    /// `Some(now)`: times are said from now ([`WhyTimes::FromNow`]); `None`: in the core's
+    /// milliseconds.
+    from_now: Option<Millis>,
     usages: std::borrow::Cow<'a, [Vec<Resources>]>,
     classes: Vec<OnceCell<OfferClasses>>,
     /// The nodes operations may use, by (their trees, the tree asked about, tag set), and
     /// what they offer jobs of each shape asked about.
     nodes: RefCell<Vec<(NodesKey, Rc<Eligible<'a>>)>>,
+}
+
+/// How "why does it wait" names a time to come.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WhyTimes {
+    /// In the core's milliseconds ("at 8000 ms"): the reader's clock is the core's (a
+    /// scenario, a replay).
+    #[default]
+    Virtual,
+    /// From the moment the answer is taken ("in 4.5 s"): the core's clock means nothing to the
+    /// reader (a server's is its uptime).
+    FromNow,
 }
 
 /// Operations with the same trees and scheduling tag filters may use the same nodes.
@@ -62,9 +77,14 @@ struct Shape {
 type OfferClasses = BTreeMap<OperationId, BTreeMap<AllocationId, PreemptionStatus>>;
 
 impl Scheduler {
-    /// The context for many [`Scheduler::why_waiting`] questions at once.
-    pub(crate) fn why_context(&self) -> WhyContext<'_> {
-        self.why_context_with(std::borrow::Cow::Owned(self.live_usages()))
+    /// The context for many [`Scheduler::why_waiting`] questions at once, at `now`.
+    pub(crate) fn why_context(&self, now: Option<Millis>) -> WhyContext<'_> {
+        self.why_context_with(now, std::borrow::Cow::Owned(self.live_usages()))
+    }
+
+    /// How "why does it wait" names times (default: [`WhyTimes::Virtual`]).
+    pub fn set_why_times(&mut self, times: WhyTimes) {
+        self.why_times = times;
     }
 
     /// Each tree's live usage per element.
@@ -76,8 +96,10 @@ impl Scheduler {
 
     /// A context with each tree's usage per element as given (taken by
     /// [`Scheduler::live_usages`], earlier when the scheduler may have changed since).
+    /// `now` (if known) is when the answers are taken.
     pub(crate) fn why_context_with<'a>(
         &'a self,
+        now: Option<Millis>,
         usages: std::borrow::Cow<'a, [Vec<Resources>]>,
     ) -> WhyContext<'a> {
         WhyContext {
@@ -86,6 +108,7 @@ impl Scheduler {
             holds: &self.holds,
             caches: &self.caches,
             last_fair_share_update: self.last_fair_share_update,
+            from_now: now.filter(|_| self.why_times == WhyTimes::FromNow),
             usages,
             classes: (0..self.trees.len()).map(|_| OnceCell::new()).collect(),
             nodes: RefCell::new(Vec::new()),
@@ -93,9 +116,9 @@ impl Scheduler {
     }
 
     /// Why an unfinished operation has jobs waiting, in words (the first reason that applies),
-    /// or `None` when nothing holds it back.
+    /// or `None` when nothing holds it back; times in the core's milliseconds.
     pub fn why_waiting(&self, op: &crate::model::Operation) -> Option<String> {
-        self.why_context().why_waiting(op)
+        self.why_context(None).why_waiting(op)
     }
 }
 
@@ -319,14 +342,14 @@ impl<'a> WhyContext<'a> {
                 }
                 Some(a) if a.operation == op.spec.id => match (a.hold_target, a.backfill_until) {
                     (Some(target), Some(until)) if target < op.pending_job_count() => format!(
-                        "gang: holds the reservation, expected to start at {until} ms by the \
-                         running jobs' time limits; {} of its {} pending jobs held on {} nodes \
-                         now, the rest expected to free up by then (gang_placement.hold = \
-                         needed; {})",
+                        "gang: holds the reservation, expected to start {} by the running \
+                         jobs' time limits; {} of its {} pending jobs held on {} nodes now, the \
+                         rest expected to free up by then (gang_placement.hold = needed; {})",
+                        self.at(until),
                         a.held_jobs(),
                         op.pending_job_count(),
                         a.holds.len(),
-                        backfill_text(a.backfill_until)
+                        self.backfill_text(a.backfill_until)
                     ),
                     (Some(_), None) => format!(
                         "gang: holds the reservation, with no expected start: the running \
@@ -343,7 +366,7 @@ impl<'a> WhyContext<'a> {
                         a.held_jobs(),
                         op.pending_job_count(),
                         a.holds.len(),
-                        backfill_text(a.backfill_until)
+                        self.backfill_text(a.backfill_until)
                     ),
                 },
                 Some(a) => format!(
@@ -353,8 +376,9 @@ impl<'a> WhyContext<'a> {
                 ),
                 None => match self.holds.gang_cooldown.get(&op.spec.id) {
                     Some(until) => format!(
-                        "gang: its assembly timed out; it may gather resources again from \
-                         {until} ms (gang_placement.assembly_timeout_ms)"
+                        "gang: its assembly timed out; it may gather resources again {} \
+                         (gang_placement.assembly_timeout_ms)",
+                        self.from(*until)
                     ),
                     None => "gang: gathers resources for all its jobs when the scheduler offers \
                              it a node (gang_placement)"
@@ -374,7 +398,7 @@ impl<'a> WhyContext<'a> {
                  (job_reservation; {}); ",
                 node.0,
                 r.resources,
-                backfill_text(r.backfill_until)
+                self.backfill_text(r.backfill_until)
             ),
             None => full,
         };
@@ -462,8 +486,9 @@ impl<'a> WhyContext<'a> {
                     Some((n, offer)) => {
                         let when = match next_try(n) {
                             at if at > self.last_fair_share_update.unwrap_or(0) => format!(
-                                "at its first heartbeat from {at} ms \
-                                 (preemptive_scheduling_backoff_ms = {backoff})"
+                                "at its first heartbeat {} \
+                                 (preemptive_scheduling_backoff_ms = {backoff})",
+                                self.from(at)
                             ),
                             _ => "at its next heartbeat".to_string(),
                         };
@@ -633,10 +658,63 @@ fn only(r: &Resources, kinds: &[ResourceKind]) -> Resources {
     out
 }
 
-/// How a reservation's or a gang's `backfill_until` reads in `why`.
-fn backfill_text(until: Option<Millis>) -> String {
-    match until {
-        Some(until) => format!("jobs whose time limit ends by {until} ms may use them meanwhile"),
-        None => "nothing backfills them: no time limits tell when they will be needed".into(),
+impl WhyContext<'_> {
+    /// A time to come: "at 8000 ms", or from now "in 4.5 s".
+    fn at(&self, t: Millis) -> String {
+        match self.from_now {
+            None => format!("at {t} ms"),
+            Some(now) => from_now(t, now),
+        }
+    }
+
+    /// A time from which something may happen: "from 8000 ms", or from now "in 4.5 s".
+    fn from(&self, t: Millis) -> String {
+        match self.from_now {
+            None => format!("from {t} ms"),
+            Some(now) => from_now(t, now),
+        }
+    }
+
+    /// How a reservation's or a gang's `backfill_until` reads in `why`.
+    fn backfill_text(&self, until: Option<Millis>) -> String {
+        match (until, self.from_now) {
+            (Some(until), None) => {
+                format!("jobs whose time limit ends by {until} ms may use them meanwhile")
+            }
+            (Some(until), Some(now)) if until > now => format!(
+                "jobs whose time limit ends within {} may use them meanwhile",
+                duration_words(until - now)
+            ),
+            (Some(_), Some(_)) => "nothing backfills them now: they are needed".into(),
+            (None, _) => {
+                "nothing backfills them: no time limits tell when they will be needed".into()
+            }
+        }
+    }
+}
+
+/// `t` said from `now`: "in 4.5 s", "now" once it has come.
+fn from_now(t: Millis, now: Millis) -> String {
+    if t > now {
+        format!("in {}", duration_words(t - now))
+    } else {
+        "now".to_string()
+    }
+}
+
+/// A duration in words a reader takes in at a glance: "450 ms", "4.5 s", "12 min 5 s",
+/// "3 h 20 min", "2 d 4 h".
+pub fn duration_words(ms: Millis) -> String {
+    const S: Millis = 1000;
+    const MIN: Millis = 60 * S;
+    const H: Millis = 60 * MIN;
+    const D: Millis = 24 * H;
+    match ms {
+        ms if ms < S => format!("{ms} ms"),
+        ms if ms < 10 * S => format!("{:.1} s", ms as f64 / 1000.0),
+        ms if ms < MIN => format!("{} s", ms / S),
+        ms if ms < H => format!("{} min {} s", ms / MIN, ms % MIN / S),
+        ms if ms < D => format!("{} h {} min", ms / H, ms % H / MIN),
+        ms => format!("{} d {} h", ms / D, ms % D / H),
     }
 }

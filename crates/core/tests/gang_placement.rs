@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use fairsched_core::{OperationId, Scheduler, SchedulerConfig};
+use fairsched_core::{OperationId, Scheduler, SchedulerConfig, WhyTimes};
 use serde_json::Value;
 
 const TREE: &str = r#"{"pool_trees": {"default": {
@@ -260,6 +260,72 @@ fn a_gang_that_fits_starts_at_once_beside_an_overdue_allocation() {
         .collect();
     assert_eq!(starts.len(), 2, "{starts:?}");
     assert!(starts.iter().all(|&t| t <= 600), "{starts:?}");
+}
+
+/// A driver whose clock means nothing to readers (a server's uptime) has `why` say times
+/// from the snapshot's moment; others keep the core's milliseconds.
+#[test]
+fn why_says_times_from_now_when_the_driver_asks() {
+    let check = |times: WhyTimes, at: u64, says: &[&str]| {
+        let mut s = one_cpu_nodes("needed", 3);
+        s.set_why_times(times);
+        let mut d = Driver::new();
+        let mut long = limited("long", 2, 1000, 5000, false);
+        long.pool = Some("other".to_string());
+        d.start(&mut s, 0, long).unwrap();
+        d.run(&mut s, 0, 0, 100);
+        d.start(&mut s, 100, limited("g", 3, 1000, 1000, true))
+            .unwrap();
+        d.run(&mut s, 100, 100, 100);
+        let why = s.snapshot(at).operations["g"]
+            .why
+            .clone()
+            .unwrap_or_default();
+        for piece in says {
+            assert!(
+                why.contains(piece),
+                "{times:?} at {at}: {why:?} lacks {piece:?}"
+            );
+        }
+    };
+    check(
+        WhyTimes::Virtual,
+        100,
+        &["expected to start at 1000 ms", "ends by 1000 ms"],
+    );
+    check(
+        WhyTimes::Virtual,
+        400,
+        &["expected to start at 1000 ms", "ends by 1000 ms"],
+    );
+    check(
+        WhyTimes::FromNow,
+        100,
+        &["expected to start in 900 ms", "ends within 900 ms"],
+    );
+    check(
+        WhyTimes::FromNow,
+        400,
+        &["expected to start in 600 ms", "ends within 600 ms"],
+    );
+}
+
+#[test]
+fn durations_read_at_a_glance() {
+    use fairsched_core::why::duration_words;
+    for (ms, words) in [
+        (0, "0 ms"),
+        (999, "999 ms"),
+        (1000, "1.0 s"),
+        (4_550, "4.5 s"),
+        (59_999, "59 s"),
+        (61_000, "1 min 1 s"),
+        (3_600_000 * 3 + 60_000 * 20, "3 h 20 min"),
+        (86_400_000 * 2 + 3_600_000 * 4, "2 d 4 h"),
+        (u64::MAX, "213503982334 d 14 h"),
+    ] {
+        assert_eq!(duration_words(ms), words, "{ms} ms");
+    }
 }
 
 /// With `hold = "needed"` a fair-share update brings the gang's expected start up to date

@@ -82,8 +82,10 @@ impl Actor {
                 _ => anyhow::anyhow!("pool trees: {e}"),
             }
         })?;
-        let sched = Scheduler::new(config.scheduler.clone(), validated)
+        let mut sched = Scheduler::new(config.scheduler.clone(), validated)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
+        // The core's clock is this process's uptime: `why` says times from now.
+        sched.set_why_times(fairsched_core::WhyTimes::FromNow);
         if let (Some(start), Some((_, source))) = (&start, &configured) {
             start.log(source);
         }
