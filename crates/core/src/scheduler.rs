@@ -62,7 +62,7 @@ pub struct Scheduler {
     /// Counters for `--stats`.
     pub stats: Stats,
     /// How `why` names times ([`Scheduler::set_why_times`]).
-    pub(crate) why_times: crate::why::WhyTimes,
+    pub(crate) why_times: crate::scheduler_config::WhyTimes,
 }
 
 /// The scheduler's parts borrowed apart ([`Scheduler::parts`]), for the stages that change
@@ -135,7 +135,7 @@ impl Scheduler {
             caches: Caches::new(tree_count),
             holds: Holds::default(),
             stats: Stats::default(),
-            why_times: crate::why::WhyTimes::default(),
+            why_times: crate::scheduler_config::WhyTimes::default(),
         })
     }
 

@@ -85,3 +85,15 @@ impl Default for SchedulerConfig {
         }
     }
 }
+
+/// How "why does it wait" names a time to come.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WhyTimes {
+    /// In the core's milliseconds ("at 8000 ms"): the reader's clock is the core's (a
+    /// scenario, a replay).
+    #[default]
+    Virtual,
+    /// From the moment the answer is taken ("in 4.5 s"): the core's clock means nothing to the
+    /// reader (a server's is its uptime).
+    FromNow,
+}

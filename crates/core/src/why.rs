@@ -11,6 +11,7 @@ use crate::model::{AllocationId, Millis, OperationId, OperationState};
 use crate::preemptible::PreemptionStatus;
 use crate::preemption;
 use crate::scheduler::Scheduler;
+pub use crate::scheduler_config::WhyTimes;
 use crate::state::{Books, Caches};
 use crate::tree::PoolTree;
 use fairsched_hdrf::ElementIndex;
@@ -37,18 +38,6 @@ pub(crate) struct WhyContext<'a> {
     /// The nodes operations may use, by (their trees, the tree asked about, tag set), and
     /// what they offer jobs of each shape asked about.
     nodes: RefCell<Vec<(NodesKey, Rc<Eligible<'a>>)>>,
-}
-
-/// How "why does it wait" names a time to come.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum WhyTimes {
-    /// In the core's milliseconds ("at 8000 ms"): the reader's clock is the core's (a
-    /// scenario, a replay).
-    #[default]
-    Virtual,
-    /// From the moment the answer is taken ("in 4.5 s"): the core's clock means nothing to the
-    /// reader (a server's is its uptime).
-    FromNow,
 }
 
 /// Operations with the same trees and scheduling tag filters may use the same nodes.
