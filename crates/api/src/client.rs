@@ -75,6 +75,9 @@ pub struct ApiClient {
 }
 
 /// The longest wait for a connection to a server.
+/// How long an idle connection is kept for the next request.
+pub const POOL_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// `127.0.0.1:9090` means `http://127.0.0.1:9090`; no trailing `/`.
@@ -105,6 +108,10 @@ impl ApiClient {
             // A server that is down (its machine silent, not refusing) is given up on soon,
             // for the next one.
             .connect_timeout(timeout.min(CONNECT_TIMEOUT))
+            // The server closes a connection that sends no request for 30 s
+            // (`fairsched_server::http::HEADER_READ_TIMEOUT`): closed here first, a request
+            // never goes out on a connection the server is closing.
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             .build()
             .expect("a reqwest client with default settings");
         let mut list: Vec<String> = servers

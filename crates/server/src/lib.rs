@@ -152,7 +152,7 @@ impl Server {
         };
         let mut actor = tokio::spawn(actor.run(rx));
         let app = http::router(state.clone());
-        let serving = axum::serve(self.listener, app).with_graceful_shutdown(async move {
+        let serving = http::serve(self.listener, app, async move {
             shutdown.await;
             // Live event streams would keep their connections open forever.
             state.stop_streams();

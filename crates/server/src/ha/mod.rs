@@ -109,7 +109,7 @@ pub(crate) async fn serve(
     let (stop_tx, mut stop_rx) = watch::channel(false);
     let serving = {
         let slot = slot.clone();
-        axum::serve(listener, app).with_graceful_shutdown(async move {
+        crate::http::serve(listener, app, async move {
             let _ = stop_rx.wait_for(|s| *s).await;
             // Live event streams would keep their connections open forever.
             if let Some(leading) = slot.get() {
@@ -117,7 +117,7 @@ pub(crate) async fn serve(
             }
         })
     };
-    let mut serving = tokio::spawn(async move { serving.await });
+    let mut serving = tokio::spawn(serving);
     tokio::pin!(shutdown);
 
     // Standing by.

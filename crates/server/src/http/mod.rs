@@ -4,6 +4,7 @@ mod events;
 mod nodes;
 mod operations;
 mod pools;
+mod serve;
 
 use crate::actor::Actor;
 use crate::auth::{AclTrees, Auth, ReadAccess};
@@ -33,6 +34,7 @@ use prometheus_client::registry::Registry;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+pub use serve::{HEADER_READ_TIMEOUT, serve, serve_with};
 use std::sync::Arc;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
