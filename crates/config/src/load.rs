@@ -176,6 +176,14 @@ fn tidy_message(message: &str) -> String {
             format!("unknown option `{field}` (did you mean `{name}`?)")
         }
         _ if candidates.is_empty() => format!("unknown option `{field}` (no options allowed here)"),
+        // A tree named where the set of trees is (`[pool_trees.default]` in a server file).
+        _ if candidates.contains(&"pool_trees") && candidates.contains(&"default_tree") => {
+            format!(
+                "unknown option `{field}` (trees are named inside this table's own \
+                 `pool_trees`: [pool_trees.pool_trees.{field}] in a server file, \
+                 [pool_trees.{field}] in a pool-trees file)"
+            )
+        }
         _ => format!("unknown option `{field}`"),
     }
 }
@@ -227,6 +235,12 @@ mod tests {
                 "unknown option `x` (no options allowed here)",
             ),
             ("invalid type: string", "invalid type: string"),
+            (
+                "unknown field `default`, expected `default_tree` or `pool_trees`",
+                "unknown option `default` (trees are named inside this table's own \
+                 `pool_trees`: [pool_trees.pool_trees.default] in a server file, \
+                 [pool_trees.default] in a pool-trees file)",
+            ),
         ];
         for (input, expected) in cases {
             assert_eq!(tidy_message(input), expected);
