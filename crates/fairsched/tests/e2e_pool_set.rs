@@ -71,11 +71,13 @@ fn a_submission_that_creates_a_pool_says_so() {
         "[pool_trees.pool_trees.default.pools.research]\n",
         &[("n1", "cpu=2,memory=1GiB,user_slots=4")],
     );
+    // The jobs run on past the last submission: an ephemeral pool is removed once it has no
+    // operation left, and a second submission would create it again (a slow machine).
     let run = |id: &str, pool: &str| {
         common::run_cli(
             &c.url,
             &[],
-            &["op", "run", "--id", id, "--pool", pool, "--", "true"],
+            &["op", "run", "--id", id, "--pool", pool, "--", "sleep", "60"],
         )
     };
     let out = run("typo", "reserch");
