@@ -262,21 +262,29 @@ fn a_gang_that_fits_starts_at_once_beside_an_overdue_allocation() {
     assert!(starts.iter().all(|&t| t <= 600), "{starts:?}");
 }
 
+/// Three 1-cpu nodes, two of them busy until 1000 ms with `long` (in another pool, so that
+/// the gang heads its FIFO pool), and the 3-job gang `g` (hold "needed") submitted at 100 ms,
+/// reserving, expected to start at 1000 ms.
+fn reserving_gang() -> (Scheduler, Driver) {
+    let mut s = one_cpu_nodes("needed", 3);
+    let mut d = Driver::new();
+    let mut long = limited("long", 2, 1000, 5000, false);
+    long.pool = Some("other".to_string());
+    d.start(&mut s, 0, long).unwrap();
+    d.run(&mut s, 0, 0, 100);
+    d.start(&mut s, 100, limited("g", 3, 1000, 1000, true))
+        .unwrap();
+    d.run(&mut s, 100, 100, 100);
+    (s, d)
+}
+
 /// A driver whose clock means nothing to readers (a server's uptime) has `why` say times
 /// from the snapshot's moment; others keep the core's milliseconds.
 #[test]
 fn why_says_times_from_now_when_the_driver_asks() {
     let check = |times: WhyTimes, at: u64, says: &[&str]| {
-        let mut s = one_cpu_nodes("needed", 3);
+        let (mut s, _) = reserving_gang();
         s.set_why_times(times);
-        let mut d = Driver::new();
-        let mut long = limited("long", 2, 1000, 5000, false);
-        long.pool = Some("other".to_string());
-        d.start(&mut s, 0, long).unwrap();
-        d.run(&mut s, 0, 0, 100);
-        d.start(&mut s, 100, limited("g", 3, 1000, 1000, true))
-            .unwrap();
-        d.run(&mut s, 100, 100, 100);
         let why = s.snapshot(at).operations["g"]
             .why
             .clone()
@@ -333,16 +341,7 @@ fn durations_read_at_a_glance() {
 /// the gang can no longer expect to start when the running jobs' limits end.
 #[test]
 fn a_reserving_gang_expects_its_start_as_of_the_last_update() {
-    let mut s = one_cpu_nodes("needed", 3);
-    let mut d = Driver::new();
-    // `long` runs in another pool, so that the gang heads its FIFO pool.
-    let mut long = limited("long", 2, 1000, 5000, false);
-    long.pool = Some("other".to_string());
-    d.start(&mut s, 0, long).unwrap();
-    d.run(&mut s, 0, 0, 100);
-    d.start(&mut s, 100, limited("g", 3, 1000, 1000, true))
-        .unwrap();
-    d.run(&mut s, 100, 100, 100);
+    let (mut s, mut d) = reserving_gang();
     // A short job backfills the node the gang holds: every node is full.
     d.start(&mut s, 200, limited("filler", 1, 500, 500, false))
         .unwrap();
