@@ -10,6 +10,14 @@ use std::time::Duration;
 /// How long opening a connection may take when the URL does not say (`connect_timeout`).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long a session of the store may sit in an open transaction between two statements
+/// before PostgreSQL ends it (`idle_in_transaction_session_timeout`), when the URL does not set
+/// it. A write's transaction holds the leader row until it ends, which holds off an election:
+/// a leader frozen mid-transaction (a paused process, a machine that stopped) would otherwise
+/// keep every standby from being elected for as long as its connection stays open. Its
+/// transaction is rolled back, and it is deposed like any leader whose lease ran out.
+pub(super) const IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Where a store is: its connection settings and the URL without the password, for messages.
 #[derive(Clone)]
 pub(super) struct Target {
@@ -42,6 +50,16 @@ impl Target {
         }
         if config.get_application_name().is_none() {
             config.application_name("fairsched");
+        }
+        let options = config.get_options().unwrap_or("").to_string();
+        if !options.contains("idle_in_transaction_session_timeout") {
+            config.options(
+                format!(
+                    "{options} -c idle_in_transaction_session_timeout={}",
+                    IDLE_IN_TRANSACTION_TIMEOUT.as_millis()
+                )
+                .trim(),
+            );
         }
         let hosts: Vec<String> = config
             .get_hosts()

@@ -126,6 +126,18 @@ impl PostgresStore {
         })
     }
 
+    /// Tests only: a write's transaction that checks the epoch (holding the leader row, as
+    /// every write does) and then waits `pause` before it goes on, as a leader frozen in the
+    /// middle of a commit would; the transaction's end.
+    #[cfg(feature = "testkit")]
+    pub fn freeze_in_a_write(&mut self, pause: Duration) -> Result<(), StoreError> {
+        self.write(|s| {
+            std::thread::sleep(pause);
+            s.query_opt("SELECT 1", &[])?;
+            Ok(())
+        })
+    }
+
     /// Checks a store URL as [`PostgresStore::open`] reads it, without connecting.
     pub fn check_url(url: &str) -> Result<(), StoreError> {
         super::conn::Target::parse(url).map(|_| ())

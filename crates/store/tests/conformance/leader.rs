@@ -26,6 +26,10 @@ pub(crate) const CASES: &[PgCase] = &[
         "a second connection of an elected store renews its lease and is fenced alike",
         connect_again,
     ),
+    (
+        "a leader frozen in the middle of a write holds off an election only a moment",
+        a_frozen_leader_holds_off_no_election,
+    ),
 ];
 
 const LONG: Duration = Duration::from_secs(60);
@@ -58,6 +62,29 @@ fn take_over(store: &mut PostgresStore, holder: &str) -> u64 {
 
 fn not_leader(e: &StoreError, epoch: u64, current: u64) -> bool {
     matches!(e, StoreError::NotLeader { epoch: a, current: b } if (*a, *b) == (epoch, current))
+}
+
+/// A write holds the leader row until its transaction ends, which holds off an election; a
+/// leader that froze in the middle of one (SIGSTOP, a stopped machine) must not hold it off
+/// for as long as its connection lives: PostgreSQL ends its idle transaction, the standby is
+/// elected, and the frozen write never lands.
+fn a_frozen_leader_holds_off_no_election(server: &TempPostgres, db: &str) {
+    let mut a = PostgresStore::open(&server.url(db)).unwrap();
+    let mut b = PostgresStore::open(&server.url(db)).unwrap();
+    assert_eq!(a.acquire_leadership("server-a", SHORT).unwrap(), Some(1));
+    let frozen = std::thread::spawn(move || a.freeze_in_a_write(Duration::from_secs(6)));
+    // The lease runs out while the write waits in its transaction.
+    std::thread::sleep(SHORT * 2);
+    let start = Instant::now();
+    assert_eq!(take_over(&mut b, "server-b"), 2);
+    let took = start.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "the election waited {took:?}"
+    );
+    let ended = frozen.join().unwrap();
+    assert!(ended.is_err(), "the frozen write went through: {ended:?}");
+    b.commit(&event(1)).unwrap();
 }
 
 fn one_lease_at_a_time(server: &TempPostgres, db: &str) {
