@@ -547,6 +547,7 @@ impl Agent {
                 node_id: self.config.node_id.clone(),
                 resources: self.config.resources,
                 tags: self.config.tags.clone(),
+                agent_id: Some(self.records.agent_id().to_string()),
             })
             .await?;
         self.credential = Some(reply.node_credential).filter(|c| !c.is_empty());
@@ -729,6 +730,13 @@ pub async fn run_with_memory_enforcement(
                     break;
                 }
                 Err(e) if e.code() == Some(codes::BAD_REQUEST) => {
+                    fatal = Some(anyhow::anyhow!(
+                        "the server refused to register node {:?}: {e}",
+                        agent.config.node_id
+                    ));
+                    break;
+                }
+                Err(e) if e.code() == Some(codes::NODE_IN_USE) => {
                     fatal = Some(anyhow::anyhow!(
                         "the server refused to register node {:?}: {e}",
                         agent.config.node_id

@@ -33,6 +33,52 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// Locks `path` for this process, writing who holds it; an error naming the holder if
+/// another process has it.
+fn lock(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::io::{Read, Seek};
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            return Err(std::io::Error::other(format!(
+                "another agent uses this work directory ({}; {}): one agent per work \
+                 directory, give each its own --work-dir",
+                holder.trim(),
+                path.display()
+            )));
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(e),
+    }
+    file.set_len(0)?;
+    file.rewind()?;
+    write!(file, "pid {}", std::process::id())?;
+    Ok(file)
+}
+
+/// The agent id kept in `path`, made (32 random bytes, hex) if there is none.
+fn agent_id(path: &Path) -> std::io::Result<String> {
+    if let Ok(id) = std::fs::read_to_string(path)
+        && !id.trim().is_empty()
+    {
+        return Ok(id.trim().to_string());
+    }
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, &id)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(id)
+}
+
 /// The reason of a job killed by a restarted agent.
 pub const KILLED_AT_RESTART: &str = "agent_restarted: the job outlived its agent and was killed \
                                      before the agent registered again";
@@ -62,6 +108,12 @@ enum Entry {
 pub(crate) struct Records {
     dir: PathBuf,
     journal: Arc<Mutex<Journal>>,
+    /// `state/agent.lock`, locked (`flock`) while the agent runs: one agent per work
+    /// directory (a second one would take the first's jobs for a dead agent's and kill them).
+    /// The OS releases it when the process ends, however it ends.
+    _lock: Arc<std::fs::File>,
+    /// Who this agent is to the server (`state/agent-id`, made on the first start).
+    agent_id: String,
 }
 
 /// The journal file and what stands in it.
@@ -148,6 +200,8 @@ impl Records {
     pub(crate) fn open(work_dir: &Path) -> std::io::Result<Records> {
         let dir = work_dir.join("state");
         std::fs::create_dir_all(&dir)?;
+        let lock = lock(&dir.join("agent.lock"))?;
+        let agent_id = agent_id(&dir.join("agent-id"))?;
         let path = dir.join("journal");
         let mut journal = Journal {
             file: append_to(&path)?,
@@ -197,7 +251,14 @@ impl Records {
         Ok(Records {
             dir,
             journal: Arc::new(Mutex::new(journal)),
+            _lock: Arc::new(lock),
+            agent_id,
         })
+    }
+
+    /// Who this agent is to the server: the same after a restart on this work directory.
+    pub(crate) fn agent_id(&self) -> &str {
+        &self.agent_id
     }
 
     /// Appends `entry`; a failure is logged with what it means (`what`).
@@ -403,6 +464,29 @@ impl Records {
 mod tests {
     use super::*;
     use std::os::unix::process::CommandExt;
+
+    /// One agent per work directory (a second one is refused, naming the first's PID); the
+    /// agent id survives a restart there and differs elsewhere.
+    #[test]
+    fn one_agent_per_work_directory_with_an_id_that_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = Records::open(dir.path()).unwrap();
+        let second = Records::open(dir.path())
+            .map(|_| ())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            second.contains("another agent uses this work directory")
+                && second.contains(&format!("pid {}", std::process::id())),
+            "{second}"
+        );
+        let id = first.agent_id().to_string();
+        assert_eq!(id.len(), 32, "{id}");
+        drop(first);
+        assert_eq!(Records::open(dir.path()).unwrap().agent_id(), id);
+        let elsewhere = tempfile::tempdir().unwrap();
+        assert_ne!(Records::open(elsewhere.path()).unwrap().agent_id(), id);
+    }
 
     fn end(job: &str) -> FinishedJob {
         FinishedJob::completed(job)

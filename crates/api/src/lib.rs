@@ -108,6 +108,10 @@ pub mod codes {
     /// HTTP 503; attribute `leader`, the leader's URL when it knows one. Clients given
     /// several servers go to the leader ([`crate::client::ApiClient`]).
     pub const NOT_LEADER: u32 = 100_421;
+    /// Another agent runs as this node: it heartbeats, and this registration comes from
+    /// another agent (another [`RegisterNode::agent_id`](crate::RegisterNode)). HTTP 409;
+    /// attribute `node`. Nothing was changed.
+    pub const NODE_IN_USE: u32 = 100_409;
 }
 
 /// The body of every error reply.
@@ -132,6 +136,7 @@ pub fn code_name(code: u32) -> &'static str {
         codes::GUARANTEES_OVERCOMMIT => "guarantees overcommitted",
         codes::BAD_REQUEST => "bad request",
         codes::NODE_NOT_REGISTERED => "node not registered",
+        codes::NODE_IN_USE => "node in use by another agent",
         codes::REQUEST_TOO_LARGE => "request too large",
         codes::INTERNAL => "internal error",
         codes::READ_ONLY => "server read-only",
@@ -186,6 +191,7 @@ impl ApiError {
             codes::REQUEST_TOO_LARGE => 413,
             codes::INTERNAL => 500,
             codes::READ_ONLY | codes::NOT_LEADER => 503,
+            codes::NODE_IN_USE => 409,
             _ => 400,
         }
     }
@@ -692,6 +698,13 @@ pub struct RegisterNode {
     pub resources: Resources,
     #[serde(default)]
     pub tags: Vec<String>,
+    /// Who the agent is: an id it keeps in its work directory (`fairsched agent` makes one
+    /// on its first start), the same after a restart, another for an agent elsewhere. While
+    /// a node heartbeats, a registration of the same node id by another agent is refused
+    /// ([`codes::NODE_IN_USE`]): two machines with one host name would otherwise take the
+    /// node from each other and have its jobs lost and run again. Left out: not checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
 }
 
 /// Reply to a registration.

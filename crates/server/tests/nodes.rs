@@ -257,3 +257,49 @@ async fn a_node_is_lost_on_time_whatever_the_fair_share_period() {
         .await;
     server.stop().await;
 }
+
+/// Two agents with one node id (two machines with one host name): while the node heartbeats,
+/// a registration from another agent is refused (409, code 100409) and changes nothing; the
+/// same agent registers again freely (a restart), and once the node has been silent for
+/// `node_timeout_ms` another agent may take it over.
+#[tokio::test]
+async fn a_second_agent_cannot_take_a_node_that_heartbeats() {
+    let server = common::start_with(json!({"pool_trees": trees(), "node_timeout_ms": 600})).await;
+    let register = |agent: Option<&str>, cpu: u32| {
+        let mut body = json!({"node_id": "n1", "resources": {"cpu": cpu, "user_slots": 4}});
+        if let Some(agent) = agent {
+            body["agent_id"] = json!(agent);
+        }
+        server.call("POST", "/api/v1/agent/register", Some(body))
+    };
+    let cpu = |nodes: &Value| node(nodes, "n1")["resources"]["cpu"].as_f64().unwrap();
+    assert_eq!(register(Some("a"), 4).await.0, 200);
+    // (agent, its answer)
+    for (agent, status) in [
+        (Some("b"), 409),
+        (Some("a"), 200),
+        (None, 200),
+        (Some("b"), 409),
+    ] {
+        let (got, body) = register(agent, 8).await;
+        assert_eq!(got, status, "{agent:?}: {body}");
+        if status == 409 {
+            assert_eq!(body["code"], 100_409, "{body}");
+            let message = body["message"].as_str().unwrap();
+            assert!(
+                message.contains("another agent runs as node \"n1\"")
+                    && message.contains("--node-id"),
+                "{message}"
+            );
+            let nodes = server.get("/api/v1/nodes").await;
+            assert_eq!(cpu(&nodes), 4.0, "a refused registration changed the node");
+        } else {
+            // Put back as it was for the next refusal's check.
+            assert_eq!(register(agent, 4).await.0, 200);
+        }
+    }
+    // Silent past node_timeout_ms: another agent may take the node.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(register(Some("b"), 4).await.0, 200);
+    server.stop().await;
+}

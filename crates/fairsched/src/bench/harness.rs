@@ -683,6 +683,7 @@ pub(crate) async fn simulate_agent(
                 node_id: node_id.clone(),
                 resources: setup.resources,
                 tags: Vec::new(),
+                agent_id: None,
             };
             let register = setup.client.register(&node);
             // A request still waiting when the run ends is dropped: it is past the window.

@@ -40,6 +40,7 @@ pub(super) fn register_n1(actor: &mut Actor) {
         node_id: "n1".into(),
         resources: fairsched_api::parse_resources("cpu=4,user_slots=4").unwrap(),
         tags: Vec::new(),
+        agent_id: None,
     };
     ask(actor, |r| Command::Register(node, r)).unwrap();
 }

@@ -114,6 +114,8 @@ pub struct Actor {
     dirty_jobs: BTreeSet<String>,
     /// Node → last heartbeat.
     seen: BTreeMap<String, Instant>,
+    /// The agent of each node's last accepted registration (`RegisterNode::agent_id`).
+    node_agents: BTreeMap<String, String>,
     /// Every node ever registered, with the operator's settings (stored).
     node_records: BTreeMap<String, NodeRecord>,
     /// Jobs each node must kill / interrupt at its next heartbeat.

@@ -42,7 +42,43 @@ pub fn no_such_node(id: &str) -> ApiError {
 }
 
 impl Actor {
+    /// Registers a node (again), unless another agent runs as it ([`codes::NODE_IN_USE`]:
+    /// a registration of the same node id from another `agent_id` while the node heartbeats,
+    /// i.e. was seen within `node_timeout_ms`; refused before anything changes).
     pub(super) fn register(&mut self, node: RegisterNode) -> Result<RegisterReply, ApiError> {
+        if let (Some(agent), Some(known)) = (&node.agent_id, self.node_agents.get(&node.node_id))
+            && agent != known
+            && let Some(seen) = self.seen.get(&node.node_id)
+            && seen.elapsed() < self.node_timeout
+        {
+            tracing::warn!(
+                node = node.node_id,
+                "registration refused: another agent runs as this node"
+            );
+            return Err(ApiError::new(
+                codes::NODE_IN_USE,
+                format!(
+                    "another agent runs as node {:?}: it heartbeated {} ms ago; two machines (or \
+                     two agents) have the same node id. Give each its own (`fairsched agent \
+                     --node-id`; the default is the host name), or stop the other agent: once \
+                     it has been silent for node_timeout_ms ({} ms) this node may be taken over",
+                    node.node_id,
+                    seen.elapsed().as_millis(),
+                    self.node_timeout.as_millis()
+                ),
+            )
+            .with_attribute("node", node.node_id.as_str()));
+        }
+        let agent = node.agent_id.clone();
+        let node_id = node.node_id.clone();
+        let reply = self.register_node(node)?;
+        if let Some(agent) = agent {
+            self.node_agents.insert(node_id, agent);
+        }
+        Ok(reply)
+    }
+
+    fn register_node(&mut self, node: RegisterNode) -> Result<RegisterReply, ApiError> {
         let now = self.now();
         let id = NodeId(node.node_id.clone());
         if node.node_id.is_empty() {

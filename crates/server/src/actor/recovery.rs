@@ -148,6 +148,7 @@ impl Actor {
             job_alloc: BTreeMap::new(),
             dirty_jobs: BTreeSet::new(),
             seen: BTreeMap::new(),
+            node_agents: BTreeMap::new(),
             node_records: loaded
                 .nodes
                 .iter()

@@ -56,6 +56,7 @@ fn a_restart_recovers_an_operation_stored_by_the_old_server() {
         node_id: "n1".into(),
         resources: fairsched_api::parse_resources("cpu=4,user_slots=4").unwrap(),
         tags: Vec::new(),
+        agent_id: None,
     };
     ask(&mut a, |r| Command::Register(node, r)).unwrap();
     tick(&mut a);
