@@ -879,6 +879,7 @@ pub struct HeartbeatReply {
 /// Parses `cpu=8,memory=16GiB` (human amounts as in PRODUCT.md).
 pub fn parse_resources(text: &str) -> Result<Resources, String> {
     let mut out = Resources::ZERO;
+    let mut given = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (name, value) = part
             .split_once('=')
@@ -886,6 +887,13 @@ pub fn parse_resources(text: &str) -> Result<Resources, String> {
         let kind = fairsched_resources::ResourceKind::from_name(name.trim()).ok_or_else(|| {
             format!("{name:?} is not a resource (cpu, memory, gpu, user_slots, network)")
         })?;
+        if given.contains(&kind) {
+            return Err(format!(
+                "{} is given twice (`{text}`): give each resource once",
+                kind.name()
+            ));
+        }
+        given.push(kind);
         let raw = fairsched_resources::parse_amount(kind, value.trim())
             .map_err(|e| format!("{name}: {e}"))?;
         out.set_raw(kind, raw);
@@ -918,6 +926,9 @@ mod tests {
         let r = parse_resources("cpu=2.5, memory=1GiB").unwrap();
         assert_eq!(format_resources(&r), "cpu=2.5 memory=1GiB");
         assert!(parse_resources("cpus=1").is_err());
+        // A resource given twice is a mistake, not "the last one wins".
+        let e = parse_resources("cpu=4, memory=1GiB, cpu=8").unwrap_err();
+        assert!(e.contains("cpu is given twice"), "{e}");
     }
 
     #[test]
