@@ -592,6 +592,7 @@ impl Outage {
                 let why = match e {
                     ClientError::Http(_) => "the server is unreachable",
                     ClientError::Api(_) => "the server refused it",
+                    ClientError::Invalid(_) => "it was not sent",
                 };
                 tracing::warn!(
                     running,

@@ -15,6 +15,9 @@ pub enum ClientError {
     /// server's address and the root cause only (reqwest's own message repeats itself).
     #[error("{}", http_message(.0))]
     Http(reqwest::Error),
+    /// The request was not sent: what it names cannot be (an empty id, `..`).
+    #[error("{0}")]
+    Invalid(String),
 }
 
 impl From<reqwest::Error> for ClientError {
@@ -50,7 +53,7 @@ impl ClientError {
     pub fn code(&self) -> Option<u32> {
         match self {
             ClientError::Api(e) => Some(e.code),
-            ClientError::Http(_) => None,
+            ClientError::Http(_) | ClientError::Invalid(_) => None,
         }
     }
 }
@@ -268,8 +271,24 @@ impl ApiClient {
         }
     }
 
-    fn path(template: &str, param: &str, value: &str) -> String {
-        template.replace(&format!("{{{param}}}"), value)
+    /// `template` with `{param}` replaced by `value` as one path segment (percent-encoded, so
+    /// that `../x` or `a/b` name an object, not another route). An empty value, `.` or `..`
+    /// can name nothing (a URL takes them for the path itself): refused here.
+    fn path(template: &str, param: &str, value: &str) -> Result<String, ClientError> {
+        if matches!(value, "" | "." | "..") {
+            return Err(ClientError::Invalid(format!(
+                "{value:?} is not a valid {param}: names are letters, digits, `.`, `_` and \
+                 `-`"
+            )));
+        }
+        /// Everything but the unreserved characters of RFC 3986.
+        const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+            .remove(b'-')
+            .remove(b'.')
+            .remove(b'_')
+            .remove(b'~');
+        let value = percent_encoding::utf8_percent_encode(value, SEGMENT).to_string();
+        Ok(template.replace(&format!("{{{param}}}"), &value))
     }
 
     /// The server's `/metrics` page (Prometheus text format).
@@ -304,12 +323,12 @@ impl ApiClient {
     }
 
     pub async fn get_operation(&self, id: &str) -> Result<OperationView, ClientError> {
-        let path = Self::path(routes::OPERATION, "id", id);
+        let path = Self::path(routes::OPERATION, "id", id)?;
         self.send(self.http.get(self.url(&path))).await
     }
 
     pub async fn abort_operation(&self, id: &str) -> Result<OperationView, ClientError> {
-        let path = Self::path(routes::OPERATION_ABORT, "id", id);
+        let path = Self::path(routes::OPERATION_ABORT, "id", id)?;
         self.send(self.http.post(self.url(&path))).await
     }
 
@@ -318,7 +337,7 @@ impl ApiClient {
         id: &str,
         update: &UpdateOperation,
     ) -> Result<OperationView, ClientError> {
-        let path = Self::path(routes::OPERATION_UPDATE, "id", id);
+        let path = Self::path(routes::OPERATION_UPDATE, "id", id)?;
         self.send(self.http.post(self.url(&path)).json(update))
             .await
     }
@@ -333,7 +352,7 @@ impl ApiClient {
         id: &str,
         query: &LogsQuery,
     ) -> Result<Vec<JobLogs>, ClientError> {
-        let path = Self::path(routes::OPERATION_LOGS, "id", id);
+        let path = Self::path(routes::OPERATION_LOGS, "id", id)?;
         self.send(self.http.get(self.url(&path)).query(query)).await
     }
 
@@ -367,7 +386,7 @@ impl ApiClient {
         name: &str,
         update: &UpdatePool,
     ) -> Result<Value, ClientError> {
-        let path = Self::path(routes::POOL, "name", name);
+        let path = Self::path(routes::POOL, "name", name)?;
         let request = self
             .http
             .put(self.url(&path))
@@ -378,7 +397,7 @@ impl ApiClient {
 
     /// Removes a pool from `tree` (`None`: the default tree).
     pub async fn remove_pool(&self, tree: Option<&str>, name: &str) -> Result<Value, ClientError> {
-        let path = Self::path(routes::POOL, "name", name);
+        let path = Self::path(routes::POOL, "name", name)?;
         let request = self.http.delete(self.url(&path)).query(&tree_query(tree));
         self.send(request).await
     }
@@ -401,7 +420,7 @@ impl ApiClient {
             "drain" => routes::NODE_DRAIN,
             _ => routes::NODE_UNDRAIN,
         };
-        let path = Self::path(template, "id", id);
+        let path = Self::path(template, "id", id)?;
         self.send(self.http.post(self.url(&path))).await
     }
 

@@ -26,6 +26,9 @@ const CASES: &[(&[&str], &[&str])] = &[
         &["op", "list", "--server", "http://exa mple"],
         &["bad server address"],
     ),
+    // Ids that can name nothing are refused before anything is sent.
+    (&["op", "show", ""], &["\"\" is not a valid id"]),
+    (&["op", "abort", ".."], &["\"..\" is not a valid id"]),
     // The file is read before the server is asked: its error is the one shown.
     (
         &[
@@ -60,6 +63,39 @@ fn cli_errors_name_their_cause() {
             "{args:?}: {stderr}"
         );
     }
+}
+
+/// Ids with `/`, `..` or spaces name an operation, never another route of the API.
+#[test]
+fn odd_ids_name_an_operation_not_a_route() {
+    let c = common::Cluster::start("", &[]);
+    for (args, words) in [
+        (
+            &["op", "show", "../x"][..],
+            "operation \"../x\" does not exist",
+        ),
+        (
+            &["op", "logs", "a/b"][..],
+            "operation \"a/b\" does not exist",
+        ),
+        (
+            &["op", "abort", "a b"][..],
+            "operation \"a b\" does not exist",
+        ),
+        (
+            &["op", "show", "%2e%2e"][..],
+            "operation \"%2e%2e\" does not exist",
+        ),
+    ] {
+        let out = run_cli(&c.url, &[], args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(words),
+            "{args:?}: {words:?} not in {stderr}"
+        );
+    }
+    c.stop();
 }
 
 /// A closed standard output ends the command quietly (status 141, as a process killed by
