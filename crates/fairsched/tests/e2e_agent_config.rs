@@ -106,6 +106,29 @@ fn an_agent_the_server_can_never_accept_exits_saying_what_to_fix() {
     c.stop();
 }
 
+/// A second agent with the node id of one that heartbeats (another machine with the same
+/// host name) exits saying so, and the first keeps its node and its job.
+#[test]
+fn a_second_agent_with_a_node_id_in_use_exits_saying_so() {
+    let c = Cluster::start(TOKEN_CONFIG, &[("n1", "cpu=2,memory=1GiB,user_slots=4")]);
+    c.submit("long", &["--cpu", "1"], "sleep 30");
+    common::wait_for("the job to start", Duration::from_secs(30), || {
+        c.op("long")["job_counts"]["running"] == 1
+    });
+    let (code, stderr) = agent_exits(&c.url, &["--node-id", "n1", "--token", "the-right-token"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("another agent runs as node \"n1\"") && stderr.contains("--node-id"),
+        "{stderr}"
+    );
+    // The first agent's job was neither lost nor run again.
+    std::thread::sleep(Duration::from_secs(2));
+    let op = c.op("long");
+    assert_eq!(op["job_counts"]["running"], 1, "{op}");
+    assert_eq!(op["job_counts"]["aborted"], 0, "{op}");
+    c.stop();
+}
+
 /// An agent serves its own Prometheus metrics with --metrics-listen (issue 18).
 #[test]
 fn an_agent_serves_its_own_metrics() {
