@@ -4,6 +4,8 @@
 
 mod books;
 mod events;
+#[cfg(test)]
+mod events_tests;
 mod fair_share;
 mod history;
 #[cfg(test)]
