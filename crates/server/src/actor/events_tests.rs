@@ -49,7 +49,11 @@ fn job_events_written_straight_are_the_generic_ones() {
                     backfill,
                 });
             }
-            for outcome in [JobOutcome::Completed, JobOutcome::Failed, JobOutcome::Aborted] {
+            for outcome in [
+                JobOutcome::Completed,
+                JobOutcome::Failed,
+                JobOutcome::Aborted,
+            ] {
                 events.push(EventKind::AllocationFinished {
                     operation: op.clone(),
                     allocation: AllocationId(allocation),
