@@ -79,19 +79,36 @@ impl Actor {
     /// their map of JSON values (two of these per job were 4 % of the server's CPU per
     /// heartbeat). `None` for the other events.
     pub(super) fn job_event(&self, e: &Event, unix_ms: u64) -> Option<StoredEvent> {
-        let (kind, operation, allocation, node) = match &e.kind {
+        // Every field named (no `..`): a field the core adds to these events must be added
+        // here too, or the record would leave it out.
+        let (kind, operation, allocation, node, backfill, last) = match &e.kind {
             EventKind::AllocationStarted {
                 operation,
                 allocation,
                 node,
-                ..
-            } => ("allocation_started", operation, allocation, node),
+                stage,
+                backfill,
+            } => (
+                "allocation_started",
+                operation,
+                allocation,
+                node,
+                *backfill,
+                ("stage", serde_json::to_value(stage)),
+            ),
             EventKind::AllocationFinished {
                 operation,
                 allocation,
                 node,
-                ..
-            } => ("allocation_finished", operation, allocation, node),
+                outcome,
+            } => (
+                "allocation_finished",
+                operation,
+                allocation,
+                node,
+                false,
+                ("outcome", serde_json::to_value(outcome)),
+            ),
             _ => return None,
         };
         let job = self
@@ -101,11 +118,11 @@ impl Actor {
             .unwrap_or_else(|| self.new_job_id(allocation.0));
         let mut r = Vec::with_capacity(160);
         r.push(b'{');
-        if let EventKind::AllocationStarted { backfill: true, .. } = &e.kind {
+        if backfill {
             put(&mut r, "backfill", &true);
         }
         put(&mut r, "event", kind);
-        if let EventKind::AllocationFinished { .. } = &e.kind
+        if kind == "allocation_finished"
             && let Some(code) = self.job(&job).and_then(|j| j.exit_code)
         {
             put(&mut r, "exit_code", &code);
@@ -113,10 +130,8 @@ impl Actor {
         put(&mut r, "job", &job);
         put(&mut r, "node", &node.0);
         put(&mut r, "operation", &operation.0);
-        match &e.kind {
-            EventKind::AllocationStarted { stage, .. } => put(&mut r, "stage", stage),
-            EventKind::AllocationFinished { outcome, .. } => put(&mut r, "outcome", outcome),
-            _ => {}
+        if let (key, Ok(value)) = last {
+            put(&mut r, key, &value);
         }
         put(&mut r, "t_ms", &e.t_ms);
         // The last comma closes the object.

@@ -323,9 +323,9 @@ pub fn router(state: AppState) -> Router {
 /// actor). With users configured, every request but the agent endpoints (which check
 /// `agent_token`) and the page's own files needs a user's token, except reads (`GET`,
 /// `HEAD`: the API and `/metrics`) while `authenticate_reads` is off, which go as an
-/// anonymous reader; a token that is sent must be valid.
-/// The request with its [`Caller`] (an extension), or the refusal to send.
-#[allow(clippy::result_large_err)]
+/// anonymous reader; a token that is sent must be valid. Gives the request its [`Caller`]
+/// (an extension), or the refusal to answer.
+#[allow(clippy::result_large_err)] // A response, once per request.
 fn authenticate(
     s: &AppState,
     mut req: axum::extract::Request,
@@ -390,8 +390,6 @@ fn authenticate(
 
 /// Gives every error answer the API's JSON error shape: axum's own rejections (a body above
 /// the limit: 413; a method the route does not take: 405; ...) come as plain text or empty.
-/// Runs the request; an error answer that is not the API's JSON (axum's own, e.g. a body
-/// too large or not JSON) becomes one.
 async fn json_errors(
     path: &str,
     req: axum::extract::Request,
