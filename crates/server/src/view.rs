@@ -162,10 +162,11 @@ impl OperationRecords {
 }
 
 /// A node as the [`View`] keeps it: its view without `last_heartbeat_ago_ms`, which is
-/// computed when read.
+/// computed when read. Its view is shared: every heartbeat changes `last_heartbeat`, and the
+/// map's leaf it is in is copied (with every entry in it) when a published view shares it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NodeEntry {
-    pub view: NodeView,
+    pub view: Arc<NodeView>,
     pub last_heartbeat: Option<Instant>,
 }
 
@@ -176,7 +177,7 @@ impl NodeEntry {
             last_heartbeat_ago_ms: self
                 .last_heartbeat
                 .map_or(0, |t| t.elapsed().as_millis() as u64),
-            ..self.view.clone()
+            ..NodeView::clone(&self.view)
         }
     }
 }
