@@ -770,3 +770,25 @@ async fn errors_of_a_submission_without_an_id_name_no_id() {
         assert_eq!(state(&app).await, before, "{body} changed something");
     }
 }
+
+/// A body with a key twice is read as before bodies were parsed straight into their types:
+/// the last one counts (a JSON object read as a whole keeps the last value of a key).
+#[tokio::test]
+async fn a_key_given_twice_takes_the_last_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path());
+    let body = r#"{"node_id": "first", "node_id": "second",
+                   "resources": {"user_slots": 1, "cpu": 1}}"#;
+    let (status, reply, text) = send(&app, "POST", REGISTER.1, body.into()).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(reply.is_object(), "{text}");
+    let (status, nodes) = call(&app, "GET", "/api/v1/nodes", Value::Null).await;
+    assert_eq!(status, 200);
+    let ids: Vec<&str> = nodes
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["second"]);
+}

@@ -4,6 +4,8 @@
 
 mod books;
 mod events;
+#[cfg(test)]
+mod events_tests;
 mod fair_share;
 mod history;
 #[cfg(test)]
@@ -36,7 +38,7 @@ use nodes::NodeRecord;
 pub use nodes::no_such_node;
 use publish::job_counts;
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{broadcast, mpsc, watch};
@@ -106,10 +108,10 @@ pub struct Actor {
     /// Job id → operation id (every job, also those of earlier incarnations).
     /// ... and the job's position among its operation's jobs (a hint, checked at every use:
     /// finding a job by id among an operation's jobs would cost O(jobs)).
-    job_op: BTreeMap<String, (String, usize)>,
+    job_op: HashMap<String, (String, usize)>,
     /// The core's allocation → its job id, and back (running jobs only).
-    alloc_job: BTreeMap<u64, String>,
-    job_alloc: BTreeMap<String, u64>,
+    alloc_job: HashMap<u64, String>,
+    job_alloc: HashMap<String, u64>,
     /// Jobs changed since the last commit.
     dirty_jobs: BTreeSet<String>,
     /// Node → last heartbeat.

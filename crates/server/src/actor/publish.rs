@@ -120,11 +120,16 @@ impl Actor {
     /// Node `id`'s entry as the core says it is now (removed if the core has no such node).
     fn refresh_node(&mut self, id: &str) {
         match self.node_entry(id) {
-            Some(entry) => {
-                if self.nodes.get(id) != Some(&entry) {
+            Some(mut entry) => match self.nodes.get(id) {
+                Some(old) if *old == entry => {}
+                old => {
+                    // A heartbeat changes the time alone: the view stays shared.
+                    if let Some(old) = old.filter(|old| old.view == entry.view) {
+                        entry.view = Arc::clone(&old.view);
+                    }
                     self.nodes.insert(id.to_string(), entry);
                 }
-            }
+            },
             None => {
                 self.nodes.remove(id);
             }
@@ -134,11 +139,11 @@ impl Actor {
     /// Node `id` as the view keeps it.
     fn node_entry(&self, id: &str) -> Option<NodeEntry> {
         Some(NodeEntry {
-            view: NodeView {
+            view: Arc::new(NodeView {
                 // Computed when read, from `last_heartbeat`.
                 last_heartbeat_ago_ms: 0,
                 ..self.node_view(&NodeId(id.to_string()))?
-            },
+            }),
             last_heartbeat: self.seen.get(id).copied(),
         })
     }

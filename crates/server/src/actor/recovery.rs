@@ -12,7 +12,7 @@ use fairsched_config::{PoolTreeConfig, PoolTrees};
 use fairsched_core::{NodeId, NodeSpec, OperationId, Scheduler};
 use fairsched_store::StoredTree;
 use serde_json::json;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, watch};
@@ -143,9 +143,9 @@ impl Actor {
             trees_changed: true,
             snapshot_wanted: false,
             small_cluster: super::SMALL_CLUSTER,
-            job_op: BTreeMap::new(),
-            alloc_job: BTreeMap::new(),
-            job_alloc: BTreeMap::new(),
+            job_op: HashMap::new(),
+            alloc_job: HashMap::new(),
+            job_alloc: HashMap::new(),
             dirty_jobs: BTreeSet::new(),
             seen: BTreeMap::new(),
             node_agents: BTreeMap::new(),
