@@ -329,7 +329,8 @@ fn up_demo_shows_fair_share_and_preemption() {
                 .is_some_and(|r| r.contains("preemption"))
         })
         .count();
-    assert_eq!(preempted_jobs, preempted, "{batch:#}");
+    // The cluster runs on after the demo is done: more preemptions may follow its last line.
+    assert!(preempted_jobs >= preempted, "{preempted} told, {batch:#}");
     let adhoc = in_pool("project-adhoc");
     assert!(
         adhoc["job_counts"]["running"].as_u64().unwrap()
