@@ -18,7 +18,7 @@ use crate::event::EventKind;
 use crate::heartbeat::walk::Walk;
 pub use crate::holds::GangAssembly;
 use crate::holds::{Holds, Offer};
-use crate::model::{Millis, NodeId, OperationId, OperationState};
+use crate::model::{Millis, Node, NodeId, Operation, OperationId, OperationState};
 use crate::scheduler::{Parts, Scheduler, StartOrder};
 use crate::state::{Books, EventLog};
 use crate::tree::{Arena, ElementRef, PoolTree};
@@ -359,6 +359,7 @@ pub(crate) fn gang_hold(
                 return;
             }
             holds.gangs.insert(t, GangAssembly::new(op_id.clone(), now));
+            holds.assemblies_changed += 1;
         }
     }
     if hold == GangHold::Needed {
@@ -366,7 +367,17 @@ pub(crate) fn gang_hold(
         return;
     }
     let so_far = HeldSoFar::of(books, holds, t);
-    let new_here = hold_here(arena, books, holds, node_id, leaf, walk, u32::MAX, &so_far);
+    let new_here = hold_here(
+        arena,
+        books,
+        holds,
+        &books.nodes[node_id],
+        &books.operations[&op_id],
+        leaf,
+        walk,
+        u32::MAX,
+        &so_far,
+    );
     add_holds(holds, t, node_id, new_here);
     mark_ready(books, holds, events, now, t);
 }
@@ -390,6 +401,7 @@ pub(crate) fn keep_needed_plan(
             return;
         };
         holds.gangs.insert(t, GangAssembly::new(op, now));
+        holds.assemblies_changed += 1;
     }
     let a = &holds.gangs[&t];
     if a.ready {
@@ -466,16 +478,13 @@ fn hold_here(
     arena: &Arena,
     books: &Books,
     holds: &Holds,
-    node_id: &NodeId,
+    node: &Node,
+    op: &Operation,
     leaf: ElementIndex,
     walk: &Walk,
     max_jobs: u32,
     so_far: &HeldSoFar,
 ) -> BTreeMap<usize, u32> {
-    let a = &holds.gangs[&walk.tree];
-    let op_id = &a.operation;
-    let op = &books.operations[op_id];
-    let node = &books.nodes[node_id];
     // What is held only takes from what is free: a node whose free resources fit no job of
     // the gang fits none once they are counted.
     let free = node.free().max(&Resources::ZERO);
@@ -487,6 +496,10 @@ fn hold_here(
     {
         return BTreeMap::new();
     }
+    let a = &holds.gangs[&walk.tree];
+    let op_id = &a.operation;
+    debug_assert_eq!(op_id, &op.spec.id, "the assembling gang's operation");
+    let node_id = &node.id;
     let own_here = a.holds.get(node_id).map_or(Resources::ZERO, |tasks| {
         backfill::held_resources(books, op_id, tasks)
     });
@@ -649,6 +662,7 @@ fn plan_needed(
         total: Resources::ZERO,
         per_task: BTreeMap::new(),
     };
+    let op = &books.operations[&op_id];
     for node in nodes {
         if held >= target {
             break;
@@ -657,7 +671,8 @@ fn plan_needed(
             arena,
             books,
             holds,
-            &node.id,
+            node,
+            op,
             leaf,
             walk,
             target - held,
@@ -785,6 +800,7 @@ pub(crate) fn release_gang(
     reason: &'static str,
 ) {
     if let Some(a) = holds.gangs.remove(&t) {
+        holds.assemblies_changed += 1;
         if reason != "started" {
             holds.room_epoch += 1;
         }
