@@ -246,15 +246,14 @@ fn shadow_indexed(
     // The ends in time order (the order among equal times changes nothing: they all count).
     placed_ends.sort_by_key(|e| e.0);
     let mut placed_ends = placed_ends.into_iter().peekable();
+    // (The index holds each allocation's start + limit: overdue ones count as ending now. When
+    // every node is schedulable, so is every allocation's.)
+    let all_schedulable = books.room.all_schedulable();
     let mut running = books
         .room
         .ends_in(t)
-        .filter_map(|(_, id)| {
-            let a = books.allocations.get(&id)?;
-            schedulable(&a.node)
-                .then(|| Some((expected_end(books, now, a)?, &a.node, a.resources)))
-                .flatten()
-        })
+        .filter(|(_, _, node, _)| all_schedulable || schedulable(node))
+        .map(|(end, _, node, resources)| (end.max(now), node, resources))
         .peekable();
     let ends = std::iter::from_fn(|| match (running.peek(), placed_ends.peek()) {
         (Some(r), Some(p)) if p.0 < r.0 => placed_ends.next(),

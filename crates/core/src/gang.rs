@@ -17,7 +17,7 @@ use crate::backfill;
 use crate::event::EventKind;
 use crate::heartbeat::walk::Walk;
 pub use crate::holds::GangAssembly;
-use crate::holds::{Holds, Offer};
+use crate::holds::{Holds, Offer, ShadowMemo};
 use crate::model::{Millis, Node, NodeId, Operation, OperationId, OperationState};
 use crate::scheduler::{Parts, Scheduler, StartOrder};
 use crate::state::{Books, EventLog};
@@ -710,7 +710,7 @@ fn plan_inputs(books: &Books, holds: &Holds, now: Millis) -> [u64; 5] {
 /// (`None`: nothing pending).
 fn needed_shadow(
     books: &Books,
-    holds: &Holds,
+    holds: &mut Holds,
     arena: &Arena,
     now: Millis,
     t: usize,
@@ -719,17 +719,60 @@ fn needed_shadow(
     let op = books.operations.get(op_id)?;
     let pending = op.pending_job_count();
     let largest = op.pending_job_resources().reduce(|a, b| a.max(&b))?;
-    let plan = backfill::shadow(
-        books,
-        holds,
-        arena,
-        now,
-        t,
-        op_id,
-        &largest,
-        u64::from(pending),
-        true,
-    );
+    let compute = || {
+        backfill::shadow(
+            books,
+            holds,
+            arena,
+            now,
+            t,
+            op_id,
+            &largest,
+            u64::from(pending),
+            true,
+        )
+    };
+    // The same inputs give the same expected start (the fair-share update computes it, then
+    // the tree's next heartbeat plans from it): without job reservations or tag filters, it
+    // depends only on the time, the allocations started and ended, the gangs placed, the
+    // nodes and the gang's pending jobs (which change only as its allocations start or end).
+    let memo_key = (holds.reservations.is_empty() && !arena.any_tag_filter()).then(|| {
+        [
+            now,
+            holds.room_epoch,
+            books.next_allocation,
+            holds.gangs_placed,
+            books.node_changes,
+        ]
+    });
+    let memo = holds
+        .needed_shadow_memo
+        .as_ref()
+        .filter(|m| memo_key == Some(m.inputs) && m.tree == t && &m.operation == op_id);
+    let plan = match memo {
+        Some(m) => {
+            let (until, room_now, surplus) = m.shadow;
+            let plan = backfill::Shadow {
+                until,
+                room_now,
+                surplus,
+            };
+            debug_assert_eq!(plan, compute(), "a kept expected start went out of date");
+            plan
+        }
+        None => {
+            let plan = compute();
+            if let Some(inputs) = memo_key {
+                holds.needed_shadow_memo = Some(ShadowMemo {
+                    tree: t,
+                    operation: op_id.clone(),
+                    inputs,
+                    shadow: (plan.until, plan.room_now, plan.surplus),
+                });
+            }
+            plan
+        }
+    };
     Some((pending, plan))
 }
 

@@ -37,6 +37,20 @@ pub(crate) struct Holds {
     /// Counts the assemblies begun and ended (in any tree): while it and `room_epoch` stay
     /// the same, so does every tree's assembling gang (see [`Holds::park_key`]).
     pub(crate) assemblies_changed: u64,
+    /// The last expected start computed for an assembling gang with `hold = "needed"`, kept
+    /// for the next one asked with the same inputs (see `gang::needed_shadow`).
+    pub(crate) needed_shadow_memo: Option<ShadowMemo>,
+}
+
+/// An expected start (`backfill::Shadow`: until, room now, surplus) and what it was computed
+/// from: the tree, the operation, and the time, room epoch, next allocation id, gangs placed
+/// and node changes then (with no job reservation anywhere).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct ShadowMemo {
+    pub(crate) tree: usize,
+    pub(crate) operation: OperationId,
+    pub(crate) inputs: [u64; 5],
+    pub(crate) shadow: (Option<Millis>, u64, u64),
 }
 
 impl Holds {
