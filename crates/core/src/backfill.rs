@@ -16,7 +16,7 @@
 //! is a method.
 
 pub use crate::holds::Held;
-use crate::holds::{Holds, Reservation};
+use crate::holds::{Holds, Reservation, ShadowMemo};
 use crate::model::{Allocation, Millis, NodeId, OperationId};
 use crate::scheduler::Scheduler;
 use crate::state::Books;
@@ -127,6 +127,77 @@ pub(crate) fn gang_needed_at(
     let job = o.pending_job_resources().reduce(|a, b| a.min(&b))?;
     let need = u64::from(o.pending_job_count());
     shadow(books, holds, arena, now, t, op, &job, need, false).until
+}
+
+/// The expected start of gang `op` in tree `t` as `hold = "needed"` plans it (in jobs of its
+/// largest pending shape, gangs placed whole counted as running), with its pending job count
+/// (`None`: nothing pending).
+pub(crate) fn needed_shadow(
+    books: &Books,
+    holds: &mut Holds,
+    arena: &Arena,
+    now: Millis,
+    t: usize,
+    op_id: &OperationId,
+) -> Option<(u32, Shadow)> {
+    let op = books.operations.get(op_id)?;
+    let pending = op.pending_job_count();
+    let largest = op.pending_job_resources().reduce(|a, b| a.max(&b))?;
+    let compute = || {
+        shadow(
+            books,
+            holds,
+            arena,
+            now,
+            t,
+            op_id,
+            &largest,
+            u64::from(pending),
+            true,
+        )
+    };
+    // The same inputs give the same expected start (the fair-share update computes it, then
+    // the tree's next heartbeat plans from it): without job reservations or tag filters, it
+    // depends only on the time, the allocations started and ended, the gangs placed, the
+    // nodes and the gang's pending jobs (which change only as its allocations start or end).
+    let memo_key = (holds.reservations.is_empty() && !arena.any_tag_filter()).then(|| {
+        [
+            now,
+            holds.room_epoch,
+            books.next_allocation,
+            holds.gangs_placed,
+            books.node_changes,
+        ]
+    });
+    let memo = holds
+        .needed_shadow_memo
+        .as_ref()
+        .filter(|m| memo_key == Some(m.inputs) && m.tree == t && &m.operation == op_id);
+    let plan = match memo {
+        Some(m) => {
+            let (until, room_now, surplus) = m.shadow;
+            let plan = Shadow {
+                until,
+                room_now,
+                surplus,
+            };
+            debug_assert_eq!(plan, compute(), "a kept expected start went out of date");
+            plan
+        }
+        None => {
+            let plan = compute();
+            if let Some(inputs) = memo_key {
+                holds.needed_shadow_memo = Some(ShadowMemo {
+                    tree: t,
+                    operation: op_id.clone(),
+                    inputs,
+                    shadow: (plan.until, plan.room_now, plan.surplus),
+                });
+            }
+            plan
+        }
+    };
+    Some((pending, plan))
 }
 
 /// When an assembling gang expects room for its pending jobs, and how much room there is then

@@ -17,7 +17,7 @@ use crate::backfill;
 use crate::event::EventKind;
 use crate::heartbeat::walk::Walk;
 pub use crate::holds::GangAssembly;
-use crate::holds::{Holds, Offer, ShadowMemo};
+use crate::holds::{Holds, Offer};
 use crate::model::{Millis, Node, NodeId, Operation, OperationId, OperationState};
 use crate::scheduler::{Parts, Scheduler, StartOrder};
 use crate::state::{Books, EventLog};
@@ -634,7 +634,7 @@ fn plan_needed(
         return;
     }
     let op_id = a.operation.clone();
-    let Some((pending, plan)) = needed_shadow(books, holds, arena, now, t, &op_id) else {
+    let Some((pending, plan)) = backfill::needed_shadow(books, holds, arena, now, t, &op_id) else {
         return;
     };
     // What fits now is held whole (overdue allocations counted as ending now may make the
@@ -703,77 +703,6 @@ fn plan_inputs(books: &Books, holds: &Holds, now: Millis) -> [u64; 5] {
         holds.gangs_placed,
         books.node_changes,
     ]
-}
-
-/// The expected start of gang `op` in tree `t` as `hold = "needed"` plans it (in jobs of its
-/// largest pending shape, gangs placed whole counted as running), with its pending job count
-/// (`None`: nothing pending).
-fn needed_shadow(
-    books: &Books,
-    holds: &mut Holds,
-    arena: &Arena,
-    now: Millis,
-    t: usize,
-    op_id: &OperationId,
-) -> Option<(u32, backfill::Shadow)> {
-    let op = books.operations.get(op_id)?;
-    let pending = op.pending_job_count();
-    let largest = op.pending_job_resources().reduce(|a, b| a.max(&b))?;
-    let compute = || {
-        backfill::shadow(
-            books,
-            holds,
-            arena,
-            now,
-            t,
-            op_id,
-            &largest,
-            u64::from(pending),
-            true,
-        )
-    };
-    // The same inputs give the same expected start (the fair-share update computes it, then
-    // the tree's next heartbeat plans from it): without job reservations or tag filters, it
-    // depends only on the time, the allocations started and ended, the gangs placed, the
-    // nodes and the gang's pending jobs (which change only as its allocations start or end).
-    let memo_key = (holds.reservations.is_empty() && !arena.any_tag_filter()).then(|| {
-        [
-            now,
-            holds.room_epoch,
-            books.next_allocation,
-            holds.gangs_placed,
-            books.node_changes,
-        ]
-    });
-    let memo = holds
-        .needed_shadow_memo
-        .as_ref()
-        .filter(|m| memo_key == Some(m.inputs) && m.tree == t && &m.operation == op_id);
-    let plan = match memo {
-        Some(m) => {
-            let (until, room_now, surplus) = m.shadow;
-            let plan = backfill::Shadow {
-                until,
-                room_now,
-                surplus,
-            };
-            debug_assert_eq!(plan, compute(), "a kept expected start went out of date");
-            plan
-        }
-        None => {
-            let plan = compute();
-            if let Some(inputs) = memo_key {
-                holds.needed_shadow_memo = Some(ShadowMemo {
-                    tree: t,
-                    operation: op_id.clone(),
-                    inputs,
-                    shadow: (plan.until, plan.room_now, plan.surplus),
-                });
-            }
-            plan
-        }
-    };
-    Some((pending, plan))
 }
 
 /// Whether tree `t`'s assembling gang (if any) holds all its plan needs as of now (see
@@ -985,9 +914,8 @@ pub(crate) fn update_gangs(
             let arena = &trees[t].arena;
             let until = match config.hold {
                 GangHold::AllFree => backfill::gang_needed_at(books, holds, arena, now, t, &op),
-                GangHold::Needed => {
-                    needed_shadow(books, holds, arena, now, t, &op).and_then(|(_, plan)| plan.until)
-                }
+                GangHold::Needed => backfill::needed_shadow(books, holds, arena, now, t, &op)
+                    .and_then(|(_, plan)| plan.until),
             };
             let a = holds.gangs.get_mut(&t).expect("present");
             a.backfill_until = until;

@@ -38,7 +38,7 @@ pub(crate) struct Holds {
     /// the same, so does every tree's assembling gang (see [`Holds::park_key`]).
     pub(crate) assemblies_changed: u64,
     /// The last expected start computed for an assembling gang with `hold = "needed"`, kept
-    /// for the next one asked with the same inputs (see `gang::needed_shadow`).
+    /// for the next one asked with the same inputs (see `backfill::needed_shadow`).
     pub(crate) needed_shadow_memo: Option<ShadowMemo>,
 }
 
