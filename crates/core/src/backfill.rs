@@ -17,13 +17,14 @@
 
 pub use crate::holds::Held;
 use crate::holds::{Holds, Reservation, ShadowMemo};
-use crate::model::{Allocation, Millis, NodeId, OperationId};
+use crate::model::{Allocation, Millis, NodeId, Operation, OperationId};
 use crate::scheduler::Scheduler;
 use crate::state::Books;
 use crate::tree::{Arena, ElementRef, PoolTree};
 use fairsched_hdrf::ElementIndex;
 use fairsched_resources::{RESOURCE_COUNT, Resources};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, btree_map};
+use std::iter::Peekable;
 
 impl Scheduler {
     /// What `node` holds back from `op` (`None`: nothing), as of now; see [`Held::for_job`].
@@ -54,7 +55,12 @@ pub(crate) fn held_resources(
     op: &OperationId,
     tasks: &BTreeMap<usize, u32>,
 ) -> Resources {
-    let Some(op) = books.operations.get(op) else {
+    resources_of(books.operations.get(op), tasks)
+}
+
+/// Resources of `tasks` (task -> jobs) of operation `op` (none if it is gone).
+fn resources_of(op: Option<&Operation>, tasks: &BTreeMap<usize, u32>) -> Resources {
+    let Some(op) = op else {
         return Resources::ZERO;
     };
     tasks.iter().fold(Resources::ZERO, |acc, (&task, &n)| {
@@ -459,6 +465,86 @@ pub(crate) fn held_from(
         held.gangs_until = untils.into_iter().reduce(|a, b| Some(a?.min(b?))).flatten();
     }
     (!held.is_zero()).then_some(held)
+}
+
+/// What nodes hold back from one operation, asked node after node in id order: as
+/// [`held_from`] for each, but reading every hold's nodes in step with the questions instead
+/// of looking each node up in each hold, and each gang's operation once.
+pub(crate) struct HeldCursor<'a> {
+    op: &'a OperationId,
+    reservations: Peekable<btree_map::Iter<'a, NodeId, Reservation>>,
+    any_gang: bool,
+    /// Every gang of another operation: its holds by node, its operation, its backfill time.
+    gangs: Vec<GangCursor<'a>>,
+    #[cfg(debug_assertions)]
+    check: (&'a Books, &'a Holds),
+}
+
+type GangCursor<'a> = (
+    Peekable<btree_map::Iter<'a, NodeId, BTreeMap<usize, u32>>>,
+    Option<&'a Operation>,
+    Option<Millis>,
+);
+
+impl<'a> HeldCursor<'a> {
+    /// The holds of `holds` as seen by operation `op`.
+    pub(crate) fn new(books: &'a Books, holds: &'a Holds, op: &'a OperationId) -> Self {
+        HeldCursor {
+            op,
+            reservations: holds.reservations.iter().peekable(),
+            any_gang: holds.any_gang(),
+            gangs: holds
+                .all_gangs()
+                .filter(|a| &a.operation != op)
+                .map(|a| {
+                    let o = books.operations.get(&a.operation);
+                    (a.holds.iter().peekable(), o, a.backfill_until)
+                })
+                .collect(),
+            #[cfg(debug_assertions)]
+            check: (books, holds),
+        }
+    }
+
+    /// What `node` holds back from the operation ([`held_from`]); `node` comes after every
+    /// node asked before.
+    pub(crate) fn held_at(&mut self, node: &NodeId) -> Option<Held> {
+        fn at<'m, V>(
+            it: &mut Peekable<btree_map::Iter<'m, NodeId, V>>,
+            node: &NodeId,
+        ) -> Option<&'m V> {
+            while it.peek().is_some_and(|(n, _)| *n < node) {
+                it.next();
+            }
+            it.peek().filter(|(n, _)| *n == node).map(|(_, v)| *v)
+        }
+        let mut held = Held::default();
+        if let Some(r) = at(&mut self.reservations, node).filter(|r| &r.operation != self.op) {
+            held.reserved = r.resources;
+            held.reserved_until = r.backfill_until;
+        }
+        if self.any_gang {
+            let mut untils = Vec::new();
+            for (it, o, until) in &mut self.gangs {
+                if let Some(tasks) = at(it, node) {
+                    held.gangs = held.gangs.add(&resources_of(*o, tasks));
+                    untils.push(*until);
+                }
+            }
+            held.gangs_until = untils.into_iter().reduce(|a, b| Some(a?.min(b?))).flatten();
+        }
+        let held = (!held.is_zero()).then_some(held);
+        #[cfg(debug_assertions)]
+        {
+            let (books, holds) = self.check;
+            assert_eq!(
+                held,
+                held_from(books, holds, node, self.op),
+                "the held cursor"
+            );
+        }
+        held
+    }
 }
 
 /// What `node_id` holds back from the operation at `leaf` of `arena` (for another operation's

@@ -225,6 +225,7 @@ pub(crate) fn place_gang_now(
     let mut wanted: Vec<u32> = op.tasks.iter().map(|task| task.pending).collect();
     let mut held_total = Resources::ZERO;
     let mut held_jobs: BTreeMap<NodeId, BTreeMap<usize, u32>> = BTreeMap::new();
+    let mut cursor = backfill::HeldCursor::new(books, holds, op_id);
     for node in books.nodes.values() {
         if wanted.iter().all(|&w| w == 0) {
             break;
@@ -248,7 +249,7 @@ pub(crate) fn place_gang_now(
         {
             continue;
         }
-        let held = backfill::held_from(books, holds, &node.id, op_id);
+        let held = cursor.held_at(&node.id);
         let mut taken = Resources::ZERO;
         let mut here: BTreeMap<usize, u32> = BTreeMap::new();
         for (task, spec) in op.spec.tasks.iter().enumerate() {
@@ -369,14 +370,13 @@ pub(crate) fn gang_hold(
     let so_far = HeldSoFar::of(books, holds, t);
     let new_here = hold_here(
         arena,
-        books,
-        holds,
         &books.nodes[node_id],
         &books.operations[&op_id],
         leaf,
         walk,
         u32::MAX,
         &so_far,
+        || HeldHere::of(books, holds, t, node_id),
     );
     add_holds(holds, t, node_id, new_here);
     mark_ready(books, holds, events, now, t);
@@ -476,14 +476,13 @@ impl HeldSoFar {
 #[allow(clippy::too_many_arguments)]
 fn hold_here(
     arena: &Arena,
-    books: &Books,
-    holds: &Holds,
     node: &Node,
     op: &Operation,
     leaf: ElementIndex,
     walk: &Walk,
     max_jobs: u32,
     so_far: &HeldSoFar,
+    held: impl FnOnce() -> HeldHere,
 ) -> BTreeMap<usize, u32> {
     // What is held only takes from what is free: a node whose free resources fit no job of
     // the gang fits none once they are counted.
@@ -496,19 +495,11 @@ fn hold_here(
     {
         return BTreeMap::new();
     }
-    let a = &holds.gangs[&walk.tree];
-    let op_id = &a.operation;
-    debug_assert_eq!(op_id, &op.spec.id, "the assembling gang's operation");
-    let node_id = &node.id;
-    let own_here = a.holds.get(node_id).map_or(Resources::ZERO, |tasks| {
-        backfill::held_resources(books, op_id, tasks)
-    });
+    let held = held();
     let mut available = node
         .free()
-        .sub(
-            &backfill::held_from(books, holds, node_id, op_id).map_or(Resources::ZERO, |h| h.all()),
-        )
-        .sub(&own_here)
+        .sub(&held.others.map_or(Resources::ZERO, |h| h.all()))
+        .sub(&held.own)
         .max(&Resources::ZERO);
     // Everything held so far counts against the path's limits.
     let mut held_total = so_far.total;
@@ -545,6 +536,26 @@ fn hold_here(
         }
     }
     new_here
+}
+
+/// What a node holds besides what the assembling gang may newly hold there: for others, and
+/// for the gang itself.
+struct HeldHere {
+    others: Option<backfill::Held>,
+    own: Resources,
+}
+
+impl HeldHere {
+    /// What `node_id` holds for others than tree `t`'s assembling gang, and for it.
+    fn of(books: &Books, holds: &Holds, t: usize, node_id: &NodeId) -> HeldHere {
+        let a = &holds.gangs[&t];
+        HeldHere {
+            others: backfill::held_from(books, holds, node_id, &a.operation),
+            own: a.holds.get(node_id).map_or(Resources::ZERO, |tasks| {
+                backfill::held_resources(books, &a.operation, tasks)
+            }),
+        }
+    }
 }
 
 /// Adds `new_here` to what tree `t`'s assembling gang holds on `node_id`.
@@ -663,24 +674,29 @@ fn plan_needed(
         per_task: BTreeMap::new(),
     };
     let op = &books.operations[&op_id];
+    // It holds nothing now: what it holds on a node is what this pass adds there (each node
+    // is visited once), added after the pass, which reads the others' holds node by node.
+    let mut cursor = backfill::HeldCursor::new(books, holds, &op_id);
+    let mut added: Vec<(&NodeId, BTreeMap<usize, u32>)> = Vec::new();
     for node in nodes {
         if held >= target {
             break;
         }
-        let new_here = hold_here(
-            arena,
-            books,
-            holds,
-            node,
-            op,
-            leaf,
-            walk,
-            target - held,
-            &so_far,
-        );
+        let new_here = hold_here(arena, node, op, leaf, walk, target - held, &so_far, || {
+            HeldHere {
+                others: cursor.held_at(&node.id),
+                own: Resources::ZERO,
+            }
+        });
         held += new_here.values().sum::<u32>();
         so_far.add(books, &op_id, &new_here);
-        add_holds(holds, t, &node.id, new_here);
+        if !new_here.is_empty() {
+            added.push((&node.id, new_here));
+        }
+    }
+    drop(cursor);
+    for (node_id, new_here) in added {
+        add_holds(holds, t, node_id, new_here);
     }
     mark_ready(books, holds, events, now, t);
 }
