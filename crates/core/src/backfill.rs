@@ -166,15 +166,13 @@ pub(crate) fn needed_shadow(
     // the tree's next heartbeat plans from it): without job reservations or tag filters, it
     // depends only on the time, the allocations started and ended, the gangs placed, the
     // nodes and the gang's pending jobs (which change only as its allocations start or end).
-    let memo_key = (holds.reservations.is_empty() && !arena.any_tag_filter()).then(|| {
-        [
-            now,
-            holds.room_epoch,
-            books.next_allocation,
-            holds.gangs_placed,
-            books.node_changes,
-        ]
-    });
+    let memo_key = (holds.reservations.is_empty() && !arena.any_tag_filter()).then_some([
+        now,
+        holds.room_epoch,
+        books.next_allocation,
+        holds.gangs_placed,
+        books.node_changes,
+    ]);
     let memo = holds
         .needed_shadow_memo
         .as_ref()
