@@ -16,14 +16,15 @@
 //! is a method.
 
 pub use crate::holds::Held;
-use crate::holds::{Holds, Reservation};
-use crate::model::{Allocation, Millis, NodeId, OperationId};
+use crate::holds::{Holds, Reservation, ShadowMemo};
+use crate::model::{Allocation, Millis, NodeId, Operation, OperationId};
 use crate::scheduler::Scheduler;
 use crate::state::Books;
 use crate::tree::{Arena, ElementRef, PoolTree};
 use fairsched_hdrf::ElementIndex;
 use fairsched_resources::{RESOURCE_COUNT, Resources};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, btree_map};
+use std::iter::Peekable;
 
 impl Scheduler {
     /// What `node` holds back from `op` (`None`: nothing), as of now; see [`Held::for_job`].
@@ -54,7 +55,12 @@ pub(crate) fn held_resources(
     op: &OperationId,
     tasks: &BTreeMap<usize, u32>,
 ) -> Resources {
-    let Some(op) = books.operations.get(op) else {
+    resources_of(books.operations.get(op), tasks)
+}
+
+/// Resources of `tasks` (task -> jobs) of operation `op` (none if it is gone).
+fn resources_of(op: Option<&Operation>, tasks: &BTreeMap<usize, u32>) -> Resources {
+    let Some(op) = op else {
         return Resources::ZERO;
     };
     tasks.iter().fold(Resources::ZERO, |acc, (&task, &n)| {
@@ -127,6 +133,75 @@ pub(crate) fn gang_needed_at(
     let job = o.pending_job_resources().reduce(|a, b| a.min(&b))?;
     let need = u64::from(o.pending_job_count());
     shadow(books, holds, arena, now, t, op, &job, need, false).until
+}
+
+/// The expected start of gang `op` in tree `t` as `hold = "needed"` plans it (in jobs of its
+/// largest pending shape, gangs placed whole counted as running), with its pending job count
+/// (`None`: nothing pending).
+pub(crate) fn needed_shadow(
+    books: &Books,
+    holds: &mut Holds,
+    arena: &Arena,
+    now: Millis,
+    t: usize,
+    op_id: &OperationId,
+) -> Option<(u32, Shadow)> {
+    let op = books.operations.get(op_id)?;
+    let pending = op.pending_job_count();
+    let largest = op.pending_job_resources().reduce(|a, b| a.max(&b))?;
+    let compute = || {
+        shadow(
+            books,
+            holds,
+            arena,
+            now,
+            t,
+            op_id,
+            &largest,
+            u64::from(pending),
+            true,
+        )
+    };
+    // The same inputs give the same expected start (the fair-share update computes it, then
+    // the tree's next heartbeat plans from it): without job reservations or tag filters, it
+    // depends only on the time, the allocations started and ended, the gangs placed, the
+    // nodes and the gang's pending jobs (which change only as its allocations start or end).
+    let memo_key = (holds.reservations.is_empty() && !arena.any_tag_filter()).then_some([
+        now,
+        holds.room_epoch,
+        books.next_allocation,
+        holds.gangs_placed,
+        books.node_changes,
+    ]);
+    let memo = holds
+        .needed_shadow_memo
+        .as_ref()
+        .filter(|m| memo_key == Some(m.inputs) && m.tree == t && &m.operation == op_id);
+    let plan = match memo {
+        Some(m) => {
+            let (until, room_now, surplus) = m.shadow;
+            let plan = Shadow {
+                until,
+                room_now,
+                surplus,
+            };
+            debug_assert_eq!(plan, compute(), "a kept expected start went out of date");
+            plan
+        }
+        None => {
+            let plan = compute();
+            if let Some(inputs) = memo_key {
+                holds.needed_shadow_memo = Some(ShadowMemo {
+                    tree: t,
+                    operation: op_id.clone(),
+                    inputs,
+                    shadow: (plan.until, plan.room_now, plan.surplus),
+                });
+            }
+            plan
+        }
+    };
+    Some((pending, plan))
 }
 
 /// When an assembling gang expects room for its pending jobs, and how much room there is then
@@ -246,15 +321,14 @@ fn shadow_indexed(
     // The ends in time order (the order among equal times changes nothing: they all count).
     placed_ends.sort_by_key(|e| e.0);
     let mut placed_ends = placed_ends.into_iter().peekable();
+    // (The index holds each allocation's start + limit: overdue ones count as ending now. When
+    // every node is schedulable, so is every allocation's.)
+    let all_schedulable = books.room.all_schedulable();
     let mut running = books
         .room
         .ends_in(t)
-        .filter_map(|(_, id)| {
-            let a = books.allocations.get(&id)?;
-            schedulable(&a.node)
-                .then(|| Some((expected_end(books, now, a)?, &a.node, a.resources)))
-                .flatten()
-        })
+        .filter(|(_, _, node, _)| all_schedulable || schedulable(node))
+        .map(|(end, _, node, resources)| (end.max(now), node, resources))
         .peekable();
     let ends = std::iter::from_fn(|| match (running.peek(), placed_ends.peek()) {
         (Some(r), Some(p)) if p.0 < r.0 => placed_ends.next(),
@@ -389,6 +463,86 @@ pub(crate) fn held_from(
         held.gangs_until = untils.into_iter().reduce(|a, b| Some(a?.min(b?))).flatten();
     }
     (!held.is_zero()).then_some(held)
+}
+
+/// What nodes hold back from one operation, asked node after node in id order: as
+/// [`held_from`] for each, but reading every hold's nodes in step with the questions instead
+/// of looking each node up in each hold, and each gang's operation once.
+pub(crate) struct HeldCursor<'a> {
+    op: &'a OperationId,
+    reservations: Peekable<btree_map::Iter<'a, NodeId, Reservation>>,
+    any_gang: bool,
+    /// Every gang of another operation: its holds by node, its operation, its backfill time.
+    gangs: Vec<GangCursor<'a>>,
+    #[cfg(debug_assertions)]
+    check: (&'a Books, &'a Holds),
+}
+
+type GangCursor<'a> = (
+    Peekable<btree_map::Iter<'a, NodeId, BTreeMap<usize, u32>>>,
+    Option<&'a Operation>,
+    Option<Millis>,
+);
+
+impl<'a> HeldCursor<'a> {
+    /// The holds of `holds` as seen by operation `op`.
+    pub(crate) fn new(books: &'a Books, holds: &'a Holds, op: &'a OperationId) -> Self {
+        HeldCursor {
+            op,
+            reservations: holds.reservations.iter().peekable(),
+            any_gang: holds.any_gang(),
+            gangs: holds
+                .all_gangs()
+                .filter(|a| &a.operation != op)
+                .map(|a| {
+                    let o = books.operations.get(&a.operation);
+                    (a.holds.iter().peekable(), o, a.backfill_until)
+                })
+                .collect(),
+            #[cfg(debug_assertions)]
+            check: (books, holds),
+        }
+    }
+
+    /// What `node` holds back from the operation ([`held_from`]); `node` comes after every
+    /// node asked before.
+    pub(crate) fn held_at(&mut self, node: &NodeId) -> Option<Held> {
+        fn at<'m, V>(
+            it: &mut Peekable<btree_map::Iter<'m, NodeId, V>>,
+            node: &NodeId,
+        ) -> Option<&'m V> {
+            while it.peek().is_some_and(|(n, _)| *n < node) {
+                it.next();
+            }
+            it.peek().filter(|(n, _)| *n == node).map(|(_, v)| *v)
+        }
+        let mut held = Held::default();
+        if let Some(r) = at(&mut self.reservations, node).filter(|r| &r.operation != self.op) {
+            held.reserved = r.resources;
+            held.reserved_until = r.backfill_until;
+        }
+        if self.any_gang {
+            let mut untils = Vec::new();
+            for (it, o, until) in &mut self.gangs {
+                if let Some(tasks) = at(it, node) {
+                    held.gangs = held.gangs.add(&resources_of(*o, tasks));
+                    untils.push(*until);
+                }
+            }
+            held.gangs_until = untils.into_iter().reduce(|a, b| Some(a?.min(b?))).flatten();
+        }
+        let held = (!held.is_zero()).then_some(held);
+        #[cfg(debug_assertions)]
+        {
+            let (books, holds) = self.check;
+            assert_eq!(
+                held,
+                held_from(books, holds, node, self.op),
+                "the held cursor"
+            );
+        }
+        held
+    }
 }
 
 /// What `node_id` holds back from the operation at `leaf` of `arena` (for another operation's

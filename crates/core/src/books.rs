@@ -323,8 +323,13 @@ impl Books {
         node.allocations.insert(id);
         node.usage = node.usage.add(&resources);
         self.sync_room(node_id);
-        self.room
-            .started(tree, id, limit.map(|l| now.saturating_add(l)));
+        self.room.started(
+            tree,
+            id,
+            limit.map(|l| now.saturating_add(l)),
+            node_id,
+            resources,
+        );
         self.allocations.insert(
             id,
             Allocation {

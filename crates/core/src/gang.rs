@@ -18,7 +18,7 @@ use crate::event::EventKind;
 use crate::heartbeat::walk::Walk;
 pub use crate::holds::GangAssembly;
 use crate::holds::{Holds, Offer};
-use crate::model::{Millis, NodeId, OperationId, OperationState};
+use crate::model::{Millis, Node, NodeId, Operation, OperationId, OperationState};
 use crate::scheduler::{Parts, Scheduler, StartOrder};
 use crate::state::{Books, EventLog};
 use crate::tree::{Arena, ElementRef, PoolTree};
@@ -225,6 +225,7 @@ pub(crate) fn place_gang_now(
     let mut wanted: Vec<u32> = op.tasks.iter().map(|task| task.pending).collect();
     let mut held_total = Resources::ZERO;
     let mut held_jobs: BTreeMap<NodeId, BTreeMap<usize, u32>> = BTreeMap::new();
+    let mut cursor = backfill::HeldCursor::new(books, holds, op_id);
     for node in books.nodes.values() {
         if wanted.iter().all(|&w| w == 0) {
             break;
@@ -248,7 +249,7 @@ pub(crate) fn place_gang_now(
         {
             continue;
         }
-        let held = backfill::held_from(books, holds, &node.id, op_id);
+        let held = cursor.held_at(&node.id);
         let mut taken = Resources::ZERO;
         let mut here: BTreeMap<usize, u32> = BTreeMap::new();
         for (task, spec) in op.spec.tasks.iter().enumerate() {
@@ -359,6 +360,7 @@ pub(crate) fn gang_hold(
                 return;
             }
             holds.gangs.insert(t, GangAssembly::new(op_id.clone(), now));
+            holds.assemblies_changed += 1;
         }
     }
     if hold == GangHold::Needed {
@@ -366,7 +368,16 @@ pub(crate) fn gang_hold(
         return;
     }
     let so_far = HeldSoFar::of(books, holds, t);
-    let new_here = hold_here(arena, books, holds, node_id, leaf, walk, u32::MAX, &so_far);
+    let new_here = hold_here(
+        arena,
+        &books.nodes[node_id],
+        &books.operations[&op_id],
+        leaf,
+        walk,
+        u32::MAX,
+        &so_far,
+        || HeldHere::of(books, holds, t, node_id),
+    );
     add_holds(holds, t, node_id, new_here);
     mark_ready(books, holds, events, now, t);
 }
@@ -390,6 +401,7 @@ pub(crate) fn keep_needed_plan(
             return;
         };
         holds.gangs.insert(t, GangAssembly::new(op, now));
+        holds.assemblies_changed += 1;
     }
     let a = &holds.gangs[&t];
     if a.ready {
@@ -464,18 +476,14 @@ impl HeldSoFar {
 #[allow(clippy::too_many_arguments)]
 fn hold_here(
     arena: &Arena,
-    books: &Books,
-    holds: &Holds,
-    node_id: &NodeId,
+    node: &Node,
+    op: &Operation,
     leaf: ElementIndex,
     walk: &Walk,
     max_jobs: u32,
     so_far: &HeldSoFar,
+    held: impl FnOnce() -> HeldHere,
 ) -> BTreeMap<usize, u32> {
-    let a = &holds.gangs[&walk.tree];
-    let op_id = &a.operation;
-    let op = &books.operations[op_id];
-    let node = &books.nodes[node_id];
     // What is held only takes from what is free: a node whose free resources fit no job of
     // the gang fits none once they are counted.
     let free = node.free().max(&Resources::ZERO);
@@ -487,15 +495,11 @@ fn hold_here(
     {
         return BTreeMap::new();
     }
-    let own_here = a.holds.get(node_id).map_or(Resources::ZERO, |tasks| {
-        backfill::held_resources(books, op_id, tasks)
-    });
+    let held = held();
     let mut available = node
         .free()
-        .sub(
-            &backfill::held_from(books, holds, node_id, op_id).map_or(Resources::ZERO, |h| h.all()),
-        )
-        .sub(&own_here)
+        .sub(&held.others.map_or(Resources::ZERO, |h| h.all()))
+        .sub(&held.own)
         .max(&Resources::ZERO);
     // Everything held so far counts against the path's limits.
     let mut held_total = so_far.total;
@@ -532,6 +536,26 @@ fn hold_here(
         }
     }
     new_here
+}
+
+/// What a node holds besides what the assembling gang may newly hold there: for others, and
+/// for the gang itself.
+struct HeldHere {
+    others: Option<backfill::Held>,
+    own: Resources,
+}
+
+impl HeldHere {
+    /// What `node_id` holds for others than tree `t`'s assembling gang, and for it.
+    fn of(books: &Books, holds: &Holds, t: usize, node_id: &NodeId) -> HeldHere {
+        let a = &holds.gangs[&t];
+        HeldHere {
+            others: backfill::held_from(books, holds, node_id, &a.operation),
+            own: a.holds.get(node_id).map_or(Resources::ZERO, |tasks| {
+                backfill::held_resources(books, &a.operation, tasks)
+            }),
+        }
+    }
 }
 
 /// Adds `new_here` to what tree `t`'s assembling gang holds on `node_id`.
@@ -621,7 +645,7 @@ fn plan_needed(
         return;
     }
     let op_id = a.operation.clone();
-    let Some((pending, plan)) = needed_shadow(books, holds, arena, now, t, &op_id) else {
+    let Some((pending, plan)) = backfill::needed_shadow(books, holds, arena, now, t, &op_id) else {
         return;
     };
     // What fits now is held whole (overdue allocations counted as ending now may make the
@@ -649,23 +673,30 @@ fn plan_needed(
         total: Resources::ZERO,
         per_task: BTreeMap::new(),
     };
+    let op = &books.operations[&op_id];
+    // It holds nothing now: what it holds on a node is what this pass adds there (each node
+    // is visited once), added after the pass, which reads the others' holds node by node.
+    let mut cursor = backfill::HeldCursor::new(books, holds, &op_id);
+    let mut added: Vec<(&NodeId, BTreeMap<usize, u32>)> = Vec::new();
     for node in nodes {
         if held >= target {
             break;
         }
-        let new_here = hold_here(
-            arena,
-            books,
-            holds,
-            &node.id,
-            leaf,
-            walk,
-            target - held,
-            &so_far,
-        );
+        let new_here = hold_here(arena, node, op, leaf, walk, target - held, &so_far, || {
+            HeldHere {
+                others: cursor.held_at(&node.id),
+                own: Resources::ZERO,
+            }
+        });
         held += new_here.values().sum::<u32>();
         so_far.add(books, &op_id, &new_here);
-        add_holds(holds, t, &node.id, new_here);
+        if !new_here.is_empty() {
+            added.push((&node.id, new_here));
+        }
+    }
+    drop(cursor);
+    for (node_id, new_here) in added {
+        add_holds(holds, t, node_id, new_here);
     }
     mark_ready(books, holds, events, now, t);
 }
@@ -688,34 +719,6 @@ fn plan_inputs(books: &Books, holds: &Holds, now: Millis) -> [u64; 5] {
         holds.gangs_placed,
         books.node_changes,
     ]
-}
-
-/// The expected start of gang `op` in tree `t` as `hold = "needed"` plans it (in jobs of its
-/// largest pending shape, gangs placed whole counted as running), with its pending job count
-/// (`None`: nothing pending).
-fn needed_shadow(
-    books: &Books,
-    holds: &Holds,
-    arena: &Arena,
-    now: Millis,
-    t: usize,
-    op_id: &OperationId,
-) -> Option<(u32, backfill::Shadow)> {
-    let op = books.operations.get(op_id)?;
-    let pending = op.pending_job_count();
-    let largest = op.pending_job_resources().reduce(|a, b| a.max(&b))?;
-    let plan = backfill::shadow(
-        books,
-        holds,
-        arena,
-        now,
-        t,
-        op_id,
-        &largest,
-        u64::from(pending),
-        true,
-    );
-    Some((pending, plan))
 }
 
 /// Whether tree `t`'s assembling gang (if any) holds all its plan needs as of now (see
@@ -785,6 +788,7 @@ pub(crate) fn release_gang(
     reason: &'static str,
 ) {
     if let Some(a) = holds.gangs.remove(&t) {
+        holds.assemblies_changed += 1;
         if reason != "started" {
             holds.room_epoch += 1;
         }
@@ -926,9 +930,8 @@ pub(crate) fn update_gangs(
             let arena = &trees[t].arena;
             let until = match config.hold {
                 GangHold::AllFree => backfill::gang_needed_at(books, holds, arena, now, t, &op),
-                GangHold::Needed => {
-                    needed_shadow(books, holds, arena, now, t, &op).and_then(|(_, plan)| plan.until)
-                }
+                GangHold::Needed => backfill::needed_shadow(books, holds, arena, now, t, &op)
+                    .and_then(|(_, plan)| plan.until),
             };
             let a = holds.gangs.get_mut(&t).expect("present");
             a.backfill_until = until;

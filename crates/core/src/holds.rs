@@ -34,6 +34,23 @@ pub(crate) struct Holds {
     pub(crate) exact_conversions: u64,
     /// Gangs placed whole so far.
     pub(crate) gangs_placed: u64,
+    /// Counts the assemblies begun and ended (in any tree): while it and `room_epoch` stay
+    /// the same, so does every tree's assembling gang (see [`Holds::park_key`]).
+    pub(crate) assemblies_changed: u64,
+    /// The last expected start computed for an assembling gang with `hold = "needed"`, kept
+    /// for the next one asked with the same inputs (see `backfill::needed_shadow`).
+    pub(crate) needed_shadow_memo: Option<ShadowMemo>,
+}
+
+/// An expected start (`backfill::Shadow`: until, room now, surplus) and what it was computed
+/// from: the tree, the operation, and the time, room epoch, next allocation id, gangs placed
+/// and node changes then (with no job reservation anywhere).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct ShadowMemo {
+    pub(crate) tree: usize,
+    pub(crate) operation: OperationId,
+    pub(crate) inputs: [u64; 5],
+    pub(crate) shadow: (Option<Millis>, u64, u64),
 }
 
 impl Holds {
@@ -65,6 +82,24 @@ impl Holds {
         self.placed_gangs.contains_key(op)
             || self.gangs.values().any(|g| g.operation == *op)
             || self.reservations.values().any(|r| r.operation == *op)
+    }
+
+    /// What decides whether a node's offer to a gang operation changes nothing
+    /// ([`Holds::offer_changes_nothing`]) besides the operation's own state: while this is the
+    /// same, an operation for which it did stays so until its own state changes.
+    pub(crate) fn park_key(&self) -> (u64, u64) {
+        (self.room_epoch, self.assemblies_changed)
+    }
+
+    /// Whether offering any node to gang operation `op` of tree `t` changes nothing (with
+    /// `gang_placement` on; see `gang::place_gang_now` and `gang::gang_hold`): another gang
+    /// assembles in `t`, and `op` is placed whole or did not fit at once at this room epoch.
+    /// It does not depend on the node, so a heartbeat may skip such an operation until
+    /// [`Holds::park_key`] changes (see `heartbeat::walk::Walk::park`).
+    pub(crate) fn offer_changes_nothing(&self, t: usize, op: &OperationId) -> bool {
+        self.gangs.get(&t).is_some_and(|a| &a.operation != op)
+            && (self.placed_gangs.contains_key(op)
+                || self.gang_unplaceable_at.get(op) == Some(&self.room_epoch))
     }
 
     /// Forgets the bookkeeping of an operation that finished.

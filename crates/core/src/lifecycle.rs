@@ -94,6 +94,9 @@ impl Scheduler {
         // Never used before, even by a forgotten operation (see `live_order`).
         let start_seq = self.books.next_start_seq;
         self.books.next_start_seq += 1;
+        for cache in &mut self.caches.preemption {
+            cache.gang_targets.clear();
+        }
         self.books.operations.insert(
             id.clone(),
             Operation {

@@ -178,6 +178,15 @@ impl Parts<'_> {
             if stage.is_ssd() && !ssd_node {
                 continue;
             }
+            // When every target is a gang placed all at once, nothing starts here (see
+            // `start_for_preemption`); unless limits may need enforcing, the stage changes
+            // nothing: it is skipped without looking the targets up.
+            if self.trees[t].config().gang_placement.enable
+                && self.caches.preemption[t].gang_targets.get(&spec.target) == Some(&true)
+                && (stage != Stage::Preemptive || !self.trees[t].limits_maybe_violated)
+            {
+                continue;
+            }
             let targets: Vec<ElementIndex> = self.caches.preemption[t]
                 .targets
                 .get(&spec.target)

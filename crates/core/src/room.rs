@@ -19,10 +19,13 @@ pub(crate) struct RoomIndex {
     counted: BTreeMap<NodeId, (usize, Raw)>,
     /// Schedulable nodes by (tree, free resources): how many.
     free: BTreeMap<(usize, Raw), u32>,
-    /// Allocations with a time limit: (tree, start + limit, id).
-    ends: BTreeSet<(usize, Millis, AllocationId)>,
+    /// Allocations with a time limit: (tree, start + limit, id), with their node and
+    /// resources.
+    ends: BTreeMap<(usize, Millis, AllocationId), (NodeId, Resources)>,
     /// The key of each allocation in `ends`.
     end_of: BTreeMap<AllocationId, (usize, Millis)>,
+    /// The nodes present but not schedulable (disabled, draining or in no tree).
+    unschedulable: BTreeSet<NodeId>,
 }
 
 impl RoomIndex {
@@ -32,6 +35,13 @@ impl RoomIndex {
             let tree = n.tree.filter(|_| n.scheduler_jobs_enabled && !n.draining)?;
             Some((tree, n.free().raw()))
         });
+        if node.is_some() && now.is_none() {
+            if !self.unschedulable.contains(id) {
+                self.unschedulable.insert(id.clone());
+            }
+        } else if !self.unschedulable.is_empty() {
+            self.unschedulable.remove(id);
+        }
         let before = self.counted.get(id).copied();
         if before == now {
             return;
@@ -54,10 +64,18 @@ impl RoomIndex {
         }
     }
 
-    /// Allocation `id` of `tree` started, expected to end at `end` (`None`: no time limit).
-    pub(crate) fn started(&mut self, tree: usize, id: AllocationId, end: Option<Millis>) {
+    /// Allocation `id` of `tree` started on `node`, using `resources`, expected to end at `end`
+    /// (`None`: no time limit).
+    pub(crate) fn started(
+        &mut self,
+        tree: usize,
+        id: AllocationId,
+        end: Option<Millis>,
+        node: &NodeId,
+        resources: Resources,
+    ) {
         if let Some(end) = end {
-            self.ends.insert((tree, end, id));
+            self.ends.insert((tree, end, id), (node.clone(), resources));
             self.end_of.insert(id, (tree, end));
         }
     }
@@ -69,6 +87,12 @@ impl RoomIndex {
         }
     }
 
+    /// Whether every node present is schedulable (then so is the node of every allocation,
+    /// as a node leaving a tree or the cluster loses its allocations).
+    pub(crate) fn all_schedulable(&self) -> bool {
+        self.unschedulable.is_empty()
+    }
+
     /// The schedulable nodes of `tree` by free resources, with how many have each.
     pub(crate) fn free_in(&self, tree: usize) -> impl Iterator<Item = (Resources, u32)> + '_ {
         self.free
@@ -76,11 +100,15 @@ impl RoomIndex {
             .map(|(&(_, raw), &count)| (Resources::from_raw(raw), count))
     }
 
-    /// The allocations of `tree` with a time limit, by start + limit (then id).
-    pub(crate) fn ends_in(&self, tree: usize) -> impl Iterator<Item = (Millis, AllocationId)> + '_ {
+    /// The allocations of `tree` with a time limit, by start + limit (then id), with their
+    /// node and resources.
+    pub(crate) fn ends_in(
+        &self,
+        tree: usize,
+    ) -> impl Iterator<Item = (Millis, AllocationId, &NodeId, Resources)> + '_ {
         self.ends
             .range((tree, 0, AllocationId(0))..=(tree, Millis::MAX, AllocationId(u64::MAX)))
-            .map(|&(_, end, id)| (end, id))
+            .map(|(&(_, end, id), (node, resources))| (end, id, node, *resources))
     }
 }
 
@@ -126,24 +154,35 @@ mod tests {
         };
         index.sync_node(&a.id, Some(&a));
         assert_eq!(free_of(&index, 0), vec![(0, 1)]);
+        assert!(!index.all_schedulable());
         index.sync_node(&b.id, None);
         assert_eq!(free_of(&index, 0), vec![]);
+        index.sync_node(&a.id, None);
+        assert!(index.all_schedulable());
         assert_eq!(free_of(&index, 1), vec![]);
     }
 
     #[test]
     fn ends_come_in_time_order_per_tree_and_leave_when_their_allocation_ends() {
         let mut index = RoomIndex::default();
-        index.started(0, AllocationId(1), Some(50));
-        index.started(0, AllocationId(2), Some(20));
-        index.started(1, AllocationId(3), Some(10));
-        index.started(0, AllocationId(4), None);
-        let ends: Vec<(Millis, AllocationId)> = index.ends_in(0).collect();
-        assert_eq!(ends, vec![(20, AllocationId(2)), (50, AllocationId(1))]);
+        let (a, r) = (
+            NodeId("a".to_string()),
+            Resources::from_raw([1, 0, 0, 0, 0]),
+        );
+        index.started(0, AllocationId(1), Some(50), &a, r);
+        index.started(0, AllocationId(2), Some(20), &a, r);
+        index.started(1, AllocationId(3), Some(10), &a, r);
+        index.started(0, AllocationId(4), None, &a, r);
+        let ends = |index: &RoomIndex| -> Vec<(Millis, AllocationId)> {
+            index.ends_in(0).map(|(end, id, _, _)| (end, id)).collect()
+        };
+        assert_eq!(
+            ends(&index),
+            vec![(20, AllocationId(2)), (50, AllocationId(1))]
+        );
         index.ended(AllocationId(2));
         index.ended(AllocationId(4));
-        let ends: Vec<(Millis, AllocationId)> = index.ends_in(0).collect();
-        assert_eq!(ends, vec![(50, AllocationId(1))]);
+        assert_eq!(ends(&index), vec![(50, AllocationId(1))]);
         assert_eq!(index.ends_in(1).count(), 1);
     }
 }

@@ -151,7 +151,18 @@ impl Scheduler {
         for u in &mut update.trees {
             let t = u.tree_index();
             self.trees[t].apply_update(u);
-            self.caches.preemption[t].targets = u.take_targets();
+            let targets = u.take_targets();
+            let arena = &self.trees[t].arena;
+            self.caches.preemption[t].gang_targets = targets
+                .iter()
+                .map(|(&priority, list)| {
+                    let gangs = list.iter().all(|&i| {
+                        crate::heartbeat::descent::is_gang_leaf(arena, &self.books.operations, i)
+                    });
+                    (priority, gangs)
+                })
+                .collect();
+            self.caches.preemption[t].targets = targets;
             self.caches.walks[t] = None;
             self.caches.preemption[t].classes.clear();
         }

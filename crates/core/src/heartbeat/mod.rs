@@ -258,6 +258,25 @@ impl Parts<'_> {
             }
         }
         let gangs_only = walk.gangs_only && self.trees[walk.tree].config().gang_placement.enable;
+        // Gangs parked at earlier heartbeats stay so while the holds' park key is the same.
+        {
+            let arena = &self.trees[walk.tree].arena;
+            let operations = &self.books.operations;
+            walk.unpark_stale(arena, self.holds.park_key(), |i| {
+                descent::globally_active(arena, operations, i)
+            });
+            #[cfg(debug_assertions)]
+            for &i in &walk.parked {
+                if let ElementRef::Operation(id) = &arena.elements[i].kind {
+                    assert!(
+                        walk.active[i]
+                            || self.holds.offer_changes_nothing(walk.tree, id)
+                            || !descent::globally_active(arena, operations, i),
+                        "a parked gang would change if offered a node"
+                    );
+                }
+            }
+        }
         while let Some(leaf) = walk.best_leaf(&self.trees[walk.tree].arena) {
             // Every operation left is a gang that the node's offer would leave as it is (see
             // `gang::others_idle`): offering it to each in turn would change nothing.
@@ -306,6 +325,18 @@ impl Parts<'_> {
             if self.trees[walk.tree].config().gang_placement.enable
                 && descent::is_gang_leaf(&self.trees[walk.tree].arena, &self.books.operations, leaf)
             {
+                // One that any node's offer leaves as it is waits, parked, until the holds'
+                // park key changes: later heartbeats do not visit it.
+                let arena = &self.trees[walk.tree].arena;
+                if let ElementRef::Operation(id) = &arena.elements[leaf].kind
+                    && self.holds.offer_changes_nothing(walk.tree, id)
+                {
+                    if !walk.park(arena, leaf, self.holds.park_key()) {
+                        walk.deactivate(arena, leaf);
+                        deactivated.push(leaf);
+                    }
+                    continue;
+                }
                 if gang::place_gang_now(
                     &self.trees[walk.tree].arena,
                     self.books,
@@ -377,6 +408,12 @@ impl Parts<'_> {
             return None;
         }
         let leaf = *self.trees[walk.tree].arena.by_operation.get(&r.operation)?;
+        // A parked operation is active for this (see `Walk::park`).
+        if !walk.active[leaf] && !walk.parked.is_empty() {
+            let arena = &self.trees[walk.tree].arena;
+            let active = descent::globally_active(arena, &self.books.operations, leaf);
+            walk.unpark(arena, leaf, active);
+        }
         // (The node's tags may have changed since it was chosen.)
         if !walk.active[leaf]
             || (self.trees[walk.tree].arena.any_tag_filter()

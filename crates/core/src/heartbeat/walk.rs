@@ -33,6 +33,14 @@ pub(crate) struct Walk {
     /// Every operation of the tree is a gang (the tree's operations are fixed between
     /// fair-share updates, and so is whether each is a gang).
     pub(crate) gangs_only: bool,
+    /// Operations a heartbeat found that no node's offer changes while the holds' park key
+    /// stays `parked_key` (gangs that wait behind another one: see
+    /// `Holds::offer_changes_nothing`): they stay inactive across heartbeats, so that a
+    /// heartbeat does not visit every one of them again, until that key changes
+    /// ([`Walk::unpark_stale`]) or their own state does (which refreshes their activity).
+    pub(crate) parked: Vec<ElementIndex>,
+    /// The park key under which `parked` were parked.
+    pub(crate) parked_key: Option<(u64, u64)>,
 }
 
 /// Pools with at least this many children keep them in a [`Children`] tree.
@@ -121,6 +129,55 @@ impl Walk {
             children: Vec::new(),
             place: Vec::new(),
             gangs_only: true,
+            parked: Vec::new(),
+            parked_key: None,
+        }
+    }
+
+    /// Parks operation `i` (found, under park key `key`, to be left as it is by any node's
+    /// offer): inactive until the key changes. False (and nothing done) if others are parked
+    /// under another key: it is then only deactivated for this heartbeat, by the caller.
+    pub(crate) fn park(&mut self, arena: &Arena, i: ElementIndex, key: (u64, u64)) -> bool {
+        if self.parked.is_empty() {
+            self.parked_key = Some(key);
+        }
+        if self.parked_key != Some(key) {
+            return false;
+        }
+        self.parked.push(i);
+        self.deactivate(arena, i);
+        true
+    }
+
+    /// Makes every parked operation's activity what `active` says (whether it wants jobs at
+    /// all) again.
+    pub(crate) fn unpark_all(&mut self, arena: &Arena, active: impl Fn(ElementIndex) -> bool) {
+        for i in std::mem::take(&mut self.parked) {
+            self.active[i] = active(i);
+            self.refresh_path(arena, i);
+        }
+        self.parked_key = None;
+    }
+
+    /// Unparks every parked operation ([`Walk::unpark_all`]) if they were parked under
+    /// another key than `key`.
+    pub(crate) fn unpark_stale(
+        &mut self,
+        arena: &Arena,
+        key: (u64, u64),
+        active: impl Fn(ElementIndex) -> bool,
+    ) {
+        if !self.parked.is_empty() && self.parked_key != Some(key) {
+            self.unpark_all(arena, active);
+        }
+    }
+
+    /// Unparks operation `i` if it is parked (its activity: `active`).
+    pub(crate) fn unpark(&mut self, arena: &Arena, i: ElementIndex, active: bool) {
+        if let Some(k) = self.parked.iter().position(|&p| p == i) {
+            self.parked.swap_remove(k);
+            self.active[i] = active;
+            self.refresh_path(arena, i);
         }
     }
 

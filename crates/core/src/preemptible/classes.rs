@@ -13,6 +13,10 @@ pub(crate) struct PreemptionCache {
     /// Operations (arena indices) by preemption priority (none: not listed), as of the last
     /// fair-share update.
     pub(crate) targets: BTreeMap<PreemptionPriority, Vec<ElementIndex>>,
+    /// For each priority of `targets`: whether every operation listed was a gang operation
+    /// when they were (absent: unknown; cleared when an operation is submitted, which may reuse
+    /// a forgotten one's id).
+    pub(crate) gang_targets: BTreeMap<PreemptionPriority, bool>,
     /// Allocation classes per operation, dropped when its shares change or one of its
     /// allocations leaves; a new allocation joins them.
     pub(crate) classes: BTreeMap<crate::model::OperationId, OperationClasses>,
