@@ -60,6 +60,50 @@ impl Stage {
     }
 }
 
+/// Why resources held for an operation (a job reservation, a gang's assembly or placement)
+/// were let go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HoldEnd {
+    /// The reserved job started.
+    JobStarted,
+    /// The gang's jobs started.
+    Started,
+    OperationFinished,
+    /// The reserving operation has no pending job left.
+    NoPendingJob,
+    /// The reserving operation reached its fair share.
+    FairShareReached,
+    /// The node left, or no longer takes jobs of the tree.
+    NodeUnavailable,
+    /// The tree's option was turned off.
+    Disabled,
+    /// The gang's assembly took longer than `gang_placement.assembly_timeout_ms`.
+    Timeout,
+}
+
+impl HoldEnd {
+    /// As the event log writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            HoldEnd::JobStarted => "job_started",
+            HoldEnd::Started => "started",
+            HoldEnd::OperationFinished => "operation_finished",
+            HoldEnd::NoPendingJob => "no_pending_job",
+            HoldEnd::FairShareReached => "fair_share_reached",
+            HoldEnd::NodeUnavailable => "node_unavailable",
+            HoldEnd::Disabled => "disabled",
+            HoldEnd::Timeout => "timeout",
+        }
+    }
+}
+
+impl std::fmt::Display for HoldEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// One entry of the event log.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Event {
@@ -130,7 +174,7 @@ pub enum EventKind {
     ReservationReleased {
         operation: OperationId,
         node: NodeId,
-        reason: &'static str,
+        reason: HoldEnd,
     },
     /// Every pending job of the gang operation is held (`gang_placement`): they start at
     /// their nodes' next heartbeats.
@@ -143,7 +187,7 @@ pub enum EventKind {
     /// `node_unavailable` or `disabled`.
     GangReleased {
         operation: OperationId,
-        reason: &'static str,
+        reason: HoldEnd,
     },
 }
 

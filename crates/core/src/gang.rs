@@ -14,7 +14,7 @@
 //! starting held jobs books allocations, so it is a `Parts` method.
 
 use crate::backfill;
-use crate::event::EventKind;
+use crate::event::{EventKind, HoldEnd};
 use crate::heartbeat::walk::Walk;
 pub use crate::holds::GangAssembly;
 use crate::holds::{Holds, Offer};
@@ -66,7 +66,7 @@ impl Parts<'_> {
                 Some(started) => {
                     orders.extend(started);
                     if a.holds.is_empty() {
-                        release_gang(self.holds, self.events, now, t, "started");
+                        release_gang(self.holds, self.events, now, t, HoldEnd::Started);
                     }
                 }
                 // Gathered again elsewhere.
@@ -95,13 +95,17 @@ impl Parts<'_> {
                 Some(started) => {
                     orders.extend(started);
                     if a.holds.is_empty() {
-                        release_placed_gang(self.holds, self.events, now, &op_id, "started");
+                        release_placed_gang(self.holds, self.events, now, &op_id, HoldEnd::Started);
                     }
                 }
                 // Its other jobs go back to waiting (the gang is placed or gathers again).
-                None => {
-                    release_placed_gang(self.holds, self.events, now, &op_id, "node_unavailable")
-                }
+                None => release_placed_gang(
+                    self.holds,
+                    self.events,
+                    now,
+                    &op_id,
+                    HoldEnd::NodeUnavailable,
+                ),
             }
         }
         orders
@@ -762,11 +766,11 @@ fn release_placed_gang(
     events: &mut EventLog,
     now: Millis,
     op: &OperationId,
-    reason: &'static str,
+    reason: HoldEnd,
 ) {
     if let Some(a) = holds.placed_gangs.remove(op) {
         // What a gang held and now runs frees no room.
-        if reason != "started" {
+        if reason != HoldEnd::Started {
             holds.room_epoch += 1;
         }
         events.log(
@@ -785,11 +789,11 @@ pub(crate) fn release_gang(
     events: &mut EventLog,
     now: Millis,
     t: usize,
-    reason: &'static str,
+    reason: HoldEnd,
 ) {
     if let Some(a) = holds.gangs.remove(&t) {
         holds.assemblies_changed += 1;
-        if reason != "started" {
+        if reason != HoldEnd::Started {
             holds.room_epoch += 1;
         }
         events.log(
@@ -816,9 +820,9 @@ pub(crate) fn release_gang_of(
         .map(|(&t, _)| t)
         .collect();
     for t in in_trees {
-        release_gang(holds, events, now, t, "operation_finished");
+        release_gang(holds, events, now, t, HoldEnd::OperationFinished);
     }
-    release_placed_gang(holds, events, now, op, "operation_finished");
+    release_placed_gang(holds, events, now, op, HoldEnd::OperationFinished);
     holds.gang_cooldown.remove(op);
     holds.gang_unplaceable_at.remove(op);
 }
@@ -843,7 +847,7 @@ pub(crate) fn drop_gang_holds_on(
         .map(|(op, _)| op.clone())
         .collect();
     for op in undone {
-        release_placed_gang(holds, events, now, &op, "node_unavailable");
+        release_placed_gang(holds, events, now, &op, HoldEnd::NodeUnavailable);
     }
 }
 
@@ -859,7 +863,7 @@ pub(crate) fn update_gangs(
     holds.gang_cooldown.retain(|_, until| now < *until);
     // Gangs placed whole whose operation no longer waits, or whose tree turned the option
     // off (their nodes would otherwise start them at their next heartbeats).
-    let stale: Vec<(OperationId, &'static str)> = holds
+    let stale: Vec<(OperationId, HoldEnd)> = holds
         .placed_gangs
         .keys()
         .filter_map(|id| {
@@ -867,13 +871,13 @@ pub(crate) fn update_gangs(
             if !op
                 .is_some_and(|op| op.state == OperationState::Running && op.pending_job_count() > 0)
             {
-                Some((id.clone(), "operation_finished"))
+                Some((id.clone(), HoldEnd::OperationFinished))
             } else if !op.is_some_and(|op| {
                 op.trees
                     .iter()
                     .any(|o| trees[o.tree].config().gang_placement.enable)
             }) {
-                Some((id.clone(), "disabled"))
+                Some((id.clone(), HoldEnd::Disabled))
             } else {
                 None
             }
@@ -886,7 +890,7 @@ pub(crate) fn update_gangs(
     for t in assembling {
         let config = trees[t].config().gang_placement.clone();
         if !config.enable {
-            release_gang(holds, events, now, t, "disabled");
+            release_gang(holds, events, now, t, HoldEnd::Disabled);
             continue;
         }
         let a = &holds.gangs[&t];
@@ -895,7 +899,7 @@ pub(crate) fn update_gangs(
             .get(&a.operation)
             .is_some_and(|op| op.state == OperationState::Running && op.pending_job_count() > 0);
         if !running {
-            release_gang(holds, events, now, t, "operation_finished");
+            release_gang(holds, events, now, t, HoldEnd::OperationFinished);
             continue;
         }
         let lost: Vec<NodeId> = a
@@ -916,12 +920,12 @@ pub(crate) fn update_gangs(
         }
         if !a.ready && now >= a.since.saturating_add(config.assembly_timeout_ms) {
             let op = a.operation.clone();
-            release_gang(holds, events, now, t, "timeout");
+            release_gang(holds, events, now, t, HoldEnd::Timeout);
             holds
                 .gang_cooldown
                 .insert(op, now.saturating_add(config.assembly_timeout_ms));
         } else if !lost.is_empty() && a.holds.is_empty() {
-            release_gang(holds, events, now, t, "node_unavailable");
+            release_gang(holds, events, now, t, HoldEnd::NodeUnavailable);
         } else if !a.ready {
             // Until when other jobs may backfill what it holds. A gang that holds what it needs
             // plans again at the next heartbeat of its tree; meanwhile its expected start is

@@ -37,7 +37,7 @@ mod update;
 mod validate;
 pub mod why;
 
-pub use event::{Event, EventKind, Preemptor, Stage};
+pub use event::{Event, EventKind, HoldEnd, Preemptor, Stage};
 pub use holds::{GangAssembly, Held, Reservation};
 pub use model::*;
 pub use scheduler::{

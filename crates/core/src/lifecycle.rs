@@ -9,7 +9,7 @@
 //! explicit borrows.
 
 use crate::error::*;
-use crate::event::EventKind;
+use crate::event::{EventKind, HoldEnd};
 use crate::model::AllocationId;
 use crate::model::{
     Millis, Operation, OperationId, OperationSpec, OperationState, PreemptionReason, TaskProgress,
@@ -398,7 +398,7 @@ impl Parts<'_> {
             self.events,
             now,
             id,
-            "operation_finished",
+            HoldEnd::OperationFinished,
         );
         self.holds.reservation_streak.remove(id);
         crate::gang::release_gang_of(self.holds, self.events, now, id);

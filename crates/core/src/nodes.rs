@@ -3,6 +3,7 @@
 //! ending a moved node's allocations, which a configuration change does too, is a `Parts` one.
 
 use crate::error::*;
+use crate::event::HoldEnd;
 use crate::model::{AllocationId, Millis, Node, NodeId, NodeSpec, PreemptionReason};
 use crate::scheduler::*;
 use fairsched_resources::Resources;
@@ -147,7 +148,7 @@ impl Scheduler {
             &mut self.events,
             now,
             id,
-            "node_unavailable",
+            HoldEnd::NodeUnavailable,
         );
         crate::gang::drop_gang_holds_on(&mut self.holds, &mut self.events, now, id);
         Ok(())

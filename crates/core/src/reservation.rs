@@ -11,7 +11,7 @@
 //! queries of the public API are [`Scheduler`] methods.
 
 use crate::backfill::{gang_held_from, gang_placed, reservation_needed_at};
-use crate::event::EventKind;
+use crate::event::{EventKind, HoldEnd};
 use crate::holds::Holds;
 pub use crate::holds::Reservation;
 use crate::model::{Millis, NodeId, OperationId, OperationState};
@@ -49,11 +49,11 @@ pub(crate) fn reservation_used(
     match holds.reserved_node_of(op).cloned() {
         Some(held) if &held == node => {
             holds.reservation_streak.insert(op.clone());
-            release_reservation(holds, events, now, &held, "job_started");
+            release_reservation(holds, events, now, &held, HoldEnd::JobStarted);
         }
         Some(held) => {
             holds.reservation_streak.remove(op);
-            release_reservation(holds, events, now, &held, "job_started");
+            release_reservation(holds, events, now, &held, HoldEnd::JobStarted);
         }
         None => {}
     }
@@ -65,7 +65,7 @@ pub(crate) fn release_reservation_of(
     events: &mut EventLog,
     now: Millis,
     op: &OperationId,
-    reason: &'static str,
+    reason: HoldEnd,
 ) {
     if holds.reservations.is_empty() {
         return;
@@ -81,7 +81,7 @@ pub(crate) fn release_reservation(
     events: &mut EventLog,
     now: Millis,
     node: &NodeId,
-    reason: &'static str,
+    reason: HoldEnd,
 ) {
     if let Some(r) = holds.reservations.remove(node) {
         events.log(
@@ -104,7 +104,7 @@ pub(crate) fn update_reservations(
     events: &mut EventLog,
     now: Millis,
 ) {
-    let stale: Vec<(NodeId, &'static str)> = holds
+    let stale: Vec<(NodeId, HoldEnd)> = holds
         .reservations
         .iter()
         .filter_map(|(node, r)| {
@@ -194,29 +194,29 @@ fn reservation_void(
     books: &Books,
     node: &NodeId,
     r: &Reservation,
-) -> Option<&'static str> {
+) -> Option<HoldEnd> {
     let tree = &trees[r.tree];
     if !tree.config().job_reservation.enable {
-        return Some("disabled");
+        return Some(HoldEnd::Disabled);
     }
     let usable = books
         .nodes
         .get(node)
         .is_some_and(|n| n.tree == Some(r.tree) && n.scheduler_jobs_enabled && !n.draining);
     if !usable {
-        return Some("node_unavailable");
+        return Some(HoldEnd::NodeUnavailable);
     }
     let Some(op) = books.operations.get(&r.operation) else {
-        return Some("operation_finished");
+        return Some(HoldEnd::OperationFinished);
     };
     if op.state != OperationState::Running {
-        return Some("operation_finished");
+        return Some(HoldEnd::OperationFinished);
     }
     if op.tasks.get(r.task).is_none_or(|task| task.pending == 0) {
-        return Some("no_pending_job");
+        return Some(HoldEnd::NoPendingJob);
     }
     if !qualifies(tree, books, &r.operation) {
-        return Some("fair_share_reached");
+        return Some(HoldEnd::FairShareReached);
     }
     // The node's tags (or the operation's filters) may have changed.
     let arena = &tree.arena;
@@ -224,7 +224,7 @@ fn reservation_void(
         && let Some(&leaf) = arena.by_operation.get(&r.operation)
         && !arena.tags_allow(leaf, &books.nodes[node].tags)
     {
-        return Some("node_unavailable");
+        return Some(HoldEnd::NodeUnavailable);
     }
     None
 }
