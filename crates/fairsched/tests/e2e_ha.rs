@@ -432,16 +432,11 @@ fn failovers(times: usize) {
     std::thread::sleep(Duration::from_millis(500));
     paused.signal(nix::sys::signal::Signal::SIGCONT);
     let mut paused = paused;
-    let status = loop {
-        if let Some(status) = paused.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            stopped.elapsed() < Duration::from_secs(30),
-            "the deposed leader did not exit"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = paused.exit_status(
+        stopped,
+        Duration::from_secs(30),
+        "the deposed leader did not exit",
+    );
     drop(paused);
     assert_eq!(
         status.code(),
@@ -600,16 +595,11 @@ fn a_leader_cut_off_from_the_database_exits_within_its_lease() {
     .unwrap();
     let cut = Instant::now();
     let mut server = ha.servers[leader].take().unwrap();
-    let status = loop {
-        if let Some(status) = server.0.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            cut.elapsed() < Duration::from_secs(10),
-            "the leader went on without its database"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = server.exit_status(
+        cut,
+        Duration::from_secs(10),
+        "the leader went on without its database",
+    );
     let took = cut.elapsed();
     eprintln!(
         "the leader exited {} ms after the database went",

@@ -252,17 +252,11 @@ fn up_runs_completes_aborts_and_stops() {
     let mut up = up;
     let pid = nix::unistd::Pid::from_raw(up.0.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = up.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(15),
-            "fairsched up did not stop"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = up.exit_status(
+        Instant::now(),
+        Duration::from_secs(15),
+        "fairsched up did not stop",
+    );
     assert!(status.success(), "{status:?}");
 }
 

@@ -29,13 +29,24 @@ impl Proc {
 
     /// Waits (at most `limit`) for the process to exit; its success.
     pub fn wait(mut self, limit: Duration) -> bool {
-        let start = Instant::now();
+        self.exit_status(Instant::now(), limit, "the process did not exit")
+            .success()
+    }
+
+    /// Waits for the process to exit until `limit` after `since` (else fails the test with
+    /// `what`); how it exited.
+    pub fn exit_status(
+        &mut self,
+        since: Instant,
+        limit: Duration,
+        what: &str,
+    ) -> std::process::ExitStatus {
         loop {
             if let Some(status) = self.0.try_wait().unwrap() {
-                return status.success();
+                return status;
             }
-            assert!(start.elapsed() < limit, "the process did not exit");
-            std::thread::sleep(Duration::from_millis(50));
+            assert!(since.elapsed() < limit, "{what}");
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 }
