@@ -6,9 +6,10 @@ use fairsched_resources::{ResourceKind, Resources, parse_amount};
 use fairsched_sim::replay::{self, Policy, ReplayOptions, output, plots};
 use fairsched_sim::trace::{self, MachineGroup, TraceFormat};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// (`main.rs` gives the command `args_conflicts_with_subcommands`: `simulate --trace ...` or
 /// `simulate compare --trace ...`.)
@@ -246,12 +247,62 @@ fn check_out(out: &std::path::Path) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Replays `trace` under `options` with a progress bar (`label` before it).
+/// Seconds between two progress lines when stderr is not a terminal (a log, a CI job).
+const PROGRESS_LINE_PERIOD: Duration = Duration::from_secs(10);
+
+/// Shows a replay's progress (a bar on a terminal, a line every
+/// [`PROGRESS_LINE_PERIOD`] otherwise) and writes `jobs.csv` as jobs end.
+struct Reporter<'a> {
+    trace: &'a trace::Trace,
+    label: &'a str,
+    bar: ProgressBar,
+    /// Progress lines instead of the bar.
+    lines: bool,
+    started: Instant,
+    last_line: Instant,
+    jobs: output::JobsCsv,
+    /// Writing `jobs.csv` failed (what stopped the replay).
+    write_failed: bool,
+}
+
+impl replay::Observer for Reporter<'_> {
+    fn progress(&mut self, p: replay::ProgressUpdate) {
+        let day = p.t_ms as f64 / 86_400_000.0;
+        self.bar.set_position(p.finished);
+        self.bar
+            .set_message(format!("{} submitted, day {day:.1}", p.submitted));
+        if self.lines && self.last_line.elapsed() >= PROGRESS_LINE_PERIOD {
+            self.last_line = Instant::now();
+            eprintln!(
+                "fairsched simulate: {}{} of {} jobs finished, {} submitted, virtual day \
+                 {day:.1}, {:.0} s",
+                self.label,
+                p.finished,
+                p.total,
+                p.submitted,
+                self.started.elapsed().as_secs_f64()
+            );
+        }
+        // What finished so far is on disk if the replay is stopped; a failure to write
+        // shows at the next row or at the end.
+        let _ = self.jobs.flush();
+    }
+
+    fn outcome(&mut self, record: &replay::JobRecord) -> Result<(), String> {
+        let written = self.jobs.write(self.trace, record);
+        self.write_failed = written.is_err();
+        written
+    }
+}
+
+/// Replays `trace` under `options` with a progress bar (`label` before it), writing `out`'s
+/// `jobs.csv` as jobs end (in `jobs.csv.partial` until the replay is over).
 fn replay_with_progress(
     trace: &trace::Trace,
     options: &ReplayOptions,
     label: &str,
-) -> Result<replay::ReplayReport, Failure> {
+    out: &std::path::Path,
+) -> Result<(replay::ReplayReport, output::JobsCsv), Failure> {
     let total = options
         .limit
         .unwrap_or(trace.jobs.len())
@@ -264,34 +315,48 @@ fn replay_with_progress(
         .expect("valid template")
         .progress_chars("=> "),
     );
-    let report = replay::replay(trace, options, &mut |p| {
-        bar.set_position(p.finished);
-        bar.set_message(format!(
-            "{} submitted, day {:.1}",
-            p.submitted,
-            p.t_ms as f64 / 86_400_000.0
-        ));
-    })
-    .map_err(bad)?;
-    bar.finish_and_clear();
-    Ok(report)
+    let mut reporter = Reporter {
+        trace,
+        label,
+        bar,
+        lines: !std::io::stderr().is_terminal(),
+        started: Instant::now(),
+        last_line: Instant::now(),
+        jobs: output::JobsCsv::new(out),
+        write_failed: false,
+    };
+    let result = replay::replay_observed(trace, options, &mut reporter);
+    reporter.bar.finish_and_clear();
+    match result {
+        Ok(report) => Ok((report, reporter.jobs)),
+        Err(e) if reporter.write_failed => Err(write_failed(e)),
+        Err(e) if reporter.jobs.rows() > 0 => {
+            let _ = reporter.jobs.flush();
+            Err(bad(format!(
+                "{e} (the {} jobs that had ended are in {})",
+                reporter.jobs.rows(),
+                reporter.jobs.partial_path().display()
+            )))
+        }
+        Err(e) => Err(bad(e)),
+    }
 }
 
-/// Writes a replay's summary.json, jobs.csv and plots into `out`; returns the summary and the
-/// plots' paths.
+/// Writes a replay's summary.json and plots into `out` and finishes its jobs.csv; returns
+/// the summary and the plots' paths.
 fn write_outputs(
     trace: &trace::Trace,
     file: &std::path::Path,
     name: &str,
-    report: &replay::ReplayReport,
+    (report, jobs): (&replay::ReplayReport, output::JobsCsv),
     out: &std::path::Path,
 ) -> Result<(output::Summary, Vec<PathBuf>), Failure> {
     let summary = output::summary(trace, &file.display().to_string(), report);
     std::fs::create_dir_all(out)
         .map_err(|e| write_failed(format!("--out {}: {e}", out.display())))?;
     output::write_summary(&summary, &out.join("summary.json")).map_err(write_failed)?;
-    output::write_jobs_csv(trace, report, &out.join("jobs.csv")).map_err(write_failed)?;
     let plotted = plots::write_plots(trace, name, report, out).map_err(write_failed)?;
+    jobs.finish().map_err(write_failed)?;
     Ok((summary, plotted))
 }
 
@@ -300,9 +365,14 @@ fn run(args: &SimulateArgs) -> Result<(), Failure> {
     let (trace, mut options, name) = load(&args.replay)?;
     (options.policy, options.reservation) = policy(&args.policy, options.rigid)?;
     check_out(&args.out)?;
-    let report = replay_with_progress(&trace, &options, "")?;
-    let (summary, plotted) =
-        write_outputs(&trace, trace_file(&args.replay)?, &name, &report, &args.out)?;
+    let (report, jobs) = replay_with_progress(&trace, &options, "", &args.out)?;
+    let (summary, plotted) = write_outputs(
+        &trace,
+        trace_file(&args.replay)?,
+        &name,
+        (&report, jobs),
+        &args.out,
+    )?;
     eprintln!(
         "fairsched simulate: {} jobs ({} completed, {} unfinished, {} failed, {} skipped) on {} \
          nodes under {} in {:.1} s; mean wait {:.0} s, utilization {:.1} %; wrote summary.json, jobs.csv and {} \
@@ -370,10 +440,15 @@ fn run_compare(args: &CompareArgs) -> Result<(), Failure> {
             ..options.clone()
         };
         let label = format!("[{}/{}] {text} ", i + 1, args.policy.len());
-        let report = replay_with_progress(&trace, &options, &label)?;
         let dir = args.out.join(policy_dir(i, &text));
-        let (summary, plotted) =
-            write_outputs(&trace, trace_file(&args.replay)?, &name, &report, &dir)?;
+        let (report, jobs) = replay_with_progress(&trace, &options, &label, &dir)?;
+        let (summary, plotted) = write_outputs(
+            &trace,
+            trace_file(&args.replay)?,
+            &name,
+            (&report, jobs),
+            &dir,
+        )?;
         rows.push(replay::compare::row(&trace, &report, &summary));
         plots.push(
             plotted

@@ -75,12 +75,26 @@ fn simulate_writes_summary_jobs_and_plots() {
         let lines: Vec<&str> = jobs.lines().collect();
         assert_eq!(lines.len(), 5, "{jobs}");
         assert!(lines[0].starts_with("id,line,user,group,pool,submit_s,width"));
-        assert!(lines[1].starts_with("1,3,u1,g1,"), "{}", lines[1]);
+        // Rows in the order jobs ended; the id and the trace's line name each.
+        let row = |id: &str| {
+            let rows: Vec<&&str> = lines.iter().filter(|l| l.starts_with(id)).collect();
+            assert_eq!(rows.len(), 1, "{policy}: one row of job {id}: {jobs}");
+            rows[0].to_string()
+        };
+        assert!(row("1,3,u1,g1,").contains(",completed,"), "{jobs}");
         assert!(
-            lines[2].contains(",8,2,"),
-            "job 2: 8 processors in 2 allocations: {}",
-            lines[2]
+            row("2,4,").contains(",8,2,"),
+            "job 2: 8 processors in 2 allocations: {jobs}"
         );
+        let finishes: Vec<f64> = lines[1..]
+            .iter()
+            .map(|l| l.split(',').nth(11).unwrap().parse().unwrap())
+            .collect();
+        assert!(
+            finishes.is_sorted(),
+            "{policy}: rows in the order jobs ended: {jobs}"
+        );
+        assert!(!out.join("jobs.csv.partial").exists(), "{policy}");
 
         assert!(
             stderr.contains("utilization.svg, queue.svg, wait_cdf.svg"),
@@ -271,4 +285,80 @@ fn compare_refuses_bad_input_before_replaying_anything() {
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
         assert!(!out.exists(), "{args:?} wrote {}", out.display());
     }
+}
+
+/// A long replay, as in a batch job (stderr a file, not a terminal), stopped with SIGKILL:
+/// it printed progress lines meanwhile, and the jobs that had ended are in
+/// `jobs.csv.partial` (never a `jobs.csv` that looks whole).
+#[test]
+fn a_stopped_replay_leaves_progress_lines_and_the_jobs_that_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("long.swf.gz");
+    // 300,000 one-processor jobs of 10 s on 8 processors, one a second: far longer than the
+    // test waits.
+    let mut text = String::from("; MaxNodes: 2\n; MaxProcs: 8\n");
+    for i in 1..=300_000u64 {
+        text.push_str(&format!(
+            "{i} {i} -1 10 1 -1 -1 1 20 -1 1 1 1 -1 -1 -1 -1 -1\n"
+        ));
+    }
+    write_gz(&trace, &text);
+    let out = dir.path().join("out");
+    let stderr_path = dir.path().join("stderr");
+    let mut child = Command::new(BIN)
+        .args(["simulate", "--policy", "fifo", "--trace"])
+        .arg(&trace)
+        .arg("--out")
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        .spawn()
+        .expect("fairsched runs");
+    let partial = out.join("jobs.csv.partial");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let seen = loop {
+        let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+        let rows = std::fs::read_to_string(&partial)
+            .map(|t| t.lines().count())
+            .unwrap_or(0);
+        if stderr.contains(" jobs finished, ") && rows > 1000 {
+            break Some(stderr);
+        }
+        if std::time::Instant::now() > deadline
+            || child.try_wait().expect("the child's status").is_some()
+        {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    child.kill().expect("the replay is stopped");
+    child.wait().unwrap();
+    let stderr = seen.unwrap_or_else(|| {
+        panic!(
+            "no progress line and rows in 120 s: {}",
+            std::fs::read_to_string(&stderr_path).unwrap_or_default()
+        )
+    });
+    let line = stderr
+        .lines()
+        .find(|l| l.contains(" jobs finished, "))
+        .unwrap();
+    assert!(
+        line.starts_with("fairsched simulate: ") && line.contains(" of 300000 jobs finished, "),
+        "{line}"
+    );
+    assert!(
+        !stderr.contains('\r'),
+        "no bar drawn off a terminal: {stderr:?}"
+    );
+    let text = std::fs::read_to_string(&partial).unwrap();
+    let mut lines = text.lines();
+    assert!(lines.next().unwrap().starts_with("id,line,user,"));
+    // Every whole row is a completed job (the last may have been cut by the kill).
+    let rows: Vec<&str> = lines.collect();
+    for row in &rows[..rows.len() - 1] {
+        assert!(row.contains(",completed,"), "{row}");
+    }
+    assert!(!out.join("jobs.csv").exists());
+    assert!(!out.join("summary.json").exists());
 }

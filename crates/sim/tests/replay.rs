@@ -367,3 +367,88 @@ fn rigid_jobs_start_whole() {
         ]
     );
 }
+
+/// What an observer of a replay is told: every job's outcome once, as it becomes final
+/// (completed and failed jobs in the order they ended), each equal to the report's record,
+/// and the jobs.csv written from them has a row per job (header the same with no rows).
+mod observed {
+    use super::swf;
+    use fairsched_sim::replay::output::JobsCsv;
+    use fairsched_sim::replay::{
+        JobRecord, JobState, Observer, Policy, ProgressUpdate, ReplayOptions, replay_observed,
+    };
+    use fairsched_sim::trace::parse_swf;
+    use proptest::prelude::*;
+
+    #[derive(Default)]
+    struct Seen {
+        outcomes: Vec<JobRecord>,
+        last: Option<ProgressUpdate>,
+    }
+
+    impl Observer for Seen {
+        fn progress(&mut self, update: ProgressUpdate) {
+            self.last = Some(update);
+        }
+
+        fn outcome(&mut self, record: &JobRecord) -> Result<(), String> {
+            self.outcomes.push(record.clone());
+            Ok(())
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn every_outcome_once_in_the_order_jobs_end(
+            jobs in prop::collection::vec((0u32..200, 0u32..100, 1u32..12, 1u32..4), 1..40),
+            policy in prop::sample::select(vec!["fifo", "fair-share", "easy", "fcfs"]),
+            rigid in any::<bool>(),
+        ) {
+            let jobs: Vec<_> = jobs
+                .iter()
+                .enumerate()
+                .map(|(i, &(submit, run, procs, user))| (i as u32 + 1, submit, run, procs, user, user))
+                .collect();
+            let mut jobs = jobs;
+            jobs.sort_by_key(|j| j.1);
+            // Two 4-processor nodes: jobs of more than 8 processors are skipped.
+            let trace = parse_swf(&swf(&jobs, 2, 8), "t.swf").expect("trace parses");
+            let policy = Policy::parse(policy);
+            let options = ReplayOptions {
+                rigid: rigid || policy.is_baseline(),
+                policy,
+                ..ReplayOptions::default()
+            };
+            let mut seen = Seen::default();
+            let report = replay_observed(&trace, &options, &mut seen).expect("replays");
+            let mut by_job = seen.outcomes.clone();
+            by_job.sort_by_key(|r| r.job);
+            prop_assert_eq!(&by_job, &report.records, "each job once, as recorded");
+            let ends: Vec<u64> = seen
+                .outcomes
+                .iter()
+                .filter(|r| matches!(r.state, JobState::Completed | JobState::Failed(_)))
+                .filter_map(|r| r.finish_ms)
+                .collect();
+            prop_assert!(ends.is_sorted(), "in the order jobs ended: {:?}", ends);
+            let last = seen.last.expect("progress at the end");
+            prop_assert_eq!(last.total, report.records.len() as u64);
+
+            let dir = tempfile::tempdir().unwrap();
+            let mut csv = JobsCsv::new(dir.path());
+            for r in &seen.outcomes {
+                csv.write(&trace, r).unwrap();
+            }
+            prop_assert!(dir.path().join(JobsCsv::PARTIAL).exists());
+            csv.finish().unwrap();
+            let text = std::fs::read_to_string(dir.path().join("jobs.csv")).unwrap();
+            prop_assert_eq!(text.lines().count(), report.records.len() + 1);
+            let empty = tempfile::tempdir().unwrap();
+            JobsCsv::new(empty.path()).finish().unwrap();
+            let header = std::fs::read_to_string(empty.path().join("jobs.csv")).unwrap();
+            prop_assert_eq!(header.as_str(), format!("{}\n", text.lines().next().unwrap()));
+            prop_assert!(!dir.path().join(JobsCsv::PARTIAL).exists());
+        }
+    }
+}

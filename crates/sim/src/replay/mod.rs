@@ -205,11 +205,45 @@ pub struct ReplayReport {
     pub fair_share_update_period_ms: Millis,
 }
 
+/// What a replay tells its caller as it goes.
+pub trait Observer {
+    /// Now and then (every thousand jobs submitted or finished, and at the end): how far
+    /// the replay has come.
+    fn progress(&mut self, update: ProgressUpdate);
+    /// Job `record.job`'s outcome is final: it completed, failed or was skipped, or (when the
+    /// replay ends) it is unfinished. Called once per job, in the order outcomes become
+    /// known; an error stops the replay with it.
+    fn outcome(&mut self, record: &JobRecord) -> Result<(), String>;
+}
+
+/// An [`Observer`] that only shows progress.
+struct ProgressOnly<'a>(&'a mut dyn FnMut(ProgressUpdate));
+
+impl Observer for ProgressOnly<'_> {
+    fn progress(&mut self, update: ProgressUpdate) {
+        (self.0)(update);
+    }
+
+    fn outcome(&mut self, _record: &JobRecord) -> Result<(), String> {
+        Ok(())
+    }
+}
+
 /// Replays `trace` under `options`; `progress` is called now and then.
 pub fn replay(
     trace: &Trace,
     options: &ReplayOptions,
     progress: &mut dyn FnMut(ProgressUpdate),
+) -> Result<ReplayReport, String> {
+    replay_observed(trace, options, &mut ProgressOnly(progress))
+}
+
+/// Replays `trace` under `options`, telling `observer` of the progress and of every job's
+/// outcome as it becomes known.
+pub fn replay_observed(
+    trace: &Trace,
+    options: &ReplayOptions,
+    observer: &mut dyn Observer,
 ) -> Result<ReplayReport, String> {
     let nodes = match (&options.nodes, &trace.machine) {
         (Some(nodes), _) | (None, Some(nodes)) => nodes.clone(),
@@ -249,7 +283,7 @@ pub fn replay(
     };
     let core = Scheduler::new(config, tree.trees.clone()).map_err(|e| e.to_string())?;
     let mut sim = Replay::new(trace, count, &nodes, core, tree, options)?;
-    sim.run(progress)?;
+    sim.run(observer)?;
     Ok(sim.report(options))
 }
 
@@ -293,6 +327,8 @@ struct Replay<'t> {
     /// Largest node: jobs are cut into allocations of at most this.
     largest: Resources,
     records: Vec<JobRecord>,
+    /// Jobs whose outcome became final since the observer was last told.
+    outcomes: Vec<usize>,
     /// Pending allocations per job.
     pending: Vec<u32>,
     by_operation: BTreeMap<OperationId, usize>,
@@ -390,6 +426,7 @@ impl<'t> Replay<'t> {
             measured,
             largest,
             records,
+            outcomes: Vec::new(),
             pending: vec![0; count],
             by_operation: BTreeMap::new(),
             group_jobs: BTreeMap::new(),
@@ -411,7 +448,7 @@ impl<'t> Replay<'t> {
         })
     }
 
-    fn run(&mut self, progress: &mut dyn FnMut(ProgressUpdate)) -> Result<(), String> {
+    fn run(&mut self, observer: &mut dyn Observer) -> Result<(), String> {
         let mut next_job = 0;
         let mut last_progress = 0;
         let mut same_instant = 0u64;
@@ -491,12 +528,27 @@ impl<'t> Replay<'t> {
                 visited.clear();
             }
             self.sample(t);
+            self.tell_outcomes(observer)?;
             if self.submitted_jobs + self.finished_jobs >= last_progress + 1000 {
                 last_progress = self.submitted_jobs + self.finished_jobs;
-                progress(self.progress(t));
+                observer.progress(self.progress(t));
             }
         }
-        progress(self.progress(self.end_ms));
+        self.tell_outcomes(observer)?;
+        for record in &self.records {
+            if record.state == JobState::Unfinished {
+                observer.outcome(record)?;
+            }
+        }
+        observer.progress(self.progress(self.end_ms));
+        Ok(())
+    }
+
+    /// Tells `observer` the outcomes that became final since it was last told.
+    fn tell_outcomes(&mut self, observer: &mut dyn Observer) -> Result<(), String> {
+        for j in self.outcomes.drain(..) {
+            observer.outcome(&self.records[j])?;
+        }
         Ok(())
     }
 
@@ -654,6 +706,7 @@ impl<'t> Replay<'t> {
             Ok(cut) => cut,
             Err(reason) => {
                 self.records[j].state = JobState::Skipped(reason);
+                self.outcomes.push(j);
                 return Ok(());
             }
         };
@@ -707,6 +760,7 @@ impl<'t> Replay<'t> {
                 .call(|core| core.create_pool(t, None, name, config.clone()))
             {
                 self.records[j].state = JobState::Failed(format!("its group's pool: {e}"));
+                self.outcomes.push(j);
                 self.finished_jobs += 1;
                 return self.absorb_events(t);
             }
@@ -753,6 +807,7 @@ impl<'t> Replay<'t> {
             }
             Err(e) => {
                 self.records[j].state = JobState::Failed(e.message().to_string());
+                self.outcomes.push(j);
                 self.finished_jobs += 1;
                 if let Some((name, _)) = lazy_pool {
                     self.release_group_pool(t, name);
@@ -890,6 +945,7 @@ impl<'t> Replay<'t> {
             self.pending[j] = 0;
             self.jobs_in_system = self.jobs_in_system.saturating_sub(1);
             self.finished_jobs += 1;
+            self.outcomes.push(j);
             if self.tree.group_pool.is_some()
                 && let Some(name) = self.records[j].pool.clone()
                 && let Some(count) = self.group_jobs.get_mut(&name)

@@ -1,7 +1,7 @@
 //! What `fairsched simulate` writes: `summary.json` (the replay in figures) and `jobs.csv`
 //! (one row per trace job).
 
-use super::{JobState, ReplayReport};
+use super::{JobRecord, JobState, ReplayReport};
 use crate::trace::{MachineGroup, Trace};
 use fairsched_resources::{ResourceKind, Resources};
 use serde::Serialize;
@@ -261,44 +261,124 @@ struct JobRow<'a> {
     reason: &'a str,
 }
 
-/// Writes `jobs.csv`: one row per replayed job, in submission order.
-pub fn write_jobs_csv(trace: &Trace, report: &ReplayReport, path: &Path) -> Result<(), String> {
-    let mut writer =
-        csv::Writer::from_path(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    for record in &report.records {
-        let job = &trace.jobs[record.job];
-        let reason = match &record.state {
-            JobState::Failed(r) | JobState::Skipped(r) => r.as_str(),
-            _ => "",
-        };
-        let row = JobRow {
-            id: &job.id,
-            line: job.line,
-            user: &job.user,
-            group: &job.group,
-            pool: record.pool.as_deref().unwrap_or(""),
-            submit_s: seconds(job.submit_ms),
-            width: job.width,
-            allocations: record.allocations,
-            run_s: seconds(job.duration_ms),
-            state: record.state.name(),
-            first_start_s: record.first_start_ms.map(seconds),
-            finish_s: record.finish_ms.map(seconds),
-            wait_s: record.wait_ms(job.submit_ms).map(seconds),
-            response_s: record
-                .finish_ms
-                .map(|f| seconds(f.saturating_sub(job.submit_ms))),
-            trace_wait_s: job.trace_wait_ms.map(seconds),
-            preemptions: record.preemptions,
-            reason,
+/// `jobs.csv`, written as the replay goes: a row per job once its outcome is final (completed,
+/// failed or skipped; the unfinished at the end), in that order. Rows go to
+/// `jobs.csv.partial`, created at the first row, and [`JobsCsv::finish`] renames it to
+/// `jobs.csv`: a replay stopped before the end leaves the jobs it had finished in
+/// `jobs.csv.partial`, and never a `jobs.csv` that looks whole.
+#[derive(Debug)]
+pub struct JobsCsv {
+    path: std::path::PathBuf,
+    writer: Option<csv::Writer<std::fs::File>>,
+    rows: u64,
+}
+
+impl JobsCsv {
+    /// The name rows are written to until the replay ends.
+    pub const PARTIAL: &'static str = "jobs.csv.partial";
+
+    /// `jobs.csv` in `dir` (created with the first row if it does not exist).
+    pub fn new(dir: &Path) -> JobsCsv {
+        JobsCsv {
+            path: dir.to_path_buf(),
+            writer: None,
+            rows: 0,
+        }
+    }
+
+    /// The file rows are written to while the replay goes on.
+    pub fn partial_path(&self) -> std::path::PathBuf {
+        self.path.join(Self::PARTIAL)
+    }
+
+    /// Rows written so far.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Writes `record`'s row.
+    pub fn write(&mut self, trace: &Trace, record: &JobRecord) -> Result<(), String> {
+        let partial = self.partial_path();
+        let failed = |e: &dyn std::fmt::Display| format!("{}: {e}", partial.display());
+        let writer = match &mut self.writer {
+            Some(w) => w,
+            None => {
+                std::fs::create_dir_all(&self.path)
+                    .map_err(|e| format!("{}: {e}", self.path.display()))?;
+                self.writer
+                    .insert(csv::Writer::from_path(&partial).map_err(|e| failed(&e))?)
+            }
         };
         writer
-            .serialize(row)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .serialize(job_row(trace, record))
+            .map_err(|e| failed(&e))?;
+        self.rows += 1;
+        Ok(())
     }
-    writer
-        .flush()
-        .map_err(|e| format!("{}: {e}", path.display()))
+
+    /// Writes out what is buffered, so a replay stopped now leaves its rows so far.
+    pub fn flush(&mut self) -> Result<(), String> {
+        match &mut self.writer {
+            Some(w) => w
+                .flush()
+                .map_err(|e| format!("{}: {e}", self.partial_path().display())),
+            None => Ok(()),
+        }
+    }
+
+    /// Flushes the rows and renames the file to `jobs.csv` (written with its header only when
+    /// the replay had no job).
+    pub fn finish(mut self) -> Result<std::path::PathBuf, String> {
+        let partial = self.partial_path();
+        let done = self.path.join("jobs.csv");
+        match self.writer.take() {
+            Some(mut w) => w
+                .flush()
+                .map_err(|e| format!("{}: {e}", partial.display()))?,
+            None => {
+                std::fs::create_dir_all(&self.path)
+                    .map_err(|e| format!("{}: {e}", self.path.display()))?;
+                std::fs::write(&partial, format!("{}\n", JOBS_CSV_HEADER))
+                    .map_err(|e| format!("{}: {e}", partial.display()))?;
+            }
+        }
+        std::fs::rename(&partial, &done)
+            .map_err(|e| format!("{} -> {}: {e}", partial.display(), done.display()))?;
+        Ok(done)
+    }
+}
+
+/// `jobs.csv`'s first line (the fields of [`JobRow`]).
+const JOBS_CSV_HEADER: &str = "id,line,user,group,pool,submit_s,width,allocations,run_s,state,\
+first_start_s,finish_s,wait_s,response_s,trace_wait_s,preemptions,reason";
+
+fn job_row<'a>(trace: &'a Trace, record: &'a JobRecord) -> JobRow<'a> {
+    let job = &trace.jobs[record.job];
+    let reason = match &record.state {
+        JobState::Failed(r) | JobState::Skipped(r) => r.as_str(),
+        _ => "",
+    };
+    JobRow {
+        id: &job.id,
+        line: job.line,
+        user: &job.user,
+        group: &job.group,
+        pool: record.pool.as_deref().unwrap_or(""),
+        submit_s: seconds(job.submit_ms),
+        width: job.width,
+        allocations: record.allocations,
+        run_s: seconds(job.duration_ms),
+        state: record.state.name(),
+        first_start_s: record.first_start_ms.map(seconds),
+        finish_s: record.finish_ms.map(seconds),
+        wait_s: record.wait_ms(job.submit_ms).map(seconds),
+        response_s: record
+            .finish_ms
+            .map(|f| seconds(f.saturating_sub(job.submit_ms))),
+        trace_wait_s: job.trace_wait_ms.map(seconds),
+        preemptions: record.preemptions,
+        reason,
+    }
 }
 
 /// Writes `summary.json` (pretty, with a final newline).
