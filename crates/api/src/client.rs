@@ -100,6 +100,11 @@ impl ApiClient {
         Self::with_timeout(servers, token, std::time::Duration::from_secs(30))
     }
 
+    /// Whether requests carry a token (the server then knows who calls).
+    pub fn has_token(&self) -> bool {
+        self.token.is_some()
+    }
+
     /// As [`ApiClient::new`], with requests that fail after `timeout`.
     pub fn with_timeout(
         servers: &str,

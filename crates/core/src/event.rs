@@ -192,6 +192,36 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// Every event's name (its `event` field), as [`EventKind::name`] gives them.
+    pub const NAMES: [&'static str; 10] = [
+        "allocation_started",
+        "allocation_finished",
+        "allocation_interrupted",
+        "allocation_preempted",
+        "operation_state",
+        "error",
+        "job_reserved",
+        "reservation_released",
+        "gang_assembled",
+        "gang_released",
+    ];
+
+    /// The event's name: its `event` field when serialised.
+    pub fn name(&self) -> &'static str {
+        match self {
+            EventKind::AllocationStarted { .. } => "allocation_started",
+            EventKind::AllocationFinished { .. } => "allocation_finished",
+            EventKind::AllocationInterrupted { .. } => "allocation_interrupted",
+            EventKind::AllocationPreempted { .. } => "allocation_preempted",
+            EventKind::OperationState { .. } => "operation_state",
+            EventKind::Error { .. } => "error",
+            EventKind::JobReserved { .. } => "job_reserved",
+            EventKind::ReservationReleased { .. } => "reservation_released",
+            EventKind::GangAssembled { .. } => "gang_assembled",
+            EventKind::GangReleased { .. } => "gang_released",
+        }
+    }
+
     /// The node the event is about, if one.
     pub fn node(&self) -> Option<&NodeId> {
         match self {
@@ -205,6 +235,83 @@ impl EventKind {
             | EventKind::Error { .. }
             | EventKind::GangAssembled { .. }
             | EventKind::GangReleased { .. } => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One event of every kind: its `name` is its serialised `event` field, and
+    /// [`EventKind::NAMES`] lists each once.
+    #[test]
+    fn names_are_the_serialised_event_fields() {
+        let op = || OperationId("op".into());
+        let node = || NodeId("n".into());
+        let events = [
+            EventKind::AllocationStarted {
+                operation: op(),
+                allocation: AllocationId(1),
+                node: node(),
+                stage: Stage::Regular,
+                backfill: false,
+            },
+            EventKind::AllocationFinished {
+                operation: op(),
+                allocation: AllocationId(1),
+                node: node(),
+                outcome: JobOutcome::Completed,
+            },
+            EventKind::AllocationInterrupted {
+                operation: op(),
+                allocation: AllocationId(1),
+                node: node(),
+                reason: PreemptionReason::Preemption,
+                timeout_ms: 1,
+                preemptor: None,
+            },
+            EventKind::AllocationPreempted {
+                operation: op(),
+                allocation: AllocationId(1),
+                node: node(),
+                reason: PreemptionReason::Preemption,
+                preemptor: None,
+            },
+            EventKind::OperationState {
+                operation: op(),
+                state: OperationState::Running,
+                reason: None,
+            },
+            EventKind::Error {
+                code: 1,
+                message: String::new(),
+            },
+            EventKind::JobReserved {
+                operation: op(),
+                node: node(),
+                resources: fairsched_resources::Resources::ZERO,
+            },
+            EventKind::ReservationReleased {
+                operation: op(),
+                node: node(),
+                reason: HoldEnd::Started,
+            },
+            EventKind::GangAssembled {
+                operation: op(),
+                jobs: 1,
+                nodes: 1,
+            },
+            EventKind::GangReleased {
+                operation: op(),
+                reason: HoldEnd::Started,
+            },
+        ];
+        let names: Vec<&str> = events.iter().map(EventKind::name).collect();
+        assert_eq!(names, EventKind::NAMES);
+        for e in &events {
+            let json = serde_json::to_value(e).unwrap();
+            assert_eq!(json["event"], e.name());
         }
     }
 }

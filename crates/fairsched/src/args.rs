@@ -4,34 +4,57 @@
 use fairsched_resources::PartialResources;
 use serde_json::{Map, Value};
 
-/// A duration in milliseconds: a plain number of milliseconds, or a number with a unit
-/// (`ms`, `s`, `m`, `h`; `1.5s`).
+/// A duration in milliseconds: a plain number of milliseconds, or numbers with units (`ms`,
+/// `s`, `m`, `h`, `d`; `1.5s`, `1m30s`, `1h30m`), largest unit first.
 pub(crate) fn parse_duration_ms(text: &str) -> Result<u64, String> {
     let text = text.trim();
     if let Ok(ms) = text.parse::<u64>() {
         return Ok(ms);
     }
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (n, unit) = text.split_at(split);
-    let scale = match unit {
-        "ms" => 1.0,
-        "s" => 1e3,
-        "m" => 60e3,
-        "h" => 3600e3,
-        "d" => 86_400e3,
-        _ => {
-            return Err(format!(
-                "{text:?}: expected milliseconds or a duration (500ms, 30s, 2m)"
-            ));
+    let bad = || format!("{text:?}: expected milliseconds or a duration (500ms, 30s, 2m, 1h30m)");
+    let mut rest = text;
+    let mut total = 0.0;
+    let mut last_scale = f64::INFINITY;
+    while !rest.is_empty() {
+        let split = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let (n, after) = rest.split_at(split);
+        let unit_len = after
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(after.len());
+        let (unit, next) = after.split_at(unit_len);
+        let scale = match unit {
+            "ms" => 1.0,
+            "s" => 1e3,
+            "m" => 60e3,
+            "h" => 3600e3,
+            "d" => 86_400e3,
+            _ => return Err(bad()),
+        };
+        // Each unit once, largest first (`30s1m` is a slip, not 90 s).
+        if scale >= last_scale {
+            return Err(bad());
         }
-    };
-    match n.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok((v * scale).round() as u64),
-        _ => Err(format!(
-            "{text:?}: expected milliseconds or a duration (500ms, 30s, 2m)"
-        )),
+        last_scale = scale;
+        match n.parse::<f64>() {
+            Ok(v) if v.is_finite() && v >= 0.0 => total += v * scale,
+            _ => return Err(bad()),
+        }
+        rest = next;
+    }
+    if total > u64::MAX as f64 {
+        return Err(bad());
+    }
+    Ok(total.round() as u64)
+}
+
+/// A weight: a positive, finite number (`2`, `0.5`). `NaN` and `inf` would reach the server
+/// as JSON `null`, which means "unchanged": refused here.
+pub(crate) fn parse_weight(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(w) if w.is_finite() && w > 0.0 => Ok(w),
+        _ => Err(format!("{text:?}: a weight is a positive number (2, 0.5)")),
     }
 }
 
@@ -110,6 +133,18 @@ mod tests {
         assert_eq!(parse_duration_ms("2m"), Ok(120_000));
         assert!(parse_duration_ms("10 parsecs").is_err());
         assert!(parse_duration_ms("s").is_err());
+        assert_eq!(parse_duration_ms("1m30s"), Ok(90_000));
+        assert_eq!(parse_duration_ms("1h30m"), Ok(5_400_000));
+        assert_eq!(parse_duration_ms("2d"), Ok(172_800_000));
+        assert!(parse_duration_ms("30s1m").is_err());
+        assert!(parse_duration_ms("1m1m").is_err());
+        assert!(parse_duration_ms("1e400s").is_err());
+        assert!(parse_duration_ms("30s ").is_ok());
+        assert_eq!(parse_weight("2"), Ok(2.0));
+        for bad in ["NaN", "inf", "-inf", "0", "-1", "x", ""] {
+            let err = parse_weight(bad).unwrap_err();
+            assert!(err.contains("positive number"), "{bad}: {err}");
+        }
         assert_eq!(parse_signal("SIGINT"), Ok("SIGINT".to_string()));
         assert_eq!(parse_signal("usr1"), Ok("SIGUSR1".to_string()));
         assert!(parse_signal("SIGNOPE").is_err());

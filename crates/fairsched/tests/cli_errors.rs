@@ -133,3 +133,35 @@ fn a_closed_pipe_ends_the_cli_quietly() {
     assert_eq!(out.status.code(), Some(141), "{stderr}");
     c.stop();
 }
+
+/// Values clap refuses before anything is sent (exit status 2), naming the flag: a weight
+/// that is not a positive finite number would reach the server as JSON `null` ("unchanged").
+#[test]
+fn bad_values_are_refused_naming_the_flag() {
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &["op", "update", "x", "--weight", "NaN"],
+            &["--weight", "a weight is a positive number"],
+        ),
+        (
+            &["op", "update", "x", "--weight", "inf"],
+            &["--weight", "a weight is a positive number"],
+        ),
+        (
+            &["op", "run", "--weight", "0", "--", "true"],
+            &["--weight", "a weight is a positive number"],
+        ),
+        (
+            &["op", "wait", "x", "--timeout", "30s1m"],
+            &["--timeout", "1h30m"],
+        ),
+    ];
+    for (args, words) in cases {
+        let out = run_cli("http://127.0.0.1:1", &[], args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        for w in *words {
+            assert!(stderr.contains(w), "{args:?}: {w:?} not in {stderr}");
+        }
+    }
+}

@@ -56,8 +56,19 @@ fn tokens_and_acls_through_the_cli() {
         ]
     };
 
-    // Alice may use research (her group); the operation is hers.
-    assert_eq!(ok(url, "tok-alice-1234", &submit("a1")).trim(), "a1");
+    // Alice may use research (her group); the operation is hers, whatever her login name
+    // (with a token the CLI sends no $USER).
+    let out = run_cli(
+        url,
+        &[("FAIRSCHED_TOKEN", "tok-alice-1234"), ("USER", "mallory")],
+        &submit("a1"),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "a1");
     assert_eq!(c.op("a1")["user"], "alice");
 
     // Bob may not abort it: a clear message, exit 1, nothing changes.

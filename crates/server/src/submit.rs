@@ -9,7 +9,7 @@
 //! accepted, whatever version stored them (the core's spec was the submit schema before the
 //! API owned it, and the API's type accepts the same JSON).
 
-use fairsched_api::{ApiError, PreemptionMode, SubmitOperation, TaskSubmit};
+use fairsched_api::{ApiError, PreemptionMode, SubmitOperation, TaskSubmit, codes};
 use fairsched_core::{
     CoreError, DiskRequest, OperationId, OperationSpec, PreemptionMode as CorePreemptionMode,
     TaskSpec, TreeSchedulingOptions,
@@ -133,6 +133,102 @@ pub fn check_durations(id: &str, spec: &SubmitOperation) -> Result<(), CoreError
             .iter()
             .map(|t| (t.duration_ms, t.exit_after_interrupt_ms)),
     )
+}
+
+/// Longest single argument or `KEY=VALUE` environment entry a job may have: Linux refuses a
+/// longer one at `exec` (`MAX_ARG_STRLEN`, 32 pages, counting the final NUL).
+pub const MAX_JOB_STRING_BYTES: usize = 128 * 1024 - 1;
+
+/// Most bytes a job's command line and extra environment may take together (each string
+/// with its NUL): well inside Linux's limit on what `exec` takes, which also counts the
+/// agent's own environment.
+pub const MAX_JOB_EXEC_BYTES: usize = 1024 * 1024;
+
+/// Refuses a task whose job could never start: an empty command or program name, an
+/// environment variable without a name or with `=` in its name, a NUL byte anywhere, an
+/// argument or variable longer than `exec` takes, or all of them together over
+/// [`MAX_JOB_EXEC_BYTES`]. The message names the field (`tasks[0].env["X"]`); checked at
+/// submit, so that a job does not fail at every start until the operation does.
+pub fn check_commands(spec: &SubmitOperation) -> Result<(), ApiError> {
+    let bad = |field: String, what: String| {
+        ApiError::new(codes::BAD_REQUEST, format!("{field}: {what}")).with_attribute("field", field)
+    };
+    let size = |n: usize| {
+        if n >= 1 << 20 {
+            format!("{:.1} MiB", n as f64 / f64::from(1u32 << 20))
+        } else {
+            format!("{:.1} KiB", n as f64 / 1024.0)
+        }
+    };
+    for (i, t) in spec.tasks.iter().enumerate() {
+        let field = format!("tasks[{i}].command");
+        match t.command.first() {
+            None => return Err(bad(field, "must not be empty".to_string())),
+            Some(p) if p.trim().is_empty() => {
+                return Err(bad(
+                    format!("{field}[0]"),
+                    "the program to run must not be empty".to_string(),
+                ));
+            }
+            Some(_) => {}
+        }
+        let mut total = 0;
+        for (j, arg) in t.command.iter().enumerate() {
+            let field = format!("{field}[{j}]");
+            if arg.contains('\0') {
+                return Err(bad(field, "must not contain a NUL byte".to_string()));
+            }
+            if arg.len() > MAX_JOB_STRING_BYTES {
+                return Err(bad(
+                    field,
+                    format!(
+                        "{} long; an argument may be at most {} (Linux's limit)",
+                        size(arg.len()),
+                        size(MAX_JOB_STRING_BYTES)
+                    ),
+                ));
+            }
+            total += arg.len() + 1;
+        }
+        for (k, v) in &t.env {
+            let field = format!("tasks[{i}].env[{k:?}]");
+            if k.is_empty() {
+                return Err(bad(field, "a variable needs a name".to_string()));
+            }
+            if k.contains('=') || k.contains('\0') {
+                return Err(bad(
+                    field,
+                    "a variable's name may not contain `=` or a NUL byte".to_string(),
+                ));
+            }
+            if v.contains('\0') {
+                return Err(bad(field, "must not contain a NUL byte".to_string()));
+            }
+            let entry = k.len() + 1 + v.len();
+            if entry > MAX_JOB_STRING_BYTES {
+                return Err(bad(
+                    field,
+                    format!(
+                        "{} long; a variable may be at most {} (Linux's limit)",
+                        size(entry),
+                        size(MAX_JOB_STRING_BYTES)
+                    ),
+                ));
+            }
+            total += entry + 1;
+        }
+        if total > MAX_JOB_EXEC_BYTES {
+            return Err(bad(
+                format!("tasks[{i}]"),
+                format!(
+                    "the command and environment take {}; at most {} in all",
+                    size(total),
+                    size(MAX_JOB_EXEC_BYTES)
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// An operation's stored `spec` (the body as it was accepted, with its id, and changed by

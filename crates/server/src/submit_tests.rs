@@ -280,3 +280,75 @@ fn a_submission_gets_its_id_and_user_in_both() {
     let e = Submission::parse(json!([1])).unwrap_err();
     assert_eq!(e.message, "an operation must be a JSON object");
 }
+
+/// Commands and environments a job could never start with are refused at submit, naming
+/// the field; what `exec` takes is accepted.
+#[test]
+fn commands_and_environments_exec_could_not_take_are_refused() {
+    let long = "x".repeat(MAX_JOB_STRING_BYTES + 1);
+    let at_limit = "x".repeat(MAX_JOB_STRING_BYTES);
+    let cases: Vec<(Value, Option<&str>)> = vec![
+        (
+            json!({"command": ["sh", "-c", "true"], "env": {"A": "1"}}),
+            None,
+        ),
+        (json!({"command": [at_limit]}), None),
+        (
+            json!({"command": []}),
+            Some("tasks[0].command: must not be empty"),
+        ),
+        (json!({}), Some("tasks[0].command: must not be empty")),
+        (
+            json!({"command": [""]}),
+            Some("tasks[0].command[0]: the program to run must not be empty"),
+        ),
+        (
+            json!({"command": [" "]}),
+            Some("tasks[0].command[0]: the program"),
+        ),
+        (
+            json!({"command": ["echo", "a\u{0}b"]}),
+            Some("tasks[0].command[1]: must not contain a NUL"),
+        ),
+        (
+            json!({"command": ["echo", long]}),
+            Some("tasks[0].command[1]: 128.0 KiB long; an argument may be at most 128.0 KiB"),
+        ),
+        (
+            json!({"command": ["true"], "env": {"": "x"}}),
+            Some("tasks[0].env[\"\"]: a variable needs a name"),
+        ),
+        (
+            json!({"command": ["true"], "env": {"A=B": "x"}}),
+            Some("tasks[0].env[\"A=B\"]: a variable's name may not contain `=`"),
+        ),
+        (
+            json!({"command": ["true"], "env": {"A": "a\u{0}"}}),
+            Some("tasks[0].env[\"A\"]: must not contain a NUL"),
+        ),
+        (
+            json!({"command": ["true"], "env": {"BIG": "x".repeat(7 << 20)}}),
+            Some("tasks[0].env[\"BIG\"]: 7.0 MiB long; a variable may be at most"),
+        ),
+        (
+            json!({"command": ["true"], "env": (0..9).map(|i| (format!("V{i}"), json!("x".repeat(120_000)))).collect::<serde_json::Map<_, _>>()}),
+            Some("tasks[0]: the command and environment take 1.0 MiB; at most 1.0 MiB in all"),
+        ),
+    ];
+    for (task, want) in cases {
+        let mut t = task.clone();
+        t["job_count"] = json!(1);
+        let body = json!({"tasks": [{"job_count": 1, "command": ["true"]}, t]});
+        let spec: SubmitOperation = serde_json::from_value(body).unwrap();
+        let got = check_commands(&spec);
+        match want {
+            None => assert!(got.is_ok(), "{task}: {got:?}"),
+            Some(want) => {
+                let err = got.expect_err("refused");
+                let want = want.replace("tasks[0]", "tasks[1]");
+                assert!(err.message.starts_with(&want), "{}: {}", want, err.message);
+                assert_eq!(err.code, codes::BAD_REQUEST);
+            }
+        }
+    }
+}

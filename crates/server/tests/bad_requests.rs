@@ -149,6 +149,55 @@ async fn bad_bodies_are_refused_naming_the_field() {
     let app = app(dir.path());
     let long = "x".repeat(129);
     let cases = vec![
+        // Commands and environments no job could start with.
+        case(
+            "an empty program",
+            SUBMIT,
+            op(json!("c1"), json!({"command": [""]}), json!({})),
+            BAD,
+            &["tasks[0].command[0]: the program to run must not be empty"],
+        ),
+        case(
+            "a variable without a name",
+            SUBMIT,
+            op(json!("c2"), json!({"env": {"": "x"}}), json!({})),
+            BAD,
+            &["tasks[0].env[\"\"]: a variable needs a name"],
+        ),
+        case(
+            "a variable longer than exec takes",
+            SUBMIT,
+            op(
+                json!("c3"),
+                json!({"env": {"A": "x".repeat(200_000)}}),
+                json!({}),
+            ),
+            BAD,
+            &["tasks[0].env[\"A\"]: 195.3 KiB long; a variable may be at most 128.0 KiB"],
+        ),
+        // An event kind that names no event matches nothing: refused, with the kinds.
+        Case {
+            what: "an unknown event kind",
+            method: "GET",
+            uri: "/api/v1/events?kind=allocation_started,nope",
+            body: Vec::new(),
+            status: 400,
+            code: 100_400,
+            says: &[
+                "kind \"nope\" is not an event kind",
+                "node_lost",
+                "allocation_started",
+            ],
+        },
+        Case {
+            what: "a misspelt event kind",
+            method: "GET",
+            uri: "/api/v1/events?kind=node_lots",
+            body: Vec::new(),
+            status: 400,
+            code: 100_400,
+            says: &["did you mean \"node_lost\"?"],
+        },
         // Operation ids.
         case(
             "a path",

@@ -1,7 +1,7 @@
 //! `fairsched op`: operations (run, list, show, wait, update, abort; `logs.rs`: logs).
 
 use super::{Conn, print_json};
-use crate::args::{parse_duration_ms, parse_limits, parse_signal};
+use crate::args::{parse_duration_ms, parse_limits, parse_signal, parse_weight};
 use anyhow::anyhow;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand};
@@ -33,7 +33,7 @@ pub struct RunArgs {
     /// GPUs of each job.
     #[arg(long)]
     gpu: Option<String>,
-    /// The user (default: $USER).
+    /// The user [default: with a token, the token's user; without one, $USER].
     #[arg(long)]
     user: Option<String>,
     /// The operation id (default: chosen by the server).
@@ -43,7 +43,7 @@ pub struct RunArgs {
     #[arg(long = "env")]
     env: Vec<String>,
     /// The operation's weight among its pool's children (default 1).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_weight)]
     weight: Option<f64>,
     /// `normal` (default): preempted by starving operations. `graceful`: never preempted
     /// that way; instead, while above its fair share, its jobs are interrupted (reason
@@ -128,7 +128,7 @@ pub enum OpCommand {
     Update {
         id: String,
         /// The new weight.
-        #[arg(long)]
+        #[arg(long, value_parser = parse_weight)]
         weight: Option<f64>,
         /// Move it to this pool (of its first tree; an ephemeral pool is created as at submit).
         #[arg(long)]
@@ -193,7 +193,13 @@ pub async fn run(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
                         .ok_or_else(|| anyhow!("--env {kv:?}: expected KEY=VALUE"))
                 })
                 .collect::<anyhow::Result<_>>()?;
-            let user = user.or_else(|| std::env::var("USER").ok());
+            // With a token the server knows who calls: the operation is theirs unless
+            // --user names someone else (which only superusers may).
+            let user = user.or_else(|| {
+                (!client.has_token())
+                    .then(|| std::env::var("USER").ok())
+                    .flatten()
+            });
             let op = SubmitOperation {
                 id,
                 user,

@@ -33,6 +33,17 @@ pub(super) fn stage_name(stage: Stage) -> &'static str {
     stage.name()
 }
 
+/// The names of the events the server logs itself, besides the core's
+/// ([`fairsched_core::EventKind::NAMES`]).
+pub const SERVER_EVENT_NAMES: [&str; 6] = [
+    "operation_updated",
+    "node_registered",
+    "node_changed",
+    "node_lost",
+    "job_adopted",
+    "tree_applied",
+];
+
 impl Actor {
     /// Logs an event of the server's own (not the core's) in the event log.
     pub(super) fn server_event(&mut self, record: Value) {
@@ -69,6 +80,13 @@ impl Actor {
 
     /// [`Actor::log_event`] of an event already written as stored (its `seq` is set here).
     fn log_stored(&mut self, mut event: StoredEvent) {
+        // Every kind is one the event filter knows (`GET /events?kind=` refuses others).
+        debug_assert!(
+            fairsched_core::EventKind::NAMES.contains(&event.kind.as_str())
+                || SERVER_EVENT_NAMES.contains(&event.kind.as_str()),
+            "event kind {:?} is in EventKind::NAMES or SERVER_EVENT_NAMES",
+            event.kind
+        );
         event.seq = self.next_event_seq;
         self.next_event_seq += 1;
         self.batch.event(event);

@@ -4,6 +4,7 @@
 
 mod books;
 mod events;
+pub use events::SERVER_EVENT_NAMES;
 #[cfg(test)]
 mod events_tests;
 mod fair_share;

@@ -56,14 +56,7 @@ impl Actor {
                 format!("operation {id:?} already exists"),
             ));
         }
-        for (i, t) in submission.spec.tasks.iter().enumerate() {
-            if t.command.is_empty() {
-                return Err(ApiError::new(
-                    codes::BAD_REQUEST,
-                    format!("tasks[{i}].command must not be empty"),
-                ));
-            }
-        }
+        crate::submit::check_commands(&submission.spec)?;
         // The core's errors name the operation; one without an id of its own is "the
         // operation" (the id it would have had is never used).
         let refused = |e: CoreError| {

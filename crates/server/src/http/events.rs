@@ -7,7 +7,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Extension, Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{self, KeepAlive, Sse};
-use fairsched_api::{EventQuery, EventView};
+use fairsched_api::{ApiError, EventQuery, EventView, codes};
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -20,11 +20,38 @@ pub(super) async fn list_events(
     q: Result<Query<EventQuery>, QueryRejection>,
 ) -> Reply<Vec<EventView>> {
     let Query(q) = q.map_err(bad_query)?;
+    check_kinds(&q)?;
     if let Some(id) = &q.operation {
         s.check_read(&caller, id).await?;
     }
     let events = ask(&s, &caller, |r| Command::Events(q, r)).await?;
     ok(s.readable_events(&caller, events).await)
+}
+
+/// Refuses a `kind` that names no event (it would match nothing, silently).
+fn check_kinds(q: &EventQuery) -> Result<(), Failure> {
+    let names: Vec<&str> = fairsched_core::EventKind::NAMES
+        .into_iter()
+        .chain(crate::actor::SERVER_EVENT_NAMES)
+        .collect();
+    for kind in q.kinds() {
+        if !names.contains(&kind.as_str()) {
+            let hint = fairsched_config::closest(&kind, names.iter().copied())
+                .map(|k| format!("did you mean {k:?}? "))
+                .unwrap_or_default();
+            return Err(Failure(
+                ApiError::new(
+                    codes::BAD_REQUEST,
+                    format!(
+                        "kind {kind:?} is not an event kind; {hint}the kinds are {}",
+                        names.join(", ")
+                    ),
+                )
+                .with_attribute("field", "kind"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Events a live stream reads from the store at a time while it catches up.
@@ -106,6 +133,7 @@ pub(super) async fn stream_events(
     q: Result<Query<EventQuery>, QueryRejection>,
 ) -> Result<Sse<impl futures_util::Stream<Item = Result<sse::Event, Infallible>>>, Failure> {
     let Query(mut query) = q.map_err(bad_query)?;
+    check_kinds(&query)?;
     if let Some(op) = &query.operation {
         s.check_read(&caller, op).await?;
     }
