@@ -37,8 +37,11 @@ fn the_sample_server_file_and_pool_trees_are_valid() {
         .replace("/etc/fairsched/", &format!("{}/", etc.display()));
     std::fs::write(etc.join("server.toml"), server).unwrap();
     std::fs::copy(deploy().join("pools.toml"), etc.join("pools.toml")).unwrap();
-    for user in ["admin", "alice"] {
-        let token = etc.join(format!("{user}.token"));
+    for user in ["admin", "alice", "agent"] {
+        let token = match user {
+            "agent" => etc.join("agent-token"),
+            _ => etc.join(format!("{user}.token")),
+        };
         std::fs::write(&token, format!("{user}-secret-token\n")).unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();

@@ -63,8 +63,13 @@ pub struct ServerConfig {
     /// `listen`. When set, each node also gets its own credential when it registers, and its
     /// heartbeats must carry it (a heartbeat with another node's credential, or none, is
     /// refused). The other endpoints do not take it; `[auth]` users' tokens protect them.
-    /// Must not be empty, nor any user's token.
+    /// Must not be empty, nor any user's token. Prefer `agent_token_file`: this file is then
+    /// free of secrets.
     pub agent_token: Option<String>,
+    /// A file holding `agent_token` (one line; surrounding whitespace ignored), readable by
+    /// the server's user only (mode 0600; the server warns otherwise). Instead of
+    /// `agent_token`, not with it.
+    pub agent_token_file: Option<PathBuf>,
     /// A pool-trees file (`.toml` or `.json`, by extension; the layout of the [pool-trees
     /// reference](config-reference.md)), read at every start (one that cannot be read or
     /// parsed stops the start). On the first start with a new `data_dir` (an empty store) the
@@ -290,6 +295,7 @@ impl Default for ServerConfig {
             advertise_url: None,
             data_dir: PathBuf::from(".fairsched"),
             agent_token: None,
+            agent_token_file: None,
             pool_trees_file: None,
             pool_trees: None,
             scheduler: SchedulerConfig::default(),
@@ -307,24 +313,57 @@ impl ServerConfig {
     pub fn from_file(path: &Path) -> anyhow::Result<ServerConfig> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-        let config: ServerConfig =
+        let mut config: ServerConfig =
             fairsched_config::from_str(&text, fairsched_config::Format::Toml)
                 .map_err(|e| anyhow::anyhow!("{}", e.with_file(path.to_path_buf())))?;
+        let secrets = config.auth.users.iter().any(|u| u.token.is_some())
+            || config.agent_token.is_some()
+            || config
+                .store
+                .url
+                .as_deref()
+                .is_some_and(|u| u.contains("password"));
         config
-            .validate()
+            .read_agent_token_file(true)
+            .and_then(|()| config.validate())
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        if config.auth.users.iter().any(|u| u.token.is_some()) {
-            warn_if_readable_by_others(path, "the server's file holds tokens");
+        if secrets {
+            warn_if_readable_by_others(path, "the server's file (it holds a token or a password)");
         }
         Ok(config)
     }
 
     /// Parses the file's text (TOML); errors name the line and the option with its path.
     pub fn from_toml(text: &str) -> anyhow::Result<ServerConfig> {
-        let config: ServerConfig = fairsched_config::from_str(text, fairsched_config::Format::Toml)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut config: ServerConfig =
+            fairsched_config::from_str(text, fairsched_config::Format::Toml)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+        config.read_agent_token_file(false)?;
         config.validate()?;
         Ok(config)
+    }
+
+    /// Reads `agent_token_file` into `agent_token` (with `warn`, a warning if others may read
+    /// the file).
+    pub fn read_agent_token_file(&mut self, warn: bool) -> anyhow::Result<()> {
+        let Some(path) = &self.agent_token_file else {
+            return Ok(());
+        };
+        if self.agent_token.is_some() {
+            anyhow::bail!("give either agent_token or agent_token_file, not both");
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            anyhow::anyhow!("agent_token_file: cannot read {}: {e}", path.display())
+        })?;
+        if warn {
+            warn_if_readable_by_others(path, "the agent token file");
+        }
+        let token = text.trim();
+        if token.is_empty() {
+            anyhow::bail!("agent_token_file: {} is empty", path.display());
+        }
+        self.agent_token = Some(token.to_string());
+        Ok(())
     }
 
     /// Checks what parsing cannot: the `[auth]` section (users, tokens and token files,
@@ -456,6 +495,7 @@ impl ServerConfig {
                     if t.trim().is_empty() {
                         anyhow::bail!("{at}.token: the token is empty");
                     }
+                    one_word(&format!("{at}.token"), t)?;
                     t.clone()
                 }
                 (None, Some(path)) => {
@@ -469,6 +509,7 @@ impl ServerConfig {
                     if t.is_empty() {
                         anyhow::bail!("{at}.token_file: {} is empty", path.display());
                     }
+                    one_word(&format!("{at}.token_file ({})", path.display()), &t)?;
                     t
                 }
             };
@@ -515,11 +556,21 @@ impl ServerConfig {
                 "auth.authenticate_reads: needs auth.users (without users authentication is off)"
             );
         }
+        let agent_token_field = if self.agent_token_file.is_some() {
+            "agent_token_file"
+        } else {
+            "agent_token"
+        };
         match self.agent_token.as_deref() {
             Some(t) if t.trim().is_empty() => anyhow::bail!(
                 "agent_token: the token is empty; set a secret (for example the output of \
                  `openssl rand -hex 32`) or leave the option out"
             ),
+            Some(t) if t.contains("REPLACE-WITH") => anyhow::bail!(
+                "{agent_token_field}: still the example's placeholder {t:?}, which anyone can \
+                 read; set a secret (for example the output of `openssl rand -hex 32`)"
+            ),
+            Some(t) => one_word(agent_token_field, t)?,
             None if !users.is_empty() => anyhow::bail!(
                 "agent_token: required when [auth] has users (without it anyone who can reach \
                  the server could register a node and report on its jobs); set `agent_token = \
@@ -531,6 +582,18 @@ impl ServerConfig {
         }
         Ok(users)
     }
+}
+
+/// Refuses a token with whitespace or a line break inside: no client could send it (an
+/// `Authorization` header is one line), so its user would be locked out without a word.
+fn one_word(field: &str, token: &str) -> anyhow::Result<()> {
+    if token.trim().contains(char::is_whitespace) {
+        anyhow::bail!(
+            "{field}: the token has a space or a line break inside; a token is one word (one \
+             line), which clients send as `Authorization: Bearer <token>`"
+        );
+    }
+    Ok(())
 }
 
 /// Whether `host:port` (or a bare host) names every address of the machine, not one.

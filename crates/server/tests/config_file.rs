@@ -130,6 +130,22 @@ fn auth_errors_name_the_option() {
             "agent_token = \"\"\n".to_string(),
             "agent_token: the token is empty",
         ),
+        (
+            "agent_token = \"REPLACE-WITH-A-RANDOM-SECRET\"\n".to_string(),
+            "agent_token: still the example's placeholder",
+        ),
+        (
+            user("alice", "tok a"),
+            "auth.users[0].token: the token has a space or a line break inside",
+        ),
+        (
+            "agent_token = \"tok-b\"\nagent_token_file = \"/x\"\n".to_string(),
+            "give either agent_token or agent_token_file, not both",
+        ),
+        (
+            "agent_token_file = \"/nonexistent/agent-token\"\n".to_string(),
+            "agent_token_file: cannot read /nonexistent/agent-token",
+        ),
     ];
     for (text, expected) in cases {
         let error = ServerConfig::from_toml(&text).expect_err(&text).to_string();
@@ -274,5 +290,49 @@ fn store_url_lease_and_advertise_url() {
         for piece in *expected {
             assert!(error.contains(piece), "{text}: {error}");
         }
+    }
+}
+
+/// Tokens in files: the agents' from `agent_token_file`, a user's from `token_file`; a file
+/// with two lines (a token no client could send) or an empty one is refused naming it.
+#[test]
+fn token_files_are_read_and_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let agent = file("agent-token", "  agent-secret-1\n");
+    let config = ServerConfig::from_toml(&format!("agent_token_file = \"{agent}\"\n")).unwrap();
+    assert_eq!(config.agent_token.as_deref(), Some("agent-secret-1"));
+
+    let two_lines = file("two", "tok-two\nlines-here\n");
+    let empty = file("empty", " \n");
+    let cases = [
+        (
+            format!("agent_token_file = \"{two_lines}\"\n"),
+            "agent_token_file: the token has a space or a line break inside".to_string(),
+        ),
+        (
+            format!("agent_token_file = \"{empty}\"\n"),
+            format!("agent_token_file: {empty} is empty"),
+        ),
+        (
+            format!(
+                "agent_token_file = \"{agent}\"\n[[auth.users]]\nname = \"alice\"\ntoken_file = \"{two_lines}\"\n"
+            ),
+            format!(
+                "auth.users[0].token_file ({two_lines}): the token has a space or a line break inside"
+            ),
+        ),
+    ];
+    for (text, expected) in cases {
+        let error = ServerConfig::from_toml(&text).expect_err(&text).to_string();
+        assert!(error.contains(&expected), "{text}\n---\n{error}");
+        assert!(
+            !error.contains("lines-here"),
+            "an error shows a token: {error}"
+        );
     }
 }

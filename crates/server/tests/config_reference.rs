@@ -107,6 +107,7 @@ fn schema_is_complete_with_inline_pool_trees() {
             "advertise_url",
             "data_dir",
             "agent_token",
+            "agent_token_file",
             "pool_trees_file",
             "pool_trees",
             "scheduler",

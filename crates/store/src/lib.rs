@@ -209,6 +209,20 @@ pub enum StoreError {
          first, or give this one another --data-dir"
     )]
     Locked { dir: String, holder: String },
+    /// The data directory held a store (its lock file is there, left by the server that
+    /// created it) but the database is gone: starting empty would kill every job the agents
+    /// run as unknown and reuse the ids of operations and jobs.
+    #[error(
+        "the data directory {dir} held a fairsched store (fairsched.lock, from the server that \
+         made it), but its database fairsched.db is missing: restore fairsched.db (and \
+         fairsched.db-wal if you have it) from a backup; to start a new, empty cluster instead, \
+         remove {dir}/fairsched.lock (the agents' running jobs are then unknown to the server \
+         and killed)"
+    )]
+    Missing { dir: String },
+    /// The data directory is a file (or another non-directory).
+    #[error("the data directory {dir} is not a directory: give data_dir (--data-dir) a directory")]
+    NotADirectory { dir: String },
     /// The lock file cannot be opened or locked.
     #[error("store: cannot lock {path}: {message}")]
     Lock { path: String, message: String },

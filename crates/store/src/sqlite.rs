@@ -194,6 +194,18 @@ impl SqliteStore {
 
     /// [`SqliteStore::open`] with commits durable as `synchronous` says.
     pub fn open_with(dir: &Path, synchronous: Synchronous) -> Result<SqliteStore, StoreError> {
+        if dir.exists() && !dir.is_dir() {
+            return Err(StoreError::NotADirectory {
+                dir: dir.display().to_string(),
+            });
+        }
+        // A lock file without a database: the database was deleted (see `StoreError::Missing`).
+        // The lock file is made first and stays, so a data directory a server ever used has one.
+        if dir.join("fairsched.lock").is_file() && !Self::exists(dir) {
+            return Err(StoreError::Missing {
+                dir: dir.display().to_string(),
+            });
+        }
         std::fs::create_dir_all(dir).map_err(|e| {
             rusqlite::Error::ToSqlConversionFailure(Box::new(std::io::Error::new(
                 e.kind(),
@@ -709,6 +721,49 @@ mod tests {
         drop(first);
         let again = SqliteStore::open(dir.path()).unwrap();
         assert_eq!(again.load().unwrap().incarnation, 1);
+    }
+
+    /// A data directory whose database was deleted while its server was stopped is not
+    /// started empty (that would kill every running job as unknown and reuse ids); one whose
+    /// lock file is removed too is a new store. A file as the data directory is named so.
+    #[test]
+    fn a_deleted_database_is_not_replaced_by_an_empty_one() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(SqliteStore::open(dir.path()).unwrap());
+        for f in ["fairsched.db", "fairsched.db-wal", "fairsched.db-shm"] {
+            let _ = std::fs::remove_file(dir.path().join(f));
+        }
+        let e = SqliteStore::open(dir.path()).unwrap_err();
+        let message = e.to_string();
+        assert!(matches!(e, StoreError::Missing { .. }), "{message}");
+        assert!(
+            message.contains("fairsched.db is missing")
+                && message.contains("restore")
+                && message.contains("fairsched.lock"),
+            "{message}"
+        );
+        assert!(!SqliteStore::exists(dir.path()), "nothing was created");
+        std::fs::remove_file(dir.path().join("fairsched.lock")).unwrap();
+        assert_eq!(
+            SqliteStore::open(dir.path())
+                .unwrap()
+                .load()
+                .unwrap()
+                .incarnation,
+            0
+        );
+
+        let file = dir.path().join("a-file");
+        std::fs::write(&file, "").unwrap();
+        let e = SqliteStore::open(&file).unwrap_err();
+        assert!(matches!(e, StoreError::NotADirectory { .. }), "{e}");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the data directory {} is not a directory: give data_dir (--data-dir) a directory",
+                file.display()
+            )
+        );
     }
 
     #[test]

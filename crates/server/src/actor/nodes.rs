@@ -376,10 +376,12 @@ impl Actor {
                 .and_then(|&a| self.sched.allocation(AllocationId(a)))
                 .is_some_and(|x| x.node == node);
             if !known {
-                tracing::info!(
+                tracing::warn!(
                     node = hb.node_id,
                     job,
-                    "unknown job on the node: killing it"
+                    "the node runs a job the server does not have running there (it ended, \
+                     ran again elsewhere after the node was lost, or its store does not know \
+                     it): killing it"
                 );
                 self.kill
                     .entry(hb.node_id.clone())
