@@ -212,13 +212,16 @@ pub enum AceAction {
 pub enum Permission {
     /// Run operations in the pool (or its subtree).
     Use,
-    /// Change the pool's configuration and create or remove its subpools.
+    /// Change the pool's options, move it (also needed on the new parent) or remove it, and
+    /// create pools under it.
     Administer,
-    /// See the pool's configuration.
+    /// Read other users' operations in the pool: their jobs' output, their environment
+    /// (`env`) and their events (their owners always may). Grant it only to those who may
+    /// see those operations' secrets.
     Read,
-    /// Change the pool's attributes.
+    /// Accepted for YTsaurus ACLs; grants nothing (changing a pool takes `administer`).
     Write,
-    /// Manage operations running in the pool (abort, change their parameters).
+    /// Abort and update other users' operations in the pool (their owners always may).
     Manage,
 }
 
