@@ -381,6 +381,7 @@ impl ServerConfig {
                 self.scheduler.node_heartbeat_period_ms
             );
         }
+        check_listen(&self.listen)?;
         self.check_store()?;
         self.users(false).map(|_| ())
     }
@@ -581,6 +582,26 @@ impl ServerConfig {
             _ => {}
         }
         Ok(users)
+    }
+}
+
+/// Refuses a `listen` that is not `HOST:PORT` (the bind would fail only at start, after
+/// `config check` passed the file).
+fn check_listen(listen: &str) -> anyhow::Result<()> {
+    let port = listen
+        .rsplit_once(':')
+        .filter(|(host, _)| !host.is_empty())
+        .map(|(_, port)| port.parse::<u16>());
+    match port {
+        Some(Ok(_)) => Ok(()),
+        Some(Err(_)) => anyhow::bail!(
+            "listen: {listen:?}: the port must be a number from 0 to 65535 (such as \
+             127.0.0.1:9090; 0 picks a free port)"
+        ),
+        None => anyhow::bail!(
+            "listen: {listen:?} is not HOST:PORT (such as 127.0.0.1:9090, or 0.0.0.0:9090 for \
+             every address)"
+        ),
     }
 }
 

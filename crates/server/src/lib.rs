@@ -93,7 +93,7 @@ impl Server {
         let (actor, view) = actor::Actor::new(config, store)?;
         let listener = tokio::net::TcpListener::bind(&config.listen)
             .await
-            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
+            .map_err(|e| anyhow::anyhow!("listen: cannot listen on {}: {e}", config.listen))?;
         let (tx, rx) = mpsc::channel(1024);
         let state =
             http::AppState::new(tx, view, config.agent_token.clone(), &actor).with_auth(auth);
@@ -114,7 +114,7 @@ impl Server {
             .map_err(|e| anyhow::anyhow!("opening the store failed: {e}"))??;
         let listener = tokio::net::TcpListener::bind(&config.listen)
             .await
-            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
+            .map_err(|e| anyhow::anyhow!("listen: cannot listen on {}: {e}", config.listen))?;
         let advertised = config.advertised(listener.local_addr()?);
         Ok(Server {
             listener,

@@ -23,8 +23,8 @@ use fairsched_config::PoolTrees;
 pub(crate) fn configured(config: &ServerConfig) -> anyhow::Result<Option<(PoolTrees, String)>> {
     match (&config.pool_trees_file, &config.pool_trees) {
         (Some(path), _) => {
-            let trees =
-                fairsched_config::load_pool_trees_file(path).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let trees = fairsched_config::load_pool_trees_file(path)
+                .map_err(|e| anyhow::anyhow!("pool_trees_file: {e}"))?;
             Ok(Some((
                 trees,
                 format!("the pool-trees file {}", path.display()),
@@ -165,6 +165,20 @@ mod tests {
         weight = 2
         strong_guarantee_resources = { cpu = 1.5, memory = "1GiB" }
     "#;
+
+    /// A pool-trees file that cannot be read stops the start, naming the option and the file.
+    #[test]
+    fn an_unreadable_file_names_the_option() {
+        let config = ServerConfig {
+            pool_trees_file: Some("/nonexistent/pools.toml".into()),
+            ..ServerConfig::default()
+        };
+        let e = configured(&config).unwrap_err().to_string();
+        assert!(
+            e.starts_with("pool_trees_file: ") && e.contains("/nonexistent/pools.toml"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn nothing_configured_keeps_the_stored_trees() {

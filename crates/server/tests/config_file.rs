@@ -146,6 +146,18 @@ fn auth_errors_name_the_option() {
             "agent_token_file = \"/nonexistent/agent-token\"\n".to_string(),
             "agent_token_file: cannot read /nonexistent/agent-token",
         ),
+        (
+            "listen = \"not-an-addr\"\n".to_string(),
+            "listen: \"not-an-addr\" is not HOST:PORT",
+        ),
+        (
+            "listen = \"127.0.0.1:99999\"\n".to_string(),
+            "listen: \"127.0.0.1:99999\": the port must be a number from 0 to 65535",
+        ),
+        (
+            "listen = \":9090\"\n".to_string(),
+            "listen: \":9090\" is not HOST:PORT",
+        ),
     ];
     for (text, expected) in cases {
         let error = ServerConfig::from_toml(&text).expect_err(&text).to_string();
