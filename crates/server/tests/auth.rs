@@ -1455,3 +1455,65 @@ async fn reading_a_running_jobs_output_needs_read() {
     }
     server.stop().await;
 }
+
+/// An ACL subject that names neither a user nor a group of `[auth]` (nor `everyone`) is
+/// refused, naming where it is (with a did-you-mean): a misspelt subject would make its entry
+/// apply to no one, a `deny` that denies nothing. Nothing changes.
+#[tokio::test]
+async fn acl_subjects_name_users_or_groups() {
+    let server = start(
+        json!({"superusers": ["root"], "users": users()}),
+        Some(AGENT),
+    )
+    .await;
+    let cases: Vec<(&str, &str, Value, Option<&str>)> = vec![
+        (
+            "PUT",
+            "/api/v1/pools/open",
+            json!({"config": {"acl": [allow(&["alcie"], &["use"])]}}),
+            Some(
+                "acl[0].subjects: \"alcie\" is neither a user nor a group of the server's [auth] (nor everyone); did you mean \"alice\"?",
+            ),
+        ),
+        (
+            "PUT",
+            "/api/v1/pools/open",
+            json!({"config": {"acl": [allow(&["ml", "bob"], &["use"]), deny(&["malory"], &["use"])]}}),
+            Some("acl[1].subjects: \"malory\""),
+        ),
+        (
+            "POST",
+            "/api/v1/pools",
+            json!({"name": "new", "config": {"acl": [allow(&["nobody-here"], &["use"])]}}),
+            Some("acl[0].subjects: \"nobody-here\""),
+        ),
+        (
+            "PUT",
+            "/api/v1/tree",
+            json!({"pools": {"research": {"pools": {"adhoc": {"acl": [allow(&["bobb"], &["use"])]}}}}}),
+            Some("pools.research.pools.adhoc.acl[0].subjects: \"bobb\""),
+        ),
+        (
+            "PUT",
+            "/api/v1/pools/open",
+            json!({"config": {"acl": [allow(&["ml", "bob", "everyone", "opsteam"], &["use"])]}}),
+            None,
+        ),
+    ];
+    for (method, path, body, want) in cases {
+        let before = state(&server).await;
+        let (status, reply) = server
+            .call_as(Some(ROOT), method, path, Some(body.clone()))
+            .await;
+        match want {
+            None => assert_eq!(status, 200, "{body}: {reply}"),
+            Some(want) => {
+                assert_eq!(status, 400, "{body}: {reply}");
+                let message = reply["message"].as_str().unwrap_or_default();
+                assert!(message.starts_with(want), "{want}\n{message}");
+                assert_eq!(state(&server).await, before, "{body} changed something");
+            }
+        }
+    }
+    server.stop().await;
+}

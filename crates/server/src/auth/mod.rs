@@ -103,6 +103,41 @@ impl Auth {
         })
     }
 
+    /// The first ACL subject of `config` (a pool's options, or a tree's with its pools)
+    /// that names neither a user nor a group of `[auth]` (nor `everyone`), as an error naming
+    /// where it is: a misspelt subject would make its entry apply to no one (a `deny` that
+    /// denies nothing). Nothing to check without users.
+    pub fn check_acl_subjects(&self, config: &serde_json::Value) -> Result<(), ApiError> {
+        if !self.enabled() {
+            return Ok(());
+        }
+        let mut known: Vec<&str> = vec!["everyone"];
+        for (_, u) in &self.users {
+            known.push(&u.name);
+            known.extend(u.groups.iter().map(String::as_str));
+        }
+        known.sort_unstable();
+        known.dedup();
+        let mut found = None;
+        find_unknown_subject(config, String::new(), &known, &mut found);
+        match found {
+            None => Ok(()),
+            Some((at, subject)) => {
+                let hint = fairsched_config::closest(&subject, known.iter().copied())
+                    .map(|k| format!("did you mean {k:?}? "))
+                    .unwrap_or_default();
+                Err(ApiError::new(
+                    codes::BAD_REQUEST,
+                    format!(
+                        "{at}: {subject:?} is neither a user nor a group of the server's [auth] \
+                         (nor everyone); {hint}an entry for it would apply to no one"
+                    ),
+                )
+                .with_attribute("field", at))
+            }
+        }
+    }
+
     /// The user whose token this is. Every user's token is compared, in constant time, so
     /// that the time taken tells nothing about the tokens.
     pub fn identify(&self, token: &str) -> Option<Arc<Identity>> {
@@ -236,4 +271,52 @@ pub fn authentication_required() -> ApiError {
         "authentication required: send a user's token as `Authorization: Bearer <token>` \
          (the CLI's --token, FAIRSCHED_TOKEN or its config file's token)",
     )
+}
+
+/// The first subject of an `acl` list under `value` (at path `at`) not in `known`.
+fn find_unknown_subject(
+    value: &serde_json::Value,
+    at: String,
+    known: &[&str],
+    found: &mut Option<(String, String)>,
+) {
+    use serde_json::Value;
+    if found.is_some() {
+        return;
+    }
+    let Value::Object(map) = value else {
+        return;
+    };
+    let join = |key: &str| {
+        if at.is_empty() {
+            key.to_string()
+        } else {
+            format!("{at}.{key}")
+        }
+    };
+    for (key, v) in map {
+        match (key.as_str(), v) {
+            ("acl", Value::Array(entries)) => {
+                for (i, entry) in entries.iter().enumerate() {
+                    let Some(Value::Array(subjects)) = entry.get("subjects") else {
+                        continue;
+                    };
+                    for subject in subjects.iter().filter_map(Value::as_str) {
+                        if !known.contains(&subject) {
+                            *found = Some((
+                                format!("{}[{i}].subjects", join("acl")),
+                                subject.to_string(),
+                            ));
+                            return;
+                        }
+                    }
+                }
+            }
+            (_, Value::Object(_)) => find_unknown_subject(v, join(key), known, found),
+            _ => {}
+        }
+        if found.is_some() {
+            return;
+        }
+    }
 }

@@ -76,6 +76,8 @@ pub(super) async fn create_pool(
 ) -> Reply<PoolReply> {
     let tree = tree_query(q)?;
     let req: CreatePool = parse(&body)?;
+    s.auth
+        .check_acl_subjects(&Value::Object(req.config.clone()))?;
     let name = req.name.clone();
     let warnings = ask(&s, &caller, |reply| Command::CreatePool {
         tree,
@@ -97,6 +99,9 @@ pub(super) async fn update_pool(
 ) -> Reply<PoolReply> {
     let tree = tree_query(q)?;
     let req: UpdatePool = parse(&body)?;
+    if let Some(config) = &req.config {
+        s.auth.check_acl_subjects(&Value::Object(config.clone()))?;
+    }
     let n = name.clone();
     let warnings = ask(&s, &caller, |reply| Command::UpdatePool {
         tree,
@@ -155,6 +160,7 @@ pub(super) async fn apply_tree(
 ) -> Reply<TreeApplyReply> {
     let Query(query) = query.map_err(bad_query)?;
     let config: Value = parse(&body)?;
+    s.auth.check_acl_subjects(&config)?;
     ok(ask(&s, &caller, |reply| Command::ApplyTree {
         tree: query.tree,
         config,
