@@ -213,7 +213,8 @@ pub enum Permission {
     /// Run operations in the pool (or its subtree).
     Use,
     /// Change the pool's options, move it (also needed on the new parent) or remove it, and
-    /// create pools under it.
+    /// create pools under it. Its weight and guarantees, which divide its parent's resources,
+    /// take it on the parent (a superuser for a top-level pool).
     Administer,
     /// Read other users' operations in the pool: their jobs' output, their environment
     /// (`env`) and their events (their owners always may). Grant it only to those who may

@@ -548,6 +548,7 @@ async fn tokens_and_pool_acls_decide_who_may_do_what() {
             FORBIDDEN,
         ),
         case(
+            // (Its weight too: alice administers its parent, research.)
             "set options with administer (inherited)",
             Some(ALICE),
             (
@@ -556,6 +557,42 @@ async fn tokens_and_pool_acls_decide_who_may_do_what() {
                 Some(json!({"config": {"weight": 2}})),
             ),
             OK,
+        ),
+        // A pool's weight and guarantees divide its parent's resources: they take
+        // administer on the parent (superusers for a top-level pool), not on the pool.
+        case(
+            "a top-level pool's own administrator: other options (its ACL kept)",
+            Some(ALICE),
+            (
+                "PUT",
+                "/api/v1/pools/research",
+                Some(json!({"config": {
+                    "acl": [allow(&["ml"], &["use"]), allow(&["alice"], &["administer", "manage"]),
+                            deny(&["mallory"], &["use"])],
+                    "max_running_operation_count": 7
+                }})),
+            ),
+            OK,
+        ),
+        case(
+            "a top-level pool's own administrator: its guarantees",
+            Some(ALICE),
+            (
+                "PUT",
+                "/api/v1/pools/research",
+                Some(json!({"config": {"strong_guarantee_resources": {"cpu": 1000}}})),
+            ),
+            FORBIDDEN,
+        ),
+        case(
+            "a top-level pool's own administrator: its weight",
+            Some(CAROL),
+            (
+                "PUT",
+                "/api/v1/pools/locked",
+                Some(json!({"config": {"weight": 1000}})),
+            ),
+            FORBIDDEN,
         ),
         case(
             "move under a parent without administer there",

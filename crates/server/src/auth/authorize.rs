@@ -228,12 +228,17 @@ pub fn authorize(sched: &Scheduler, caller: &Caller, cmd: &Command) -> Result<()
             }
         }
         Command::UpdatePool {
-            tree, name, parent, ..
+            tree,
+            name,
+            parent,
+            config,
+            ..
         } => {
             let Some(t) = named_tree(sched, tree.as_deref()) else {
                 return Ok(());
             };
             explicit_access(t, name, who, Permission::Administer)?;
+            authorize_dividing(t, name, who, config.as_ref())?;
             match parent.as_deref() {
                 None => Ok(()),
                 Some(ROOT_NAME) => Err(superusers_only(
@@ -277,6 +282,67 @@ pub fn authorize(sched: &Scheduler, caller: &Caller, cmd: &Command) -> Result<()
         | Command::Snapshot(..)
         | Command::Register(..)
         | Command::Heartbeat(..) => Ok(()),
+    }
+}
+
+/// A pool update that changes the options deciding the pool's part of its parent's resources
+/// (`weight`, `strong_guarantee_resources`, `integral_guarantees`; a pool update replaces the
+/// pool's options, so leaving one out resets it) takes `administer` on the parent (the one
+/// dividing), or a superuser for a top-level pool: a pool's own administrator would otherwise
+/// take guarantees from its siblings. A config that does not parse passes (the actor refuses
+/// it naming the field).
+fn authorize_dividing(
+    tree: &PoolTree,
+    name: &str,
+    who: &Identity,
+    config: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> Result<(), ApiError> {
+    let Some(config) = config else {
+        return Ok(());
+    };
+    let Ok(new) = serde_json::from_value::<fairsched_config::PoolConfig>(
+        serde_json::Value::Object(config.clone()),
+    ) else {
+        return Ok(());
+    };
+    let Some((path, old)) = tree.validated.tree.find_pool(name) else {
+        return Ok(());
+    };
+    let mut changed = Vec::new();
+    if new.weight != old.weight {
+        changed.push("weight");
+    }
+    if new.strong_guarantee_resources != old.strong_guarantee_resources {
+        changed.push("strong_guarantee_resources");
+    }
+    if new.integral_guarantees != old.integral_guarantees {
+        changed.push("integral_guarantees");
+    }
+    if changed.is_empty() {
+        return Ok(());
+    }
+    let what = changed.join(", ");
+    match path.rsplit_once('/') {
+        None => Err(superusers_only(
+            who,
+            &format!(
+                "change {what} of the top-level pool {name:?} (they divide the cluster among \
+                 the top-level pools)"
+            ),
+            ROOT_NAME,
+            &tree.name,
+        )),
+        Some((parent_path, _)) => {
+            let parent = parent_path.rsplit('/').next().unwrap_or(parent_path);
+            explicit_access(tree, parent, who, Permission::Administer).map_err(|mut e| {
+                e.message = format!(
+                    "changing {what} of pool {name:?} divides its parent's resources and takes \
+                     administer on the parent {parent:?}: {}",
+                    e.message
+                );
+                e
+            })
+        }
     }
 }
 
