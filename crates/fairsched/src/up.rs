@@ -38,6 +38,19 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
 
 async fn up(args: UpArgs) -> anyhow::Result<()> {
     let data_dir = args.data_dir;
+    // `fairsched server` keeps its store in its data directory itself; `up` in `store/`
+    // under it (beside its agents' work directories): the same directory given to both
+    // would be two stores, and `up` would start an empty cluster beside the server's.
+    if data_dir.join("fairsched.lock").is_file() {
+        anyhow::bail!(
+            "{} is a `fairsched server` data directory (it has fairsched.lock): `fairsched up` \
+             keeps its store in {} and its agents' work directories beside it; give up another \
+             --data-dir, or run that server with `fairsched server --data-dir {}`",
+            data_dir.display(),
+            data_dir.join("store").display(),
+            data_dir.display()
+        );
+    }
     std::fs::create_dir_all(&data_dir)
         .with_context(|| format!("cannot create {}", data_dir.display()))?;
     // The agents' token: random, known only to this process (the server and its agents).
@@ -86,9 +99,10 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         )));
     }
     println!(
-        "fairsched is up: {url}/ ({n} nodes, {} each; data in {})",
+        "fairsched is up: {url}/ ({n} nodes, {} each; data in {}, its store in {})",
         format_resources(&share),
-        data_dir.display()
+        data_dir.display(),
+        data_dir.join("store").display()
     );
     // The command as this user can type it: the binary's own path unless it is on PATH.
     let me = std::env::current_exe()

@@ -339,3 +339,24 @@ fn up_demo_shows_fair_share_and_preemption() {
         "fairsched up stops cleanly"
     );
 }
+
+/// `fairsched up --data-dir` on a `fairsched server`'s data directory refuses to start (it
+/// would start an empty cluster in its own `store/` beside the server's store), saying why.
+#[test]
+fn up_refuses_a_server_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("fairsched.lock"), "pid 1, fairsched").unwrap();
+    let out = Command::new(BIN)
+        .args(["up", "--port", "0", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .expect("fairsched up runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("is a `fairsched server` data directory")
+            && stderr.contains("give up another --data-dir"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("store").exists(), "nothing was created");
+}
