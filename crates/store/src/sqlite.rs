@@ -132,6 +132,30 @@ pub struct SqliteStore {
     path: std::path::PathBuf,
 }
 
+/// A failure to open the store in `dir`, naming the directory, and for the errors a full or
+/// read-only disk gives (SQLite says "disk I/O error ... xShmMap" for a full one) what to
+/// check.
+fn opening_failed(dir: &Path, e: StoreError) -> StoreError {
+    use rusqlite::ErrorCode;
+    let StoreError::Sqlite(rusqlite::Error::SqliteFailure(f, _)) = &e else {
+        return e;
+    };
+    let hint = match f.code {
+        ErrorCode::DiskFull | ErrorCode::SystemIoFailure => {
+            "; is its disk full or read-only? (`df -h`, `mount`)"
+        }
+        ErrorCode::ReadOnly | ErrorCode::PermissionDenied | ErrorCode::CannotOpen => {
+            "; may the server's user write there, and is the disk writable?"
+        }
+        _ => "",
+    };
+    StoreError::Other(format!(
+        "cannot open {} (data_dir): {}{hint}",
+        dir.display(),
+        e.to_string().trim_start_matches("store: ")
+    ))
+}
+
 /// Locks `dir/fairsched.lock` for this process and writes who holds it (for the error a
 /// second process gets).
 fn lock_dir(dir: &Path) -> Result<std::fs::File, StoreError> {
@@ -213,6 +237,15 @@ impl SqliteStore {
             )))
         })?;
         let lock = lock_dir(dir)?;
+        Self::open_locked(dir, lock, synchronous).map_err(|e| opening_failed(dir, e))
+    }
+
+    /// [`SqliteStore::open_with`] once `dir` is locked (`lock`).
+    fn open_locked(
+        dir: &Path,
+        lock: std::fs::File,
+        synchronous: Synchronous,
+    ) -> Result<SqliteStore, StoreError> {
         let path = dir.join("fairsched.db");
         let conn = Connection::open(&path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
@@ -763,6 +796,28 @@ mod tests {
                 "the data directory {} is not a directory: give data_dir (--data-dir) a directory",
                 file.display()
             )
+        );
+    }
+
+    /// Opening on a full disk names the directory, the option and what to check (SQLite's
+    /// own words for it are "disk I/O error").
+    #[test]
+    fn an_open_that_fails_names_the_data_dir() {
+        let full = StoreError::Sqlite(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_IOERR_SHMMAP),
+            Some("disk I/O error".into()),
+        ));
+        let e = opening_failed(Path::new("/var/lib/fairsched"), full).to_string();
+        assert_eq!(
+            e,
+            "store: cannot open /var/lib/fairsched (data_dir): disk I/O error; is its disk \
+             full or read-only? (`df -h`, `mount`)"
+        );
+        let other = StoreError::TooNew { found: 9, known: 5 };
+        assert!(
+            opening_failed(Path::new("/x"), other)
+                .to_string()
+                .starts_with("store: schema")
         );
     }
 
