@@ -307,3 +307,31 @@ async fn the_alert_is_active_while_guarantees_overcommit() {
             .await;
     }
 }
+
+/// Before any node registered, guarantees always exceed the empty cluster: the alert is
+/// logged at `info`, not as a warning at every start.
+#[tokio::test]
+async fn the_alert_of_a_tree_without_nodes_is_not_a_warning() {
+    let (logs, guard) = common::capture_logs();
+    let server = common::start(
+        json!({"pool_trees": {"default": {"pools": {"a": guarantee(4)}}}}),
+        json!({"fair_share_update_period_ms": 50}),
+    )
+    .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while logs.lines_with(&["core error event"]).is_empty() && std::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(guard);
+    let lines = logs.lines_with(&["core error event"]);
+    assert!(!lines.is_empty(), "the alert is logged: {}", logs.text());
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.contains("INFO") && l.contains("no nodes yet")),
+        "{}",
+        logs.text()
+    );
+    server.stop().await;
+}

@@ -379,7 +379,13 @@ impl Actor {
                 touched.insert(operation.0.clone());
             }
             EventKind::Error { code, message } => {
-                tracing::warn!(code, message, "core error event");
+                // Before any agent registered, guarantees always exceed the empty cluster:
+                // expected at every start, not a warning.
+                if self.sched.nodes().next().is_none() {
+                    tracing::info!(code, message, "core error event (no nodes yet)");
+                } else {
+                    tracing::warn!(code, message, "core error event");
+                }
             }
             // In the event log and the counters (and the operation's `reserved_node` and
             // `why` in snapshots).
