@@ -26,6 +26,11 @@ const CASES: &[(&[&str], &[&str])] = &[
         &["op", "list", "--server", "http://exa mple"],
         &["bad server address"],
     ),
+    // A negative amount is refused as such (not as an unknown flag).
+    (
+        &["op", "run", "--cpu", "-1", "--", "true"],
+        &["--cpu: -1 is negative"],
+    ),
     // Ids that can name nothing are refused before anything is sent.
     (&["op", "show", ""], &["\"\" is not a valid id"]),
     (&["op", "abort", ".."], &["\"..\" is not a valid id"]),
@@ -149,6 +154,10 @@ fn bad_values_are_refused_naming_the_flag() {
         ),
         (
             &["op", "run", "--weight", "0", "--", "true"],
+            &["--weight", "a weight is a positive number"],
+        ),
+        (
+            &["op", "run", "--weight", "-2", "--", "true"],
             &["--weight", "a weight is a positive number"],
         ),
         (

@@ -25,13 +25,13 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1)]
     jobs: u32,
     /// CPU of each job (`0.5`).
-    #[arg(long, default_value = "1")]
+    #[arg(long, default_value = "1", allow_negative_numbers = true)]
     cpu: String,
     /// Memory of each job (`1GiB`); a job that uses more is killed.
-    #[arg(long, default_value = "256MiB")]
+    #[arg(long, default_value = "256MiB", allow_negative_numbers = true)]
     memory: String,
     /// GPUs of each job.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     gpu: Option<String>,
     /// The user [default: with a token, the token's user; without one, $USER].
     #[arg(long)]
@@ -43,7 +43,7 @@ pub struct RunArgs {
     #[arg(long = "env")]
     env: Vec<String>,
     /// The operation's weight among its pool's children (default 1).
-    #[arg(long, value_parser = parse_weight)]
+    #[arg(long, value_parser = parse_weight, allow_negative_numbers = true)]
     weight: Option<f64>,
     /// `normal` (default): preempted by starving operations. `graceful`: never preempted
     /// that way; instead, while above its fair share, its jobs are interrupted (reason
@@ -128,7 +128,7 @@ pub enum OpCommand {
     Update {
         id: String,
         /// The new weight.
-        #[arg(long, value_parser = parse_weight)]
+        #[arg(long, value_parser = parse_weight, allow_negative_numbers = true)]
         weight: Option<f64>,
         /// Move it to this pool (of its first tree; an ephemeral pool is created as at submit).
         #[arg(long)]
