@@ -75,11 +75,14 @@ fn fill(path: &Path) -> u64 {
     written
 }
 
-/// An operation whose record takes about 300 KB (its environment), so that committing it
-/// needs new disk space.
+/// An operation whose record takes about 300 KB (its environment: three variables of 100 KB,
+/// each within what `exec` takes), so that committing it needs new disk space.
 fn big_operation(id: &str) -> Value {
+    let env: serde_json::Map<String, Value> = (0..3)
+        .map(|i| (format!("PADDING{i}"), json!("x".repeat(100_000))))
+        .collect();
     json!({"id": id, "tasks": [{"job_count": 1, "resources": {"cpu": 1},
-        "command": ["true"], "env": {"PADDING": "x".repeat(300_000)}}]})
+        "command": ["true"], "env": env}]})
 }
 
 #[test]
