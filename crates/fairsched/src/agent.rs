@@ -63,6 +63,7 @@ pub fn run(args: AgentArgs) -> anyhow::Result<()> {
         metrics_listen: args.metrics_listen.clone(),
         job_dir_retention: (args.job_dir_retention > 0)
             .then(|| Duration::from_millis(args.job_dir_retention)),
+        keeper: None,
     };
     runtime().block_on(async { fairsched_agent::run(config, stop_signal()).await })
 }

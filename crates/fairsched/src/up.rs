@@ -79,6 +79,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
             kill_grace: Duration::from_secs(2),
             metrics_listen: None,
             job_dir_retention: Some(Duration::from_secs(7 * 24 * 3600)),
+            keeper: None,
         };
         agents.push(tokio::spawn(fairsched_agent::run(
             config,

@@ -59,6 +59,7 @@ pub async fn start_with_retention(
         kill_grace: Duration::from_millis(500),
         metrics_listen: None,
         job_dir_retention,
+        keeper: Some(env!("CARGO_BIN_EXE_fairsched-job-keeper").into()),
     };
     let agent = tokio::spawn(fairsched_agent::run_with_memory_enforcement(
         agent,

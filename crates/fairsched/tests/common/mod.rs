@@ -261,6 +261,16 @@ impl Cluster {
         agent.wait(Duration::from_secs(10));
     }
 
+    /// Sends `signal` to the agent of `node` (SIGSTOP, SIGCONT, ...).
+    pub fn signal_agent(&self, node: &str, signal: nix::sys::signal::Signal) {
+        let (_, agent) = self
+            .agents
+            .iter()
+            .find(|(n, _)| n == node)
+            .expect("an agent of that node");
+        agent.signal(signal);
+    }
+
     /// The agent log of `node`.
     pub fn agent_log(&self, node: &str) -> String {
         std::fs::read_to_string(self.dir.path().join(format!("{node}.log"))).unwrap_or_default()
@@ -357,6 +367,21 @@ impl Drop for Cluster {
             eprintln!("cluster files kept in {}", kept.display());
         }
     }
+}
+
+/// The PIDs of the live processes whose command line has the argument `arg`.
+pub fn processes_with_arg(arg: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|&b| b == 0).any(|a| a == arg.as_bytes()))
+                && !process_gone(&pid.to_string())
+        })
+        .collect()
 }
 
 /// Whether the process is gone (or a zombie nobody reaped yet).
