@@ -67,6 +67,9 @@ pub struct AgentConfig {
     pub server: String,
     /// Shared token of the agents.
     pub token: Option<String>,
+    /// The file the token was read from (`--token-file`): read again after the server
+    /// refuses the token, so that a rotated token is taken without a restart.
+    pub token_file: Option<PathBuf>,
     pub node_id: String,
     pub resources: Resources,
     pub tags: Vec<String>,
@@ -84,6 +87,34 @@ pub struct AgentConfig {
     /// `None` is this program, which must then call [`keeper::main`] when its first argument
     /// is [`keeper::KEEPER_ARG`] (`fairsched` does).
     pub keeper: Option<PathBuf>,
+}
+
+/// Variables of the agent's own environment that jobs do not get: secrets the agent or the
+/// CLI read (a job's task may still set them itself).
+pub const JOB_ENV_REMOVED: [&str; 2] = ["FAIRSCHED_AGENT_TOKEN", "FAIRSCHED_TOKEN"];
+
+/// The agents' token in `path` (surrounding white space removed); warns when other users
+/// may read the file.
+pub fn read_token_file(path: &std::path::Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read the token file {}: {e}", path.display()))?;
+    let token = text.trim();
+    if token.is_empty() {
+        anyhow::bail!("the token file {} is empty", path.display());
+    }
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(meta) = std::fs::metadata(path) {
+        let mode = meta.permissions().mode();
+        if mode & 0o077 != 0 {
+            tracing::warn!(
+                path = %path.display(),
+                mode = format!("{:o}", mode & 0o777),
+                "the agent's token file may be read by other users (and their jobs); make it \
+                 readable by the agent's user only (chmod 600)"
+            );
+        }
+    }
+    Ok(token.to_string())
 }
 
 /// This machine's cpu count and memory.
@@ -189,6 +220,8 @@ struct Agent {
     /// The server's `node_timeout_ms`, as its last registration reply said (older servers
     /// do not: no lease then).
     node_timeout: Option<Duration>,
+    /// Registrations refused for the token since the last accepted one.
+    token_refusals: u32,
 }
 
 /// The bytes of the file at `path` from byte `from` (`None`, or past its end: its newest
@@ -322,14 +355,17 @@ impl Agent {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
-            .process_group(0)
-            .envs(&s.env)
-            .env("FAIRSCHED_OPERATION_ID", &s.operation)
-            .env("FAIRSCHED_JOB_ID", &s.job)
-            .env("FAIRSCHED_TASK_INDEX", s.task.to_string())
-            .env("FAIRSCHED_NODE_ID", &self.config.node_id)
-            .env("FAIRSCHED_SERVER", &self.config.server)
-            .env("FAIRSCHED_JOB_DIR", &dir);
+            .process_group(0);
+            for k in JOB_ENV_REMOVED {
+                cmd.env_remove(k);
+            }
+            cmd.envs(&s.env)
+                .env("FAIRSCHED_OPERATION_ID", &s.operation)
+                .env("FAIRSCHED_JOB_ID", &s.job)
+                .env("FAIRSCHED_TASK_INDEX", s.task.to_string())
+                .env("FAIRSCHED_NODE_ID", &self.config.node_id)
+                .env("FAIRSCHED_SERVER", &self.config.server)
+                .env("FAIRSCHED_JOB_DIR", &dir);
             for k in ResourceKind::ALL {
                 let raw = s.resources.raw_of(k);
                 if raw != 0 {
@@ -608,6 +644,41 @@ impl Agent {
         }
     }
 
+    /// The server refused the agents' token: says so as an error, naming where the token
+    /// came from (the first time and every tenth), and reads the token file again.
+    fn token_refused(&mut self, e: &ClientError) {
+        self.token_refusals += 1;
+        if self.token_refusals % 10 == 1 {
+            let source = match (&self.config.token_file, &self.config.token) {
+                (Some(path), _) => format!("the token in {}", path.display()),
+                (None, Some(_)) => "the token of --token or FAIRSCHED_AGENT_TOKEN".to_string(),
+                (None, None) => "no token".to_string(),
+            };
+            tracing::error!(
+                running = self.jobs.len(),
+                "the server refused this agent's token ({source}): {e}; retrying with backoff. \
+                 Give the agent the server's agent_token (--token-file); its jobs run on \
+                 until its lease runs out (most of the server's node_timeout_ms)"
+            );
+        }
+        let Some(path) = &self.config.token_file else {
+            return;
+        };
+        match read_token_file(path) {
+            Ok(token) if Some(&token) != self.config.token.as_ref() => {
+                tracing::info!(path = %path.display(), "the token file changed: using it");
+                self.client = ApiClient::with_timeout(
+                    &self.config.server,
+                    Some(token.clone()),
+                    REQUEST_TIMEOUT,
+                );
+                self.config.token = Some(token);
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!("{e}"),
+        }
+    }
+
     async fn register(&mut self) -> Result<Duration, ClientError> {
         let sent = keeper::boottime_ns();
         let reply = self
@@ -621,6 +692,7 @@ impl Agent {
             .await?;
         self.credential = Some(reply.node_credential).filter(|c| !c.is_empty());
         self.node_timeout = reply.node_timeout_ms.map(Duration::from_millis);
+        self.token_refusals = 0;
         self.renew_lease(sent);
         tracing::info!(node = self.config.node_id, "registered");
         Ok(Duration::from_millis(reply.heartbeat_period_ms.max(10)))
@@ -775,6 +847,7 @@ pub async fn run_with_memory_enforcement(
         keeper,
         lease,
         node_timeout: None,
+        token_refusals: 0,
     };
     tokio::pin!(shutdown);
     // Some(period) once registered.
@@ -804,12 +877,13 @@ pub async fn run_with_memory_enforcement(
             match agent.register().await {
                 Ok(p) => period = Some(p),
                 // Refusals that no retry can change: the agent stops, saying what to fix.
+                // A refused token is retried (a rotation, a failover to a server with
+                // another token): the jobs run on until the lease runs out.
                 Err(e) if e.code() == Some(codes::AUTHENTICATION) => {
-                    fatal = Some(anyhow::anyhow!(
-                        "the server refused this agent's token: {e}\nGive the agent the \
-                         server's agent_token with --token or FAIRSCHED_AGENT_TOKEN."
-                    ));
-                    break;
+                    agent.metrics.server_errors.inc();
+                    agent.token_refused(&e);
+                    Outage::failed(&mut outage, "cannot register", &e, agent.jobs.len());
+                    continue;
                 }
                 Err(e) if e.code() == Some(codes::BAD_REQUEST) => {
                     fatal = Some(anyhow::anyhow!(

@@ -20,9 +20,16 @@ pub struct AgentArgs {
     /// 1), gpu and network 0.
     #[arg(long)]
     resources: Option<String>,
-    /// Shared agent token.
-    #[arg(long, env = "FAIRSCHED_AGENT_TOKEN")]
+    /// Shared agent token (the server's `agent_token`). Prefer --token-file: a token given
+    /// here shows in `ps`, and in the environment it is readable by whatever runs as the
+    /// agent's user (jobs do not inherit it).
+    #[arg(long, env = "FAIRSCHED_AGENT_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// A file holding the agents' token (mode 0600, owned by the agent's user: the agent
+    /// warns when others may read it). Read at start and again whenever the server refuses
+    /// the token, so a rotated token is taken without a restart.
+    #[arg(long, value_name = "PATH", conflicts_with = "token")]
+    token_file: Option<PathBuf>,
     /// Node id (default: the host name).
     #[arg(long)]
     node_id: Option<String>,
@@ -52,9 +59,14 @@ pub fn run(args: AgentArgs) -> anyhow::Result<()> {
     init_tracing();
     let resources = offered_resources(args.resources.as_deref())?;
     let node_id = args.node_id.clone().unwrap_or_else(hostname);
+    let token = match &args.token_file {
+        Some(path) => Some(fairsched_agent::read_token_file(path)?),
+        None => args.token,
+    };
     let config = fairsched_agent::AgentConfig {
         server: args.server,
-        token: args.token,
+        token,
+        token_file: args.token_file,
         node_id,
         resources,
         tags: args.tags,

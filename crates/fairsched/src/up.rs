@@ -72,6 +72,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         let config = fairsched_agent::AgentConfig {
             server: url.clone(),
             token: Some(token.clone()),
+            token_file: None,
             node_id: format!("node-{i}"),
             resources: share,
             tags: Vec::new(),

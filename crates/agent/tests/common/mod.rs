@@ -52,6 +52,7 @@ pub async fn start_with_retention(
     let agent = AgentConfig {
         server: url.clone(),
         token: None,
+        token_file: None,
         node_id: "n1".into(),
         resources: parse_resources("cpu=2,memory=4GiB,user_slots=8").unwrap(),
         tags: Vec::new(),
