@@ -111,3 +111,43 @@ fn a_stopped_agents_jobs_die_before_they_run_elsewhere() {
     c.cli(&["op", "abort", "once"]);
     c.stop();
 }
+
+/// A process a job started that left its process group and session (`setsid`), cleared its
+/// environment and ignores SIGTERM still ends with the job: SIGTERM, then SIGKILL after the
+/// grace period, when the job ends by itself and when it is aborted.
+#[test]
+fn a_jobs_escaped_processes_die_with_its_end_and_its_abort() {
+    let c = Cluster::start(CONFIG, &[("n1", "cpu=2,memory=1GiB,user_slots=4")]);
+    // A number no other process on the machine is likely to sleep for.
+    let ended = format!("3007.{}1", std::process::id());
+    let aborted = format!("3007.{}2", std::process::id());
+    let escape = |n: &str| {
+        format!("setsid env -i sh -c 'trap \"\" TERM; sleep {n}' >/dev/null 2>&1 & sleep 0.5")
+    };
+    c.submit("ends", &["--cpu", "1"], &escape(&ended));
+    c.submit(
+        "aborted",
+        &["--cpu", "1"],
+        &format!("{}; sleep 1000", escape(&aborted)),
+    );
+    wait_for("the first job to end", Duration::from_secs(30), || {
+        c.op("ends")["state"] == "completed"
+    });
+    assert!(
+        common::processes_with_arg(&ended).is_empty(),
+        "the escaped process outlived its job's end"
+    );
+    wait_for("the second job to run", Duration::from_secs(30), || {
+        !common::processes_with_arg(&aborted).is_empty()
+    });
+    c.cli(&["op", "abort", "aborted"]);
+    wait_for("the second job to end", Duration::from_secs(30), || {
+        c.op("aborted")["job_counts"]["running"] == 0
+    });
+    wait_for(
+        "the escaped process to die with the abort",
+        Duration::from_secs(5),
+        || common::processes_with_arg(&aborted).is_empty(),
+    );
+    c.stop();
+}
