@@ -487,6 +487,13 @@ fn run(args: &[OsString]) -> Result<End, String> {
                 // Whatever is still in the pipes (written by now-dead processes).
                 for o in &mut outputs {
                     while o.pump() {}
+                    if o.discarded > 0 {
+                        let _ = writeln!(
+                            o.file,
+                            "[fairsched: {} more bytes of {} were discarded]",
+                            o.discarded, o.name
+                        );
+                    }
                 }
                 break;
             }

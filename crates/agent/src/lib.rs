@@ -3,6 +3,7 @@
 //!
 //! * Each job runs in its own process group, in its own working directory
 //!   (`<work_dir>/jobs/<operation>/<job id>`), with stdout and stderr captured to files there
+//!   (at most [`AgentConfig::max_job_output`] bytes each)
 //!   and `FAIRSCHED_*` variables in its environment (`FAIRSCHED_JOB_ID` is the job id the CLI
 //!   and the API show).
 //! * Each job runs under its keeper ([`keeper`]): a subreaper of every process the job starts,
@@ -87,7 +88,13 @@ pub struct AgentConfig {
     /// `None` is this program, which must then call [`keeper::main`] when its first argument
     /// is [`keeper::KEEPER_ARG`] (`fairsched` does).
     pub keeper: Option<PathBuf>,
+    /// The most bytes kept of each job's stdout and of its stderr (the first ones; the job's
+    /// keeper discards the rest, saying so in the file); `None`: unbounded.
+    pub max_job_output: Option<u64>,
 }
+
+/// `fairsched agent --max-job-output`'s default (and `fairsched up`'s): 1 GiB per stream.
+pub const DEFAULT_MAX_JOB_OUTPUT: u64 = 1 << 30;
 
 /// Variables of the agent's own environment that jobs do not get: secrets the agent or the
 /// CLI read (a job's task may still set them itself).
@@ -348,7 +355,7 @@ impl Agent {
                 Some(&lease),
                 self.config.kill_grace,
                 &dir,
-                None,
+                self.config.max_job_output,
                 line,
             ))
             .current_dir(&dir)
@@ -806,11 +813,13 @@ pub async fn run_with_memory_enforcement(
     }
     let lease = keeper::LeaseFile::open(&config.work_dir.join("state").join("lease"))
         .map_err(|e| anyhow::anyhow!("cannot write the agent's lease: {e}"))?;
-    let keeper = match &config.keeper {
-        Some(k) => k.clone(),
-        None => std::env::current_exe()
-            .map_err(|e| anyhow::anyhow!("cannot find this program to run job keepers: {e}"))?,
-    };
+    // This very program: `/proc/self/exe` runs it even after its file was replaced (an
+    // upgrade installed while the agent runs), where its path would run another version or
+    // nothing.
+    let keeper = config
+        .keeper
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("/proc/self/exe"));
     let metrics = AgentMetrics::default();
     let metrics_task = match &config.metrics_listen {
         Some(addr) => {

@@ -1,7 +1,7 @@
 //! `fairsched agent`: a node agent that runs jobs on this machine, in the foreground until
 //! Ctrl-C or SIGTERM.
 
-use crate::args::parse_duration_ms;
+use crate::args::{parse_bytes, parse_duration_ms};
 use crate::runtime::{init_tracing, runtime, stop_signal};
 use anyhow::anyhow;
 use clap::Args;
@@ -52,6 +52,11 @@ pub struct AgentArgs {
     /// keeps the output's last 64 KiB for its own retention (`history_retention_ms`).
     #[arg(long, default_value = "7d", value_parser = parse_duration_ms, value_name = "DURATION")]
     job_dir_retention: u64,
+    /// The most bytes kept of each job's stdout and of its stderr (`1GiB`, `500MB`; 0:
+    /// unbounded): the first ones, then a line saying the rest was discarded. The job is not
+    /// stopped for it.
+    #[arg(long, default_value = "1GiB", value_parser = parse_bytes, value_name = "SIZE")]
+    max_job_output: u64,
 }
 
 /// Runs the agent until Ctrl-C or SIGTERM.
@@ -76,6 +81,7 @@ pub fn run(args: AgentArgs) -> anyhow::Result<()> {
         job_dir_retention: (args.job_dir_retention > 0)
             .then(|| Duration::from_millis(args.job_dir_retention)),
         keeper: None,
+        max_job_output: (args.max_job_output > 0).then_some(args.max_job_output),
     };
     runtime().block_on(async { fairsched_agent::run(config, stop_signal()).await })
 }

@@ -81,6 +81,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
             metrics_listen: None,
             job_dir_retention: Some(Duration::from_secs(7 * 24 * 3600)),
             keeper: None,
+            max_job_output: Some(fairsched_agent::DEFAULT_MAX_JOB_OUTPUT),
         };
         agents.push(tokio::spawn(fairsched_agent::run(
             config,

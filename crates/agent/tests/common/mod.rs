@@ -61,6 +61,7 @@ pub async fn start_with_retention(
         metrics_listen: None,
         job_dir_retention,
         keeper: Some(env!("CARGO_BIN_EXE_fairsched-job-keeper").into()),
+        max_job_output: None,
     };
     let agent = tokio::spawn(fairsched_agent::run_with_memory_enforcement(
         agent,

@@ -213,6 +213,11 @@ impl Cluster {
 
     /// [`Cluster::start_agent`] with `--server servers` (a URL or a comma-separated list).
     pub fn start_agent_at(&mut self, node: &str, resources: &str, servers: &str) {
+        self.start_agent_with(node, resources, servers, &[]);
+    }
+
+    /// [`Cluster::start_agent_at`] with more arguments.
+    pub fn start_agent_with(&mut self, node: &str, resources: &str, servers: &str, more: &[&str]) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -238,6 +243,7 @@ impl Cluster {
                         "--work-dir",
                     ])
                     .arg(self.dir.path().join(node))
+                    .args(more)
                     .env("FAIRSCHED_LOG", "fairsched_agent=info")
                     // The test's own cgroup is not the agent's to take over.
                     .env("FAIRSCHED_MEMORY_ENFORCEMENT", "poll")
