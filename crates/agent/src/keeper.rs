@@ -49,6 +49,10 @@ use std::time::Duration;
 /// The first argument that makes `fairsched` a job keeper.
 pub const KEEPER_ARG: &str = "__job-keeper";
 
+/// The keeper's own program, installed beside `fairsched` (agents prefer it: it starts
+/// faster).
+pub const KEEPER_PROGRAM: &str = "fairsched-job-keeper";
+
 /// How often a keeper reads the lease.
 pub const LEASE_CHECK: Duration = Duration::from_millis(100);
 
@@ -80,11 +84,13 @@ impl Lease {
     /// that loses a silent node after `node_timeout` and jobs given `grace` between SIGTERM
     /// and SIGKILL: everything is killed by nine tenths of the node timeout since the
     /// heartbeat was sent (the server saw it later, so it waits longer), and SIGTERM comes
-    /// the grace period before that, but at most a quarter of the timeout before.
+    /// the grace period before that, but at most a tenth of the timeout before (a fenced job
+    /// gets a shorter grace rather than an agent whose heartbeats are slow for a moment
+    /// losing its jobs).
     pub fn after(sent_ns: u64, node_timeout: Duration, grace: Duration) -> Lease {
         let timeout = node_timeout.as_nanos() as u64;
         let kill_ns = sent_ns + timeout / 10 * 9;
-        let term_ns = kill_ns - (grace.as_nanos() as u64).min(timeout / 4);
+        let term_ns = kill_ns - (grace.as_nanos() as u64).min(timeout / 10);
         Lease { term_ns, kill_ns }
     }
 
@@ -614,12 +620,16 @@ mod tests {
             Duration::from_secs(2),
         );
         assert_eq!(l.kill_ns, 1_000_000_000 + 13_500_000_000);
-        assert_eq!(l.term_ns, l.kill_ns - 2_000_000_000);
-        let short = Lease::after(0, Duration::from_millis(1500), Duration::from_secs(2));
         assert_eq!(
-            short.kill_ns - short.term_ns,
-            375_000_000,
-            "a quarter at most"
+            l.term_ns,
+            l.kill_ns - 1_500_000_000,
+            "a tenth of the timeout at most"
+        );
+        let long = Lease::after(0, Duration::from_secs(60), Duration::from_secs(2));
+        assert_eq!(
+            long.kill_ns - long.term_ns,
+            2_000_000_000,
+            "the grace period"
         );
         assert_eq!(Lease::parse(&Lease::text(Some(l))), Some(Some(l)));
         assert_eq!(Lease::parse(&Lease::text(None)), Some(None));

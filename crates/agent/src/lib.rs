@@ -93,6 +93,22 @@ pub struct AgentConfig {
     pub max_job_output: Option<u64>,
 }
 
+/// The program a job's keeper runs: `fairsched-job-keeper` beside this program if it is
+/// there (a small program: its start costs about a third of this one's, per job), else this
+/// very program, as `/proc/self/exe`, which runs it even after its file was replaced (an
+/// upgrade installed while the agent runs), where its path would run another version or
+/// nothing.
+fn default_keeper() -> PathBuf {
+    let this = PathBuf::from("/proc/self/exe");
+    if let Ok(exe) = std::fs::read_link(&this) {
+        let beside = exe.with_file_name(keeper::KEEPER_PROGRAM);
+        if beside.is_file() {
+            return beside;
+        }
+    }
+    this
+}
+
 /// `fairsched agent --max-job-output`'s default (and `fairsched up`'s): 1 GiB per stream.
 pub const DEFAULT_MAX_JOB_OUTPUT: u64 = 1 << 30;
 
@@ -813,13 +829,7 @@ pub async fn run_with_memory_enforcement(
     }
     let lease = keeper::LeaseFile::open(&config.work_dir.join("state").join("lease"))
         .map_err(|e| anyhow::anyhow!("cannot write the agent's lease: {e}"))?;
-    // This very program: `/proc/self/exe` runs it even after its file was replaced (an
-    // upgrade installed while the agent runs), where its path would run another version or
-    // nothing.
-    let keeper = config
-        .keeper
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("/proc/self/exe"));
+    let keeper = config.keeper.clone().unwrap_or_else(default_keeper);
     let metrics = AgentMetrics::default();
     let metrics_task = match &config.metrics_listen {
         Some(addr) => {

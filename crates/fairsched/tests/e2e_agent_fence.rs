@@ -151,3 +151,50 @@ fn a_jobs_escaped_processes_die_with_its_end_and_its_abort() {
     );
     c.stop();
 }
+
+/// An agent stopped past its lease but not past the server's node timeout: its job was
+/// killed by its keeper, and the agent, back in time, reports it aborted as fenced (the server
+/// still had it running there); it then runs again.
+#[test]
+fn a_fenced_job_is_reported_as_such_when_the_server_kept_the_node() {
+    // The lease: SIGTERM 8 s after the last accepted heartbeat was sent, SIGKILL at 9 s; the
+    // node is lost after 10 s (the agents' grace period is 1 s).
+    let c = Cluster::start(
+        "node_timeout_ms = 10000\n\n[scheduler]\nfair_share_update_period_ms = 100\nnode_heartbeat_period_ms = 100\n",
+        &[("n1", "cpu=1,memory=1GiB,user_slots=1")],
+    );
+    c.submit("fenced", &["--cpu", "1"], "echo $$ > pid; sleep 1000");
+    wait_for("the job to start", Duration::from_secs(30), || {
+        c.job_pids("fenced").len() == 1
+    });
+    let (job, pid) = c.job_pids("fenced").remove(0);
+    c.signal_agent("n1", Signal::SIGSTOP);
+    std::thread::sleep(Duration::from_millis(8800));
+    assert!(process_gone(&pid), "the lease ran out: the job is dead");
+    c.signal_agent("n1", Signal::SIGCONT);
+    let reason = |c: &Cluster| {
+        c.op("fenced")["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["id"] == job.as_str())
+            .map(|j| (j["state"].clone(), j["reason"].clone()))
+            .unwrap()
+    };
+    wait_for(
+        "the job's end to be reported",
+        Duration::from_secs(10),
+        || reason(&c).0 != "running",
+    );
+    let (state, why) = reason(&c);
+    assert_eq!(state, "aborted", "{why}");
+    assert!(
+        why.as_str().is_some_and(|r| r.starts_with("fenced")),
+        "{why}"
+    );
+    wait_for("the job to run again", Duration::from_secs(30), || {
+        c.job_pids("fenced").len() == 2
+    });
+    c.cli(&["op", "abort", "fenced"]);
+    c.stop();
+}
