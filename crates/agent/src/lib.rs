@@ -3,9 +3,14 @@
 //!
 //! * Each job runs in its own process group, in its own working directory
 //!   (`<work_dir>/jobs/<operation>/<job id>`), with stdout and stderr captured to files there
+//!   (at most [`AgentConfig::max_job_output`] bytes each)
 //!   and `FAIRSCHED_*` variables in its environment (`FAIRSCHED_JOB_ID` is the job id the CLI
 //!   and the API show).
-//! * Abort (and preemption): SIGTERM to the whole group, SIGKILL after the grace period.
+//! * Each job runs under its keeper ([`keeper`]): a subreaper of every process the job starts,
+//!   which kills them all (SIGTERM, SIGKILL after the grace period) when the job's main
+//!   process exits, when the job is aborted or preempted, when the agent is gone, and when
+//!   the agent's lease runs out (no heartbeat accepted for most of the server's
+//!   `node_timeout_ms`: the server may soon run the job elsewhere).
 //! * Interruption: the operation's signal to the group; the scheduler aborts the job if it does
 //!   not exit before its deadline.
 //! * Memory: a job that asked for `memory` may not use more. With cgroup v2 (when usable)
@@ -27,6 +32,7 @@
 //!
 //! The agent knows nothing about fair share.
 
+pub mod keeper;
 pub mod memory;
 pub mod metrics;
 mod records;
@@ -62,6 +68,9 @@ pub struct AgentConfig {
     pub server: String,
     /// Shared token of the agents.
     pub token: Option<String>,
+    /// The file the token was read from (`--token-file`): read again after the server
+    /// refuses the token, so that a rotated token is taken without a restart.
+    pub token_file: Option<PathBuf>,
     pub node_id: String,
     pub resources: Resources,
     pub tags: Vec<String>,
@@ -75,6 +84,60 @@ pub struct AgentConfig {
     /// nothing in it changed for this long (and an operation's directory once empty); `None`
     /// keeps them forever.
     pub job_dir_retention: Option<Duration>,
+    /// The program run as each job's keeper (`PROGRAM __job-keeper ...`, see [`keeper`]):
+    /// `None` is this program, which must then call [`keeper::main`] when its first argument
+    /// is [`keeper::KEEPER_ARG`] (`fairsched` does).
+    pub keeper: Option<PathBuf>,
+    /// The most bytes kept of each job's stdout and of its stderr (the first ones; the job's
+    /// keeper discards the rest, saying so in the file); `None`: unbounded.
+    pub max_job_output: Option<u64>,
+}
+
+/// The program a job's keeper runs: `fairsched-job-keeper` beside this program if it is
+/// there (a small program: its start costs about a third of this one's, per job), else this
+/// very program, as `/proc/self/exe`, which runs it even after its file was replaced (an
+/// upgrade installed while the agent runs), where its path would run another version or
+/// nothing.
+fn default_keeper() -> PathBuf {
+    let this = PathBuf::from("/proc/self/exe");
+    if let Ok(exe) = std::fs::read_link(&this) {
+        let beside = exe.with_file_name(keeper::KEEPER_PROGRAM);
+        if beside.is_file() {
+            return beside;
+        }
+    }
+    this
+}
+
+/// `fairsched agent --max-job-output`'s default (and `fairsched up`'s): 1 GiB per stream.
+pub const DEFAULT_MAX_JOB_OUTPUT: u64 = 1 << 30;
+
+/// Variables of the agent's own environment that jobs do not get: secrets the agent or the
+/// CLI read (a job's task may still set them itself).
+pub const JOB_ENV_REMOVED: [&str; 2] = ["FAIRSCHED_AGENT_TOKEN", "FAIRSCHED_TOKEN"];
+
+/// The agents' token in `path` (surrounding white space removed); warns when other users
+/// may read the file.
+pub fn read_token_file(path: &std::path::Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read the token file {}: {e}", path.display()))?;
+    let token = text.trim();
+    if token.is_empty() {
+        anyhow::bail!("the token file {} is empty", path.display());
+    }
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(meta) = std::fs::metadata(path) {
+        let mode = meta.permissions().mode();
+        if mode & 0o077 != 0 {
+            tracing::warn!(
+                path = %path.display(),
+                mode = format!("{:o}", mode & 0o777),
+                "the agent's token file may be read by other users (and their jobs); make it \
+                 readable by the agent's user only (chmod 600)"
+            );
+        }
+    }
+    Ok(token.to_string())
 }
 
 /// This machine's cpu count and memory.
@@ -99,11 +162,26 @@ pub fn detect_resources() -> Resources {
 }
 
 struct Job {
-    pgid: Pid,
+    /// The keeper's stdin: commands to it (see `keeper`); its end (the agent's) tells the
+    /// keeper to kill the job.
+    control: std::fs::File,
     state: Arc<JobState>,
     /// Its directory (with `stdout` and `stderr`).
     dir: PathBuf,
 }
+
+impl Job {
+    /// Sends a command to the job's keeper (an ended keeper: nothing to do).
+    fn tell(&mut self, command: &[u8]) {
+        use std::io::Write;
+        let _ = self.control.write_all(command);
+    }
+}
+
+/// The reason of a job its keeper killed when the agent's lease ran out.
+pub const FENCED: &str = "fenced: no heartbeat of the agent was accepted for most of the \
+                          server's node_timeout_ms (agent stopped, hung or cut off), so the job \
+                          was killed before the server could run it elsewhere";
 
 /// What the agent and the job's tasks (its wait, the memory poller) share about a job.
 #[derive(Debug, Default)]
@@ -158,6 +236,15 @@ struct Agent {
     finished_dirs: BTreeMap<String, PathBuf>,
     /// Counts heartbeats, to take turns among running jobs whose output does not all fit.
     output_turn: std::sync::atomic::AtomicUsize,
+    /// The program run as each job's keeper.
+    keeper: PathBuf,
+    /// The lease the jobs' keepers read (see `keeper`).
+    lease: keeper::LeaseFile,
+    /// The server's `node_timeout_ms`, as its last registration reply said (older servers
+    /// do not: no lease then).
+    node_timeout: Option<Duration>,
+    /// Registrations refused for the token since the last accepted one.
+    token_refusals: u32,
 }
 
 /// The bytes of the file at `path` from byte `from` (`None`, or past its end: its newest
@@ -175,22 +262,6 @@ fn read_chunk(path: &std::path::Path, from: Option<u64>, max: u64) -> Option<Out
     let mut buf = Vec::new();
     f.take(len - start).read_to_end(&mut buf).ok()?;
     Some(OutputChunk::new(start, &buf))
-}
-
-/// Makes the job's process (after `fork`, before `exec`) die with the agent: SIGKILL when the
-/// agent's thread that started it exits (`PR_SET_PDEATHSIG`, kept across `exec`); if the agent
-/// is already gone, the job does not start. (Jobs used to start through `setpriv --pdeathsig
-/// KILL`, which does the same at the cost of a second `exec` per job: about as much CPU as a
-/// trivial job itself.) It runs in the forked child, so it makes system calls only and
-/// allocates nothing (another thread may have held the allocator's lock at `fork`): the errors
-/// are bare error numbers.
-fn die_with_agent(agent: u32) -> std::io::Result<()> {
-    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
-    if nix::unistd::getppid().as_raw() as u32 != agent {
-        // The agent exited before that call: no signal would come.
-        return Err(nix::errno::Errno::ESRCH.into());
-    }
-    Ok(())
 }
 
 /// The newest modification time of `dir` and the files directly in it.
@@ -278,10 +349,9 @@ impl Agent {
                 ),
             }
         }
+        let lease = self.lease.path().to_path_buf();
         let spawn = |cgroup: Option<&memory::JobCgroup>| -> std::io::Result<tokio::process::Child> {
             std::fs::create_dir_all(&dir)?;
-            let stdout = std::fs::File::create(dir.join("stdout"))?;
-            let stderr = std::fs::File::create(dir.join("stderr"))?;
             let (program, args) = s
                 .command
                 .split_first()
@@ -293,22 +363,26 @@ impl Agent {
                 line.push(c.procs().into());
             }
             line.push(program.into());
-            let mut cmd = tokio::process::Command::new(&line[0]);
-            cmd.args(&line[1..]);
-            let agent = std::process::id();
-            // SAFETY: `die_with_agent` makes system calls only (no allocation, no lock), which
-            // is what may run between `fork` and `exec`.
-            #[allow(unsafe_code)]
-            unsafe {
-                cmd.pre_exec(move || die_with_agent(agent));
+            line.extend(args.iter().map(Into::into));
+            // The job runs under its keeper (see `keeper`), in a process group of its own;
+            // the keeper in another, so that signals to the job's group never reach it.
+            let mut cmd = tokio::process::Command::new(&self.keeper);
+            cmd.args(keeper::args(
+                Some(&lease),
+                self.config.kill_grace,
+                &dir,
+                self.config.max_job_output,
+                line,
+            ))
+            .current_dir(&dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .process_group(0);
+            for k in JOB_ENV_REMOVED {
+                cmd.env_remove(k);
             }
-            cmd.args(args)
-                .current_dir(&dir)
-                .stdin(Stdio::null())
-                .stdout(stdout)
-                .stderr(stderr)
-                .process_group(0)
-                .envs(&s.env)
+            cmd.envs(&s.env)
                 .env("FAIRSCHED_OPERATION_ID", &s.operation)
                 .env("FAIRSCHED_JOB_ID", &s.job)
                 .env("FAIRSCHED_TASK_INDEX", s.task.to_string())
@@ -330,10 +404,22 @@ impl Agent {
         // Recorded before its process exists: an agent killed in between leaves a record a
         // restarted agent finds the job's processes by (see `records`).
         self.records.starting(&job, &s.operation);
-        match spawn(cgroup.as_ref()) {
-            Ok(mut child) => {
-                let pid = child.id().unwrap_or(0) as i32;
-                self.records.started(&job, &s.operation, pid);
+        let spawned = spawn(cgroup.as_ref()).and_then(|mut child| {
+            let stdin = child
+                .stdin
+                .take()
+                .ok_or_else(|| std::io::Error::other("no stdin"))?;
+            let control = std::fs::File::from(stdin.into_owned_fd()?);
+            let stdout = child
+                .stdout
+                .take()
+                .ok_or_else(|| std::io::Error::other("no stdout"))?;
+            Ok((child, control, stdout))
+        });
+        match spawned {
+            Ok((mut child, control, stdout)) => {
+                let keeper_pid = child.id().unwrap_or(0) as i32;
+                self.records.started(&job, &s.operation, 0, keeper_pid);
                 let records = self.records.clone();
                 self.metrics.jobs_started.inc();
                 self.metrics.jobs_running.inc();
@@ -342,33 +428,49 @@ impl Agent {
                 self.jobs.insert(
                     job.clone(),
                     Job {
-                        pgid: Pid::from_raw(pid),
+                        control,
                         state: state.clone(),
                         dir: dir.clone(),
                     },
                 );
-                if limit > 0 && cgroup.is_none() && pid > 0 {
-                    self.watches
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(
-                            job.clone(),
-                            memory::Watch {
-                                pgid: pid,
-                                limit,
-                                state: state.clone(),
-                            },
-                        );
-                }
+                let watches = (limit > 0 && cgroup.is_none()).then(|| self.watches.clone());
                 let tx = self.done_tx.clone();
                 let id = job.clone();
+                let operation = s.operation.clone();
                 tokio::spawn(async move {
-                    let status = child.wait().await;
-                    // A job ends with its main process: whatever it left running in its
-                    // process group (background children) is killed with it.
-                    if pid > 0 {
-                        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+                    use tokio::io::AsyncBufReadExt;
+                    // What the keeper says: the job's PID (its process group), whether the
+                    // lease ran out, why the job could not start.
+                    let mut lines = tokio::io::BufReader::new(stdout).lines();
+                    let (mut fenced, mut error) = (false, None);
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        if let Some(pid) = line.strip_prefix("pid ").and_then(|p| p.parse().ok()) {
+                            records.started(&id, &operation, pid, keeper_pid);
+                            tracing::info!(job = id, operation, pid, "job started");
+                            if let Some(w) = &watches {
+                                w.lock().unwrap_or_else(|e| e.into_inner()).insert(
+                                    id.clone(),
+                                    memory::Watch {
+                                        pgid: pid,
+                                        limit,
+                                        state: state.clone(),
+                                    },
+                                );
+                            }
+                        } else if line == "fenced" {
+                            fenced = true;
+                            tracing::warn!(
+                                job = id,
+                                "the agent's lease ran out (no heartbeat accepted for most of \
+                                 the server's node_timeout_ms): the job's processes are killed \
+                                 before the server can run it elsewhere"
+                            );
+                        } else if let Some(e) = line.strip_prefix("error ") {
+                            error = Some(e.to_string());
+                        }
                     }
+                    let status = child.wait().await;
+                    // The keeper has killed whatever the job left running (its descendants).
                     state.done.store(true, Ordering::SeqCst);
                     let oom_kills = match cgroup {
                         Some(c) => {
@@ -385,8 +487,12 @@ impl Agent {
                         }
                         Err(_) => (None, None),
                     };
-                    let (outcome, reason) = if state.killed.load(Ordering::SeqCst) {
+                    let (outcome, reason) = if fenced {
+                        (Outcome::Aborted, Some(FENCED.to_string()))
+                    } else if state.killed.load(Ordering::SeqCst) {
                         (Outcome::Aborted, None)
+                    } else if error.is_some() {
+                        (Outcome::Failed, None)
                     } else if let Some(r) = state.memory.get() {
                         (Outcome::Failed, Some(r.clone()))
                     } else if oom_kills > 0 && exit_code != Some(0) {
@@ -398,21 +504,25 @@ impl Agent {
                     } else {
                         (Outcome::Failed, None)
                     };
+                    let mut stderr_tail = tail(&dir.join("stderr"));
+                    if let Some(e) = &error {
+                        tracing::warn!(job = id, "job could not start: {e}");
+                        stderr_tail.push_str(&format!("fairsched agent: {e}\n"));
+                    }
                     let finished = FinishedJob {
                         job: id.clone(),
                         outcome,
-                        exit_code,
+                        exit_code: if error.is_some() { None } else { exit_code },
                         signal,
                         reason,
                         stdout_tail: tail(&dir.join("stdout")),
-                        stderr_tail: tail(&dir.join("stderr")),
+                        stderr_tail,
                     };
                     records.ended(&finished);
                     metrics.jobs_running.dec();
                     metrics.finished(finished.outcome);
                     let _ = tx.send((id, finished));
                 });
-                tracing::info!(job, operation = s.operation, pid, "job started");
             }
             Err(e) => {
                 if let Some(c) = cgroup {
@@ -435,16 +545,17 @@ impl Agent {
         }
     }
 
-    /// SIGTERM to the group now, SIGKILL after the grace period.
+    /// Through its keeper: SIGTERM to every process of the job now, SIGKILL to those left
+    /// after the grace period.
     fn kill(&mut self, id: &str) {
-        if let Some(job) = self.jobs.get(id) {
+        if let Some(job) = self.jobs.get_mut(id) {
             job.state.killed.store(true, Ordering::SeqCst);
-            kill_group(job.pgid, self.config.kill_grace);
+            job.tell(b"k\n");
         }
     }
 
     fn interrupt(&mut self, id: &str, signal: Option<&str>) {
-        let Some(job) = self.jobs.get(id) else {
+        let Some(job) = self.jobs.get_mut(id) else {
             return;
         };
         let Some(name) = signal else { return };
@@ -455,7 +566,8 @@ impl Agent {
         };
         match Signal::from_str(&name) {
             Ok(sig) => {
-                let _ = killpg(job.pgid, sig);
+                // The keeper sends it to the job's process group.
+                job.tell(format!("s {}\n", sig as i32).as_bytes());
             }
             Err(_) => tracing::warn!(job = id, signal = name, "unknown interruption signal"),
         }
@@ -540,7 +652,58 @@ impl Agent {
         }
     }
 
+    /// A request sent at `sent_ns` (`CLOCK_BOOTTIME`) was accepted: the server will not
+    /// take this node for lost before `node_timeout` after it, so the jobs may run until
+    /// [`keeper::Lease::after`] it.
+    fn renew_lease(&mut self, sent_ns: u64) {
+        let lease = self
+            .node_timeout
+            .map(|t| keeper::Lease::after(sent_ns, t, self.config.kill_grace));
+        if let Err(e) = self.lease.write(lease) {
+            tracing::warn!(
+                lease = %self.lease.path().display(),
+                "cannot renew the lease of this agent's jobs: {e}"
+            );
+        }
+    }
+
+    /// The server refused the agents' token: says so as an error, naming where the token
+    /// came from (the first time and every tenth), and reads the token file again.
+    fn token_refused(&mut self, e: &ClientError) {
+        self.token_refusals += 1;
+        if self.token_refusals % 10 == 1 {
+            let source = match (&self.config.token_file, &self.config.token) {
+                (Some(path), _) => format!("the token in {}", path.display()),
+                (None, Some(_)) => "the token of --token or FAIRSCHED_AGENT_TOKEN".to_string(),
+                (None, None) => "no token".to_string(),
+            };
+            tracing::error!(
+                running = self.jobs.len(),
+                "the server refused this agent's token ({source}): {e}; retrying with backoff. \
+                 Give the agent the server's agent_token (--token-file); its jobs run on \
+                 until its lease runs out (most of the server's node_timeout_ms)"
+            );
+        }
+        let Some(path) = &self.config.token_file else {
+            return;
+        };
+        match read_token_file(path) {
+            Ok(token) if Some(&token) != self.config.token.as_ref() => {
+                tracing::info!(path = %path.display(), "the token file changed: using it");
+                self.client = ApiClient::with_timeout(
+                    &self.config.server,
+                    Some(token.clone()),
+                    REQUEST_TIMEOUT,
+                );
+                self.config.token = Some(token);
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!("{e}"),
+        }
+    }
+
     async fn register(&mut self) -> Result<Duration, ClientError> {
+        let sent = keeper::boottime_ns();
         let reply = self
             .client
             .register(&RegisterNode {
@@ -551,6 +714,9 @@ impl Agent {
             })
             .await?;
         self.credential = Some(reply.node_credential).filter(|c| !c.is_empty());
+        self.node_timeout = reply.node_timeout_ms.map(Duration::from_millis);
+        self.token_refusals = 0;
+        self.renew_lease(sent);
         tracing::info!(node = self.config.node_id, "registered");
         Ok(Duration::from_millis(reply.heartbeat_period_ms.max(10)))
     }
@@ -661,6 +827,9 @@ pub async fn run_with_memory_enforcement(
              reported at the first heartbeat"
         );
     }
+    let lease = keeper::LeaseFile::open(&config.work_dir.join("state").join("lease"))
+        .map_err(|e| anyhow::anyhow!("cannot write the agent's lease: {e}"))?;
+    let keeper = config.keeper.clone().unwrap_or_else(default_keeper);
     let metrics = AgentMetrics::default();
     let metrics_task = match &config.metrics_listen {
         Some(addr) => {
@@ -694,6 +863,10 @@ pub async fn run_with_memory_enforcement(
         wanted: Vec::new(),
         finished_dirs: BTreeMap::new(),
         output_turn: Default::default(),
+        keeper,
+        lease,
+        node_timeout: None,
+        token_refusals: 0,
     };
     tokio::pin!(shutdown);
     // Some(period) once registered.
@@ -723,12 +896,13 @@ pub async fn run_with_memory_enforcement(
             match agent.register().await {
                 Ok(p) => period = Some(p),
                 // Refusals that no retry can change: the agent stops, saying what to fix.
+                // A refused token is retried (a rotation, a failover to a server with
+                // another token): the jobs run on until the lease runs out.
                 Err(e) if e.code() == Some(codes::AUTHENTICATION) => {
-                    fatal = Some(anyhow::anyhow!(
-                        "the server refused this agent's token: {e}\nGive the agent the \
-                         server's agent_token with --token or FAIRSCHED_AGENT_TOKEN."
-                    ));
-                    break;
+                    agent.metrics.server_errors.inc();
+                    agent.token_refused(&e);
+                    Outage::failed(&mut outage, "cannot register", &e, agent.jobs.len());
+                    continue;
                 }
                 Err(e) if e.code() == Some(codes::BAD_REQUEST) => {
                     fatal = Some(anyhow::anyhow!(
@@ -760,7 +934,17 @@ pub async fn run_with_memory_enforcement(
             output: agent.collect_output(),
         };
         let sent = std::time::Instant::now();
+        let sent_ns = keeper::boottime_ns();
         let result = agent.client.heartbeat(&hb).await;
+        // Accepted, or refused by a server that cannot write (it loses no node meanwhile and
+        // gives every node a whole node timeout once it can): the jobs may go on.
+        if result.is_ok()
+            || result
+                .as_ref()
+                .is_err_and(|e| e.code() == Some(codes::READ_ONLY))
+        {
+            agent.renew_lease(sent_ns);
+        }
         if result.is_ok() {
             agent
                 .metrics

@@ -15,9 +15,9 @@
 //! line cut short by a power cut is skipped. An agent of an older version kept one file per
 //! record under `state/started/` and `state/ended/`: they are read once and removed.
 //!
-//! A job's main process dies with the agent (a parent-death signal, see `lib.rs`), but
-//! what it started in its process group may not. So before it registers, a restarted agent
-//! kills every process group of a job still `started` that has a live process (for a job
+//! A job's processes die with the agent (its keeper kills them, see `keeper.rs`), but a
+//! keeper itself may have been killed. So before it registers, a restarted agent waits for
+//! the keepers of jobs still `started` to end, then kills every process group of a job still `started` that has a live process (for a job
 //! recorded without its group: the groups of the processes whose environment names the job
 //! and this node, `FAIRSCHED_JOB_ID` and `FAIRSCHED_NODE_ID`), waits until they are gone, and
 //! reports those jobs as aborted: the server may then run them again elsewhere, never beside
@@ -92,6 +92,11 @@ struct Started {
     pgid: i32,
     /// The main process's start time, in clock ticks since boot (`/proc/PID/stat` field 22).
     start_ticks: Option<u64>,
+    /// The job's keeper (see `keeper`) and its start time; 0: none (an older agent's job).
+    #[serde(default)]
+    keeper: i32,
+    #[serde(default)]
+    keeper_ticks: Option<u64>,
 }
 
 /// One line of the journal.
@@ -272,16 +277,19 @@ impl Records {
     /// A job is about to start (its process group is not known yet: see
     /// [`Records::recover`]).
     pub(crate) fn starting(&self, job: &str, operation: &str) {
-        self.started(job, operation, 0);
+        self.started(job, operation, 0, 0);
     }
 
-    /// A job's process started: its group is `pgid`.
-    pub(crate) fn started(&self, job: &str, operation: &str, pgid: i32) {
+    /// A job's keeper started (`keeper`), and once it says so its process: its group is
+    /// `pgid` (0: not yet known).
+    pub(crate) fn started(&self, job: &str, operation: &str, pgid: i32, keeper: i32) {
         let record = Started {
             job: job.to_string(),
             operation: operation.to_string(),
             pgid,
             start_ticks: start_ticks(pgid),
+            keeper,
+            keeper_ticks: start_ticks(keeper),
         };
         self.record(
             Entry::Started(record),
@@ -317,6 +325,26 @@ impl Records {
             )
         };
         for started in started {
+            // The job's keeper, alive, is killing the job's processes (it saw the agent go):
+            // it is waited for, so that nothing of the job outlives it.
+            let keeper_alive = || {
+                started.keeper > 0
+                    && stat_fields(started.keeper).is_some_and(|f| {
+                        f.first().is_some_and(|s| s != "Z" && s != "X")
+                            && f.get(19).and_then(|t| t.parse().ok()) == started.keeper_ticks
+                    })
+            };
+            if keeper_alive() {
+                tracing::warn!(
+                    job = started.job,
+                    keeper = started.keeper,
+                    "waiting for the keeper of a job of the previous agent to kill its processes"
+                );
+                let deadline = tokio::time::Instant::now() + limit;
+                while keeper_alive() && tokio::time::Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
             let groups: Vec<i32> = if started.pgid > 0 {
                 let pgid = started.pgid;
                 // The group is this job's unless its leader's PID now belongs to another
@@ -499,7 +527,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let records = Records::open(dir.path()).unwrap();
         records.starting("1.1", "op");
-        records.started("1.1", "op", 0);
+        records.started("1.1", "op", 0, 0);
         records.starting("1.2", "op");
         records.ended(&end("1.2"));
         records.starting("1.3", "op");
@@ -518,7 +546,7 @@ mod tests {
         for i in 0..2000 {
             let job = format!("2.{i}");
             records.starting(&job, "op");
-            records.started(&job, "op", 0);
+            records.started(&job, "op", 0, 0);
             records.ended(&end(&job));
             records.reported(&job);
         }

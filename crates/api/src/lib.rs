@@ -718,6 +718,12 @@ pub struct RegisterReply {
     /// `agent_token`.
     #[serde(default)]
     pub node_credential: String,
+    /// The server's `node_timeout_ms`: a node it hears nothing from for that long is lost
+    /// and its jobs run elsewhere. Agents kill their jobs well before it runs out since
+    /// their last accepted heartbeat (their lease), so that a job never runs twice at once.
+    /// Left out by older servers: no lease then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_timeout_ms: Option<u64>,
 }
 
 /// A job that ended on the node.

@@ -1,7 +1,7 @@
 //! `fairsched agent`: a node agent that runs jobs on this machine, in the foreground until
 //! Ctrl-C or SIGTERM.
 
-use crate::args::parse_duration_ms;
+use crate::args::{parse_bytes, parse_duration_ms};
 use crate::runtime::{init_tracing, runtime, stop_signal};
 use anyhow::anyhow;
 use clap::Args;
@@ -20,9 +20,16 @@ pub struct AgentArgs {
     /// 1), gpu and network 0.
     #[arg(long)]
     resources: Option<String>,
-    /// Shared agent token.
-    #[arg(long, env = "FAIRSCHED_AGENT_TOKEN")]
+    /// Shared agent token (the server's `agent_token`). Prefer --token-file: a token given
+    /// here shows in `ps`, and in the environment it is readable by whatever runs as the
+    /// agent's user (jobs do not inherit it).
+    #[arg(long, env = "FAIRSCHED_AGENT_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// A file holding the agents' token (mode 0600, owned by the agent's user: the agent
+    /// warns when others may read it). Read at start and again whenever the server refuses
+    /// the token, so a rotated token is taken without a restart.
+    #[arg(long, value_name = "PATH", conflicts_with = "token")]
+    token_file: Option<PathBuf>,
     /// Node id (default: the host name).
     #[arg(long)]
     node_id: Option<String>,
@@ -45,6 +52,11 @@ pub struct AgentArgs {
     /// keeps the output's last 64 KiB for its own retention (`history_retention_ms`).
     #[arg(long, default_value = "7d", value_parser = parse_duration_ms, value_name = "DURATION")]
     job_dir_retention: u64,
+    /// The most bytes kept of each job's stdout and of its stderr (`1GiB`, `500MB`; 0:
+    /// unbounded): the first ones, then a line saying the rest was discarded. The job is not
+    /// stopped for it.
+    #[arg(long, default_value = "1GiB", value_parser = parse_bytes, value_name = "SIZE")]
+    max_job_output: u64,
 }
 
 /// Runs the agent until Ctrl-C or SIGTERM.
@@ -52,9 +64,14 @@ pub fn run(args: AgentArgs) -> anyhow::Result<()> {
     init_tracing();
     let resources = offered_resources(args.resources.as_deref())?;
     let node_id = args.node_id.clone().unwrap_or_else(hostname);
+    let token = match &args.token_file {
+        Some(path) => Some(fairsched_agent::read_token_file(path)?),
+        None => args.token,
+    };
     let config = fairsched_agent::AgentConfig {
         server: args.server,
-        token: args.token,
+        token,
+        token_file: args.token_file,
         node_id,
         resources,
         tags: args.tags,
@@ -63,6 +80,8 @@ pub fn run(args: AgentArgs) -> anyhow::Result<()> {
         metrics_listen: args.metrics_listen.clone(),
         job_dir_retention: (args.job_dir_retention > 0)
             .then(|| Duration::from_millis(args.job_dir_retention)),
+        keeper: None,
+        max_job_output: (args.max_job_output > 0).then_some(args.max_job_output),
     };
     runtime().block_on(async { fairsched_agent::run(config, stop_signal()).await })
 }

@@ -58,6 +58,14 @@ pub(crate) fn parse_weight(text: &str) -> Result<f64, String> {
     }
 }
 
+/// A size in bytes: a plain number, or one with a unit (`1GiB`, `500MB`, `64KiB`).
+pub(crate) fn parse_bytes(text: &str) -> Result<u64, String> {
+    fairsched_resources::parse_amount(fairsched_resources::ResourceKind::Memory, text)
+        .ok()
+        .and_then(|n| u64::try_from(n).ok())
+        .ok_or_else(|| format!("{text:?}: expected a size in bytes (1GiB, 500MB, 0)"))
+}
+
 /// Resource limits: `cpu=4,memory=8GiB` (a resource left out is unlimited), or `none`.
 pub(crate) fn parse_limits(text: &str) -> Result<PartialResources, String> {
     if text.trim() == "none" {

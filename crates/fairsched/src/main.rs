@@ -190,6 +190,14 @@ fn exit_quietly_on_closed_stdout() {
 }
 
 fn main() -> ExitCode {
+    // A job's keeper (started by an agent for each job) before anything else.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args
+        .get(1)
+        .is_some_and(|a| a == fairsched_agent::keeper::KEEPER_ARG)
+    {
+        fairsched_agent::keeper::main(&args[2..]);
+    }
     allocator::configure();
     exit_quietly_on_closed_stdout();
     let cli = Cli::parse();

@@ -85,6 +85,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         let config = fairsched_agent::AgentConfig {
             server: url.clone(),
             token: Some(token.clone()),
+            token_file: None,
             node_id: format!("node-{i}"),
             resources: share,
             tags: Vec::new(),
@@ -92,6 +93,8 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
             kill_grace: Duration::from_secs(2),
             metrics_listen: None,
             job_dir_retention: Some(Duration::from_secs(7 * 24 * 3600)),
+            keeper: None,
+            max_job_output: Some(fairsched_agent::DEFAULT_MAX_JOB_OUTPUT),
         };
         agents.push(tokio::spawn(fairsched_agent::run(
             config,

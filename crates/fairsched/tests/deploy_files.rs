@@ -69,6 +69,10 @@ fn the_systemd_units_run_the_commands_they_name() {
     let agent = std::fs::read_to_string(deploy().join("fairsched-agent.service")).unwrap();
     assert!(agent.contains("ExecStart=/usr/local/bin/fairsched agent --server "));
     assert!(
+        agent.contains("--token-file /etc/fairsched/agent-token") && !agent.contains("TOKEN="),
+        "the agent's token comes from a file, not from the environment"
+    );
+    assert!(
         agent.contains("Delegate=yes"),
         "memory cgroups need a delegated subtree"
     );
@@ -81,6 +85,8 @@ fn the_systemd_units_run_the_commands_they_name() {
             "agent",
             "--server",
             "http://x",
+            "--token-file",
+            "/x",
             "--work-dir",
             "/x",
             "--help",

@@ -1,11 +1,14 @@
 //! Agents configure safely (issue 18): resources left out of `--resources` keep their detected
 //! values (before, `--resources cpu=2,memory=2GiB` registered 0 user slots and the node took
-//! no job), and an agent the server can never accept (a wrong token, a bad node id) exits
-//! non-zero saying what to fix instead of retrying forever.
+//! no job), and an agent the server can never accept (a bad node id) exits non-zero saying
+//! what to fix instead of retrying forever. An agent whose token is refused (a rotation, a
+//! failover to a server with another token) keeps retrying, saying so as an error, and takes
+//! the token from its `--token-file` again; jobs never get the agent's token.
 
 mod common;
 
 use common::{BIN, Cluster};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -87,16 +90,6 @@ fn agent_exits(url: &str, args: &[&str]) -> (Option<i32>, String) {
 #[test]
 fn an_agent_the_server_can_never_accept_exits_saying_what_to_fix() {
     let c = Cluster::start(TOKEN_CONFIG, &[]);
-    let (code, stderr) = agent_exits(&c.url, &["--node-id", "n1", "--token", "wrong"]);
-    assert_eq!(code, Some(1), "{stderr}");
-    assert!(
-        stderr.contains("refused this agent's token") && stderr.contains("--token"),
-        "{stderr}"
-    );
-    assert!(!stderr.contains("unreachable"), "{stderr}");
-    let (code, stderr) = agent_exits(&c.url, &["--node-id", "n1"]);
-    assert_eq!(code, Some(1), "no token at all: {stderr}");
-    assert!(stderr.contains("FAIRSCHED_AGENT_TOKEN"), "{stderr}");
     let (code, stderr) = agent_exits(&c.url, &["--node-id", "../x", "--token", "the-right-token"]);
     assert_eq!(code, Some(1), "{stderr}");
     assert!(
@@ -204,5 +197,134 @@ fn an_agent_serves_its_own_metrics() {
     );
     assert!(text.contains("node=\"m1\""), "{text}");
     drop(agent);
+    c.stop();
+}
+
+/// `fairsched agent ARGS` against `url` with `env`, its log (info) in `log`.
+fn spawn_agent(url: &str, args: &[&str], env: &[(&str, &str)], log: &Path) -> common::Proc {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["agent", "--server", url, "--node-id", "n1"])
+        .args(["--resources", "cpu=1,memory=1GiB,user_slots=2"])
+        .args(args)
+        .env_remove("FAIRSCHED_AGENT_TOKEN")
+        .env("FAIRSCHED_LOG", "fairsched_agent=info")
+        .env("FAIRSCHED_MEMORY_ENFORCEMENT", "poll")
+        .stderr(std::fs::File::create(log).unwrap());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    common::Proc(cmd.spawn().unwrap())
+}
+
+/// A refused token does not stop the agent (that killed every job of the cluster at a token
+/// rotation or a failover to a server with another token, and looped under systemd): it
+/// retries with backoff, logging an error that says where the token came from, never the
+/// token.
+#[test]
+fn an_agent_whose_token_is_refused_keeps_retrying() {
+    let c = Cluster::start(TOKEN_CONFIG, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("agent.log");
+    let work = dir.path().join("work");
+    let mut agent = spawn_agent(
+        &c.url,
+        &["--work-dir", work.to_str().unwrap()],
+        &[("FAIRSCHED_AGENT_TOKEN", "wrong-token")],
+        &log,
+    );
+    let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
+    common::wait_for("the refusal to be logged", Duration::from_secs(20), || {
+        read_log().contains("refused this agent's token")
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        agent.0.try_wait().unwrap().is_none(),
+        "the agent exited: {}",
+        read_log()
+    );
+    let text = read_log();
+    assert!(text.contains("ERROR"), "{text}");
+    assert!(text.contains("FAIRSCHED_AGENT_TOKEN"), "{text}");
+    assert!(
+        !text.contains("wrong-token"),
+        "the token is never logged: {text}"
+    );
+    agent.signal(nix::sys::signal::Signal::SIGTERM);
+    assert!(
+        agent.wait(Duration::from_secs(20)),
+        "the agent stops cleanly"
+    );
+    c.stop();
+}
+
+/// `--token-file`: a file others may read is warned about; after a refusal the agent reads
+/// the file again, so writing the rotated token there is enough (no restart, which would
+/// kill the node's jobs).
+#[test]
+fn an_agent_takes_its_token_from_a_file_and_again_after_a_refusal() {
+    use std::os::unix::fs::PermissionsExt;
+    let c = Cluster::start(TOKEN_CONFIG, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "wrong\n").unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let log = dir.path().join("agent.log");
+    let work = dir.path().join("work");
+    let agent = spawn_agent(
+        &c.url,
+        &[
+            "--token-file",
+            token.to_str().unwrap(),
+            "--work-dir",
+            work.to_str().unwrap(),
+        ],
+        &[],
+        &log,
+    );
+    let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
+    common::wait_for("the refusal to be logged", Duration::from_secs(20), || {
+        read_log().contains("refused this agent's token")
+    });
+    let text = read_log();
+    assert!(text.contains(&token.display().to_string()), "{text}");
+    assert!(text.contains("may be read by other users"), "{text}");
+
+    std::fs::write(&token, "the-right-token\n").unwrap();
+    common::wait_for("the node to register", Duration::from_secs(20), || {
+        c.json(&["node", "list"]).as_array().unwrap().len() == 1
+    });
+    c.submit("runs", &["--cpu", "1"], "true");
+    common::wait_for("the job to complete", Duration::from_secs(30), || {
+        c.op("runs")["state"] == "completed"
+    });
+    agent.signal(nix::sys::signal::Signal::SIGTERM);
+    assert!(
+        agent.wait(Duration::from_secs(20)),
+        "the agent stops cleanly"
+    );
+    c.stop();
+}
+
+/// A job's environment does not have the agent's token (which `fairsched agent` may take from
+/// `FAIRSCHED_AGENT_TOKEN`): a user could otherwise register a node of their own and receive
+/// other users' jobs.
+#[test]
+fn jobs_do_not_get_the_agents_token() {
+    let c = Cluster::start(TOKEN_CONFIG, &[("n1", "cpu=1,memory=1GiB,user_slots=2")]);
+    c.submit("env", &["--cpu", "1"], "env");
+    common::wait_for("the job to complete", Duration::from_secs(30), || {
+        c.op("env")["state"] == "completed"
+    });
+    let jobs = c.dir.path().join("n1").join("jobs").join("env");
+    let job = std::fs::read_dir(jobs)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let env = std::fs::read_to_string(job.join("stdout")).unwrap();
+    assert!(env.contains("FAIRSCHED_JOB_ID="), "{env}");
+    assert!(!env.contains("the-right-token"), "{env}");
+    assert!(!env.contains("FAIRSCHED_AGENT_TOKEN"), "{env}");
     c.stop();
 }

@@ -202,3 +202,56 @@ fn a_job_with_much_output_gets_a_bounded_tail() {
     c.cli(&["op", "abort", "big"]);
     c.stop();
 }
+
+/// A job's output is bounded on its node (`--max-job-output`): the first bytes of each
+/// stream are kept, then a line says the rest was discarded and how much; the job is not
+/// stopped for it and ends as it would have.
+#[test]
+fn a_jobs_output_files_are_capped_on_its_node() {
+    let mut c = Cluster::start(CONFIG, &[]);
+    let url = c.url.clone();
+    c.start_agent_with(
+        "n1",
+        "cpu=1,memory=1GiB,user_slots=2",
+        &url,
+        &["--max-job-output", "1MiB"],
+    );
+    common::wait_for("the node to register", Duration::from_secs(30), || {
+        c.json(&["node", "list"]).as_array().unwrap().len() == 1
+    });
+    c.submit(
+        "loud",
+        &["--cpu", "1"],
+        "head -c 3000000 /dev/zero | tr '\\0' a; echo last; echo err-ok >&2",
+    );
+    common::wait_for("the job to complete", Duration::from_secs(60), || {
+        c.op("loud")["state"] == "completed"
+    });
+    let dir = c.dir.path().join("n1").join("jobs").join("loud");
+    let dir = std::fs::read_dir(dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let stdout = std::fs::read(dir.join("stdout")).unwrap();
+    assert!(stdout.len() < (1 << 20) + 1000, "{} bytes", stdout.len());
+    assert!(
+        stdout[..1 << 20].iter().all(|&b| b == b'a'),
+        "the first bytes"
+    );
+    let note = String::from_utf8_lossy(&stdout[1 << 20..]).into_owned();
+    assert!(note.contains("stdout truncated here"), "{note}");
+    assert!(
+        note.contains(&format!(
+            "{} more bytes of stdout were discarded",
+            3_000_005 - (1 << 20)
+        )),
+        "{note}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("stderr")).unwrap(),
+        "err-ok\n"
+    );
+    c.stop();
+}

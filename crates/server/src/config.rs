@@ -56,8 +56,8 @@ pub struct ServerConfig {
     /// `fairsched server --data-dir` overrides it.
     pub data_dir: PathBuf,
     /// Shared secret of the agents: the agent endpoints (register, heartbeat) accept only
-    /// requests with `Authorization: Bearer <token>`, which agents send from their `--token`
-    /// (or `FAIRSCHED_AGENT_TOKEN`). Required when `[auth]` has users: the server refuses to
+    /// requests with `Authorization: Bearer <token>`, which agents send from their `--token-file`
+    /// (or `--token`, `FAIRSCHED_AGENT_TOKEN`). Required when `[auth]` has users: the server refuses to
     /// start without it then (generate one with, for example, `openssl rand -hex 32`). Unset
     /// (allowed only without users): the agent endpoints are open to anyone who can reach
     /// `listen`. When set, each node also gets its own credential when it registers, and its
@@ -577,7 +577,7 @@ impl ServerConfig {
                  the server could register a node and report on its jobs); set `agent_token = \
                  \"<secret>\"` at the top of the server's file (for example the output of \
                  `openssl rand -hex 32`) and give every agent the same secret (`fairsched agent \
-                 --token`, or FAIRSCHED_AGENT_TOKEN)"
+                 --token-file PATH`)"
             ),
             _ => {}
         }

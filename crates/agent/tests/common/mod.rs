@@ -52,6 +52,7 @@ pub async fn start_with_retention(
     let agent = AgentConfig {
         server: url.clone(),
         token: None,
+        token_file: None,
         node_id: "n1".into(),
         resources: parse_resources("cpu=2,memory=4GiB,user_slots=8").unwrap(),
         tags: Vec::new(),
@@ -59,6 +60,8 @@ pub async fn start_with_retention(
         kill_grace: Duration::from_millis(500),
         metrics_listen: None,
         job_dir_retention,
+        keeper: Some(env!("CARGO_BIN_EXE_fairsched-job-keeper").into()),
+        max_job_output: None,
     };
     let agent = tokio::spawn(fairsched_agent::run_with_memory_enforcement(
         agent,

@@ -213,6 +213,11 @@ impl Cluster {
 
     /// [`Cluster::start_agent`] with `--server servers` (a URL or a comma-separated list).
     pub fn start_agent_at(&mut self, node: &str, resources: &str, servers: &str) {
+        self.start_agent_with(node, resources, servers, &[]);
+    }
+
+    /// [`Cluster::start_agent_at`] with more arguments.
+    pub fn start_agent_with(&mut self, node: &str, resources: &str, servers: &str, more: &[&str]) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -238,6 +243,7 @@ impl Cluster {
                         "--work-dir",
                     ])
                     .arg(self.dir.path().join(node))
+                    .args(more)
                     .env("FAIRSCHED_LOG", "fairsched_agent=info")
                     // The test's own cgroup is not the agent's to take over.
                     .env("FAIRSCHED_MEMORY_ENFORCEMENT", "poll")
@@ -259,6 +265,16 @@ impl Cluster {
         let (_, agent) = self.agents.remove(at);
         agent.signal(nix::sys::signal::Signal::SIGKILL);
         agent.wait(Duration::from_secs(10));
+    }
+
+    /// Sends `signal` to the agent of `node` (SIGSTOP, SIGCONT, ...).
+    pub fn signal_agent(&self, node: &str, signal: nix::sys::signal::Signal) {
+        let (_, agent) = self
+            .agents
+            .iter()
+            .find(|(n, _)| n == node)
+            .expect("an agent of that node");
+        agent.signal(signal);
     }
 
     /// The agent log of `node`.
@@ -357,6 +373,21 @@ impl Drop for Cluster {
             eprintln!("cluster files kept in {}", kept.display());
         }
     }
+}
+
+/// The PIDs of the live processes whose command line has the argument `arg`.
+pub fn processes_with_arg(arg: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.split(|&b| b == 0).any(|a| a == arg.as_bytes()))
+                && !process_gone(&pid.to_string())
+        })
+        .collect()
 }
 
 /// Whether the process is gone (or a zombie nobody reaped yet).

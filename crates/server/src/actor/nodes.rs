@@ -128,6 +128,7 @@ impl Actor {
             return Ok(RegisterReply {
                 heartbeat_period_ms: self.sched.config.node_heartbeat_period_ms,
                 node_credential: String::new(),
+                node_timeout_ms: Some(self.node_timeout.as_millis() as u64),
             });
         }
         self.sched
@@ -170,6 +171,7 @@ impl Actor {
         Ok(RegisterReply {
             heartbeat_period_ms: self.sched.config.node_heartbeat_period_ms,
             node_credential: String::new(),
+            node_timeout_ms: Some(self.node_timeout.as_millis() as u64),
         })
     }
 
