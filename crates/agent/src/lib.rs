@@ -491,8 +491,9 @@ impl Agent {
                         (Outcome::Aborted, Some(FENCED.to_string()))
                     } else if state.killed.load(Ordering::SeqCst) {
                         (Outcome::Aborted, None)
-                    } else if error.is_some() {
-                        (Outcome::Failed, None)
+                    } else if let Some(e) = &error {
+                        // What `op show` says of the job (not only its stderr).
+                        (Outcome::Failed, Some(e.clone()))
                     } else if let Some(r) = state.memory.get() {
                         (Outcome::Failed, Some(r.clone()))
                     } else if oom_kills > 0 && exit_code != Some(0) {
@@ -534,7 +535,7 @@ impl Agent {
                     outcome: Outcome::Failed,
                     exit_code: None,
                     signal: None,
-                    reason: None,
+                    reason: Some(format!("cannot start {:?}: {e}", s.command)),
                     stdout_tail: String::new(),
                     stderr_tail: format!("fairsched agent: cannot start {:?}: {e}\n", s.command),
                 };
