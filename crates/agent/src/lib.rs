@@ -807,6 +807,15 @@ pub async fn run_with_memory_enforcement(
     memory: MemoryEnforcement,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    let mut config = config;
+    // Jobs run in their own directories (their keepers' working directories): a relative
+    // work directory would name another place there.
+    config.work_dir = std::path::absolute(&config.work_dir).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot use the work directory {}: {e} (--work-dir)",
+            config.work_dir.display()
+        )
+    })?;
     let memory = memory::Enforcer::start(memory)?;
     let watches = memory::Watches::default();
     let poller = tokio::spawn(memory::poll_rss(watches.clone(), config.kill_grace));

@@ -36,7 +36,18 @@ pub async fn start_with_retention(
     memory: MemoryEnforcement,
     job_dir_retention: Option<Duration>,
 ) -> Cluster {
+    start_with_work_dir(memory, job_dir_retention, None).await
+}
+
+/// [`start_with_retention`] with the agent's work directory as given (default: `agent` in
+/// the cluster's temporary directory).
+pub async fn start_with_work_dir(
+    memory: MemoryEnforcement,
+    job_dir_retention: Option<Duration>,
+    work_dir: Option<std::path::PathBuf>,
+) -> Cluster {
     let dir = tempfile::tempdir().unwrap();
+    let work_dir = work_dir.unwrap_or_else(|| dir.path().join("agent"));
     let config = fairsched_server::ServerConfig {
         listen: "127.0.0.1:0".into(),
         data_dir: dir.path().join("store"),
@@ -56,7 +67,7 @@ pub async fn start_with_retention(
         node_id: "n1".into(),
         resources: parse_resources("cpu=2,memory=4GiB,user_slots=8").unwrap(),
         tags: Vec::new(),
-        work_dir: dir.path().join("agent"),
+        work_dir: work_dir.clone(),
         kill_grace: Duration::from_millis(500),
         metrics_listen: None,
         job_dir_retention,
@@ -70,7 +81,7 @@ pub async fn start_with_retention(
     ));
     Cluster {
         client: ApiClient::new(&url, None),
-        work_dir: dir.path().join("agent"),
+        work_dir,
         stop,
         server,
         agent,
