@@ -884,12 +884,17 @@ pub async fn run_with_memory_enforcement(
     let mut outage: Option<Outage> = None;
     // Set when the agent cannot go on: it stops its jobs and returns it.
     let mut fatal: Option<anyhow::Error> = None;
+    // The server answered that it does not know this node: register at once (its jobs live
+    // only as long as the lease).
+    let mut register_now = false;
     loop {
         let wait = match (&outage, period) {
+            _ if register_now => Duration::ZERO,
             (Some(o), _) => o.backoff,
             (None, Some(p)) => p,
             (None, None) => MIN_BACKOFF,
         };
+        register_now = false;
         // Registered and reachable: a job that ends is reported at once (with any others that
         // end within JOB_END_COALESCE_MS), not at the next periodic heartbeat, so that its
         // slot turns over in milliseconds.
@@ -995,9 +1000,12 @@ pub async fn run_with_memory_enforcement(
                 // and the server kills those it no longer has.
                 tracing::warn!(
                     running = agent.jobs.len(),
-                    "the server does not know this node; registering again (jobs keep running)"
+                    "the server does not know this node; registering again (it restarted, or \
+                     lost the node)"
                 );
                 period = None;
+                // It answers: no backoff (the outage, if any, ends with the next heartbeat).
+                register_now = true;
             }
             Err(e) if e.code() == Some(codes::AUTHENTICATION) => {
                 // The server refused this node's credential (another registration of the
@@ -1005,9 +1013,10 @@ pub async fn run_with_memory_enforcement(
                 // new credential; a wrong token fails there, and is retried with backoff.
                 tracing::warn!(
                     running = agent.jobs.len(),
-                    "heartbeat refused: {e}; registering again (jobs keep running)"
+                    "heartbeat refused: {e}; registering again"
                 );
                 period = None;
+                register_now = true;
             }
             Err(e) => {
                 agent.metrics.server_errors.inc();

@@ -29,7 +29,9 @@ impl Actor {
             if job.exit_code.is_none() {
                 job.exit_code = f.exit_code;
             }
-            if f.reason.is_some() {
+            // The server's own reason (node_lost, a preemption) stays: the node's report of
+            // a job the scheduler had already ended (e.g. `fenced`) comes after it.
+            if f.reason.is_some() && job.reason.is_none() {
                 job.reason = f.reason.clone();
             }
         });
