@@ -636,6 +636,12 @@ async fn tokens_and_pool_acls_decide_who_may_do_what() {
             ("DELETE", "/api/v1/pools/alice-sub", None),
             OK,
         ),
+        case(
+            "remove a top-level pool by its own administrator",
+            Some(CAROL),
+            ("DELETE", "/api/v1/pools/locked", None),
+            FORBIDDEN,
+        ),
         // Whole trees and nodes: superusers only.
         case(
             "apply a tree by a non-superuser",

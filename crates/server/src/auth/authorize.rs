@@ -254,7 +254,18 @@ pub fn authorize(sched: &Scheduler, caller: &Caller, cmd: &Command) -> Result<()
             let Some(t) = named_tree(sched, tree.as_deref()) else {
                 return Ok(());
             };
-            explicit_access(t, name, who, Permission::Administer)
+            explicit_access(t, name, who, Permission::Administer)?;
+            // A top-level pool is made by superusers, and its guarantee is theirs to give:
+            // its own administrator may not remove it.
+            match t.validated.tree.find_pool(name) {
+                Some((path, _)) if !path.contains('/') => Err(superusers_only(
+                    who,
+                    &format!("remove the top-level pool {name:?}"),
+                    ROOT_NAME,
+                    &t.name,
+                )),
+                _ => Ok(()),
+            }
         }
         Command::ApplyTree { tree, .. } => {
             let name = tree.clone().unwrap_or_else(|| sched.tree().name.clone());
