@@ -1560,3 +1560,33 @@ async fn acl_subjects_name_users_or_groups() {
     }
     server.stop().await;
 }
+
+/// A registration with the wrong agent token is refused and logged at `warn` (as every
+/// refusal), without the token.
+#[tokio::test]
+async fn a_refused_agent_token_is_logged() {
+    let (logs, guard) = common::capture_logs();
+    let server = start(
+        json!({"superusers": ["root"], "users": users()}),
+        Some(AGENT),
+    )
+    .await;
+    let (status, _) = server
+        .call_as(
+            Some("t-not-the-agent-token"),
+            "POST",
+            "/api/v1/agent/register",
+            Some(json!({"node_id": "n9", "resources": {"cpu": 1}})),
+        )
+        .await;
+    drop(guard);
+    assert_eq!(status, 401);
+    let lines = logs.lines_with(&["WARN", "not the agents' token"]);
+    assert_eq!(lines.len(), 1, "{}", logs.text());
+    assert!(
+        !logs.text().contains("t-not-the-agent-token"),
+        "{}",
+        logs.text()
+    );
+    server.stop().await;
+}

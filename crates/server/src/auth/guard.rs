@@ -75,6 +75,12 @@ pub fn agent_token(expected: Option<&str>, headers: &HeaderMap) -> Result<(), Ap
     if given.is_some_and(|t| super::same_secret(t, expected)) {
         Ok(())
     } else {
+        // As every refusal (README, "Security"); never the token.
+        tracing::warn!(
+            token_given = given.is_some(),
+            "an agent request refused: not the agents' token (agent_token); an agent with \
+             another token, or someone else"
+        );
         Err(ApiError::new(
             codes::AUTHENTICATION,
             "agent endpoints need the shared token (Authorization: Bearer ...)",
