@@ -22,6 +22,7 @@ use crate::model::{Millis, Node, NodeId, Operation, OperationId, OperationState}
 use crate::scheduler::{Parts, Scheduler, StartOrder};
 use crate::state::{Books, EventLog};
 use crate::tree::{Arena, ElementRef, PoolTree};
+use crate::unheld;
 use fairsched_config::GangHold;
 use fairsched_hdrf::ElementIndex;
 use fairsched_resources::Resources;
@@ -60,6 +61,7 @@ impl Parts<'_> {
         {
             let op_id = a.operation.clone();
             let started = self.start_held_here(now, node_id, walk, &op_id, &tasks);
+            self.holds.version += 1;
             let a = self.holds.gangs.get_mut(&t).expect("checked above");
             a.release_node(node_id);
             match started {
@@ -85,6 +87,7 @@ impl Parts<'_> {
             if let Some(started) = started.as_ref().filter(|s| s.len() == held as usize) {
                 self.holds.exact_conversions += started.len() as u64;
             }
+            self.holds.version += 1;
             let a = self
                 .holds
                 .placed_gangs
@@ -215,15 +218,71 @@ pub(crate) fn place_gang_now(
         }
     }
     // Its pending jobs, each at least its smallest shape, cannot all fit into less than the
-    // tree's free room: the scan below would find it so.
-    if let Some(smallest) = op.pending_job_resources().reduce(|a, b| a.min(&b))
-        && backfill::free_room(books, t, &smallest) < u64::from(op.pending_job_count())
-    {
+    // tree's free room, nor, if none may backfill what others hold, into less than what is
+    // free beyond that: the scan below would find it so.
+    if let Some(smallest) = op.pending_job_resources().reduce(|a, b| a.min(&b)) {
+        let need = u64::from(op.pending_job_count());
+        if backfill::free_room(books, t, &smallest) < need
+            || unheld::room_bound(books, holds, now, t, op, &smallest).is_some_and(|r| r < need)
+        {
+            debug_assert!(
+                scan_nodes(arena, books, holds, now, leaf, walk).is_none(),
+                "a gang ruled out by a room bound fits"
+            );
+            holds
+                .gang_unplaceable_at
+                .insert(op_id.clone(), holds.room_epoch);
+            return false;
+        }
+    }
+    let Some(held_jobs) = scan_nodes(arena, books, holds, now, leaf, walk) else {
         holds
             .gang_unplaceable_at
             .insert(op_id.clone(), holds.room_epoch);
         return false;
-    }
+    };
+    let op_id = op_id.clone();
+    let (jobs, nodes) = (
+        held_jobs.values().flat_map(|t| t.values()).sum(),
+        held_jobs.len() as u32,
+    );
+    holds.gang_unplaceable_at.remove(&op_id);
+    holds.gangs_placed += 1;
+    holds.version += 1;
+    holds.placed_gangs.insert(
+        op_id.clone(),
+        GangAssembly {
+            ready: true,
+            ..GangAssembly::holding(op_id.clone(), now, held_jobs)
+        },
+    );
+    events.log(
+        now,
+        EventKind::GangAssembled {
+            operation: op_id,
+            jobs,
+            nodes,
+        },
+    );
+    true
+}
+
+/// What the gang operation at `leaf` would hold, node by node in id order, to place all its
+/// pending jobs at once into what is free in its tree now less what others hold from its
+/// jobs, within its path's limits (`None`: not all fit).
+fn scan_nodes(
+    arena: &Arena,
+    books: &Books,
+    holds: &Holds,
+    now: Millis,
+    leaf: ElementIndex,
+    walk: &Walk,
+) -> Option<BTreeMap<NodeId, BTreeMap<usize, u32>>> {
+    let t = walk.tree;
+    let ElementRef::Operation(op_id) = &arena.elements[leaf].kind else {
+        return None;
+    };
+    let op = &books.operations[op_id];
     let allow_regular = arena.elements[leaf].allow_regular_on_ssd;
     let path: Vec<ElementIndex> = std::iter::once(leaf).chain(arena.ancestors(leaf)).collect();
     let mut wanted: Vec<u32> = op.tasks.iter().map(|task| task.pending).collect();
@@ -286,35 +345,7 @@ pub(crate) fn place_gang_now(
             held_jobs.insert(node.id.clone(), here);
         }
     }
-    if wanted.iter().any(|&w| w > 0) || held_jobs.is_empty() {
-        holds
-            .gang_unplaceable_at
-            .insert(op_id.clone(), holds.room_epoch);
-        return false;
-    }
-    let op_id = op_id.clone();
-    let (jobs, nodes) = (
-        held_jobs.values().flat_map(|t| t.values()).sum(),
-        held_jobs.len() as u32,
-    );
-    holds.gang_unplaceable_at.remove(&op_id);
-    holds.gangs_placed += 1;
-    holds.placed_gangs.insert(
-        op_id.clone(),
-        GangAssembly {
-            ready: true,
-            ..GangAssembly::holding(op_id.clone(), now, held_jobs)
-        },
-    );
-    events.log(
-        now,
-        EventKind::GangAssembled {
-            operation: op_id,
-            jobs,
-            nodes,
-        },
-    );
-    true
+    (wanted.iter().all(|&w| w == 0) && !held_jobs.is_empty()).then_some(held_jobs)
 }
 
 /// The regular stage offers `node_id` to the gang operation at `leaf`: holds what fits
@@ -365,6 +396,7 @@ pub(crate) fn gang_hold(
             }
             holds.gangs.insert(t, GangAssembly::new(op_id.clone(), now));
             holds.assemblies_changed += 1;
+            holds.version += 1;
         }
     }
     if hold == GangHold::Needed {
@@ -406,6 +438,7 @@ pub(crate) fn keep_needed_plan(
         };
         holds.gangs.insert(t, GangAssembly::new(op, now));
         holds.assemblies_changed += 1;
+        holds.version += 1;
     }
     let a = &holds.gangs[&t];
     if a.ready {
@@ -567,6 +600,7 @@ fn add_holds(holds: &mut Holds, t: usize, node_id: &NodeId, new_here: BTreeMap<u
     if new_here.is_empty() {
         return;
     }
+    holds.version += 1;
     let a = holds.gangs.get_mut(&t).expect("assembling");
     a.add(node_id, new_here);
 }
@@ -576,6 +610,8 @@ fn mark_ready(books: &Books, holds: &mut Holds, events: &mut EventLog, now: Mill
     let a = holds.gangs.get_mut(&t).expect("assembling");
     let pending = books.operations[&a.operation].pending_job_count();
     if a.held_jobs() >= pending && pending > 0 {
+        holds.version += 1;
+        let a = holds.gangs.get_mut(&t).expect("assembling");
         a.ready = true;
         // Its nodes start its jobs at their next heartbeats: nothing may backfill now.
         a.backfill_until = None;
@@ -660,6 +696,7 @@ fn plan_needed(
         None => u64::from(pending),
     }
     .min(u64::from(pending)) as u32;
+    holds.version += 1;
     let a = holds.gangs.get_mut(&t).expect("assembling");
     a.release_all();
     a.hold_target = Some(target);
@@ -769,6 +806,7 @@ fn release_placed_gang(
     reason: HoldEnd,
 ) {
     if let Some(a) = holds.placed_gangs.remove(op) {
+        holds.version += 1;
         // What a gang held and now runs frees no room.
         if reason != HoldEnd::Started {
             holds.room_epoch += 1;
@@ -793,6 +831,7 @@ pub(crate) fn release_gang(
 ) {
     if let Some(a) = holds.gangs.remove(&t) {
         holds.assemblies_changed += 1;
+        holds.version += 1;
         if reason != HoldEnd::Started {
             holds.room_epoch += 1;
         }
@@ -835,6 +874,7 @@ pub(crate) fn drop_gang_holds_on(
     now: Millis,
     node: &NodeId,
 ) {
+    holds.version += 1;
     for a in holds.gangs.values_mut() {
         if a.release_node(node).is_some() {
             a.ready = false;
@@ -912,6 +952,7 @@ pub(crate) fn update_gangs(
             })
             .cloned()
             .collect();
+        holds.version += 1;
         let a = holds.gangs.get_mut(&t).expect("present");
         for n in &lost {
             a.release_node(n);
@@ -937,6 +978,7 @@ pub(crate) fn update_gangs(
                 GangHold::Needed => backfill::needed_shadow(books, holds, arena, now, t, &op)
                     .and_then(|(_, plan)| plan.until),
             };
+            holds.version += 1;
             let a = holds.gangs.get_mut(&t).expect("present");
             a.backfill_until = until;
             if config.hold == GangHold::Needed {

@@ -33,6 +33,7 @@ pub mod snapshot;
 mod state;
 pub mod status;
 pub mod tree;
+mod unheld;
 mod update;
 mod validate;
 pub mod why;
