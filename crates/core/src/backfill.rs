@@ -60,7 +60,7 @@ pub(crate) fn held_resources(
 }
 
 /// Resources of `tasks` (task -> jobs) of operation `op` (none if it is gone).
-fn resources_of(op: Option<&Operation>, tasks: &BTreeMap<usize, u32>) -> Resources {
+pub(crate) fn resources_of(op: Option<&Operation>, tasks: &BTreeMap<usize, u32>) -> Resources {
     let Some(op) = op else {
         return Resources::ZERO;
     };

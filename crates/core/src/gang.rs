@@ -15,6 +15,7 @@
 
 use crate::backfill;
 use crate::event::{EventKind, HoldEnd};
+use crate::gang_scan::scan_nodes;
 use crate::heartbeat::walk::Walk;
 pub use crate::holds::GangAssembly;
 use crate::holds::{Holds, Offer};
@@ -267,87 +268,6 @@ pub(crate) fn place_gang_now(
     true
 }
 
-/// What the gang operation at `leaf` would hold, node by node in id order, to place all its
-/// pending jobs at once into what is free in its tree now less what others hold from its
-/// jobs, within its path's limits (`None`: not all fit).
-fn scan_nodes(
-    arena: &Arena,
-    books: &Books,
-    holds: &Holds,
-    now: Millis,
-    leaf: ElementIndex,
-    walk: &Walk,
-) -> Option<BTreeMap<NodeId, BTreeMap<usize, u32>>> {
-    let t = walk.tree;
-    let ElementRef::Operation(op_id) = &arena.elements[leaf].kind else {
-        return None;
-    };
-    let op = &books.operations[op_id];
-    let allow_regular = arena.elements[leaf].allow_regular_on_ssd;
-    let path: Vec<ElementIndex> = std::iter::once(leaf).chain(arena.ancestors(leaf)).collect();
-    let mut wanted: Vec<u32> = op.tasks.iter().map(|task| task.pending).collect();
-    let mut held_total = Resources::ZERO;
-    let mut held_jobs: BTreeMap<NodeId, BTreeMap<usize, u32>> = BTreeMap::new();
-    let mut cursor = backfill::HeldCursor::new(books, holds, op_id);
-    for node in books.nodes.values() {
-        if wanted.iter().all(|&w| w == 0) {
-            break;
-        }
-        if node.tree != Some(t)
-            || !node.scheduler_jobs_enabled
-            || node.draining
-            || (arena.any_tag_filter() && !arena.tags_allow(leaf, &node.tags))
-        {
-            continue;
-        }
-        // What others hold only takes from what is free: a node whose free resources fit no
-        // wanted job fits none once they are counted.
-        let free = node.free();
-        if !op
-            .spec
-            .tasks
-            .iter()
-            .zip(&wanted)
-            .any(|(spec, &w)| w > 0 && free.dominates(&spec.resources))
-        {
-            continue;
-        }
-        let held = cursor.held_at(&node.id);
-        let mut taken = Resources::ZERO;
-        let mut here: BTreeMap<usize, u32> = BTreeMap::new();
-        for (task, spec) in op.spec.tasks.iter().enumerate() {
-            if wanted[task] == 0
-                || arena
-                    .ssd
-                    .as_ref()
-                    .is_some_and(|ssd| !ssd.allows(spec, &node.tags, allow_regular))
-            {
-                continue;
-            }
-            let held = held.map_or(Resources::ZERO, |h| h.for_job(now, spec.time_limit_ms));
-            let mut available = node.free().sub(&held).sub(&taken);
-            while wanted[task] > 0
-                && available.dominates(&spec.resources)
-                && path.iter().all(|&e| {
-                    arena.elements[e]
-                        .resource_limits
-                        .dominates(&walk.usage[e].add(&held_total).add(&spec.resources))
-                })
-            {
-                available = available.sub(&spec.resources);
-                taken = taken.add(&spec.resources);
-                held_total = held_total.add(&spec.resources);
-                wanted[task] -= 1;
-                *here.entry(task).or_default() += 1;
-            }
-        }
-        if !here.is_empty() {
-            held_jobs.insert(node.id.clone(), here);
-        }
-    }
-    (wanted.iter().all(|&w| w == 0) && !held_jobs.is_empty()).then_some(held_jobs)
-}
-
 /// The regular stage offers `node_id` to the gang operation at `leaf`: holds what fits
 /// there for its pending jobs (if it may assemble now), and marks the assembly ready when
 /// every pending job is held. Never starts a job. With `gang_placement.hold = "needed"` the
@@ -497,10 +417,8 @@ impl HeldSoFar {
     }
 
     /// The gang (operation `op`) newly holds `new_here`.
-    fn add(&mut self, books: &Books, op: &OperationId, new_here: &BTreeMap<usize, u32>) {
-        self.total = self
-            .total
-            .add(&backfill::held_resources(books, op, new_here));
+    fn add(&mut self, op: &Operation, new_here: &BTreeMap<usize, u32>) {
+        self.total = self.total.add(&backfill::resources_of(Some(op), new_here));
         for (&task, &n) in new_here {
             *self.per_task.entry(task).or_default() += n;
         }
@@ -696,13 +614,6 @@ fn plan_needed(
         None => u64::from(pending),
     }
     .min(u64::from(pending)) as u32;
-    holds.version += 1;
-    let a = holds.gangs.get_mut(&t).expect("assembling");
-    a.release_all();
-    a.hold_target = Some(target);
-    a.backfill_until = plan.until;
-    a.planned = Some(key);
-    a.plan_inputs = Some(inputs);
     let nodes = books.nodes.values().filter(|n| {
         n.tree == Some(t)
             && n.scheduler_jobs_enabled
@@ -715,8 +626,9 @@ fn plan_needed(
         per_task: BTreeMap::new(),
     };
     let op = &books.operations[&op_id];
-    // It holds nothing now: what it holds on a node is what this pass adds there (each node
-    // is visited once), added after the pass, which reads the others' holds node by node.
+    // What it holds on a node is what this pass finds there (each node is visited once, and
+    // what it held before counts for nothing), set after the pass, which reads the others'
+    // holds node by node.
     let mut cursor = backfill::HeldCursor::new(books, holds, &op_id);
     let mut added: Vec<(&NodeId, BTreeMap<usize, u32>)> = Vec::new();
     for node in nodes {
@@ -730,14 +642,32 @@ fn plan_needed(
             }
         });
         held += new_here.values().sum::<u32>();
-        so_far.add(books, &op_id, &new_here);
+        so_far.add(op, &new_here);
         if !new_here.is_empty() {
             added.push((&node.id, new_here));
         }
     }
     drop(cursor);
-    for (node_id, new_here) in added {
-        add_holds(holds, t, node_id, new_here);
+    // Holds found the same as before are kept as they are (what is held did not change).
+    let a = &holds.gangs[&t];
+    let same = a.holds.len() == added.len()
+        && a.holds
+            .iter()
+            .zip(&added)
+            .all(|((n, tasks), (m, new))| n == *m && tasks == new);
+    if !same || a.backfill_until != plan.until {
+        holds.version += 1;
+    }
+    let a = holds.gangs.get_mut(&t).expect("assembling");
+    a.hold_target = Some(target);
+    a.backfill_until = plan.until;
+    a.planned = Some(key);
+    a.plan_inputs = Some(inputs);
+    if !same {
+        a.release_all();
+        for (node_id, new_here) in added {
+            a.add(node_id, new_here);
+        }
     }
     mark_ready(books, holds, events, now, t);
 }
