@@ -18,6 +18,7 @@
 pub use crate::holds::Held;
 use crate::holds::{Holds, Reservation, ShadowMemo};
 use crate::model::{Allocation, Millis, NodeId, Operation, OperationId};
+use crate::room::Slot;
 use crate::scheduler::Scheduler;
 use crate::state::Books;
 use crate::tree::{Arena, ElementRef, PoolTree};
@@ -59,7 +60,7 @@ pub(crate) fn held_resources(
 }
 
 /// Resources of `tasks` (task -> jobs) of operation `op` (none if it is gone).
-fn resources_of(op: Option<&Operation>, tasks: &BTreeMap<usize, u32>) -> Resources {
+pub(crate) fn resources_of(op: Option<&Operation>, tasks: &BTreeMap<usize, u32>) -> Resources {
     let Some(op) = op else {
         return Resources::ZERO;
     };
@@ -272,20 +273,22 @@ fn shadow_indexed(
     need: u64,
     placed_busy: bool,
 ) -> Shadow {
-    let schedulable = |id: &NodeId| {
-        books
-            .nodes
-            .get(id)
-            .is_some_and(|n| n.tree == Some(t) && n.scheduler_jobs_enabled && !n.draining)
+    // Nodes by their slots in the room index; a schedulable node of `t` has one.
+    let room = &books.room;
+    let slot_in_t = |id: &NodeId| {
+        room.slot_of(id)
+            .filter(|&s| room.counted_at(s).is_some_and(|(tree, _)| tree == t))
     };
     // What others hold on a node: another operation's reservation, with `placed_busy` the jobs
     // of gangs placed whole (which start at their nodes' next heartbeats and run to their
     // limits: ends of their own).
-    let mut busy: BTreeMap<&NodeId, Resources> = BTreeMap::new();
-    let mut placed_ends: Vec<(Millis, &NodeId, Resources)> = Vec::new();
+    let mut busy: BTreeMap<Slot, Resources> = BTreeMap::new();
+    let mut placed_ends: Vec<(Millis, Slot, Resources)> = Vec::new();
     for (node, r) in &holds.reservations {
-        if &r.operation != op && schedulable(node) {
-            let b = busy.entry(node).or_insert(Resources::ZERO);
+        if &r.operation != op
+            && let Some(slot) = slot_in_t(node)
+        {
+            let b = busy.entry(slot).or_insert(Resources::ZERO);
             *b = b.add(&r.resources);
         }
     }
@@ -294,41 +297,48 @@ fn shadow_indexed(
             let Some(o) = books.operations.get(&a.operation) else {
                 continue;
             };
-            for (node, tasks) in a.holds.iter().filter(|(node, _)| schedulable(node)) {
-                let b = busy.entry(node).or_insert(Resources::ZERO);
+            for (node, tasks) in &a.holds {
+                let Some(slot) = slot_in_t(node) else {
+                    continue;
+                };
+                let b = busy.entry(slot).or_insert(Resources::ZERO);
                 for (&task, &count) in tasks {
                     let spec = &o.spec.tasks[task];
                     for _ in 0..count {
                         *b = b.add(&spec.resources);
                         if let Some(limit) = spec.time_limit_ms {
-                            placed_ends.push((now.saturating_add(limit), node, spec.resources));
+                            placed_ends.push((now.saturating_add(limit), slot, spec.resources));
                         }
                     }
                 }
             }
         }
     }
-    let free_of = |id: &NodeId| {
-        let n = &books.nodes[id];
-        let busy = busy.get(id).copied().unwrap_or(Resources::ZERO);
-        n.free().sub(&busy).max(&Resources::ZERO)
+    // (A node of an end is schedulable in `t`, as checked below.)
+    let unbusy = |slot: Slot| {
+        room.counted_at(slot)
+            .map_or(Resources::ZERO, |(_, free)| free.max(&Resources::ZERO))
+    };
+    let free_of = |slot: Slot| {
+        let busy = busy.get(&slot).copied().unwrap_or(Resources::ZERO);
+        unbusy(slot).sub(&busy).max(&Resources::ZERO)
     };
     let mut room_now = free_room(books, t, job);
-    for &node in busy.keys() {
-        let unheld = books.nodes[node].free().max(&Resources::ZERO);
-        room_now = room_now - fit_count(&unheld, job) + fit_count(&free_of(node), job);
+    for &slot in busy.keys() {
+        room_now = room_now - fit_count(&unbusy(slot), job) + fit_count(&free_of(slot), job);
     }
     // The ends in time order (the order among equal times changes nothing: they all count).
     placed_ends.sort_by_key(|e| e.0);
     let mut placed_ends = placed_ends.into_iter().peekable();
     // (The index holds each allocation's start + limit: overdue ones count as ending now. When
     // every node is schedulable, so is every allocation's.)
-    let all_schedulable = books.room.all_schedulable();
-    let mut running = books
-        .room
+    let all_schedulable = room.all_schedulable();
+    let mut running = room
         .ends_in(t)
-        .filter(|(_, _, node, _)| all_schedulable || schedulable(node))
-        .map(|(end, _, node, resources)| (end.max(now), node, resources))
+        .filter(|&(_, _, slot, _)| {
+            all_schedulable || room.counted_at(slot).is_some_and(|(tree, _)| tree == t)
+        })
+        .map(|(end, _, slot, resources)| (end.max(now), slot, resources))
         .peekable();
     let ends = std::iter::from_fn(|| match (running.peek(), placed_ends.peek()) {
         (Some(r), Some(p)) if p.0 < r.0 => placed_ends.next(),
@@ -341,14 +351,14 @@ fn shadow_indexed(
 /// The shadow from `room_now` (jobs of `job`'s shape that fit now) and the expected `ends`
 /// in time order: each end frees its resources on its node (whose free room is in `free`,
 /// else `free_of` it), until `need` jobs fit; the ends at that same time count too.
-fn walk_ends<'a>(
-    ends: impl IntoIterator<Item = (Millis, &'a NodeId, Resources)>,
+fn walk_ends<K: Ord + Copy>(
+    ends: impl IntoIterator<Item = (Millis, K, Resources)>,
     now: Millis,
     room_now: u64,
     need: u64,
     job: &Resources,
-    mut free: BTreeMap<&'a NodeId, Resources>,
-    free_of: impl Fn(&NodeId) -> Resources,
+    mut free: BTreeMap<K, Resources>,
+    free_of: impl Fn(K) -> Resources,
 ) -> Shadow {
     let mut room = room_now;
     let mut until = (room >= need).then_some(now);
@@ -570,7 +580,7 @@ pub(crate) fn gang_placed(tree: &PoolTree, books: &Books, op: &OperationId) -> b
 
 /// How many jobs of `job` fit into `free` (at most [`u32::MAX`], also for a job that asks
 /// for nothing).
-fn fit_count(free: &Resources, job: &Resources) -> u64 {
+pub(crate) fn fit_count(free: &Resources, job: &Resources) -> u64 {
     let (free, job) = (free.raw(), job.raw());
     (0..RESOURCE_COUNT)
         .filter(|&r| job[r] > 0)

@@ -15,6 +15,7 @@
 
 use crate::backfill;
 use crate::event::{EventKind, HoldEnd};
+use crate::gang_scan::scan_nodes;
 use crate::heartbeat::walk::Walk;
 pub use crate::holds::GangAssembly;
 use crate::holds::{Holds, Offer};
@@ -22,6 +23,7 @@ use crate::model::{Millis, Node, NodeId, Operation, OperationId, OperationState}
 use crate::scheduler::{Parts, Scheduler, StartOrder};
 use crate::state::{Books, EventLog};
 use crate::tree::{Arena, ElementRef, PoolTree};
+use crate::unheld;
 use fairsched_config::GangHold;
 use fairsched_hdrf::ElementIndex;
 use fairsched_resources::Resources;
@@ -60,6 +62,7 @@ impl Parts<'_> {
         {
             let op_id = a.operation.clone();
             let started = self.start_held_here(now, node_id, walk, &op_id, &tasks);
+            self.holds.version += 1;
             let a = self.holds.gangs.get_mut(&t).expect("checked above");
             a.release_node(node_id);
             match started {
@@ -85,6 +88,7 @@ impl Parts<'_> {
             if let Some(started) = started.as_ref().filter(|s| s.len() == held as usize) {
                 self.holds.exact_conversions += started.len() as u64;
             }
+            self.holds.version += 1;
             let a = self
                 .holds
                 .placed_gangs
@@ -215,83 +219,29 @@ pub(crate) fn place_gang_now(
         }
     }
     // Its pending jobs, each at least its smallest shape, cannot all fit into less than the
-    // tree's free room: the scan below would find it so.
-    if let Some(smallest) = op.pending_job_resources().reduce(|a, b| a.min(&b))
-        && backfill::free_room(books, t, &smallest) < u64::from(op.pending_job_count())
-    {
+    // tree's free room, nor, if none may backfill what others hold, into less than what is
+    // free beyond that: the scan below would find it so.
+    if let Some(smallest) = op.pending_job_resources().reduce(|a, b| a.min(&b)) {
+        let need = u64::from(op.pending_job_count());
+        if backfill::free_room(books, t, &smallest) < need
+            || unheld::room_bound(books, holds, now, t, op, &smallest).is_some_and(|r| r < need)
+        {
+            debug_assert!(
+                scan_nodes(arena, books, holds, now, leaf, walk).is_none(),
+                "a gang ruled out by a room bound fits"
+            );
+            holds
+                .gang_unplaceable_at
+                .insert(op_id.clone(), holds.room_epoch);
+            return false;
+        }
+    }
+    let Some(held_jobs) = scan_nodes(arena, books, holds, now, leaf, walk) else {
         holds
             .gang_unplaceable_at
             .insert(op_id.clone(), holds.room_epoch);
         return false;
-    }
-    let allow_regular = arena.elements[leaf].allow_regular_on_ssd;
-    let path: Vec<ElementIndex> = std::iter::once(leaf).chain(arena.ancestors(leaf)).collect();
-    let mut wanted: Vec<u32> = op.tasks.iter().map(|task| task.pending).collect();
-    let mut held_total = Resources::ZERO;
-    let mut held_jobs: BTreeMap<NodeId, BTreeMap<usize, u32>> = BTreeMap::new();
-    let mut cursor = backfill::HeldCursor::new(books, holds, op_id);
-    for node in books.nodes.values() {
-        if wanted.iter().all(|&w| w == 0) {
-            break;
-        }
-        if node.tree != Some(t)
-            || !node.scheduler_jobs_enabled
-            || node.draining
-            || (arena.any_tag_filter() && !arena.tags_allow(leaf, &node.tags))
-        {
-            continue;
-        }
-        // What others hold only takes from what is free: a node whose free resources fit no
-        // wanted job fits none once they are counted.
-        let free = node.free();
-        if !op
-            .spec
-            .tasks
-            .iter()
-            .zip(&wanted)
-            .any(|(spec, &w)| w > 0 && free.dominates(&spec.resources))
-        {
-            continue;
-        }
-        let held = cursor.held_at(&node.id);
-        let mut taken = Resources::ZERO;
-        let mut here: BTreeMap<usize, u32> = BTreeMap::new();
-        for (task, spec) in op.spec.tasks.iter().enumerate() {
-            if wanted[task] == 0
-                || arena
-                    .ssd
-                    .as_ref()
-                    .is_some_and(|ssd| !ssd.allows(spec, &node.tags, allow_regular))
-            {
-                continue;
-            }
-            let held = held.map_or(Resources::ZERO, |h| h.for_job(now, spec.time_limit_ms));
-            let mut available = node.free().sub(&held).sub(&taken);
-            while wanted[task] > 0
-                && available.dominates(&spec.resources)
-                && path.iter().all(|&e| {
-                    arena.elements[e]
-                        .resource_limits
-                        .dominates(&walk.usage[e].add(&held_total).add(&spec.resources))
-                })
-            {
-                available = available.sub(&spec.resources);
-                taken = taken.add(&spec.resources);
-                held_total = held_total.add(&spec.resources);
-                wanted[task] -= 1;
-                *here.entry(task).or_default() += 1;
-            }
-        }
-        if !here.is_empty() {
-            held_jobs.insert(node.id.clone(), here);
-        }
-    }
-    if wanted.iter().any(|&w| w > 0) || held_jobs.is_empty() {
-        holds
-            .gang_unplaceable_at
-            .insert(op_id.clone(), holds.room_epoch);
-        return false;
-    }
+    };
     let op_id = op_id.clone();
     let (jobs, nodes) = (
         held_jobs.values().flat_map(|t| t.values()).sum(),
@@ -299,6 +249,7 @@ pub(crate) fn place_gang_now(
     );
     holds.gang_unplaceable_at.remove(&op_id);
     holds.gangs_placed += 1;
+    holds.version += 1;
     holds.placed_gangs.insert(
         op_id.clone(),
         GangAssembly {
@@ -365,6 +316,7 @@ pub(crate) fn gang_hold(
             }
             holds.gangs.insert(t, GangAssembly::new(op_id.clone(), now));
             holds.assemblies_changed += 1;
+            holds.version += 1;
         }
     }
     if hold == GangHold::Needed {
@@ -406,6 +358,7 @@ pub(crate) fn keep_needed_plan(
         };
         holds.gangs.insert(t, GangAssembly::new(op, now));
         holds.assemblies_changed += 1;
+        holds.version += 1;
     }
     let a = &holds.gangs[&t];
     if a.ready {
@@ -464,10 +417,8 @@ impl HeldSoFar {
     }
 
     /// The gang (operation `op`) newly holds `new_here`.
-    fn add(&mut self, books: &Books, op: &OperationId, new_here: &BTreeMap<usize, u32>) {
-        self.total = self
-            .total
-            .add(&backfill::held_resources(books, op, new_here));
+    fn add(&mut self, op: &Operation, new_here: &BTreeMap<usize, u32>) {
+        self.total = self.total.add(&backfill::resources_of(Some(op), new_here));
         for (&task, &n) in new_here {
             *self.per_task.entry(task).or_default() += n;
         }
@@ -567,6 +518,7 @@ fn add_holds(holds: &mut Holds, t: usize, node_id: &NodeId, new_here: BTreeMap<u
     if new_here.is_empty() {
         return;
     }
+    holds.version += 1;
     let a = holds.gangs.get_mut(&t).expect("assembling");
     a.add(node_id, new_here);
 }
@@ -576,6 +528,8 @@ fn mark_ready(books: &Books, holds: &mut Holds, events: &mut EventLog, now: Mill
     let a = holds.gangs.get_mut(&t).expect("assembling");
     let pending = books.operations[&a.operation].pending_job_count();
     if a.held_jobs() >= pending && pending > 0 {
+        holds.version += 1;
+        let a = holds.gangs.get_mut(&t).expect("assembling");
         a.ready = true;
         // Its nodes start its jobs at their next heartbeats: nothing may backfill now.
         a.backfill_until = None;
@@ -660,12 +614,6 @@ fn plan_needed(
         None => u64::from(pending),
     }
     .min(u64::from(pending)) as u32;
-    let a = holds.gangs.get_mut(&t).expect("assembling");
-    a.release_all();
-    a.hold_target = Some(target);
-    a.backfill_until = plan.until;
-    a.planned = Some(key);
-    a.plan_inputs = Some(inputs);
     let nodes = books.nodes.values().filter(|n| {
         n.tree == Some(t)
             && n.scheduler_jobs_enabled
@@ -678,8 +626,9 @@ fn plan_needed(
         per_task: BTreeMap::new(),
     };
     let op = &books.operations[&op_id];
-    // It holds nothing now: what it holds on a node is what this pass adds there (each node
-    // is visited once), added after the pass, which reads the others' holds node by node.
+    // What it holds on a node is what this pass finds there (each node is visited once, and
+    // what it held before counts for nothing), set after the pass, which reads the others'
+    // holds node by node.
     let mut cursor = backfill::HeldCursor::new(books, holds, &op_id);
     let mut added: Vec<(&NodeId, BTreeMap<usize, u32>)> = Vec::new();
     for node in nodes {
@@ -693,14 +642,32 @@ fn plan_needed(
             }
         });
         held += new_here.values().sum::<u32>();
-        so_far.add(books, &op_id, &new_here);
+        so_far.add(op, &new_here);
         if !new_here.is_empty() {
             added.push((&node.id, new_here));
         }
     }
     drop(cursor);
-    for (node_id, new_here) in added {
-        add_holds(holds, t, node_id, new_here);
+    // Holds found the same as before are kept as they are (what is held did not change).
+    let a = &holds.gangs[&t];
+    let same = a.holds.len() == added.len()
+        && a.holds
+            .iter()
+            .zip(&added)
+            .all(|((n, tasks), (m, new))| n == *m && tasks == new);
+    if !same || a.backfill_until != plan.until {
+        holds.version += 1;
+    }
+    let a = holds.gangs.get_mut(&t).expect("assembling");
+    a.hold_target = Some(target);
+    a.backfill_until = plan.until;
+    a.planned = Some(key);
+    a.plan_inputs = Some(inputs);
+    if !same {
+        a.release_all();
+        for (node_id, new_here) in added {
+            a.add(node_id, new_here);
+        }
     }
     mark_ready(books, holds, events, now, t);
 }
@@ -769,6 +736,7 @@ fn release_placed_gang(
     reason: HoldEnd,
 ) {
     if let Some(a) = holds.placed_gangs.remove(op) {
+        holds.version += 1;
         // What a gang held and now runs frees no room.
         if reason != HoldEnd::Started {
             holds.room_epoch += 1;
@@ -793,6 +761,7 @@ pub(crate) fn release_gang(
 ) {
     if let Some(a) = holds.gangs.remove(&t) {
         holds.assemblies_changed += 1;
+        holds.version += 1;
         if reason != HoldEnd::Started {
             holds.room_epoch += 1;
         }
@@ -835,6 +804,7 @@ pub(crate) fn drop_gang_holds_on(
     now: Millis,
     node: &NodeId,
 ) {
+    holds.version += 1;
     for a in holds.gangs.values_mut() {
         if a.release_node(node).is_some() {
             a.ready = false;
@@ -912,6 +882,7 @@ pub(crate) fn update_gangs(
             })
             .cloned()
             .collect();
+        holds.version += 1;
         let a = holds.gangs.get_mut(&t).expect("present");
         for n in &lost {
             a.release_node(n);
@@ -937,6 +908,7 @@ pub(crate) fn update_gangs(
                 GangHold::Needed => backfill::needed_shadow(books, holds, arena, now, t, &op)
                     .and_then(|(_, plan)| plan.until),
             };
+            holds.version += 1;
             let a = holds.gangs.get_mut(&t).expect("present");
             a.backfill_until = until;
             if config.hold == GangHold::Needed {

@@ -4,7 +4,7 @@
 //! modules named decide when holds are made and released.
 
 use crate::model::{Millis, NodeId, OperationId};
-use fairsched_resources::Resources;
+use fairsched_resources::{RESOURCE_COUNT, Resources};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Every hold, with the bookkeeping that decides when holds may be made again.
@@ -40,6 +40,29 @@ pub(crate) struct Holds {
     /// The last expected start computed for an assembling gang with `hold = "needed"`, kept
     /// for the next one asked with the same inputs (see `backfill::needed_shadow`).
     pub(crate) needed_shadow_memo: Option<ShadowMemo>,
+    /// Counts the changes to what is held (a hold made, changed or released, a backfill time
+    /// set): with the room index's version, what [`UnheldMemo`] keeps stays valid while it is
+    /// the same.
+    pub(crate) version: u64,
+    /// What is held on the schedulable nodes of one tree, summed up for the bound on the room
+    /// a gang placed whole may find (see [`crate::unheld`]).
+    pub(crate) unheld_memo: Option<UnheldMemo>,
+}
+
+/// Free room by node, less what is held there (see [`crate::unheld`]), as of the room index's
+/// and the holds' versions in `key`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct UnheldMemo {
+    pub(crate) tree: usize,
+    /// The room index's version and [`Holds::version`].
+    pub(crate) key: (u64, u64),
+    /// The schedulable nodes of the tree that something is held on, by (free resources, free
+    /// resources less everything held there, both at least zero): how many.
+    pub(crate) held_nodes: BTreeMap<([i64; RESOURCE_COUNT], [i64; RESOURCE_COUNT]), u32>,
+    /// The latest time until which any hold may be backfilled (`None`: none may be).
+    pub(crate) latest_until: Option<Millis>,
+    /// The bound, by job shape, computed so far.
+    pub(crate) by_shape: BTreeMap<[i64; RESOURCE_COUNT], u64>,
 }
 
 /// An expected start (`backfill::Shadow`: until, room now, surplus) and what it was computed

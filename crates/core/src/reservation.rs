@@ -84,6 +84,7 @@ pub(crate) fn release_reservation(
     reason: HoldEnd,
 ) {
     if let Some(r) = holds.reservations.remove(node) {
+        holds.version += 1;
         events.log(
             now,
             EventKind::ReservationReleased {
@@ -184,6 +185,7 @@ pub(crate) fn update_reservations(
     for (node, until) in needed {
         if let Some(r) = holds.reservations.get_mut(&node) {
             r.backfill_until = until;
+            holds.version += 1;
         }
     }
 }
@@ -310,6 +312,7 @@ fn reserve(
         return;
     };
     let node = node.clone();
+    holds.version += 1;
     holds.reservations.insert(
         node.clone(),
         Reservation {

@@ -4,6 +4,9 @@
 //! change ([`crate::books`], [`crate::nodes`]), so that a gang's plan
 //! ([`crate::backfill`]'s `shadow`) costs what it looks at, not the whole cluster.
 //!
+//! Each node the index has seen has a slot (a number, kept while the index lives), so that a
+//! plan's walk over the ends looks its nodes up by number rather than by id.
+//!
 //! Data and queries only; ordered collections, so iteration is deterministic.
 
 use crate::model::{AllocationId, Millis, Node, NodeId};
@@ -15,20 +18,46 @@ type Raw = [i64; RESOURCE_COUNT];
 /// See the module documentation.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct RoomIndex {
-    /// What the index counts for each schedulable node: its tree and free resources.
-    counted: BTreeMap<NodeId, (usize, Raw)>,
+    /// The slot of each node seen.
+    slot_of: BTreeMap<NodeId, Slot>,
+    /// By slot: what the index counts for the node if it is schedulable, its tree and free
+    /// resources.
+    counted: Vec<Option<(usize, Raw)>>,
     /// Schedulable nodes by (tree, free resources): how many.
     free: BTreeMap<(usize, Raw), u32>,
-    /// Allocations with a time limit: (tree, start + limit, id), with their node and
+    /// Allocations with a time limit: (tree, start + limit, id), with their node's slot and
     /// resources.
-    ends: BTreeMap<(usize, Millis, AllocationId), (NodeId, Resources)>,
+    ends: BTreeMap<(usize, Millis, AllocationId), (Slot, Resources)>,
     /// The key of each allocation in `ends`.
     end_of: BTreeMap<AllocationId, (usize, Millis)>,
     /// The nodes present but not schedulable (disabled, draining or in no tree).
     unschedulable: BTreeSet<NodeId>,
+    /// Counts the changes to `counted` (a node's tree or free resources, a node becoming
+    /// schedulable or not): what was computed from the free room stays valid while it is the
+    /// same (see [`crate::unheld`]).
+    version: u64,
 }
 
+/// A node's number in the index.
+pub(crate) type Slot = u32;
+
 impl RoomIndex {
+    /// The slot of node `id`, given it now if it has none.
+    fn slot(&mut self, id: &NodeId) -> Slot {
+        if let Some(&slot) = self.slot_of.get(id) {
+            return slot;
+        }
+        let slot = Slot::try_from(self.counted.len()).expect("fewer than 2^32 nodes");
+        self.slot_of.insert(id.clone(), slot);
+        self.counted.push(None);
+        slot
+    }
+
+    /// The slot of node `id`, if the index has seen it.
+    pub(crate) fn slot_of(&self, id: &NodeId) -> Option<Slot> {
+        self.slot_of.get(id).copied()
+    }
+
     /// Node `id` (`None`: gone) is now as given: the counts follow.
     pub(crate) fn sync_node(&mut self, id: &NodeId, node: Option<&Node>) {
         let now = node.and_then(|n| {
@@ -42,10 +71,15 @@ impl RoomIndex {
         } else if !self.unschedulable.is_empty() {
             self.unschedulable.remove(id);
         }
-        let before = self.counted.get(id).copied();
+        let before = match self.slot_of.get(id) {
+            Some(&slot) => self.counted[slot as usize],
+            None => None,
+        };
         if before == now {
             return;
         }
+        let slot = self.slot(id) as usize;
+        self.version += 1;
         if let Some(key) = before {
             let count = self.free.get_mut(&key).expect("counted");
             *count -= 1;
@@ -53,15 +87,10 @@ impl RoomIndex {
                 self.free.remove(&key);
             }
         }
-        match now {
-            Some(key) => {
-                *self.free.entry(key).or_default() += 1;
-                self.counted.insert(id.clone(), key);
-            }
-            None => {
-                self.counted.remove(id);
-            }
+        if let Some(key) = now {
+            *self.free.entry(key).or_default() += 1;
         }
+        self.counted[slot] = now;
     }
 
     /// Allocation `id` of `tree` started on `node`, using `resources`, expected to end at `end`
@@ -75,7 +104,8 @@ impl RoomIndex {
         resources: Resources,
     ) {
         if let Some(end) = end {
-            self.ends.insert((tree, end, id), (node.clone(), resources));
+            let slot = self.slot(node);
+            self.ends.insert((tree, end, id), (slot, resources));
             self.end_of.insert(id, (tree, end));
         }
     }
@@ -93,6 +123,21 @@ impl RoomIndex {
         self.unschedulable.is_empty()
     }
 
+    /// See `version` above.
+    pub(crate) fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The tree and free resources of node `id` if it is schedulable.
+    pub(crate) fn counted(&self, id: &NodeId) -> Option<(usize, Resources)> {
+        self.counted_at(self.slot_of(id)?)
+    }
+
+    /// The tree and free resources of the node in `slot` if it is schedulable.
+    pub(crate) fn counted_at(&self, slot: Slot) -> Option<(usize, Resources)> {
+        self.counted[slot as usize].map(|(tree, raw)| (tree, Resources::from_raw(raw)))
+    }
+
     /// The schedulable nodes of `tree` by free resources, with how many have each.
     pub(crate) fn free_in(&self, tree: usize) -> impl Iterator<Item = (Resources, u32)> + '_ {
         self.free
@@ -101,14 +146,14 @@ impl RoomIndex {
     }
 
     /// The allocations of `tree` with a time limit, by start + limit (then id), with their
-    /// node and resources.
+    /// node's slot and resources.
     pub(crate) fn ends_in(
         &self,
         tree: usize,
-    ) -> impl Iterator<Item = (Millis, AllocationId, &NodeId, Resources)> + '_ {
+    ) -> impl Iterator<Item = (Millis, AllocationId, Slot, Resources)> + '_ {
         self.ends
             .range((tree, 0, AllocationId(0))..=(tree, Millis::MAX, AllocationId(u64::MAX)))
-            .map(|(&(_, end, id), (node, resources))| (end, id, node, *resources))
+            .map(|(&(_, end, id), &(slot, resources))| (end, id, slot, resources))
     }
 }
 

@@ -43,6 +43,8 @@ pub(crate) struct Books {
     /// tree) and interruptions: what may change a gang's plan besides allocations starting
     /// and ending and holds (see `gang::plan_needed`).
     pub(crate) node_changes: u64,
+    /// [`Books::tree_total`] per tree, as of `node_changes` (see [`Books::tree_total_kept`]).
+    tree_totals: Option<(u64, BTreeMap<usize, Resources>)>,
 }
 
 impl Default for Books {
@@ -59,6 +61,7 @@ impl Default for Books {
             next_allocation: 1,
             room: RoomIndex::default(),
             node_changes: 0,
+            tree_totals: None,
         }
     }
 }
@@ -95,6 +98,34 @@ impl Books {
     pub(crate) fn node_changed(&mut self, id: &NodeId) {
         self.node_changes += 1;
         self.sync_room(id);
+    }
+
+    /// [`Books::tree_total`], kept while no node changes (every change of a node's resources,
+    /// tree or `scheduler_jobs_enabled` counts in `node_changes`; debug builds check a kept
+    /// total against a fresh one).
+    pub(crate) fn tree_total_kept(&mut self, t: usize) -> Resources {
+        let changes = self.node_changes;
+        if let Some((at, totals)) = &self.tree_totals
+            && *at == changes
+            && let Some(&total) = totals.get(&t)
+        {
+            debug_assert_eq!(
+                total,
+                self.tree_total(t),
+                "a kept tree total went out of date"
+            );
+            return total;
+        }
+        let total = self.tree_total(t);
+        let (at, totals) = self
+            .tree_totals
+            .get_or_insert_with(|| (changes, BTreeMap::new()));
+        if *at != changes {
+            *at = changes;
+            totals.clear();
+        }
+        totals.insert(t, total);
+        total
     }
 
     /// Total resources of the nodes tree `t` schedules on.

@@ -116,7 +116,7 @@ impl Scheduler {
         self.books.live_order = kept;
         let mut trees = Vec::with_capacity(self.trees.len());
         for (t, (ops, generation)) in operations.into_iter().zip(generations).enumerate() {
-            let total = self.books.tree_total(t);
+            let total = self.books.tree_total_kept(t);
             trees.push(self.trees[t].prepare_update(t, now, total, generation, ops));
         }
         FairShareUpdate {
