@@ -781,3 +781,26 @@ fn swf_requested_time_becomes_the_time_limit() {
     .expect_err("too large");
     assert_eq!(e.field.as_deref(), Some("requested time"), "{e}");
 }
+
+/// A requested time over ten years ("unlimited" written as 2^31 - 1 s in CEA-Curie) is taken
+/// as ten years, the scheduler's longest time limit (the job would otherwise fail), and
+/// counted as adjusted.
+#[test]
+fn requested_times_over_ten_years_are_capped() {
+    let text = "; MaxNodes: 1\n; MaxProcs: 4\n\
+        1 0 0 5 1 -1 -1 1 2147483647 -1 1 1 1 -1 -1 -1 -1 -1\n\
+        2 0 0 5 1 -1 -1 1 60 -1 1 1 1 -1 -1 -1 -1 -1\n";
+    let trace = fairsched_sim::trace::parse_swf(text, "t.swf").unwrap();
+    let limits: Vec<Option<u64>> = trace.jobs.iter().map(|j| j.time_limit_ms).collect();
+    assert_eq!(
+        limits,
+        [Some(fairsched_core::MAX_DURATION_MS), Some(60_000)]
+    );
+    assert_eq!(
+        trace
+            .adjusted
+            .get(fairsched_sim::trace::swf::ADJUST_REQUESTED_TIME_CAPPED)
+            .copied(),
+        Some(1)
+    );
+}

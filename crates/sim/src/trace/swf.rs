@@ -81,6 +81,8 @@ pub const SKIP_SUBMIT_TIME_UNKNOWN: &str = "submit time unknown (-1)";
 pub const SKIP_NO_PROCESSORS: &str = "no processor count";
 /// Adjustment: a fractional processor count was rounded up.
 pub const ADJUST_FRACTIONAL_PROCESSORS: &str = "fractional processor count rounded up";
+/// A requested time over ten years (the scheduler's longest time limit) is taken as ten years.
+pub const ADJUST_REQUESTED_TIME_CAPPED: &str = "requested time over ten years taken as ten years";
 /// Adjustment: MaxProcs is not a multiple of MaxNodes, so cpu per node was rounded down.
 pub const ADJUST_PROCS_NOT_DIVISIBLE: &str =
     "MaxProcs not divisible by MaxNodes: cpu per node rounded down";
@@ -153,7 +155,12 @@ pub fn parse_swf(text: &str, name: &str) -> Result<Trace, TraceError> {
             })
         };
         let (submit, wait, run) = (time(SUBMIT_TIME)?, time(WAIT_TIME)?, time(RUN_TIME)?);
-        let time_limit_ms = time(REQUESTED_TIME)?.filter(|&ms| ms > 0);
+        let mut time_limit_ms = time(REQUESTED_TIME)?.filter(|&ms| ms > 0);
+        // Some traces write "unlimited" as 2^31 - 1 s; the scheduler takes at most ten years.
+        if let Some(t) = time_limit_ms.filter(|&t| t > fairsched_core::MAX_DURATION_MS) {
+            time_limit_ms = Some(t.min(fairsched_core::MAX_DURATION_MS));
+            trace.adjust(ADJUST_REQUESTED_TIME_CAPPED);
+        }
         let Some(duration_ms) = run else {
             trace.skip(SKIP_RUN_TIME_UNKNOWN);
             continue;
