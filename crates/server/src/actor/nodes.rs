@@ -378,12 +378,14 @@ impl Actor {
                 .and_then(|&a| self.sched.allocation(AllocationId(a)))
                 .is_some_and(|x| x.node == node);
             if !known {
-                tracing::warn!(
+                // At info: an aborted job still running out its kill grace is reported so at
+                // every heartbeat meanwhile. (A store that lost every job is refused at start:
+                // `StoreError::Missing`.)
+                tracing::info!(
                     node = hb.node_id,
                     job,
-                    "the node runs a job the server does not have running there (it ended, \
-                     ran again elsewhere after the node was lost, or its store does not know \
-                     it): killing it"
+                    "the node runs a job the server does not have running there (aborted, \
+                     ended, or run elsewhere after the node was lost): killing it"
                 );
                 self.kill
                     .entry(hb.node_id.clone())
