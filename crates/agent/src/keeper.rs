@@ -234,6 +234,19 @@ fn say(line: &str) {
     let _ = out.flush();
 }
 
+/// The `main` of a program that is only a keeper (`fairsched-job-keeper __job-keeper ...`):
+/// runs the keeper with this process's arguments, or says how it is run.
+pub fn binary_main() -> ! {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    match args.get(1) {
+        Some(a) if a == KEEPER_ARG => main(&args[2..]),
+        _ => {
+            eprintln!("usage: fairsched-job-keeper {KEEPER_ARG} ... (run by an agent)");
+            std::process::exit(2)
+        }
+    }
+}
+
 /// Runs the keeper with `args` (those after [`KEEPER_ARG`]) and exits as the job did.
 pub fn main(args: &[OsString]) -> ! {
     match run(args) {

@@ -41,7 +41,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     // `fairsched server` keeps its store in its data directory itself; `up` in `store/`
     // under it (beside its agents' work directories): the same directory given to both
     // would be two stores, and `up` would start an empty cluster beside the server's.
-    if data_dir.join("fairsched.lock").is_file() {
+    if fairsched_store::SqliteStore::used_by_a_server(&data_dir) {
         anyhow::bail!(
             "{} is a `fairsched server` data directory (it has fairsched.lock): `fairsched up` \
              keeps its store in {} and its agents' work directories beside it; give up another \

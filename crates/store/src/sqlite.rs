@@ -160,7 +160,7 @@ fn opening_failed(dir: &Path, e: StoreError) -> StoreError {
 /// second process gets).
 fn lock_dir(dir: &Path) -> Result<std::fs::File, StoreError> {
     use std::io::{Read, Seek, Write};
-    let path = dir.join("fairsched.lock");
+    let path = dir.join(LOCK_FILE);
     let lock_error = |e: &dyn std::fmt::Display| StoreError::Lock {
         path: path.display().to_string(),
         message: e.to_string(),
@@ -203,7 +203,16 @@ fn lock_dir(dir: &Path) -> Result<std::fs::File, StoreError> {
     Ok(file)
 }
 
+/// The lock file of a store's directory (see [`SqliteStore::used_by_a_server`]).
+pub const LOCK_FILE: &str = "fairsched.lock";
+
 impl SqliteStore {
+    /// Whether a server ever opened a store in `dir`: the lock file is made first and stays
+    /// (after its database is deleted, too).
+    pub fn used_by_a_server(dir: &Path) -> bool {
+        dir.join(LOCK_FILE).is_file()
+    }
+
     /// Whether `dir` holds a store (`dir/fairsched.db`), that is whether [`SqliteStore::open`]
     /// opens an existing one rather than creating it.
     pub fn exists(dir: &Path) -> bool {
@@ -224,8 +233,7 @@ impl SqliteStore {
             });
         }
         // A lock file without a database: the database was deleted (see `StoreError::Missing`).
-        // The lock file is made first and stays, so a data directory a server ever used has one.
-        if dir.join("fairsched.lock").is_file() && !Self::exists(dir) {
+        if Self::used_by_a_server(dir) && !Self::exists(dir) {
             return Err(StoreError::Missing {
                 dir: dir.display().to_string(),
             });

@@ -99,7 +99,7 @@ impl Actor {
     pub(super) fn job_event(&self, e: &Event, unix_ms: u64) -> Option<StoredEvent> {
         // Every field named (no `..`): a field the core adds to these events must be added
         // here too, or the record would leave it out.
-        let (kind, operation, allocation, node, backfill, last) = match &e.kind {
+        let (operation, allocation, node, backfill, last) = match &e.kind {
             EventKind::AllocationStarted {
                 operation,
                 allocation,
@@ -107,7 +107,6 @@ impl Actor {
                 stage,
                 backfill,
             } => (
-                "allocation_started",
                 operation,
                 allocation,
                 node,
@@ -120,7 +119,6 @@ impl Actor {
                 node,
                 outcome,
             } => (
-                "allocation_finished",
                 operation,
                 allocation,
                 node,
@@ -129,6 +127,7 @@ impl Actor {
             ),
             _ => return None,
         };
+        let kind = e.kind.name();
         let job = self
             .alloc_job
             .get(&allocation.0)
@@ -140,7 +139,7 @@ impl Actor {
             put(&mut r, "backfill", &true);
         }
         put(&mut r, "event", kind);
-        if kind == "allocation_finished"
+        if matches!(e.kind, EventKind::AllocationFinished { .. })
             && let Some(code) = self.job(&job).and_then(|j| j.exit_code)
         {
             put(&mut r, "exit_code", &code);
