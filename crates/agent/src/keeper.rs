@@ -1,52 +1,77 @@
-//! The job keeper: a small process between the agent and each job (the same binary, run as
-//! `fairsched __job-keeper ...`), so that a job's whole process tree ends with the job, with
-//! an abort, with the agent, and when the agent's lease runs out.
+//! The job spawner and the job keepers: the processes between the agent and its jobs, so that
+//! a job's whole process tree ends with the job, with an abort, with the agent, and when the
+//! agent's lease runs out.
 //!
-//! * It is a child subreaper (`PR_SET_CHILD_SUBREAPER`): every process the job leaves behind
-//!   (a background child, one that called `setsid`, one whose parent exited) is reparented to
-//!   it, so "the job's processes" are exactly its descendants, found through `/proc`.
-//! * It runs the job's command as its child, in a process group of its own (the job's
-//!   `$$`, as before), and tells the agent the child's PID on its stdout (`pid N`).
-//! * When the job's main process exits, when the agent says so (`k` on the keeper's stdin),
-//!   when the agent is gone (end of file on its stdin: the agent exited or was killed, however)
-//!   or when the agent's lease has run out (below), it sends SIGTERM to every descendant and
-//!   SIGKILL to every one left after the grace period, until none is left; then it exits as
-//!   the job's main process did (its exit code, or the same signal), which is what the agent
-//!   reports.
+//! * **The spawner** is one small process per agent (`fairsched-job-keeper __job-spawner ...`,
+//!   or `fairsched __job-spawner ...`), started once by the agent. It has one thread, so for
+//!   each job it forks a keeper without executing a program: a job costs a fork of a small
+//!   process and the job's own exec, not the exec of a keeper program (about 0.7 ms of CPU per
+//!   job on the machine of BENCHMARKS.md). The agent sends it [`Request`]s on its stdin (start
+//!   a job, kill one, signal one); the spawner and its keepers write [`Report`]s on its
+//!   stdout, one line each, prefixed with the job's key (the keeper's PID, the job's PID,
+//!   `fenced`, why the job could not start, and from the spawner, which reaps the keepers, how
+//!   each keeper exited). The spawner ignores SIGTERM, SIGINT, SIGHUP and SIGQUIT; it exits
+//!   at the end of its stdin (the agent exited, however), and then every keeper sees the end
+//!   of its control pipe and kills its job.
+//! * **A keeper** is a child subreaper (`PR_SET_CHILD_SUBREAPER`): every process the job leaves
+//!   behind (a background child, one that called `setsid`, one whose parent exited) is
+//!   reparented to it, so "the job's processes" are exactly its descendants, found through
+//!   `/proc`. It runs the job's command as its child, in the job's directory, in a process
+//!   group of its own (the job's `$$`, as before), and reports the child's PID.
+//! * When the job's main process exits, when the agent says so (`k` on the keeper's control
+//!   pipe), when the spawner is gone (the end of that pipe: the agent exited or was killed,
+//!   however) or when the agent's lease has run out (below), the keeper sends SIGTERM to
+//!   every descendant and SIGKILL to every one left after the grace period, until none is
+//!   left; then it exits as the job's main process did (its exit code, or the same signal),
+//!   which is what the spawner reports.
 //! * The lease (self-fencing): after each heartbeat the server accepted, the agent writes to
 //!   `<work dir>/state/lease` when its jobs must be killed if no later heartbeat is accepted
 //!   (times on `CLOCK_BOOTTIME`, which every process of the machine shares and which counts a
 //!   suspended machine's time; see [`Lease`]). A keeper reads it every [`LEASE_CHECK`]; past its
-//!   time it says `fenced` to the agent and kills the job's tree, SIGKILL by the lease's kill
+//!   time it reports `fenced` and kills the job's tree, SIGKILL by the lease's kill
 //!   time. The agent sets both well before the server's `node_timeout_ms` runs out since the
 //!   heartbeat's sending: a stopped, hung or cut-off agent's jobs are dead before the server
 //!   can run them again elsewhere. It runs in the keeper, not in the agent, because a stopped
 //!   agent cannot act.
-//! * Interruptions: `s N` on its stdin sends signal N to the job's process group.
+//! * Interruptions: `s N` on the control pipe sends signal N to the job's process group.
 //! * Output: the job's stdout and stderr go through pipes to the keeper, which writes them to
 //!   the job's files, at most `max_output` bytes each (the first ones); past that it writes a
 //!   line saying so and reads on, discarding the rest: the job is not stopped for it.
 //!
-//! The keeper ignores SIGTERM, SIGINT, SIGHUP and SIGQUIT (a unit's stop, a terminal's Ctrl-C:
-//! the agent's end of file tells it to clean up); the job's command starts with the default
-//! dispositions and an empty signal mask.
+//! Keepers ignore the signals the spawner ignores (a unit's stop, a terminal's Ctrl-C: the
+//! agent's end tells them to clean up); the job's command starts with the default dispositions
+//! and an empty signal mask.
+//!
+//! `__job-keeper` runs one keeper on its own, its control on its stdin and its reports
+//! without a key on its stdout: the way agents before the spawner ran each job, kept so that
+//! such an agent still running when this version's programs are installed over its own goes
+//! on starting jobs until it is restarted.
 
 use nix::errno::Errno;
+use nix::fcntl::OFlag;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, Signal, kill, killpg, signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::time::{ClockId, clock_gettime};
-use nix::unistd::Pid;
+use nix::unistd::{ForkResult, Pid};
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-/// The first argument that makes `fairsched` a job keeper.
+/// The first argument that makes `fairsched` (or `fairsched-job-keeper`) an agent's job
+/// spawner: `PROGRAM __job-spawner LEASE GRACE_MS MAX_OUTPUT` (see [`spawner_args`]).
+pub const SPAWNER_ARG: &str = "__job-spawner";
+
+/// The first argument that makes `fairsched` (or `fairsched-job-keeper`) one job's keeper on
+/// its own: `PROGRAM __job-keeper LEASE GRACE_MS STDOUT STDERR MAX_OUTPUT -- COMMAND...`
+/// (what agents before the spawner ran for each job).
 pub const KEEPER_ARG: &str = "__job-keeper";
 
 /// The keeper's own program, installed beside `fairsched` (agents prefer it: it starts
@@ -161,101 +186,524 @@ impl LeaseFile {
     }
 }
 
-/// What the keeper was asked to do (its arguments after [`KEEPER_ARG`]):
-/// `LEASE GRACE_MS STDOUT STDERR MAX_OUTPUT -- PROGRAM ARGS...` (`LEASE` `-`: none;
-/// `MAX_OUTPUT` 0: unbounded).
-#[derive(Debug)]
-struct Args {
+/// What every keeper of an agent is given (the spawner's arguments after [`SPAWNER_ARG`]):
+/// `LEASE GRACE_MS MAX_OUTPUT` (`LEASE` `-`: none; `MAX_OUTPUT` 0: unbounded).
+#[derive(Clone, Debug)]
+struct Setup {
     lease: Option<PathBuf>,
     grace: Duration,
-    stdout: PathBuf,
-    stderr: PathBuf,
     max_output: u64,
-    command: Vec<OsString>,
 }
 
-/// The keeper's arguments for a job (after the program).
-pub(crate) fn args(
+/// The spawner's arguments (after the program) for an agent whose lease is at `lease`.
+pub(crate) fn spawner_args(
     lease: Option<&Path>,
     grace: Duration,
-    dir: &Path,
     max_output: Option<u64>,
-    command: impl IntoIterator<Item = OsString>,
 ) -> Vec<OsString> {
-    let mut out: Vec<OsString> = vec![
-        KEEPER_ARG.into(),
+    vec![
+        SPAWNER_ARG.into(),
         lease.map_or("-".into(), |p| p.as_os_str().to_owned()),
         grace.as_millis().to_string().into(),
-        dir.join("stdout").into(),
-        dir.join("stderr").into(),
         max_output.unwrap_or(0).to_string().into(),
-        "--".into(),
-    ];
-    out.extend(command);
-    out
+    ]
 }
 
-fn parse_args(args: &[OsString]) -> Result<Args, String> {
-    let bad = || format!("bad keeper arguments: {args:?}");
-    let [
-        lease,
-        grace,
-        stdout,
-        stderr,
-        max_output,
-        dashes,
-        command @ ..,
-    ] = args
-    else {
-        return Err(bad());
-    };
-    if dashes != "--" || command.is_empty() {
-        return Err(bad());
-    }
-    let number = |s: &OsString| {
-        s.to_str()
-            .and_then(|s| s.parse::<u64>().ok())
-            .ok_or_else(bad)
-    };
-    Ok(Args {
+fn number(s: &OsString) -> Option<u64> {
+    s.to_str().and_then(|s| s.parse::<u64>().ok())
+}
+
+fn parse_setup(lease: &OsString, grace: &OsString, max_output: &OsString) -> Option<Setup> {
+    Some(Setup {
         lease: (lease != "-").then(|| PathBuf::from(lease)),
         grace: Duration::from_millis(number(grace)?),
-        stdout: stdout.into(),
-        stderr: stderr.into(),
         max_output: number(max_output)?,
-        command: command.to_vec(),
     })
 }
 
-/// Says `line` to the agent (the keeper's stdout); a gone agent is no error.
-fn say(line: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
+/// One job for a keeper to run.
+#[derive(Debug)]
+struct Job {
+    stdout: PathBuf,
+    stderr: PathBuf,
+    /// Its working directory (none: the keeper's).
+    dir: Option<PathBuf>,
+    command: Vec<OsString>,
+    /// Set in its environment, over the spawner's.
+    env: Vec<(OsString, OsString)>,
 }
 
-/// The `main` of a program that is only a keeper (`fairsched-job-keeper __job-keeper ...`):
-/// runs the keeper with this process's arguments, or says how it is run.
+/// What the agent asks of its spawner, on the spawner's stdin: fields each ended by a NUL
+/// byte (no field can hold one: see [`Request::encode`]), the first naming the request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Request {
+    /// Run a job under a new keeper, known as `key` from then on, in `dir` (which exists),
+    /// its output in `dir/stdout` and `dir/stderr`.
+    Start {
+        key: u64,
+        dir: PathBuf,
+        command: Vec<OsString>,
+        env: Vec<(OsString, OsString)>,
+    },
+    /// Kill the job's processes (SIGTERM, SIGKILL after the grace period).
+    Kill { key: u64 },
+    /// Send `signal` to the job's process group.
+    Signal { key: u64, signal: i32 },
+}
+
+impl Request {
+    /// The request's bytes; an error naming the field when one holds a NUL byte (which a
+    /// program's arguments, environment and paths cannot hold).
+    pub(crate) fn encode(&self) -> Result<Vec<u8>, String> {
+        let mut out = Vec::new();
+        let mut field = |what: &str, f: &[u8]| {
+            if f.contains(&0) {
+                return Err(format!("{what} holds a NUL byte"));
+            }
+            out.extend_from_slice(f);
+            out.push(0);
+            Ok(())
+        };
+        match self {
+            Request::Start {
+                key,
+                dir,
+                command,
+                env,
+            } => {
+                field("", b"start")?;
+                field("", key.to_string().as_bytes())?;
+                field("the job's directory", dir.as_os_str().as_bytes())?;
+                field("", command.len().to_string().as_bytes())?;
+                for a in command {
+                    field("the command", a.as_bytes())?;
+                }
+                field("", env.len().to_string().as_bytes())?;
+                for (k, v) in env {
+                    field("the environment", k.as_bytes())?;
+                    field("the environment", v.as_bytes())?;
+                }
+            }
+            Request::Kill { key } => {
+                field("", b"kill")?;
+                field("", key.to_string().as_bytes())?;
+            }
+            Request::Signal { key, signal } => {
+                field("", b"signal")?;
+                field("", key.to_string().as_bytes())?;
+                field("", signal.to_string().as_bytes())?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The first request in `buf` and how many bytes it takes; `Ok(None)` while it is not
+    /// all there.
+    fn decode(buf: &[u8]) -> Result<Option<(Request, usize)>, String> {
+        let mut at = 0;
+        // The next field, or `return Ok(None)` when it is not all there.
+        macro_rules! field {
+            () => {{
+                let Some(len) = buf[at..].iter().position(|&b| b == 0) else {
+                    return Ok(None);
+                };
+                let f = &buf[at..at + len];
+                at += len + 1;
+                f
+            }};
+        }
+        let bad = |what: &str, f: &[u8]| {
+            format!(
+                "bad request from the agent: {what} {:?}",
+                String::from_utf8_lossy(f)
+            )
+        };
+        macro_rules! number {
+            ($what:expr) => {{
+                let f = field!();
+                std::str::from_utf8(f)
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .ok_or_else(|| bad($what, f))?
+            }};
+        }
+        let verb = field!();
+        let request = match verb {
+            b"start" => {
+                let key = number!("key");
+                let dir = PathBuf::from(OsString::from_vec(field!().to_vec()));
+                let n: usize = number!("argument count");
+                let mut command = Vec::with_capacity(n.min(1024));
+                for _ in 0..n {
+                    command.push(OsString::from_vec(field!().to_vec()));
+                }
+                let n: usize = number!("variable count");
+                let mut env = Vec::with_capacity(n.min(1024));
+                for _ in 0..n {
+                    let k = OsString::from_vec(field!().to_vec());
+                    env.push((k, OsString::from_vec(field!().to_vec())));
+                }
+                Request::Start {
+                    key,
+                    dir,
+                    command,
+                    env,
+                }
+            }
+            b"kill" => Request::Kill {
+                key: number!("key"),
+            },
+            b"signal" => Request::Signal {
+                key: number!("key"),
+                signal: number!("signal"),
+            },
+            other => return Err(bad("request", other)),
+        };
+        Ok(Some((request, at)))
+    }
+}
+
+/// What the spawner and the keepers tell the agent, on the spawner's stdout: a line each,
+/// `KEY WHAT ...`, written by one `write` (so lines of different writers never mix).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Report {
+    /// The job's keeper runs, with this PID.
+    Keeper(i32),
+    /// The job's main process runs, with this PID (its process group).
+    Pid(i32),
+    /// The lease ran out: the keeper kills the job.
+    Fenced,
+    /// The job could not start, and why.
+    Error(String),
+    /// The keeper exited (its job's processes are gone): as the job's main process did, an
+    /// exit code or a signal (neither: the spawner could not start the keeper).
+    Exit {
+        code: Option<i32>,
+        signal: Option<i32>,
+    },
+}
+
+/// The longest [`Report::Error`] text, so that a line stays under `PIPE_BUF` (4096 bytes):
+/// written at once, it never mixes with another writer's.
+const REPORT_TEXT_MAX: usize = 3000;
+
+impl Report {
+    /// The report's line: `KEY WHAT ...` (no key: `WHAT ...`, the lone keeper's).
+    fn line(&self, key: Option<u64>) -> Vec<u8> {
+        let what = match self {
+            Report::Keeper(pid) => format!("keeper {pid}"),
+            Report::Pid(pid) => format!("pid {pid}"),
+            Report::Fenced => "fenced".to_string(),
+            Report::Error(e) => {
+                let mut e = e.replace(['\n', '\r'], " ");
+                if e.len() > REPORT_TEXT_MAX {
+                    let mut cut = REPORT_TEXT_MAX;
+                    while !e.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    e.truncate(cut);
+                    e.push_str("...");
+                }
+                format!("error {e}")
+            }
+            Report::Exit {
+                code: Some(c),
+                signal: _,
+            } => format!("exit code {c}"),
+            Report::Exit {
+                code: None,
+                signal: Some(s),
+            } => format!("exit signal {s}"),
+            Report::Exit {
+                code: None,
+                signal: None,
+            } => "exit none".to_string(),
+        };
+        match key {
+            Some(k) => format!("{k} {what}\n").into_bytes(),
+            None => format!("{what}\n").into_bytes(),
+        }
+    }
+
+    /// A line of the spawner's stdout: the job's key and what it says.
+    pub(crate) fn parse(line: &str) -> Option<(u64, Report)> {
+        let (key, what) = line.split_once(' ')?;
+        let key = key.parse().ok()?;
+        let (word, rest) = what.split_once(' ').unwrap_or((what, ""));
+        let report = match (word, rest) {
+            ("keeper", pid) => Report::Keeper(pid.parse().ok()?),
+            ("pid", pid) => Report::Pid(pid.parse().ok()?),
+            ("fenced", "") => Report::Fenced,
+            ("error", e) => Report::Error(e.to_string()),
+            ("exit", how) => match how.split_once(' ') {
+                Some(("code", c)) => Report::Exit {
+                    code: Some(c.parse().ok()?),
+                    signal: None,
+                },
+                Some(("signal", s)) => Report::Exit {
+                    code: None,
+                    signal: Some(s.parse().ok()?),
+                },
+                None if how == "none" => Report::Exit {
+                    code: None,
+                    signal: None,
+                },
+                _ => return None,
+            },
+            _ => return None,
+        };
+        Some((key, report))
+    }
+}
+
+/// Writes `report` to this process's stdout (the agent's pipe) in one `write`; a gone agent
+/// is no error.
+fn say(key: Option<u64>, report: &Report) {
+    let line = report.line(key);
+    let mut written = 0;
+    while written < line.len() {
+        match nix::unistd::write(std::io::stdout().as_fd(), &line[written..]) {
+            Ok(n) => written += n,
+            Err(Errno::EINTR) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Ignores [`IGNORED`] and blocks SIGCHLD (for a signalfd, returned).
+fn ignore_signals_and_watch_children() -> Result<SignalFd, String> {
+    for s in IGNORED {
+        // SAFETY: ignoring installs no handler.
+        #[allow(unsafe_code)]
+        unsafe {
+            signal(s, SigHandler::SigIgn).map_err(|e| format!("signal: {e}"))?;
+        }
+    }
+    let mut chld = SigSet::empty();
+    chld.add(Signal::SIGCHLD);
+    chld.thread_block().map_err(|e| format!("sigmask: {e}"))?;
+    SignalFd::with_flags(&chld, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+        .map_err(|e| format!("signalfd: {e}"))
+}
+
+/// The `main` of a program that is only a spawner or keeper (`fairsched-job-keeper`): runs
+/// as its first argument says, or says how it is run.
 pub fn binary_main() -> ! {
     let args: Vec<OsString> = std::env::args_os().collect();
     match args.get(1) {
+        Some(a) if a == SPAWNER_ARG => spawner_main(&args[2..]),
         Some(a) if a == KEEPER_ARG => main(&args[2..]),
         _ => {
-            eprintln!("usage: fairsched-job-keeper {KEEPER_ARG} ... (run by an agent)");
+            eprintln!("usage: fairsched-job-keeper {SPAWNER_ARG} ... (run by an agent)");
             std::process::exit(2)
         }
     }
 }
 
-/// Runs the keeper with `args` (those after [`KEEPER_ARG`]) and exits as the job did.
-pub fn main(args: &[OsString]) -> ! {
-    match run(args) {
+/// Runs the spawner with `args` (those after [`SPAWNER_ARG`]) until the end of its stdin.
+pub fn spawner_main(args: &[OsString]) -> ! {
+    match spawner(args) {
+        Ok(()) => std::process::exit(0),
+        Err(e) => {
+            eprintln!("fairsched job spawner: {e}");
+            std::process::exit(1)
+        }
+    }
+}
+
+/// A keeper the spawner started.
+#[derive(Debug)]
+struct Kept {
+    key: u64,
+    /// The write end of its control pipe.
+    control: OwnedFd,
+}
+
+fn spawner(args: &[OsString]) -> Result<(), String> {
+    let setup = match args {
+        [lease, grace, max_output] => parse_setup(lease, grace, max_output),
+        _ => None,
+    }
+    .ok_or_else(|| format!("bad spawner arguments: {args:?}"))?;
+    let sigfd = ignore_signals_and_watch_children()?;
+    let stdin = std::io::stdin();
+    let mut kept: BTreeMap<i32, Kept> = BTreeMap::new();
+    let mut by_key: BTreeMap<u64, i32> = BTreeMap::new();
+    let mut buf: Vec<u8> = Vec::new();
+    loop {
+        let mut fds = [
+            PollFd::new(stdin.as_fd(), PollFlags::POLLIN),
+            PollFd::new(sigfd.as_fd(), PollFlags::POLLIN),
+        ];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(e) => return Err(format!("poll: {e}")),
+        }
+        let [agent, chld] = fds.map(|f| {
+            f.revents().is_some_and(|r| {
+                r.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR)
+            })
+        });
+        if chld {
+            while let Ok(Some(_)) = sigfd.read_signal() {}
+            loop {
+                let (pid, code, signal) = match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+                    Ok(WaitStatus::Exited(pid, code)) => (pid, Some(code), None),
+                    Ok(WaitStatus::Signaled(pid, sig, _)) => (pid, None, Some(sig as i32)),
+                    Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => break,
+                    Ok(_) | Err(Errno::EINTR) => continue,
+                    Err(e) => return Err(format!("waitpid: {e}")),
+                };
+                if let Some(k) = kept.remove(&pid.as_raw()) {
+                    by_key.remove(&k.key);
+                    say(Some(k.key), &Report::Exit { code, signal });
+                }
+            }
+        }
+        if agent {
+            let mut chunk = [0u8; 64 * 1024];
+            match nix::unistd::read(stdin.as_raw_fd(), &mut chunk) {
+                // The agent is gone: exiting closes every control pipe, and each keeper kills
+                // its job.
+                Ok(0) => return Ok(()),
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                Err(Errno::EINTR) | Err(Errno::EAGAIN) => {}
+                Err(e) => return Err(format!("read: {e}")),
+            }
+            let mut used = 0;
+            while let Some((request, n)) = Request::decode(&buf[used..])? {
+                used += n;
+                match request {
+                    Request::Start {
+                        key,
+                        dir,
+                        command,
+                        env,
+                    } => {
+                        let job = Job {
+                            stdout: dir.join("stdout"),
+                            stderr: dir.join("stderr"),
+                            dir: Some(dir),
+                            command,
+                            env,
+                        };
+                        match fork_keeper(&setup, key, job, &kept, &sigfd) {
+                            Ok(control) => {
+                                let pid = control.0;
+                                by_key.insert(key, pid);
+                                kept.insert(
+                                    pid,
+                                    Kept {
+                                        key,
+                                        control: control.1,
+                                    },
+                                );
+                                say(Some(key), &Report::Keeper(pid));
+                            }
+                            Err(e) => {
+                                say(Some(key), &Report::Error(e));
+                                say(
+                                    Some(key),
+                                    &Report::Exit {
+                                        code: None,
+                                        signal: None,
+                                    },
+                                );
+                            }
+                        }
+                    }
+                    Request::Kill { key } | Request::Signal { key, .. } => {
+                        let command = match request {
+                            Request::Signal { signal, .. } => format!("s {signal}\n"),
+                            _ => "k\n".to_string(),
+                        };
+                        // A keeper that ended meanwhile: nothing to do.
+                        if let Some(k) = by_key.get(&key).and_then(|pid| kept.get(pid)) {
+                            let _ = nix::unistd::write(&k.control, command.as_bytes());
+                        }
+                    }
+                }
+            }
+            buf.drain(..used);
+        }
+    }
+}
+
+/// Forks a keeper for `job`: its PID and the write end of its control pipe.
+fn fork_keeper(
+    setup: &Setup,
+    key: u64,
+    job: Job,
+    kept: &BTreeMap<i32, Kept>,
+    sigfd: &SignalFd,
+) -> Result<(i32, OwnedFd), String> {
+    let (control_read, control_write) =
+        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+    let null = std::fs::File::open("/dev/null").map_err(|e| format!("/dev/null: {e}"))?;
+    // SAFETY: the spawner has a single thread, so its child may do whatever it could.
+    #[allow(unsafe_code)]
+    match unsafe { nix::unistd::fork() } {
+        Ok(ForkResult::Child) => {
+            // Only its own end of its own pipe: another keeper's pipe must end when the
+            // spawner does, and the agent's requests are the spawner's.
+            for k in kept.values() {
+                let _ = nix::unistd::close(k.control.as_raw_fd());
+            }
+            let _ = nix::unistd::close(control_write.as_raw_fd());
+            let _ = nix::unistd::close(sigfd.as_raw_fd());
+            let _ = nix::unistd::dup2(null.as_raw_fd(), 0);
+            let _ = nix::unistd::close(null.as_raw_fd());
+            exit_as(keep(setup, job, control_read.as_fd(), Some(key)), Some(key))
+        }
+        Ok(ForkResult::Parent { child }) => Ok((child.as_raw(), control_write)),
+        Err(e) => Err(format!("cannot fork the job's keeper: {e}")),
+    }
+}
+
+/// Ends a keeper: as its job's main process ended, or, when the job could not start, with
+/// status 127 after reporting why.
+fn exit_as(result: Result<End, String>, key: Option<u64>) -> ! {
+    match result {
         Ok(end) => end.exit(),
         Err(e) => {
-            say(&format!("error {e}"));
+            say(key, &Report::Error(e));
             std::process::exit(127)
         }
     }
+}
+
+/// Runs one keeper on its own with `args` (those after [`KEEPER_ARG`]: `LEASE GRACE_MS
+/// STDOUT STDERR MAX_OUTPUT -- PROGRAM ARGS...`), controlled through its stdin, and exits as
+/// the job did.
+pub fn main(args: &[OsString]) -> ! {
+    let parsed = match args {
+        [
+            lease,
+            grace,
+            stdout,
+            stderr,
+            max_output,
+            dashes,
+            command @ ..,
+        ] if dashes == "--" && !command.is_empty() => {
+            parse_setup(lease, grace, max_output).map(|setup| {
+                let job = Job {
+                    stdout: stdout.into(),
+                    stderr: stderr.into(),
+                    dir: None,
+                    command: command.to_vec(),
+                    env: Vec::new(),
+                };
+                (setup, job)
+            })
+        }
+        _ => None,
+    };
+    let result = match parsed {
+        Some((setup, job)) => keep(&setup, job, std::io::stdin().as_fd(), None),
+        None => Err(format!("bad keeper arguments: {args:?}")),
+    };
+    exit_as(result, None)
 }
 
 /// How the job's main process ended.
@@ -395,26 +843,16 @@ impl Output {
     }
 }
 
-fn run(args: &[OsString]) -> Result<End, String> {
-    let args = parse_args(args)?;
+/// Keeps `job`: runs it, reports its PID, and kills its processes as the module's doc says;
+/// `control` is the agent's (or the spawner's) end: `k`, `s N`, or its end.
+fn keep(setup: &Setup, job: Job, control: BorrowedFd<'_>, key: Option<u64>) -> Result<End, String> {
     nix::sys::prctl::set_child_subreaper(true).map_err(|e| format!("subreaper: {e}"))?;
-    for s in IGNORED {
-        // SAFETY: ignoring installs no handler.
-        #[allow(unsafe_code)]
-        unsafe {
-            signal(s, SigHandler::SigIgn).map_err(|e| format!("signal: {e}"))?;
-        }
-    }
-    let mut chld = SigSet::empty();
-    chld.add(Signal::SIGCHLD);
-    chld.thread_block().map_err(|e| format!("sigmask: {e}"))?;
-    let sigfd = SignalFd::with_flags(&chld, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
-        .map_err(|e| format!("signalfd: {e}"))?;
+    let sigfd = ignore_signals_and_watch_children()?;
 
     let create = |p: &Path| {
         std::fs::File::create(p).map_err(|e| format!("cannot create {}: {e}", p.display()))
     };
-    let (out_file, err_file) = (create(&args.stdout)?, create(&args.stderr)?);
+    let (out_file, err_file) = (create(&job.stdout)?, create(&job.stderr)?);
     let (out_read, out_write) = std::io::pipe().map_err(|e| format!("pipe: {e}"))?;
     let (err_read, err_write) = std::io::pipe().map_err(|e| format!("pipe: {e}"))?;
     let mut outputs = [
@@ -422,7 +860,7 @@ fn run(args: &[OsString]) -> Result<End, String> {
             pipe: Some(std::fs::File::from(std::os::fd::OwnedFd::from(out_read))),
             file: out_file,
             written: 0,
-            max: args.max_output,
+            max: setup.max_output,
             discarded: 0,
             name: "stdout",
         },
@@ -430,15 +868,22 @@ fn run(args: &[OsString]) -> Result<End, String> {
             pipe: Some(std::fs::File::from(std::os::fd::OwnedFd::from(err_read))),
             file: err_file,
             written: 0,
-            max: args.max_output,
+            max: setup.max_output,
             discarded: 0,
             name: "stderr",
         },
     ];
 
-    let (program, rest) = args.command.split_first().expect("checked");
+    let (program, rest) = job
+        .command
+        .split_first()
+        .ok_or_else(|| "no command".to_string())?;
     let mut cmd = std::process::Command::new(program);
+    if let Some(dir) = &job.dir {
+        cmd.current_dir(dir);
+    }
     cmd.args(rest)
+        .envs(job.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(out_write)
         .stderr(err_write)
@@ -458,13 +903,12 @@ fn run(args: &[OsString]) -> Result<End, String> {
     }
     let child = cmd
         .spawn()
-        .map_err(|e| format!("cannot start {:?}: {e}", args.command))?;
+        .map_err(|e| format!("cannot start {:?}: {e}", job.command))?;
     // Only the child holds the pipes' write ends now.
     drop(cmd);
     let child_pid = child.id() as i32;
-    say(&format!("pid {child_pid}"));
+    say(key, &Report::Pid(child_pid));
 
-    let stdin = std::io::stdin();
     let mut agent_open = true;
     let mut commands: Vec<u8> = Vec::new();
     let mut end: Option<End> = None;
@@ -472,7 +916,7 @@ fn run(args: &[OsString]) -> Result<End, String> {
     let mut kill_at: Option<u64> = None;
     let mut lease: Option<Lease> = None;
     let mut next_lease_check = 0u64;
-    let grace_ns = args.grace.as_nanos() as u64;
+    let grace_ns = setup.grace.as_nanos() as u64;
     let start_kill = |kill_at: &mut Option<u64>, by: u64| {
         if kill_at.is_none() {
             signal_descendants(Signal::SIGTERM);
@@ -518,7 +962,7 @@ fn run(args: &[OsString]) -> Result<End, String> {
             }
             start_kill(&mut kill_at, now + grace_ns);
         }
-        if let Some(path) = &args.lease
+        if let Some(path) = &setup.lease
             && now >= next_lease_check
         {
             next_lease_check = now + LEASE_CHECK.as_nanos() as u64;
@@ -532,7 +976,7 @@ fn run(args: &[OsString]) -> Result<End, String> {
                 && now >= l.term_ns
             {
                 if kill_at.is_none() {
-                    say("fenced");
+                    say(key, &Report::Fenced);
                 }
                 start_kill(&mut kill_at, l.kill_ns);
             }
@@ -544,7 +988,7 @@ fn run(args: &[OsString]) -> Result<End, String> {
         }
         // Wait for: a child's end, a command or the agent's end, output, the next deadline.
         let mut wake = u64::MAX;
-        if args.lease.is_some() {
+        if setup.lease.is_some() {
             wake = wake.min(next_lease_check);
         }
         if let Some(k) = kill_at {
@@ -557,10 +1001,9 @@ fn run(args: &[OsString]) -> Result<End, String> {
             let ms = (wake.saturating_sub(now) / 1_000_000 + 1).min(1000);
             PollTimeout::from(ms as u16)
         };
-        let stdin_fd = stdin.as_fd();
         let mut fds = vec![PollFd::new(sigfd.as_fd(), PollFlags::POLLIN)];
         if agent_open {
-            fds.push(PollFd::new(stdin_fd, PollFlags::POLLIN));
+            fds.push(PollFd::new(control, PollFlags::POLLIN));
         }
         let pipes: Vec<usize> = (0..2).filter(|&i| outputs[i].pipe.is_some()).collect();
         for &i in &pipes {
@@ -587,9 +1030,9 @@ fn run(args: &[OsString]) -> Result<End, String> {
         if agent_open {
             if ready[at] {
                 let mut buf = [0u8; 256];
-                match nix::unistd::read(stdin.as_raw_fd(), &mut buf) {
+                match nix::unistd::read(control.as_raw_fd(), &mut buf) {
                     Ok(0) | Err(Errno::EBADF) => {
-                        // The agent is gone: its jobs go with it.
+                        // The agent (or the spawner) is gone: its jobs go with it.
                         agent_open = false;
                         start_kill(&mut kill_at, boottime_ns() + grace_ns);
                     }
@@ -650,5 +1093,146 @@ mod tests {
         let mut torn = Lease::text(Some(l));
         torn.replace_range(0..3, "999");
         assert_eq!(Lease::parse(&torn), None);
+    }
+
+    fn os(b: &[u8]) -> OsString {
+        OsString::from_vec(b.to_vec())
+    }
+
+    proptest::proptest! {
+        /// Whatever a request holds (spaces, line breaks, empty arguments, bytes that are not
+        /// UTF-8), the spawner reads back the same request, and waits while it is cut short.
+        #[test]
+        fn a_request_is_read_back_whole_and_not_before(
+            key in proptest::prelude::any::<u64>(),
+            dir in proptest::collection::vec(1u8.., 0..20),
+            command in proptest::collection::vec(proptest::collection::vec(1u8.., 0..12), 0..5),
+            env in proptest::collection::vec(
+                (proptest::collection::vec(1u8.., 0..8), proptest::collection::vec(1u8.., 0..8)),
+                0..4,
+            ),
+            signal in proptest::prelude::any::<i32>(),
+        ) {
+            let requests = [
+                Request::Start {
+                    key,
+                    dir: PathBuf::from(os(&dir)),
+                    command: command.iter().map(|a| os(a)).collect(),
+                    env: env.iter().map(|(k, v)| (os(k), os(v))).collect(),
+                },
+                Request::Kill { key },
+                Request::Signal { key, signal },
+            ];
+            let mut stream = Vec::new();
+            for r in &requests {
+                stream.extend(r.encode().unwrap());
+            }
+            let mut at = 0;
+            for r in &requests {
+                let (read, n) = Request::decode(&stream[at..]).unwrap().unwrap();
+                proptest::prop_assert_eq!(&read, r);
+                for cut in 0..n {
+                    proptest::prop_assert_eq!(Request::decode(&stream[at..at + cut]), Ok(None));
+                }
+                at += n;
+            }
+            proptest::prop_assert_eq!(at, stream.len());
+        }
+    }
+
+    #[test]
+    fn a_request_holding_a_nul_byte_is_refused_and_a_bad_one_named() {
+        let start = |command: &[u8]| Request::Start {
+            key: 1,
+            dir: "/tmp/x".into(),
+            command: vec![os(command)],
+            env: Vec::new(),
+        };
+        assert_eq!(
+            start(b"a\0b").encode(),
+            Err("the command holds a NUL byte".to_string())
+        );
+        assert!(start(b"ab").encode().is_ok());
+        assert_eq!(
+            Request::decode(b"stop\0\x31\0"),
+            Err("bad request from the agent: request \"stop\"".to_string())
+        );
+        assert_eq!(
+            Request::decode(b"kill\0x\0"),
+            Err("bad request from the agent: key \"x\"".to_string())
+        );
+    }
+
+    #[test]
+    fn reports_are_read_back_on_one_line_each() {
+        let long = "é".repeat(4000);
+        let cases = [
+            (Report::Keeper(12), "7 keeper 12\n", Report::Keeper(12)),
+            (Report::Pid(13), "7 pid 13\n", Report::Pid(13)),
+            (Report::Fenced, "7 fenced\n", Report::Fenced),
+            (
+                Report::Error("cannot start:\nno such file".into()),
+                "7 error cannot start: no such file\n",
+                Report::Error("cannot start: no such file".into()),
+            ),
+            (
+                Report::Exit {
+                    code: Some(3),
+                    signal: None,
+                },
+                "7 exit code 3\n",
+                Report::Exit {
+                    code: Some(3),
+                    signal: None,
+                },
+            ),
+            (
+                Report::Exit {
+                    code: None,
+                    signal: Some(9),
+                },
+                "7 exit signal 9\n",
+                Report::Exit {
+                    code: None,
+                    signal: Some(9),
+                },
+            ),
+            (
+                Report::Exit {
+                    code: None,
+                    signal: None,
+                },
+                "7 exit none\n",
+                Report::Exit {
+                    code: None,
+                    signal: None,
+                },
+            ),
+        ];
+        for (report, line, back) in cases {
+            let written = String::from_utf8(report.line(Some(7))).unwrap();
+            assert_eq!(written, line);
+            assert_eq!(Report::parse(written.trim_end()), Some((7, back)));
+        }
+        // A long error stays under PIPE_BUF, so that its line is written at once.
+        let written = Report::Error(long).line(Some(u64::MAX));
+        assert!(written.len() < 4096, "{}", written.len());
+        assert!(matches!(
+            Report::parse(std::str::from_utf8(&written).unwrap().trim_end()),
+            Some((u64::MAX, Report::Error(e))) if e.ends_with("...")
+        ));
+        // The lone keeper's lines have no key.
+        assert_eq!(Report::Pid(5).line(None), b"pid 5\n");
+        for bad in [
+            "",
+            "7",
+            "x pid 1",
+            "7 pid x",
+            "7 exit code",
+            "7 exit 3",
+            "7 what 1",
+        ] {
+            assert_eq!(Report::parse(bad), None, "{bad:?}");
+        }
     }
 }

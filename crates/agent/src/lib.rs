@@ -36,6 +36,7 @@ pub mod keeper;
 pub mod memory;
 pub mod metrics;
 mod records;
+mod spawner;
 
 pub use memory::MemoryEnforcement;
 pub use metrics::AgentMetrics;
@@ -53,7 +54,6 @@ use nix::unistd::Pid;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::OnceLock;
@@ -84,20 +84,20 @@ pub struct AgentConfig {
     /// nothing in it changed for this long (and an operation's directory once empty); `None`
     /// keeps them forever.
     pub job_dir_retention: Option<Duration>,
-    /// The program run as each job's keeper (`PROGRAM __job-keeper ...`, see [`keeper`]):
-    /// `None` is this program, which must then call [`keeper::main`] when its first argument
-    /// is [`keeper::KEEPER_ARG`] (`fairsched` does).
+    /// The program run as the agent's job spawner (`PROGRAM __job-spawner ...`, see
+    /// [`keeper`]), which forks each job's keeper: `None` is this program, which must then
+    /// call [`keeper::spawner_main`] when its first argument is [`keeper::SPAWNER_ARG`] (and
+    /// [`keeper::main`] for [`keeper::KEEPER_ARG`]; `fairsched` does).
     pub keeper: Option<PathBuf>,
     /// The most bytes kept of each job's stdout and of its stderr (the first ones; the job's
     /// keeper discards the rest, saying so in the file); `None`: unbounded.
     pub max_job_output: Option<u64>,
 }
 
-/// The program a job's keeper runs: `fairsched-job-keeper` beside this program if it is
-/// there (a small program: its start costs about a third of this one's, per job), else this
-/// very program, as `/proc/self/exe`, which runs it even after its file was replaced (an
-/// upgrade installed while the agent runs), where its path would run another version or
-/// nothing.
+/// The program of the job spawner: `fairsched-job-keeper` beside this program if it is
+/// there (a small program: the keepers it forks are smaller), else this very program, as
+/// `/proc/self/exe`, which runs it even after its file was replaced (an upgrade installed
+/// while the agent runs), where its path would run another version or nothing.
 fn default_keeper() -> PathBuf {
     let this = PathBuf::from("/proc/self/exe");
     if let Ok(exe) = std::fs::read_link(&this) {
@@ -162,26 +162,22 @@ pub fn detect_resources() -> Resources {
 }
 
 struct Job {
-    /// The keeper's stdin: commands to it (see `keeper`); its end (the agent's) tells the
-    /// keeper to kill the job.
-    control: std::fs::File,
+    /// Its key with the spawner (see `keeper`).
+    key: u64,
     state: Arc<JobState>,
     /// Its directory (with `stdout` and `stderr`).
     dir: PathBuf,
-}
-
-impl Job {
-    /// Sends a command to the job's keeper (an ended keeper: nothing to do).
-    fn tell(&mut self, command: &[u8]) {
-        use std::io::Write;
-        let _ = self.control.write_all(command);
-    }
 }
 
 /// The reason of a job its keeper killed when the agent's lease ran out.
 pub const FENCED: &str = "fenced: no heartbeat of the agent was accepted for most of the \
                           server's node_timeout_ms (agent stopped, hung or cut off), so the job \
                           was killed before the server could run it elsewhere";
+
+/// The reason of a job whose keeper was lost with the agent's job spawner.
+pub const SPAWNER_LOST: &str = "aborted: the agent's job spawner process ended while the job \
+                                ran (killed by hand or by the OOM killer?), so the job's keeper \
+                                killed its processes";
 
 /// What the agent and the job's tasks (its wait, the memory poller) share about a job.
 #[derive(Debug, Default)]
@@ -236,8 +232,8 @@ struct Agent {
     finished_dirs: BTreeMap<String, PathBuf>,
     /// Counts heartbeats, to take turns among running jobs whose output does not all fit.
     output_turn: std::sync::atomic::AtomicUsize,
-    /// The program run as each job's keeper.
-    keeper: PathBuf,
+    /// Starts each job under its keeper (see `keeper`).
+    spawner: spawner::Spawner,
     /// The lease the jobs' keepers read (see `keeper`).
     lease: keeper::LeaseFile,
     /// The server's `node_timeout_ms`, as its last registration reply said (older servers
@@ -349,8 +345,9 @@ impl Agent {
                 ),
             }
         }
-        let lease = self.lease.path().to_path_buf();
-        let spawn = |cgroup: Option<&memory::JobCgroup>| -> std::io::Result<tokio::process::Child> {
+        let spawn = |spawner: &mut spawner::Spawner,
+                     cgroup: Option<&memory::JobCgroup>|
+         -> std::io::Result<(u64, mpsc::UnboundedReceiver<keeper::Report>)> {
             std::fs::create_dir_all(&dir)?;
             let (program, args) = s
                 .command
@@ -364,62 +361,36 @@ impl Agent {
             }
             line.push(program.into());
             line.extend(args.iter().map(Into::into));
-            // The job runs under its keeper (see `keeper`), in a process group of its own;
-            // the keeper in another, so that signals to the job's group never reach it.
-            let mut cmd = tokio::process::Command::new(&self.keeper);
-            cmd.args(keeper::args(
-                Some(&lease),
-                self.config.kill_grace,
-                &dir,
-                self.config.max_job_output,
-                line,
-            ))
-            .current_dir(&dir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .process_group(0);
-            for k in JOB_ENV_REMOVED {
-                cmd.env_remove(k);
-            }
-            cmd.envs(&s.env)
-                .env("FAIRSCHED_OPERATION_ID", &s.operation)
-                .env("FAIRSCHED_JOB_ID", &s.job)
-                .env("FAIRSCHED_TASK_INDEX", s.task.to_string())
-                .env("FAIRSCHED_NODE_ID", &self.config.node_id)
-                .env("FAIRSCHED_SERVER", &self.config.server)
-                .env("FAIRSCHED_JOB_DIR", &dir);
+            // Over the spawner's environment (the agent's, without JOB_ENV_REMOVED).
+            let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> =
+                s.env.iter().map(|(k, v)| (k.into(), v.into())).collect();
+            let own = [
+                ("FAIRSCHED_OPERATION_ID", s.operation.clone()),
+                ("FAIRSCHED_JOB_ID", s.job.clone()),
+                ("FAIRSCHED_TASK_INDEX", s.task.to_string()),
+                ("FAIRSCHED_NODE_ID", self.config.node_id.clone()),
+                ("FAIRSCHED_SERVER", self.config.server.clone()),
+            ];
+            env.extend(own.into_iter().map(|(k, v)| (k.into(), v.into())));
+            env.push(("FAIRSCHED_JOB_DIR".into(), dir.clone().into()));
             for k in ResourceKind::ALL {
                 let raw = s.resources.raw_of(k);
                 if raw != 0 {
-                    cmd.env(
-                        format!("FAIRSCHED_{}", k.name().to_uppercase()),
-                        fairsched_resources::format_amount(k, raw),
-                    );
+                    env.push((
+                        format!("FAIRSCHED_{}", k.name().to_uppercase()).into(),
+                        fairsched_resources::format_amount(k, raw).into(),
+                    ));
                 }
             }
-            cmd.spawn()
+            spawner.run(dir.clone(), line, env)
         };
         let job = s.job.clone();
         // Recorded before its process exists: an agent killed in between leaves a record a
         // restarted agent finds the job's processes by (see `records`).
         self.records.starting(&job, &s.operation);
-        let spawned = spawn(cgroup.as_ref()).and_then(|mut child| {
-            let stdin = child
-                .stdin
-                .take()
-                .ok_or_else(|| std::io::Error::other("no stdin"))?;
-            let control = std::fs::File::from(stdin.into_owned_fd()?);
-            let stdout = child
-                .stdout
-                .take()
-                .ok_or_else(|| std::io::Error::other("no stdout"))?;
-            Ok((child, control, stdout))
-        });
+        let spawned = spawn(&mut self.spawner, cgroup.as_ref());
         match spawned {
-            Ok((mut child, control, stdout)) => {
-                let keeper_pid = child.id().unwrap_or(0) as i32;
-                self.records.started(&job, &s.operation, 0, keeper_pid);
+            Ok((key, mut reports)) => {
                 let records = self.records.clone();
                 self.metrics.jobs_started.inc();
                 self.metrics.jobs_running.inc();
@@ -428,7 +399,7 @@ impl Agent {
                 self.jobs.insert(
                     job.clone(),
                     Job {
-                        control,
+                        key,
                         state: state.clone(),
                         dir: dir.clone(),
                     },
@@ -438,38 +409,48 @@ impl Agent {
                 let id = job.clone();
                 let operation = s.operation.clone();
                 tokio::spawn(async move {
-                    use tokio::io::AsyncBufReadExt;
-                    // What the keeper says: the job's PID (its process group), whether the
-                    // lease ran out, why the job could not start.
-                    let mut lines = tokio::io::BufReader::new(stdout).lines();
-                    let (mut fenced, mut error) = (false, None);
-                    while let Ok(Some(line)) = lines.next_line().await {
-                        if let Some(pid) = line.strip_prefix("pid ").and_then(|p| p.parse().ok()) {
-                            records.started(&id, &operation, pid, keeper_pid);
-                            tracing::info!(job = id, operation, pid, "job started");
-                            if let Some(w) = &watches {
-                                w.lock().unwrap_or_else(|e| e.into_inner()).insert(
-                                    id.clone(),
-                                    memory::Watch {
-                                        pgid: pid,
-                                        limit,
-                                        state: state.clone(),
-                                    },
+                    // What the spawner and the keeper say: the keeper's PID, the job's (its
+                    // process group), whether the lease ran out, why the job could not start,
+                    // and last how the keeper exited (as the job's main process did).
+                    let (mut fenced, mut error, mut status) = (false, None, None);
+                    let (mut keeper_pid, mut pgid) = (0, 0);
+                    while let Some(report) = reports.recv().await {
+                        match report {
+                            keeper::Report::Keeper(pid) => {
+                                keeper_pid = pid;
+                                records.started(&id, &operation, pgid, keeper_pid);
+                            }
+                            keeper::Report::Pid(pid) => {
+                                pgid = pid;
+                                records.started(&id, &operation, pgid, keeper_pid);
+                                tracing::info!(job = id, operation, pid, "job started");
+                                if let Some(w) = &watches {
+                                    w.lock().unwrap_or_else(|e| e.into_inner()).insert(
+                                        id.clone(),
+                                        memory::Watch {
+                                            pgid: pid,
+                                            limit,
+                                            state: state.clone(),
+                                        },
+                                    );
+                                }
+                            }
+                            keeper::Report::Fenced => {
+                                fenced = true;
+                                tracing::warn!(
+                                    job = id,
+                                    "the agent's lease ran out (no heartbeat accepted for most \
+                                     of the server's node_timeout_ms): the job's processes are \
+                                     killed before the server can run it elsewhere"
                                 );
                             }
-                        } else if line == "fenced" {
-                            fenced = true;
-                            tracing::warn!(
-                                job = id,
-                                "the agent's lease ran out (no heartbeat accepted for most of \
-                                 the server's node_timeout_ms): the job's processes are killed \
-                                 before the server can run it elsewhere"
-                            );
-                        } else if let Some(e) = line.strip_prefix("error ") {
-                            error = Some(e.to_string());
+                            keeper::Report::Error(e) => error = Some(e),
+                            keeper::Report::Exit { code, signal } => {
+                                status = Some((code, signal));
+                                break;
+                            }
                         }
                     }
-                    let status = child.wait().await;
                     // The keeper has killed whatever the job left running (its descendants).
                     state.done.store(true, Ordering::SeqCst);
                     let oom_kills = match cgroup {
@@ -480,14 +461,10 @@ impl Agent {
                         }
                         None => 0,
                     };
-                    let (exit_code, signal) = match &status {
-                        Ok(st) => {
-                            use std::os::unix::process::ExitStatusExt;
-                            (st.code(), st.signal())
-                        }
-                        Err(_) => (None, None),
-                    };
-                    let (outcome, reason) = if fenced {
+                    let (exit_code, signal) = status.unwrap_or((None, None));
+                    let (outcome, reason) = if status.is_none() {
+                        (Outcome::Aborted, Some(SPAWNER_LOST.to_string()))
+                    } else if fenced {
                         (Outcome::Aborted, Some(FENCED.to_string()))
                     } else if state.killed.load(Ordering::SeqCst) {
                         (Outcome::Aborted, None)
@@ -549,14 +526,14 @@ impl Agent {
     /// Through its keeper: SIGTERM to every process of the job now, SIGKILL to those left
     /// after the grace period.
     fn kill(&mut self, id: &str) {
-        if let Some(job) = self.jobs.get_mut(id) {
+        if let Some(job) = self.jobs.get(id) {
             job.state.killed.store(true, Ordering::SeqCst);
-            job.tell(b"k\n");
+            self.spawner.tell(&keeper::Request::Kill { key: job.key });
         }
     }
 
     fn interrupt(&mut self, id: &str, signal: Option<&str>) {
-        let Some(job) = self.jobs.get_mut(id) else {
+        let Some(key) = self.jobs.get(id).map(|j| j.key) else {
             return;
         };
         let Some(name) = signal else { return };
@@ -568,7 +545,10 @@ impl Agent {
         match Signal::from_str(&name) {
             Ok(sig) => {
                 // The keeper sends it to the job's process group.
-                job.tell(format!("s {}\n", sig as i32).as_bytes());
+                self.spawner.tell(&keeper::Request::Signal {
+                    key,
+                    signal: sig as i32,
+                });
             }
             Err(_) => tracing::warn!(job = id, signal = name, "unknown interruption signal"),
         }
@@ -840,6 +820,12 @@ pub async fn run_with_memory_enforcement(
     let lease = keeper::LeaseFile::open(&config.work_dir.join("state").join("lease"))
         .map_err(|e| anyhow::anyhow!("cannot write the agent's lease: {e}"))?;
     let keeper = config.keeper.clone().unwrap_or_else(default_keeper);
+    let spawner = spawner::Spawner::start(
+        keeper,
+        keeper::spawner_args(Some(lease.path()), config.kill_grace, config.max_job_output),
+        &JOB_ENV_REMOVED,
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
     let metrics = AgentMetrics::default();
     let metrics_task = match &config.metrics_listen {
         Some(addr) => {
@@ -873,7 +859,7 @@ pub async fn run_with_memory_enforcement(
         wanted: Vec::new(),
         finished_dirs: BTreeMap::new(),
         output_turn: Default::default(),
-        keeper,
+        spawner,
         lease,
         node_timeout: None,
         token_refusals: 0,

@@ -1,5 +1,6 @@
-//! The job keeper alone (`fairsched-job-keeper __job-keeper ...`): agents run it for each job
-//! when it is installed beside `fairsched` (it starts faster than `fairsched __job-keeper`).
+//! The job spawner and keepers alone (`fairsched-job-keeper __job-spawner ...`): agents run it
+//! as their spawner when it is installed beside `fairsched` (a smaller process than
+//! `fairsched __job-spawner`, so the keeper it forks for each job is smaller too).
 
 fn main() {
     fairsched_agent::keeper::binary_main()

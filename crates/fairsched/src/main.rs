@@ -190,13 +190,16 @@ fn exit_quietly_on_closed_stdout() {
 }
 
 fn main() -> ExitCode {
-    // A job's keeper (started by an agent for each job) before anything else.
+    // An agent's job spawner (or a job's keeper on its own) before anything else.
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args
-        .get(1)
-        .is_some_and(|a| a == fairsched_agent::keeper::KEEPER_ARG)
-    {
-        fairsched_agent::keeper::main(&args[2..]);
+    match args.get(1) {
+        Some(a) if a == fairsched_agent::keeper::SPAWNER_ARG => {
+            fairsched_agent::keeper::spawner_main(&args[2..])
+        }
+        Some(a) if a == fairsched_agent::keeper::KEEPER_ARG => {
+            fairsched_agent::keeper::main(&args[2..])
+        }
+        _ => {}
     }
     allocator::configure();
     exit_quietly_on_closed_stdout();

@@ -189,6 +189,32 @@ pub(crate) fn pid_cpu_s(pid: u32) -> Option<(f64, f64)> {
     Some((own as f64 / ticks as f64, children as f64 / ticks as f64))
 }
 
+/// The PIDs of the live children of process `pid` (Linux: each process's parent in
+/// `/proc/PID/stat`).
+pub(crate) fn child_pids(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(child) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if parent == Some(pid) {
+            out.push(child);
+        }
+    }
+    out
+}
+
 /// Peak resident memory of process `pid` so far, in bytes (Linux: `VmHWM` in
 /// `/proc/PID/status`).
 pub(crate) fn pid_peak_rss_bytes(pid: u32) -> Option<u64> {

@@ -27,7 +27,7 @@
 //! time of the server and of the agents (with the jobs they ran) comes from `/proc/PID/stat`.
 //! Every process is stopped by its PID at the end, also when the run fails.
 
-use super::harness::{Proc, log_tail, pid_cpu_s, start_server_process};
+use super::harness::{Proc, child_pids, log_tail, pid_cpu_s, start_server_process};
 use anyhow::{Context, anyhow, bail};
 use clap::Args;
 use fairsched_api::client::ApiClient;
@@ -430,7 +430,7 @@ impl TrivialJobsReport {
         out.push_str(
             "\nsubmit s: first submission to last reply; done s: first submission until every \
              operation ended; jobs/s: jobs completed / done s; cpu: CPU seconds in the phase of the \
-             server, the agents, and the jobs' processes\n",
+             server, the agents, and the jobs' processes (with their keepers and spawners)\n",
         );
         if let Some(dir) = &self.kept_dir {
             out.push_str(&format!("files kept in {dir}\n"));
@@ -466,16 +466,28 @@ impl Cluster {
         warnings
     }
 
-    /// CPU seconds so far of the server, of the agents and of the agents' reaped children
-    /// (the jobs).
+    /// CPU seconds so far of the server, of the agents, and of the jobs' processes: each
+    /// agent's job spawner (its live child) with the keepers and jobs it reaped, and the
+    /// agents' reaped children.
     fn cpu(&self) -> Cpu {
         let server = self
             .server
             .as_ref()
             .and_then(|s| pid_cpu_s(s.pid()))
             .map(|(own, _)| own);
-        let agents: Option<Vec<(f64, f64)>> =
-            self.agents.iter().map(|a| pid_cpu_s(a.pid())).collect();
+        let agents: Option<Vec<(f64, f64)>> = self
+            .agents
+            .iter()
+            .map(|a| {
+                let (own, reaped) = pid_cpu_s(a.pid())?;
+                let spawners: f64 = child_pids(a.pid())
+                    .into_iter()
+                    .filter_map(pid_cpu_s)
+                    .map(|(own, reaped)| own + reaped)
+                    .sum();
+                Some((own, reaped + spawners))
+            })
+            .collect();
         Cpu {
             server,
             agents: agents.as_ref().map(|a| a.iter().map(|c| c.0).sum()),
