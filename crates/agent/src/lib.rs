@@ -51,7 +51,7 @@ use fairsched_api::{
 use fairsched_resources::{ResourceKind, Resources};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -164,6 +164,8 @@ pub fn detect_resources() -> Resources {
 struct Job {
     /// Its key with the spawner (see `keeper`).
     key: u64,
+    /// What the server placed it with.
+    resources: Resources,
     state: Arc<JobState>,
     /// Its directory (with `stdout` and `stderr`).
     dir: PathBuf,
@@ -234,6 +236,9 @@ struct Agent {
     output_turn: std::sync::atomic::AtomicUsize,
     /// Starts each job under its keeper (see `keeper`).
     spawner: spawner::Spawner,
+    /// Jobs the server started here that wait for the node's running jobs to leave them
+    /// room (see [`Agent::start_waiting`]), in the order they came.
+    waiting: VecDeque<JobStart>,
     /// The lease the jobs' keepers read (see `keeper`).
     lease: keeper::LeaseFile,
     /// The server's `node_timeout_ms`, as its last registration reply said (older servers
@@ -400,6 +405,7 @@ impl Agent {
                     job.clone(),
                     Job {
                         key,
+                        resources: s.resources,
                         state: state.clone(),
                         dir: dir.clone(),
                     },
@@ -523,16 +529,86 @@ impl Agent {
         }
     }
 
+    /// A job the server started here: started now if the node has room for it beside the
+    /// jobs still running, else when they leave it room.
+    fn enqueue(&mut self, s: JobStart) {
+        self.waiting.push_back(s);
+        self.start_waiting();
+    }
+
+    /// Starts the waiting jobs that fit beside the running ones, in the order they came.
+    ///
+    /// The server counts an interrupted job's resources free at once (its preemptor may be
+    /// placed at once), and an aborted job's as soon as it says to kill it, while their
+    /// processes may run on until their interruption timeout or kill grace period: starting
+    /// the new job beside them would give the node's cpus and memory to more than it has.
+    /// So a job waits here until they exit (as a YTsaurus node waits for resources); the
+    /// server sees it running meanwhile. A job that does not fit even on an empty node starts
+    /// once nothing else runs.
+    fn start_waiting(&mut self) {
+        let mut used = self
+            .jobs
+            .values()
+            .fold(Resources::default(), |u, j| u.add(&j.resources));
+        let mut i = 0;
+        while i < self.waiting.len() {
+            let needs = used.add(&self.waiting[i].resources);
+            if self.config.resources.dominates(&needs) || self.jobs.is_empty() {
+                let s = self.waiting.remove(i).expect("in range");
+                used = needs;
+                self.start(s);
+            } else {
+                if i == 0 {
+                    tracing::info!(
+                        job = self.waiting[i].job,
+                        running = self.jobs.len(),
+                        "the job waits for the node's jobs that are being interrupted or \
+                         killed to exit (the server counts their resources free already)"
+                    );
+                }
+                i += 1;
+            }
+        }
+    }
+
+    /// A waiting job the server no longer wants started: reported aborted, `why`.
+    fn drop_waiting(&mut self, id: &str, why: &str) -> bool {
+        let Some(at) = self.waiting.iter().position(|s| s.job == id) else {
+            return false;
+        };
+        self.waiting.remove(at);
+        let finished = FinishedJob {
+            job: id.to_string(),
+            outcome: Outcome::Aborted,
+            exit_code: None,
+            signal: None,
+            reason: Some(format!(
+                "{why} while it waited on the node for room (its jobs being interrupted or \
+                 killed had not exited yet); it never started"
+            )),
+            stdout_tail: String::new(),
+            stderr_tail: String::new(),
+        };
+        self.metrics.finished(finished.outcome);
+        self.unreported.push(finished);
+        true
+    }
+
     /// Through its keeper: SIGTERM to every process of the job now, SIGKILL to those left
     /// after the grace period.
     fn kill(&mut self, id: &str) {
         if let Some(job) = self.jobs.get(id) {
             job.state.killed.store(true, Ordering::SeqCst);
             self.spawner.tell(&keeper::Request::Kill { key: job.key });
+        } else {
+            self.drop_waiting(id, "aborted");
         }
     }
 
     fn interrupt(&mut self, id: &str, signal: Option<&str>) {
+        if self.drop_waiting(id, "interrupted") {
+            return;
+        }
         let Some(key) = self.jobs.get(id).map(|j| j.key) else {
             return;
         };
@@ -567,12 +643,14 @@ impl Agent {
         }
     }
 
-    /// A job's process has exited: it is reported at the next heartbeat.
+    /// A job's process has exited: it is reported at the next heartbeat, and waiting jobs
+    /// may start in its room.
     fn finished(&mut self, (id, f): (String, FinishedJob)) {
         if let Some(job) = self.jobs.remove(&id) {
             self.finished_dirs.insert(id, job.dir);
         }
         self.unreported.push(f);
+        self.start_waiting();
     }
 
     /// The output the server asked for: of the jobs that ended first (to their end: this
@@ -622,8 +700,13 @@ impl Agent {
         out
     }
 
-    /// Kills every job and waits (at most the grace period and a little) for them to exit.
+    /// Kills every job and waits (at most the grace period and a little) for them to exit;
+    /// starts no waiting job.
     async fn stop_all(&mut self) {
+        let waiting: Vec<String> = self.waiting.iter().map(|s| s.job.clone()).collect();
+        for id in waiting {
+            self.drop_waiting(&id, "the agent stopped");
+        }
         self.kill_all();
         let deadline =
             tokio::time::Instant::now() + self.config.kill_grace + Duration::from_millis(500);
@@ -860,6 +943,7 @@ pub async fn run_with_memory_enforcement(
         finished_dirs: BTreeMap::new(),
         output_turn: Default::default(),
         spawner,
+        waiting: VecDeque::new(),
         lease,
         node_timeout: None,
         token_refusals: 0,
@@ -930,7 +1014,12 @@ pub async fn run_with_memory_enforcement(
         let hb = Heartbeat {
             node_id: agent.config.node_id.clone(),
             node_credential: agent.credential.clone(),
-            running: agent.jobs.keys().cloned().collect(),
+            running: agent
+                .jobs
+                .keys()
+                .chain(agent.waiting.iter().map(|s| &s.job))
+                .cloned()
+                .collect(),
             finished: agent.unreported.clone(),
             output: agent.collect_output(),
         };
@@ -976,7 +1065,7 @@ pub async fn run_with_memory_enforcement(
                     agent.interrupt(&i.job, i.signal.as_deref());
                 }
                 for s in reply.start {
-                    agent.start(s);
+                    agent.enqueue(s);
                 }
                 agent.sweep_job_dirs();
             }

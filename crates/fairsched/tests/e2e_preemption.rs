@@ -98,14 +98,54 @@ strong_guarantee_resources = { cpu = 2 }
     assert_eq!(c.op("handles")["spec"]["interruption_signal"], "SIGINT");
     assert_eq!(c.op("ignores")["spec"]["interruption_timeout_ms"], 2000);
 
-    // The guaranteed pool's operation needs the whole cluster.
-    let mut args = vec!["--pool", "guaranteed", "--jobs", "4"];
-    args.extend_from_slice(&SMALL);
-    c.submit("B", &args, "echo b-ran; sleep 2");
+    // The guaranteed pool's operation needs the whole cluster. Its jobs note any ignoring
+    // job still alive on their node when they start: the server counts an interrupted job's
+    // resources free at once, but the node starts the preemptor only once the interrupted
+    // jobs have exited (else the node runs more than it has).
+    let op = c.op("ignores");
+    let node_of = |job: &str| {
+        op["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["id"] == job)
+            .unwrap()["node"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let mut check = String::from("case $FAIRSCHED_NODE_ID in ");
+    for node in ["n1", "n2"] {
+        let pids: Vec<&str> = ignoring_pids
+            .iter()
+            .filter(|(job, _)| node_of(job) == node)
+            .map(|(_, pid)| pid.as_str())
+            .collect();
+        check.push_str(&format!("{node}) P='{}';; ", pids.join(" ")));
+    }
+    check.push_str("esac; for p in $P; do kill -0 $p 2>/dev/null && echo overlap-$p; done; ");
+    // Each of its two jobs takes a whole node, so it may start only once both of the node's
+    // jobs have exited.
+    let args = [
+        "--pool",
+        "guaranteed",
+        "--jobs",
+        "2",
+        "--cpu",
+        "1",
+        "--memory",
+        "64MiB",
+    ];
+    c.submit("B", &args, &format!("{check}echo b-ran; sleep 2"));
     wait_for("B to complete", LONG, || c.op("B")["state"] == "completed");
     let b_events = c.events("B");
     let b_jobs = job_ids(&of(&b_events, "allocation_started"));
-    assert_eq!(b_jobs.len(), 4, "{b_events:?}");
+    assert_eq!(b_jobs.len(), 2, "{b_events:?}");
+    let logs = c.json(&["op", "logs", "B"]);
+    assert_eq!(logs.as_array().unwrap().len(), 2, "{logs}");
+    for l in logs.as_array().unwrap() {
+        assert_eq!(l["stdout"], "b-ran\n", "{logs}");
+    }
     let b = c.op("B");
     assert!(
         b["jobs"]
