@@ -176,6 +176,10 @@ pub const FENCED: &str = "fenced: no heartbeat of the agent was accepted for mos
                           server's node_timeout_ms (agent stopped, hung or cut off), so the job \
                           was killed before the server could run it elsewhere";
 
+/// The reason of a job killed because its agent was stopped (SIGTERM, Ctrl-C).
+pub const AGENT_STOPPED: &str = "agent_stopped: the node's agent was stopped, and stopped its \
+                                 jobs";
+
 /// The reason of a job whose keeper was lost with the agent's job spawner.
 pub const SPAWNER_LOST: &str = "aborted: the agent's job spawner process ended while the job \
                                 ran (killed by hand or by the OOM killer?), so the job's keeper \
@@ -236,6 +240,8 @@ struct Agent {
     output_turn: std::sync::atomic::AtomicUsize,
     /// Starts each job under its keeper (see `keeper`).
     spawner: spawner::Spawner,
+    /// Set once the agent stops: the jobs it kills then are reported with [`AGENT_STOPPED`].
+    stopping: bool,
     /// Jobs the server started here that wait for the node's running jobs to leave them
     /// room (see [`Agent::start_waiting`]), in the order they came.
     waiting: VecDeque<JobStart>,
@@ -645,7 +651,10 @@ impl Agent {
 
     /// A job's process has exited: it is reported at the next heartbeat, and waiting jobs
     /// may start in its room.
-    fn finished(&mut self, (id, f): (String, FinishedJob)) {
+    fn finished(&mut self, (id, mut f): (String, FinishedJob)) {
+        if self.stopping && f.outcome == Outcome::Aborted && f.reason.is_none() {
+            f.reason = Some(AGENT_STOPPED.to_string());
+        }
         if let Some(job) = self.jobs.remove(&id) {
             self.finished_dirs.insert(id, job.dir);
         }
@@ -703,6 +712,7 @@ impl Agent {
     /// Kills every job and waits (at most the grace period and a little) for them to exit;
     /// starts no waiting job.
     async fn stop_all(&mut self) {
+        self.stopping = true;
         let waiting: Vec<String> = self.waiting.iter().map(|s| s.job.clone()).collect();
         for id in waiting {
             self.drop_waiting(&id, "the agent stopped");
@@ -713,6 +723,45 @@ impl Agent {
         while !self.jobs.is_empty() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
             self.collect_finished();
+        }
+    }
+
+    /// Tells the server this node leaves (its last heartbeat, after [`Agent::stop_all`]),
+    /// with the ends not reported yet: it removes the node at once rather than after its
+    /// `node_timeout_ms`, and runs elsewhere the jobs stopped here. Not while a job still
+    /// runs (one that outlived its SIGKILL: the server must not run it again meanwhile).
+    async fn leave(&mut self) {
+        self.collect_finished();
+        if !self.jobs.is_empty() {
+            tracing::warn!(
+                running = self.jobs.len(),
+                "jobs still run after their kill grace: not telling the server that this node \
+                 left (it takes it for lost after its node_timeout_ms)"
+            );
+            return;
+        }
+        let hb = Heartbeat {
+            node_id: self.config.node_id.clone(),
+            node_credential: self.credential.clone(),
+            running: Vec::new(),
+            finished: self.unreported.clone(),
+            output: Vec::new(),
+            leaving: true,
+        };
+        match self.client.heartbeat(&hb).await {
+            Ok(_) => {
+                for f in self.unreported.drain(..) {
+                    self.records.reported(&f.job);
+                }
+                tracing::info!(
+                    reported = hb.finished.len(),
+                    "told the server that this node left; its stopped jobs run again elsewhere"
+                );
+            }
+            Err(e) => tracing::warn!(
+                "could not tell the server that this node left ({e}): it takes the node for \
+                 lost after its node_timeout_ms"
+            ),
         }
     }
 
@@ -943,6 +992,7 @@ pub async fn run_with_memory_enforcement(
         finished_dirs: BTreeMap::new(),
         output_turn: Default::default(),
         spawner,
+        stopping: false,
         waiting: VecDeque::new(),
         lease,
         node_timeout: None,
@@ -1022,6 +1072,7 @@ pub async fn run_with_memory_enforcement(
                 .collect(),
             finished: agent.unreported.clone(),
             output: agent.collect_output(),
+            leaving: false,
         };
         let sent = std::time::Instant::now();
         let sent_ns = keeper::boottime_ns();
@@ -1101,6 +1152,9 @@ pub async fn run_with_memory_enforcement(
     }
     // Give the groups their grace period to exit.
     agent.stop_all().await;
+    if period.is_some() && fatal.is_none() {
+        agent.leave().await;
+    }
     poller.abort();
     if let Some(t) = metrics_task {
         t.abort();

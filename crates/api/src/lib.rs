@@ -786,6 +786,12 @@ pub struct Heartbeat {
     /// and [`OUTPUT_HEARTBEAT_BYTES`] in all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub output: Vec<JobOutput>,
+    /// The agent is stopping (its last heartbeat, after it stopped its jobs): once this
+    /// heartbeat's ends are taken, the server removes the node at once (event `node_lost`
+    /// with reason `agent_stopped`; jobs still running there run again elsewhere) instead
+    /// of waiting `node_timeout_ms`, and gives it no job.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub leaving: bool,
 }
 
 /// The most bytes of one stream of one job a heartbeat carries: with more new output since

@@ -2,7 +2,8 @@
 //! whole process tree dies with the agent (its keeper kills it), a restarted agent makes sure
 //! nothing of it is left before it registers again and reports the job aborted (it then runs
 //! again), and an agent that does not come back loses its node: its jobs are reported
-//! `node_lost` and run elsewhere.
+//! `node_lost` and run elsewhere. An agent stopped (SIGTERM) stops its jobs and tells the
+//! server its node left: they run elsewhere at once, not after `node_timeout_ms`.
 
 mod common;
 
@@ -130,6 +131,66 @@ fn jobs_of_a_node_that_never_comes_back_are_node_lost_and_run_elsewhere() {
             .any(|e| e["event"] == "allocation_preempted" && e["reason"] == "node_lost"),
         "{events:?}"
     );
+    c.cli(&["op", "abort", "moved"]);
+    c.stop();
+}
+
+#[test]
+fn a_stopped_agent_tells_the_server_and_its_jobs_run_elsewhere_at_once() {
+    // A node timeout far longer than the test waits.
+    let mut c = Cluster::start(
+        CONFIG_KEEP,
+        &[
+            ("n1", "cpu=1,memory=1GiB,user_slots=1"),
+            ("n2", "cpu=1,memory=1GiB,user_slots=1"),
+        ],
+    );
+    c.submit("moved", &["--cpu", "1"], SCRIPT);
+    let (node, pid, child) = {
+        let mut found = None;
+        wait_for("the job to start", Duration::from_secs(30), || {
+            found = ["n1", "n2"].into_iter().find_map(|n| {
+                jobs_on(&c, n, "moved")
+                    .pop()
+                    .map(|(_, p, ch)| (n.to_string(), p, ch))
+            });
+            found.is_some()
+        });
+        found.unwrap()
+    };
+    let other = if node == "n1" { "n2" } else { "n1" };
+    c.end_agent(&node, nix::sys::signal::Signal::SIGTERM);
+    assert!(
+        process_gone(&pid) && process_gone(&child),
+        "stopped with its agent"
+    );
+    wait_for(
+        "the job to run on the other node, well before node_timeout_ms (60 s)",
+        Duration::from_secs(15),
+        || jobs_on(&c, other, "moved").len() == 1,
+    );
+    let stopped: Vec<Value> = jobs(&c, "moved")
+        .into_iter()
+        .filter(|j| j["node"] == node.as_str())
+        .collect();
+    assert_eq!(stopped.len(), 1, "{stopped:?}");
+    assert_eq!(stopped[0]["state"], "aborted", "{stopped:?}");
+    assert!(
+        stopped[0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("agent_stopped")),
+        "{stopped:?}"
+    );
+    let lost = c.json(&["events", "--kind", "node_lost"]);
+    assert!(
+        lost.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["node"] == node.as_str() && e["reason"] == "agent_stopped"),
+        "{lost}"
+    );
+    let nodes = c.cli(&["node", "list"]);
+    assert!(!nodes.contains(&node), "{nodes}");
     c.cli(&["op", "abort", "moved"]);
     c.stop();
 }

@@ -741,6 +741,7 @@ pub(crate) async fn simulate_agent(
             running: running.iter().map(|(j, _)| j.clone()).collect(),
             finished: std::mem::take(&mut finished),
             output: Vec::new(),
+            leaving: false,
         };
         let sent = Instant::now();
         let reply = tokio::select! {

@@ -257,13 +257,18 @@ impl Cluster {
 
     /// SIGKILLs the agent of `node` and waits until it is gone.
     pub fn kill_agent(&mut self, node: &str) {
+        self.end_agent(node, nix::sys::signal::Signal::SIGKILL);
+    }
+
+    /// Sends `signal` to the agent of `node` and waits for it to exit.
+    pub fn end_agent(&mut self, node: &str, signal: nix::sys::signal::Signal) {
         let at = self
             .agents
             .iter()
             .position(|(n, _)| n == node)
             .expect("an agent of that node");
         let (_, agent) = self.agents.remove(at);
-        agent.signal(nix::sys::signal::Signal::SIGKILL);
+        agent.signal(signal);
         agent.wait(Duration::from_secs(10));
     }
 

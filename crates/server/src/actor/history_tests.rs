@@ -68,6 +68,7 @@ pub(super) fn heartbeat(actor: &mut Actor, finished: Vec<FinishedJob>) -> Heartb
         running: Vec::new(),
         finished,
         output: Vec::new(),
+        leaving: false,
     };
     ask(actor, |r| Command::Heartbeat(hb, r)).unwrap()
 }

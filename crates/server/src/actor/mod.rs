@@ -310,6 +310,16 @@ impl Actor {
         Ok(())
     }
 
+    /// Removes a lost (or left) node: its jobs still there go back to pending, and nothing
+    /// is kept to tell it.
+    fn forget_node(&mut self, now: fairsched_core::Millis, node: &str) {
+        self.seen.remove(node);
+        self.stale_nodes.insert(node.to_string());
+        let _ = self.sched.remove_node(now, &NodeId(node.to_string()));
+        self.kill.remove(node);
+        self.interrupts.remove(node);
+    }
+
     fn on_timer(&mut self) {
         if self.read_only.is_some() {
             self.check_store();
@@ -327,11 +337,7 @@ impl Actor {
         for node in lost {
             tracing::warn!(node, "node lost (no heartbeat); its jobs are rescheduled");
             self.server_event(json!({"event": "node_lost", "node": node}));
-            self.seen.remove(&node);
-            self.stale_nodes.insert(node.clone());
-            let _ = self.sched.remove_node(now, &NodeId(node.clone()));
-            self.kill.remove(&node);
-            self.interrupts.remove(&node);
+            self.forget_node(now, &node);
         }
         self.fold_changes();
         self.flush(true);

@@ -354,6 +354,10 @@ impl Actor {
                 outcome: JobOutcome::Aborted,
             });
         }
+        if hb.leaving {
+            // Its ends are taken below; nothing new starts there.
+            let _ = self.sched.set_node_draining(now, &node, true);
+        }
         let started = Instant::now();
         let response = self
             .sched
@@ -392,6 +396,21 @@ impl Actor {
                     .or_default()
                     .insert(job.clone());
             }
+        }
+        if hb.leaving {
+            tracing::info!(
+                node = hb.node_id,
+                ended = hb.finished.len(),
+                running = hb.running.len(),
+                "the node's agent stopped: node removed (its jobs still there run again \
+                 elsewhere)"
+            );
+            self.server_event(
+                json!({"event": "node_lost", "node": hb.node_id, "reason": "agent_stopped"}),
+            );
+            self.forget_node(now, &hb.node_id);
+            self.fold_changes();
+            return Ok(HeartbeatReply::default());
         }
         // The events name the new jobs; the orders (this heartbeat's, and those of commands
         // since) are queued once they are folded. The view is published when the request

@@ -203,6 +203,7 @@ fn a_job_end_reported_during_the_commit_of_its_operations_end_is_kept() {
             stderr_tail: String::new(),
         }],
         output: Vec::new(),
+        leaving: false,
     };
     let (tx, _answered) = tokio::sync::oneshot::channel();
     a.handle(Command::Heartbeat(hb, tx));
@@ -239,6 +240,7 @@ fn aborting_an_operation_whose_end_is_being_committed_says_it_finished() {
         running: Vec::new(),
         finished: vec![done],
         output: Vec::new(),
+        leaving: false,
     };
     let (tx, _answered) = tokio::sync::oneshot::channel();
     a.handle(Command::Heartbeat(hb, tx));
