@@ -835,6 +835,13 @@ impl Agent {
     }
 }
 
+/// Creates `path` (and its parents) if needed, and gives it mode 0700.
+fn private_dir(path: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+}
+
 pub(crate) fn kill_group(pgid: Pid, grace: Duration) {
     if pgid.as_raw() <= 0 {
         return;
@@ -948,6 +955,17 @@ pub async fn run_with_memory_enforcement(
             "found the jobs of a previous agent on this work directory; their ends are \
              reported at the first heartbeat"
         );
+    }
+    // Jobs' output, environment and directories, and the agent's journal and lease: for this
+    // user only (the directories were created with the umask's modes, 0755 by default).
+    for dir in ["state", "jobs"] {
+        let path = config.work_dir.join(dir);
+        private_dir(&path).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot make {} private to the agent's user: {e} (--work-dir)",
+                path.display()
+            )
+        })?;
     }
     let lease = keeper::LeaseFile::open(&config.work_dir.join("state").join("lease"))
         .map_err(|e| anyhow::anyhow!("cannot write the agent's lease: {e}"))?;

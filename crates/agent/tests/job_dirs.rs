@@ -1,5 +1,6 @@
 //! Finished jobs' directories are removed after the agent's `job_dir_retention`; running
-//! jobs' directories stay.
+//! jobs' directories stay. Jobs' directories and the agent's state are the agent's user's
+//! only.
 
 mod common;
 
@@ -17,6 +18,14 @@ async fn finished_job_directories_are_removed_after_the_retention() {
     let view = cluster
         .wait_state(&done, OperationState::Completed, Duration::from_secs(20))
         .await;
+    for dir in ["jobs", "state"] {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(cluster.work_dir.join(dir))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700, "{dir}: {mode:o}");
+    }
     let job_dir = |op: &str, job: &str| cluster.work_dir.join("jobs").join(op).join(job);
     let done_dir = job_dir(&done, &view.jobs[0].id);
     let started = Instant::now();
