@@ -853,6 +853,15 @@ pub(crate) fn kill_group(pgid: Pid, grace: Duration) {
     });
 }
 
+/// What an outage does to the node's `running` jobs, in words.
+fn jobs_keep_running(running: usize) -> &'static str {
+    match running {
+        0 => "no job runs here",
+        1 => "its job keeps running",
+        _ => "its jobs keep running",
+    }
+}
+
 /// First retry after a failed heartbeat; the wait doubles up to [`MAX_BACKOFF`].
 const MIN_BACKOFF: Duration = Duration::from_millis(200);
 /// Longest wait between retries (well under the server's node timeout, 15 s by default).
@@ -880,10 +889,8 @@ impl Outage {
                     ClientError::Api(_) => "the server refused it",
                     ClientError::Invalid(_) => "it was not sent",
                 };
-                tracing::warn!(
-                    running,
-                    "{what}: {e}; {why}, jobs keep running; retrying with backoff"
-                );
+                let jobs = jobs_keep_running(running);
+                tracing::warn!(running, "{what}: {e}; {why}, {jobs}; retrying with backoff");
                 *outage = Some(Outage {
                     since: tokio::time::Instant::now(),
                     attempts: 1,
@@ -1186,6 +1193,13 @@ pub async fn run_with_memory_enforcement(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_outage_says_no_job_runs_when_none_does() {
+        assert_eq!(jobs_keep_running(0), "no job runs here");
+        assert_eq!(jobs_keep_running(1), "its job keeps running");
+        assert_eq!(jobs_keep_running(3), "its jobs keep running");
+    }
 
     #[test]
     fn a_chunk_is_the_bytes_from_the_offset_or_the_newest_ones() {

@@ -249,7 +249,7 @@ fn jobs_survive_a_server_restart() {
     // The agent said what happened.
     let log = std::fs::read_to_string(&agent_log).unwrap();
     assert!(
-        log.contains("server is unreachable, jobs keep running"),
+        log.contains("server is unreachable, its jobs keep running"),
         "{log}"
     );
     assert!(log.contains("server reachable again"), "{log}");

@@ -35,8 +35,9 @@ pub enum PoolCommand {
         #[arg(long)]
         replace: bool,
     },
-    /// Remove a pool (refused while it has child pools or unfinished operations; `pool
-    /// apply` removes pools with operations, which go on in ephemeral pools).
+    /// Remove a pool, named by its name or its path (`research/sub`, as `pool set` prints it;
+    /// refused while it has child pools or unfinished operations; `pool apply` removes pools
+    /// with operations, which go on in ephemeral pools).
     Remove { name: String },
     /// Replace the tree's whole configuration with FILE (`.toml` or `.json`): one tree
     /// (`[config]` and `[pools.NAME]`, as `tree show --json` shows under `config`) or a
@@ -90,6 +91,7 @@ pub async fn run(conn: Conn, tree: Option<String>, command: PoolCommand) -> anyh
             let given = json_object(config.as_deref())?;
             let current = client.tree(tree).await?;
             let pools = pool_options(&current["config"]);
+            let name = pool_name(&name, &pools)?;
             let (old_path, old) = pools
                 .get(&name)
                 .cloned()
@@ -140,7 +142,14 @@ pub async fn run(conn: Conn, tree: Option<String>, command: PoolCommand) -> anyh
             }
             return Ok(());
         }
-        PoolCommand::Remove { name } => client.remove_pool(tree, &name).await?,
+        PoolCommand::Remove { name } => {
+            let name = if name.contains('/') {
+                pool_name(&name, &pool_options(&client.tree(tree).await?["config"]))?
+            } else {
+                name
+            };
+            client.remove_pool(tree, &name).await?
+        }
         PoolCommand::Apply { file, dry_run } => {
             return apply_tree(&client, tree, conn.json, &file, dry_run).await;
         }
@@ -272,6 +281,22 @@ async fn apply_tree(
 }
 
 /// Every pool of a tree's configuration (JSON) by name: its path and its own options.
+/// The pool a command names: its name, or its path (`research/sub`, as `pool set` and `pool
+/// apply` print it), which must then be where the pool is.
+fn pool_name(
+    given: &str,
+    pools: &BTreeMap<String, (String, Map<String, Value>)>,
+) -> anyhow::Result<String> {
+    let Some((_, name)) = given.rsplit_once('/') else {
+        return Ok(given.to_string());
+    };
+    match pools.get(name) {
+        Some((path, _)) if path == given.trim_start_matches('/') => Ok(name.to_string()),
+        Some((path, _)) => anyhow::bail!("pool {name:?} is at {path}, not {given}"),
+        None => anyhow::bail!("the tree has no pool {name:?} (from {given})"),
+    }
+}
+
 fn pool_options(tree: &Value) -> BTreeMap<String, (String, Map<String, Value>)> {
     fn walk(pools: &Value, prefix: &str, out: &mut BTreeMap<String, (String, Map<String, Value>)>) {
         for (name, pool) in pools.as_object().into_iter().flatten() {
@@ -338,6 +363,24 @@ mod tests {
         assert_eq!(
             option_changes(&old["b"].1, &new["b"].1),
             ["weight unset -> 2.0"]
+        );
+    }
+
+    #[test]
+    fn a_pool_is_named_by_its_name_or_its_path() {
+        let tree = serde_json::json!({"pools": {"research": {"pools": {"sub": {}}}}});
+        let pools = pool_options(&tree);
+        let name = |g: &str| pool_name(g, &pools).map_err(|e| e.to_string());
+        assert_eq!(name("sub"), Ok("sub".into()));
+        assert_eq!(name("research/sub"), Ok("sub".into()));
+        assert_eq!(name("/research/sub"), Ok("sub".into()));
+        assert_eq!(
+            name("other/sub"),
+            Err("pool \"sub\" is at research/sub, not other/sub".into())
+        );
+        assert_eq!(
+            name("research/nope"),
+            Err("the tree has no pool \"nope\" (from research/nope)".into())
         );
     }
 }
