@@ -100,6 +100,9 @@ named_states! {
         Draining => "draining",
         /// `scheduler_jobs_enabled = false` (wins over draining): its jobs were aborted.
         Disabled => "disabled",
+        /// No heartbeat within `node_timeout_ms`, or its agent stopped: the node is gone
+        /// (its jobs ran again elsewhere); listed until it registers again.
+        Lost => "lost",
     }
 }
 
@@ -159,6 +162,7 @@ mod tests {
                 (N::Enabled, "enabled"),
                 (N::Draining, "draining"),
                 (N::Disabled, "disabled"),
+                (N::Lost, "lost"),
                 (N::Unknown, "unknown"),
             ],
             N::ALL,

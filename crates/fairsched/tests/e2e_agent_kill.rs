@@ -189,8 +189,28 @@ fn a_stopped_agent_tells_the_server_and_its_jobs_run_elsewhere_at_once() {
             .any(|e| e["node"] == node.as_str() && e["reason"] == "agent_stopped"),
         "{lost}"
     );
-    let nodes = c.cli(&["node", "list"]);
-    assert!(!nodes.contains(&node), "{nodes}");
+    // `node list` shows the node lost (not gone without a trace), until it registers again.
+    let state_of = |c: &Cluster| {
+        c.json(&["node", "list"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["id"] == node.as_str())
+            .map(|n| (n["state"].clone(), n["allocation_count"].clone()))
+    };
+    assert_eq!(state_of(&c), Some(("lost".into(), 0.into())));
+    let text = c.cli(&["node", "list"]);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with(&node) && l.contains("lost")),
+        "{text}"
+    );
+    c.start_agent(&node, "cpu=1,memory=1GiB,user_slots=1");
+    wait_for(
+        "the node to register again",
+        Duration::from_secs(30),
+        || state_of(&c).is_some_and(|(s, _)| s == "enabled"),
+    );
     c.cli(&["op", "abort", "moved"]);
     c.stop();
 }

@@ -480,17 +480,32 @@ impl Collector for ViewCollector {
             "fairsched_nodes",
             "Registered nodes, by whether they accept jobs.",
         );
+        let lost = view
+            .nodes
+            .values()
+            .filter(|n| n.view.state == Some(fairsched_api::NodeState::Lost))
+            .count();
         let enabled = view
             .nodes
             .values()
-            .filter(|n| n.view.scheduler_jobs_enabled)
+            .filter(|n| {
+                n.view.scheduler_jobs_enabled
+                    && n.view.state != Some(fairsched_api::NodeState::Lost)
+            })
             .count();
         nodes.add([("scheduler_jobs_enabled", "true")], enabled as f64);
         nodes.add(
             [("scheduler_jobs_enabled", "false")],
-            (view.nodes.len() - enabled) as f64,
+            (view.nodes.len() - enabled - lost) as f64,
         );
         nodes.encode(&mut encoder)?;
+        let mut lost_nodes = Gauges::<[(&str, &str); 0]>::new(
+            "fairsched_nodes_lost",
+            "Nodes lost (no heartbeat within node_timeout_ms, or their agent stopped) since the \
+             server started that have not registered again.",
+        );
+        lost_nodes.add([], lost as f64);
+        lost_nodes.encode(&mut encoder)?;
         // One metric per resource, each in its own unit; `state` is total or used.
         let root_usage = snap
             .pools

@@ -252,9 +252,17 @@ async fn a_node_is_lost_on_time_whatever_the_fair_share_period() {
         .wait_for(
             "the silent node to be lost",
             Duration::from_secs(5),
-            || async { ids(&server.get("/api/v1/nodes").await).is_empty() },
+            || async { node(&server.get("/api/v1/nodes").await, "n1")["state"] == "lost" },
         )
         .await;
+    // Listed as lost, with nothing running, until it registers again.
+    let nodes = server.get("/api/v1/nodes").await;
+    assert_eq!(node(&nodes, "n1")["allocation_count"], 0, "{nodes}");
+    server
+        .register("n1", json!({"cpu": 1, "user_slots": 1}))
+        .await;
+    let nodes = server.get("/api/v1/nodes").await;
+    assert_eq!(node(&nodes, "n1")["state"], "enabled", "{nodes}");
     server.stop().await;
 }
 

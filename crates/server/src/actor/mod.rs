@@ -97,6 +97,9 @@ pub struct Actor {
     /// refreshed (see `publish`).
     stale_ops: BTreeSet<String>,
     stale_nodes: BTreeSet<String>,
+    /// Nodes lost (or left) since this server started, as `node list` shows them (state
+    /// `lost`) until they register again; at most [`LOST_NODES_KEPT`].
+    lost_nodes: BTreeMap<String, crate::view::NodeEntry>,
     /// Every registered node as the view shows it (shared with the published views).
     nodes: imbl::OrdMap<String, crate::view::NodeEntry>,
     /// A tree's pools or configuration changed: the next view takes a new snapshot whatever
@@ -214,6 +217,9 @@ impl std::fmt::Debug for Actor {
     }
 }
 
+/// The most lost nodes `node list` shows.
+const LOST_NODES_KEPT: usize = 1000;
+
 impl Actor {
     /// Builds the core from the store's pool trees and the configured trees it lacks (on the
     /// first start: the configured trees; see `start_trees`) and re-submits the
@@ -310,9 +316,28 @@ impl Actor {
         Ok(())
     }
 
-    /// Removes a lost (or left) node: its jobs still there go back to pending, and nothing
+    /// Removes a lost (or left) node (listed as `lost` until it registers again): its jobs still there go back to pending, and nothing
     /// is kept to tell it.
     fn forget_node(&mut self, now: fairsched_core::Millis, node: &str) {
+        if let Some(mut entry) = self.node_entry(node) {
+            let view = std::sync::Arc::make_mut(&mut entry.view);
+            view.state = Some(fairsched_api::NodeState::Lost);
+            view.usage = fairsched_resources::Resources::default();
+            view.allocation_count = 0;
+            if self.lost_nodes.len() >= LOST_NODES_KEPT {
+                // The one heard from longest ago makes room.
+                let oldest = self
+                    .lost_nodes
+                    .iter()
+                    .min_by_key(|(_, e)| e.last_heartbeat)
+                    .map(|(id, _)| id.clone());
+                if let Some(id) = oldest {
+                    self.lost_nodes.remove(&id);
+                    self.stale_nodes.insert(id);
+                }
+            }
+            self.lost_nodes.insert(node.to_string(), entry);
+        }
         self.seen.remove(node);
         self.stale_nodes.insert(node.to_string());
         let _ = self.sched.remove_node(now, &NodeId(node.to_string()));

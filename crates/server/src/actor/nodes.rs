@@ -88,6 +88,9 @@ impl Actor {
             ));
         }
         self.check_usable(&node)?;
+        if self.lost_nodes.remove(&node.node_id).is_some() {
+            self.stale_nodes.insert(node.node_id.clone());
+        }
         // A node the scheduler still has (e.g. restored at a restart with its running jobs)
         // keeps its jobs: the agent's next heartbeat reconciles them.
         if self.sched.node(&id).is_some() {

@@ -61,7 +61,8 @@ impl Actor {
         }
         let mut gone: BTreeSet<String> = self.nodes.keys().cloned().collect();
         let ids: Vec<String> = self.sched.nodes().map(|n| n.id.0.clone()).collect();
-        for id in ids {
+        let lost: Vec<String> = self.lost_nodes.keys().cloned().collect();
+        for id in ids.into_iter().chain(lost) {
             gone.remove(&id);
             self.refresh_node(&id);
         }
@@ -137,7 +138,10 @@ impl Actor {
     }
 
     /// Node `id` as the view keeps it.
-    fn node_entry(&self, id: &str) -> Option<NodeEntry> {
+    pub(super) fn node_entry(&self, id: &str) -> Option<NodeEntry> {
+        if self.sched.node(&NodeId(id.to_string())).is_none() {
+            return self.lost_nodes.get(id).cloned();
+        }
         Some(NodeEntry {
             view: Arc::new(NodeView {
                 // Computed when read, from `last_heartbeat`.
@@ -163,7 +167,11 @@ impl Actor {
             }
             assert_eq!(record.placements, placements, "trees of {id}");
         }
-        assert_eq!(self.nodes.len(), self.sched.nodes().count(), "nodes");
+        assert_eq!(
+            self.nodes.len(),
+            self.sched.nodes().count() + self.lost_nodes.len(),
+            "nodes"
+        );
         for n in self.sched.nodes() {
             assert_eq!(
                 self.nodes.get(&n.id.0),

@@ -138,6 +138,7 @@ impl Actor {
             ops: OperationRecords::default(),
             stale_ops: BTreeSet::new(),
             stale_nodes: BTreeSet::new(),
+            lost_nodes: BTreeMap::new(),
             nodes: imbl::OrdMap::new(),
             // The first view refreshes every record restored.
             trees_changed: true,
