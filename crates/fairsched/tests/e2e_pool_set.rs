@@ -26,7 +26,7 @@ fn pool_set_merges_and_prints_what_changed() {
         (
             r#"{"weight": 3}"#,
             false,
-            "~ p: weight 2.0 -> 3.0\n",
+            "~ p: weight 2 -> 3\n",
             json!({"weight": 3.0, "strong_guarantee_resources": {"cpu": 1.0}}),
         ),
         (
@@ -38,13 +38,13 @@ fn pool_set_merges_and_prints_what_changed() {
         (
             r#"{"weight": null}"#,
             false,
-            "~ p: weight 3.0 -> unset\n",
+            "~ p: weight 3 -> unset\n",
             json!({"strong_guarantee_resources": {"cpu": 1.0}}),
         ),
         (
             r#"{"weight": 5}"#,
             true,
-            "~ p: strong_guarantee_resources {\"cpu\":1.0} -> unset, weight unset -> 5.0\n",
+            "~ p: strong_guarantee_resources {\"cpu\":1} -> unset, weight unset -> 5\n",
             json!({"weight": 5.0}),
         ),
     ];

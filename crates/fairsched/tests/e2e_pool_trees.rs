@@ -171,7 +171,7 @@ weight = 4
     let dry = c.cli(&["pool", "apply", "--tree", "gpu", "--dry-run", file]);
     for needle in [
         "+ batch",
-        "~ shared: weight 2.0 -> 4.0",
+        "~ shared: weight 2 -> 4",
         "tree gpu: 1 added, 0 removed, 1 changed; dry run, nothing applied",
     ] {
         assert!(dry.contains(needle), "no {needle:?} in {dry}");

@@ -317,7 +317,7 @@ fn pool_options(tree: &Value) -> BTreeMap<String, (String, Map<String, Value>)> 
 }
 
 /// `option old -> new` for every option that differs (`unset` where there is none).
-/// Numbers are compared and shown by value (`3` and `3.0` are the same weight).
+/// Numbers are compared and shown by value (`3` and `3.0` are the same weight, shown `3`).
 fn option_changes(old: &Map<String, Value>, new: &Map<String, Value>) -> Vec<String> {
     fn numbers_as_f64(v: &Value) -> Value {
         match v {
@@ -336,9 +336,21 @@ fn option_changes(old: &Map<String, Value>, new: &Map<String, Value>) -> Vec<Str
     }
     let keys: std::collections::BTreeSet<&String> = old.keys().chain(new.keys()).collect();
     let get = |m: &Map<String, Value>, k: &str| m.get(k).map(numbers_as_f64);
+    /// A whole number as an integer (`50`, not `50.0`).
+    fn whole(v: Value) -> Value {
+        match v {
+            Value::Number(n) => match n.as_f64() {
+                Some(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => Value::from(f as i64),
+                _ => Value::Number(n),
+            },
+            Value::Array(a) => Value::Array(a.into_iter().map(whole).collect()),
+            Value::Object(o) => Value::Object(o.into_iter().map(|(k, v)| (k, whole(v))).collect()),
+            other => other,
+        }
+    }
     let show = |v: Option<Value>| match v {
         None | Some(Value::Null) => "unset".to_string(),
-        Some(v) => v.to_string(),
+        Some(v) => whole(v).to_string(),
     };
     keys.into_iter()
         .filter(|k| get(old, k) != get(new, k))
@@ -352,17 +364,17 @@ mod tests {
     #[test]
     fn tree_differences_by_pool_and_option() {
         let old = serde_json::json!({"pools": {"a": {"weight": 1.0, "pools": {"b": {}}}}});
-        let new = serde_json::json!({"pools": {"a": {}, "c": {"pools": {"b": {"weight": 2.0}}}}});
+        let new = serde_json::json!({"pools": {"a": {}, "c": {"pools": {"b": {"weight": 2.5}}}}});
         let (old, new) = (pool_options(&old), pool_options(&new));
         assert_eq!(old["b"].0, "a/b");
         assert_eq!(new["b"].0, "c/b");
         assert_eq!(
             option_changes(&old["a"].1, &new["a"].1),
-            ["weight 1.0 -> unset"]
+            ["weight 1 -> unset"]
         );
         assert_eq!(
             option_changes(&old["b"].1, &new["b"].1),
-            ["weight unset -> 2.0"]
+            ["weight unset -> 2.5"]
         );
     }
 
