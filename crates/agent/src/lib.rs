@@ -202,16 +202,28 @@ const JOB_END_COALESCE_MS: u64 = 5;
 /// Bytes of each stream reported to the server.
 const TAIL_BYTES: u64 = 64 * 1024;
 
-fn tail(path: &std::path::Path) -> String {
+/// The last [`TAIL_BYTES`] of a job's stream `name` (its file at `path`), as its end reports
+/// them; when the stream is longer, a first line says how much is not there and where it is.
+fn tail(path: &std::path::Path, name: &str) -> String {
     use std::io::{Read, Seek, SeekFrom};
     let Ok(mut f) = std::fs::File::open(path) else {
         return String::new();
     };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    let _ = f.seek(SeekFrom::Start(len.saturating_sub(TAIL_BYTES)));
+    let skipped = len.saturating_sub(TAIL_BYTES);
+    let _ = f.seek(SeekFrom::Start(skipped));
     let mut buf = Vec::new();
     let _ = f.read_to_end(&mut buf);
-    String::from_utf8_lossy(&buf).into_owned()
+    let text = String::from_utf8_lossy(&buf);
+    if skipped == 0 {
+        return text.into_owned();
+    }
+    format!(
+        "[fairsched: the first {skipped} bytes of {name} are not shown (the end of a job keeps \
+         its last {TAIL_BYTES}); all of it is in {} on the job's node until the agent's \
+         --job-dir-retention]\n{text}",
+        path.display()
+    )
 }
 
 struct Agent {
@@ -494,7 +506,7 @@ impl Agent {
                     } else {
                         (Outcome::Failed, None)
                     };
-                    let mut stderr_tail = tail(&dir.join("stderr"));
+                    let mut stderr_tail = tail(&dir.join("stderr"), "stderr");
                     if let Some(e) = &error {
                         tracing::warn!(job = id, "job could not start: {e}");
                         stderr_tail.push_str(&format!("fairsched agent: {e}\n"));
@@ -505,7 +517,7 @@ impl Agent {
                         exit_code: if error.is_some() { None } else { exit_code },
                         signal,
                         reason,
-                        stdout_tail: tail(&dir.join("stdout")),
+                        stdout_tail: tail(&dir.join("stdout"), "stdout"),
                         stderr_tail,
                     };
                     records.ended(&finished);
@@ -1193,6 +1205,26 @@ pub async fn run_with_memory_enforcement(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_streams_tail_says_what_it_leaves_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stdout");
+        std::fs::write(&path, "short\n").unwrap();
+        assert_eq!(tail(&path, "stdout"), "short\n");
+        let mut long = "x".repeat(TAIL_BYTES as usize + 10);
+        long.push_str("end\n");
+        std::fs::write(&path, &long).unwrap();
+        let t = tail(&path, "stdout");
+        let (first, rest) = t.split_once('\n').unwrap();
+        assert!(
+            first.starts_with("[fairsched: the first 14 bytes of stdout are not shown"),
+            "{first}"
+        );
+        assert_eq!(rest.len() as u64, TAIL_BYTES);
+        assert!(rest.ends_with("xend\n"));
+        assert_eq!(tail(&dir.path().join("none"), "stdout"), "");
+    }
 
     #[test]
     fn an_outage_says_no_job_runs_when_none_does() {
