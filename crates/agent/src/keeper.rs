@@ -653,6 +653,9 @@ fn fork_keeper(
             let _ = nix::unistd::close(sigfd.as_raw_fd());
             let _ = nix::unistd::dup2(null.as_raw_fd(), 0);
             let _ = nix::unistd::close(null.as_raw_fd());
+            // `ps -o comm`, `top`: the keeper, not a second spawner (its arguments stay the
+            // spawner's).
+            let _ = nix::sys::prctl::set_name(c"job-keeper");
             exit_as(keep(setup, job, control_read.as_fd(), Some(key)), Some(key))
         }
         Ok(ForkResult::Parent { child }) => Ok((child.as_raw(), control_write)),

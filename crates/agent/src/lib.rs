@@ -181,9 +181,9 @@ pub const AGENT_STOPPED: &str = "agent_stopped: the node's agent was stopped, an
                                  jobs";
 
 /// The reason of a job whose keeper was lost with the agent's job spawner.
-pub const SPAWNER_LOST: &str = "aborted: the agent's job spawner process ended while the job \
-                                ran (killed by hand or by the OOM killer?), so the job's keeper \
-                                killed its processes";
+pub const SPAWNER_LOST: &str = "spawner_lost: the agent's job spawner process ended while the \
+                                job ran (killed by hand or by the OOM killer?), so the job's \
+                                keeper killed its processes";
 
 /// What the agent and the job's tasks (its wait, the memory poller) share about a job.
 #[derive(Debug, Default)]

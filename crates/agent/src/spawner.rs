@@ -91,14 +91,16 @@ impl Spawner {
             tokio::spawn(async move {
                 let status = child.wait().await;
                 ended.store(true, Ordering::SeqCst);
-                match status {
-                    Ok(s) if s.success() => {}
-                    s => tracing::error!(
-                        pid,
-                        "the job spawner ended ({s:?}): its jobs' keepers kill them, and they \
-                         are reported aborted; the next job starts a new spawner"
-                    ),
-                }
+                let how = match status {
+                    Ok(s) if s.success() => return,
+                    Ok(s) => s.to_string(),
+                    Err(e) => e.to_string(),
+                };
+                tracing::error!(
+                    pid,
+                    "the job spawner ended ({how}): its jobs' keepers kill them, and they are \
+                     reported aborted (spawner_lost); the next job starts a new spawner"
+                );
             });
         }
         {

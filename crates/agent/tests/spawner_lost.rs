@@ -75,7 +75,10 @@ async fn a_killed_spawner_aborts_its_jobs_and_a_new_one_runs_the_next() {
     let (ended, _) = cluster.first_ended_job(&op, Duration::from_secs(30)).await;
     assert_eq!(ended.state, JobState::Aborted, "{ended:?}");
     let reason = ended.reason.clone().unwrap_or_default();
-    assert!(reason.contains("job spawner"), "{ended:?}");
+    assert!(
+        reason.starts_with("spawner_lost: ") && reason.contains("job spawner"),
+        "{ended:?}"
+    );
     common::wait_group_gone(pgid, Duration::from_secs(5)).await;
 
     // The next job runs, under a new spawner.
