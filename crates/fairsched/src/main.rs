@@ -245,7 +245,12 @@ fn main() -> ExitCode {
         }
         Command::Config {
             command: ConfigCommand::Check { file, kind },
-        } => match check_config(&file, kind) {
+        } => match {
+            // What the server would warn about at its start (token files others may read):
+            // on stderr.
+            runtime::init_tracing();
+            check_config(&file, kind)
+        } {
             Ok(summary) => {
                 println!("{summary}");
                 ExitCode::SUCCESS
@@ -291,18 +296,23 @@ fn without_password(url: &str) -> String {
 }
 
 /// `fairsched config check`: what a valid file configures, as lines of text.
+/// The top-level options of a server file (but `pool_trees`, which a pool-trees file has
+/// too): a file with one of them is a server file.
+const SERVER_OPTIONS: &[&str] = &[
+    "listen",
+    "advertise_url",
+    "data_dir",
+    "agent_token",
+    "agent_token_file",
+    "pool_trees_file",
+    "scheduler",
+    "node_timeout_ms",
+    "history_retention_ms",
+    "auth",
+    "store",
+];
+
 fn check_config(file: &std::path::Path, kind: Option<ReferenceFile>) -> anyhow::Result<String> {
-    const SERVER_OPTIONS: &[&str] = &[
-        "listen",
-        "data_dir",
-        "agent_token",
-        "pool_trees_file",
-        "scheduler",
-        "node_timeout_ms",
-        "auth",
-        "store",
-        "advertise_url",
-    ];
     let kind = match kind {
         Some(k) => k,
         None => {
@@ -393,4 +403,20 @@ fn check_config(file: &std::path::Path, kind: Option<ReferenceFile>) -> anyhow::
         }
     }
     Ok(out.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every top-level option of a server file tells `config check` it is one (a file with
+    /// only `agent_token_file` was checked as a pool-trees file: "unknown option").
+    #[test]
+    fn every_server_option_marks_a_server_file() {
+        let options = serde_json::to_value(fairsched_server::ServerConfig::default()).unwrap();
+        for key in options.as_object().unwrap().keys() {
+            assert!(
+                key == "pool_trees" || super::SERVER_OPTIONS.contains(&key.as_str()),
+                "{key} is missing from SERVER_OPTIONS"
+            );
+        }
+    }
 }

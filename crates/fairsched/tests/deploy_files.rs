@@ -214,3 +214,29 @@ fn server_refuses_a_store_flag_that_is_not_a_postgresql_url() {
     assert!(stderr.contains("store.url:"), "{stderr}");
     assert!(stderr.contains("not a PostgreSQL URL"), "{stderr}");
 }
+
+/// `config check` shows what the server would warn about at its start: a token file that
+/// other users may read (the file is still valid: exit 0).
+#[test]
+fn config_check_warns_of_a_token_file_others_may_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("agent-token");
+    std::fs::write(&token, "a-long-random-agent-token\n").unwrap();
+    let file = dir.path().join("server.toml");
+    std::fs::write(
+        &file,
+        format!("agent_token_file = {:?}\n", token.display().to_string()),
+    )
+    .unwrap();
+    for (mode, warned) in [(0o644, true), (0o600, false)] {
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(mode)).unwrap();
+        let (code, out, err) = check(&[], &file);
+        assert_eq!(code, Some(0), "{out}{err}");
+        assert_eq!(
+            err.contains("the agent token file may be read by other users"),
+            warned,
+            "mode {mode:o}: {err}"
+        );
+    }
+}
