@@ -245,21 +245,21 @@ fn main() -> ExitCode {
         }
         Command::Config {
             command: ConfigCommand::Check { file, kind },
-        } => match {
+        } => {
             // What the server would warn about at its start (token files others may read):
             // on stderr.
             runtime::init_tracing();
-            check_config(&file, kind)
-        } {
-            Ok(summary) => {
-                println!("{summary}");
-                ExitCode::SUCCESS
+            match check_config(&file, kind) {
+                Ok(summary) => {
+                    println!("{summary}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    ExitCode::from(2)
+                }
             }
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                ExitCode::from(2)
-            }
-        },
+        }
         Command::Simulate(args) => simulate::main(args),
         Command::Bench { command } => bench::main(command),
         Command::Server(args) => exit_status(server::run(args)),
