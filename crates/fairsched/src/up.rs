@@ -69,6 +69,8 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
     let addr = server.local_addr()?;
     let url = format!("http://{addr}");
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    // The agents stop first (each tells the server its node leaves), then the server.
+    let (agents_stop_tx, agents_stop_rx) = tokio::sync::watch::channel(false);
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
@@ -98,7 +100,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         };
         agents.push(tokio::spawn(fairsched_agent::run(
             config,
-            stopped(stop_rx.clone()),
+            stopped(agents_stop_rx.clone()),
         )));
     }
     println!(
@@ -139,12 +141,13 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
         stop_signal().await;
     }
     eprintln!("stopping");
-    let _ = stop_tx.send(true);
+    let _ = agents_stop_tx.send(true);
     for a in agents {
         if let Ok(Err(e)) = a.await {
             eprintln!("agent: {e:#}");
         }
     }
+    let _ = stop_tx.send(true);
     server_task.await??;
     Ok(())
 }

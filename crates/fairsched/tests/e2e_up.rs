@@ -20,16 +20,20 @@ fn pid_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Starts `fairsched up --nodes 2 --port 0` with `extra` arguments on `data`; the process and
-/// its standard output, line by line.
-fn spawn_up(extra: &[&str], data: &Path) -> (Proc, std::sync::mpsc::Receiver<String>) {
+/// Starts `fairsched up --nodes 2 --port 0` with `extra` arguments on `data`, its stderr to
+/// `stderr`; the process and its standard output, line by line.
+fn spawn_up(
+    extra: &[&str],
+    data: &Path,
+    stderr: Stdio,
+) -> (Proc, std::sync::mpsc::Receiver<String>) {
     let mut child = Command::new(BIN)
         .args(["up", "--nodes", "2", "--port", "0"])
         .args(extra)
         .arg("--data-dir")
         .arg(data)
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(stderr)
         .spawn()
         .expect("start fairsched up");
     let stdout = child.stdout.take().unwrap();
@@ -55,7 +59,13 @@ fn url_in(first: &str) -> String {
 #[test]
 fn up_runs_completes_aborts_and_stops() {
     let data = tempfile::tempdir().unwrap();
-    let (up, rx) = spawn_up(&[], data.path());
+    let err_dir = tempfile::tempdir().unwrap();
+    let err_path = err_dir.path().join("stderr");
+    let (up, rx) = spawn_up(
+        &[],
+        data.path(),
+        std::fs::File::create(&err_path).unwrap().into(),
+    );
     let first = rx
         .recv_timeout(Duration::from_secs(20))
         .expect("fairsched up prints its URL");
@@ -258,6 +268,10 @@ fn up_runs_completes_aborts_and_stops() {
         "fairsched up did not stop",
     );
     assert!(status.success(), "{status:?}");
+    // The agents stopped before the server, so each could tell it that its node left.
+    let err = std::fs::read_to_string(&err_path).unwrap();
+    assert!(!err.contains("could not tell the server"), "{err}");
+    assert!(!err.contains("ERROR"), "{err}");
 }
 
 /// `up --demo`: the batch operation fills the cluster with the whole fair share, then the
@@ -265,7 +279,7 @@ fn up_runs_completes_aborts_and_stops() {
 #[test]
 fn up_demo_shows_fair_share_and_preemption() {
     let data = tempfile::tempdir().unwrap();
-    let (up, rx) = spawn_up(&["--demo"], data.path());
+    let (up, rx) = spawn_up(&["--demo"], data.path(), Stdio::inherit());
     let mut lines: Vec<String> = Vec::new();
     let start = Instant::now();
     while !lines.iter().any(|l| l.starts_with("[demo] done")) {
