@@ -90,6 +90,11 @@ struct Ha {
 
 impl Ha {
     fn start() -> Ha {
+        Ha::start_with(["", ""])
+    }
+
+    /// [`Ha::start`] with `extra` top-level options in each server's file.
+    fn start_with(extra: [&str; 2]) -> Ha {
         let pg = TempPostgres::start().expect("a PostgreSQL server (Debian's postgresql)");
         let db = pg.create_database().unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -98,9 +103,10 @@ impl Ha {
             std::fs::write(
                 dir.path().join(format!("server{i}.toml")),
                 format!(
-                    "listen = {:?}\ndata_dir = {:?}\n\n[store]\nurl = {:?}\nlease_ms = {LEASE_MS}\n",
+                    "listen = {:?}\ndata_dir = {:?}\n{}\n[store]\nurl = {:?}\nlease_ms = {LEASE_MS}\n",
                     url.trim_start_matches("http://"),
                     dir.path().join(format!("data{i}")),
+                    extra[i],
                     // Server 1 is given its store by `--store`, which wins over its file.
                     if i == 0 {
                         pg.url(&db)
@@ -565,6 +571,34 @@ fn failovers(times: usize) {
         standby.wait(Duration::from_secs(20)),
         "the new leader stops cleanly"
     );
+}
+
+/// A standby whose agent token differs from the leader's (it would refuse every agent once
+/// elected) says so at ERROR; servers with the same credentials say nothing of it.
+#[test]
+fn a_standby_with_other_credentials_says_so() {
+    const DIFFER: &str = "differ from those of the leader";
+    let ha = Ha::start_with([
+        "agent_token = \"the-agents-token-of-server-zero\"",
+        "agent_token = \"the-agents-token-of-server-one\"",
+    ]);
+    wait_for(
+        "the standby to say its credentials differ",
+        Duration::from_secs(30),
+        || {
+            std::fs::read_to_string(ha.log("server1"))
+                .is_ok_and(|l| l.contains(DIFFER) && l.contains("ERROR"))
+        },
+    );
+    drop(ha);
+    let same = Ha::start_with([
+        "agent_token = \"the-same-agents-token-of-both\"",
+        "agent_token = \"the-same-agents-token-of-both\"",
+    ]);
+    // Several of the standby's election attempts (a fifth of the lease each).
+    std::thread::sleep(Duration::from_millis(3 * LEASE_MS));
+    let log = std::fs::read_to_string(same.log("server1")).unwrap();
+    assert!(!log.contains(DIFFER), "{log}");
 }
 
 /// Three failovers and a partition (the CI test).

@@ -48,6 +48,28 @@ fn exit_lost(why: &str) -> ! {
     std::process::exit(LOST_LEADERSHIP_EXIT_CODE)
 }
 
+/// A fingerprint (SHA-256, hex) of what a server takes agents and users by: its agent token
+/// and its users' names and tokens. Servers of one cluster must have the same.
+fn credentials_fingerprint(config: &ServerConfig) -> anyhow::Result<String> {
+    use sha2::{Digest, Sha256};
+    let mut users: Vec<(String, Vec<u8>)> = config
+        .users(false)?
+        .into_iter()
+        .map(|(token, who)| (who.name.clone(), token))
+        .collect();
+    users.sort();
+    let mut h = Sha256::new();
+    h.update(b"fairsched credentials 1\0");
+    h.update(config.agent_token.as_deref().unwrap_or_default().as_bytes());
+    for (name, token) in users {
+        h.update([0]);
+        h.update(name.as_bytes());
+        h.update([0]);
+        h.update(&token);
+    }
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
 /// `f` on the store, off the async runtime.
 async fn blocking<T: Send + 'static>(
     mut store: PostgresStore,
@@ -74,6 +96,7 @@ pub(crate) async fn serve(
         advertised,
     } = standby;
     let auth = crate::auth::Auth::from_config(&config)?;
+    let fingerprint = credentials_fingerprint(&config)?;
     let lease = config.store.lease();
     let known = standby::Known::default();
     // The leader's router, state and lease, once elected.
@@ -123,16 +146,18 @@ pub(crate) async fn serve(
     // Standing by.
     let mut last_error: Option<String> = None;
     let mut last_leader: Option<Option<String>> = None;
+    // The leader's credentials' fingerprint last seen to differ from this server's.
+    let mut differs: Option<String> = None;
     let (epoch, since) = loop {
         let sent = Instant::now();
         let holder = advertised.clone();
-        let (s, (acquired, leader)) = blocking(store, move |s| {
+        let (s, (acquired, leader, theirs)) = blocking(store, move |s| {
             let acquired = s.acquire_leadership(&holder, lease);
-            let leader = match &acquired {
-                Ok(None) => Some(s.leader()),
-                _ => None,
+            let (leader, theirs) = match &acquired {
+                Ok(None) => (Some(s.leader()), s.credentials_fingerprint().ok().flatten()),
+                _ => (None, None),
             };
-            (acquired, leader)
+            (acquired, leader, theirs)
         })
         .await?;
         store = s;
@@ -142,6 +167,19 @@ pub(crate) async fn serve(
                 let leader =
                     (l.expires_in_ms > 0 && !l.holder.is_empty() && l.holder != advertised)
                         .then_some(l.holder);
+                if let Some(url) = &leader
+                    && theirs.as_ref().is_some_and(|t| *t != fingerprint)
+                    && differs != theirs
+                {
+                    tracing::error!(
+                        leader = url.as_str(),
+                        "this server's agent_token or [auth] users' tokens differ from those \
+                         of the leader {url}: if this server takes over, it refuses every agent \
+                         (their jobs are killed when their leases run out) and those users; \
+                         give every server of the cluster the same agent_token and [auth]"
+                    );
+                    differs = theirs.clone();
+                }
                 if last_leader.as_ref() != Some(&leader) {
                     match &leader {
                         Some(url) => tracing::info!(
@@ -182,6 +220,13 @@ pub(crate) async fn serve(
         url = advertised.as_str(),
         "elected leader; loading the state"
     );
+    // For the standbys to compare theirs with.
+    let (s, written) =
+        blocking(store, move |s| s.set_credentials_fingerprint(&fingerprint)).await?;
+    store = s;
+    if let Err(e) = written {
+        tracing::warn!("cannot write this server's credentials' fingerprint to the store: {e}");
+    }
     // While it loads, the standby's routes answer that no server leads yet (not the one
     // that led before, which is gone).
     known.set(None);

@@ -171,4 +171,28 @@ impl PostgresStore {
             ))
         })
     }
+
+    /// The fingerprint of the credentials (agent token, users' tokens) the last elected
+    /// server wrote ([`PostgresStore::set_credentials_fingerprint`]); `None` before any did.
+    pub fn credentials_fingerprint(&self) -> Result<Option<String>, StoreError> {
+        lock(&self.conn).read(|s| {
+            Ok(
+                s.query_opt("SELECT value FROM meta WHERE key = 'credentials'", &[])?
+                    .map(|r| r.get::<_, String>(0)),
+            )
+        })
+    }
+
+    /// Writes this server's credentials' fingerprint, for the standbys to compare theirs
+    /// with (a standby whose agents' token differs would refuse every agent once elected).
+    pub fn set_credentials_fingerprint(&self, fingerprint: &str) -> Result<(), StoreError> {
+        lock(&self.conn).run(|s| {
+            s.execute(
+                "INSERT INTO meta (key, value) VALUES ('credentials', $1)
+                 ON CONFLICT (key) DO UPDATE SET value = $1",
+                &[&fingerprint],
+            )?;
+            Ok(())
+        })
+    }
 }
