@@ -159,7 +159,19 @@ async fn a_node_that_does_not_come_back_loses_its_jobs() {
     for id in &on_n1 {
         assert_eq!(job(&op, id)["state"], "aborted", "{op}");
     }
-    assert_eq!(server.get("/api/v1/nodes").await, json!([]));
+    // Listed as lost, with nothing running there.
+    let nodes = server.get("/api/v1/nodes").await;
+    let nodes = nodes.as_array().unwrap();
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+    assert_eq!(
+        (
+            &nodes[0]["id"],
+            &nodes[0]["state"],
+            &nodes[0]["allocation_count"]
+        ),
+        (&json!("n1"), &json!("lost"), &json!(0)),
+        "{nodes:?}"
+    );
     server.stop().await;
 }
 
