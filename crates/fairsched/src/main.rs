@@ -296,30 +296,30 @@ fn without_password(url: &str) -> String {
 }
 
 /// `fairsched config check`: what a valid file configures, as lines of text.
-/// The top-level options of a server file (but `pool_trees`, which a pool-trees file has
-/// too): a file with one of them is a server file.
-const SERVER_OPTIONS: &[&str] = &[
-    "listen",
-    "advertise_url",
-    "data_dir",
-    "agent_token",
-    "agent_token_file",
-    "pool_trees_file",
-    "scheduler",
-    "node_timeout_ms",
-    "history_retention_ms",
-    "auth",
-    "store",
-];
+/// The top-level options of a server file but `pool_trees` (which a pool-trees file has too):
+/// a file with one of them is a server file. From the server file's reference, so that it
+/// knows every option.
+fn server_options() -> Vec<String> {
+    let schema = fairsched_server::reference::server_config().json_schema();
+    schema["$defs"]["ServerConfig"]["x-order"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|o| o.as_str())
+        .filter(|o| *o != "pool_trees")
+        .map(str::to_string)
+        .collect()
+}
 
 fn check_config(file: &std::path::Path, kind: Option<ReferenceFile>) -> anyhow::Result<String> {
     let kind = match kind {
         Some(k) => k,
         None => {
             let document: serde_json::Value = fairsched_config::from_file(file)?;
+            let options = server_options();
             let is_server = document
                 .as_object()
-                .is_some_and(|o| o.keys().any(|k| SERVER_OPTIONS.contains(&k.as_str())));
+                .is_some_and(|o| o.keys().any(|k| options.contains(k)));
             if is_server {
                 ReferenceFile::Server
             } else {
@@ -414,8 +414,8 @@ mod tests {
         let options = serde_json::to_value(fairsched_server::ServerConfig::default()).unwrap();
         for key in options.as_object().unwrap().keys() {
             assert!(
-                key == "pool_trees" || super::SERVER_OPTIONS.contains(&key.as_str()),
-                "{key} is missing from SERVER_OPTIONS"
+                key == "pool_trees" || super::server_options().contains(key),
+                "{key} is missing from the server options"
             );
         }
     }
