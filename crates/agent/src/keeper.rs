@@ -978,10 +978,13 @@ fn keep(setup: &Setup, job: Job, control: BorrowedFd<'_>, key: Option<u64>) -> R
             if let Some(l) = lease
                 && now >= l.term_ns
             {
-                if kill_at.is_none() {
+                // The kill first: the report goes into a pipe the (stopped) agent may not
+                // read, and must not hold the kill up.
+                let first = kill_at.is_none();
+                start_kill(&mut kill_at, l.kill_ns);
+                if first {
                     say(key, &Report::Fenced);
                 }
-                start_kill(&mut kill_at, l.kill_ns);
             }
         }
         if let Some(k) = kill_at
