@@ -231,6 +231,17 @@ struct Job {
     command: Vec<OsString>,
     /// Set in its environment, over the spawner's.
     env: Vec<(OsString, OsString)>,
+    /// The account it runs as (none: the keeper's).
+    user: Option<RunAs>,
+}
+
+/// The account a job runs as (`fairsched agent --run-jobs-as-users`): its name (for its
+/// groups), user id and group id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RunAs {
+    pub name: OsString,
+    pub uid: u32,
+    pub gid: u32,
 }
 
 /// What the agent asks of its spawner, on the spawner's stdin: fields each ended by a NUL
@@ -244,6 +255,8 @@ pub(crate) enum Request {
         dir: PathBuf,
         command: Vec<OsString>,
         env: Vec<(OsString, OsString)>,
+        /// None: the spawner's own user.
+        user: Option<RunAs>,
     },
     /// Kill the job's processes (SIGTERM, SIGKILL after the grace period).
     Kill { key: u64 },
@@ -270,6 +283,7 @@ impl Request {
                 dir,
                 command,
                 env,
+                user,
             } => {
                 field("", b"start")?;
                 field("", key.to_string().as_bytes())?;
@@ -282,6 +296,15 @@ impl Request {
                 for (k, v) in env {
                     field("the environment", k.as_bytes())?;
                     field("the environment", v.as_bytes())?;
+                }
+                match user {
+                    None => field("", b"0")?,
+                    Some(u) => {
+                        field("", b"1")?;
+                        field("the user", u.name.as_bytes())?;
+                        field("", u.uid.to_string().as_bytes())?;
+                        field("", u.gid.to_string().as_bytes())?;
+                    }
                 }
             }
             Request::Kill { key } => {
@@ -343,11 +366,22 @@ impl Request {
                     let k = OsString::from_vec(field!().to_vec());
                     env.push((k, OsString::from_vec(field!().to_vec())));
                 }
+                let users: u8 = number!("user count");
+                let user = match users {
+                    0 => None,
+                    1 => Some(RunAs {
+                        name: OsString::from_vec(field!().to_vec()),
+                        uid: number!("user id"),
+                        gid: number!("group id"),
+                    }),
+                    _ => return Err(bad("user count", users.to_string().as_bytes())),
+                };
                 Request::Start {
                     key,
                     dir,
                     command,
                     env,
+                    user,
                 }
             }
             b"kill" => Request::Kill {
@@ -579,6 +613,7 @@ fn spawner(args: &[OsString]) -> Result<(), String> {
                         dir,
                         command,
                         env,
+                        user,
                     } => {
                         let job = Job {
                             stdout: dir.join("stdout"),
@@ -586,6 +621,7 @@ fn spawner(args: &[OsString]) -> Result<(), String> {
                             dir: Some(dir),
                             command,
                             env,
+                            user,
                         };
                         match fork_keeper(&setup, key, job, &kept, &sigfd) {
                             Ok(control) => {
@@ -696,6 +732,7 @@ pub fn main(args: &[OsString]) -> ! {
                     dir: None,
                     command: command.to_vec(),
                     env: Vec::new(),
+                    user: None,
                 };
                 (setup, job)
             })
@@ -891,15 +928,32 @@ fn keep(setup: &Setup, job: Job, control: BorrowedFd<'_>, key: Option<u64>) -> R
         .stdout(out_write)
         .stderr(err_write)
         .process_group(0);
-    // SAFETY: the keeper has one thread; these are system calls only.
+    // Its account: groups, group and user set in the child (after its `chdir`, done as the
+    // keeper, so that the job's user needs no way through the agent's private `jobs/`).
+    let user = match &job.user {
+        Some(u) => Some((
+            std::ffi::CString::new(u.name.as_bytes())
+                .map_err(|_| format!("bad user name {:?}", u.name))?,
+            nix::unistd::Gid::from_raw(u.gid),
+            nix::unistd::Uid::from_raw(u.uid),
+        )),
+        None => None,
+    };
+    // SAFETY: the keeper has one thread, so its forked child may call what it could.
     #[allow(unsafe_code)]
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             for s in IGNORED {
                 signal(s, SigHandler::SigDfl)?;
             }
             nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)?;
+            if let Some((name, gid, uid)) = &user {
+                nix::unistd::initgroups(name, *gid)?;
+                nix::unistd::setgid(*gid)?;
+                nix::unistd::setuid(*uid)?;
+            }
             // The keeper killed (only SIGKILL can): its job's main process dies with it.
+            // After `setuid`, which clears it.
             nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
             Ok(())
         });
@@ -1118,6 +1172,11 @@ mod tests {
                 0..4,
             ),
             signal in proptest::prelude::any::<i32>(),
+            user in proptest::option::of((
+                proptest::collection::vec(1u8.., 1..8),
+                proptest::prelude::any::<u32>(),
+                proptest::prelude::any::<u32>(),
+            )),
         ) {
             let requests = [
                 Request::Start {
@@ -1125,6 +1184,7 @@ mod tests {
                     dir: PathBuf::from(os(&dir)),
                     command: command.iter().map(|a| os(a)).collect(),
                     env: env.iter().map(|(k, v)| (os(k), os(v))).collect(),
+                    user: user.map(|(name, uid, gid)| RunAs { name: os(&name), uid, gid }),
                 },
                 Request::Kill { key },
                 Request::Signal { key, signal },
@@ -1153,6 +1213,7 @@ mod tests {
             dir: "/tmp/x".into(),
             command: vec![os(command)],
             env: Vec::new(),
+            user: None,
         };
         assert_eq!(
             start(b"a\0b").encode(),

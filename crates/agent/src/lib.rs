@@ -92,6 +92,10 @@ pub struct AgentConfig {
     /// The most bytes kept of each job's stdout and of its stderr (the first ones; the job's
     /// keeper discards the rest, saying so in the file); `None`: unbounded.
     pub max_job_output: Option<u64>,
+    /// Run each job as its operation's user (the local account of that name; the agent must
+    /// run as root), not as the agent's user. Jobs of `root`, and of users without an
+    /// account here, are refused (they fail, saying why).
+    pub run_as_users: bool,
 }
 
 /// The program of the job spawner: `fairsched-job-keeper` beside this program if it is
@@ -357,7 +361,10 @@ impl Agent {
         let limit = u64::try_from(s.resources.raw_of(ResourceKind::Memory)).unwrap_or(0);
         // The job's cgroup, when cgroup v2 enforces its memory.
         let mut cgroup = None;
+        // (Not for a job run as its user: the cgroup wrapper, run as that user, could not
+        // move it into a cgroup of the agent's; its memory is polled.)
         if limit > 0
+            && !self.config.run_as_users
             && let memory::Enforcer::Cgroup(base) = self.memory
         {
             match base.create_job(&s.job, limit) {
@@ -368,10 +375,24 @@ impl Agent {
                 ),
             }
         }
+        let run_as = self.config.run_as_users;
         let spawn = |spawner: &mut spawner::Spawner,
                      cgroup: Option<&memory::JobCgroup>|
          -> std::io::Result<(u64, mpsc::UnboundedReceiver<keeper::Report>)> {
+            let user = if run_as {
+                Some(account(s.user.as_deref())?)
+            } else {
+                None
+            };
             std::fs::create_dir_all(&dir)?;
+            if let Some(u) = &user {
+                // Its working directory is its own (the way to it stays the agent's).
+                nix::unistd::chown(
+                    &dir,
+                    Some(nix::unistd::Uid::from_raw(u.uid)),
+                    Some(nix::unistd::Gid::from_raw(u.gid)),
+                )?;
+            }
             let (program, args) = s
                 .command
                 .split_first()
@@ -405,7 +426,7 @@ impl Agent {
                     ));
                 }
             }
-            spawner.run(dir.clone(), line, env)
+            spawner.run(dir.clone(), line, env, user)
         };
         let job = s.job.clone();
         // Recorded before its process exists: an agent killed in between leaves a record a
@@ -847,6 +868,32 @@ impl Agent {
     }
 }
 
+/// The local account a job of `user` runs as (`--run-jobs-as-users`): an error naming what
+/// is wrong for none, for `root`, and for a user without an account here.
+fn account(user: Option<&str>) -> std::io::Result<keeper::RunAs> {
+    let refuse = |why: String| std::io::Error::other(format!("{why} (--run-jobs-as-users)"));
+    let name = user.ok_or_else(|| {
+        refuse("the server did not say whose job this is (an older server?)".into())
+    })?;
+    let account = nix::unistd::User::from_name(name)
+        .map_err(|e| refuse(format!("cannot look up the account {name:?}: {e}")))?
+        .ok_or_else(|| {
+            refuse(format!(
+                "there is no account {name:?} on this node to run the job as"
+            ))
+        })?;
+    if account.uid.is_root() {
+        return Err(refuse(format!(
+            "jobs of {name:?} would run as root: this agent does not run them"
+        )));
+    }
+    Ok(keeper::RunAs {
+        name: name.into(),
+        uid: account.uid.as_raw(),
+        gid: account.gid.as_raw(),
+    })
+}
+
 /// Creates `path` (and its parents) if needed, and gives it mode 0700.
 fn private_dir(path: &std::path::Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
@@ -946,6 +993,12 @@ pub async fn run_with_memory_enforcement(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let mut config = config;
+    if config.run_as_users && !nix::unistd::geteuid().is_root() {
+        anyhow::bail!(
+            "--run-jobs-as-users needs the agent to run as root (it runs each job as its \
+             user's account)"
+        );
+    }
     // Jobs run in their own directories (their keepers' working directories): a relative
     // work directory would name another place there.
     config.work_dir = std::path::absolute(&config.work_dir).map_err(|e| {
@@ -955,6 +1008,12 @@ pub async fn run_with_memory_enforcement(
         )
     })?;
     let memory = memory::Enforcer::start(memory)?;
+    if config.run_as_users && matches!(memory, memory::Enforcer::Cgroup(_)) {
+        tracing::warn!(
+            "jobs run as their users (--run-jobs-as-users): their memory is enforced by \
+             polling their RSS, not by cgroups"
+        );
+    }
     let watches = memory::Watches::default();
     let poller = tokio::spawn(memory::poll_rss(watches.clone(), config.kill_grace));
     let (done_tx, done_rx) = mpsc::unbounded_channel();

@@ -8,7 +8,7 @@
 //! tasks of their jobs see their channels close and report the jobs aborted. The next job
 //! starts a new spawner.
 
-use crate::keeper::{Report, Request};
+use crate::keeper::{Report, Request, RunAs};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::Write;
@@ -134,7 +134,8 @@ impl Spawner {
         })
     }
 
-    /// Starts a job (in `dir`, which exists): its key and its reports, the last an
+    /// Starts a job (in `dir`, which exists; as `user`, none: as the spawner's): its key and
+    /// its reports, the last an
     /// [`Report::Exit`] (a channel that closes before it: the keeper was lost with its
     /// spawner, and has killed the job).
     pub(crate) fn run(
@@ -142,6 +143,7 @@ impl Spawner {
         dir: PathBuf,
         command: Vec<OsString>,
         env: Vec<(OsString, OsString)>,
+        user: Option<RunAs>,
     ) -> std::io::Result<(u64, mpsc::UnboundedReceiver<Report>)> {
         let key = self.next_key;
         self.next_key += 1;
@@ -150,6 +152,7 @@ impl Spawner {
             dir,
             command,
             env,
+            user,
         }
         .encode()
         .map_err(std::io::Error::other)?;

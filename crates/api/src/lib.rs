@@ -864,6 +864,10 @@ pub struct JobStart {
     pub command: Vec<String>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The operation's user: the account the job runs as on an agent that runs jobs as their
+    /// users (`fairsched agent --run-jobs-as-users`); absent from older servers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 /// Interrupt a job: send the signal; the scheduler aborts it after the timeout.

@@ -57,6 +57,12 @@ pub struct AgentArgs {
     /// stopped for it.
     #[arg(long, default_value = "1GiB", value_parser = parse_bytes, value_name = "SIZE")]
     max_job_output: u64,
+    /// Run each job as the local account named as its operation's user (as Slurm runs jobs
+    /// as their users), so that jobs cannot read one another's files and processes nor the
+    /// agent's token and records. The agent must then run as root; a job of a user without
+    /// an account on this machine, or of `root`, fails saying so.
+    #[arg(long)]
+    run_jobs_as_users: bool,
 }
 
 /// Runs the agent until Ctrl-C or SIGTERM.
@@ -82,6 +88,7 @@ pub fn run(args: AgentArgs) -> anyhow::Result<()> {
             .then(|| Duration::from_millis(args.job_dir_retention)),
         keeper: None,
         max_job_output: (args.max_job_output > 0).then_some(args.max_job_output),
+        run_as_users: args.run_jobs_as_users,
     };
     runtime().block_on(async { fairsched_agent::run(config, stop_signal()).await })
 }

@@ -97,6 +97,7 @@ async fn up(args: UpArgs) -> anyhow::Result<()> {
             job_dir_retention: Some(Duration::from_secs(7 * 24 * 3600)),
             keeper: None,
             max_job_output: Some(fairsched_agent::DEFAULT_MAX_JOB_OUTPUT),
+            run_as_users: false,
         };
         agents.push(tokio::spawn(fairsched_agent::run(
             config,

@@ -46,6 +46,16 @@ pub async fn start_with_work_dir(
     job_dir_retention: Option<Duration>,
     work_dir: Option<std::path::PathBuf>,
 ) -> Cluster {
+    start_with_options(memory, job_dir_retention, work_dir, false).await
+}
+
+/// [`start_with_work_dir`], the agent running jobs as their users or not.
+pub async fn start_with_options(
+    memory: MemoryEnforcement,
+    job_dir_retention: Option<Duration>,
+    work_dir: Option<std::path::PathBuf>,
+    run_as_users: bool,
+) -> Cluster {
     let dir = tempfile::tempdir().unwrap();
     let work_dir = work_dir.unwrap_or_else(|| dir.path().join("agent"));
     let config = fairsched_server::ServerConfig {
@@ -73,6 +83,7 @@ pub async fn start_with_work_dir(
         job_dir_retention,
         keeper: Some(env!("CARGO_BIN_EXE_fairsched-job-keeper").into()),
         max_job_output: None,
+        run_as_users,
     };
     let agent = tokio::spawn(fairsched_agent::run_with_memory_enforcement(
         agent,

@@ -429,12 +429,12 @@ impl Actor {
         let mut reply = HeartbeatReply::default();
         for s in response.start {
             // The core has the job's resources; the server what it runs.
-            let task = self
-                .ops
-                .get(&s.operation.0)
-                .and_then(|op| op.commands.get(s.task))
-                .cloned();
-            let Some(task) = task else { continue };
+            let task = self.ops.get(&s.operation.0).and_then(|op| {
+                op.commands
+                    .get(s.task)
+                    .map(|t| (t.clone(), op.view.user.clone()))
+            });
+            let Some((task, user)) = task else { continue };
             let Some(job) = self.alloc_job.get(&s.allocation.0).cloned() else {
                 continue;
             };
@@ -445,6 +445,7 @@ impl Actor {
                 resources: s.resources,
                 command: task.command,
                 env: task.env,
+                user: Some(user),
             });
         }
         reply.interrupt = self.interrupts.remove(&hb.node_id).unwrap_or_default();
