@@ -537,7 +537,8 @@ pub enum GangHold {
     /// tree's schedulable nodes as one pool of resources (exact when every job takes one
     /// node's worth or less of what the nodes hold in equal units, as on single-processor
     /// nodes); placement itself stays node by node. A gang without a time limit is planned
-    /// to hold its resources forever.
+    /// to hold its resources forever. Operations that are not gangs are not planned, and see
+    /// only what the assembling gang holds.
     Planned,
 }
 

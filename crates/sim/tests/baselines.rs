@@ -26,7 +26,7 @@ fn check(
     reference: fn(&[RefJob], u64) -> Vec<Option<u64>>,
 ) {
     let jobs = reference::ref_jobs(trace, Some(limit));
-    let expected = reference(&jobs, 100);
+    let expected = reference(&jobs, processors(trace));
     let options = ReplayOptions {
         policy: policy.clone(),
         limit: Some(limit),
@@ -52,9 +52,20 @@ fn check(
     );
     let summary = reference::summary(&jobs, &expected);
     eprintln!(
-        "{policy:?}, KTH first {limit} jobs: every start as the reference's; mean wait {:.1} s",
+        "{policy:?}, first {limit} jobs: every start as the reference's; mean wait {:.1} s",
         summary.mean_wait_s
     );
+}
+
+/// The processors of the machine `trace` describes.
+fn processors(trace: &Trace) -> u64 {
+    trace
+        .machine
+        .as_ref()
+        .expect("the trace describes its machine")
+        .iter()
+        .map(|g| u64::from(g.count) * g.resources.get(ResourceKind::Cpu) as u64)
+        .sum()
 }
 
 #[test]
@@ -92,7 +103,17 @@ fn both_starts(
     procs: u64,
     policy: reference::Policy,
 ) -> (Vec<Option<u64>>, Vec<Option<u64>>) {
-    let trace = trace_of(jobs, procs);
+    both_starts_on_nodes(jobs, procs, 1, policy)
+}
+
+/// As [`both_starts`], on nodes of `node_procs` processors (`procs` in all).
+fn both_starts_on_nodes(
+    jobs: &[RefJob],
+    procs: u64,
+    node_procs: u64,
+    policy: reference::Policy,
+) -> (Vec<Option<u64>>, Vec<Option<u64>>) {
+    let trace = trace_of(jobs, procs, node_procs);
     let options = ReplayOptions {
         policy: baseline(policy),
         ..ReplayOptions::default()
@@ -162,11 +183,28 @@ proptest! {
         ..ProptestConfig::default()
     })]
 
-    /// Conservative backfilling through the core starts every job of a random small workload
-    /// when the reference does, jobs overrunning their estimates or not.
+    /// Each baseline through the core starts every job of a random small workload when the
+    /// reference does, jobs overrunning their estimates or not.
     #[test]
-    fn conservative_starts_random_jobs_as_the_reference((procs, jobs) in workload()) {
-        let (got, expected) = both_starts(&jobs, procs, reference::Policy::Conservative);
+    fn the_baselines_start_random_jobs_as_the_reference(
+        (procs, jobs) in workload(),
+        policy in prop::sample::select(reference::Policy::ALL.to_vec()),
+    ) {
+        let (got, expected) = both_starts(&jobs, procs, policy);
+        prop_assert_eq!(got, expected, "{:?}", policy);
+    }
+
+    /// Conservative backfilling on nodes of 4 processors with jobs of whole nodes (the plan
+    /// counts the nodes as one pool of processors; the placement is node by node).
+    #[test]
+    fn conservative_starts_random_whole_node_jobs_as_the_reference(
+        (nodes, jobs) in workload()
+    ) {
+        let jobs: Vec<RefJob> = (jobs.iter())
+            .map(|j| RefJob { procs: 4 * j.procs, ..*j })
+            .collect();
+        let (got, expected) =
+            both_starts_on_nodes(&jobs, 4 * nodes, 4, reference::Policy::Conservative);
         prop_assert_eq!(got, expected);
     }
 }
@@ -183,13 +221,7 @@ fn on_whole_trace(name: &str, policy: reference::Policy) {
         return;
     };
     let trace = trace::load(&file, None).expect("the trace loads");
-    let procs: u64 = trace
-        .machine
-        .as_ref()
-        .expect("the trace describes its machine")
-        .iter()
-        .map(|g| u64::from(g.count) * g.resources.get(ResourceKind::Cpu) as u64)
-        .sum();
+    let procs = processors(&trace);
     let jobs = reference::ref_jobs(&trace, None);
     let started = std::time::Instant::now();
     let reference_starts = reference::simulate(&jobs, procs, policy).start;

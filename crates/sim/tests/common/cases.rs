@@ -195,10 +195,10 @@ pub fn jobs_of(table: &[(u64, u64, u64, u64)]) -> Vec<RefJob> {
         .collect()
 }
 
-/// `jobs` as a trace of a machine of `procs` single-processor nodes (one cpu and one user slot
-/// each, as an SWF trace's): job `i` is `j{i}` of user `u{i}`, with its estimate as requested
-/// time (none when it is 0: a time limit is positive).
-pub fn trace_of(jobs: &[RefJob], procs: u64) -> Trace {
+/// `jobs` as a trace of a machine of `procs` processors on nodes of `node_procs` (one cpu and
+/// one user slot per processor, as an SWF trace's): job `i` is `j{i}` of user `u{i}`, with its
+/// estimate as requested time (none when it is 0: a time limit is positive).
+pub fn trace_of(jobs: &[RefJob], procs: u64, node_procs: u64) -> Trace {
     Trace {
         format: TraceFormat::Swf,
         jobs: (jobs.iter().enumerate())
@@ -219,10 +219,10 @@ pub fn trace_of(jobs: &[RefJob], procs: u64) -> Trace {
         skipped: BTreeMap::new(),
         adjusted: BTreeMap::new(),
         machine: Some(vec![MachineGroup {
-            count: u32::try_from(procs).expect("a small machine"),
+            count: u32::try_from(procs / node_procs).expect("a small machine"),
             resources: Resources::ZERO
-                .with(ResourceKind::Cpu, 1.0)
-                .with(ResourceKind::UserSlots, 1.0),
+                .with(ResourceKind::Cpu, node_procs as f64)
+                .with(ResourceKind::UserSlots, node_procs as f64),
             tags: Vec::new(),
         }]),
     }
