@@ -308,7 +308,7 @@ pub(crate) fn gang_hold(
     if holds.placed_gangs.contains_key(&op_id) {
         return;
     }
-    // With `needed`, the reservation goes to the gang that has waited longest (the queue
+    // With `needed` (and `planned`), the reservation goes to the gang that has waited longest (the queue
     // head, whatever the policy's order), not to the first one offered a node.
     if hold.plans_head()
         && !holds.gangs.contains_key(&t)

@@ -222,21 +222,27 @@ proptest! {
 /// wait and mean bounded slowdown of both (the reference counts processors; the replay places
 /// jobs on the trace's nodes, so on nodes of several processors the two models differ).
 /// Slow: run them with `cargo test --release -p fairsched-sim --test baselines -- --ignored
-/// --nocapture whole_`.
+/// --nocapture whole_` (and `curie_first` for the first 20,000 jobs of CEA-Curie).
 fn on_whole_trace(name: &str, policy: reference::Policy) {
+    on_trace(name, policy, None);
+}
+
+/// [`on_whole_trace`] on the first `limit` jobs (all: `None`).
+fn on_trace(name: &str, policy: reference::Policy, limit: Option<usize>) {
     let Some(file) = common::shared_file(&format!("traces/{name}")) else {
         eprintln!("{name} not found; skipped");
         return;
     };
     let trace = trace::load(&file, None).expect("the trace loads");
     let procs = processors(&trace);
-    let jobs = reference::ref_jobs(&trace, None);
+    let jobs = reference::ref_jobs(&trace, limit);
     let started = std::time::Instant::now();
     let reference_starts = reference::simulate(&jobs, procs, policy).start;
     let reference_s = started.elapsed().as_secs_f64();
     let expected = reference::summary(&jobs, &reference_starts);
     let options = ReplayOptions {
         policy: baseline(policy),
+        limit,
         ..ReplayOptions::default()
     };
     let started = std::time::Instant::now();
@@ -317,4 +323,23 @@ fn whole_llnl_thunder_under_conservative() {
 #[ignore]
 fn whole_curie_under_easy() {
     on_whole_trace("CEA-Curie-2011-2.1-cln.swf.gz", reference::Policy::Easy);
+}
+
+#[test]
+#[ignore]
+fn whole_curie_under_conservative() {
+    on_whole_trace(
+        "CEA-Curie-2011-2.1-cln.swf.gz",
+        reference::Policy::Conservative,
+    );
+}
+
+/// CEA-Curie's nodes have 16 processors and its jobs do not take whole nodes: the replay
+/// places them node by node, the reference counts processors, so the two differ.
+#[test]
+#[ignore]
+fn curie_first_20000_jobs_under_easy_and_conservative() {
+    for policy in [reference::Policy::Easy, reference::Policy::Conservative] {
+        on_trace("CEA-Curie-2011-2.1-cln.swf.gz", policy, Some(20_000));
+    }
 }
