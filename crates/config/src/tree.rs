@@ -527,6 +527,27 @@ pub enum GangHold {
     /// than it needs). Without a time limit on an allocation in its way it holds everything
     /// free, as `all_free` (strict order: nothing passes it).
     Needed,
+    /// As `needed` for the assembling gang, and every other waiting gang has a planned start
+    /// too (conservative backfilling): in start order, each gang is planned at the earliest
+    /// time its pending jobs fit, for its time limit, into the tree's resources less the
+    /// running allocations (until their time limits), the gangs placed whole and the plans of
+    /// the gangs before it; a gang is placed whole only when its planned start is now, so no
+    /// gang starts ahead of another's planned start in a way that delays it. The plan is made
+    /// again whenever allocations start or end, gangs are placed or time passes. It counts the
+    /// tree's schedulable nodes as one pool of resources (exact when every job takes one
+    /// node's worth or less of what the nodes hold in equal units, as on single-processor
+    /// nodes); placement itself stays node by node. A gang without a time limit is planned
+    /// to hold its resources forever. Operations that are not gangs are not planned, and see
+    /// only what the assembling gang holds.
+    Planned,
+}
+
+impl GangHold {
+    /// Whether the assembling gang plans its start and holds only what it needs (`needed`,
+    /// `planned`).
+    pub fn plans_head(self) -> bool {
+        matches!(self, GangHold::Needed | GangHold::Planned)
+    }
 }
 
 /// SSD priority preemption (YTsaurus `TFairShareStrategySsdPriorityPreemptionConfig`):

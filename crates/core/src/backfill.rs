@@ -71,7 +71,7 @@ pub(crate) fn resources_of(op: Option<&Operation>, tasks: &BTreeMap<usize, u32>)
 
 /// When the allocation is expected to end: its start plus its task's time limit, or now if
 /// that has passed (`None`: it has no limit).
-fn expected_end(books: &Books, now: Millis, a: &Allocation) -> Option<Millis> {
+pub(crate) fn expected_end(books: &Books, now: Millis, a: &Allocation) -> Option<Millis> {
     let op = books.operations.get(&a.operation)?;
     let limit = op.spec.tasks.get(a.task)?.time_limit_ms?;
     Some(a.start_time.saturating_add(limit).max(now))

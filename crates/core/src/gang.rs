@@ -177,7 +177,10 @@ impl Parts<'_> {
 /// jobs within its path's limits, holds them, ready to start, and returns true. The
 /// assembling gang of the tree is never placed this way (it gathers instead); while one
 /// assembles, another gang is placed only if its jobs end before that one needs what it
-/// holds. A gang that did not fit is tried again only once room may have freed up.
+/// holds. With `hold = "planned"` a gang is placed only at its planned start
+/// ([`crate::gang_plan`]). A gang that did not fit is tried again only once room may have
+/// freed up.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn place_gang_now(
     arena: &Arena,
     books: &Books,
@@ -186,6 +189,7 @@ pub(crate) fn place_gang_now(
     now: Millis,
     leaf: ElementIndex,
     walk: &Walk,
+    hold: GangHold,
 ) -> bool {
     let t = walk.tree;
     let ElementRef::Operation(op_id) = &arena.elements[leaf].kind else {
@@ -217,6 +221,16 @@ pub(crate) fn place_gang_now(
         if !ends_in_time {
             return false;
         }
+    }
+    // Conservative backfilling: not before its planned start, which nothing planned before it
+    // is delayed by.
+    if hold == GangHold::Planned
+        && crate::gang_plan::planned_start(arena, books, holds, now, t, op_id) != Some(now)
+    {
+        holds
+            .gang_unplaceable_at
+            .insert(op_id.clone(), holds.room_epoch);
+        return false;
     }
     // Its pending jobs, each at least its smallest shape, cannot all fit into less than the
     // tree's free room, nor, if none may backfill what others hold, into less than what is
@@ -294,9 +308,9 @@ pub(crate) fn gang_hold(
     if holds.placed_gangs.contains_key(&op_id) {
         return;
     }
-    // With `needed`, the reservation goes to the gang that has waited longest (the queue
+    // With `needed` (and `planned`), the reservation goes to the gang that has waited longest (the queue
     // head, whatever the policy's order), not to the first one offered a node.
-    if hold == GangHold::Needed
+    if hold.plans_head()
         && !holds.gangs.contains_key(&t)
         && let Some((oldest, oldest_leaf)) = longest_waiting_gang(arena, books, holds, now)
     {
@@ -319,7 +333,7 @@ pub(crate) fn gang_hold(
             holds.version += 1;
         }
     }
-    if hold == GangHold::Needed {
+    if hold.plans_head() {
         plan_needed(arena, books, holds, events, now, leaf, walk);
         return;
     }
@@ -343,6 +357,11 @@ pub(crate) fn gang_hold(
 /// assembling gang plans again if its plan is not current ([`plan_needed`]), so that the
 /// reservation does not depend on which operation the policy offers the node first, and no
 /// operation takes what the plan would now hold.
+///
+/// With `hold = "planned"`, a heartbeat at a later time than the last counts as freeing room
+/// (the holds' `room_epoch`): the waiting gangs' planned starts move with time (an allocation
+/// past its limit is expected to end now), so a gang that could not be placed before is
+/// offered nodes again.
 pub(crate) fn keep_needed_plan(
     arena: &Arena,
     books: &Books,
@@ -350,8 +369,13 @@ pub(crate) fn keep_needed_plan(
     events: &mut EventLog,
     now: Millis,
     walk: &Walk,
+    hold: GangHold,
 ) {
     let t = walk.tree;
+    if hold == GangHold::Planned && holds.planned_at != Some(now) {
+        holds.planned_at = Some(now);
+        holds.room_epoch += 1;
+    }
     if !holds.gangs.contains_key(&t) {
         let Some((op, _)) = longest_waiting_gang(arena, books, holds, now) else {
             return;
@@ -905,13 +929,15 @@ pub(crate) fn update_gangs(
             let arena = &trees[t].arena;
             let until = match config.hold {
                 GangHold::AllFree => backfill::gang_needed_at(books, holds, arena, now, t, &op),
-                GangHold::Needed => backfill::needed_shadow(books, holds, arena, now, t, &op)
-                    .and_then(|(_, plan)| plan.until),
+                GangHold::Needed | GangHold::Planned => {
+                    backfill::needed_shadow(books, holds, arena, now, t, &op)
+                        .and_then(|(_, plan)| plan.until)
+                }
             };
             holds.version += 1;
             let a = holds.gangs.get_mut(&t).expect("present");
             a.backfill_until = until;
-            if config.hold == GangHold::Needed {
+            if config.hold.plans_head() {
                 a.planned = None;
             }
         }

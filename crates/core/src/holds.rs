@@ -47,6 +47,23 @@ pub(crate) struct Holds {
     /// What is held on the schedulable nodes of one tree, summed up for the bound on the room
     /// a gang placed whole may find (see [`crate::unheld`]).
     pub(crate) unheld_memo: Option<UnheldMemo>,
+    /// With `gang_placement.hold = "planned"`: the last plan of every waiting gang's start,
+    /// kept while what it depends on is the same (see [`crate::gang_plan`]).
+    pub(crate) gang_plan: Option<GangPlan>,
+    /// With `gang_placement.hold = "planned"`: the time of the last heartbeat that kept a
+    /// tree's plan; a later one counts as freeing room (see `gang::keep_needed_plan`).
+    pub(crate) planned_at: Option<Millis>,
+}
+
+/// The planned start of every waiting gang of one tree (see [`crate::gang_plan`]), as of the
+/// inputs in `key`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct GangPlan {
+    pub(crate) tree: usize,
+    /// The time, room epoch, next allocation id, gangs placed, node changes and next
+    /// operation sequence number the plan was made at.
+    pub(crate) key: [u64; 6],
+    pub(crate) starts: BTreeMap<OperationId, Millis>,
 }
 
 /// Free room by node, less what is held there (see [`crate::unheld`]), as of the room index's

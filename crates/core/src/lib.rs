@@ -15,6 +15,7 @@ mod books;
 mod error;
 pub mod event;
 pub mod gang;
+mod gang_plan;
 mod gang_scan;
 pub mod heartbeat;
 mod holds;

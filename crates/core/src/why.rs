@@ -319,6 +319,10 @@ impl<'a> WhyContext<'a> {
             String::new()
         };
         if self.trees[t].config().gang_placement.enable && op.is_gang() {
+            let hold = match self.trees[t].config().gang_placement.hold {
+                fairsched_config::GangHold::Planned => "planned",
+                _ => "needed",
+            };
             let text = match self.holds.gangs.get(&t) {
                 _ if self.holds.placed_gangs.contains_key(&op.spec.id) => {
                     let a = &self.holds.placed_gangs[&op.spec.id];
@@ -333,7 +337,7 @@ impl<'a> WhyContext<'a> {
                     (Some(target), Some(until)) if target < op.pending_job_count() => format!(
                         "gang: holds the reservation, expected to start {} by the running \
                          jobs' time limits; {} of its {} pending jobs held on {} nodes now, the \
-                         rest expected to free up by then (gang_placement.hold = needed; {})",
+                         rest expected to free up by then (gang_placement.hold = {hold}; {})",
                         self.at(until),
                         a.held_jobs(),
                         op.pending_job_count(),
@@ -344,7 +348,7 @@ impl<'a> WhyContext<'a> {
                         "gang: holds the reservation, with no expected start: the running \
                          jobs' time limits do not free room for all its {} pending jobs (a job \
                          in its way has no time limit, or the nodes are too few); {} held on {} \
-                         nodes now, and nothing backfills them (gang_placement.hold = needed)",
+                         nodes now, and nothing backfills them (gang_placement.hold = {hold})",
                         op.pending_job_count(),
                         a.held_jobs(),
                         a.holds.len()

@@ -367,3 +367,52 @@ fn a_reserving_gang_expects_its_start_as_of_the_last_update() {
         why(&s, 400)
     );
 }
+
+/// `hold = "planned"` (conservative backfilling): every waiting gang has a planned start, and
+/// a later gang starts ahead of one only where that does not delay it; with `needed` (EASY)
+/// only the head's start is kept. On 10 nodes, `j0` (6 nodes, 10 s) runs; `j1` (6) is
+/// expected to start when it ends, `j2` (8) when `j1` ends, and `j3` (4 nodes, 35 s) fits now
+/// beside `j0`, on what `j1` will not need, but would delay `j2`.
+#[test]
+fn with_planned_starts_no_gang_delays_one_planned_before_it() {
+    for hold in ["needed", "planned"] {
+        let mut s = one_cpu_nodes(hold, 10);
+        let mut d = Driver::new();
+        let job = |id: &str, jobs: u32, ms: u64| limited(id, jobs, ms, ms, true);
+        d.start(&mut s, 0, job("j0", 6, 10_000)).unwrap();
+        d.run(&mut s, 0, 0, 100);
+        for (id, jobs, ms) in [("j1", 6, 10_000), ("j2", 8, 10_000), ("j3", 4, 35_000)] {
+            d.start(&mut s, 100, job(id, jobs, ms)).unwrap();
+        }
+        d.run(&mut s, 100, 80_000, 100);
+        let first_start = |id: &str| {
+            events(&d, "allocation_started", id)
+                .first()
+                .and_then(|e| e["t_ms"].as_u64())
+                .unwrap_or_else(|| panic!("{hold}: {id} never started"))
+        };
+        let (j0, j1, j2, j3) = (
+            first_start("j0"),
+            first_start("j1"),
+            first_start("j2"),
+            first_start("j3"),
+        );
+        assert_eq!(j0, 0, "{hold}");
+        assert!((10_000..=10_200).contains(&j1), "{hold}: j1 at {j1}");
+        match hold {
+            // j3 takes j1's spare nodes at once and j2 waits for it.
+            "needed" => {
+                assert!(j3 <= 200, "{hold}: j3 at {j3}");
+                assert!(j2 >= j3 + 35_000, "{hold}: j2 at {j2}, j3 at {j3}");
+            }
+            // j2 starts when j1 ends; j3 is planned after it.
+            _ => {
+                assert!(
+                    (j1 + 10_000..=j1 + 10_200).contains(&j2),
+                    "{hold}: j2 at {j2}"
+                );
+                assert!(j3 >= j2 + 10_000, "{hold}: j3 at {j3}, j2 at {j2}");
+            }
+        }
+    }
+}

@@ -21,9 +21,11 @@ pub struct SimulateArgs {
     replay: ReplayArgs,
     /// How jobs share the cluster: `fair-share` (a pool per trace group with an ephemeral
     /// pool per user under it), `drf` (a pool per user), `fifo` (one FIFO queue), the batch
-    /// baselines `fcfs` (strict first come, first served) and `easy` (EASY backfilling by
-    /// requested times; a job without one is expected to run its run time), both with rigid
-    /// jobs, or a pool tree file (TOML/JSON; jobs go to the pool named like their group if it
+    /// baselines `fcfs` (strict first come, first served), `easy` (EASY backfilling by
+    /// requested times: a reservation for the queue head) and `conservative` (conservative
+    /// backfilling: every waiting job has a reservation, which no later job delays), the
+    /// backfilling ones expecting a job without a requested time to run its run time, all
+    /// with rigid jobs, or a pool tree file (TOML/JSON; jobs go to the pool named like their group if it
     /// exists, else to their user's ephemeral pool). `+reservation` after fairsched's own
     /// (`fair-share+reservation`): the gang gathering resources for a rigid job keeps them until
     /// it starts and holds only what it needs by the running jobs' requested times, as EASY's
@@ -84,8 +86,8 @@ struct ReplayArgs {
     /// Replay only the first N jobs (in submission order).
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
-    /// Virtual milliseconds between fair-share updates, at most a week (`fcfs` and `easy`
-    /// decide at every event: 1 ms, whatever this says).
+    /// Virtual milliseconds between fair-share updates, at most a week (`fcfs`, `easy` and
+    /// `conservative` decide at every event: 1 ms, whatever this says).
     #[arg(long, value_name = "MS", default_value_t = replay::DEFAULT_FAIR_SHARE_UPDATE_PERIOD_MS)]
     fair_share_update_period_ms: u64,
     /// How a job of several allocations starts: `rigid` (the default: whole, as the traces'

@@ -43,6 +43,7 @@ fn simulate_writes_summary_jobs_and_plots() {
         "drf",
         "fcfs",
         "easy",
+        "conservative",
         "fair-share+reservation",
     ] {
         let output = simulate(&[

@@ -402,7 +402,7 @@ mod observed {
         #[test]
         fn every_outcome_once_in_the_order_jobs_end(
             jobs in prop::collection::vec((0u32..200, 0u32..100, 1u32..12, 1u32..4), 1..40),
-            policy in prop::sample::select(vec!["fifo", "fair-share", "easy", "fcfs"]),
+            policy in prop::sample::select(vec!["fifo", "fair-share", "easy", "fcfs", "conservative"]),
             rigid in any::<bool>(),
         ) {
             let jobs: Vec<_> = jobs

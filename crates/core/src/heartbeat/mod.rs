@@ -25,7 +25,6 @@ use crate::scheduler::{
 };
 use crate::state::Books;
 use crate::tree::{ElementRef, PoolTree};
-use fairsched_config::GangHold;
 use fairsched_hdrf::ElementIndex;
 use fairsched_resources::Resources;
 
@@ -234,7 +233,11 @@ impl Parts<'_> {
         // operation is offered the node (and before held jobs start, so that a gang found
         // complete starts its jobs here now).
         if self.trees[walk.tree].config().gang_placement.enable
-            && self.trees[walk.tree].config().gang_placement.hold == GangHold::Needed
+            && self.trees[walk.tree]
+                .config()
+                .gang_placement
+                .hold
+                .plans_head()
         {
             gang::keep_needed_plan(
                 &self.trees[walk.tree].arena,
@@ -243,6 +246,7 @@ impl Parts<'_> {
                 self.events,
                 now,
                 walk,
+                self.trees[walk.tree].config().gang_placement.hold,
             );
         }
         // A node holding resources for a job serves that job first, once they are free.
@@ -345,6 +349,7 @@ impl Parts<'_> {
                     now,
                     leaf,
                     walk,
+                    self.trees[walk.tree].config().gang_placement.hold,
                 ) {
                     // What it holds here starts now.
                     for order in self.start_gang_holds(now, node_id, walk) {

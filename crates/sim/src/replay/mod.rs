@@ -288,7 +288,7 @@ pub fn replay_observed(
 }
 
 /// Virtual milliseconds between fair-share updates: the option's, but 1 ms under the
-/// baselines (`fcfs`, `easy`), which decide at every event as a batch system does (their
+/// baselines (`fcfs`, `easy`, `conservative`), which decide at every event as a batch system does (their
 /// queue head plans at the update that admits a job).
 fn update_period(options: &ReplayOptions) -> Millis {
     if options.policy.is_baseline() {

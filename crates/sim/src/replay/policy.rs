@@ -39,6 +39,13 @@ pub enum Policy {
     /// need. A job without a requested time is expected to run its trace run time (a perfect
     /// estimate; at least 1 ms).
     Easy,
+    /// Conservative backfilling: as [`Policy::Easy`], and every waiting job has a planned
+    /// start too (`gang_placement.hold = "planned"`): in queue order, each job is planned at
+    /// the earliest time it fits for its requested time beside the running jobs (until their
+    /// requested times) and the jobs planned before it; a job starts only at its planned
+    /// start, so it never delays one before it. The plan is made again as jobs end (early).
+    /// Jobs without a requested time as under [`Policy::Easy`].
+    Conservative,
     /// A pool tree file (TOML or JSON, one tree: `config` and `pools`): a job goes to the pool
     /// named like its group when the tree has one, else to its user's ephemeral pool under the
     /// tree's `default_parent_pool`. Its limits apply as written.
@@ -47,9 +54,11 @@ pub enum Policy {
 
 impl Policy {
     /// The names `--policy` accepts besides a file.
-    pub const BUILT_IN: [&'static str; 5] = ["fair-share", "drf", "fifo", "fcfs", "easy"];
+    pub const BUILT_IN: [&'static str; 6] =
+        ["fair-share", "drf", "fifo", "fcfs", "easy", "conservative"];
 
-    /// `fair-share`, `drf`, `fifo`, `fcfs`, `easy`, or a path to a pool tree file.
+    /// `fair-share`, `drf`, `fifo`, `fcfs`, `easy`, `conservative`, or a path to a pool tree
+    /// file.
     pub fn parse(text: &str) -> Policy {
         match text {
             "fair-share" | "fair_share" => Policy::FairShare,
@@ -57,14 +66,15 @@ impl Policy {
             "fifo" => Policy::Fifo,
             "fcfs" => Policy::Fcfs,
             "easy" => Policy::Easy,
+            "conservative" => Policy::Conservative,
             path => Policy::File(PathBuf::from(path)),
         }
     }
 
-    /// Whether the policy is a batch-system baseline (`fcfs`, `easy`): rigid jobs, decisions
-    /// at every event, fair shares irrelevant.
+    /// Whether the policy is a batch-system baseline (`fcfs`, `easy`, `conservative`): rigid
+    /// jobs, decisions at every event, fair shares irrelevant.
     pub fn is_baseline(&self) -> bool {
-        matches!(self, Policy::Fcfs | Policy::Easy)
+        matches!(self, Policy::Fcfs | Policy::Easy | Policy::Conservative)
     }
 
     /// How the policy is named in outputs.
@@ -75,6 +85,7 @@ impl Policy {
             Policy::Fifo => "fifo".to_string(),
             Policy::Fcfs => "fcfs".to_string(),
             Policy::Easy => "easy".to_string(),
+            Policy::Conservative => "conservative".to_string(),
             Policy::File(path) => path.display().to_string(),
         }
     }
@@ -206,14 +217,14 @@ impl PolicyTree {
                     let tree = serde_json::json!({"config": config, "pools": {"queue": pool}});
                     (tree, None, true)
                 }
-                Policy::Fcfs | Policy::Easy => {
+                Policy::Fcfs | Policy::Easy | Policy::Conservative => {
                     let mut pool = unlimited_pool.clone();
                     pool["mode"] = "fifo".into();
                     let mut config = config.clone();
                     config["gang_placement"] = serde_json::json!({
                         "enable": true,
                         "assembly_timeout_ms": BASELINE_ASSEMBLY_TIMEOUT_MS,
-                        "hold": "needed",
+                        "hold": if *policy == Policy::Conservative { "planned" } else { "needed" },
                     });
                     let tree = serde_json::json!({"config": config, "pools": {"queue": pool}});
                     (tree, None, true)
@@ -256,7 +267,7 @@ impl PolicyTree {
                 time_limits: false,
                 estimate_missing: false,
             },
-            Policy::Easy => JobRules {
+            Policy::Easy | Policy::Conservative => JobRules {
                 always_rigid: true,
                 time_limits: true,
                 estimate_missing: true,

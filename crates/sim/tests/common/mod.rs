@@ -36,6 +36,11 @@ pub fn run(scenario: &Value) -> Vec<Value> {
 #[allow(dead_code)]
 pub mod reference;
 
+/// Hand-worked cases of the three policies, with every job's start (not every test file uses
+/// them).
+#[allow(dead_code)]
+pub mod cases;
+
 /// A file of the project's `shared/` directory (`FAIRSCHED_SHARED_DIR`, else the checkout's
 /// sibling `../../../shared` from this crate), if it is there.
 #[allow(dead_code)]
