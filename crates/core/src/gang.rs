@@ -403,15 +403,7 @@ fn longest_waiting_gang(
     now: Millis,
 ) -> Option<(OperationId, ElementIndex)> {
     books.unfinished_operations().find_map(|op| {
-        if !op.is_gang()
-            || op.state != OperationState::Running
-            || op.pending_job_count() == 0
-            || holds.placed_gangs.contains_key(&op.spec.id)
-            || holds
-                .gang_cooldown
-                .get(&op.spec.id)
-                .is_some_and(|&until| now < until)
-        {
+        if !crate::gang_plan::waits_to_be_placed(op, holds, now) {
             return None;
         }
         let leaf = *arena.by_operation.get(&op.spec.id)?;

@@ -26,7 +26,7 @@
 
 use crate::backfill::expected_end;
 use crate::holds::{GangPlan, Holds};
-use crate::model::{Millis, OperationId, OperationState};
+use crate::model::{Millis, Operation, OperationId, OperationState};
 use crate::state::Books;
 use crate::tree::Arena;
 use fairsched_resources::{RESOURCE_COUNT, Resources};
@@ -95,15 +95,7 @@ fn plan_starts(
     let mut profile = base_profile(books, holds, now, t);
     let mut starts = BTreeMap::new();
     for op in books.unfinished_operations() {
-        if !op.is_gang()
-            || op.state != OperationState::Running
-            || op.pending_job_count() == 0
-            || holds.placed_gangs.contains_key(&op.spec.id)
-            || holds
-                .gang_cooldown
-                .get(&op.spec.id)
-                .is_some_and(|&until| now < until)
-        {
+        if !waits_to_be_placed(op, holds, now) {
             continue;
         }
         let Some(&leaf) = arena.by_operation.get(&op.spec.id) else {
@@ -329,6 +321,19 @@ impl Profile {
         }
         None
     }
+}
+
+/// A running gang with jobs pending that is neither placed nor cooling down after a failed
+/// placement: one the head's plan (and `hold = "planned"`'s) may be for.
+pub(crate) fn waits_to_be_placed(op: &Operation, holds: &Holds, now: Millis) -> bool {
+    op.is_gang()
+        && op.state == OperationState::Running
+        && op.pending_job_count() > 0
+        && !holds.placed_gangs.contains_key(&op.spec.id)
+        && holds
+            .gang_cooldown
+            .get(&op.spec.id)
+            .is_none_or(|&until| now >= until)
 }
 
 #[cfg(test)]
