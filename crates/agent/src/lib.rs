@@ -379,10 +379,11 @@ impl Agent {
         let spawn = |spawner: &mut spawner::Spawner,
                      cgroup: Option<&memory::JobCgroup>|
          -> std::io::Result<(u64, mpsc::UnboundedReceiver<keeper::Report>)> {
-            let user = if run_as {
-                Some(account(s.user.as_deref())?)
+            let (user, home) = if run_as {
+                let (user, home) = account(s.user.as_deref())?;
+                (Some(user), Some(home))
             } else {
-                None
+                (None, None)
             };
             std::fs::create_dir_all(&dir)?;
             if let Some(u) = &user {
@@ -405,9 +406,15 @@ impl Agent {
             }
             line.push(program.into());
             line.extend(args.iter().map(Into::into));
-            // Over the spawner's environment (the agent's, without JOB_ENV_REMOVED).
-            let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> =
-                s.env.iter().map(|(k, v)| (k.into(), v.into())).collect();
+            // Over the spawner's environment (the agent's, without JOB_ENV_REMOVED); a job
+            // run as its user gets that user's HOME, USER and LOGNAME (its own env wins).
+            let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = Vec::new();
+            if let (Some(u), Some(home)) = (&user, home) {
+                env.push(("HOME".into(), home.into()));
+                env.push(("USER".into(), u.name.clone()));
+                env.push(("LOGNAME".into(), u.name.clone()));
+            }
+            env.extend(s.env.iter().map(|(k, v)| (k.into(), v.into())));
             let own = [
                 ("FAIRSCHED_OPERATION_ID", s.operation.clone()),
                 ("FAIRSCHED_JOB_ID", s.job.clone()),
@@ -868,9 +875,9 @@ impl Agent {
     }
 }
 
-/// The local account a job of `user` runs as (`--run-jobs-as-users`): an error naming what
-/// is wrong for none, for `root`, and for a user without an account here.
-fn account(user: Option<&str>) -> std::io::Result<keeper::RunAs> {
+/// The local account a job of `user` runs as (`--run-jobs-as-users`), and its home: an error
+/// naming what is wrong for none, for `root`, and for a user without an account here.
+fn account(user: Option<&str>) -> std::io::Result<(keeper::RunAs, PathBuf)> {
     let refuse = |why: String| std::io::Error::other(format!("{why} (--run-jobs-as-users)"));
     let name = user.ok_or_else(|| {
         refuse("the server did not say whose job this is (an older server?)".into())
@@ -887,11 +894,14 @@ fn account(user: Option<&str>) -> std::io::Result<keeper::RunAs> {
             "jobs of {name:?} would run as root: this agent does not run them"
         )));
     }
-    Ok(keeper::RunAs {
-        name: name.into(),
-        uid: account.uid.as_raw(),
-        gid: account.gid.as_raw(),
-    })
+    Ok((
+        keeper::RunAs {
+            name: name.into(),
+            uid: account.uid.as_raw(),
+            gid: account.gid.as_raw(),
+        },
+        account.dir,
+    ))
 }
 
 /// Creates `path` (and its parents) if needed, and gives it mode 0700.

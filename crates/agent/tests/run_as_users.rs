@@ -35,7 +35,7 @@ async fn jobs_run_as_their_users_account() {
     let cluster = common::start_with_options(MemoryEnforcement::Poll, None, None, true).await;
     let journal = cluster.work_dir.join("state").join("journal");
     let script = format!(
-        "id -u; id -g; touch mine && stat -c %u mine; \
+        "id -u; id -g; touch mine && stat -c %u mine; echo $HOME $USER; \
          cat {} > /dev/null 2>&1 && echo read-the-journal || echo denied",
         journal.display()
     );
@@ -53,7 +53,11 @@ async fn jobs_run_as_their_users_account() {
     let uid = nobody.uid.as_raw();
     assert_eq!(
         logs[0].stdout,
-        format!("{uid}\n{}\n{uid}\ndenied\n", nobody.gid.as_raw()),
+        format!(
+            "{uid}\n{}\n{uid}\n{} nobody\ndenied\n",
+            nobody.gid.as_raw(),
+            nobody.dir.display()
+        ),
         "{logs:?}"
     );
 
