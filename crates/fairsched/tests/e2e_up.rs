@@ -158,7 +158,14 @@ fn up_runs_completes_aborts_and_stops() {
     );
     assert!(text.contains("state=completed"), "{text}");
 
-    // Follow the log while the next operation starts and is aborted.
+    // Follow the log while the next operation starts and is aborted: from the newest event
+    // now (`--after`, so that events before the follower's connection are replayed: it may
+    // connect after the jobs start).
+    let newest = json(&url, &["events", "--limit", "1"]);
+    let after = newest[0]["seq"]
+        .as_u64()
+        .expect("a newest event")
+        .to_string();
     let mut follower = Proc(
         Command::new(BIN)
             .args([
@@ -167,8 +174,8 @@ fn up_runs_completes_aborts_and_stops() {
                 "--json",
                 "--kind",
                 "allocation_started,allocation_preempted",
-                "--limit",
-                "0",
+                "--after",
+                &after,
             ])
             .env("FAIRSCHED_SERVER", &url)
             .stdout(Stdio::piped())
