@@ -11,30 +11,18 @@ use std::time::Duration;
 /// The PIDs of this process's children whose command line has `word`.
 fn children_running(word: &str) -> Vec<i32> {
     let me = std::process::id().to_string();
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let (Ok(stat), Ok(cmdline)) = (
-            std::fs::read_to_string(format!("/proc/{pid}/stat")),
-            std::fs::read(format!("/proc/{pid}/cmdline")),
-        ) else {
-            continue;
-        };
-        let parent = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1).map(str::to_string));
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if parent.as_deref() == Some(me.as_str()) && cmdline.contains(word) {
-            out.push(pid);
-        }
-    }
-    out
+    common::processes()
+        .into_iter()
+        .filter(|(pid, f)| {
+            f.get(1) == Some(&me)
+                && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                    String::from_utf8_lossy(&c)
+                        .replace('\0', " ")
+                        .contains(word)
+                })
+        })
+        .map(|(pid, _)| pid)
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

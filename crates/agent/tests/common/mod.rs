@@ -196,8 +196,9 @@ pub async fn wait_group_gone(pgid: i32, limit: Duration) {
     }
 }
 
-/// The processes of the process group `pgid` still alive (not zombies).
-pub fn live_group_members(pgid: i32) -> Vec<i32> {
+/// Every process of the machine: its PID and the fields of `/proc/PID/stat` after its name
+/// (state first, then the parent, the process group, ...).
+pub fn processes() -> Vec<(i32, Vec<String>)> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Some(pid) = entry
@@ -213,10 +214,16 @@ pub fn live_group_members(pgid: i32) -> Vec<i32> {
         let Some((_, rest)) = stat.rsplit_once(')') else {
             continue;
         };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        if fields.get(2).and_then(|p| p.parse::<i32>().ok()) == Some(pgid) && fields[0] != "Z" {
-            out.push(pid);
-        }
+        out.push((pid, rest.split_whitespace().map(str::to_string).collect()));
     }
     out
+}
+
+/// The processes of the process group `pgid` still alive (not zombies).
+pub fn live_group_members(pgid: i32) -> Vec<i32> {
+    processes()
+        .into_iter()
+        .filter(|(_, f)| f.get(2).and_then(|p| p.parse::<i32>().ok()) == Some(pgid) && f[0] != "Z")
+        .map(|(pid, _)| pid)
+        .collect()
 }
