@@ -194,8 +194,9 @@ pub const SPAWNER_LOST: &str = "spawner_lost: the agent's job spawner process en
 pub(crate) struct JobState {
     /// Set when the agent kills the job (its outcome is then `aborted`).
     killed: AtomicBool,
-    /// Set when the memory poller kills the job: the reason it failed.
-    memory: OnceLock<String>,
+    /// Set when the job is killed for going over a limit (the memory poller, its time
+    /// limit): the reason it failed.
+    over_limit: OnceLock<String>,
     /// The job's process has exited.
     done: AtomicBool,
 }
@@ -457,6 +458,8 @@ impl Agent {
                     },
                 );
                 let watches = (limit > 0 && cgroup.is_none()).then(|| self.watches.clone());
+                let time_limit = s.time_limit_ms.map(Duration::from_millis);
+                let grace = self.config.kill_grace;
                 let tx = self.done_tx.clone();
                 let id = job.clone();
                 let operation = s.operation.clone();
@@ -466,7 +469,26 @@ impl Agent {
                     // and last how the keeper exited (as the job's main process did).
                     let (mut fenced, mut error, mut status) = (false, None, None);
                     let (mut keeper_pid, mut pgid) = (0, 0);
-                    while let Some(report) = reports.recv().await {
+                    // Its time limit runs from the moment its process exists.
+                    let mut deadline = None;
+                    loop {
+                        let report = match deadline {
+                            Some(at) => tokio::select! {
+                                r = reports.recv() => r,
+                                () = tokio::time::sleep_until(at) => {
+                                    deadline = None;
+                                    let limit = time_limit.unwrap_or_default();
+                                    let reason = time_limit_reason(limit, grace);
+                                    tracing::warn!(job = id, "{reason}");
+                                    if state.over_limit.set(reason).is_ok() {
+                                        kill_group(Pid::from_raw(pgid), grace);
+                                    }
+                                    continue;
+                                }
+                            },
+                            None => reports.recv().await,
+                        };
+                        let Some(report) = report else { break };
                         match report {
                             keeper::Report::Keeper(pid) => {
                                 keeper_pid = pid;
@@ -476,6 +498,7 @@ impl Agent {
                                 pgid = pid;
                                 records.started(&id, &operation, pgid, keeper_pid);
                                 tracing::info!(job = id, operation, pid, "job started");
+                                deadline = time_limit.map(|l| tokio::time::Instant::now() + l);
                                 if let Some(w) = &watches {
                                     w.lock().unwrap_or_else(|e| e.into_inner()).insert(
                                         id.clone(),
@@ -523,7 +546,7 @@ impl Agent {
                     } else if let Some(e) = &error {
                         // What `op show` says of the job (not only its stderr).
                         (Outcome::Failed, Some(e.clone()))
-                    } else if let Some(r) = state.memory.get() {
+                    } else if let Some(r) = state.over_limit.get() {
                         (Outcome::Failed, Some(r.clone()))
                     } else if oom_kills > 0 && exit_code != Some(0) {
                         let r = memory::cgroup_reason(limit);
@@ -909,6 +932,15 @@ fn private_dir(path: &std::path::Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(path)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+}
+
+/// Why a job killed at its time limit failed, as `op show` says it.
+fn time_limit_reason(limit: Duration, grace: Duration) -> String {
+    format!(
+        "time limit exceeded: the job ran longer than its time limit of {limit:?} (killed: \
+         SIGTERM, then SIGKILL after {grace:?}); submit it with a longer --time-limit \
+         (time_limit_ms) if it needs more"
+    )
 }
 
 pub(crate) fn kill_group(pgid: Pid, grace: Duration) {

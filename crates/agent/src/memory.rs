@@ -469,7 +469,7 @@ pub(crate) async fn poll_rss(watches: Watches, grace: Duration) {
             let mut w = watches.lock().unwrap_or_else(|e| e.into_inner());
             w.retain(|_, x| !x.state.done.load(Ordering::SeqCst));
             w.iter()
-                .filter(|(_, x)| x.state.memory.get().is_none())
+                .filter(|(_, x)| x.state.over_limit.get().is_none())
                 .map(|(id, x)| (id.clone(), x.pgid, x.limit, x.state.clone()))
                 .collect()
         };
@@ -487,7 +487,7 @@ pub(crate) async fn poll_rss(watches: Watches, grace: Duration) {
             }
             let reason = poll_reason(used, limit);
             tracing::warn!(job, pgid, used, limit, "{reason}: killing the job");
-            if state.memory.set(reason).is_ok() {
+            if state.over_limit.set(reason).is_ok() {
                 crate::kill_group(Pid::from_raw(pgid), grace);
             }
         }

@@ -868,6 +868,11 @@ pub struct JobStart {
     /// users (`fairsched agent --run-jobs-as-users`); absent from older servers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// The job's time limit (its task's `time_limit_ms`): the agent kills a job that runs
+    /// longer and reports it failed, `time limit exceeded: ...`. Absent: no limit (and from
+    /// older servers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit_ms: Option<u64>,
 }
 
 /// Interrupt a job: send the signal; the scheduler aborts it after the timeout.

@@ -96,7 +96,7 @@ pub struct TaskSubmit {
     pub duration_ms: Option<u64>,
     /// How long a job may run, by its submitter's estimate, in milliseconds: lets the scheduler
     /// backfill the job onto resources held for a big job or a gang that it will leave in
-    /// time. Not enforced.
+    /// time. Enforced: the agent kills a job that runs longer (failed, `time limit exceeded`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_limit_ms: Option<u64>,
     /// Simulated drivers only: the job handles the interruption signal.

@@ -67,7 +67,8 @@ pub struct RunArgs {
     resource_limits: Option<PartialResources>,
     /// How long each job may run, by your estimate (`90s`, `30m`, milliseconds): lets the
     /// scheduler start it on resources held for a big job or a gang that it will leave in time
-    /// (backfill). Not enforced: a job that overruns delays the job waiting for them.
+    /// (backfill). Enforced: a job still running at its limit is killed and fails (reason
+    /// `time limit exceeded`).
     #[arg(long, value_parser = parse_duration_ms)]
     time_limit: Option<u64>,
     /// Wait until the operation ends, printing its state; exit status 0 if it completed, 1

@@ -438,6 +438,8 @@ impl Actor {
             let Some(job) = self.alloc_job.get(&s.allocation.0).cloned() else {
                 continue;
             };
+            let time_limit_ms = (self.sched.operation(&s.operation))
+                .and_then(|op| op.spec.tasks.get(s.task)?.time_limit_ms);
             reply.start.push(JobStart {
                 job,
                 operation: s.operation.0.clone(),
@@ -446,6 +448,7 @@ impl Actor {
                 command: task.command,
                 env: task.env,
                 user: Some(user),
+                time_limit_ms,
             });
         }
         reply.interrupt = self.interrupts.remove(&hb.node_id).unwrap_or_default();
