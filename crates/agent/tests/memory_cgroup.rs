@@ -12,7 +12,7 @@ mod common;
 
 use common::{HOG, MODEST};
 use fairsched_agent::MemoryEnforcement;
-use fairsched_api::{JobState, OperationState};
+use fairsched_api::JobState;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -46,15 +46,7 @@ async fn cgroup_kills_a_job_above_its_memory_and_spares_one_below() {
         "the job's cgroup is removed"
     );
 
-    let done = cluster
-        .wait_state(&modest, OperationState::Completed, Duration::from_secs(20))
-        .await;
-    let job = &done.jobs[0];
-    assert_eq!(
-        (job.state, job.exit_code, job.reason.as_deref()),
-        (JobState::Completed, Some(0), None),
-        "{done:?}"
-    );
+    let job = cluster.wait_completed_cleanly(&modest).await;
     assert!(!base.dir().join(format!("job-{}", job.id)).exists());
 
     cluster.client.abort_operation(&hog).await.unwrap();

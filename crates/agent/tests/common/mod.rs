@@ -132,6 +132,19 @@ impl Cluster {
         }
     }
 
+    /// Waits (at most 20 s) for the one-job operation `op` to complete, and checks its job
+    /// exited 0 with no reason given; the job.
+    pub async fn wait_completed_cleanly(&self, op: &str) -> JobView {
+        let done = (self.wait_state(op, OperationState::Completed, Duration::from_secs(20))).await;
+        let job = &done.jobs[0];
+        assert_eq!(
+            (job.state, job.exit_code, job.reason.as_deref()),
+            (JobState::Completed, Some(0), None),
+            "{done:?}"
+        );
+        job.clone()
+    }
+
     /// Waits (at most `limit`) for the operation to reach `state`.
     pub async fn wait_state(
         &self,
