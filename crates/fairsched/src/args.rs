@@ -44,7 +44,7 @@ pub(crate) fn parse_duration_ms(text: &str) -> Result<u64, String> {
         rest = next;
     }
     if total > u64::MAX as f64 {
-        return Err(bad());
+        return Err(format!("{text:?}: too long a duration (at most {} ms)", u64::MAX));
     }
     Ok(total.round() as u64)
 }
@@ -144,6 +144,9 @@ mod tests {
         assert_eq!(parse_duration_ms("1m30s"), Ok(90_000));
         assert_eq!(parse_duration_ms("1h30m"), Ok(5_400_000));
         assert_eq!(parse_duration_ms("2d"), Ok(172_800_000));
+        // Well formed but too long: said so, not that the form is wrong.
+        let err = parse_duration_ms("999999999999d").unwrap_err();
+        assert!(err.contains("too long a duration"), "{err}");
         assert!(parse_duration_ms("30s1m").is_err());
         assert!(parse_duration_ms("1m1m").is_err());
         assert!(parse_duration_ms("1e400s").is_err());
