@@ -145,16 +145,15 @@ pub fn code_name(code: u32) -> &'static str {
     }
 }
 
-/// `no such object (code 500): node "x" does not exist (node: "x")`.
+/// `no such object (code 500): node "x" does not exist (node: "x")`; a generic error, which
+/// has no name to give, as `(code 1) tasks[0].time_limit_ms must be positive` (the CLI prints
+/// `error: ` before it).
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} (code {}): {}",
-            code_name(self.code),
-            self.code,
-            self.message
-        )?;
+        match code_name(self.code) {
+            "error" => write!(f, "(code {}) {}", self.code, self.message)?,
+            name => write!(f, "{name} (code {}): {}", self.code, self.message)?,
+        }
         for (i, (k, v)) in self.attributes.iter().enumerate() {
             let sep = if i == 0 { " (" } else { ", " };
             write!(f, "{sep}{k}: {v}")?;
@@ -950,6 +949,22 @@ mod tests {
         // A resource given twice is a mistake, not "the last one wins".
         let e = parse_resources("cpu=4, memory=1GiB, cpu=8").unwrap_err();
         assert!(e.contains("cpu is given twice"), "{e}");
+    }
+
+    #[test]
+    fn errors_display_their_code_in_words() {
+        let e =
+            ApiError::new(codes::RESOLVE, "node \"x\" does not exist").with_attribute("node", "x");
+        assert_eq!(
+            e.to_string(),
+            "no such object (code 500): node \"x\" does not exist (node: \"x\")"
+        );
+        // Not "error (code 1): ...", which the CLI printed as "error: error (code 1): ...".
+        let e = ApiError::new(codes::GENERIC, "tasks[0].time_limit_ms must be positive");
+        assert_eq!(
+            e.to_string(),
+            "(code 1) tasks[0].time_limit_ms must be positive"
+        );
     }
 
     #[test]

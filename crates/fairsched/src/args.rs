@@ -44,7 +44,10 @@ pub(crate) fn parse_duration_ms(text: &str) -> Result<u64, String> {
         rest = next;
     }
     if total > u64::MAX as f64 {
-        return Err(format!("{text:?}: too long a duration (at most {} ms)", u64::MAX));
+        return Err(format!(
+            "{text:?}: too long a duration (at most {} ms)",
+            u64::MAX
+        ));
     }
     Ok(total.round() as u64)
 }
