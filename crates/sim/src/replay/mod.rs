@@ -187,6 +187,9 @@ pub struct ReplayStats {
     pub group_pools_removed: u64,
 }
 
+/// The jobs gangs hold on a node: per gang (its operation), jobs held per task.
+type GangHolds = Vec<(OperationId, BTreeMap<usize, u32>)>;
+
 /// Everything a replay produced.
 #[derive(Clone, Debug)]
 pub struct ReplayReport {
@@ -622,6 +625,7 @@ impl<'t> Replay<'t> {
         // A node whose room (and tags) another node of this instant already had without
         // starting anything would start nothing either: skip it.
         let mut fruitless: Vec<(Resources, usize)> = Vec::new();
+        let mut fruitless_held: Vec<(Resources, usize, GangHolds)> = Vec::new();
         for n in self.cluster.nodes_with_room() {
             if self.pending_allocations == 0 {
                 break;
@@ -638,20 +642,51 @@ impl<'t> Replay<'t> {
                 continue;
             }
             if visited.insert(n) {
+                // A node gangs hold jobs on, whose room is within that of a node of its group
+                // where the same gangs held the same jobs and whose heartbeat changed nothing,
+                // with nothing started since, would change nothing either.
+                let holds = self.gang_holds_on(n);
+                if let Some(h) = &holds
+                    && (fruitless_held.iter())
+                        .any(|(f, g, k)| *g == group && k == h && f.dominates(&free))
+                {
+                    #[cfg(debug_assertions)]
+                    self.check_fruitless(t, n);
+                    continue;
+                }
                 let placements = self.stats.placements;
                 let gathered = self.gang_progress();
                 self.heartbeat(t, n, Vec::new())?;
+                let changed_nothing =
+                    self.stats.placements == placements && self.gang_progress() == gathered;
                 // A node whose room is held (a gang gathering, a reservation) tells nothing
                 // about the room of others; nor does one a gang just took.
-                if self.stats.placements == placements
-                    && self.gang_progress() == gathered
-                    && !self.holds_on(n)
-                {
+                if changed_nothing && !self.holds_on(n) {
                     fruitless.push((free, group));
+                } else if !changed_nothing {
+                    fruitless_held.clear();
+                } else if let Some(h) = holds
+                    && self.gang_holds_on(n).as_ref() == Some(&h)
+                {
+                    fruitless_held.push((free, group, h));
                 }
             }
         }
         Ok(())
+    }
+
+    /// The jobs gangs hold on node `n`, by gang and task (`None`: nothing held there, or a job
+    /// reservation holds room there too).
+    fn gang_holds_on(&self, n: usize) -> Option<GangHolds> {
+        let id = self.cluster.node(n)?.id();
+        let core = self.cluster.core();
+        if core.reservations().any(|(node, _)| node == id) {
+            return None;
+        }
+        let holds: GangHolds = (core.all_gangs())
+            .filter_map(|a| Some((a.operation.clone(), a.holds.get(id)?.clone())))
+            .collect();
+        (!holds.is_empty()).then_some(holds)
     }
 
     /// How far the gang gathering in the replay's tree is (jobs held, complete).
