@@ -358,10 +358,9 @@ pub(crate) fn gang_hold(
 /// reservation does not depend on which operation the policy offers the node first, and no
 /// operation takes what the plan would now hold.
 ///
-/// With `hold = "planned"`, a heartbeat at a later time than the last counts as freeing room
-/// (the holds' `room_epoch`): the waiting gangs' planned starts move with time (an allocation
-/// past its limit is expected to end now), so a gang that could not be placed before is
-/// offered nodes again.
+/// First, if the clock alone may have freed room ([`clock_frees_room`]), that counts as room
+/// freed (the holds' `room_epoch`), as when an allocation ends: a gang that could not be
+/// placed before is offered nodes again.
 pub(crate) fn keep_needed_plan(
     arena: &Arena,
     books: &Books,
@@ -372,8 +371,9 @@ pub(crate) fn keep_needed_plan(
     hold: GangHold,
 ) {
     let t = walk.tree;
-    if hold == GangHold::Planned && holds.planned_at != Some(now) {
+    if clock_frees_room(holds, now, hold) {
         holds.planned_at = Some(now);
+        holds.clock_frees_room_at = None;
         holds.room_epoch += 1;
     }
     if !holds.gangs.contains_key(&t) {
@@ -391,6 +391,19 @@ pub(crate) fn keep_needed_plan(
     if let Some(&leaf) = arena.by_operation.get(&a.operation) {
         plan_needed(arena, books, holds, events, now, leaf, walk);
     }
+}
+
+/// Whether the time `now` may give a gang room that it did not have at any time of the
+/// holds' room epoch, no allocation having ended ("a later time frees room"): an allocation
+/// past its limit is expected to end now, so plans move with time. With `hold = "planned"`,
+/// any later time than the last that counted (every waiting gang's planned start may move).
+/// With `"needed"` (EASY), only the clock reaching the earliest end that a plan left out
+/// (`Holds::clock_frees_room_at`): until then the assembling gang's expected start only comes
+/// closer to now and its surplus stays the same, so no gang turned down finds room or ends by
+/// that start; from then on the surplus may be larger.
+fn clock_frees_room(holds: &Holds, now: Millis, hold: GangHold) -> bool {
+    (hold == GangHold::Planned && holds.planned_at != Some(now))
+        || holds.clock_frees_room_at.is_some_and(|at| now >= at)
 }
 
 /// The gang operation of tree `arena` that has waited longest (the first in start order with
@@ -622,6 +635,11 @@ fn plan_needed(
     let Some((pending, plan)) = backfill::needed_shadow(books, holds, arena, now, t, &op_id) else {
         return;
     };
+    // The plan holds until the clock reaches its first end left out (see `clock_frees_room`).
+    holds.clock_frees_room_at = [holds.clock_frees_room_at, plan.next_end]
+        .into_iter()
+        .flatten()
+        .min();
     // What fits now is held whole (overdue allocations counted as ending now may make the
     // surplus exceed what is free); otherwise all but the surplus of what is free.
     let target = match plan.until {

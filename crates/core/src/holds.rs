@@ -50,9 +50,12 @@ pub(crate) struct Holds {
     /// With `gang_placement.hold = "planned"`: the last plan of every waiting gang's start,
     /// kept while what it depends on is the same (see [`crate::gang_plan`]).
     pub(crate) gang_plan: Option<GangPlan>,
-    /// With `gang_placement.hold = "planned"`: the time of the last heartbeat that kept a
-    /// tree's plan; a later one counts as freeing room (see `gang::keep_needed_plan`).
+    /// The last time the clock counted as freeing room (see `gang::keep_needed_plan`); with
+    /// `gang_placement.hold = "planned"` any later time does.
     pub(crate) planned_at: Option<Millis>,
+    /// The earliest [`Shadow::next_end`] of the assembling gangs' plans made since the clock
+    /// last reached one: reaching it counts as freeing room (see `gang::keep_needed_plan`).
+    pub(crate) clock_frees_room_at: Option<Millis>,
 }
 
 /// The planned start of every waiting gang of one tree (see [`crate::gang_plan`]), as of the
@@ -82,15 +85,35 @@ pub(crate) struct UnheldMemo {
     pub(crate) by_shape: BTreeMap<[i64; RESOURCE_COUNT], u64>,
 }
 
-/// An expected start (`backfill::Shadow`: until, room now, surplus) and what it was computed
-/// from: the tree, the operation, and the time, room epoch, next allocation id, gangs placed
-/// and node changes then (with no job reservation anywhere).
+/// An expected start ([`Shadow`]) and what it was computed from: the tree, the operation, and
+/// the time, room epoch, next allocation id, gangs placed and node changes then (with no job
+/// reservation anywhere).
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct ShadowMemo {
     pub(crate) tree: usize,
     pub(crate) operation: OperationId,
     pub(crate) inputs: [u64; 5],
-    pub(crate) shadow: (Option<Millis>, u64, u64),
+    pub(crate) shadow: Shadow,
+}
+
+/// When an assembling gang expects room for its pending jobs, and how much room there is then
+/// and now (see `backfill::shadow`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Shadow {
+    /// When room for all its pending jobs is expected (`None`: never, as far as the limits
+    /// tell).
+    pub(crate) until: Option<Millis>,
+    /// Jobs that fit into what is free now.
+    pub(crate) room_now: u64,
+    /// Jobs that fit at `until` beyond those it needs, counting every allocation expected to
+    /// end by then (0 when `until` is `None`).
+    pub(crate) surplus: u64,
+    /// The first expected end after `until`, which the surplus does not count (`None`: none,
+    /// or `until` is `None`). Until the clock reaches it, the same allocations running, the
+    /// shadow as of a later time counts the same ends (an allocation past its limit is
+    /// expected to end now, which is no later than `until` or is `until`): the same surplus,
+    /// and `until` no further from now. From then on the surplus may be larger.
+    pub(crate) next_end: Option<Millis>,
 }
 
 impl Holds {
