@@ -227,9 +227,7 @@ pub(crate) fn place_gang_now(
     if hold == GangHold::Planned
         && crate::gang_plan::planned_start(arena, books, holds, now, t, op_id) != Some(now)
     {
-        holds
-            .gang_unplaceable_at
-            .insert(op_id.clone(), holds.room_epoch);
+        turn_down(holds, t, op_id);
         return false;
     }
     // Its pending jobs, each at least its smallest shape, cannot all fit into less than the
@@ -244,16 +242,12 @@ pub(crate) fn place_gang_now(
                 scan_nodes(arena, books, holds, now, leaf, walk).is_none(),
                 "a gang ruled out by a room bound fits"
             );
-            holds
-                .gang_unplaceable_at
-                .insert(op_id.clone(), holds.room_epoch);
+            turn_down(holds, t, op_id);
             return false;
         }
     }
     let Some(held_jobs) = scan_nodes(arena, books, holds, now, leaf, walk) else {
-        holds
-            .gang_unplaceable_at
-            .insert(op_id.clone(), holds.room_epoch);
+        turn_down(holds, t, op_id);
         return false;
     };
     let op_id = op_id.clone();
@@ -280,6 +274,24 @@ pub(crate) fn place_gang_now(
         },
     );
     true
+}
+
+/// Gang `op_id` of tree `t` does not fit at once: it is not tried again until room may have
+/// freed up (the room epoch changes), also by the clock alone reaching the first end that the
+/// plan of the gang assembling in `t` left out (see [`clock_frees_room`]).
+fn turn_down(holds: &mut Holds, t: usize, op_id: &OperationId) {
+    let epoch = holds.room_epoch;
+    holds.gang_unplaceable_at.insert(op_id.clone(), epoch);
+    let next_end = holds.gangs.get(&t).and_then(|a| a.next_end);
+    let kept = holds
+        .clock_frees_room_at
+        .filter(|&(e, _)| e == epoch)
+        .map(|(_, at)| at);
+    holds.clock_frees_room_at = [kept, next_end]
+        .into_iter()
+        .flatten()
+        .min()
+        .map(|at| (epoch, at));
 }
 
 /// The regular stage offers `node_id` to the gang operation at `leaf`: holds what fits
@@ -393,17 +405,18 @@ pub(crate) fn keep_needed_plan(
     }
 }
 
-/// Whether the time `now` may give a gang room that it did not have at any time of the
-/// holds' room epoch, no allocation having ended ("a later time frees room"): an allocation
+/// Whether the time `now` may give a gang turned down at the holds' room epoch room that it
+/// did not have then, no allocation having ended ("a later time frees room"): an allocation
 /// past its limit is expected to end now, so plans move with time. With `hold = "planned"`,
 /// any later time than the last that counted (every waiting gang's planned start may move).
-/// With `"needed"` (EASY), only the clock reaching the earliest end that a plan left out
-/// (`Holds::clock_frees_room_at`): until then the assembling gang's expected start only comes
-/// closer to now and its surplus stays the same, so no gang turned down finds room or ends by
-/// that start; from then on the surplus may be larger.
+/// With `"needed"` (EASY), only the clock reaching the earliest end that the plans they were
+/// turned down under left out (`Holds::clock_frees_room_at`): until then the assembling gang's
+/// expected start only comes closer to now and its surplus stays the same, so none of them
+/// finds room or ends by that start; from then on the surplus may be larger.
 fn clock_frees_room(holds: &Holds, now: Millis, hold: GangHold) -> bool {
     (hold == GangHold::Planned && holds.planned_at != Some(now))
-        || holds.clock_frees_room_at.is_some_and(|at| now >= at)
+        || (holds.clock_frees_room_at)
+            .is_some_and(|(epoch, at)| epoch == holds.room_epoch && now >= at)
 }
 
 /// The gang operation of tree `arena` that has waited longest (the first in start order with
@@ -635,11 +648,6 @@ fn plan_needed(
     let Some((pending, plan)) = backfill::needed_shadow(books, holds, arena, now, t, &op_id) else {
         return;
     };
-    // The plan holds until the clock reaches its first end left out (see `clock_frees_room`).
-    holds.clock_frees_room_at = [holds.clock_frees_room_at, plan.next_end]
-        .into_iter()
-        .flatten()
-        .min();
     // What fits now is held whole (overdue allocations counted as ending now may make the
     // surplus exceed what is free); otherwise all but the surplus of what is free.
     let target = match plan.until {
@@ -695,6 +703,7 @@ fn plan_needed(
     let a = holds.gangs.get_mut(&t).expect("assembling");
     a.hold_target = Some(target);
     a.backfill_until = plan.until;
+    a.next_end = plan.next_end;
     a.planned = Some(key);
     a.plan_inputs = Some(inputs);
     if !same {
@@ -937,16 +946,20 @@ pub(crate) fn update_gangs(
             // as of now (nodes may have been lost or added).
             let op = a.operation.clone();
             let arena = &trees[t].arena;
-            let until = match config.hold {
-                GangHold::AllFree => backfill::gang_needed_at(books, holds, arena, now, t, &op),
+            let (until, next_end) = match config.hold {
+                GangHold::AllFree => (
+                    backfill::gang_needed_at(books, holds, arena, now, t, &op),
+                    None,
+                ),
                 GangHold::Needed | GangHold::Planned => {
                     backfill::needed_shadow(books, holds, arena, now, t, &op)
-                        .and_then(|(_, plan)| plan.until)
+                        .map_or((None, None), |(_, plan)| (plan.until, plan.next_end))
                 }
             };
             holds.version += 1;
             let a = holds.gangs.get_mut(&t).expect("present");
             a.backfill_until = until;
+            a.next_end = next_end;
             if config.hold.plans_head() {
                 a.planned = None;
             }

@@ -53,9 +53,11 @@ pub(crate) struct Holds {
     /// The last time the clock counted as freeing room (see `gang::keep_needed_plan`); with
     /// `gang_placement.hold = "planned"` any later time does.
     pub(crate) planned_at: Option<Millis>,
-    /// The earliest [`Shadow::next_end`] of the assembling gangs' plans made since the clock
-    /// last reached one: reaching it counts as freeing room (see `gang::keep_needed_plan`).
-    pub(crate) clock_frees_room_at: Option<Millis>,
+    /// The room epoch at which gangs were last turned down (`gang_unplaceable_at`), and the
+    /// earliest [`Shadow::next_end`] of the assembling gang's plans they were turned down
+    /// under: the clock reaching it in that epoch counts as freeing room (see
+    /// `gang::keep_needed_plan`).
+    pub(crate) clock_frees_room_at: Option<(u64, Millis)>,
 }
 
 /// The planned start of every waiting gang of one tree (see [`crate::gang_plan`]), as of the
@@ -210,6 +212,10 @@ pub struct GangAssembly {
     pub(crate) planned: Option<(Millis, u64, u64)>,
     /// What its plan depends on, as of when it was made (see `gang::plan_needed`).
     pub(crate) plan_inputs: Option<[u64; 5]>,
+    /// The first expected end after `backfill_until` that its plan left out
+    /// ([`Shadow::next_end`]): until the clock reaches it, the plan as of a later time turns
+    /// down no gang it did not (see `gang::keep_needed_plan`).
+    pub(crate) next_end: Option<Millis>,
     /// Jobs held, over all nodes and tasks (the sum over `holds`, kept with it: see
     /// [`GangAssembly::held_jobs`]).
     pub(crate) held: u32,
@@ -229,6 +235,7 @@ impl GangAssembly {
             hold_target: None,
             planned: None,
             plan_inputs: None,
+            next_end: None,
             held: 0,
             per_task: BTreeMap::new(),
         }
