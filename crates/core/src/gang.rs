@@ -278,20 +278,13 @@ pub(crate) fn place_gang_now(
 
 /// Gang `op_id` of tree `t` does not fit at once: it is not tried again until room may have
 /// freed up (the room epoch changes), also by the clock alone reaching the first end that the
-/// plan of the gang assembling in `t` left out (see [`clock_frees_room`]).
+/// plan of the gang assembling in `t` left out (see [`clock_frees_room`]; the plan may be
+/// from an earlier room epoch).
 fn turn_down(holds: &mut Holds, t: usize, op_id: &OperationId) {
-    let epoch = holds.room_epoch;
-    holds.gang_unplaceable_at.insert(op_id.clone(), epoch);
-    let next_end = holds.gangs.get(&t).and_then(|a| a.next_end);
-    let kept = holds
-        .clock_frees_room_at
-        .filter(|&(e, _)| e == epoch)
-        .map(|(_, at)| at);
-    holds.clock_frees_room_at = [kept, next_end]
-        .into_iter()
-        .flatten()
-        .min()
-        .map(|at| (epoch, at));
+    holds
+        .gang_unplaceable_at
+        .insert(op_id.clone(), holds.room_epoch);
+    holds.note_plan_holds_until(holds.gangs.get(&t).and_then(|a| a.next_end));
 }
 
 /// The regular stage offers `node_id` to the gang operation at `leaf`: holds what fits
@@ -409,10 +402,12 @@ pub(crate) fn keep_needed_plan(
 /// did not have then, no allocation having ended ("a later time frees room"): an allocation
 /// past its limit is expected to end now, so plans move with time. With `hold = "planned"`,
 /// any later time than the last that counted (every waiting gang's planned start may move).
-/// With `"needed"` (EASY), only the clock reaching the earliest end that the plans they were
-/// turned down under left out (`Holds::clock_frees_room_at`): until then the assembling gang's
-/// expected start only comes closer to now and its surplus stays the same, so none of them
-/// finds room or ends by that start; from then on the surplus may be larger.
+/// With `"needed"` (EASY), only the clock reaching the earliest end left out by the plans
+/// made in the epoch or that they were turned down under (`Holds::clock_frees_room_at`):
+/// until then the assembling gang's expected start only comes closer to now and its surplus
+/// stays the same, so none of them finds room or ends by that start; from then on the surplus
+/// may be larger. (Allocations started since a gang was turned down only take room; those
+/// ending after the expected start add ends, which the plan made after them counts.)
 fn clock_frees_room(holds: &Holds, now: Millis, hold: GangHold) -> bool {
     (hold == GangHold::Planned && holds.planned_at != Some(now))
         || (holds.clock_frees_room_at)
@@ -648,6 +643,10 @@ fn plan_needed(
     let Some((pending, plan)) = backfill::needed_shadow(books, holds, arena, now, t, &op_id) else {
         return;
     };
+    // Gangs turned down before it in this room epoch were so under an earlier plan, which
+    // allocations started since may have given an earlier end left out (see
+    // `clock_frees_room`).
+    holds.note_plan_holds_until(plan.next_end);
     // What fits now is held whole (overdue allocations counted as ending now may make the
     // surplus exceed what is free); otherwise all but the surplus of what is free.
     let target = match plan.until {

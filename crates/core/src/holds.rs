@@ -53,10 +53,9 @@ pub(crate) struct Holds {
     /// The last time the clock counted as freeing room (see `gang::keep_needed_plan`); with
     /// `gang_placement.hold = "planned"` any later time does.
     pub(crate) planned_at: Option<Millis>,
-    /// The room epoch at which gangs were last turned down (`gang_unplaceable_at`), and the
-    /// earliest [`Shadow::next_end`] of the assembling gang's plans they were turned down
-    /// under: the clock reaching it in that epoch counts as freeing room (see
-    /// `gang::keep_needed_plan`).
+    /// A room epoch and the earliest [`Shadow::next_end`] of the assembling gangs' plans made
+    /// in it or that gangs were turned down under in it (`gang_unplaceable_at`): the clock
+    /// reaching it in that epoch counts as freeing room (see `gang::keep_needed_plan`).
     pub(crate) clock_frees_room_at: Option<(u64, Millis)>,
 }
 
@@ -165,6 +164,21 @@ impl Holds {
         self.gangs.get(&t).is_some_and(|a| &a.operation != op)
             && (self.placed_gangs.contains_key(op)
                 || self.gang_unplaceable_at.get(op) == Some(&self.room_epoch))
+    }
+
+    /// Gangs may be turned down at this room epoch under a plan that holds until the clock
+    /// reaches `next_end` ([`Shadow::next_end`]): notes the earliest such time of the epoch in
+    /// `clock_frees_room_at`.
+    pub(crate) fn note_plan_holds_until(&mut self, next_end: Option<Millis>) {
+        let epoch = self.room_epoch;
+        let noted = (self.clock_frees_room_at)
+            .filter(|&(e, _)| e == epoch)
+            .map(|(_, at)| at);
+        self.clock_frees_room_at = [noted, next_end]
+            .into_iter()
+            .flatten()
+            .min()
+            .map(|at| (epoch, at));
     }
 
     /// Forgets the bookkeeping of an operation that finished.
