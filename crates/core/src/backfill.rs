@@ -16,6 +16,7 @@
 //! is a method.
 
 pub use crate::holds::Held;
+pub(crate) use crate::holds::Shadow;
 use crate::holds::{Holds, Reservation, ShadowMemo};
 use crate::model::{Allocation, Millis, NodeId, Operation, OperationId};
 use crate::room::Slot;
@@ -180,14 +181,12 @@ pub(crate) fn needed_shadow(
         .filter(|m| memo_key == Some(m.inputs) && m.tree == t && &m.operation == op_id);
     let plan = match memo {
         Some(m) => {
-            let (until, room_now, surplus) = m.shadow;
-            let plan = Shadow {
-                until,
-                room_now,
-                surplus,
-            };
-            debug_assert_eq!(plan, compute(), "a kept expected start went out of date");
-            plan
+            debug_assert_eq!(
+                m.shadow,
+                compute(),
+                "a kept expected start went out of date"
+            );
+            m.shadow
         }
         None => {
             let plan = compute();
@@ -196,27 +195,13 @@ pub(crate) fn needed_shadow(
                     tree: t,
                     operation: op_id.clone(),
                     inputs,
-                    shadow: (plan.until, plan.room_now, plan.surplus),
+                    shadow: plan,
                 });
             }
             plan
         }
     };
     Some((pending, plan))
-}
-
-/// When an assembling gang expects room for its pending jobs, and how much room there is then
-/// and now (see [`shadow`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Shadow {
-    /// When room for all its pending jobs is expected (`None`: never, as far as the limits
-    /// tell).
-    pub(crate) until: Option<Millis>,
-    /// Jobs that fit into what is free now.
-    pub(crate) room_now: u64,
-    /// Jobs that fit at `until` beyond those it needs, counting every allocation expected to
-    /// end by then (0 when `until` is `None`).
-    pub(crate) surplus: u64,
 }
 
 /// When `need` jobs of shape `job` of operation `op` are expected to fit in tree `t` (its
@@ -362,9 +347,11 @@ fn walk_ends<K: Ord + Copy>(
 ) -> Shadow {
     let mut room = room_now;
     let mut until = (room >= need).then_some(now);
+    let mut next_end = None;
     for (end, node, resources) in ends {
         // Every allocation ending by the time room is found counts towards the surplus.
         if until.is_some_and(|u| end > u) {
+            next_end = Some(end);
             break;
         }
         let f = free.entry(node).or_insert_with(|| free_of(node));
@@ -379,6 +366,7 @@ fn walk_ends<K: Ord + Copy>(
         until,
         room_now,
         surplus: if until.is_some() { room - need } else { 0 },
+        next_end,
     }
 }
 

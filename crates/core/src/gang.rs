@@ -227,9 +227,7 @@ pub(crate) fn place_gang_now(
     if hold == GangHold::Planned
         && crate::gang_plan::planned_start(arena, books, holds, now, t, op_id) != Some(now)
     {
-        holds
-            .gang_unplaceable_at
-            .insert(op_id.clone(), holds.room_epoch);
+        turn_down(holds, t, op_id);
         return false;
     }
     // Its pending jobs, each at least its smallest shape, cannot all fit into less than the
@@ -244,16 +242,12 @@ pub(crate) fn place_gang_now(
                 scan_nodes(arena, books, holds, now, leaf, walk).is_none(),
                 "a gang ruled out by a room bound fits"
             );
-            holds
-                .gang_unplaceable_at
-                .insert(op_id.clone(), holds.room_epoch);
+            turn_down(holds, t, op_id);
             return false;
         }
     }
     let Some(held_jobs) = scan_nodes(arena, books, holds, now, leaf, walk) else {
-        holds
-            .gang_unplaceable_at
-            .insert(op_id.clone(), holds.room_epoch);
+        turn_down(holds, t, op_id);
         return false;
     };
     let op_id = op_id.clone();
@@ -280,6 +274,17 @@ pub(crate) fn place_gang_now(
         },
     );
     true
+}
+
+/// Gang `op_id` of tree `t` does not fit at once: it is not tried again until room may have
+/// freed up (the room epoch changes), also by the clock alone reaching the first end that the
+/// plan of the gang assembling in `t` left out (see [`clock_frees_room`]; the plan may be
+/// from an earlier room epoch).
+fn turn_down(holds: &mut Holds, t: usize, op_id: &OperationId) {
+    holds
+        .gang_unplaceable_at
+        .insert(op_id.clone(), holds.room_epoch);
+    holds.note_plan_holds_until(holds.gangs.get(&t).and_then(|a| a.next_end));
 }
 
 /// The regular stage offers `node_id` to the gang operation at `leaf`: holds what fits
@@ -358,10 +363,9 @@ pub(crate) fn gang_hold(
 /// reservation does not depend on which operation the policy offers the node first, and no
 /// operation takes what the plan would now hold.
 ///
-/// With `hold = "planned"`, a heartbeat at a later time than the last counts as freeing room
-/// (the holds' `room_epoch`): the waiting gangs' planned starts move with time (an allocation
-/// past its limit is expected to end now), so a gang that could not be placed before is
-/// offered nodes again.
+/// First, if the clock alone may have freed room ([`clock_frees_room`]), that counts as room
+/// freed (the holds' `room_epoch`), as when an allocation ends: a gang that could not be
+/// placed before is offered nodes again.
 pub(crate) fn keep_needed_plan(
     arena: &Arena,
     books: &Books,
@@ -372,8 +376,9 @@ pub(crate) fn keep_needed_plan(
     hold: GangHold,
 ) {
     let t = walk.tree;
-    if hold == GangHold::Planned && holds.planned_at != Some(now) {
+    if clock_frees_room(holds, now, hold) {
         holds.planned_at = Some(now);
+        holds.clock_frees_room_at = None;
         holds.room_epoch += 1;
     }
     if !holds.gangs.contains_key(&t) {
@@ -391,6 +396,22 @@ pub(crate) fn keep_needed_plan(
     if let Some(&leaf) = arena.by_operation.get(&a.operation) {
         plan_needed(arena, books, holds, events, now, leaf, walk);
     }
+}
+
+/// Whether the time `now` may give a gang turned down at the holds' room epoch room that it
+/// did not have then, no allocation having ended ("a later time frees room"): an allocation
+/// past its limit is expected to end now, so plans move with time. With `hold = "planned"`,
+/// any later time than the last that counted (every waiting gang's planned start may move).
+/// With `"needed"` (EASY), only the clock reaching the earliest end left out by the plans
+/// made in the epoch or that they were turned down under (`Holds::clock_frees_room_at`):
+/// until then the assembling gang's expected start only comes closer to now and its surplus
+/// stays the same, so none of them finds room or ends by that start; from then on the surplus
+/// may be larger. (Allocations started since a gang was turned down only take room; those
+/// ending after the expected start add ends, which the plan made after them counts.)
+fn clock_frees_room(holds: &Holds, now: Millis, hold: GangHold) -> bool {
+    (hold == GangHold::Planned && holds.planned_at != Some(now))
+        || (holds.clock_frees_room_at)
+            .is_some_and(|(epoch, at)| epoch == holds.room_epoch && now >= at)
 }
 
 /// The gang operation of tree `arena` that has waited longest (the first in start order with
@@ -622,6 +643,10 @@ fn plan_needed(
     let Some((pending, plan)) = backfill::needed_shadow(books, holds, arena, now, t, &op_id) else {
         return;
     };
+    // Gangs turned down before it in this room epoch were so under an earlier plan, which
+    // allocations started since may have given an earlier end left out (see
+    // `clock_frees_room`).
+    holds.note_plan_holds_until(plan.next_end);
     // What fits now is held whole (overdue allocations counted as ending now may make the
     // surplus exceed what is free); otherwise all but the surplus of what is free.
     let target = match plan.until {
@@ -677,6 +702,7 @@ fn plan_needed(
     let a = holds.gangs.get_mut(&t).expect("assembling");
     a.hold_target = Some(target);
     a.backfill_until = plan.until;
+    a.next_end = plan.next_end;
     a.planned = Some(key);
     a.plan_inputs = Some(inputs);
     if !same {
@@ -919,16 +945,20 @@ pub(crate) fn update_gangs(
             // as of now (nodes may have been lost or added).
             let op = a.operation.clone();
             let arena = &trees[t].arena;
-            let until = match config.hold {
-                GangHold::AllFree => backfill::gang_needed_at(books, holds, arena, now, t, &op),
+            let (until, next_end) = match config.hold {
+                GangHold::AllFree => (
+                    backfill::gang_needed_at(books, holds, arena, now, t, &op),
+                    None,
+                ),
                 GangHold::Needed | GangHold::Planned => {
                     backfill::needed_shadow(books, holds, arena, now, t, &op)
-                        .and_then(|(_, plan)| plan.until)
+                        .map_or((None, None), |(_, plan)| (plan.until, plan.next_end))
                 }
             };
             holds.version += 1;
             let a = holds.gangs.get_mut(&t).expect("present");
             a.backfill_until = until;
+            a.next_end = next_end;
             if config.hold.plans_head() {
                 a.planned = None;
             }

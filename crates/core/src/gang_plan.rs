@@ -24,6 +24,7 @@
 //! nodes for its jobs (then it waits, keeping its planned start now, so that nothing planned
 //! after it passes it by overlapping it).
 
+#[cfg(debug_assertions)]
 use crate::backfill::expected_end;
 use crate::holds::{GangPlan, Holds};
 use crate::model::{Millis, Operation, OperationId, OperationState};

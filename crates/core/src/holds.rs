@@ -50,9 +50,13 @@ pub(crate) struct Holds {
     /// With `gang_placement.hold = "planned"`: the last plan of every waiting gang's start,
     /// kept while what it depends on is the same (see [`crate::gang_plan`]).
     pub(crate) gang_plan: Option<GangPlan>,
-    /// With `gang_placement.hold = "planned"`: the time of the last heartbeat that kept a
-    /// tree's plan; a later one counts as freeing room (see `gang::keep_needed_plan`).
+    /// The last time the clock counted as freeing room (see `gang::keep_needed_plan`); with
+    /// `gang_placement.hold = "planned"` any later time does.
     pub(crate) planned_at: Option<Millis>,
+    /// A room epoch and the earliest [`Shadow::next_end`] of the assembling gangs' plans made
+    /// in it or that gangs were turned down under in it (`gang_unplaceable_at`): the clock
+    /// reaching it in that epoch counts as freeing room (see `gang::keep_needed_plan`).
+    pub(crate) clock_frees_room_at: Option<(u64, Millis)>,
 }
 
 /// The planned start of every waiting gang of one tree (see [`crate::gang_plan`]), as of the
@@ -82,15 +86,35 @@ pub(crate) struct UnheldMemo {
     pub(crate) by_shape: BTreeMap<[i64; RESOURCE_COUNT], u64>,
 }
 
-/// An expected start (`backfill::Shadow`: until, room now, surplus) and what it was computed
-/// from: the tree, the operation, and the time, room epoch, next allocation id, gangs placed
-/// and node changes then (with no job reservation anywhere).
+/// An expected start ([`Shadow`]) and what it was computed from: the tree, the operation, and
+/// the time, room epoch, next allocation id, gangs placed and node changes then (with no job
+/// reservation anywhere).
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct ShadowMemo {
     pub(crate) tree: usize,
     pub(crate) operation: OperationId,
     pub(crate) inputs: [u64; 5],
-    pub(crate) shadow: (Option<Millis>, u64, u64),
+    pub(crate) shadow: Shadow,
+}
+
+/// When an assembling gang expects room for its pending jobs, and how much room there is then
+/// and now (see `backfill::shadow`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Shadow {
+    /// When room for all its pending jobs is expected (`None`: never, as far as the limits
+    /// tell).
+    pub(crate) until: Option<Millis>,
+    /// Jobs that fit into what is free now.
+    pub(crate) room_now: u64,
+    /// Jobs that fit at `until` beyond those it needs, counting every allocation expected to
+    /// end by then (0 when `until` is `None`).
+    pub(crate) surplus: u64,
+    /// The first expected end after `until`, which the surplus does not count (`None`: none,
+    /// or `until` is `None`). Until the clock reaches it, the same allocations running, the
+    /// shadow as of a later time counts the same ends (an allocation past its limit is
+    /// expected to end now, which is no later than `until` or is `until`): the same surplus,
+    /// and `until` no further from now. From then on the surplus may be larger.
+    pub(crate) next_end: Option<Millis>,
 }
 
 impl Holds {
@@ -142,6 +166,21 @@ impl Holds {
                 || self.gang_unplaceable_at.get(op) == Some(&self.room_epoch))
     }
 
+    /// Gangs may be turned down at this room epoch under a plan that holds until the clock
+    /// reaches `next_end` ([`Shadow::next_end`]): notes the earliest such time of the epoch in
+    /// `clock_frees_room_at`.
+    pub(crate) fn note_plan_holds_until(&mut self, next_end: Option<Millis>) {
+        let epoch = self.room_epoch;
+        let noted = (self.clock_frees_room_at)
+            .filter(|&(e, _)| e == epoch)
+            .map(|(_, at)| at);
+        self.clock_frees_room_at = [noted, next_end]
+            .into_iter()
+            .flatten()
+            .min()
+            .map(|at| (epoch, at));
+    }
+
     /// Forgets the bookkeeping of an operation that finished.
     pub(crate) fn forget(&mut self, op: &OperationId) {
         self.reservation_streak.remove(op);
@@ -187,6 +226,10 @@ pub struct GangAssembly {
     pub(crate) planned: Option<(Millis, u64, u64)>,
     /// What its plan depends on, as of when it was made (see `gang::plan_needed`).
     pub(crate) plan_inputs: Option<[u64; 5]>,
+    /// The first expected end after `backfill_until` that its plan left out
+    /// ([`Shadow::next_end`]): until the clock reaches it, the plan as of a later time turns
+    /// down no gang it did not (see `gang::keep_needed_plan`).
+    pub(crate) next_end: Option<Millis>,
     /// Jobs held, over all nodes and tasks (the sum over `holds`, kept with it: see
     /// [`GangAssembly::held_jobs`]).
     pub(crate) held: u32,
@@ -206,6 +249,7 @@ impl GangAssembly {
             hold_target: None,
             planned: None,
             plan_inputs: None,
+            next_end: None,
             held: 0,
             per_task: BTreeMap::new(),
         }

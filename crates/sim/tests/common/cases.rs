@@ -82,6 +82,48 @@ pub const CASES: &[Case] = &[
         conservative: &[0, 30, 0, 40, 40],
     },
     Case {
+        // J1 overruns its estimate: from 1 on it is expected to end now, so the head J3 (2)
+        // is due now with no extra processor, and J4 (1, 1 ms) does not start at 3, nor J5 at
+        // 5. At 7 J0 reaches its estimate (no job ends): both are expected to end now, when 3
+        // processors are free, 1 extra, which J4 takes (ending at once), then J5. J1 ends at
+        // 9, and J3 and J6 start. Conservative: at 7 no running job is expected beyond now.
+        name: "a running job reaching its estimate gives the head extra processors",
+        procs: 3,
+        jobs: &[
+            (0, 11, 1, 7),
+            (0, 9, 1, 1),
+            (0, 0, 1, 1),
+            (1, 0, 2, 1),
+            (3, 0, 1, 1),
+            (5, 0, 1, 1),
+            (7, 0, 2, 1),
+        ],
+        fcfs: &[0, 0, 0, 9, 9, 9, 9],
+        easy: &[0, 0, 0, 9, 7, 7, 9],
+        conservative: &[0, 0, 0, 9, 7, 7, 9],
+    },
+    Case {
+        // J1 overruns its estimate. At 13 the head J3 (3) is due now (J1 expected to end now),
+        // with 1 extra processor, which J4 (1, 1 ms) takes; J5 and J6 do not start. At 14
+        // J4 reaches its estimate (no job ends): 1 extra processor again, for J5 (ending at
+        // once), then J6, so J7 (submitted at 14, behind them) waits until 15.
+        name: "a job started on the extra processors reaching its estimate gives them back",
+        procs: 4,
+        jobs: &[
+            (0, 11, 2, 11),
+            (6, 9, 2, 1),
+            (9, 2, 1, 2),
+            (9, 0, 3, 1),
+            (11, 2, 1, 1),
+            (12, 0, 1, 1),
+            (12, 1, 1, 1),
+            (14, 0, 1, 1),
+        ],
+        fcfs: &[0, 6, 11, 15, 15, 15, 15, 15],
+        easy: &[0, 6, 11, 15, 13, 14, 14, 15],
+        conservative: &[0, 6, 11, 15, 13, 14, 14, 15],
+    },
+    Case {
         // J2 (6) is due at 10, when J0 and J1 both end: 10 processors free then, 4 extra,
         // which J3 (2, 100 ms) uses at once.
         name: "extra counts every job ending at the shadow time",
