@@ -27,7 +27,9 @@
 //! is skipped: its heartbeat would change nothing either, which debug builds check), then,
 //! while jobs are pending, of the nodes with room,
 //! in node order, skipping a node whose room is within that of a node of its group that
-//! started nothing at this instant. Nodes that are full and have nothing to report do not
+//! started nothing at this instant (a node gangs hold jobs on: of one the same gangs hold
+//! the same jobs on, whose heartbeat changed nothing, with nothing started since; debug builds
+//! check it). Nodes that are full and have nothing to report do not
 //! heartbeat, so
 //! preemption happens on the nodes that heartbeat (there is always one wherever an
 //! allocation ends). Deterministic: the same trace, nodes and options give the same result.
