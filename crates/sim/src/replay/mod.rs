@@ -582,16 +582,22 @@ impl<'t> Replay<'t> {
                 self.check_fruitless(t, n);
                 continue;
             }
-            let placements = self.stats.placements;
-            let gathered = self.gang_progress();
-            self.heartbeat(t, n, Vec::new())?;
-            if self.stats.placements != placements || self.gang_progress() != gathered {
+            if self.heartbeat_changes(t, n)? {
                 fruitless.clear();
             } else if !self.holds_on(n) {
                 fruitless.push((free, group));
             }
         }
         Ok(())
+    }
+
+    /// Heartbeats node `n` (reporting nothing); whether that started something or moved the
+    /// gang gathering in the tree.
+    fn heartbeat_changes(&mut self, t: Millis, n: usize) -> Result<bool, String> {
+        let placements = self.stats.placements;
+        let gathered = self.gang_progress();
+        self.heartbeat(t, n, Vec::new())?;
+        Ok(self.stats.placements != placements || self.gang_progress() != gathered)
     }
 
     /// Debug builds: node `n`, skipped as fruitless, heartbeating now would indeed change
@@ -656,11 +662,7 @@ impl<'t> Replay<'t> {
                     self.check_fruitless(t, n);
                     continue;
                 }
-                let placements = self.stats.placements;
-                let gathered = self.gang_progress();
-                self.heartbeat(t, n, Vec::new())?;
-                let changed_nothing =
-                    self.stats.placements == placements && self.gang_progress() == gathered;
+                let changed_nothing = !self.heartbeat_changes(t, n)?;
                 // A node whose room is held (a gang gathering, a reservation) tells nothing
                 // about the room of others; nor does one a gang just took.
                 if changed_nothing && !self.holds_on(n) {
