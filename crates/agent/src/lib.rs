@@ -201,6 +201,16 @@ pub(crate) struct JobState {
     done: AtomicBool,
 }
 
+impl JobState {
+    /// Kills the job's process group `pgid` for going over a limit, unless a limit already
+    /// did: `reason` is why it fails.
+    pub(crate) fn kill_over_limit(&self, reason: String, pgid: i32, grace: Duration) {
+        if self.over_limit.set(reason).is_ok() {
+            kill_group(Pid::from_raw(pgid), grace);
+        }
+    }
+}
+
 /// A heartbeat that reports a job's end waits this long for other jobs that end with it.
 const JOB_END_COALESCE_MS: u64 = 5;
 
@@ -480,9 +490,7 @@ impl Agent {
                                     let limit = time_limit.unwrap_or_default();
                                     let reason = time_limit_reason(limit, grace);
                                     tracing::warn!(job = id, "{reason}");
-                                    if state.over_limit.set(reason).is_ok() {
-                                        kill_group(Pid::from_raw(pgid), grace);
-                                    }
+                                    state.kill_over_limit(reason, pgid, grace);
                                     continue;
                                 }
                             },

@@ -487,9 +487,7 @@ pub(crate) async fn poll_rss(watches: Watches, grace: Duration) {
             }
             let reason = poll_reason(used, limit);
             tracing::warn!(job, pgid, used, limit, "{reason}: killing the job");
-            if state.over_limit.set(reason).is_ok() {
-                crate::kill_group(Pid::from_raw(pgid), grace);
-            }
+            state.kill_over_limit(reason, pgid, grace);
         }
     }
 }
