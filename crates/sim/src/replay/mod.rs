@@ -189,6 +189,12 @@ pub struct ReplayStats {
     pub group_pools_removed: u64,
 }
 
+/// Whether room `free` of a node of `group` is within the room of a node of its group in
+/// `fruitless` (nodes whose heartbeat changed nothing: room, group).
+fn within_fruitless(fruitless: &[(Resources, usize)], group: usize, free: &Resources) -> bool {
+    (fruitless.iter()).any(|(f, g)| *g == group && f.dominates(free))
+}
+
 /// The jobs gangs hold on a node: per gang (its operation), jobs held per task.
 type GangHolds = Vec<(OperationId, BTreeMap<usize, u32>)>;
 
@@ -576,8 +582,7 @@ impl<'t> Replay<'t> {
                 continue;
             };
             let (free, group) = (node.free(), self.node_group[n]);
-            let dominated = || (fruitless.iter()).any(|(f, g)| *g == group && f.dominates(&free));
-            if dominated() && !self.holds_on(n) {
+            if within_fruitless(&fruitless, group, &free) && !self.holds_on(n) {
                 #[cfg(debug_assertions)]
                 self.check_fruitless(t, n);
                 continue;
@@ -643,10 +648,7 @@ impl<'t> Replay<'t> {
             };
             let free = node.free();
             let group = self.node_group[n];
-            if fruitless
-                .iter()
-                .any(|(f, g)| *g == group && f.dominates(&free))
-            {
+            if within_fruitless(&fruitless, group, &free) {
                 continue;
             }
             if visited.insert(n) {
