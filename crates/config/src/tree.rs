@@ -297,8 +297,9 @@ pub struct TreeConfig {
     /// Distribution-gap fix of the improved computation. Default: false.
     pub enable_improved_fair_share_by_fit_factor_computation_distribution_gap: bool,
 
-    /// FIFO functions are concatenated instead of summed (same result, linear time).
-    /// Default: false.
+    /// The upstream switch for concatenating FIFO functions instead of summing them (same
+    /// result, linear time). Accepted for compatibility: fairsched concatenates whenever the
+    /// result is the same, whatever this says. Default: false.
     pub enable_fast_fifo_fair_share_by_fit_factor_computation: bool,
 
     /// FIFO pools that enable it too may reorder their children so that gangs that do not fit
