@@ -187,22 +187,30 @@ impl Parts<'_> {
             {
                 continue;
             }
-            let targets: Vec<ElementIndex> = self.caches.preemption[t]
+            // The targets still waiting, and whether every one is a gang operation (looked up
+            // once: the lookups by id were a sixth of a rigid fair-share replay).
+            let mut targets: Vec<ElementIndex> = Vec::new();
+            let mut all_gangs = true;
+            for &i in self.caches.preemption[t]
                 .targets
                 .get(&spec.target)
                 .into_iter()
                 .flatten()
-                .copied()
-                .filter(|&i| match &self.trees[t].arena.elements[i].kind {
-                    crate::tree::ElementRef::Operation(id) => {
-                        self.books.operations.get(id).is_some_and(|op| {
-                            op.state == OperationState::Running && op.pending_job_count() > 0
-                        })
-                    }
-                    _ => false,
-                })
-                .collect();
-            if targets.is_empty()
+            {
+                if let crate::tree::ElementRef::Operation(id) =
+                    &self.trees[t].arena.elements[i].kind
+                    && let Some(op) = self.books.operations.get(id)
+                    && op.state == OperationState::Running
+                    && op.pending_job_count() > 0
+                {
+                    targets.push(i);
+                    all_gangs &= op.is_gang();
+                }
+            }
+            // Gang operations placed all at once start only from what they hold (see
+            // `start_for_preemption`): when every target is one, nothing starts here either.
+            let gangs_only = all_gangs && self.trees[t].config().gang_placement.enable;
+            if (targets.is_empty() || gangs_only)
                 && (stage != Stage::Preemptive || !self.trees[t].limits_maybe_violated)
             {
                 continue;
@@ -240,6 +248,7 @@ impl Parts<'_> {
                 .collect();
             if started < max_started
                 && !targets.is_empty()
+                && !gangs_only
                 && let Some(order) =
                     self.start_for_preemption(now, node_id, &targets, &candidates, &blockers, stage)
             {
@@ -298,15 +307,7 @@ impl Parts<'_> {
         stage: Stage,
     ) -> Option<crate::scheduler::StartOrder> {
         let t = self.books.nodes[node_id].tree?;
-        // Gang operations placed all at once start only from what they hold (see below): when
-        // every target is one, nothing starts here.
-        if self.trees[t].config().gang_placement.enable
-            && targets
-                .iter()
-                .all(|&i| descent::is_gang_leaf(&self.trees[t].arena, &self.books.operations, i))
-        {
-            return None;
-        }
+        // (Not called when every target is a gang operation placed all at once: see below.)
         let mut walk = descent::walk_for(
             t,
             &self.trees[t].arena,
