@@ -33,6 +33,7 @@ pub(crate) fn fresh_walk(t: usize, arena: &Arena, operations: &Operations) -> Wa
             .map_or(Resources::ZERO, |o| o.usage);
         walk.active[i] = op.is_some_and(|op| wants_jobs(arena, i, op));
         walk.gangs_only &= op.is_none_or(|op| op.is_gang());
+        walk.gang[i] = op.is_some_and(|op| op.is_gang());
     }
     walk.sum_up(arena);
     walk
@@ -98,6 +99,7 @@ pub(crate) fn walk_for(
         walk.active[i] = match found {
             Some(op) => {
                 walk.gangs_only &= op.is_gang();
+                walk.gang[i] = op.is_gang();
                 walk.usage[i] = op.in_tree(t).map_or(Resources::ZERO, |o| o.usage);
                 eligible(i) && wants_jobs(arena, i, op) && arena.tags_allow(i, &node.tags)
             }
@@ -175,6 +177,7 @@ pub(crate) fn touch_operation(
                 }
             }
             walk.active[i] = wants_jobs(arena, i, op);
+            walk.gang[i] = op.is_gang();
             walk.refresh_path(arena, i);
         }
     }

@@ -326,9 +326,7 @@ impl Parts<'_> {
                 continue;
             }
             // A gang operation (with `gang_placement`) gets resources held here, not started.
-            if self.trees[walk.tree].config().gang_placement.enable
-                && descent::is_gang_leaf(&self.trees[walk.tree].arena, &self.books.operations, leaf)
-            {
+            if self.trees[walk.tree].config().gang_placement.enable && walk.gang[leaf] {
                 // One that any node's offer leaves as it is waits, parked, until the holds'
                 // park key changes: later heartbeats do not visit it.
                 let arena = &self.trees[walk.tree].arena;

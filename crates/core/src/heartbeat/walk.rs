@@ -33,6 +33,9 @@ pub(crate) struct Walk {
     /// Every operation of the tree is a gang (the tree's operations are fixed between
     /// fair-share updates, and so is whether each is a gang).
     pub(crate) gangs_only: bool,
+    /// Whether the operation at each element is a gang operation (false for pools and for
+    /// operations the scheduler no longer has), so that a stage need not look it up by id.
+    pub(crate) gang: Vec<bool>,
     /// Operations a heartbeat found that no node's offer changes while the holds' park key
     /// stays `parked_key` (gangs that wait behind another one: see
     /// `Holds::offer_changes_nothing`): they stay inactive across heartbeats, so that a
@@ -129,6 +132,7 @@ impl Walk {
             children: Vec::new(),
             place: Vec::new(),
             gangs_only: true,
+            gang: vec![false; n],
             parked: Vec::new(),
             parked_key: None,
         }
