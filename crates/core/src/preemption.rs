@@ -179,8 +179,8 @@ impl Parts<'_> {
                 continue;
             }
             // When every target is a gang placed all at once, nothing starts here (see
-            // `start_for_preemption`); unless limits may need enforcing, the stage changes
-            // nothing: it is skipped without looking the targets up.
+            // below); unless limits may need enforcing, the stage changes nothing: it is
+            // skipped without looking the targets up.
             if self.trees[t].config().gang_placement.enable
                 && self.caches.preemption[t].gang_targets.get(&spec.target) == Some(&true)
                 && (stage != Stage::Preemptive || !self.trees[t].limits_maybe_violated)
@@ -208,7 +208,8 @@ impl Parts<'_> {
                 }
             }
             // Gang operations placed all at once start only from what they hold (see
-            // `start_for_preemption`): when every target is one, nothing starts here either.
+            // `start_for_preemption`'s walk): when every target still waiting is one, nothing
+            // starts here.
             let gangs_only = all_gangs && self.trees[t].config().gang_placement.enable;
             if (targets.is_empty() || gangs_only)
                 && (stage != Stage::Preemptive || !self.trees[t].limits_maybe_violated)
@@ -307,7 +308,8 @@ impl Parts<'_> {
         stage: Stage,
     ) -> Option<crate::scheduler::StartOrder> {
         let t = self.books.nodes[node_id].tree?;
-        // (Not called when every target is a gang operation placed all at once: see below.)
+        // (Not called when every target is a gang operation placed all at once: see
+        // `schedule_preemptive`.)
         let mut walk = descent::walk_for(
             t,
             &self.trees[t].arena,
