@@ -262,14 +262,14 @@ impl TempPostgres {
 
     /// A connection to database `db` as the superuser.
     pub fn client(&self, db: &str) -> Result<postgres::Client, String> {
-        postgres::Client::connect(&self.url(db), postgres::NoTls).map_err(|e| e.to_string())
+        postgres::Client::connect(&self.url(db), postgres::NoTls).map_err(|e| server_said(&e))
     }
 
     /// Runs `sql` (statements without results) in database `db` as the superuser.
     pub fn execute(&self, db: &str, sql: &str) -> Result<(), String> {
         self.client(db)?
             .batch_execute(sql)
-            .map_err(|e| format!("{sql}: {e}"))
+            .map_err(|e| format!("{sql}: {}", server_said(&e)))
     }
 
     /// Creates a new, empty database and returns its name.
@@ -284,5 +284,14 @@ impl TempPostgres {
 impl Drop for TempPostgres {
     fn drop(&mut self) {
         stop(&mut self.child);
+    }
+}
+
+/// A PostgreSQL error with what the server said (the error's own text is only "db error"), so
+/// that a failing test shows why.
+fn server_said(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{e}: {} (SQLSTATE {})", db.message(), db.code().code()),
+        None => e.to_string(),
     }
 }
