@@ -10,6 +10,7 @@
 //! Debian's package creates). The binaries are the newest of `/usr/lib/postgresql/*/bin`, or those in
 //! `$FAIRSCHED_POSTGRES_BIN`.
 
+use crate::postgres::conn::describe;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -262,14 +263,14 @@ impl TempPostgres {
 
     /// A connection to database `db` as the superuser.
     pub fn client(&self, db: &str) -> Result<postgres::Client, String> {
-        postgres::Client::connect(&self.url(db), postgres::NoTls).map_err(|e| server_said(&e))
+        postgres::Client::connect(&self.url(db), postgres::NoTls).map_err(|e| describe(&e))
     }
 
     /// Runs `sql` (statements without results) in database `db` as the superuser.
     pub fn execute(&self, db: &str, sql: &str) -> Result<(), String> {
         self.client(db)?
             .batch_execute(sql)
-            .map_err(|e| format!("{sql}: {}", server_said(&e)))
+            .map_err(|e| format!("{sql}: {}", describe(&e)))
     }
 
     /// Creates a new, empty database and returns its name.
@@ -284,14 +285,5 @@ impl TempPostgres {
 impl Drop for TempPostgres {
     fn drop(&mut self) {
         stop(&mut self.child);
-    }
-}
-
-/// A PostgreSQL error with what the server said (the error's own text is only "db error"), so
-/// that a failing test shows why.
-fn server_said(e: &postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => format!("{e}: {} (SQLSTATE {})", db.message(), db.code().code()),
-        None => e.to_string(),
     }
 }

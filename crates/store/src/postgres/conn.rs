@@ -81,7 +81,7 @@ impl Target {
 }
 
 /// What went wrong with a request, in user words.
-pub(super) fn describe(e: &postgres::Error) -> String {
+pub(crate) fn describe(e: &postgres::Error) -> String {
     use postgres::error::SqlState;
     if let Some(db) = e.as_db_error() {
         let code = db.code();

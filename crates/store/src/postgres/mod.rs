@@ -9,7 +9,7 @@
 //! Output tails are `bytea` (PostgreSQL's text cannot hold a NUL byte; a program's output
 //! can).
 
-mod conn;
+pub(crate) mod conn;
 mod leader;
 mod read;
 
