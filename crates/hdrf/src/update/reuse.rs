@@ -9,9 +9,10 @@
 //! (strong plus proposed integral, as the functions read them, at the moment they are built:
 //! steps 8 and 9 build some subtrees early with a pool's attributes changed for a while); the
 //! children's S, their weights (a fair-share pool's relative weights) and their order (a
-//! FIFO pool's `order`); the options `enable_improved_fair_share_by_fit_factor_computation`,
-//! `enable_fast_fifo_fair_share_by_fit_factor_computation`,
-//! `enable_step_function_for_gang_operations` and the tuning. Element names only appear in
+//! FIFO pool's `order`); the options `enable_improved_fair_share_by_fit_factor_computation`
+//! and `enable_step_function_for_gang_operations` and the tuning
+//! (`enable_fast_fifo_fair_share_by_fit_factor_computation` changes nothing: a FIFO pool's
+//! functions are concatenated whenever that is the exact sum). Element names only appear in
 //! warnings.
 //!
 //! **When they are reused.** Each element's own inputs are recorded, as bit patterns, in a
@@ -65,7 +66,6 @@ fn bits(v: &Rv) -> [u64; RESOURCE_COUNT] {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct Global {
     improved: bool,
-    fast_fifo: bool,
     gang_step: bool,
     envelope: bool,
     exact_sum: crate::plf::ExactSum,
@@ -180,9 +180,6 @@ impl Update<'_> {
             improved: self
                 .opts
                 .enable_improved_fair_share_by_fit_factor_computation,
-            fast_fifo: self
-                .opts
-                .enable_fast_fifo_fair_share_by_fit_factor_computation,
             gang_step: self.opts.enable_step_function_for_gang_operations,
             envelope: self.tuning.envelope(),
             exact_sum: self.tuning.exact_sum(),
