@@ -310,6 +310,9 @@ impl Books {
             .expect("booked operation exists");
         let resources = op.spec.tasks[task].resources;
         op.tasks[task].pending -= 1;
+        if op.tasks[task].pending == 0 && op.state == OperationState::Running {
+            self.pending_shapes.remove(&resources);
+        }
         op.tasks[task].running += 1;
         op.allocations.push(id);
         op.usage = op.usage.add(&resources);
@@ -397,6 +400,10 @@ impl Books {
                 _ => {
                     if op.state == OperationState::Running {
                         t.pending += 1;
+                        if t.pending == 1 {
+                            self.pending_shapes
+                                .add(&op.spec.tasks[alloc.task].resources);
+                        }
                         op.pending_demand = op.pending_demand.add(&alloc.resources);
                     }
                 }

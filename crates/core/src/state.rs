@@ -11,7 +11,7 @@ use crate::operations::counts::PoolCounts;
 use crate::operations::pending::PendingQueue;
 use crate::preemptible::classes::PreemptionCache;
 use crate::room::RoomIndex;
-use fairsched_resources::Resources;
+use fairsched_resources::{RESOURCE_COUNT, Resources};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Nodes, operations and allocations, with the orders the scheduler walks them in.
@@ -45,6 +45,54 @@ pub(crate) struct Books {
     pub(crate) node_changes: u64,
     /// [`Books::tree_total`] per tree, as of `node_changes` (see [`Books::tree_total_kept`]).
     tree_totals: Option<(u64, BTreeMap<usize, Resources>)>,
+    /// The shapes of the jobs running operations have pending, kept up to date as jobs start
+    /// and end and operations change state (see [`PendingShapes`]).
+    pub(crate) pending_shapes: PendingShapes,
+}
+
+/// The resources of the pending jobs of running operations, counted once per task that has
+/// pending jobs, and their componentwise minimum: a node that cannot fit the minimum fits no
+/// pending job, and its heartbeat's regular stage is skipped. Exact at every heartbeat (not
+/// as of the last fair-share update): whether a heartbeat is skipped must not depend on when
+/// the shares were last updated, since the regular stage it skips also places gangs whole and
+/// plans the head gang's reservation.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PendingShapes {
+    counts: BTreeMap<[i64; RESOURCE_COUNT], u32>,
+    min: Option<Resources>,
+}
+
+impl PendingShapes {
+    /// A task with jobs of `shape` now has pending jobs.
+    pub(crate) fn add(&mut self, shape: &Resources) {
+        let count = self.counts.entry(shape.raw()).or_insert(0);
+        *count += 1;
+        if *count == 1 {
+            self.min = Some(self.min.map_or(*shape, |min| min.min(shape)));
+        }
+    }
+
+    /// A task with jobs of `shape` no longer has pending jobs.
+    pub(crate) fn remove(&mut self, shape: &Resources) {
+        let Some(count) = self.counts.get_mut(&shape.raw()) else {
+            debug_assert!(false, "a pending shape removed that was never added");
+            return;
+        };
+        *count -= 1;
+        if *count == 0 {
+            self.counts.remove(&shape.raw());
+            self.min = self
+                .counts
+                .keys()
+                .map(|raw| Resources::from_raw(*raw))
+                .reduce(|a, b| a.min(&b));
+        }
+    }
+
+    /// Componentwise minimum of the pending jobs; `None` when no job is pending.
+    pub(crate) fn min(&self) -> Option<&Resources> {
+        self.min.as_ref()
+    }
 }
 
 impl Default for Books {
@@ -62,6 +110,7 @@ impl Default for Books {
             room: RoomIndex::default(),
             node_changes: 0,
             tree_totals: None,
+            pending_shapes: PendingShapes::default(),
         }
     }
 }
@@ -152,9 +201,6 @@ pub(crate) struct Caches {
     pub(crate) pending: PendingQueue,
     /// Preemption's caches per tree (see [`crate::preemptible`]).
     pub(crate) preemption: Vec<PreemptionCache>,
-    /// Componentwise minimum of the pending jobs at the last update: a node that cannot fit it
-    /// cannot fit any job, and its regular stage is skipped.
-    pub(crate) min_pending_job: Option<Resources>,
 }
 
 impl Caches {
@@ -165,7 +211,6 @@ impl Caches {
             counts: vec![BTreeMap::new(); tree_count],
             pending: PendingQueue::default(),
             preemption: vec![PreemptionCache::default(); tree_count],
-            min_pending_job: None,
         }
     }
 }

@@ -17,7 +17,6 @@ use crate::tree::ROOT_NAME;
 use crate::tree::TreeUpdate;
 use fairsched_config::PoolConfig;
 use fairsched_config::ValidatedPoolTrees;
-use fairsched_resources::Resources;
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 
@@ -99,7 +98,6 @@ impl Scheduler {
             mut kept,
             operations,
             generations,
-            min_pending_job,
             ..
         } = preparing;
         // The live order is what it was (its operations still unfinished when copied) and
@@ -119,18 +117,14 @@ impl Scheduler {
             let total = self.books.tree_total_kept(t);
             trees.push(self.trees[t].prepare_update(t, now, total, generation, ops));
         }
-        FairShareUpdate {
-            now,
-            trees,
-            min_pending_job,
-        }
+        FairShareUpdate { now, trees }
     }
 
     /// Installs a computed fair-share update: new shares, statuses and preemption targets in
     /// every tree (computed with the shares), then alerts, reservations and gangs from them.
     /// What changed since it was prepared is reconciled: operations that started since wait
     /// for the next update (as if they had started just after this one), finished ones leave
-    /// at their next, and the smallest pending job is the one at preparation; a tree whose
+    /// at their next; a tree whose
     /// configuration changed meanwhile keeps its previous shares and nothing is installed
     /// (false: prepare another; every tree's working memory comes back either way).
     /// Afterwards `update` holds what the installed one replaced (the previous arenas): the
@@ -147,7 +141,6 @@ impl Scheduler {
             }
             return false;
         }
-        self.caches.min_pending_job = update.min_pending_job;
         for u in &mut update.trees {
             let t = u.tree_index();
             self.trees[t].apply_update(u);
@@ -329,7 +322,6 @@ pub struct PreparingUpdate {
     /// Per tree: its running operations as copied, and its configuration's generation.
     operations: Vec<Vec<crate::tree::PreparedOperation>>,
     generations: Vec<u64>,
-    min_pending_job: Option<Resources>,
 }
 
 impl PreparingUpdate {
@@ -343,7 +335,6 @@ impl PreparingUpdate {
             kept: Vec::with_capacity(books.live_order.len()),
             operations: vec![Vec::new(); trees.len()],
             generations: trees.iter().map(|t| t.generation).collect(),
-            min_pending_job: None,
         }
     }
 
@@ -365,12 +356,6 @@ impl PreparingUpdate {
                         self.operations[t].push(prepared);
                     }
                 }
-                for r in op.pending_job_resources() {
-                    self.min_pending_job = Some(match self.min_pending_job {
-                        Some(min) => min.min(&r),
-                        None => r,
-                    });
-                }
             }
             self.kept.push((seq, id));
         }
@@ -385,8 +370,6 @@ impl PreparingUpdate {
 pub struct FairShareUpdate {
     now: Millis,
     trees: Vec<TreeUpdate>,
-    /// Componentwise minimum of the pending jobs of running operations when prepared.
-    min_pending_job: Option<Resources>,
 }
 
 impl std::fmt::Debug for FairShareUpdate {

@@ -175,7 +175,21 @@ impl Parts<'_> {
         node_id: &NodeId,
         response: &mut HeartbeatResponse,
     ) -> bool {
-        match &self.caches.min_pending_job {
+        #[cfg(debug_assertions)]
+        {
+            let fresh = self
+                .books
+                .unfinished_operations()
+                .filter(|op| op.state == crate::model::OperationState::Running)
+                .flat_map(|op| op.pending_job_resources())
+                .reduce(|a, b| a.min(&b));
+            assert_eq!(
+                self.books.pending_shapes.min(),
+                fresh.as_ref(),
+                "the pending jobs' minimum is out of date"
+            );
+        }
+        match self.books.pending_shapes.min() {
             Some(min) if self.books.nodes[node_id].free().dominates(min) => {}
             Some(_) => return false,
             None => return true,
@@ -303,9 +317,9 @@ impl Parts<'_> {
             // at all are not asked for), or one that started `max_started_allocations_per_
             // heartbeat` allocations.
             if self
-                .caches
-                .min_pending_job
-                .as_ref()
+                .books
+                .pending_shapes
+                .min()
                 .is_some_and(|min| !available.dominates(min))
                 || below_min_spare(&available, &node.resources, &min_spare)
                 || max_started.is_some_and(|max| started >= max)

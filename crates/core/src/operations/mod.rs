@@ -57,6 +57,19 @@ impl Parts<'_> {
             id,
             add,
         );
+        // Its pending jobs count for the heartbeat's skip while it runs.
+        let books = &mut *self.books;
+        if let Some(op) = books.operations.get(id)
+            && op.state == OperationState::Running
+        {
+            for shape in op.pending_job_resources() {
+                if add {
+                    books.pending_shapes.add(&shape);
+                } else {
+                    books.pending_shapes.remove(&shape);
+                }
+            }
+        }
     }
 
     /// Re-decides which operations are lightweight after their pools or the pools' options
