@@ -347,7 +347,7 @@ pub(crate) fn gang_hold(
         arena,
         &books.nodes[node_id],
         &books.operations[&op_id],
-        leaf,
+        &path_of(arena, leaf),
         walk,
         u32::MAX,
         &so_far,
@@ -462,15 +462,21 @@ impl HeldSoFar {
     }
 }
 
-/// What the assembling gang of `walk`'s tree (the operation at `leaf`) may newly hold on
-/// `node_id`, at most `max_jobs` jobs: its pending jobs not held yet that fit into what is
-/// free there beyond what others hold, within its path's limits (`so_far`: what it holds).
+/// The operation at `leaf` and its ancestors, up to the root.
+fn path_of(arena: &Arena, leaf: ElementIndex) -> Vec<ElementIndex> {
+    std::iter::once(leaf).chain(arena.ancestors(leaf)).collect()
+}
+
+/// What the assembling gang of `walk`'s tree (the operation whose [`path_of`] is `path`) may
+/// newly hold on `node_id`, at most `max_jobs` jobs: its pending jobs not held yet that fit
+/// into what is free there beyond what others hold, within its path's limits (`so_far`: what
+/// it holds).
 #[allow(clippy::too_many_arguments)]
 fn hold_here(
     arena: &Arena,
     node: &Node,
     op: &Operation,
-    leaf: ElementIndex,
+    path: &[ElementIndex],
     walk: &Walk,
     max_jobs: u32,
     so_far: &HeldSoFar,
@@ -496,8 +502,7 @@ fn hold_here(
     // Everything held so far counts against the path's limits.
     let mut held_total = so_far.total;
     let held_per_task = &so_far.per_task;
-    let allow_regular = arena.elements[leaf].allow_regular_on_ssd;
-    let path: Vec<ElementIndex> = std::iter::once(leaf).chain(arena.ancestors(leaf)).collect();
+    let allow_regular = arena.elements[path[0]].allow_regular_on_ssd;
     let mut new_here: BTreeMap<usize, u32> = BTreeMap::new();
     let mut left = max_jobs;
     for (task, spec) in op.spec.tasks.iter().enumerate() {
@@ -672,11 +677,12 @@ fn plan_needed(
     // holds node by node.
     let mut cursor = backfill::HeldCursor::new(books, holds, &op_id);
     let mut added: Vec<(&NodeId, BTreeMap<usize, u32>)> = Vec::new();
+    let path = path_of(arena, leaf);
     for node in nodes {
         if held >= target {
             break;
         }
-        let new_here = hold_here(arena, node, op, leaf, walk, target - held, &so_far, || {
+        let new_here = hold_here(arena, node, op, &path, walk, target - held, &so_far, || {
             HeldHere {
                 others: cursor.held_at(&node.id),
                 own: Resources::ZERO,
@@ -689,27 +695,18 @@ fn plan_needed(
         }
     }
     drop(cursor);
-    // Holds found the same as before are kept as they are (what is held did not change).
-    let a = &holds.gangs[&t];
-    let same = a.holds.len() == added.len()
-        && a.holds
-            .iter()
-            .zip(&added)
-            .all(|((n, tasks), (m, new))| n == *m && tasks == new);
-    if !same || a.backfill_until != plan.until {
-        holds.version += 1;
-    }
+    // Only the nodes whose holds changed are touched (what is held changes little from one
+    // plan to the next).
     let a = holds.gangs.get_mut(&t).expect("assembling");
+    let changed = a.replace_holds(added);
+    let until_changed = a.backfill_until != plan.until;
     a.hold_target = Some(target);
     a.backfill_until = plan.until;
     a.next_end = plan.next_end;
     a.planned = Some(key);
     a.plan_inputs = Some(inputs);
-    if !same {
-        a.release_all();
-        for (node_id, new_here) in added {
-            a.add(node_id, new_here);
-        }
+    if changed || until_changed {
+        holds.version += 1;
     }
     mark_ready(books, holds, events, now, t);
 }

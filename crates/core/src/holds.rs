@@ -311,11 +311,55 @@ impl GangAssembly {
         Some(tasks)
     }
 
-    /// It holds nothing any more.
-    pub(crate) fn release_all(&mut self) {
-        self.holds.clear();
-        self.held = 0;
-        self.per_task.clear();
+    /// It holds exactly `holds` (node -> task -> jobs, in node order, none empty) instead of
+    /// what it held: the nodes whose holds are the same are left as they are. True if
+    /// anything changed.
+    pub(crate) fn replace_holds(&mut self, holds: Vec<(&NodeId, BTreeMap<usize, u32>)>) -> bool {
+        debug_assert!(holds.windows(2).all(|w| w[0].0 < w[1].0), "in node order");
+        debug_assert!(
+            holds.iter().all(|(_, tasks)| !tasks.is_empty()),
+            "none empty"
+        );
+        let mut gone: Vec<NodeId> = Vec::new();
+        let mut new: Vec<(&NodeId, BTreeMap<usize, u32>)> = Vec::new();
+        {
+            let mut old = self.holds.iter().peekable();
+            let mut wanted = holds.into_iter().peekable();
+            loop {
+                match (old.peek(), wanted.peek()) {
+                    (None, None) => break,
+                    (Some((n, _)), None) => {
+                        gone.push((*n).clone());
+                        old.next();
+                    }
+                    (None, Some(_)) => new.extend(wanted.next()),
+                    (Some((n, tasks)), Some((m, want))) => match (*n).cmp(*m) {
+                        std::cmp::Ordering::Less => {
+                            gone.push((*n).clone());
+                            old.next();
+                        }
+                        std::cmp::Ordering::Greater => new.extend(wanted.next()),
+                        std::cmp::Ordering::Equal => {
+                            if *tasks != want {
+                                gone.push((*n).clone());
+                                new.extend(wanted.next());
+                            } else {
+                                wanted.next();
+                            }
+                            old.next();
+                        }
+                    },
+                }
+            }
+        }
+        let changed = !gone.is_empty() || !new.is_empty();
+        for node in &gone {
+            self.release_node(node);
+        }
+        for (node, tasks) in new {
+            self.add(node, tasks);
+        }
+        changed
     }
 
     /// It also holds `new_here` (task -> jobs) on `node`.
@@ -416,5 +460,51 @@ fn ends_by(now: Millis, limit: Option<u64>, until: Option<Millis>) -> bool {
     match (limit, until) {
         (Some(l), Some(u)) => now.saturating_add(l) <= u,
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Holds on up to 8 nodes, 1 or 2 tasks each.
+    fn holds() -> impl Strategy<Value = BTreeMap<u8, BTreeMap<usize, u32>>> {
+        proptest::collection::btree_map(
+            0u8..8,
+            proptest::collection::btree_map(0usize..2, 1u32..3, 1..3),
+            0..8,
+        )
+    }
+
+    fn node(n: u8) -> NodeId {
+        NodeId(format!("n{n}"))
+    }
+
+    proptest! {
+        /// Replacing the holds leaves the gang as if it had been given the new ones from
+        /// nothing (holds and their counts), and says whether anything changed.
+        #[test]
+        fn replacing_holds_is_holding_the_new_ones_from_nothing(old in holds(), new in holds()) {
+            let mut gang = GangAssembly::new(OperationId("g".into()), 0);
+            for (n, tasks) in &old {
+                gang.add(&node(*n), tasks.clone());
+            }
+            let before = gang.holds.clone();
+            let ids: Vec<(NodeId, BTreeMap<usize, u32>)> =
+                new.iter().map(|(n, tasks)| (node(*n), tasks.clone())).collect();
+            let mut wanted: Vec<(&NodeId, BTreeMap<usize, u32>)> =
+                ids.iter().map(|(n, tasks)| (n, tasks.clone())).collect();
+            wanted.sort_by(|a, b| a.0.cmp(b.0));
+            let changed = gang.replace_holds(wanted);
+            let mut fresh = GangAssembly::new(OperationId("g".into()), 0);
+            for (n, tasks) in &ids {
+                fresh.add(n, tasks.clone());
+            }
+            prop_assert_eq!(&gang.holds, &fresh.holds);
+            prop_assert_eq!(gang.held, fresh.held);
+            prop_assert_eq!(&gang.per_task, &fresh.per_task);
+            prop_assert_eq!(changed, before != fresh.holds);
+        }
     }
 }
