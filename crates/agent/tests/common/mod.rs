@@ -56,13 +56,25 @@ pub async fn start_with_options(
     work_dir: Option<std::path::PathBuf>,
     run_as_users: bool,
 ) -> Cluster {
+    start_with_server(memory, job_dir_retention, work_dir, run_as_users, |_| {}).await
+}
+
+/// [`start_with_options`], the server's configuration changed by `server`.
+pub async fn start_with_server(
+    memory: MemoryEnforcement,
+    job_dir_retention: Option<Duration>,
+    work_dir: Option<std::path::PathBuf>,
+    run_as_users: bool,
+    server: impl FnOnce(&mut fairsched_server::ServerConfig),
+) -> Cluster {
     let dir = tempfile::tempdir().unwrap();
     let work_dir = work_dir.unwrap_or_else(|| dir.path().join("agent"));
-    let config = fairsched_server::ServerConfig {
+    let mut config = fairsched_server::ServerConfig {
         listen: "127.0.0.1:0".into(),
         data_dir: dir.path().join("store"),
         ..fairsched_server::ServerConfig::default()
     };
+    server(&mut config);
     let server = fairsched_server::Server::bind(&config).await.unwrap();
     let url = format!("http://{}", server.local_addr().unwrap());
     let (stop, stopped) = watch::channel(false);
