@@ -129,13 +129,7 @@ pub(crate) fn update_reservations(
         let smallest = books
             .unfinished_operations()
             .filter(|op| op.state == OperationState::Running && op.in_tree(t).is_some())
-            .flat_map(|op| {
-                op.tasks
-                    .iter()
-                    .zip(&op.spec.tasks)
-                    .filter(|(task, _)| task.pending > 0)
-                    .map(|(_, spec)| spec.resources)
-            })
+            .flat_map(|op| op.pending_job_resources())
             .reduce(|a, b| a.min(&b));
         let Some(smallest) = smallest else {
             continue;

@@ -42,8 +42,8 @@ pub struct ExactSum {
 /// The normal-pool sums of the upstream unit tests are tiny: in the public conformance cases
 /// translated from them the largest needs 48 evaluations (4 children); a FIFO pool's generic
 /// sum (taken only when its children cannot be laid end to end, which is the same sum in
-/// linear time) is always exact. 2^16 evaluations keep every test-sized tree exact with a wide margin while the
-/// quadratic cost stays below about a millisecond per pool. With up to 8 functions the exact
+/// linear time) is always exact. 2^16 evaluations keep every test-sized tree exact with a
+/// wide margin while the quadratic cost stays below about a millisecond per pool. With up to 8 functions the exact
 /// sum costs about what the balanced one does whatever their size (measured on 200,000
 /// critical points: 27 against 21 ms for 4 functions, 43 against 49 ms for 8; for 16 it is
 /// 1.5 times slower, for 32 three times), so few functions are always summed exactly. Only
