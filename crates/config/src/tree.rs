@@ -482,7 +482,10 @@ impl Default for JobReservationConfig {
 /// when enough nodes will have room for all its jobs (no estimate, and no backfill, when
 /// that depends on an allocation without a limit). Gang jobs are not
 /// started by preemptive stages or job reservation while this is on; a gang's failed job goes
-/// back to pending and assembles alone. Events: `gang_assembled` (all held),
+/// back to pending and assembles alone. A running gang is preempted whole or not at all: its
+/// allocations are classified for preemption as one (each as its first, so nothing of it is
+/// taken while any of it is within its fair share), and when one is preempted the others are
+/// too (reason `gang_member_preempted`, with the same preemptor). Events: `gang_assembled` (all held),
 /// `gang_released` (with the reason: `started`, `timeout`, `operation_finished`,
 /// `node_unavailable`, `disabled`); the operation's `why` in snapshots.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

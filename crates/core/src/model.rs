@@ -504,6 +504,11 @@ pub enum PreemptionReason {
     /// preempted for it to give their resources back, longer than its tree's
     /// `waiting_for_resources_on_node_timeout_ms` (YTsaurus abort reason `waiting_timeout`).
     WaitingTimeout,
+    /// Another allocation of its gang operation, started whole by the tree's
+    /// `gang_placement`, was preempted: a gang runs whole or not at all, so its other jobs
+    /// are taken away with it (as YTsaurus restarts every job of a gang operation when one is
+    /// lost) and it is placed whole again.
+    GangMemberPreempted,
 }
 
 impl PreemptionReason {
@@ -522,6 +527,7 @@ impl PreemptionReason {
             PreemptionReason::NodeWithoutUserSlots => "node_without_user_slots",
             PreemptionReason::OperationAborted => "operation_aborted",
             PreemptionReason::WaitingTimeout => "waiting_timeout",
+            PreemptionReason::GangMemberPreempted => "gang_member_preempted",
         }
     }
 }

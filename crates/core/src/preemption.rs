@@ -95,8 +95,51 @@ const PREEMPTIVE_STAGES: [PreemptiveStage; 4] = [
 
 impl Parts<'_> {
     /// Takes an allocation away: interrupted (with the operation's signal and timeout) when the
-    /// operation handles interruption, aborted otherwise.
+    /// operation handles interruption, aborted otherwise. The other running allocations of a
+    /// gang operation its tree starts whole (`gang_placement`) go with it (reason
+    /// `gang_member_preempted`, same preemptor).
     pub(crate) fn preempt(
+        &mut self,
+        now: Millis,
+        id: AllocationId,
+        reason: PreemptionReason,
+        preemptor: Option<Preemptor>,
+        timeout_override: Option<u64>,
+    ) {
+        let Some(a) = self.books.allocations.get(&id) else {
+            return;
+        };
+        if a.state != AllocationState::Running {
+            return;
+        }
+        let members: Vec<AllocationId> = match self.books.operations.get(&a.operation) {
+            Some(op) if op.is_gang() && self.trees[a.tree].config().gang_placement.enable => {
+                let tree = a.tree;
+                (op.allocations.iter().copied())
+                    .filter(|m| {
+                        *m != id
+                            && self.books.allocations.get(m).is_some_and(|m| {
+                                m.tree == tree && m.state == AllocationState::Running
+                            })
+                    })
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
+        self.preempt_one(now, id, reason, preemptor.clone(), timeout_override);
+        for m in members {
+            self.preempt_one(
+                now,
+                m,
+                PreemptionReason::GangMemberPreempted,
+                preemptor.clone(),
+                timeout_override,
+            );
+        }
+    }
+
+    /// [`Parts::preempt`] of one allocation.
+    fn preempt_one(
         &mut self,
         now: Millis,
         id: AllocationId,
@@ -423,6 +466,12 @@ impl Parts<'_> {
             return;
         }
         for id in overcommit_victims(self.trees, self.books, node_id) {
+            // Each victim alone keeps the node over its resources, unless a gang member taken
+            // with an earlier one left too (then the node may fit before the list is done).
+            let node = &self.books.nodes[node_id];
+            if node.resources.dominates(&node.usage) {
+                break;
+            }
             self.preempt(now, id, PreemptionReason::ResourceOvercommit, None, None);
         }
         self.books

@@ -20,7 +20,7 @@ use fairsched_core::tree::{SchedulingStatus, StarvationStatus};
 use fairsched_core::{
     AllocationId, AllocationState, EventKind, FinishedAllocation, HeartbeatResponse, JobOutcome,
     Millis, NodeHeartbeat, NodeId, NodeSpec, OperationId, OperationSpec, OperationState,
-    PreemptionMode, Scheduler, SchedulerConfig, Stage, TaskSpec,
+    PreemptionMode, Preemptor, Scheduler, SchedulerConfig, Stage, TaskSpec,
 };
 use fairsched_resources::{PartialResources, ResourceKind, Resources};
 use serde_json::{Map, Value, json};
@@ -706,6 +706,9 @@ impl Checker {
         let mut started_here: BTreeMap<AllocationId, Stage> = BTreeMap::new();
         let mut interrupted_here: BTreeSet<AllocationId> = BTreeSet::new();
         let mut preempted_here: BTreeSet<AllocationId> = BTreeSet::new();
+        // Operations an allocation of which was preempted or interrupted in this call (for a
+        // reason other than its gang's), with the preemptor named.
+        let mut gang_preempted: BTreeMap<OperationId, Option<Preemptor>> = BTreeMap::new();
         let mut finished_here: BTreeSet<AllocationId> = BTreeSet::new();
         let mut preemptive_starts = 0u32;
         let mut open_preemptor: Option<AllocationId> = None;
@@ -978,10 +981,42 @@ impl Checker {
                     else {
                         return Err(format!("interrupt outside a heartbeat: {e:?}"));
                     };
-                    ensure!(node == *hb, "interrupt on {node} in a heartbeat of {hb}");
                     let a = self.allocs.get(allocation).ok_or_else(|| {
                         format!("interrupted allocation {allocation} is unknown or ended")
                     })?;
+                    if *reason == "gang_member_preempted" {
+                        self.check_gang_member(s, &gang_preempted, operation, preemptor)?;
+                    } else {
+                        gang_preempted.insert(operation.clone(), preemptor.clone());
+                    }
+                    // A gang member elsewhere is owed to its node's next heartbeat.
+                    if node != *hb {
+                        ensure!(
+                            *reason == "gang_member_preempted",
+                            "interrupt on {node} in a heartbeat of {hb}"
+                        );
+                        ensure!(
+                            &a.op == operation && a.state == ShadowState::Running,
+                            "{e:?} vs {a:?}"
+                        );
+                        ensure!(
+                            self.interrupted.insert(*allocation),
+                            "allocation {allocation} interrupted twice"
+                        );
+                        *self.counts.interrupted.entry(reason).or_default() += 1;
+                        self.owed_interrupts
+                            .entry(node.clone())
+                            .or_default()
+                            .insert(*allocation);
+                        self.uncount(*allocation);
+                        self.allocs.get_mut(allocation).expect("known").state =
+                            ShadowState::Interrupting {
+                                reason,
+                                deadline: now + timeout_ms,
+                                preemptor: preemptor.as_ref().map(|p| p.allocation),
+                            };
+                        continue;
+                    }
                     ensure!(&a.op == operation && &a.node == node, "{e:?} vs {a:?}");
                     ensure!(
                         a.state == ShadowState::Running,
@@ -1087,6 +1122,21 @@ impl Checker {
                             );
                             ensure!(preemptor.is_none(), "{e:?}");
                         }
+                        "gang_member_preempted" if a.state == ShadowState::Running => {
+                            // With another allocation of its gang, on any node, in any call
+                            // that preempts; owed to its node's next heartbeat.
+                            self.check_gang_member(s, &gang_preempted, operation, preemptor)?;
+                            if let Call::Heartbeat {
+                                node: hb, response, ..
+                            } = call
+                                && node == *hb
+                            {
+                                ensure!(
+                                    response.abort.contains(allocation),
+                                    "preempted {allocation} is not in the response's abort list"
+                                );
+                            }
+                        }
                         _ => {
                             let Call::Heartbeat {
                                 node: hb, response, ..
@@ -1132,8 +1182,13 @@ impl Checker {
                             }
                         }
                     }
+                    if *reason != "gang_member_preempted" {
+                        gang_preempted.insert(operation.clone(), preemptor.clone());
+                    }
                     *self.counts.preempted.entry(reason).or_default() += 1;
-                    preempted_here.insert(*allocation);
+                    if !matches!(call, Call::Heartbeat { node: hb, .. } if *hb != node) {
+                        preempted_here.insert(*allocation);
+                    }
                     self.owed_aborts
                         .entry(node.clone())
                         .or_default()
@@ -1377,6 +1432,31 @@ impl Checker {
         Ok(())
     }
 
+    /// A `gang_member_preempted` victim of `operation`: a gang operation its tree starts whole,
+    /// another allocation of which was taken earlier in this call, for the same preemptor.
+    fn check_gang_member(
+        &self,
+        s: &Scheduler,
+        gang_preempted: &BTreeMap<OperationId, Option<Preemptor>>,
+        operation: &OperationId,
+        preemptor: &Option<Preemptor>,
+    ) -> Result<(), String> {
+        let op = s
+            .operation(operation)
+            .ok_or_else(|| format!("gang member of {operation}: operation vanished"))?;
+        ensure!(
+            op.is_gang() && s.tree_config().config.gang_placement.enable,
+            "gang_member_preempted of {operation}, which is not a gang placed whole"
+        );
+        ensure!(
+            gang_preempted.get(operation) == Some(preemptor),
+            "gang_member_preempted of {operation} (preemptor {preemptor:?}) without another \
+             of its allocations taken in this call for it ({:?})",
+            gang_preempted.get(operation)
+        );
+        Ok(())
+    }
+
     /// Checks a victim just before it is taken (see [`Checker::check`]).
     #[allow(clippy::too_many_arguments)]
     fn check_victim(
@@ -1390,6 +1470,11 @@ impl Checker {
         started_here: &BTreeMap<AllocationId, Stage>,
         interrupt_timeout: Option<u64>,
     ) -> Result<(), String> {
+        // Taken with another allocation of its gang: see `check_gang_member`, which the
+        // caller ran (any interruption window: the one its gang's first victim got).
+        if reason == "gang_member_preempted" {
+            return Ok(());
+        }
         let a = &self.allocs[&victim];
         let op = s
             .operation(&a.op)

@@ -34,7 +34,7 @@ const JOB_OUTCOMES: [JobState; 3] = [JobState::Completed, JobState::Failed, JobS
 /// Starvation statuses of the core, in the order they are reported.
 const STARVATION_STATUSES: [&str; 3] = ["non_starving", "starving", "aggressively_starving"];
 /// Preemption reasons of the core (`PreemptionReason::name`); others are counted as they come.
-const PREEMPTION_REASONS: [&str; 13] = [
+const PREEMPTION_REASONS: [&str; 14] = [
     "preemption",
     "aggressive_preemption",
     "ssd_preemption",
@@ -48,6 +48,7 @@ const PREEMPTION_REASONS: [&str; 13] = [
     "node_without_user_slots",
     "operation_aborted",
     "waiting_timeout",
+    "gang_member_preempted",
 ];
 
 /// The metrics the actor updates. Cloning shares them.

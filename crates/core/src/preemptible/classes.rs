@@ -42,11 +42,17 @@ pub(crate) struct Classifier {
     pub(crate) total: Resources,
     pub(crate) fair: ResourceVector,
     pub(crate) demand: ResourceVector,
+    /// A gang operation its tree starts whole (`gang_placement`): preempting one of its
+    /// allocations takes them all, so they are classified as one, each as the first (nothing
+    /// of it is taken while any of it is within its fair share).
+    pub(crate) whole: bool,
 }
 
 impl Classifier {
-    /// The class of an allocation started after allocations using `prefix`.
+    /// The class of an allocation started after allocations using `prefix` (of a whole
+    /// gang: after none).
     pub(crate) fn status(&self, prefix: &Resources) -> PreemptionStatus {
+        let prefix = if self.whole { &Resources::ZERO } else { prefix };
         let below = |bound: &ResourceVector| {
             below_absolute_threshold(&self.threshold, prefix)
                 || strictly_dominates_on_non_blocked(

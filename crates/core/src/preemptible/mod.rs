@@ -152,6 +152,7 @@ fn classifier(tree: &PoolTree, t: usize, op: &Operation) -> Option<Classifier> {
         total: arena.total_resources,
         fair,
         demand,
+        whole: op.is_gang() && config.gang_placement.enable,
     })
 }
 
