@@ -39,13 +39,23 @@ pub fn strictly_dominates_on_non_blocked(
 
 /// Computes `scheduling_status` and `starvation_status` for every element of a tree's arena
 /// under its configuration, advancing the tree's "below fair share since" clocks (by pool
-/// name, or `operation:<id>`).
+/// name, or `operation:<id>`). Returns the first time after `now` at which an element's
+/// starvation status changes by the clock alone (it starves, or starves aggressively, if
+/// its usage and shares stay as they are): an update then would find it so.
 pub(crate) fn update_statuses(
     arena: &mut Arena,
     config: &TreeConfig,
     below_fair_share_since: &mut BTreeMap<String, Millis>,
     now: Millis,
-) {
+) -> Option<Millis> {
+    let mut next_change: Option<Millis> = None;
+    // A status compared with `now > since + timeout` changes at `since + timeout + 1`.
+    let mut changes_at = |since: Millis, timeout: u64| {
+        let at = since.saturating_add(timeout).saturating_add(1);
+        if at > now && at < Millis::MAX {
+            next_change = Some(next_change.map_or(at, |n| n.min(at)));
+        }
+    };
     let enable_pool_starvation = config.enable_pool_starvation;
     let aggressive_timeout = config.fair_share_aggressive_starvation_timeout_ms;
     let mut seen = std::collections::BTreeSet::new();
@@ -88,9 +98,17 @@ pub(crate) fn update_statuses(
             match below_fair_share_since.get(&key) {
                 None => {
                     below_fair_share_since.insert(key, now);
+                    changes_at(now, timeout);
+                    if aggressive_enabled {
+                        changes_at(now, aggressive_timeout);
+                    }
                     StarvationStatus::NonStarving
                 }
                 Some(&since) => {
+                    changes_at(since, timeout);
+                    if aggressive_enabled {
+                        changes_at(since, aggressive_timeout);
+                    }
                     // Saturating: a timeout of u64::MAX ms means never.
                     if aggressive_enabled && now > since.saturating_add(aggressive_timeout) {
                         StarvationStatus::AggressivelyStarving
@@ -108,4 +126,5 @@ pub(crate) fn update_statuses(
     }
     // Forget clocks of elements that no longer exist.
     below_fair_share_since.retain(|k, _| seen.contains(k));
+    next_change
 }

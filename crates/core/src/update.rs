@@ -38,6 +38,81 @@ impl Scheduler {
             .is_none_or(|last| now >= last.saturating_add(self.config.fair_share_update_period_ms))
     }
 
+    /// The first time after the last fair-share update at which a starvation status it
+    /// computed changes by the clock alone: an element below its fair share starves (or
+    /// starves aggressively) then if its usage and shares stay as they are. A fair-share
+    /// update at or after it would make it a preemption target; a driver that updates only
+    /// when something happens (the trace replay) updates then too. `None`: nothing is below
+    /// its fair share (or never starves).
+    pub fn next_status_change(&self) -> Option<Millis> {
+        self.trees
+            .iter()
+            .filter_map(|t| t.next_status_change_ms)
+            .min()
+    }
+
+    /// Whether, as of the last fair-share update, a heartbeat's preemptive stages may
+    /// preempt: an operation that is a preemption target still has pending jobs and may
+    /// start by preemption (gang operations placed all at once start only from what they
+    /// hold, never by preemption), or lowered limits may need enforcing. A driver that
+    /// heartbeats only the nodes where something happened (the trace replay) heartbeats
+    /// every node when this is true, as the periodic heartbeats of a real cluster would.
+    pub fn preemption_wanted(&self) -> bool {
+        self.trees.iter().enumerate().any(|(t, tree)| {
+            let gangs_start_whole = tree.config().gang_placement.enable;
+            tree.limits_maybe_violated
+                || (self.caches.preemption[t].targets.values().flatten()).any(|&i| {
+                    matches!(&tree.arena.elements[i].kind,
+                    crate::tree::ElementRef::Operation(id)
+                    if self.books.operations.get(id).is_some_and(|op| {
+                        op.state == OperationState::Running
+                            && op.pending_job_count() > 0
+                            && !(gangs_start_whole && op.is_gang())
+                    }))
+                })
+        })
+    }
+
+    /// The nodes running an allocation that its operation's classes, as of the last
+    /// fair-share update, let be preempted (preemptible or aggressively preemptible; see
+    /// [`Scheduler::classify`]): where a preemptive stage may find a victim for a starving
+    /// operation. A driver that heartbeats only some nodes (the trace replay) heartbeats these
+    /// when [`Scheduler::preemption_wanted`].
+    pub fn nodes_with_preemptible_allocations(&self) -> BTreeSet<NodeId> {
+        let mut nodes = BTreeSet::new();
+        for t in 0..self.trees.len() {
+            for op in self.books.operations.values() {
+                if op.allocations.is_empty() {
+                    continue;
+                }
+                for (id, status) in crate::preemptible::classify(&self.trees[t], &self.books, t, op)
+                {
+                    if status != crate::preemptible::PreemptionStatus::NonPreemptible
+                        && let Some(a) = self.books.allocations.get(&id)
+                    {
+                        nodes.insert(a.node.clone());
+                    }
+                }
+            }
+        }
+        nodes
+    }
+
+    /// The preemption targets of the last fair-share update: per tree (index), the operations
+    /// listed by preemption priority, in that order.
+    pub fn preemption_targets(&self) -> impl Iterator<Item = (usize, &OperationId)> {
+        self.trees.iter().enumerate().flat_map(|(t, tree)| {
+            (self.caches.preemption[t].targets.values().flatten()).filter_map(move |&i| match &tree
+                .arena
+                .elements[i]
+                .kind
+            {
+                crate::tree::ElementRef::Operation(id) => Some((t, id)),
+                _ => None,
+            })
+        })
+    }
+
     /// Fails hung operations when the check is due (`operation_hangup_check_period_ms`).
     pub fn check_hung_operations(&mut self, now: Millis) {
         let hangup_due = self.last_hangup_check.is_none_or(|last| {

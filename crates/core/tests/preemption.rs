@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use fairsched_core::{OperationId, OperationState, SchedulerConfig};
+use fairsched_core::{NodeId, OperationId, OperationState, SchedulerConfig};
 
 const TREE: &str = r#"{"pool_trees": {"default": {
     "config": {
@@ -75,6 +75,61 @@ fn guaranteed_pool_reclaims_the_cluster_by_preemption() {
             .running_job_count(),
         3
     );
+}
+
+/// What a driver that updates only when something happens (the trace replay) asks: when the
+/// next update would find something starving by the clock alone, whether preemption is
+/// wanted, and on which nodes it may find victims. `big` fills both nodes; `new` arrives in
+/// pool `b` at 600 ms, below its fair share from the update at 700 ms, starving after the 1 s
+/// timeout (the first update after 1,700 ms finds it so).
+#[test]
+fn the_core_says_when_starvation_begins_and_where_victims_run() {
+    let tree = r#"{"pool_trees": {"default": {"config": {"fair_share_starvation_timeout_ms": 1000, "preemptive_scheduling_backoff_ms": 0}, "pools": {"a": {}, "b": {}}}}}"#;
+    let mut s = scheduler(tree, config());
+    add_nodes(&mut s, 2, res(2.0, 4.0));
+    s.start_op(0, op("big", Some("a"), vec![task(4, res(1.0, 1.0), None)]))
+        .unwrap();
+    s.update_fair_share(0);
+    for n in 0..2 {
+        s.process_heartbeat(10, &NodeId(format!("node-{n}")), Default::default())
+            .unwrap();
+    }
+    s.update_fair_share(100);
+    assert_eq!(
+        s.next_status_change(),
+        None,
+        "nothing is below its fair share"
+    );
+    assert!(!s.preemption_wanted());
+    s.start_op(
+        600,
+        op("new", Some("b"), vec![task(2, res(1.0, 1.0), None)]),
+    )
+    .unwrap();
+    s.update_fair_share(700);
+    assert_eq!(s.next_status_change(), Some(1701));
+    assert!(
+        !s.preemption_wanted(),
+        "below its fair share, not starving yet"
+    );
+    s.update_fair_share(1700);
+    assert!(
+        !s.preemption_wanted(),
+        "the timeout is not over at 1,700 ms"
+    );
+    s.update_fair_share(1701);
+    assert!(s.preemption_wanted());
+    assert_eq!(
+        s.next_status_change(),
+        None,
+        "no aggressive starvation here"
+    );
+    // `big` holds 4 cpu, its fair share is 2: two of its allocations may be taken, on
+    // either node.
+    let nodes: Vec<String> = (s.nodes_with_preemptible_allocations().into_iter())
+        .map(|n| n.0)
+        .collect();
+    assert_eq!(nodes, ["node-0", "node-1"]);
 }
 
 /// Without starvation nothing is preempted: a pool above its fair share keeps its jobs while

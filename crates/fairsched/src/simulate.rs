@@ -29,7 +29,9 @@ pub struct SimulateArgs {
     /// exists, else to their user's ephemeral pool). `+reservation` after fairsched's own
     /// (`fair-share+reservation`): the gang gathering resources for a rigid job keeps them until
     /// it starts and holds only what it needs by the running jobs' requested times, as EASY's
-    /// queue head.
+    /// queue head. `+nopreemption` after fairsched's own (`fair-share+nopreemption`): nothing
+    /// starves, so nothing is preempted (by default starving pools take back their fair
+    /// share; a rigid job preempted loses all its allocations and starts again whole).
     #[arg(long, value_name = "POLICY", default_value = "fair-share")]
     policy: String,
     /// Directory for summary.json, jobs.csv and the plots utilization.svg, queue.svg and
@@ -193,15 +195,46 @@ fn trace_file(args: &ReplayArgs) -> Result<&std::path::Path, Failure> {
         .ok_or_else(|| bad("--trace FILE is required: the trace to replay".to_string()))
 }
 
-/// `text` as a policy: a built-in one or an existing pool tree file, with `+reservation` after
-/// it for a reservation for the gathering gang (true); `rigid`: the job model asked for (the
-/// baselines have no malleable model, a reservation is for rigid jobs).
-fn policy(text: &str, rigid: bool) -> Result<(Policy, bool), Failure> {
-    let (name, reservation) = match text.strip_suffix("+reservation") {
-        Some(name) => (name, true),
-        None => (text, false),
-    };
+/// What `--policy` asked for: the policy, a reservation for the gathering gang, preemption.
+struct PolicyChoice {
+    policy: Policy,
+    reservation: bool,
+    preemption: bool,
+}
+
+impl PolicyChoice {
+    fn apply(self, options: &ReplayOptions) -> ReplayOptions {
+        ReplayOptions {
+            policy: self.policy,
+            reservation: self.reservation,
+            preemption: self.preemption,
+            ..options.clone()
+        }
+    }
+}
+
+/// `text` as a policy: a built-in one or an existing pool tree file, with `+reservation`
+/// after it for a reservation for the gathering gang and `+nopreemption` for no preemption
+/// (in either order); `rigid`: the job model asked for (the baselines have no malleable
+/// model, a reservation is for rigid jobs).
+fn policy(text: &str, rigid: bool) -> Result<PolicyChoice, Failure> {
+    let (mut name, mut reservation, mut preemption) = (text, false, true);
+    loop {
+        if let Some(rest) = name.strip_suffix("+reservation") {
+            (name, reservation) = (rest, true);
+        } else if let Some(rest) = name.strip_suffix("+nopreemption") {
+            (name, preemption) = (rest, false);
+        } else {
+            break;
+        }
+    }
     let policy = Policy::parse(name);
+    if !preemption && policy.is_baseline() {
+        return Err(bad(format!(
+            "--policy {text}: {name} never preempts (+nopreemption is for fair-share, drf, \
+             fifo and pool tree files)"
+        )));
+    }
     if reservation && policy.is_baseline() {
         return Err(bad(format!(
             "--policy {text}: {name} already reserves for its queue head (+reservation is for \
@@ -236,7 +269,11 @@ fn policy(text: &str, rigid: bool) -> Result<(Policy, bool), Failure> {
              --job-model malleable)"
         )));
     }
-    Ok((policy, reservation))
+    Ok(PolicyChoice {
+        policy,
+        reservation,
+        preemption,
+    })
 }
 
 fn check_out(out: &std::path::Path) -> Result<(), Failure> {
@@ -364,8 +401,8 @@ fn write_outputs(
 
 fn run(args: &SimulateArgs) -> Result<(), Failure> {
     let started = Instant::now();
-    let (trace, mut options, name) = load(&args.replay)?;
-    (options.policy, options.reservation) = policy(&args.policy, options.rigid)?;
+    let (trace, options, name) = load(&args.replay)?;
+    let options = policy(&args.policy, options.rigid)?.apply(&options);
     check_out(&args.out)?;
     let (report, jobs) = replay_with_progress(&trace, &options, "", &args.out)?;
     let (summary, plotted) = write_outputs(
@@ -422,7 +459,7 @@ fn run_compare(args: &CompareArgs) -> Result<(), Failure> {
     let started = Instant::now();
     let (trace, options, name) = load(&args.replay)?;
     // Every policy is checked before any is replayed.
-    let policies: Vec<(String, (Policy, bool))> = args
+    let policies: Vec<(String, PolicyChoice)> = args
         .policy
         .iter()
         .map(|p| p.trim())
@@ -435,12 +472,8 @@ fn run_compare(args: &CompareArgs) -> Result<(), Failure> {
     check_out(&args.out)?;
     let mut rows = Vec::new();
     let mut plots = Vec::new();
-    for (i, (text, (policy, reservation))) in policies.into_iter().enumerate() {
-        let options = ReplayOptions {
-            policy,
-            reservation,
-            ..options.clone()
-        };
+    for (i, (text, choice)) in policies.into_iter().enumerate() {
+        let options = choice.apply(&options);
         let label = format!("[{}/{}] {text} ", i + 1, args.policy.len());
         let dir = args.out.join(policy_dir(i, &text));
         let (report, jobs) = replay_with_progress(&trace, &options, &label, &dir)?;

@@ -45,6 +45,8 @@ fn simulate_writes_summary_jobs_and_plots() {
         "easy",
         "conservative",
         "fair-share+reservation",
+        "fair-share+nopreemption",
+        "drf+reservation+nopreemption",
     ] {
         let output = simulate(&[
             "--trace",
@@ -124,7 +126,7 @@ fn simulate_refuses_bad_input_and_writes_nothing() {
     let out = dir.path().join("out");
     let missing = dir.path().join("missing.swf");
     let good = good.to_str().unwrap();
-    let cases: [(Vec<&str>, &str); 13] = [
+    let cases: [(Vec<&str>, &str); 14] = [
         (
             vec!["--trace", bad.to_str().unwrap()],
             "bad.swf:5: field run time",
@@ -156,6 +158,10 @@ fn simulate_refuses_bad_input_and_writes_nothing() {
         (
             vec!["--trace", good, "--policy", "easy+reservation"],
             "easy already reserves",
+        ),
+        (
+            vec!["--trace", good, "--policy", "conservative+nopreemption"],
+            "conservative never preempts",
         ),
         (
             vec![

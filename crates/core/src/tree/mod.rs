@@ -252,6 +252,9 @@ pub struct PoolTree {
     pub node_filter: fairsched_config::TagFilter,
     /// Set when limits were lowered (usage may exceed them until preemption trims it).
     pub(crate) limits_maybe_violated: bool,
+    /// When a starvation status of the last update changes next by the clock alone (see
+    /// [`crate::Scheduler::next_status_change`]).
+    pub(crate) next_status_change_ms: Option<Millis>,
     /// Fair-share alerts (code, message; e.g. 29000) raised by the last update, logged when
     /// they appear.
     pub(crate) active_alerts: Vec<(u32, String)>,
@@ -286,6 +289,7 @@ impl PoolTree {
             last_update_ms: None,
             node_filter,
             limits_maybe_violated: false,
+            next_status_change_ms: None,
             active_alerts: Vec::new(),
             workspace: fairsched_hdrf::Workspace::default(),
             generation: 0,

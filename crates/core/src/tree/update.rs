@@ -106,6 +106,8 @@ pub struct TreeUpdate {
     below_since_after: Option<BTreeMap<String, Millis>>,
     /// Operations by preemption priority under the computed statuses.
     targets: BTreeMap<PreemptionPriority, Vec<ElementIndex>>,
+    /// When a computed starvation status changes next by the clock alone.
+    next_status_change: Option<Millis>,
 }
 
 /// What a pool's subtree inherits from its configuration (see `inherit_settings`).
@@ -155,7 +157,8 @@ impl TreeUpdate {
         let mut arena = self.build_arena(output);
         let mut below_since = self.below_since.clone();
         let config = self.validated.config();
-        crate::status::update_statuses(&mut arena, config, &mut below_since, self.now);
+        self.next_status_change =
+            crate::status::update_statuses(&mut arena, config, &mut below_since, self.now);
         self.targets = crate::preemptible::preemption_targets(&arena, config, |i| {
             self.settings[i].as_ref().is_some_and(|op| op.ssd_task)
         });
@@ -226,6 +229,7 @@ impl PoolTree {
             below_since: std::mem::take(&mut self.below_fair_share_since),
             below_since_after: None,
             targets: BTreeMap::new(),
+            next_status_change: None,
         }
     }
 
@@ -256,6 +260,7 @@ impl PoolTree {
             .take()
             .expect("apply a computed update");
         self.last_update_ms = Some(update.now);
+        self.next_status_change_ms = update.next_status_change;
         for (name, state) in std::mem::take(&mut update.integral) {
             self.integral_states.insert(name, state);
         }

@@ -8,20 +8,24 @@
 //! **Model.** Every trace job is one operation of the core, submitted at its trace submission
 //! time, in the pool its policy names. A job needs `width` units at once (SWF processors; one
 //! pod); units are packed into allocations of at most one node's worth (the largest node),
-//! so a 96-processor job on 32-processor nodes is three allocations of 32 cpu. Allocations
-//! start independently as room appears and each runs the job's trace run time from its own
-//! start; the job has started at its first allocation's start and finishes when the core
-//! reports the operation completed (its last allocation finished). A preempted allocation
-//! loses its work and runs again from the start (the replay's operations set no interruption
-//! signal, so the core aborts what it preempts). Each allocation also takes one user slot.
+//! so a 96-processor job on 32-processor nodes is three allocations of 32 cpu. Malleable jobs'
+//! allocations start independently as room appears (rigid ones: all at once, a gang) and each
+//! runs the job's trace run time from its own start; the job has started at its first
+//! allocation's start and finishes when the core reports the operation completed (its last
+//! allocation finished). A preempted allocation loses its work and runs again from the start
+//! (the replay's operations set no interruption signal, so the core aborts what it preempts);
+//! a rigid job is preempted whole or not at all (the core's gang rule). Each allocation also
+//! takes one user slot.
 //!
 //! **Time.** The loop visits only the instants at which something happens: a submission, an
-//! allocation's end, or the next fair-share update when operations submitted since the last
+//! allocation's end, the next fair-share update when operations submitted since the last
 //! one wait for it (the core schedules an operation only after an update included it, as
-//! YTsaurus does). At each instant: submissions, then the core's tick (a fair-share update
-//! at most every `fair_share_update_period_ms` of virtual time, skipped while no allocation is
-//! pending, since fair shares then decide nothing, and between new submissions run only every
-//! [`QUIET_REFRESH_PERIODS`] periods), then heartbeats of the nodes whose
+//! YTsaurus does), or the update at which something waiting starves
+//! ([`Scheduler::next_status_change`]). At each instant: submissions, then the core's tick (a
+//! fair-share update at most every `fair_share_update_period_ms` of virtual time, skipped
+//! while no allocation is pending, since fair shares then decide nothing, and between new
+//! submissions and starvation run only every [`QUIET_REFRESH_PERIODS`] periods), then
+//! heartbeats of the nodes whose
 //! allocations ended (reporting them; one that holds nothing and whose room is within that of
 //! an earlier reporting node of its group that changed nothing, with nothing started since,
 //! is skipped: its heartbeat would change nothing either, which debug builds check), then,
@@ -29,10 +33,11 @@
 //! in node order, skipping a node whose room is within that of a node of its group that
 //! started nothing at this instant (a node gangs hold jobs on: of one the same gangs hold
 //! the same jobs on, whose heartbeat changed nothing, with nothing started since; debug builds
-//! check it). Nodes that are full and have nothing to report do not
-//! heartbeat, so
-//! preemption happens on the nodes that heartbeat (there is always one wherever an
-//! allocation ends). Deterministic: the same trace, nodes and options give the same result.
+//! check it). Nodes that are full and have nothing to report do not heartbeat, except after
+//! an update that wants preemption ([`Scheduler::preemption_wanted`]): then the nodes running
+//! something that may be preempted heartbeat too, as a real cluster's periodic heartbeats
+//! would let them ([`Replay::preemption_round`]). Deterministic: the same trace, nodes and
+//! options give the same result.
 
 pub mod compare;
 pub mod output;
@@ -67,17 +72,23 @@ pub struct ReplayOptions {
     /// With rigid jobs, the gathering gang holds what it needs until it starts, as EASY's
     /// queue head (see [`PolicyTree::new`]); not for the baselines, which always do.
     pub reservation: bool,
+    /// Starving pools and operations preempt (the default); without, nothing starves (see
+    /// [`PolicyTree::new`]). The baselines never preempt either way.
+    pub preemption: bool,
 }
 
 impl ReplayOptions {
-    /// The policy's name in outputs: `+reservation` after it with [`Self::reservation`].
+    /// The policy's name in outputs: `+reservation` after it with [`Self::reservation`],
+    /// then `+nopreemption` without [`Self::preemption`].
     pub fn policy_name(&self) -> String {
-        let name = self.policy.name();
+        let mut name = self.policy.name();
         if self.reservation {
-            format!("{name}+reservation")
-        } else {
-            name
+            name.push_str("+reservation");
         }
+        if !self.preemption {
+            name.push_str("+nopreemption");
+        }
+        name
     }
 }
 
@@ -90,6 +101,7 @@ impl Default for ReplayOptions {
             limit: None,
             rigid: true,
             reservation: false,
+            preemption: true,
         }
     }
 }
@@ -286,7 +298,13 @@ pub fn replay_observed(
             options.policy.name()
         ));
     }
-    let tree = PolicyTree::new(&options.policy, &groups, options.rigid, options.reservation)?;
+    let tree = PolicyTree::new(
+        &options.policy,
+        &groups,
+        options.rigid,
+        options.reservation,
+        options.preemption,
+    )?;
     let config = SchedulerConfig {
         fair_share_update_period_ms: update_period(options),
         // A trace's jobs may wait for days; none is failed as hung.
@@ -365,6 +383,18 @@ struct Replay<'t> {
     node_groups: Vec<MachineGroup>,
     /// [`ReplayOptions::rigid`].
     rigid: bool,
+    /// Allocations that ended (reported by their nodes).
+    finished_allocations: u64,
+    /// The state after the last preemption round if it changed nothing (see
+    /// [`Replay::preemption_round`]).
+    fruitless_round: Option<RoundState>,
+}
+
+/// See [`Replay::round_state`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct RoundState {
+    counts: [u64; 4],
+    targets: Vec<(usize, OperationId)>,
 }
 
 impl<'t> Replay<'t> {
@@ -459,6 +489,8 @@ impl<'t> Replay<'t> {
             end_ms: 0,
             node_groups: groups.to_vec(),
             rigid: options.rigid || tree_rigid,
+            finished_allocations: 0,
+            fruitless_round: None,
         })
     }
 
@@ -474,7 +506,8 @@ impl<'t> Replay<'t> {
                     .map_or(0, |l| l + self.period)
                     .max(self.end_ms)
             });
-            let Some(t) = [next_submit, next_end, next_update]
+            let next_status = self.next_status_update();
+            let Some(t) = [next_submit, next_end, next_update, next_status]
                 .into_iter()
                 .flatten()
                 .min()
@@ -515,6 +548,7 @@ impl<'t> Replay<'t> {
             // it schedules), then heartbeat.
             let reports = self.cluster.end_jobs_due(t);
             let reporting: Vec<usize> = reports.keys().copied().collect();
+            self.finished_allocations += reports.values().map(|f| f.len() as u64).sum::<u64>();
             for (n, finished) in reports {
                 self.cluster
                     .report_finished(t, n, finished)
@@ -529,9 +563,14 @@ impl<'t> Replay<'t> {
             // it has, what it held back may start others (and the gang after it plans), and a
             // node visited before a start may now be offered to other jobs (a holder needs
             // less of it): the nodes with room heartbeat again until a round starts nothing.
+            // After an update that wants preemption, the nodes not visited yet heartbeat too.
+            let mut preemption_round = self.last_update_ms == Some(t);
             loop {
                 self.heartbeat_nodes_with_room(t, &mut visited)?;
                 self.start_gathered_gang(t)?;
+                if std::mem::take(&mut preemption_round) {
+                    self.preemption_round(t, &mut visited)?;
+                }
                 if self.stats.placements == placements || self.pending_allocations == 0 {
                     break;
                 }
@@ -740,6 +779,68 @@ impl<'t> Replay<'t> {
         }
     }
 
+    /// When the fair-share update that finds an element starving (by the clock alone since
+    /// the last one) is due, while jobs wait: at the first update instant not before it. Not
+    /// under the baselines: every job is a gang there, which never starts by preemption.
+    fn next_status_update(&self) -> Option<Millis> {
+        if self.pending_allocations == 0 || self.tree.jobs.always_rigid {
+            return None;
+        }
+        let at = self.cluster.core().next_status_change()?;
+        Some(
+            at.max(
+                self.last_update_ms
+                    .map_or(0, |l| l.saturating_add(self.period)),
+            )
+            .max(self.end_ms),
+        )
+    }
+
+    /// After a fair-share update at `t` that wants preemption (a preemption target with jobs
+    /// that may start by preemption, see [`Scheduler::preemption_wanted`]), the nodes not
+    /// `visited` at this instant that run an allocation its operation's classes let be
+    /// preempted heartbeat, in node order, as the periodic heartbeats of a real cluster
+    /// would (full nodes too: the others cannot preempt). A round that changed nothing is not
+    /// repeated until something started, ended or was submitted since, or the targets
+    /// changed.
+    fn preemption_round(&mut self, t: Millis, visited: &mut BTreeSet<usize>) -> Result<(), String> {
+        if !self.cluster.core().preemption_wanted() {
+            return Ok(());
+        }
+        let state = self.round_state();
+        if self.fruitless_round.as_ref() == Some(&state) {
+            return Ok(());
+        }
+        let nodes: BTreeSet<usize> = (self.cluster.core().nodes_with_preemptible_allocations())
+            .iter()
+            .filter_map(|id| self.cluster.node_number(id))
+            .collect();
+        for n in nodes {
+            if visited.insert(n) {
+                self.heartbeat(t, n, Vec::new())?;
+            }
+        }
+        let after = self.round_state();
+        self.fruitless_round = (after == state).then_some(after);
+        Ok(())
+    }
+
+    /// What a fruitless preemption round is compared with: placements, preemptions,
+    /// allocations ended and jobs submitted so far, and the preemption targets.
+    fn round_state(&self) -> RoundState {
+        RoundState {
+            counts: [
+                self.stats.placements,
+                self.stats.preemptions,
+                self.finished_allocations,
+                self.submitted_jobs,
+            ],
+            targets: (self.cluster.core().preemption_targets())
+                .map(|(t, id)| (t, id.clone()))
+                .collect(),
+        }
+    }
+
     /// Nothing is scheduled to happen but jobs wait: one more fair-share update and a
     /// heartbeat of every node, a period later. True if that started something (the loop
     /// goes on), false if nothing can change any more.
@@ -778,7 +879,8 @@ impl<'t> Replay<'t> {
         };
         let due = since(1);
         let stale = since(QUIET_REFRESH_PERIODS);
-        if (self.waiting_for_update && due) || stale {
+        let status_changes = self.next_status_update().is_some_and(|at| at <= t);
+        if ((self.waiting_for_update || status_changes) && due) || stale {
             // The replay decides when the core updates (the core's own period check in
             // `tick` would agree, but the replay must not wait for a wake-up the core
             // declines).

@@ -19,14 +19,16 @@ const NO_LIMIT: u32 = 10_000_000;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Policy {
     /// Hierarchical fair share: one pool per trace group (present while the group has jobs),
-    /// and under it an ephemeral pool per user (`create_ephemeral_subpools`); equal weights; preemption as the scheduler's
-    /// defaults (starving pools reclaim their fair share).
+    /// and under it an ephemeral pool per user (`create_ephemeral_subpools`); equal weights;
+    /// preemption as the scheduler's defaults (starving pools and operations reclaim their fair
+    /// share from what others hold beyond theirs; a rigid job only whole).
     FairShare,
     /// Flat fair share over users (DRF across the resources): an ephemeral pool per user under
     /// the root.
     Drf,
     /// One FIFO pool: jobs run in submission order, a job that does not fit waits and holds
-    /// back nothing (later jobs that fit start).
+    /// back nothing (later jobs that fit start). With preemption (the default), a waiting job
+    /// that starves takes room from jobs after it, whose fair share is nothing.
     Fifo,
     /// First come, first served, strictly: one FIFO pool of rigid jobs whose head holds what
     /// is free until it starts; no job passes it (the jobs' requested times are not given to
@@ -88,6 +90,19 @@ impl Policy {
             Policy::Conservative => "conservative".to_string(),
             Policy::File(path) => path.display().to_string(),
         }
+    }
+}
+
+/// A starvation timeout never reached (the core saturates: `u64::MAX` ms means never).
+const NEVER_STARVING: u64 = u64::MAX;
+
+/// Drops the pools' own starvation timeouts (they inherit the tree's).
+fn clear_starvation_timeouts(
+    pools: &mut std::collections::BTreeMap<String, fairsched_config::PoolNode>,
+) {
+    for node in pools.values_mut() {
+        node.fair_share_starvation_timeout_ms = None;
+        clear_starvation_timeouts(&mut node.pools);
     }
 }
 
@@ -157,18 +172,21 @@ impl PolicyTree {
     /// keep its `assembly_timeout_ms`). `reservation`: the gathering gang is never given up
     /// and holds only what it needs by the running jobs' time limits
     /// (`gang_placement.hold = "needed"`), as EASY's queue head: a reservation for the gang
-    /// first in the policy's order.
+    /// first in the policy's order. Without `preemption` nothing ever starves (the tree's
+    /// starvation timeouts are never reached, and a file's pools lose theirs), so nothing is
+    /// preempted for starvation.
     pub fn new(
         policy: &Policy,
         groups: &[String],
         rigid: bool,
         reservation: bool,
+        preemption: bool,
     ) -> Result<PolicyTree, String> {
         let unlimited_pool = serde_json::json!({
             "max_operation_count": NO_LIMIT,
             "max_running_operation_count": NO_LIMIT,
         });
-        let config = serde_json::json!({
+        let mut config = serde_json::json!({
             "max_operation_count": NO_LIMIT,
             "max_running_operation_count": NO_LIMIT,
             "max_operation_count_per_pool": NO_LIMIT,
@@ -188,6 +206,10 @@ impl PolicyTree {
                 })
             },
         });
+        if !preemption {
+            config["fair_share_starvation_timeout_ms"] = NEVER_STARVING.into();
+            config["fair_share_aggressive_starvation_timeout_ms"] = NEVER_STARVING.into();
+        }
         let (tree, group_pools, fifo): (serde_json::Value, Option<BTreeSet<String>>, bool) =
             match policy {
                 Policy::FairShare => {
@@ -234,6 +256,11 @@ impl PolicyTree {
                         .map_err(|e| format!("--policy {}: {e}", path.display()))?;
                     if rigid {
                         tree.config.gang_placement.enable = true;
+                    }
+                    if !preemption {
+                        tree.config.fair_share_starvation_timeout_ms = NEVER_STARVING;
+                        tree.config.fair_share_aggressive_starvation_timeout_ms = NEVER_STARVING;
+                        clear_starvation_timeouts(&mut tree.pools);
                     }
                     if reservation {
                         tree.config.gang_placement.assembly_timeout_ms =
