@@ -247,6 +247,106 @@ strong_guarantee_resources = { cpu = 2 }
     c.stop();
 }
 
+/// A gang (`op run --gang`) in a tree with `gang_placement` is preempted whole: the
+/// guaranteed pool's operation needs both nodes the gang fills (so the gang's fair share is
+/// nothing; were it any, the gang would keep running: nothing of a gang is taken while any
+/// of it is within its fair share), and both of the gang's jobs are killed for its first job
+/// (one for it, the other with it: `gang_member_preempted`); once the guaranteed operation is
+/// done, the gang starts again, whole, and completes.
+#[test]
+fn a_gang_is_preempted_whole_and_runs_again_whole() {
+    let c = Cluster::start(
+        r#"
+[scheduler]
+fair_share_update_period_ms = 100
+
+[pool_trees]
+default_tree = "default"
+
+[pool_trees.pool_trees.default.config]
+fair_share_starvation_timeout_ms = 500
+preemptive_scheduling_backoff_ms = 0
+min_spare_allocation_resources_on_node = {}
+gang_placement = { enable = true }
+
+[pool_trees.pool_trees.default.pools.guaranteed]
+strong_guarantee_resources = { cpu = 2 }
+
+[pool_trees.pool_trees.default.pools.batch]
+"#,
+        &[
+            ("n1", "cpu=1,memory=1GiB,user_slots=8"),
+            ("n2", "cpu=1,memory=1GiB,user_slots=8"),
+        ],
+    );
+    // The gang's jobs run until the test lets them end.
+    let go = c.dir.path().join("go");
+    let gang_script = format!(
+        "echo $$ > pid; while [ ! -e {} ]; do sleep 0.1; done; echo gang-done",
+        go.display()
+    );
+    let args = [
+        "--pool", "batch", "--jobs", "2", "--cpu", "1", "--memory", "64MiB", "--gang",
+    ];
+    c.submit("G", &args, &gang_script);
+    wait_for("the gang's 2 jobs to run", LONG, || {
+        c.job_pids("G").len() == 2
+    });
+    let first_pids = c.job_pids("G");
+
+    let args = [
+        "--pool",
+        "guaranteed",
+        "--jobs",
+        "2",
+        "--cpu",
+        "1",
+        "--memory",
+        "64MiB",
+    ];
+    c.submit("B", &args, "sleep 1; echo b-ran");
+    wait_for("B to complete", LONG, || c.op("B")["state"] == "completed");
+    wait_for(
+        "the gang's first jobs' processes to be killed",
+        LONG,
+        || first_pids.iter().all(|(_, pid)| process_gone(pid)),
+    );
+    let events = c.events("G");
+    let preempted = of(&events, "allocation_preempted");
+    let mut reasons: Vec<&str> = preempted
+        .iter()
+        .map(|e| e["reason"].as_str().unwrap())
+        .collect();
+    reasons.sort();
+    assert_eq!(
+        reasons,
+        ["gang_member_preempted", "preemption"],
+        "{events:?}"
+    );
+    for e in &preempted {
+        assert_eq!(e["preemptor"]["operation"], "B", "{e}");
+    }
+    let first_jobs: Vec<String> = first_pids.iter().map(|(j, _)| j.clone()).collect();
+    assert_eq!(job_ids(&preempted), first_jobs, "{events:?}");
+
+    // Then the gang runs again, both jobs at once, and completes.
+    wait_for("the gang to run again", LONG, || {
+        c.op("G")["job_counts"]["running"] == 2
+    });
+    std::fs::write(&go, "").unwrap();
+    wait_for("the gang to complete", LONG, || {
+        c.op("G")["state"] == "completed"
+    });
+    let events = c.events("G");
+    let started = of(&events, "allocation_started");
+    assert_eq!(started.len(), 4, "{events:?}");
+    let finished = of(&events, "allocation_finished");
+    assert_eq!(finished.len(), 2, "{events:?}");
+    assert!(finished.iter().all(|e| e["exit_code"] == 0), "{events:?}");
+    let text = c.cli(&["op", "show", "G"]);
+    assert!(text.contains("gang_member_preempted 1"), "{text}");
+}
+
 #[test]
 fn graceful_operation_above_its_fair_share_is_interrupted() {
     let c = Cluster::start(

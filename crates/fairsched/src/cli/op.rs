@@ -71,6 +71,11 @@ pub struct RunArgs {
     /// `time limit exceeded`).
     #[arg(long, value_parser = parse_duration_ms)]
     time_limit: Option<u64>,
+    /// All or nothing: the jobs are one gang (an MPI-style job). In a pool tree with
+    /// `gang_placement` they start together, only once all fit, and are preempted together;
+    /// the fair share treats the operation as a gang in any tree.
+    #[arg(long)]
+    gang: bool,
     /// Wait until the operation ends, printing its state; exit status 0 if it completed, 1
     /// if it failed or was aborted (as `op wait`).
     #[arg(long)]
@@ -176,6 +181,7 @@ pub async fn run(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
                 interruption_timeout,
                 resource_limits,
                 time_limit,
+                gang,
                 wait,
                 wait_for_nodes,
                 command,
@@ -216,6 +222,7 @@ pub async fn run(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
                     time_limit_ms: time_limit,
                     command,
                     env,
+                    gang,
                     ..TaskSubmit::default()
                 }],
                 ..SubmitOperation::default()
