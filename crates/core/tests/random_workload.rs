@@ -989,34 +989,6 @@ impl Checker {
                     } else {
                         gang_preempted.insert(operation.clone(), preemptor.clone());
                     }
-                    // A gang member elsewhere is owed to its node's next heartbeat.
-                    if node != *hb {
-                        ensure!(
-                            *reason == "gang_member_preempted",
-                            "interrupt on {node} in a heartbeat of {hb}"
-                        );
-                        ensure!(
-                            &a.op == operation && a.state == ShadowState::Running,
-                            "{e:?} vs {a:?}"
-                        );
-                        ensure!(
-                            self.interrupted.insert(*allocation),
-                            "allocation {allocation} interrupted twice"
-                        );
-                        *self.counts.interrupted.entry(reason).or_default() += 1;
-                        self.owed_interrupts
-                            .entry(node.clone())
-                            .or_default()
-                            .insert(*allocation);
-                        self.uncount(*allocation);
-                        self.allocs.get_mut(allocation).expect("known").state =
-                            ShadowState::Interrupting {
-                                reason,
-                                deadline: now + timeout_ms,
-                                preemptor: preemptor.as_ref().map(|p| p.allocation),
-                            };
-                        continue;
-                    }
                     ensure!(&a.op == operation && &a.node == node, "{e:?} vs {a:?}");
                     ensure!(
                         a.state == ShadowState::Running,
@@ -1026,31 +998,41 @@ impl Checker {
                         self.interrupted.insert(*allocation),
                         "allocation {allocation} interrupted twice"
                     );
-                    let op = s.operation(operation).ok_or("operation vanished")?;
-                    let order = response
-                        .interrupt
-                        .iter()
-                        .find(|o| o.allocation == *allocation)
-                        .ok_or_else(|| format!("interrupt of {allocation} missing in response"))?;
-                    ensure!(
-                        order.timeout_ms == *timeout_ms
-                            && order.reason.name() == *reason
-                            && order.signal == op.spec.interruption_signal,
-                        "interrupt order {order:?} vs event {e:?} / signal {:?}",
-                        op.spec.interruption_signal
-                    );
-                    self.check_victim(
-                        s,
-                        now,
-                        node,
-                        *allocation,
-                        reason,
-                        preemptor.as_ref().map(|p| (p.allocation, &p.operation)),
-                        &started_here,
-                        Some(*timeout_ms),
-                    )?;
+                    if node == *hb {
+                        let op = s.operation(operation).ok_or("operation vanished")?;
+                        let order = response
+                            .interrupt
+                            .iter()
+                            .find(|o| o.allocation == *allocation)
+                            .ok_or_else(|| {
+                                format!("interrupt of {allocation} missing in response")
+                            })?;
+                        ensure!(
+                            order.timeout_ms == *timeout_ms
+                                && order.reason.name() == *reason
+                                && order.signal == op.spec.interruption_signal,
+                            "interrupt order {order:?} vs event {e:?} / signal {:?}",
+                            op.spec.interruption_signal
+                        );
+                        self.check_victim(
+                            s,
+                            now,
+                            node,
+                            *allocation,
+                            reason,
+                            preemptor.as_ref().map(|p| (p.allocation, &p.operation)),
+                            &started_here,
+                            Some(*timeout_ms),
+                        )?;
+                        interrupted_here.insert(*allocation);
+                    } else {
+                        // A gang member elsewhere, owed to its node's next heartbeat.
+                        ensure!(
+                            *reason == "gang_member_preempted",
+                            "interrupt on {node} in a heartbeat of {hb}"
+                        );
+                    }
                     *self.counts.interrupted.entry(reason).or_default() += 1;
-                    interrupted_here.insert(*allocation);
                     self.owed_interrupts
                         .entry(node.clone())
                         .or_default()
