@@ -529,7 +529,9 @@ pub enum GangHold {
     /// whenever allocations end or time passes. Room is counted in jobs of the gang's largest
     /// pending job shape (exact when its jobs have one shape; otherwise it may wait for more
     /// than it needs). Without a time limit on an allocation in its way it holds everything
-    /// free, as `all_free` (strict order: nothing passes it).
+    /// free, as `all_free` (strict order: nothing passes it). Preemption for a starving
+    /// operation keeps to the plan too: what the victims would free counts as held, so only a
+    /// job that ends by the gang's expected start may take it.
     Needed,
     /// As `needed` for the assembling gang, and every other waiting gang has a planned start
     /// too (conservative backfilling): in start order, each gang is planned at the earliest

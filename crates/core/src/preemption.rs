@@ -375,15 +375,17 @@ impl Parts<'_> {
                 .fold(Resources::ZERO, |acc, (id, _)| {
                     acc.add(&self.books.allocations[id].resources)
                 });
+            let mut held = crate::backfill::held_from_leaf(
+                self.books,
+                self.holds,
+                &self.trees[t].arena,
+                node_id,
+                leaf,
+            );
+            self.hold_for_plan(t, leaf, &discount, &mut held);
             let offer = crate::holds::Offer {
                 available: self.books.nodes[node_id].free().add(&discount),
-                held: crate::backfill::held_from_leaf(
-                    self.books,
-                    self.holds,
-                    &self.trees[t].arena,
-                    node_id,
-                    leaf,
-                ),
+                held,
             };
             if let Some(order) = self.try_start(now, node_id, leaf, &mut walk, stage, offer) {
                 return Some(order);
@@ -391,6 +393,39 @@ impl Parts<'_> {
             walk.deactivate(&self.trees[t].arena, leaf);
         }
         None
+    }
+
+    /// In a tree whose assembling gang plans its start (a reservation: `gang_placement.hold`
+    /// `needed` or `planned`), what preemption would free (`discount`) is counted as held for
+    /// that gang: its plan expects the victims' room when they end, so a preemptor of another
+    /// operation (at `leaf`) may use it only if its job ends before the gang needs it, as any
+    /// backfill. Preemption then never delays the reservation.
+    fn hold_for_plan(
+        &self,
+        t: usize,
+        leaf: ElementIndex,
+        discount: &Resources,
+        held: &mut Option<crate::holds::Held>,
+    ) {
+        let Some(a) = self.holds.gangs.get(&t) else {
+            return;
+        };
+        let preemptor_is_gang = matches!(&self.trees[t].arena.elements[leaf].kind,
+            crate::tree::ElementRef::Operation(id) if *id == a.operation);
+        if preemptor_is_gang
+            || *discount == Resources::ZERO
+            || !self.trees[t].config().gang_placement.hold.plans_head()
+        {
+            return;
+        }
+        let h = held.get_or_insert_with(Default::default);
+        // Jobs ending by both times may use both parts (`None`: none may).
+        h.gangs_until = if h.gangs == Resources::ZERO {
+            a.backfill_until
+        } else {
+            h.gangs_until.zip(a.backfill_until).map(|(x, y)| x.min(y))
+        };
+        h.gangs = h.gangs.add(discount);
     }
 
     /// Remaining candidates of operations (or pools) whose usage exceeds their resource limits

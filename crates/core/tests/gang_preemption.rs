@@ -96,3 +96,67 @@ fn a_gang_is_preempted_whole_or_not_at_all() {
         );
     }
 }
+
+/// A gang that plans its start (`gang_placement.hold = "needed"`, a reservation) counts on
+/// the room of the running jobs that end before it needs them: a starving operation may take
+/// that room by preemption only with jobs that end in time too, as any backfill. Of three
+/// nodes of 4 cpu, two run `v` and `w` (pool `b`, time limits 100 s and 1,000 s); gang `h`
+/// (pool `g`, 3 jobs of 4 cpu) holds the third and expects the others at 1,000 s; `x` (pool
+/// `a`, guaranteed the cluster, 3 jobs of 4 cpu) arrives and starves.
+fn reservation_case(x_limit_ms: u64) -> Driver {
+    let tree = r#"{"pool_trees": {"default": {
+        "config": {
+            "gang_placement": {"enable": true, "hold": "needed", "assembly_timeout_ms": 100000000},
+            "fair_share_starvation_timeout_ms": 1000,
+            "preemptive_scheduling_backoff_ms": 0
+        },
+        "pools": {"a": {"strong_guarantee_resources": {"cpu": 12}}, "b": {}, "g": {}}
+    }}}"#;
+    let mut s = scheduler(
+        tree,
+        SchedulerConfig {
+            fair_share_update_period_ms: 100,
+            ..SchedulerConfig::default()
+        },
+    );
+    add_nodes(&mut s, 3, res(4.0, 8.0));
+    let mut d = Driver::new();
+    let limited = |id: &str, pool: &str, jobs: u32, limit: u64, gang: bool| {
+        let mut t = task(jobs, res(4.0, 1.0), None);
+        t.spec.time_limit_ms = Some(limit);
+        t.spec.gang = gang;
+        op(id, Some(pool), vec![t])
+    };
+    d.start(&mut s, 0, limited("v", "b", 1, 100_000, false))
+        .unwrap();
+    d.start(&mut s, 0, limited("w", "b", 1, 1_000_000, false))
+        .unwrap();
+    d.run(&mut s, 0, 0, 100);
+    d.start(&mut s, 100, limited("h", "g", 3, 10_000, true))
+        .unwrap();
+    d.run(&mut s, 100, 900, 100);
+    assert_eq!(
+        s.gang_assembly(0)
+            .map(|a| (a.operation.0.as_str(), a.backfill_until)),
+        Some(("h", Some(1_000_000))),
+        "h plans its start when w ends"
+    );
+    d.start(&mut s, 1000, limited("x", "a", 3, x_limit_ms, false))
+        .unwrap();
+    d.run(&mut s, 1000, 5000, 100);
+    d
+}
+
+#[test]
+fn preemption_never_delays_a_reservation() {
+    // x's jobs would run past the gang's expected start: nothing is preempted for them.
+    let d = reservation_case(5_000_000);
+    assert_eq!(d.count("allocation_preempted", "v"), 0);
+    assert_eq!(d.count("allocation_preempted", "w"), 0);
+    assert_eq!(d.count("allocation_started", "x"), 0);
+    // x's jobs end long before it: one backfills what h holds, two take v's and w's room.
+    let d = reservation_case(10_000);
+    assert_eq!(d.count("allocation_preempted", "v"), 1);
+    assert_eq!(d.count("allocation_preempted", "w"), 1);
+    assert_eq!(d.count("allocation_started", "x"), 3);
+}
