@@ -55,8 +55,9 @@ impl Scheduler {
     /// preempt: an operation that is a preemption target still has pending jobs and may
     /// start by preemption (gang operations placed all at once start only from what they
     /// hold, never by preemption), or lowered limits may need enforcing. A driver that
-    /// heartbeats only the nodes where something happened (the trace replay) heartbeats
-    /// every node when this is true, as the periodic heartbeats of a real cluster would.
+    /// heartbeats only the nodes where something happened (the trace replay) then heartbeats
+    /// the nodes where victims may run ([`Scheduler::nodes_with_preemptible_allocations`]),
+    /// as the periodic heartbeats of a real cluster would.
     pub fn preemption_wanted(&self) -> bool {
         self.trees.iter().enumerate().any(|(t, tree)| {
             let gangs_start_whole = tree.config().gang_placement.enable;
