@@ -414,7 +414,7 @@ impl Books {
                 let max = op.max_failed_job_count();
                 if op.state == OperationState::Running && op.failed_job_count >= max {
                     too_many_failed = Some(format!(
-                        "failed jobs limit exceeded: {} jobs failed (max_failed_job_count = {max})",
+                        "failed jobs limit exceeded: jobs failed {} times (max_failed_job_count = {max})",
                         op.failed_job_count
                     ));
                 }

@@ -25,7 +25,7 @@ fn op_wait_ends_with_the_operation_and_says_how() {
             0,
             &[
                 "ok\n",
-                "operation ok completed: 1 completed, 0 failed, 0 aborted of 1 jobs",
+                "operation ok completed: 1 of 1 jobs completed; runs that failed: 0, aborted: 0",
             ],
             &[],
         ),
@@ -106,7 +106,7 @@ fn op_show_summarises_and_lists_every_job_on_request() {
     let text = c.cli(&["op", "show", "lost"]);
     assert!(
         text.contains(
-            "jobs: 1 total: 0 pending, 1 running, 0 completed, 0 failed, 1 aborted (node_lost 1)"
+            "jobs: 1 total: 0 pending, 1 running, 0 completed; runs that failed: 0, aborted: 1 (node_lost 1)"
         ),
         "{text}"
     );

@@ -332,8 +332,11 @@ pub async fn run(conn: Conn, command: OpCommand) -> anyhow::Result<()> {
                 let parts: Vec<String> = aborted.iter().map(|(r, n)| format!("{r} {n}")).collect();
                 format!(" ({})", parts.join(", "))
             };
+            // Jobs by state, then the runs that ended without completing (a job that failed
+            // or was aborted and ran again counts there once per run).
             println!(
-                "jobs: {} total: {} pending, {} running, {} completed, {} failed, {} aborted{by_reason}",
+                "jobs: {} total: {} pending, {} running, {} completed; runs that failed: {}, \
+                 aborted: {}{by_reason}",
                 c.total, c.pending, c.running, c.completed, c.failed, c.aborted
             );
             let line = |j: &fairsched_api::JobView| {
@@ -472,9 +475,11 @@ async fn wait_for_operation(
             if json {
                 print_json(&o)?;
             } else {
+                // Failed and aborted count runs: a job that failed and ran again counts in
+                // both (a job never run to completion twice).
                 println!(
-                    "operation {} {}: {} completed, {} failed, {} aborted of {} jobs",
-                    o.id, o.state, c.completed, c.failed, c.aborted, c.total
+                    "operation {} {}: {} of {} jobs completed; runs that failed: {}, aborted: {}",
+                    o.id, o.state, c.completed, c.total, c.failed, c.aborted
                 );
             }
             return match o.state {
