@@ -314,7 +314,7 @@ impl Books {
             self.pending_shapes.remove(&resources);
         }
         op.tasks[task].running += 1;
-        op.allocations.push(id);
+        op.allocations.insert(id);
         op.usage = op.usage.add(&resources);
         if let Some(o) = op.in_tree_mut(tree) {
             o.usage = o.usage.add(&resources);
@@ -383,7 +383,7 @@ impl Books {
         let mut completed = false;
         let mut too_many_failed = None;
         if let Some(op) = self.operations.get_mut(&alloc.operation) {
-            op.allocations.retain(|&a| a != id);
+            op.allocations.remove(&id);
             if counted {
                 op.usage = op.usage.sub(&alloc.resources);
                 if let Some(o) = op.in_tree_mut(alloc.tree) {

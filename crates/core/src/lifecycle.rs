@@ -108,7 +108,7 @@ impl Scheduler {
                 start_time: now,
                 start_seq,
                 tasks,
-                allocations: Vec::new(),
+                allocations: std::collections::BTreeSet::new(),
                 usage: Resources::ZERO,
                 pending_demand,
                 last_scheduled_at: None,

@@ -328,8 +328,9 @@ pub struct Operation {
     /// Its place in the scheduler's start order (unique, increasing).
     pub start_seq: u64,
     pub tasks: Vec<TaskProgress>,
-    /// Running allocations, oldest first.
-    pub allocations: Vec<AllocationId>,
+    /// Running allocations, oldest first (ids are given in start order; a set, so that a
+    /// gang of thousands ending together does not shift a list once per job).
+    pub allocations: BTreeSet<AllocationId>,
     /// Sum of its running allocations.
     pub usage: Resources,
     /// Pending jobs' resources.

@@ -1669,7 +1669,7 @@ impl Checker {
             );
             let mine = by_op.get(id).unwrap_or(&empty);
             ensure!(
-                op.allocations == mine.ids,
+                op.allocations.iter().copied().eq(mine.ids.iter().copied()),
                 "{id} lists {:?}, its allocations (in start order) are {:?}",
                 op.allocations,
                 mine.ids
