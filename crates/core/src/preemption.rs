@@ -112,20 +112,25 @@ impl Parts<'_> {
         if a.state != AllocationState::Running {
             return;
         }
-        let members: Vec<AllocationId> = match self.books.operations.get(&a.operation) {
-            Some(op) if op.is_gang() && self.trees[a.tree].config().gang_placement.enable => {
-                let tree = a.tree;
-                (op.allocations.iter().copied())
-                    .filter(|m| {
-                        *m != id
-                            && self.books.allocations.get(m).is_some_and(|m| {
-                                m.tree == tree && m.state == AllocationState::Running
-                            })
-                    })
-                    .collect()
-            }
-            _ => Vec::new(),
-        };
+        let tree = a.tree;
+        let members: Vec<AllocationId> =
+            if crate::backfill::gang_placed(&self.trees[tree], self.books, &a.operation) {
+                (self.books.operations[&a.operation]
+                    .allocations
+                    .iter()
+                    .copied())
+                .filter(|m| {
+                    *m != id
+                        && self
+                            .books
+                            .allocations
+                            .get(m)
+                            .is_some_and(|m| m.tree == tree && m.state == AllocationState::Running)
+                })
+                .collect()
+            } else {
+                Vec::new()
+            };
         self.preempt_one(now, id, reason, preemptor.clone(), timeout_override);
         for m in members {
             self.preempt_one(
