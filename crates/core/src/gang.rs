@@ -44,6 +44,20 @@ impl Scheduler {
     pub fn all_gangs(&self) -> impl Iterator<Item = &GangAssembly> {
         self.holds.all_gangs()
     }
+
+    /// Whether gang `a` (of [`Scheduler::all_gangs`]) starts its held jobs at its nodes' next
+    /// heartbeats: it holds all it needs and all of that is free (what it lent while it
+    /// gathered is back), or it has begun to start.
+    pub fn gang_starts(&self, a: &GangAssembly) -> bool {
+        // A gang placed whole was placed on room it may use.
+        if self.holds.placed_gangs.contains_key(&a.operation) {
+            return true;
+        }
+        a.ready
+            && (a.starting
+                || (a.lent_at != Some(self.holds.room_epoch)
+                    && held_room_free(&self.books, &self.holds, a)))
+    }
 }
 
 impl Parts<'_> {
@@ -57,9 +71,12 @@ impl Parts<'_> {
     ) -> Vec<StartOrder> {
         let t = walk.tree;
         let mut orders = Vec::new();
-        if let Some(a) = self.holds.gangs.get(&t).filter(|a| a.ready)
-            && let Some(tasks) = a.holds.get(node_id).cloned()
+        if let Some(tasks) = (self.holds.gangs.get(&t))
+            .filter(|a| a.ready)
+            .and_then(|a| a.holds.get(node_id).cloned())
+            && whole_room_free(self.books, self.holds, t)
         {
+            let a = &self.holds.gangs[&t];
             let op_id = a.operation.clone();
             let started = self.start_held_here(now, node_id, walk, &op_id, &tasks);
             self.holds.version += 1;
@@ -73,7 +90,7 @@ impl Parts<'_> {
                     }
                 }
                 // Gathered again elsewhere.
-                None => a.ready = false,
+                None => a.unready(),
             }
         }
         let placed: Vec<(OperationId, BTreeMap<usize, u32>)> = self
@@ -177,7 +194,8 @@ impl Parts<'_> {
 /// jobs within its path's limits, holds them, ready to start, and returns true. The
 /// assembling gang of the tree is never placed this way (it gathers instead); while one
 /// assembles, another gang is placed only if its jobs end before that one needs what it
-/// holds. With `hold = "planned"` a gang is placed only at its planned start
+/// holds (but anywhere, on what it does not hold, while it holds all it needs and waits for
+/// what it lent to be given back). With `hold = "planned"` a gang is placed only at its planned start
 /// ([`crate::gang_plan`]). A gang that did not fit is tried again only once room may have
 /// freed up.
 #[allow(clippy::too_many_arguments)]
@@ -204,11 +222,12 @@ pub(crate) fn place_gang_now(
     let op = &books.operations[op_id];
     // While another gang assembles, its jobs must all end before that one needs its
     // resources, unless that one holds all its plan needs (then what it does not hold is
-    // anyone's, and what it holds is offered below to the jobs that end in time).
+    // anyone's, and what it holds is offered below to the jobs that end in time) or all it
+    // needs, waiting for what it lent (then what it holds is its own).
     if let Some(a) = holds
         .gangs
         .get(&t)
-        .filter(|_| !plan_in_force(books, holds, t, now))
+        .filter(|_| !plan_in_force(books, holds, t, now) && !waits_for_lent(holds, t))
     {
         let ends_in_time = a.backfill_until.is_some_and(|until| {
             op.spec.tasks.iter().zip(&op.tasks).all(|(spec, task)| {
@@ -565,6 +584,73 @@ fn add_holds(holds: &mut Holds, t: usize, node_id: &NodeId, new_here: BTreeMap<u
     a.add(node_id, new_here);
 }
 
+/// Whether tree `t`'s ready assembly may start its jobs: it has begun to, or every node it
+/// holds jobs on has room for them now (then it begins). What it held while it gathered may
+/// have been lent to jobs expected to end before it needed them, which may still run when it
+/// has gathered everything earlier than expected: it then waits for them (nothing else may
+/// take what it holds meanwhile), so that it never starts in parts. Found lent, it is not
+/// looked at again until room frees up (the holds' `room_epoch`).
+fn whole_room_free(books: &Books, holds: &mut Holds, t: usize) -> bool {
+    let epoch = holds.room_epoch;
+    let Some(a) = holds.gangs.get(&t) else {
+        return false;
+    };
+    if a.starting {
+        return true;
+    }
+    if a.lent_at == Some(epoch) {
+        return false;
+    }
+    let free = held_room_free(books, holds, a);
+    let a = holds.gangs.get_mut(&t).expect("looked up above");
+    if free {
+        a.starting = true;
+        return true;
+    }
+    let first = a.lent_at.replace(epoch).is_none();
+    if first {
+        // What it does not hold is now anyone's (see `waits_for_lent`): gangs turned down
+        // while it gathered are offered nodes again.
+        holds.gang_unplaceable_at.clear();
+        holds.assemblies_changed += 1;
+        holds.version += 1;
+    }
+    false
+}
+
+/// Whether every node `a` holds jobs on has room for them now, beside what the node holds
+/// for others (a gang placed whole on what `a` lent it, not started yet).
+fn held_room_free(books: &Books, holds: &Holds, a: &GangAssembly) -> bool {
+    let op = books.operations.get(&a.operation);
+    a.holds.iter().all(|(node, tasks)| {
+        let others = backfill::held_from(books, holds, node, &a.operation)
+            .map_or(Resources::ZERO, |h| h.reserved.add(&h.gangs));
+        (books.nodes.get(node)).is_some_and(|n| {
+            n.free()
+                .dominates(&backfill::resources_of(op, tasks).add(&others))
+        })
+    })
+}
+
+/// Whether tree `t`'s assembly holds all it needs but waits for some of it, lent while it
+/// gathered, to be given back (as found at this room epoch: see [`whole_room_free`]). It is
+/// then not about to start, and needs nothing it does not hold: other gangs may be placed on
+/// what it does not hold, whatever their durations.
+fn waits_for_lent(holds: &Holds, t: usize) -> bool {
+    holds
+        .gangs
+        .get(&t)
+        .is_some_and(|a| a.ready && !a.starting && a.lent_at == Some(holds.room_epoch))
+}
+
+/// At a heartbeat of tree `t`, before gangs are offered the node: whether its ready assembly
+/// may start or waits for what it lent, as of now ([`whole_room_free`]).
+pub(crate) fn note_lent(books: &Books, holds: &mut Holds, t: usize) {
+    if holds.gangs.get(&t).is_some_and(|a| a.ready) {
+        whole_room_free(books, holds, t);
+    }
+}
+
 /// Marks tree `t`'s assembling gang ready if it holds every pending job.
 fn mark_ready(books: &Books, holds: &mut Holds, events: &mut EventLog, now: Millis, t: usize) {
     let a = holds.gangs.get_mut(&t).expect("assembling");
@@ -758,6 +844,7 @@ pub(crate) fn others_idle(
     holds.gangs.get(&t).is_some_and(|a| {
         a.backfill_until.is_none()
             && !plan_in_force(books, holds, t, now)
+            && !waits_for_lent(holds, t)
             && (a.ready
                 || arena
                     .by_operation
@@ -846,7 +933,7 @@ pub(crate) fn drop_gang_holds_on(
     holds.version += 1;
     for a in holds.gangs.values_mut() {
         if a.release_node(node).is_some() {
-            a.ready = false;
+            a.unready();
         }
     }
     let undone: Vec<OperationId> = holds
@@ -925,7 +1012,7 @@ pub(crate) fn update_gangs(
         let a = holds.gangs.get_mut(&t).expect("present");
         for n in &lost {
             a.release_node(n);
-            a.ready = false;
+            a.unready();
             a.planned = None;
         }
         if !a.ready && now >= a.since.saturating_add(config.assembly_timeout_ms) {

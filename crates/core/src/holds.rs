@@ -235,6 +235,13 @@ pub struct GangAssembly {
     pub(crate) held: u32,
     /// Jobs held per task, over all nodes (kept with `holds`, as `held`).
     pub(crate) per_task: BTreeMap<usize, u32>,
+    /// Ready, it has begun to start: its other nodes start their jobs at their next
+    /// heartbeats (see `gang::whole_room_free`).
+    pub(crate) starting: bool,
+    /// Ready, the holds' `room_epoch` at which some of what it holds was found still lent
+    /// (taken by a job that was to end by its expected start): it does not start before an
+    /// allocation ends or a node changes.
+    pub(crate) lent_at: Option<u64>,
 }
 
 impl GangAssembly {
@@ -252,6 +259,8 @@ impl GangAssembly {
             next_end: None,
             held: 0,
             per_task: BTreeMap::new(),
+            starting: false,
+            lent_at: None,
         }
     }
 
@@ -295,6 +304,13 @@ impl GangAssembly {
             a.add(&node, tasks);
         }
         a
+    }
+
+    /// It gathers again (a node it held jobs on is gone or no longer fits them).
+    pub(crate) fn unready(&mut self) {
+        self.ready = false;
+        self.starting = false;
+        self.lent_at = None;
     }
 
     /// It no longer holds anything on `node`; returns what it held there.

@@ -78,6 +78,8 @@ impl Scheduler {
             node.tree = tree;
         }
         if let Some(r) = resources {
+            // Room may have grown: gangs turned down or waiting for room look again.
+            self.holds.room_epoch += 1;
             node.resources = r;
             // The overcommit clock restarts whenever the node fits again.
             if node.resources.dominates(&node.usage) {

@@ -416,3 +416,157 @@ fn with_planned_starts_no_gang_delays_one_planned_before_it() {
         }
     }
 }
+
+/// A gang starts whole, also when it gathers all it needs earlier than it expected: what it
+/// held may then still be lent to a job that was to end by the expected time, and none of its
+/// jobs starts until that job has ended and everything it holds is free. On three 1-cpu
+/// nodes, `running` (limit 10 s) ends after 500 ms; meanwhile `g` (3 nodes) holds the other
+/// two and lends one to `short` (limit and run 2 s), which ends by g's expected start (10 s).
+/// g holds all three at 500 ms and starts when `short` has ended, on each node at its next
+/// heartbeat (within one heartbeat period: the driver heartbeats every 100 ms).
+#[test]
+fn a_gang_that_gathers_early_starts_whole_once_what_it_lent_is_back() {
+    for hold in ["needed", "all_free"] {
+        let mut s = one_cpu_nodes(hold, 3);
+        let mut d = Driver::new();
+        d.start(&mut s, 0, limited("running", 1, 10_000, 500, true))
+            .unwrap();
+        d.run(&mut s, 0, 0, 100);
+        d.start(&mut s, 100, limited("g", 3, 5000, 1000, true))
+            .unwrap();
+        d.run(&mut s, 100, 200, 100);
+        d.start(&mut s, 300, limited("short", 1, 2000, 2000, true))
+            .unwrap();
+        d.run(&mut s, 300, 6000, 100);
+        let times = |kind: &str, id: &str| -> Vec<u64> {
+            events(&d, kind, id)
+                .iter()
+                .map(|e| e["t_ms"].as_u64().unwrap())
+                .collect()
+        };
+        let short = times("allocation_started", "short");
+        assert_eq!(
+            short.len(),
+            1,
+            "{hold}: short borrows a held node: {short:?}"
+        );
+        let short_end = times("allocation_finished", "short")[0];
+        let g = times("allocation_started", "g");
+        assert_eq!(g.len(), 3, "{hold}: {g:?}");
+        let (first, last) = (g.iter().min().unwrap(), g.iter().max().unwrap());
+        assert!(last - first <= 100, "{hold}: g started in parts at {g:?}");
+        assert!(
+            *first >= short_end,
+            "{hold}: g at {g:?}, short ended at {short_end}"
+        );
+    }
+}
+
+/// While a gang that holds all it needs waits for what it lent, it is not about to start and
+/// needs nothing else: another gang may take what it does not hold, however long it runs. On
+/// four 1-cpu nodes, `running` (2 nodes) ends after 500 ms; `g` (3 nodes) holds the two
+/// others and lends one to `short` (2 s); at 500 ms g holds three nodes, and `long` (100 s,
+/// submitted then) takes the fourth at once instead of waiting for g to start.
+#[test]
+fn a_gang_waiting_for_what_it_lent_leaves_the_rest_to_others() {
+    let mut s = one_cpu_nodes("all_free", 4);
+    let mut d = Driver::new();
+    d.start(&mut s, 0, limited("running", 2, 10_000, 500, true))
+        .unwrap();
+    d.run(&mut s, 0, 0, 100);
+    d.start(&mut s, 100, limited("g", 3, 5000, 1000, true))
+        .unwrap();
+    d.run(&mut s, 100, 200, 100);
+    d.start(&mut s, 300, limited("short", 1, 2000, 2000, true))
+        .unwrap();
+    d.run(&mut s, 300, 500, 100);
+    d.start(&mut s, 600, limited("long", 1, 100_000, 100_000, true))
+        .unwrap();
+    d.run(&mut s, 600, 6000, 100);
+    let first = |id: &str| {
+        events(&d, "allocation_started", id)
+            .first()
+            .and_then(|e| e["t_ms"].as_u64())
+            .unwrap_or_else(|| panic!("{id} never started"))
+    };
+    assert!(first("short") <= 400, "short at {}", first("short"));
+    assert!(first("long") <= 700, "long at {}", first("long"));
+    assert!(first("g") >= first("short") + 2000, "g at {}", first("g"));
+}
+
+/// A gang placed whole on what the assembling gang lent it starts on its nodes at their next
+/// heartbeats; until it has, that room stays its: the assembling gang, complete meanwhile,
+/// does not take it (both would start in parts). Nodes heartbeat in an order of the test's:
+/// `running` holds node-0 (of three 1-cpu nodes); `g` (3 nodes) holds node-1 and node-2;
+/// `p` (2 nodes, 1 s) is placed whole on them at a heartbeat of node-3 (half a cpu, where
+/// `tiny` then starts), so none of its jobs has started when node-0's job ends and g holds
+/// all it needs.
+#[test]
+fn a_gang_never_takes_what_it_lent_to_a_gang_placed_whole() {
+    let mut s = one_cpu_nodes("all_free", 3);
+    s.add_node(
+        0,
+        fairsched_core::NodeSpec {
+            id: fairsched_core::NodeId("node-3".into()),
+            resources: res(0.5, 1.0),
+            tags: Default::default(),
+        },
+    )
+    .unwrap();
+    let node = |i: usize| fairsched_core::NodeId(format!("node-{i}"));
+    let beat =
+        |s: &mut Scheduler, t: u64, i: usize, finished: Vec<fairsched_core::AllocationId>| {
+            s.tick(t);
+            let finished = finished
+                .into_iter()
+                .map(|allocation| fairsched_core::FinishedAllocation {
+                    allocation,
+                    outcome: fairsched_core::JobOutcome::Completed,
+                })
+                .collect();
+            let r = s
+                .process_heartbeat(t, &node(i), fairsched_core::NodeHeartbeat { finished })
+                .expect("heartbeat");
+            r.start
+                .iter()
+                .map(|o| (o.operation.0.clone(), o.allocation))
+                .collect::<Vec<_>>()
+        };
+    s.start_op(0, untimed(limited("running", 1, 10_000, 0, true)))
+        .unwrap();
+    let running = beat(&mut s, 0, 0, vec![]);
+    assert_eq!(running.len(), 1);
+    s.start_op(100, untimed(limited("g", 3, 5000, 0, true)))
+        .unwrap();
+    for i in [1, 2] {
+        beat(&mut s, 100, i, vec![]);
+    }
+    beat(&mut s, 200, 1, vec![]);
+    s.start_op(300, untimed(limited("p", 2, 1000, 0, true)))
+        .unwrap();
+    let mut tiny = task(1, res(0.5, 1.0), None);
+    tiny.spec.time_limit_ms = Some(1000);
+    s.start_op(300, op("tiny", Some("q"), vec![tiny])).unwrap();
+    let at_3 = beat(&mut s, 400, 3, vec![]);
+    assert_eq!(at_3.len(), 1, "tiny starts at node-3: {at_3:?}");
+    assert_eq!(at_3[0].0, "tiny");
+    // node-0's job ends: g holds all it needs, but node-1 and node-2 are p's until p starts.
+    let at_0 = beat(&mut s, 500, 0, vec![running[0].1]);
+    assert!(at_0.is_empty(), "g started in parts at node-0: {at_0:?}");
+    for i in [1, 2] {
+        let here = beat(&mut s, 500, i, vec![]);
+        assert_eq!(
+            here.iter().map(|(o, _)| o.as_str()).collect::<Vec<_>>(),
+            ["p"],
+            "node-{i} starts p's job"
+        );
+    }
+}
+
+/// `op` with jobs that run until the test ends them.
+fn untimed(mut op: TestOp) -> TestOp {
+    for t in &mut op.tasks {
+        t.duration_ms = None;
+    }
+    op
+}

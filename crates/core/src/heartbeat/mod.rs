@@ -275,6 +275,9 @@ impl Parts<'_> {
                 response.start.push(order);
             }
         }
+        if self.trees[walk.tree].config().gang_placement.enable {
+            gang::note_lent(self.books, self.holds, walk.tree);
+        }
         let gangs_only = walk.gangs_only && self.trees[walk.tree].config().gang_placement.enable;
         // Gangs parked at earlier heartbeats stay so while the holds' park key is the same.
         {

@@ -752,14 +752,13 @@ impl<'t> Replay<'t> {
             || core.all_gangs().any(|a| a.holds.contains_key(id))
     }
 
-    /// Heartbeats the nodes of the gangs that hold all they need, so that they start at this
-    /// instant (the core starts held jobs at the nodes' next heartbeats).
+    /// Heartbeats the nodes of the gangs that hold all they need, free, so that they start at
+    /// this instant (the core starts held jobs at the nodes' next heartbeats).
     fn start_gathered_gang(&mut self, t: Millis) -> Result<(), String> {
-        let nodes: BTreeSet<NodeId> = self
-            .cluster
-            .core()
+        let core = self.cluster.core();
+        let nodes: BTreeSet<NodeId> = core
             .all_gangs()
-            .filter(|a| a.ready)
+            .filter(|a| core.gang_starts(a))
             .flat_map(|a| a.holds.keys().cloned())
             .collect();
         for id in nodes {
