@@ -480,7 +480,10 @@ impl Default for JobReservationConfig {
 /// holds. Jobs may backfill what an assembling gang holds on the same terms: the gang
 /// estimates at each update, from the running allocations' time limits (`time_limit_ms`),
 /// when enough nodes will have room for all its jobs (no estimate, and no backfill, when
-/// that depends on an allocation without a limit). Gang jobs are not
+/// that depends on an allocation without a limit). When it has gathered every job sooner
+/// than that (jobs ending before their limits), some of what it holds may still be lent: it
+/// then starts once all of it is free (on no node before), and meanwhile what it does not
+/// hold is anyone's, whatever their jobs' limits. Gang jobs are not
 /// started by preemptive stages or job reservation while this is on; a gang's failed job goes
 /// back to pending and assembles alone. A running gang is preempted whole or not at all: its
 /// allocations are classified for preemption as one (each as its first, so nothing of it is
