@@ -621,14 +621,25 @@ fn whole_room_free(books: &Books, holds: &mut Holds, t: usize) -> bool {
 /// Whether every node `a` holds jobs on has room for them now, beside what the node holds
 /// for others (a gang placed whole on what `a` lent it, not started yet).
 fn held_room_free(books: &Books, holds: &Holds, a: &GangAssembly) -> bool {
+    lent_on(books, holds, a).next().is_none()
+}
+
+/// The nodes `a` holds jobs on that lack room for them now (what it lent is still in use, or
+/// held for a gang placed whole on it), in node order.
+pub(crate) fn lent_on<'a>(
+    books: &'a Books,
+    holds: &'a Holds,
+    a: &'a GangAssembly,
+) -> impl Iterator<Item = &'a NodeId> {
     let op = books.operations.get(&a.operation);
-    a.holds.iter().all(|(node, tasks)| {
+    a.holds.iter().filter_map(move |(node, tasks)| {
         let others = backfill::held_from(books, holds, node, &a.operation)
             .map_or(Resources::ZERO, |h| h.reserved.add(&h.gangs));
-        (books.nodes.get(node)).is_some_and(|n| {
+        let free = books.nodes.get(node).is_some_and(|n| {
             n.free()
                 .dominates(&backfill::resources_of(op, tasks).add(&others))
-        })
+        });
+        (!free).then_some(node)
     })
 }
 

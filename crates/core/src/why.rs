@@ -333,6 +333,30 @@ impl<'a> WhyContext<'a> {
                         a.holds.len()
                     )
                 }
+                Some(a) if a.operation == op.spec.id && a.ready => {
+                    let lent: Vec<&str> = crate::gang::lent_on(self.books, self.holds, a)
+                        .map(|n| n.0.as_str())
+                        .collect();
+                    if lent.is_empty() || a.starting {
+                        format!(
+                            "gang: all its {} pending jobs are held on {} nodes, which start \
+                             them at their next heartbeats (gang_placement)",
+                            a.held_jobs(),
+                            a.holds.len()
+                        )
+                    } else {
+                        format!(
+                            "gang: all its {} pending jobs are held on {} nodes; they start \
+                             together once what it lent meanwhile is free again: jobs expected \
+                             to end before it needed them still run on {} of those nodes ({}) \
+                             (gang_placement)",
+                            a.held_jobs(),
+                            a.holds.len(),
+                            lent.len(),
+                            list_some(&lent)
+                        )
+                    }
+                }
                 Some(a) if a.operation == op.spec.id => match (a.hold_target, a.backfill_until) {
                     (Some(target), Some(until)) if target < op.pending_job_count() => format!(
                         "gang: holds the reservation, expected to start {} by the running \
@@ -709,5 +733,15 @@ pub fn duration_words(ms: Millis) -> String {
         ms if ms < H => format!("{} min {} s", ms / MIN, ms % MIN / S),
         ms if ms < D => format!("{} h {} min", ms / H, ms % H / MIN),
         ms => format!("{} d {} h", ms / D, ms % D / H),
+    }
+}
+
+/// Up to three of `names`, then how many more: "a1, a2, a3 and 5 more".
+fn list_some(names: &[&str]) -> String {
+    const SHOWN: usize = 3;
+    let head = names[..names.len().min(SHOWN)].join(", ");
+    match names.len().saturating_sub(SHOWN) {
+        0 => head,
+        more => format!("{head} and {more} more"),
     }
 }
