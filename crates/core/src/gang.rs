@@ -1009,18 +1009,29 @@ pub(crate) fn update_gangs(
             release_gang(holds, events, now, t, HoldEnd::OperationFinished);
             continue;
         }
-        let lost: Vec<NodeId> = a
-            .holds
-            .keys()
-            .filter(|n| {
-                !books.nodes.get(*n).is_some_and(|node| {
-                    node.tree == Some(t) && node.scheduler_jobs_enabled && !node.draining
+        // Nodes it holds jobs on that left its tree, were disabled or drain: none can be
+        // unless a node changed since it last looked (it holds jobs only on nodes of its tree
+        // that take jobs).
+        let lost_on = |a: &GangAssembly| -> Vec<NodeId> {
+            a.holds
+                .keys()
+                .filter(|n| {
+                    !books.nodes.get(*n).is_some_and(|node| {
+                        node.tree == Some(t) && node.scheduler_jobs_enabled && !node.draining
+                    })
                 })
-            })
-            .cloned()
-            .collect();
+                .cloned()
+                .collect()
+        };
+        let lost = if a.nodes_checked == Some(books.node_changes) {
+            debug_assert_eq!(lost_on(a), Vec::<NodeId>::new(), "a held node was lost unseen");
+            Vec::new()
+        } else {
+            lost_on(a)
+        };
         holds.version += 1;
         let a = holds.gangs.get_mut(&t).expect("present");
+        a.nodes_checked = Some(books.node_changes);
         for n in &lost {
             a.release_node(n);
             a.unready();

@@ -242,6 +242,9 @@ pub struct GangAssembly {
     /// (taken by a job that was to end by its expected start): it does not start before an
     /// allocation ends or a node changes.
     pub(crate) lent_at: Option<u64>,
+    /// The books' `node_changes` when the fair-share update last looked for nodes it holds
+    /// jobs on that it lost (see `gang::update_gangs`).
+    pub(crate) nodes_checked: Option<u64>,
 }
 
 impl GangAssembly {
@@ -261,6 +264,7 @@ impl GangAssembly {
             per_task: BTreeMap::new(),
             starting: false,
             lent_at: None,
+            nodes_checked: None,
         }
     }
 
