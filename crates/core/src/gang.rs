@@ -1024,7 +1024,11 @@ pub(crate) fn update_gangs(
                 .collect()
         };
         let lost = if a.nodes_checked == Some(books.node_changes) {
-            debug_assert_eq!(lost_on(a), Vec::<NodeId>::new(), "a held node was lost unseen");
+            debug_assert_eq!(
+                lost_on(a),
+                Vec::<NodeId>::new(),
+                "a held node was lost unseen"
+            );
             Vec::new()
         } else {
             lost_on(a)

@@ -439,12 +439,17 @@ fn a_gang_that_gathers_early_starts_whole_once_what_it_lent_is_back() {
             .unwrap();
         d.run(&mut s, 300, 1000, 100);
         // All held at 500 ms, one node still lent: the gang says so.
-        let why = s.snapshot(1000).operations["g"].why.clone().unwrap_or_default();
+        let why = s.snapshot(1000).operations["g"]
+            .why
+            .clone()
+            .unwrap_or_default();
         if hold == "all_free" {
             assert!(
-                why.contains("all its 3 pending jobs are held on 3 nodes; they start together \
+                why.contains(
+                    "all its 3 pending jobs are held on 3 nodes; they start together \
                      once what it lent meanwhile is free again: jobs expected to end before it \
-                     needed them still run on 1 of those nodes (node-"),
+                     needed them still run on 1 of those nodes (node-"
+                ),
                 "{hold}: {why}"
             );
         }

@@ -697,3 +697,82 @@ fn the_cli_finds_the_server_through_flag_env_or_config_file() {
     );
     c.stop();
 }
+
+/// A gang that has gathered every node sooner than it expected waits for the node it lent
+/// and starts whole (before, it started on the nodes it had at once, and on the lent one
+/// whenever that was free). Three 1-cpu nodes: `R` (limit 10 min) runs on one; gang `G` (3
+/// jobs) holds the two others and lends one to `S` (limit 1 min, ends by G's expected start);
+/// R ends early, so G holds all three while S still runs. G says so, starts nothing until S
+/// has ended, then runs its three jobs.
+#[test]
+fn a_gang_that_gathered_early_waits_for_what_it_lent_and_starts_whole() {
+    let c = Cluster::start(
+        r#"
+[scheduler]
+fair_share_update_period_ms = 100
+
+[pool_trees]
+default_tree = "default"
+
+[pool_trees.pool_trees.default.config]
+min_spare_allocation_resources_on_node = {}
+gang_placement = { enable = true, assembly_timeout_ms = 600000 }
+
+[pool_trees.pool_trees.default.pools.q]
+mode = "fifo"
+"#,
+        &[
+            ("n1", "cpu=1,memory=1GiB,user_slots=8"),
+            ("n2", "cpu=1,memory=1GiB,user_slots=8"),
+            ("n3", "cpu=1,memory=1GiB,user_slots=8"),
+        ],
+    );
+    let until = |file: &str| {
+        let path = c.dir.path().join(file);
+        format!("while [ ! -e {} ]; do sleep 0.1; done", path.display())
+    };
+    let job = ["--pool", "q", "--cpu", "1", "--memory", "64MiB"];
+    let with =
+        |more: &[&'static str]| -> Vec<&'static str> { job.iter().chain(more).copied().collect() };
+    c.submit("R", &with(&["--time-limit", "10m"]), &until("r-go"));
+    wait_for("R to run", LONG, || c.op("R")["job_counts"]["running"] == 1);
+    c.submit(
+        "G",
+        &with(&["--gang", "--jobs", "3", "--time-limit", "1m"]),
+        "echo g-ran",
+    );
+    wait_for("G to hold two nodes", LONG, || {
+        c.cli(&["op", "show", "G"])
+            .contains("2 of its 3 pending jobs held on 2 nodes")
+    });
+    c.submit("S", &with(&["--time-limit", "1m"]), &until("s-go"));
+    wait_for("S to run on a node G holds", LONG, || {
+        c.op("S")["job_counts"]["running"] == 1
+    });
+    std::fs::write(c.dir.path().join("r-go"), "").unwrap();
+    wait_for("R to complete", LONG, || c.op("R")["state"] == "completed");
+    wait_for("G to hold all three, waiting for S's node", LONG, || {
+        c.cli(&["op", "show", "G"]).contains(
+            "all its 3 pending jobs are held on 3 nodes; they start together once what it lent",
+        )
+    });
+    assert_eq!(c.op("G")["job_counts"]["running"], 0, "G started in parts");
+    std::fs::write(c.dir.path().join("s-go"), "").unwrap();
+    wait_for("G to complete", LONG, || c.op("G")["state"] == "completed");
+    let log = c.json(&["events", "--limit", "10000"]);
+    let log = log.as_array().unwrap();
+    let at = |op: &str, kind: &str| -> Vec<usize> {
+        (log.iter().enumerate())
+            .filter(|(_, e)| e["operation"] == op && e["event"] == kind)
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let s_end = at("S", "allocation_finished");
+    let g_starts = at("G", "allocation_started");
+    assert_eq!(s_end.len(), 1, "{log:?}");
+    assert_eq!(g_starts.len(), 3, "{log:?}");
+    assert!(
+        g_starts.iter().all(|&g| g > s_end[0]),
+        "a job of G started before S ended: {log:?}"
+    );
+}
