@@ -484,8 +484,11 @@ impl Default for JobReservationConfig {
 /// than that (jobs ending before their limits), some of what it holds may still be lent: it
 /// then starts once all of it is free (on no node before), and meanwhile what it does not
 /// hold is anyone's, whatever their jobs' limits. Gang jobs are not
-/// started by preemptive stages or job reservation while this is on; a gang's failed job goes
-/// back to pending and assembles alone. A running gang is preempted whole or not at all: its
+/// started by preemptive stages or job reservation while this is on. A running gang that
+/// loses a job (it fails or is killed, or its node is lost, disabled, moved to another tree or
+/// left without user slots) does not go on in part: its other running jobs are aborted
+/// (reason `gang_member_lost`) and it is placed whole again (only the lost job counts as
+/// failed). A running gang is preempted whole or not at all: its
 /// allocations are classified for preemption as one (each as its first, so nothing of it is
 /// taken while any of it is within its fair share), and when one is preempted the others are
 /// too (reason `gang_member_preempted`, with the same preemptor). Events: `gang_assembled` (all held),

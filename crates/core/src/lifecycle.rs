@@ -10,7 +10,7 @@
 
 use crate::error::*;
 use crate::event::{EventKind, HoldEnd};
-use crate::model::AllocationId;
+use crate::model::{AllocationId, AllocationState, JobOutcome, NodeId};
 use crate::model::{
     Millis, Operation, OperationId, OperationSpec, OperationState, PreemptionReason, TaskProgress,
 };
@@ -338,14 +338,72 @@ impl Parts<'_> {
     /// Ends an allocation ([`Parts::unbook_allocation`]), then completes or fails its
     /// operation when that was its last job or one failure too many.
     pub(crate) fn end_allocation(&mut self, now: Millis, id: AllocationId, how: EndKind) {
-        let Some(ended) = self.unbook_allocation(now, id, how) else {
-            return;
-        };
+        if let Some(lost) = self.end_allocation_alone(now, id, how) {
+            self.end_gang_members(now, lost);
+        }
+    }
+
+    /// [`Parts::end_allocation`] but for the rest of its gang, which it returns when the
+    /// allocation was a running job of a gang that it leaves unable to go on (see
+    /// [`loses_a_member`]; to be ended with [`Parts::end_gang_members`]), so that a node
+    /// reporting several ends ends every reported allocation as reported first.
+    pub(crate) fn end_allocation_alone(
+        &mut self,
+        now: Millis,
+        id: AllocationId,
+        how: EndKind,
+    ) -> Option<LostMember> {
+        // (A node gone ends its other allocations itself, each with the node's reason.)
+        let node_gone =
+            matches!(how, EndKind::Preempted(r, _) if r != PreemptionReason::WaitingTimeout);
+        let lost = (self.books.allocations.get(&id))
+            .filter(|a| a.state == AllocationState::Running && loses_a_member(&how))
+            .map(|a| LostMember {
+                operation: a.operation.clone(),
+                tree: a.tree,
+                gone: node_gone.then(|| a.node.clone()),
+            });
+        let ended = self.unbook_allocation(now, id, how)?;
         if ended.completed {
             self.maybe_complete(now, &ended.operation);
         }
         if let Some(reason) = ended.too_many_failed {
             self.fail_operation(now, &ended.operation, reason);
+            return None;
+        }
+        lost
+    }
+
+    /// A gang placed whole by tree `tree`'s `gang_placement` lost one of its running jobs
+    /// (see [`loses_a_member`]): its other running jobs there (but those on node `gone`,
+    /// which it ends itself) are aborted (reason `gang_member_lost`) and go back to pending,
+    /// so that it is placed whole again rather than run a part of itself.
+    pub(crate) fn end_gang_members(&mut self, now: Millis, lost: LostMember) {
+        let LostMember {
+            operation,
+            tree,
+            gone,
+        } = lost;
+        let op = &operation;
+        let gone = gone.as_ref();
+        if !crate::backfill::gang_placed(&self.trees[tree], self.books, op) {
+            return;
+        }
+        let members: Vec<AllocationId> = (self.books.operations.get(op))
+            .into_iter()
+            .flat_map(|o| o.allocations.iter().copied())
+            .filter(|m| {
+                (self.books.allocations.get(m)).is_some_and(|a| {
+                    a.tree == tree && a.state == AllocationState::Running && Some(&a.node) != gone
+                })
+            })
+            .collect();
+        for m in members {
+            self.end_allocation(
+                now,
+                m,
+                EndKind::Preempted(PreemptionReason::GangMemberLost, None),
+            );
         }
     }
 
@@ -882,3 +940,30 @@ fn hung_operations(
 /// Per operation: its new `limiting_ancestor_since` (if it is to be set) and whether it
 /// starves.
 type HangupUpdates = Vec<(OperationId, Option<Option<Millis>>, bool)>;
+
+/// A running job of a gang operation that ended without completing (see
+/// [`Parts::end_allocation_alone`]).
+pub(crate) struct LostMember {
+    operation: OperationId,
+    tree: usize,
+    /// Its node, when the node went away (it ends its other allocations itself).
+    gone: Option<NodeId>,
+}
+
+/// Whether an allocation ending so leaves the rest of its gang unable to go on: its job
+/// failed or was killed, or its node went away (lost, disabled, moved to another tree, out of
+/// user slots, or it waited too long there). Preemption takes the whole gang itself
+/// ([`crate::preemption`]); an aborted operation ends every job anyway.
+fn loses_a_member(how: &EndKind) -> bool {
+    match how {
+        EndKind::Finished(outcome) => *outcome != JobOutcome::Completed,
+        EndKind::Preempted(reason, _) => matches!(
+            reason,
+            PreemptionReason::NodeDisabled
+                | PreemptionReason::NodeLost
+                | PreemptionReason::NodeFairShareTreeChanged
+                | PreemptionReason::NodeWithoutUserSlots
+                | PreemptionReason::WaitingTimeout
+        ),
+    }
+}

@@ -510,6 +510,11 @@ pub enum PreemptionReason {
     /// are taken away with it (as YTsaurus restarts every job of a gang operation when one is
     /// lost) and it is placed whole again.
     GangMemberPreempted,
+    /// Another allocation of its gang operation, started whole by the tree's
+    /// `gang_placement`, ended without completing (its job failed, or its node was lost,
+    /// disabled, moved to another tree or lost its user slots): a gang runs whole or not at
+    /// all, so its other running jobs are aborted and it is placed whole again.
+    GangMemberLost,
 }
 
 impl PreemptionReason {
@@ -529,6 +534,7 @@ impl PreemptionReason {
             PreemptionReason::OperationAborted => "operation_aborted",
             PreemptionReason::WaitingTimeout => "waiting_timeout",
             PreemptionReason::GangMemberPreempted => "gang_member_preempted",
+            PreemptionReason::GangMemberLost => "gang_member_lost",
         }
     }
 }

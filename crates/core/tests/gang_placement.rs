@@ -586,3 +586,73 @@ fn untimed(mut op: TestOp) -> TestOp {
     }
     op
 }
+
+/// A gang that loses one of its running jobs (the job fails, or its node is lost or disabled)
+/// does not go on in part: its other running jobs are aborted (reason `gang_member_lost`, sent
+/// to their nodes) and it is placed whole again. Three 1-cpu nodes; the 2-job gang `g` runs
+/// on two of them.
+#[test]
+fn a_gang_that_loses_a_job_runs_again_whole() {
+    use fairsched_core::{FinishedAllocation, JobOutcome, NodeHeartbeat, NodeId};
+    for case in ["failed", "node_lost", "node_disabled"] {
+        let mut s = one_cpu_nodes("all_free", 3);
+        let nodes: Vec<NodeId> = s.nodes().map(|n| n.id.clone()).collect();
+        let beat = |s: &mut Scheduler, t: u64, node: &NodeId, finished: Vec<FinishedAllocation>| {
+            s.tick(t);
+            s.process_heartbeat(t, node, NodeHeartbeat { finished })
+                .expect("heartbeat")
+        };
+        s.start_op(0, untimed(limited("g", 2, 10_000, 0, true)))
+            .unwrap();
+        let mut started = Vec::new();
+        for n in &nodes {
+            for o in beat(&mut s, 0, n, vec![]).start {
+                started.push((o.allocation, n.clone()));
+            }
+        }
+        assert_eq!(started.len(), 2, "{case}: g runs whole");
+        s.take_events();
+        let (lost, lost_node) = started[0].clone();
+        let (sibling, sibling_node) = started[1].clone();
+        // (The failed job's node heartbeats: g may start a job there again at once.)
+        let mut again = 0;
+        match case {
+            "failed" => {
+                let failed = FinishedAllocation {
+                    allocation: lost,
+                    outcome: JobOutcome::Failed,
+                };
+                again += beat(&mut s, 100, &lost_node, vec![failed]).start.len();
+            }
+            "node_lost" => s.remove_node(100, &lost_node).unwrap(),
+            _ => s
+                .set_node(100, &lost_node, None, None, Some(false))
+                .unwrap(),
+        }
+        let events: Vec<Value> = s
+            .take_events()
+            .iter()
+            .map(|e| serde_json::to_value(e).unwrap())
+            .collect();
+        let sibling_end: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["allocation"] == sibling.0)
+            .collect();
+        assert_eq!(sibling_end.len(), 1, "{case}: {events:?}");
+        assert_eq!(sibling_end[0]["event"], "allocation_preempted", "{case}");
+        assert_eq!(sibling_end[0]["reason"], "gang_member_lost", "{case}");
+        // Its node is told to stop it, and g runs whole again on the two nodes left.
+        let response = beat(&mut s, 200, &sibling_node, vec![]);
+        assert!(response.abort.contains(&sibling), "{case}: {response:?}");
+        again += response.start.len();
+        let left: Vec<NodeId> = s.nodes().map(|n| n.id.clone()).collect();
+        for t in [200, 300] {
+            for n in left.iter().filter(|n| t == 300 || **n != sibling_node) {
+                again += beat(&mut s, t, n, vec![]).start.len();
+            }
+        }
+        assert_eq!(again, 2, "{case}: g starts again whole");
+        let g = s.operation(&OperationId("g".into())).unwrap();
+        assert_eq!(g.allocations.len(), 2, "{case}");
+    }
+}

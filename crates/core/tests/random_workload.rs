@@ -709,6 +709,10 @@ impl Checker {
         // Operations an allocation of which was preempted or interrupted in this call (for a
         // reason other than its gang's), with the preemptor named.
         let mut gang_preempted: BTreeMap<OperationId, Option<Preemptor>> = BTreeMap::new();
+        // Operations a running allocation of which ended in this call without completing (its
+        // job failed or was killed, or its node went away): a gang placed whole loses its
+        // other running jobs with it (`gang_member_lost`).
+        let mut gang_lost: BTreeSet<OperationId> = BTreeSet::new();
         let mut finished_here: BTreeSet<AllocationId> = BTreeSet::new();
         let mut preemptive_starts = 0u32;
         let mut open_preemptor: Option<AllocationId> = None;
@@ -939,6 +943,9 @@ impl Checker {
                     outcome,
                 } => {
                     let outcome = &outcome.name();
+                    if *outcome != "completed" {
+                        gang_lost.insert(operation.clone());
+                    }
                     ensure!(
                         hb_node == Some(node),
                         "allocation {allocation} finished outside a heartbeat of its node: {e:?}"
@@ -1057,7 +1064,50 @@ impl Checker {
                         format!("preempted allocation {allocation} is unknown or ended")
                     })?;
                     ensure!(&a.op == operation && &a.node == node, "{e:?} vs {a:?}");
+                    if matches!(
+                        *reason,
+                        "node_disabled"
+                            | "node_lost"
+                            | "node_fair_share_tree_changed"
+                            | "node_without_user_slots"
+                            | "waiting_timeout"
+                    ) && a.state == ShadowState::Running
+                    {
+                        gang_lost.insert(operation.clone());
+                    }
                     match *reason {
+                        "gang_member_lost" => {
+                            // A running job of a gang placed whole, another of which ended
+                            // without completing in this call; aborted at once, owed to its
+                            // node's next heartbeat.
+                            ensure!(
+                                a.state == ShadowState::Running,
+                                "gang_member_lost of {allocation}, which was not running"
+                            );
+                            let op = s.operation(operation).ok_or_else(|| {
+                                format!("gang member of {operation}: operation vanished")
+                            })?;
+                            ensure!(
+                                op.is_gang() && s.tree_config().config.gang_placement.enable,
+                                "gang_member_lost of {operation}, which is not a gang placed whole"
+                            );
+                            ensure!(
+                                gang_lost.contains(operation),
+                                "gang_member_lost of {operation} with none of its jobs lost in \
+                                 this call"
+                            );
+                            ensure!(preemptor.is_none(), "{e:?}");
+                            if let Call::Heartbeat {
+                                node: hb, response, ..
+                            } = call
+                                && node == *hb
+                            {
+                                ensure!(
+                                    response.abort.contains(allocation),
+                                    "preempted {allocation} is not in the response's abort list"
+                                );
+                            }
+                        }
                         "node_disabled" => {
                             ensure!(
                                 matches!(call, Call::Command { cmd: Cmd::DisableNode(n), .. } if n == node),

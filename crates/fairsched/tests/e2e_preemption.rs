@@ -776,3 +776,69 @@ mode = "fifo"
         "a job of G started before S ended: {log:?}"
     );
 }
+
+/// A gang whose node is lost does not run on in part: its job on another node is aborted
+/// (`gang_member_lost`, its process killed) and the gang runs again, whole, on the nodes left.
+/// Three 1-cpu nodes; gang `G` (2 jobs) runs on two; the agent of one is killed (SIGKILL) and
+/// the server takes its node for lost after `node_timeout_ms`.
+#[test]
+fn a_gang_whose_node_is_lost_is_aborted_whole_and_runs_again_whole() {
+    let mut c = Cluster::start(
+        r#"node_timeout_ms = 1500
+
+[scheduler]
+fair_share_update_period_ms = 100
+node_heartbeat_period_ms = 100
+
+[pool_trees]
+default_tree = "default"
+
+[pool_trees.pool_trees.default.config]
+min_spare_allocation_resources_on_node = {}
+gang_placement = { enable = true }
+
+[pool_trees.pool_trees.default.pools.q]
+"#,
+        &[
+            ("n1", "cpu=1,memory=1GiB,user_slots=8"),
+            ("n2", "cpu=1,memory=1GiB,user_slots=8"),
+            ("n3", "cpu=1,memory=1GiB,user_slots=8"),
+        ],
+    );
+    let go = c.dir.path().join("go");
+    let script = format!(
+        "echo $$ > pid; while [ ! -e {} ]; do sleep 0.1; done; echo done",
+        go.display()
+    );
+    let args = [
+        "--pool", "q", "--jobs", "2", "--cpu", "1", "--memory", "64MiB", "--gang",
+    ];
+    c.submit("G", &args, &script);
+    wait_for("G's 2 jobs to run", LONG, || c.job_pids("G").len() == 2);
+    let events = c.events("G");
+    let started = of(&events, "allocation_started");
+    assert_eq!(started.len(), 2, "{events:?}");
+    let lost_node = started[0]["node"].as_str().unwrap().to_string();
+    let sibling = started[1]["job"].as_str().unwrap().to_string();
+    let sibling_pid = (c.job_pids("G").into_iter())
+        .find(|(job, _)| *job == sibling)
+        .map(|(_, pid)| pid)
+        .expect("the sibling's pid");
+    c.kill_agent(&lost_node);
+    wait_for("the sibling to be aborted with the gang", LONG, || {
+        let events = c.events("G");
+        of(&events, "allocation_preempted")
+            .iter()
+            .any(|e| e["job"] == sibling.as_str() && e["reason"] == "gang_member_lost")
+    });
+    wait_for("the sibling's process to be killed", LONG, || {
+        process_gone(&sibling_pid)
+    });
+    wait_for("G to run again, whole", LONG, || {
+        c.op("G")["job_counts"]["running"] == 2
+    });
+    std::fs::write(&go, "").unwrap();
+    wait_for("G to complete", LONG, || c.op("G")["state"] == "completed");
+    let text = c.cli(&["op", "show", "G"]);
+    assert!(text.contains("gang_member_lost 1"), "{text}");
+}

@@ -34,7 +34,7 @@ const JOB_OUTCOMES: [JobState; 3] = [JobState::Completed, JobState::Failed, JobS
 /// Starvation statuses of the core, in the order they are reported.
 const STARVATION_STATUSES: [&str; 3] = ["non_starving", "starving", "aggressively_starving"];
 /// Preemption reasons of the core (`PreemptionReason::name`); others are counted as they come.
-const PREEMPTION_REASONS: [&str; 14] = [
+const PREEMPTION_REASONS: [&str; 15] = [
     "preemption",
     "aggressive_preemption",
     "ssd_preemption",
@@ -49,6 +49,7 @@ const PREEMPTION_REASONS: [&str; 14] = [
     "operation_aborted",
     "waiting_timeout",
     "gang_member_preempted",
+    "gang_member_lost",
 ];
 
 /// The metrics the actor updates. Cloning shares them.

@@ -153,6 +153,9 @@ impl Parts<'_> {
         node: &NodeId,
         finished: Vec<crate::protocol::FinishedAllocation>,
     ) {
+        // Every reported end first, then the rest of the gangs that lost a job (a sibling
+        // reported in the same heartbeat ends as reported).
+        let mut lost = Vec::new();
         for f in finished {
             let on_this_node = self
                 .books
@@ -160,8 +163,15 @@ impl Parts<'_> {
                 .get(&f.allocation)
                 .is_some_and(|a| &a.node == node);
             if on_this_node {
-                self.end_allocation(now, f.allocation, EndKind::Finished(f.outcome));
+                lost.extend(self.end_allocation_alone(
+                    now,
+                    f.allocation,
+                    EndKind::Finished(f.outcome),
+                ));
             }
+        }
+        for l in lost {
+            self.end_gang_members(now, l);
         }
     }
 
