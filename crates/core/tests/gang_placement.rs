@@ -18,6 +18,13 @@ fn gang(id: &str, pool: &str, jobs: u32, cpu: f64) -> TestOp {
     op(id, Some(pool), vec![t])
 }
 
+/// When `operation`'s first job started (`None`: never).
+fn first_start(d: &Driver, operation: &str) -> Option<u64> {
+    events(d, "allocation_started", operation)
+        .first()
+        .and_then(|e| e["t_ms"].as_u64())
+}
+
 fn events(d: &Driver, kind: &str, operation: &str) -> Vec<Value> {
     d.events
         .iter()
@@ -174,11 +181,7 @@ fn a_gang_holding_what_it_needs_leaves_the_rest_to_long_jobs() {
         };
         assert!(why.contains(expected), "{hold}: {why}");
         d.run(&mut s, 600, 3000, 100);
-        let first_start = |id: &str| {
-            events(&d, "allocation_started", id)
-                .first()
-                .and_then(|e| e["t_ms"].as_u64())
-        };
+        let first_start = |id: &str| first_start(&d, id);
         let head = first_start("head").expect("the head started");
         assert!((1000..=1100).contains(&head), "{hold}: head at {head}");
         for id in before {
@@ -385,12 +388,8 @@ fn with_planned_starts_no_gang_delays_one_planned_before_it() {
             d.start(&mut s, 100, job(id, jobs, ms)).unwrap();
         }
         d.run(&mut s, 100, 80_000, 100);
-        let first_start = |id: &str| {
-            events(&d, "allocation_started", id)
-                .first()
-                .and_then(|e| e["t_ms"].as_u64())
-                .unwrap_or_else(|| panic!("{hold}: {id} never started"))
-        };
+        let first_start =
+            |id: &str| first_start(&d, id).unwrap_or_else(|| panic!("{hold}: {id} never started"));
         let (j0, j1, j2, j3) = (
             first_start("j0"),
             first_start("j1"),
@@ -499,12 +498,7 @@ fn a_gang_waiting_for_what_it_lent_leaves_the_rest_to_others() {
     d.start(&mut s, 600, limited("long", 1, 100_000, 100_000, true))
         .unwrap();
     d.run(&mut s, 600, 6000, 100);
-    let first = |id: &str| {
-        events(&d, "allocation_started", id)
-            .first()
-            .and_then(|e| e["t_ms"].as_u64())
-            .unwrap_or_else(|| panic!("{id} never started"))
-    };
+    let first = |id: &str| first_start(&d, id).unwrap_or_else(|| panic!("{id} never started"));
     assert!(first("short") <= 400, "short at {}", first("short"));
     assert!(first("long") <= 700, "long at {}", first("long"));
     assert!(first("g") >= first("short") + 2000, "g at {}", first("g"));

@@ -1097,16 +1097,7 @@ impl Checker {
                                  this call"
                             );
                             ensure!(preemptor.is_none(), "{e:?}");
-                            if let Call::Heartbeat {
-                                node: hb, response, ..
-                            } = call
-                                && node == *hb
-                            {
-                                ensure!(
-                                    response.abort.contains(allocation),
-                                    "preempted {allocation} is not in the response's abort list"
-                                );
-                            }
+                            aborted_if_here(call, node, *allocation)?;
                         }
                         "node_disabled" => {
                             ensure!(
@@ -1158,16 +1149,7 @@ impl Checker {
                             // With another allocation of its gang, on any node, in any call
                             // that preempts; owed to its node's next heartbeat.
                             self.check_gang_member(s, &gang_preempted, operation, preemptor)?;
-                            if let Call::Heartbeat {
-                                node: hb, response, ..
-                            } = call
-                                && node == *hb
-                            {
-                                ensure!(
-                                    response.abort.contains(allocation),
-                                    "preempted {allocation} is not in the response's abort list"
-                                );
-                            }
+                            aborted_if_here(call, node, *allocation)?;
                         }
                         _ => {
                             let Call::Heartbeat {
@@ -2659,4 +2641,20 @@ fn prng_is_stable() {
     let ys: Vec<u64> = (0..4).map(|_| b.next_u64()).collect();
     assert_eq!(xs, ys);
     assert_ne!(Rng::new(7).next_u64(), Rng::new(8).next_u64());
+}
+
+/// A gang member ended on `node` in `call`: if `call` is a heartbeat of `node`, its response
+/// tells the node to abort it (otherwise the order is owed to the node's next heartbeat).
+fn aborted_if_here(call: &Call, node: &NodeId, allocation: AllocationId) -> Result<(), String> {
+    if let Call::Heartbeat {
+        node: hb, response, ..
+    } = call
+        && node == *hb
+    {
+        ensure!(
+            response.abort.contains(&allocation),
+            "preempted {allocation} is not in the response's abort list"
+        );
+    }
+    Ok(())
 }
