@@ -985,3 +985,50 @@ fn gang_placement_starts_a_gang_whole_and_keeps_what_it_holds() {
     assert_eq!(starts(&off), vec![200, 2200, 3000]);
     assert_eq!(off.events("gang_assembled", None), Vec::<Value>::new());
 }
+
+#[test]
+fn gang_member_lost_runs_the_gang_again_whole() {
+    let file = "scenarios/gang_member_lost.json";
+    let run = check(file, None, false);
+    assert_eq!(run.code, EXIT_OK, "{}", run.stderr);
+    let preempted: Vec<(String, String)> = run
+        .events("allocation_preempted", Some("mpi"))
+        .iter()
+        .map(|e| {
+            (
+                e["node"].as_str().expect("node").to_string(),
+                e["reason"].as_str().expect("reason").to_string(),
+            )
+        })
+        .collect();
+    // node-0's job is lost with its node; node-1's goes with it rather than run alone.
+    assert_eq!(
+        preempted,
+        [
+            ("node-0".to_string(), "node_lost".to_string()),
+            ("node-1".to_string(), "gang_member_lost".to_string())
+        ]
+    );
+    // Then both start again, at once, on the two nodes left, and complete.
+    let starts: Vec<(u64, String)> = run
+        .events("allocation_started", Some("mpi"))
+        .iter()
+        .map(|e| {
+            (
+                e["t_ms"].as_u64().expect("t_ms"),
+                e["node"].as_str().expect("node").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        starts[2..],
+        [(1000, "node-1".to_string()), (1000, "node-2".to_string())]
+    );
+    let finished = run.events("allocation_finished", Some("mpi"));
+    assert_eq!(finished.len(), 2, "{finished:?}");
+    assert!(
+        finished
+            .iter()
+            .all(|e| e["t_ms"] == 4000 && e["outcome"] == "completed")
+    );
+}
