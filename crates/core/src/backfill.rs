@@ -566,6 +566,28 @@ pub(crate) fn gang_placed(tree: &PoolTree, books: &Books, op: &OperationId) -> b
     tree.config().gang_placement.enable && books.operations.get(op).is_some_and(|o| o.is_gang())
 }
 
+/// The running allocations of gang `op` in tree `t` (`tree`) that `keep` keeps, when the tree
+/// places its jobs all at once (none otherwise): what goes when one of them is preempted or
+/// lost, since such a gang runs whole or not at all.
+pub(crate) fn running_gang_members(
+    tree: &PoolTree,
+    t: usize,
+    books: &Books,
+    op: &OperationId,
+    keep: impl Fn(&crate::model::Allocation) -> bool,
+) -> Vec<crate::model::AllocationId> {
+    if !gang_placed(tree, books, op) {
+        return Vec::new();
+    }
+    (books.operations[op].allocations.iter().copied())
+        .filter(|m| {
+            books.allocations.get(m).is_some_and(|a| {
+                a.tree == t && a.state == crate::model::AllocationState::Running && keep(a)
+            })
+        })
+        .collect()
+}
+
 /// How many jobs of `job` fit into `free` (at most [`u32::MAX`], also for a job that asks
 /// for nothing).
 pub(crate) fn fit_count(free: &Resources, job: &Resources) -> u64 {

@@ -384,20 +384,13 @@ impl Parts<'_> {
             tree,
             gone,
         } = lost;
-        let op = &operation;
-        let gone = gone.as_ref();
-        if !crate::backfill::gang_placed(&self.trees[tree], self.books, op) {
-            return;
-        }
-        let members: Vec<AllocationId> = (self.books.operations.get(op))
-            .into_iter()
-            .flat_map(|o| o.allocations.iter().copied())
-            .filter(|m| {
-                (self.books.allocations.get(m)).is_some_and(|a| {
-                    a.tree == tree && a.state == AllocationState::Running && Some(&a.node) != gone
-                })
-            })
-            .collect();
+        let members = crate::backfill::running_gang_members(
+            &self.trees[tree],
+            tree,
+            self.books,
+            &operation,
+            |m| Some(&m.node) != gone.as_ref(),
+        );
         for m in members {
             self.end_allocation(
                 now,

@@ -112,25 +112,13 @@ impl Parts<'_> {
         if a.state != AllocationState::Running {
             return;
         }
-        let tree = a.tree;
-        let members: Vec<AllocationId> =
-            if crate::backfill::gang_placed(&self.trees[tree], self.books, &a.operation) {
-                (self.books.operations[&a.operation]
-                    .allocations
-                    .iter()
-                    .copied())
-                .filter(|m| {
-                    *m != id
-                        && self
-                            .books
-                            .allocations
-                            .get(m)
-                            .is_some_and(|m| m.tree == tree && m.state == AllocationState::Running)
-                })
-                .collect()
-            } else {
-                Vec::new()
-            };
+        let members = crate::backfill::running_gang_members(
+            &self.trees[a.tree],
+            a.tree,
+            self.books,
+            &a.operation,
+            |m| m.id != id,
+        );
         self.preempt_one(now, id, reason, preemptor.clone(), timeout_override);
         for m in members {
             self.preempt_one(

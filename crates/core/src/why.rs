@@ -325,25 +325,18 @@ impl<'a> WhyContext<'a> {
             };
             let text = match self.holds.gangs.get(&t) {
                 _ if self.holds.placed_gangs.contains_key(&op.spec.id) => {
-                    let a = &self.holds.placed_gangs[&op.spec.id];
-                    format!(
-                        "gang: all its {} pending jobs are held on {} nodes, which start them at \
-                         their next heartbeats (gang_placement)",
-                        a.held_jobs(),
-                        a.holds.len()
-                    )
+                    about_to_start(&self.holds.placed_gangs[&op.spec.id])
                 }
                 Some(a) if a.operation == op.spec.id && a.ready => {
-                    let lent: Vec<&str> = crate::gang::lent_on(self.books, self.holds, a)
-                        .map(|n| n.0.as_str())
-                        .collect();
-                    if lent.is_empty() || a.starting {
-                        format!(
-                            "gang: all its {} pending jobs are held on {} nodes, which start \
-                             them at their next heartbeats (gang_placement)",
-                            a.held_jobs(),
-                            a.holds.len()
-                        )
+                    let lent: Vec<&str> = if a.starting {
+                        Vec::new()
+                    } else {
+                        (crate::gang::lent_on(self.books, self.holds, a))
+                            .map(|n| n.0.as_str())
+                            .collect()
+                    };
+                    if lent.is_empty() {
+                        about_to_start(a)
                     } else {
                         format!(
                             "gang: all its {} pending jobs are held on {} nodes; they start \
@@ -734,6 +727,16 @@ pub fn duration_words(ms: Millis) -> String {
         ms if ms < D => format!("{} h {} min", ms / H, ms % H / MIN),
         ms => format!("{} d {} h", ms / D, ms % D / H),
     }
+}
+
+/// What a gang whose nodes start all its held jobs at their next heartbeats waits for.
+fn about_to_start(a: &crate::holds::GangAssembly) -> String {
+    format!(
+        "gang: all its {} pending jobs are held on {} nodes, which start them at their next \
+         heartbeats (gang_placement)",
+        a.held_jobs(),
+        a.holds.len()
+    )
 }
 
 /// Up to three of `names`, then how many more: "a1, a2, a3 and 5 more".
