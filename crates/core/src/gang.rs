@@ -45,6 +45,12 @@ impl Scheduler {
         self.holds.all_gangs()
     }
 
+    /// Counts the changes to what is held (gangs' jobs, job reservations, their backfill
+    /// times): while it is the same, so is every hold.
+    pub fn holds_version(&self) -> u64 {
+        self.holds.version
+    }
+
     /// Whether gang `a` (of [`Scheduler::all_gangs`]) starts its held jobs at its nodes' next
     /// heartbeats: it holds all it needs and all of that is free (what it lent while it
     /// gathered is back), or it has begun to start.

@@ -4,6 +4,7 @@
 //! modules named decide when holds are made and released.
 
 use crate::model::{Millis, NodeId, OperationId};
+use crate::room::Slot;
 use fairsched_resources::{RESOURCE_COUNT, Resources};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -47,6 +48,8 @@ pub(crate) struct Holds {
     /// What is held on the schedulable nodes of one tree, summed up for the bound on the room
     /// a gang placed whole may find (see [`crate::unheld`]).
     pub(crate) unheld_memo: Option<UnheldMemo>,
+    /// What is held on each node, as of a `version` (kept across changes of the free room).
+    pub(crate) held_sum: Option<HeldSum>,
     /// With `gang_placement.hold = "planned"`: the last plan of every waiting gang's start,
     /// kept while what it depends on is the same (see [`crate::gang_plan`]).
     pub(crate) gang_plan: Option<GangPlan>,
@@ -68,6 +71,17 @@ pub(crate) struct GangPlan {
     /// operation sequence number the plan was made at.
     pub(crate) key: [u64; 6],
     pub(crate) starts: BTreeMap<OperationId, Millis>,
+}
+
+/// What is held on each node the room index has seen (reservations and gangs' jobs), summed
+/// up by node, as of [`Holds::version`] `version` (see [`crate::unheld`]).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct HeldSum {
+    pub(crate) version: u64,
+    /// By the node's slot in the room index, in slot order.
+    pub(crate) by_slot: Vec<(Slot, Resources)>,
+    /// The latest time until which any hold may be backfilled (`None`: none may be).
+    pub(crate) latest_until: Option<Millis>,
 }
 
 /// Free room by node, less what is held there (see [`crate::unheld`]), as of the room index's

@@ -27,6 +27,11 @@ impl Scheduler {
         self.holds.reservations.iter()
     }
 
+    /// Whether a job reservation holds resources on `node`.
+    pub fn reserved_on(&self, node: &NodeId) -> bool {
+        self.holds.reservations.contains_key(node)
+    }
+
     /// The node holding resources for `op`, if any.
     pub fn reserved_node_of(&self, op: &OperationId) -> Option<&NodeId> {
         self.holds.reserved_node_of(op)

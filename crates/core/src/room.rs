@@ -128,11 +128,6 @@ impl RoomIndex {
         self.version
     }
 
-    /// The tree and free resources of node `id` if it is schedulable.
-    pub(crate) fn counted(&self, id: &NodeId) -> Option<(usize, Resources)> {
-        self.counted_at(self.slot_of(id)?)
-    }
-
     /// The tree and free resources of the node in `slot` if it is schedulable.
     pub(crate) fn counted_at(&self, slot: Slot) -> Option<(usize, Resources)> {
         self.counted[slot as usize].map(|(tree, raw)| (tree, Resources::from_raw(raw)))

@@ -4,15 +4,17 @@
 //! less everything held, so it cannot be placed when that room is smaller than its jobs.
 //!
 //! Without it a gang waiting behind a queue head that holds most of the free room scanned
-//! every node to find so, at every room epoch. The room held on each node is summed once per
-//! change of the free room or of the holds ([`UnheldMemo`], kept in the holds by their and
-//! the room index's versions; debug builds check a kept one against a fresh one), and the
-//! bound per job shape from it; the cost is the distinct (free, unheld) amounts, not the
-//! nodes.
+//! every node to find so, at every room epoch. What is held on each node is summed once per
+//! change of the holds ([`HeldSum`], by the node's slot in the room index), the nodes counted
+//! by (free, unheld) room once per change of the free room or of the holds ([`UnheldMemo`],
+//! kept in the holds by their and the room index's versions; debug builds check both against
+//! fresh ones), and the bound per job shape from that; the cost is the distinct (free,
+//! unheld) amounts, not the nodes.
 
 use crate::backfill::{fit_count, free_room, held_resources};
-use crate::holds::{Holds, UnheldMemo};
+use crate::holds::{HeldSum, Holds, UnheldMemo};
 use crate::model::{Millis, NodeId, Operation};
+use crate::room::Slot;
 use crate::state::Books;
 use fairsched_resources::Resources;
 use std::collections::BTreeMap;
@@ -40,7 +42,7 @@ pub(crate) fn room_bound(
     if kept {
         #[cfg(debug_assertions)]
         {
-            let fresh = memo(books, holds, t, key);
+            let fresh = memo(books, &held_sum(books, holds), t, key);
             let m = holds.unheld_memo.as_ref().expect("kept");
             assert_eq!(
                 (&fresh.held_nodes, fresh.latest_until),
@@ -49,7 +51,17 @@ pub(crate) fn room_bound(
             );
         }
     } else {
-        holds.unheld_memo = Some(memo(books, holds, t, key));
+        if holds.held_sum.as_ref().map(|h| h.version) != Some(holds.version) {
+            holds.held_sum = Some(held_sum(books, holds));
+        }
+        let sum = holds.held_sum.as_ref().expect("set above");
+        #[cfg(debug_assertions)]
+        assert_eq!(
+            sum,
+            &held_sum(books, holds),
+            "a kept sum of what is held per node went out of date"
+        );
+        holds.unheld_memo = Some(memo(books, sum, t, key));
     }
     let m = holds.unheld_memo.as_mut().expect("set above");
     // A job may backfill a hold if it ends by that hold's backfill time, the latest of which
@@ -80,34 +92,48 @@ pub(crate) fn room_bound(
     Some(room)
 }
 
-/// What is held on the schedulable nodes of tree `t`, summed up by node (see [`UnheldMemo`]).
-fn memo(books: &Books, holds: &Holds, t: usize, key: (u64, u64)) -> UnheldMemo {
-    let mut held: BTreeMap<&NodeId, Resources> = BTreeMap::new();
+/// What is held on each node the room index has seen, summed up by node (see [`HeldSum`]).
+fn held_sum(books: &Books, holds: &Holds) -> HeldSum {
+    let mut held: BTreeMap<Slot, Resources> = BTreeMap::new();
     let mut latest_until: Option<Millis> = None;
     let mut until = |u: Option<Millis>| {
         if let Some(u) = u {
             latest_until = Some(latest_until.map_or(u, |l| l.max(u)));
         }
     };
+    let mut add = |node: &NodeId, r: Resources| {
+        if let Some(slot) = books.room.slot_of(node) {
+            let h = held.entry(slot).or_insert(Resources::ZERO);
+            *h = h.add(&r);
+        }
+    };
     for (node, r) in &holds.reservations {
-        let h = held.entry(node).or_insert(Resources::ZERO);
-        *h = h.add(&r.resources);
+        add(node, r.resources);
         until(r.backfill_until);
     }
     for a in holds.all_gangs() {
         for (node, tasks) in &a.holds {
-            let h = held.entry(node).or_insert(Resources::ZERO);
-            *h = h.add(&held_resources(books, &a.operation, tasks));
+            add(node, held_resources(books, &a.operation, tasks));
         }
         until(a.backfill_until);
     }
+    HeldSum {
+        version: holds.version,
+        by_slot: held.into_iter().collect(),
+        latest_until,
+    }
+}
+
+/// What is held on the schedulable nodes of tree `t`, by (free, unheld) room (see
+/// [`UnheldMemo`]), from the sum of what is held on each node.
+fn memo(books: &Books, sum: &HeldSum, t: usize, key: (u64, u64)) -> UnheldMemo {
     let mut held_nodes = BTreeMap::new();
-    for (node, h) in held {
-        if let Some((tree, free)) = books.room.counted(node)
+    for (slot, h) in &sum.by_slot {
+        if let Some((tree, free)) = books.room.counted_at(*slot)
             && tree == t
         {
             let free = free.max(&Resources::ZERO);
-            let unheld = free.sub(&h).max(&Resources::ZERO);
+            let unheld = free.sub(h).max(&Resources::ZERO);
             *held_nodes.entry((free.raw(), unheld.raw())).or_insert(0u32) += 1;
         }
     }
@@ -115,7 +141,7 @@ fn memo(books: &Books, holds: &Holds, t: usize, key: (u64, u64)) -> UnheldMemo {
         tree: t,
         key,
         held_nodes,
-        latest_until,
+        latest_until: sum.latest_until,
         by_shape: BTreeMap::new(),
     }
 }

@@ -694,7 +694,8 @@ impl<'t> Replay<'t> {
                 // A node gangs hold jobs on, whose room is within that of a node of its group
                 // where the same gangs held the same jobs and whose heartbeat changed nothing,
                 // with nothing started since, would change nothing either.
-                let holds = self.gang_holds_on(n);
+                let version = self.cluster.core().holds_version();
+                let (held, holds) = self.holds_here(n);
                 if let Some(h) = &holds
                     && (fruitless_held.iter())
                         .any(|(f, g, k)| *g == group && k == h && f.dominates(&free))
@@ -704,14 +705,16 @@ impl<'t> Replay<'t> {
                     continue;
                 }
                 let changed_nothing = !self.heartbeat_changes(t, n)?;
+                // What is held is as before the heartbeat if no hold changed anywhere.
+                let same = self.cluster.core().holds_version() == version;
                 // A node whose room is held (a gang gathering, a reservation) tells nothing
                 // about the room of others; nor does one a gang just took.
-                if changed_nothing && !self.holds_on(n) {
+                if changed_nothing && !(if same { held } else { self.holds_on(n) }) {
                     fruitless.push((free, group));
                 } else if !changed_nothing {
                     fruitless_held.clear();
                 } else if let Some(h) = holds
-                    && self.gang_holds_on(n).as_ref() == Some(&h)
+                    && (same || self.holds_here(n).1.as_ref() == Some(&h))
                 {
                     fruitless_held.push((free, group, h));
                 }
@@ -720,26 +723,21 @@ impl<'t> Replay<'t> {
         Ok(())
     }
 
-    /// The jobs gangs hold on node `n`, by gang and task (`None`: nothing held there, or a job
+    /// Whether something holds resources on node `n` (a gang's jobs, a job reservation), and
+    /// the jobs gangs hold there, by gang and task (`None`: nothing held there, or a job
     /// reservation holds room there too).
-    fn gang_holds_on(&self, n: usize) -> Option<GangHolds> {
-        let id = self.cluster.node(n)?.id();
+    fn holds_here(&self, n: usize) -> (bool, Option<GangHolds>) {
+        let Some(id) = self.cluster.node(n).map(|node| node.id()) else {
+            return (false, None);
+        };
         let core = self.cluster.core();
-        if core.reservations().any(|(node, _)| node == id) {
-            return None;
+        if core.reserved_on(id) {
+            return (true, None);
         }
         let holds: GangHolds = (core.all_gangs())
             .filter_map(|a| Some((a.operation.clone(), a.holds.get(id)?.clone())))
             .collect();
-        (!holds.is_empty()).then_some(holds)
-    }
-
-    /// How far the gang gathering in the replay's tree is (jobs held, complete).
-    fn gang_progress(&self) -> Option<(u32, bool)> {
-        self.cluster
-            .core()
-            .gang_assembly(0)
-            .map(|a| (a.held_jobs(), a.ready))
+        (!holds.is_empty(), (!holds.is_empty()).then_some(holds))
     }
 
     /// Whether something holds resources on node `n` (a gang's jobs, a job reservation).
@@ -748,8 +746,15 @@ impl<'t> Replay<'t> {
             return false;
         };
         let core = self.cluster.core();
-        core.reservations().any(|(node, _)| node == id)
-            || core.all_gangs().any(|a| a.holds.contains_key(id))
+        core.reserved_on(id) || core.all_gangs().any(|a| a.holds.contains_key(id))
+    }
+
+    /// How far the gang gathering in the replay's tree is (jobs held, complete).
+    fn gang_progress(&self) -> Option<(u32, bool)> {
+        self.cluster
+            .core()
+            .gang_assembly(0)
+            .map(|a| (a.held_jobs(), a.ready))
     }
 
     /// Heartbeats the nodes of the gangs that hold all they need, free, so that they start at
