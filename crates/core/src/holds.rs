@@ -50,6 +50,9 @@ pub(crate) struct Holds {
     pub(crate) unheld_memo: Option<UnheldMemo>,
     /// What is held on each node, as of a `version` (kept across changes of the free room).
     pub(crate) held_sum: Option<HeldSum>,
+    /// What each gang holds on each node, kept up to date from the gangs' [`Counted`] notes
+    /// when `held_sum` is made again.
+    pub(crate) held_sums: HeldSums,
     /// With `gang_placement.hold = "planned"`: the last plan of every waiting gang's start,
     /// kept while what it depends on is the same (see [`crate::gang_plan`]).
     pub(crate) gang_plan: Option<GangPlan>,
@@ -82,6 +85,16 @@ pub(crate) struct HeldSum {
     pub(crate) by_slot: Vec<(Slot, Resources)>,
     /// The latest time until which any hold may be backfilled (`None`: none may be).
     pub(crate) latest_until: Option<Millis>,
+}
+
+/// What each gang holds by node (see [`crate::unheld`]), and the sum over the gangs.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct HeldSums {
+    /// By gang (the tree it assembles in, `None` if placed whole; its operation): what it
+    /// holds by the node's slot in the room index.
+    pub(crate) gangs: BTreeMap<(Option<usize>, OperationId), BTreeMap<Slot, Resources>>,
+    /// By slot: the sum of what gangs hold there, and how many gangs hold something there.
+    pub(crate) total: BTreeMap<Slot, (Resources, u32)>,
 }
 
 /// Free room by node, less what is held there (see [`crate::unheld`]), as of the room index's
@@ -259,6 +272,23 @@ pub struct GangAssembly {
     /// The books' `node_changes` when the fair-share update last looked for nodes it holds
     /// jobs on that it lost (see `gang::update_gangs`).
     pub(crate) nodes_checked: Option<u64>,
+    /// The nodes its holds changed on since [`crate::unheld`] last counted them.
+    pub(crate) counted: Counted,
+}
+
+/// Whether a gang's holds were counted into the holds' per-node sum ([`HeldSums`]), and the
+/// nodes they changed on since. Bookkeeping, not part of what the gang is: any two compare
+/// equal.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Counted {
+    pub(crate) yes: bool,
+    pub(crate) touched: Vec<NodeId>,
+}
+
+impl PartialEq for Counted {
+    fn eq(&self, _: &Counted) -> bool {
+        true
+    }
 }
 
 impl GangAssembly {
@@ -279,6 +309,19 @@ impl GangAssembly {
             starting: false,
             lent_at: None,
             nodes_checked: None,
+            counted: Counted::default(),
+        }
+    }
+
+    /// Its holds changed on `node`: noted for the per-node sum if it counted them (a long list
+    /// is dropped for a count afresh).
+    fn touch(&mut self, node: &NodeId) {
+        if self.counted.yes {
+            if self.counted.touched.len() > self.holds.len() + 64 {
+                self.counted = Counted::default();
+            } else {
+                self.counted.touched.push(node.clone());
+            }
         }
     }
 
@@ -334,6 +377,7 @@ impl GangAssembly {
     /// It no longer holds anything on `node`; returns what it held there.
     pub(crate) fn release_node(&mut self, node: &NodeId) -> Option<BTreeMap<usize, u32>> {
         let tasks = self.holds.remove(node)?;
+        self.touch(node);
         for (task, &n) in &tasks {
             self.held -= n;
             let left = self.per_task.get_mut(task).expect("counted when added");
@@ -401,6 +445,7 @@ impl GangAssembly {
         if new_here.is_empty() {
             return;
         }
+        self.touch(node);
         let here = self.holds.entry(node.clone()).or_default();
         for (task, n) in new_here {
             *here.entry(task).or_default() += n;

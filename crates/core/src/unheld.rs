@@ -11,13 +11,15 @@
 //! fresh ones), and the bound per job shape from that; the cost is the distinct (free,
 //! unheld) amounts, not the nodes.
 
-use crate::backfill::{fit_count, free_room, held_resources};
+#[cfg(debug_assertions)]
+use crate::backfill::held_resources;
+use crate::backfill::{fit_count, free_room, resources_of};
 use crate::holds::{HeldSum, Holds, UnheldMemo};
 use crate::model::{Millis, NodeId, Operation};
 use crate::room::Slot;
 use crate::state::Books;
 use fairsched_resources::Resources;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// At most how many jobs of shape `job` fit in tree `t` into what is free less everything
 /// held, for operation `op` (with pending jobs), if none of its pending jobs may backfill any
@@ -42,7 +44,7 @@ pub(crate) fn room_bound(
     if kept {
         #[cfg(debug_assertions)]
         {
-            let fresh = memo(books, &held_sum(books, holds), t, key);
+            let fresh = memo(books, &held_sum_afresh(books, holds), t, key);
             let m = holds.unheld_memo.as_ref().expect("kept");
             assert_eq!(
                 (&fresh.held_nodes, fresh.latest_until),
@@ -58,7 +60,7 @@ pub(crate) fn room_bound(
         #[cfg(debug_assertions)]
         assert_eq!(
             sum,
-            &held_sum(books, holds),
+            &held_sum_afresh(books, holds),
             "a kept sum of what is held per node went out of date"
         );
         holds.unheld_memo = Some(memo(books, sum, t, key));
@@ -92,8 +94,114 @@ pub(crate) fn room_bound(
     Some(room)
 }
 
-/// What is held on each node the room index has seen, summed up by node (see [`HeldSum`]).
-fn held_sum(books: &Books, holds: &Holds) -> HeldSum {
+/// What is held on each node the room index has seen, summed up by node (see [`HeldSum`]):
+/// the job reservations' summed afresh (there are few), the gangs' kept in
+/// [`Holds::held_sums`] and brought up to date on the nodes each gang's holds changed on since
+/// (a gang new, or whose list of changes grew long, is counted afresh). A gang gathering
+/// changes its holds a node at a time, and holds thousands of nodes.
+fn held_sum(books: &Books, holds: &mut Holds) -> HeldSum {
+    let sums = &mut holds.held_sums;
+    let mut seen = BTreeSet::new();
+    let assembling = (holds.gangs.iter_mut()).map(|(t, a)| (Some(*t), a));
+    let placed = (holds.placed_gangs.values_mut()).map(|a| (None, a));
+    for (tree, a) in assembling.chain(placed) {
+        let key = (tree, a.operation.clone());
+        let op = books.operations.get(&a.operation);
+        let counted = a.counted.yes && sums.gangs.contains_key(&key);
+        let touched = std::mem::take(&mut a.counted.touched);
+        if counted {
+            let mine = sums.gangs.get_mut(&key).expect("counted");
+            for node in touched.iter().collect::<BTreeSet<_>>() {
+                let Some(slot) = books.room.slot_of(node) else {
+                    continue;
+                };
+                let now = a.holds.get(node).map(|tasks| resources_of(op, tasks));
+                let before = match now {
+                    Some(r) => mine.insert(slot, r),
+                    None => mine.remove(&slot),
+                };
+                change_total(&mut sums.total, slot, before, now);
+            }
+        } else {
+            if let Some(before) = sums.gangs.remove(&key) {
+                for (slot, r) in before {
+                    change_total(&mut sums.total, slot, Some(r), None);
+                }
+            }
+            let mut mine = BTreeMap::new();
+            for (node, tasks) in &a.holds {
+                if let Some(slot) = books.room.slot_of(node) {
+                    let r = resources_of(op, tasks);
+                    mine.insert(slot, r);
+                    change_total(&mut sums.total, slot, None, Some(r));
+                }
+            }
+            sums.gangs.insert(key.clone(), mine);
+            a.counted.yes = true;
+        }
+        seen.insert(key);
+    }
+    let gone: Vec<_> = (sums.gangs.keys())
+        .filter(|k| !seen.contains(*k))
+        .cloned()
+        .collect();
+    for key in gone {
+        for (slot, r) in sums.gangs.remove(&key).expect("listed") {
+            change_total(&mut sums.total, slot, Some(r), None);
+        }
+    }
+    let mut by_slot: Vec<(Slot, Resources)> = (sums.total.iter())
+        .map(|(&slot, &(r, _))| (slot, r))
+        .collect();
+    let mut latest_until: Option<Millis> = None;
+    let mut until = |u: Option<Millis>| {
+        if let Some(u) = u {
+            latest_until = Some(latest_until.map_or(u, |l| l.max(u)));
+        }
+    };
+    for (node, r) in &holds.reservations {
+        if let Some(slot) = books.room.slot_of(node) {
+            match by_slot.binary_search_by_key(&slot, |&(s, _)| s) {
+                Ok(at) => by_slot[at].1 = by_slot[at].1.add(&r.resources),
+                Err(at) => by_slot.insert(at, (slot, r.resources)),
+            }
+        }
+        until(r.backfill_until);
+    }
+    for a in holds.all_gangs() {
+        until(a.backfill_until);
+    }
+    HeldSum {
+        version: holds.version,
+        by_slot,
+        latest_until,
+    }
+}
+
+/// One gang's hold on the node in `slot` went from `before` to `now` (`None`: nothing held).
+fn change_total(
+    total: &mut BTreeMap<Slot, (Resources, u32)>,
+    slot: Slot,
+    before: Option<Resources>,
+    now: Option<Resources>,
+) {
+    let entry = total.entry(slot).or_insert((Resources::ZERO, 0));
+    if let Some(r) = before {
+        entry.0 = entry.0.sub(&r);
+        entry.1 -= 1;
+    }
+    if let Some(r) = now {
+        entry.0 = entry.0.add(&r);
+        entry.1 += 1;
+    }
+    if entry.1 == 0 {
+        total.remove(&slot);
+    }
+}
+
+/// [`held_sum`] computed from every hold (debug builds check the kept sums against it).
+#[cfg(debug_assertions)]
+fn held_sum_afresh(books: &Books, holds: &Holds) -> HeldSum {
     let mut held: BTreeMap<Slot, Resources> = BTreeMap::new();
     let mut latest_until: Option<Millis> = None;
     let mut until = |u: Option<Millis>| {
