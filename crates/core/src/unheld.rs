@@ -15,7 +15,9 @@
 use crate::backfill::held_resources;
 use crate::backfill::{fit_count, free_room, resources_of};
 use crate::holds::{HeldSum, Holds, UnheldMemo};
-use crate::model::{Millis, NodeId, Operation};
+#[cfg(debug_assertions)]
+use crate::model::NodeId;
+use crate::model::{Millis, Operation};
 use crate::room::Slot;
 use crate::state::Books;
 use fairsched_resources::Resources;

@@ -291,6 +291,37 @@ fn a_draining_queue_refreshes_fair_shares_rarely() {
     );
 }
 
+/// The batch baselines decide from the queue and the running jobs' requested times, not from
+/// fair shares: they update only to admit new jobs (one update per instant with
+/// submissions), never to refresh shares while a queue drains. The same 400 jobs at once, 15 s
+/// each on one node: one update, not one per job end (an update is O(queue), and Curie's
+/// queue holds thousands).
+#[test]
+fn the_baselines_update_only_to_admit_jobs() {
+    let jobs: Vec<(u32, u32, u32, u32, u32, u32)> =
+        (0..400).map(|i| (i + 1, 0, 15, 1, i % 4, i % 2)).collect();
+    let trace = parse_swf(&swf(&jobs, 1, 1), "test.swf").unwrap();
+    for policy in [Policy::Fcfs, Policy::Easy, Policy::Conservative] {
+        let options = ReplayOptions {
+            policy: policy.clone(),
+            ..ReplayOptions::default()
+        };
+        let report = replay(&trace, &options, &mut |_| {}).expect("replays");
+        assert!(
+            report
+                .records
+                .iter()
+                .all(|r| r.state == JobState::Completed)
+        );
+        assert_eq!(report.end_ms, 6_000_000, "{policy:?}");
+        assert_eq!(
+            report.stats.fair_share_updates, 1,
+            "{policy:?}: {} instants",
+            report.stats.instants
+        );
+    }
+}
+
 /// Under fair share a group's pool exists while the group has jobs: three groups one after
 /// another, two jobs each, make three pools, each removed when its group's last job finished
 /// (and a group that comes back gets its pool again).

@@ -24,7 +24,8 @@
 //! ([`Scheduler::next_status_change`]). At each instant: submissions, then the core's tick (a
 //! fair-share update at most every `fair_share_update_period_ms` of virtual time, skipped
 //! while no allocation is pending, since fair shares then decide nothing, and between new
-//! submissions and starvation run only every [`QUIET_REFRESH_PERIODS`] periods), then
+//! submissions and starvation run only every [`QUIET_REFRESH_PERIODS`] periods, and never
+//! under the batch baselines, which decide nothing by fair shares), then
 //! heartbeats of the nodes whose
 //! allocations ended (reporting them; one that holds nothing and whose room is within that of
 //! an earlier reporting node of its group that changed nothing, with nothing started since,
@@ -374,6 +375,8 @@ struct Replay<'t> {
     waiting_for_update: bool,
     last_update_ms: Option<Millis>,
     period: Millis,
+    /// Whether fair shares are refreshed while nothing new waits (not under the baselines).
+    quiet_refresh: bool,
     series: Vec<Sample>,
     usage: usage::UsageBins,
     sample_every: Millis,
@@ -481,6 +484,7 @@ impl<'t> Replay<'t> {
             waiting_for_update: false,
             last_update_ms: None,
             period: update_period(options),
+            quiet_refresh: !options.policy.is_baseline(),
             series: Vec::new(),
             usage: usage::UsageBins::for_span(span.saturating_add(longest)),
             sample_every,
@@ -882,7 +886,7 @@ impl<'t> Replay<'t> {
                 .is_none_or(|last| t >= last.saturating_add(self.period.saturating_mul(periods)))
         };
         let due = since(1);
-        let stale = since(QUIET_REFRESH_PERIODS);
+        let stale = self.quiet_refresh && since(QUIET_REFRESH_PERIODS);
         let status_changes = self.next_status_update().is_some_and(|at| at <= t);
         if ((self.waiting_for_update || status_changes) && due) || stale {
             // The replay decides when the core updates (the core's own period check in
