@@ -699,8 +699,10 @@ impl<'t> Replay<'t> {
                 // where the same gangs held the same jobs and whose heartbeat changed nothing,
                 // with nothing started since, would change nothing either.
                 let version = self.cluster.core().holds_version();
-                let (held, holds) = self.holds_here(n);
-                if let Some(h) = &holds
+                // What gangs hold here is looked up before the heartbeat only to compare it
+                // with the nodes that changed nothing so far.
+                let before = (!fruitless_held.is_empty()).then(|| self.holds_here(n));
+                if let Some((_, Some(h))) = &before
                     && (fruitless_held.iter())
                         .any(|(f, g, k)| *g == group && k == h && f.dominates(&free))
                 {
@@ -708,18 +710,26 @@ impl<'t> Replay<'t> {
                     self.check_fruitless(t, n);
                     continue;
                 }
-                let changed_nothing = !self.heartbeat_changes(t, n)?;
-                // What is held is as before the heartbeat if no hold changed anywhere.
-                let same = self.cluster.core().holds_version() == version;
+                if self.heartbeat_changes(t, n)? {
+                    fruitless_held.clear();
+                    continue;
+                }
+                // What is held is as before the heartbeat if no hold changed anywhere; else
+                // the node tells about others only if its gangs' holds are as before.
+                let (held, holds) = if self.cluster.core().holds_version() == version {
+                    before.unwrap_or_else(|| self.holds_here(n))
+                } else {
+                    let after = self.holds_here(n);
+                    match before {
+                        Some((_, b)) if b == after.1 => after,
+                        _ => (after.0, None),
+                    }
+                };
                 // A node whose room is held (a gang gathering, a reservation) tells nothing
                 // about the room of others; nor does one a gang just took.
-                if changed_nothing && !(if same { held } else { self.holds_on(n) }) {
+                if !held {
                     fruitless.push((free, group));
-                } else if !changed_nothing {
-                    fruitless_held.clear();
-                } else if let Some(h) = holds
-                    && (same || self.holds_here(n).1.as_ref() == Some(&h))
-                {
+                } else if let Some(h) = holds {
                     fruitless_held.push((free, group, h));
                 }
             }
