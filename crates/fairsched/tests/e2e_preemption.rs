@@ -28,6 +28,11 @@ fn of<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["event"] == kind).collect()
 }
 
+/// A shell loop that waits until file `path` exists (a job the test lets end by creating it).
+fn until_exists(path: &std::path::Path) -> String {
+    format!("while [ ! -e {} ]; do sleep 0.1; done", path.display())
+}
+
 fn job_ids(events: &[&Value]) -> Vec<String> {
     let mut ids: Vec<String> = events
         .iter()
@@ -281,10 +286,7 @@ strong_guarantee_resources = { cpu = 2 }
     );
     // The gang's jobs run until the test lets them end.
     let go = c.dir.path().join("go");
-    let gang_script = format!(
-        "echo $$ > pid; while [ ! -e {} ]; do sleep 0.1; done; echo gang-done",
-        go.display()
-    );
+    let gang_script = format!("echo $$ > pid; {}; echo gang-done", until_exists(&go));
     let args = [
         "--pool", "batch", "--jobs", "2", "--cpu", "1", "--memory", "64MiB", "--gang",
     ];
@@ -727,10 +729,7 @@ mode = "fifo"
             ("n3", "cpu=1,memory=1GiB,user_slots=8"),
         ],
     );
-    let until = |file: &str| {
-        let path = c.dir.path().join(file);
-        format!("while [ ! -e {} ]; do sleep 0.1; done", path.display())
-    };
+    let until = |file: &str| until_exists(&c.dir.path().join(file));
     let job = ["--pool", "q", "--cpu", "1", "--memory", "64MiB"];
     let with =
         |more: &[&'static str]| -> Vec<&'static str> { job.iter().chain(more).copied().collect() };
@@ -806,10 +805,7 @@ gang_placement = { enable = true }
         ],
     );
     let go = c.dir.path().join("go");
-    let script = format!(
-        "echo $$ > pid; while [ ! -e {} ]; do sleep 0.1; done; echo done",
-        go.display()
-    );
+    let script = format!("echo $$ > pid; {}; echo done", until_exists(&go));
     let args = [
         "--pool", "q", "--jobs", "2", "--cpu", "1", "--memory", "64MiB", "--gang",
     ];
