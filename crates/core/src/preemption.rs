@@ -223,10 +223,12 @@ impl Parts<'_> {
             {
                 continue;
             }
-            // The targets still waiting, and whether every one is a gang operation (looked up
-            // once: the lookups by id were a sixth of a rigid fair-share replay).
+            // The targets still waiting (looked up once: the lookups by id were a sixth of a
+            // rigid fair-share replay). Gang operations placed all at once start only from
+            // what they hold, never here: they are left out, and when every target still
+            // waiting is one, nothing starts here.
+            let gang_placement = self.trees[t].config().gang_placement.enable;
             let mut targets: Vec<ElementIndex> = Vec::new();
-            let mut all_gangs = true;
             for &i in self.caches.preemption[t]
                 .targets
                 .get(&spec.target)
@@ -238,16 +240,14 @@ impl Parts<'_> {
                     && let Some(op) = self.books.operations.get(id)
                     && op.state == OperationState::Running
                     && op.pending_job_count() > 0
+                    && !(gang_placement && op.is_gang())
                 {
                     targets.push(i);
-                    all_gangs &= op.is_gang();
                 }
             }
-            // Gang operations placed all at once start only from what they hold (see
-            // `start_for_preemption`'s walk): when every target still waiting is one, nothing
-            // starts here.
-            let gangs_only = all_gangs && self.trees[t].config().gang_placement.enable;
-            if (targets.is_empty() || gangs_only)
+            // Sorted, for the walk's lookups (`start_for_preemption`).
+            targets.sort_unstable();
+            if targets.is_empty()
                 && (stage != Stage::Preemptive || !self.trees[t].limits_maybe_violated)
             {
                 continue;
@@ -283,9 +283,22 @@ impl Parts<'_> {
                 .into_iter()
                 .filter(|(id, _)| !matches!(blockers.get(id), Some(Blocker::Operation)))
                 .collect();
+            // A job starts only if the node's free room and what every candidate holds cover
+            // it, so at least the smallest pending job: when they do not, the walk over the
+            // targets is not built (most preemptive heartbeats of a full cluster).
+            let room = candidates
+                .iter()
+                .fold(self.books.nodes[node_id].free(), |acc, (id, _)| {
+                    acc.add(&self.books.allocations[id].resources)
+                });
+            let may_start = self
+                .books
+                .pending_shapes
+                .min()
+                .is_some_and(|min| room.dominates(min));
             if started < max_started
                 && !targets.is_empty()
-                && !gangs_only
+                && may_start
                 && let Some(order) =
                     self.start_for_preemption(now, node_id, &targets, &candidates, &blockers, stage)
             {
@@ -344,23 +357,18 @@ impl Parts<'_> {
         stage: Stage,
     ) -> Option<crate::scheduler::StartOrder> {
         let t = self.books.nodes[node_id].tree?;
-        // (Not called when every target is a gang operation placed all at once: see
-        // `schedule_preemptive`.)
+        // `targets` is sorted and holds no gang operation placed all at once (those start only
+        // from what they hold: see `schedule_preemptive`).
+        debug_assert!(targets.is_sorted());
         let mut walk = descent::walk_for(
             t,
             &self.trees[t].arena,
             &self.books.operations,
             &self.books.nodes[node_id],
-            |i| targets.contains(&i),
+            |i| targets.binary_search(&i).is_ok(),
         );
         while let Some(leaf) = walk.best_leaf(&self.trees[t].arena) {
-            // Gang operations placed all at once start only from what they hold.
-            if self.trees[t].config().gang_placement.enable
-                && descent::is_gang_leaf(&self.trees[t].arena, &self.books.operations, leaf)
-            {
-                walk.deactivate(&self.trees[t].arena, leaf);
-                continue;
-            }
+            debug_assert!(!(self.trees[t].config().gang_placement.enable && walk.gang[leaf]));
             // The discount: every candidate this operation may take.
             let discount = candidates
                 .iter()
