@@ -95,7 +95,7 @@ impl Scheduler {
         let start_seq = self.books.next_start_seq;
         self.books.next_start_seq += 1;
         for cache in &mut self.caches.preemption {
-            cache.gang_targets.clear();
+            cache.open_targets = None;
         }
         self.books.operations.insert(
             id.clone(),

@@ -214,39 +214,50 @@ impl Parts<'_> {
             if stage.is_ssd() && !ssd_node {
                 continue;
             }
-            // When every target is a gang placed all at once, nothing starts here (see
-            // below); unless limits may need enforcing, the stage changes nothing: it is
-            // skipped without looking the targets up.
-            if self.trees[t].config().gang_placement.enable
-                && self.caches.preemption[t].gang_targets.get(&spec.target) == Some(&true)
+            // The targets that may start here (gang operations placed all at once start only
+            // from what they hold, never here), as listed at the last update if that is known.
+            let gang_placement = self.trees[t].config().gang_placement.enable;
+            let open = (self.caches.preemption[t].open_targets.as_ref())
+                .filter(|(g, _)| *g == gang_placement)
+                .map(|(_, lists)| lists.get(&spec.target));
+            // When none is listed, unless limits may need enforcing, the stage changes
+            // nothing: it is skipped without looking the targets up.
+            if open.is_some_and(|list| list.is_none_or(Vec::is_empty))
                 && (stage != Stage::Preemptive || !self.trees[t].limits_maybe_violated)
             {
                 continue;
             }
-            // The targets still waiting (looked up once: the lookups by id were a sixth of a
-            // rigid fair-share replay). Gang operations placed all at once start only from
-            // what they hold, never here: they are left out, and when every target still
-            // waiting is one, nothing starts here.
-            let gang_placement = self.trees[t].config().gang_placement.enable;
-            let mut targets: Vec<ElementIndex> = Vec::new();
-            for &i in self.caches.preemption[t]
-                .targets
-                .get(&spec.target)
-                .into_iter()
-                .flatten()
-            {
+            // Those still waiting, sorted for the walk's lookups (`start_for_preemption`).
+            let waiting = |i: ElementIndex| {
                 if let crate::tree::ElementRef::Operation(id) =
                     &self.trees[t].arena.elements[i].kind
                     && let Some(op) = self.books.operations.get(id)
-                    && op.state == OperationState::Running
-                    && op.pending_job_count() > 0
-                    && !(gang_placement && op.is_gang())
                 {
-                    targets.push(i);
+                    op.state == OperationState::Running
+                        && op.pending_job_count() > 0
+                        && !(gang_placement && op.is_gang())
+                } else {
+                    false
                 }
-            }
-            // Sorted, for the walk's lookups (`start_for_preemption`).
-            targets.sort_unstable();
+            };
+            let targets: Vec<ElementIndex> = match open {
+                Some(list) => list
+                    .into_iter()
+                    .flatten()
+                    .copied()
+                    .filter(|&i| waiting(i))
+                    .collect(),
+                None => {
+                    let lists = &self.caches.preemption[t].targets;
+                    let mut all: Vec<ElementIndex> = (lists.get(&spec.target).into_iter())
+                        .flatten()
+                        .copied()
+                        .filter(|&i| waiting(i))
+                        .collect();
+                    all.sort_unstable();
+                    all
+                }
+            };
             if targets.is_empty()
                 && (stage != Stage::Preemptive || !self.trees[t].limits_maybe_violated)
             {

@@ -222,15 +222,25 @@ impl Scheduler {
             self.trees[t].apply_update(u);
             let targets = u.take_targets();
             let arena = &self.trees[t].arena;
-            self.caches.preemption[t].gang_targets = targets
+            let gang_placement = self.trees[t].config().gang_placement.enable;
+            let open = targets
                 .iter()
                 .map(|(&priority, list)| {
-                    let gangs = list.iter().all(|&i| {
-                        crate::heartbeat::descent::is_gang_leaf(arena, &self.books.operations, i)
-                    });
-                    (priority, gangs)
+                    let mut open: Vec<fairsched_hdrf::ElementIndex> = (list.iter().copied())
+                        .filter(|&i| {
+                            !(gang_placement
+                                && crate::heartbeat::descent::is_gang_leaf(
+                                    arena,
+                                    &self.books.operations,
+                                    i,
+                                ))
+                        })
+                        .collect();
+                    open.sort_unstable();
+                    (priority, open)
                 })
                 .collect();
+            self.caches.preemption[t].open_targets = Some((gang_placement, open));
             self.caches.preemption[t].targets = targets;
             self.caches.walks[t] = None;
             self.caches.preemption[t].classes.clear();

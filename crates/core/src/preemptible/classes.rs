@@ -13,14 +13,19 @@ pub(crate) struct PreemptionCache {
     /// Operations (arena indices) by preemption priority (none: not listed), as of the last
     /// fair-share update.
     pub(crate) targets: BTreeMap<PreemptionPriority, Vec<ElementIndex>>,
-    /// For each priority of `targets`: whether every operation listed was a gang operation
-    /// when they were (absent: unknown; cleared when an operation is submitted, which may reuse
-    /// a forgotten one's id).
-    pub(crate) gang_targets: BTreeMap<PreemptionPriority, bool>,
+    /// For each priority of `targets`: the operations listed that may start in a preemptive
+    /// stage (all but gang operations placed all at once), sorted, with whether gangs were
+    /// placed all at once then; `None` when unknown (an operation was submitted since, which
+    /// may reuse a forgotten one's id): then every target is looked up.
+    pub(crate) open_targets: Option<OpenTargets>,
     /// Allocation classes per operation, dropped when its shares change or one of its
     /// allocations leaves; a new allocation joins them.
     pub(crate) classes: BTreeMap<crate::model::OperationId, OperationClasses>,
 }
+
+/// [`PreemptionCache::open_targets`]: whether the tree placed gangs all at once when they were
+/// listed, and the list per priority.
+pub(crate) type OpenTargets = (bool, BTreeMap<PreemptionPriority, Vec<ElementIndex>>);
 
 /// An operation's cached allocation classes in one tree.
 #[derive(Clone, Debug, PartialEq)]
