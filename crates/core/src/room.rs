@@ -23,8 +23,9 @@ pub(crate) struct RoomIndex {
     /// By slot: what the index counts for the node if it is schedulable, its tree and free
     /// resources.
     counted: Vec<Option<(usize, Raw)>>,
-    /// Schedulable nodes by (tree, free resources): how many.
-    free: BTreeMap<(usize, Raw), u32>,
+    /// Schedulable nodes by (tree, free resources), in id order (so that a gang's scan of
+    /// the nodes visits only those with room enough: see [`RoomIndex::fitting`]).
+    free: BTreeMap<(usize, Raw), BTreeSet<NodeId>>,
     /// Allocations with a time limit: (tree, start + limit, id), with their node's slot and
     /// resources.
     ends: BTreeMap<(usize, Millis, AllocationId), (Slot, Resources)>,
@@ -81,14 +82,14 @@ impl RoomIndex {
         let slot = self.slot(id) as usize;
         self.version += 1;
         if let Some(key) = before {
-            let count = self.free.get_mut(&key).expect("counted");
-            *count -= 1;
-            if *count == 0 {
+            let nodes = self.free.get_mut(&key).expect("counted");
+            nodes.remove(id);
+            if nodes.is_empty() {
                 self.free.remove(&key);
             }
         }
         if let Some(key) = now {
-            *self.free.entry(key).or_default() += 1;
+            self.free.entry(key).or_default().insert(id.clone());
         }
         self.counted[slot] = now;
     }
@@ -135,9 +136,35 @@ impl RoomIndex {
 
     /// The schedulable nodes of `tree` by free resources, with how many have each.
     pub(crate) fn free_in(&self, tree: usize) -> impl Iterator<Item = (Resources, u32)> + '_ {
+        self.classes_in(tree)
+            .map(|(free, nodes)| (free, nodes.len() as u32))
+    }
+
+    /// The schedulable nodes of `tree` by free resources.
+    fn classes_in(&self, tree: usize) -> impl Iterator<Item = (Resources, &BTreeSet<NodeId>)> {
         self.free
             .range((tree, [i64::MIN; RESOURCE_COUNT])..=(tree, [i64::MAX; RESOURCE_COUNT]))
-            .map(|(&(_, raw), &count)| (Resources::from_raw(raw), count))
+            .map(|(&(_, raw), nodes)| (Resources::from_raw(raw), nodes))
+    }
+
+    /// The schedulable nodes of `tree` whose free resources satisfy `fits`, in id order, if
+    /// they are at most `at_most` (else `None`: a caller then does better to walk every node).
+    pub(crate) fn fitting(
+        &self,
+        tree: usize,
+        at_most: usize,
+        fits: impl Fn(&Resources) -> bool,
+    ) -> Option<Vec<&NodeId>> {
+        let classes: Vec<&BTreeSet<NodeId>> = (self.classes_in(tree))
+            .filter(|(free, _)| fits(free))
+            .map(|(_, nodes)| nodes)
+            .collect();
+        if classes.iter().map(|nodes| nodes.len()).sum::<usize>() > at_most {
+            return None;
+        }
+        let mut ids: Vec<&NodeId> = classes.into_iter().flatten().collect();
+        ids.sort_unstable();
+        Some(ids)
     }
 
     /// The allocations of `tree` with a time limit, by start + limit (then id), with their
