@@ -230,6 +230,41 @@ mod tests {
     }
 
     #[test]
+    fn the_nodes_fitting_come_in_id_order_while_they_are_few_enough() {
+        let mut index = RoomIndex::default();
+        // (id, cpu, used): free 3, 0, 2, 3, 1; ids out of the order they are synced in.
+        for (id, cpu, used) in [("n3", 4, 1), ("n10", 4, 4), ("n1", 4, 2), ("n2", 4, 1)] {
+            let n = node(id, cpu, used);
+            index.sync_node(&n.id, Some(&n));
+        }
+        let n = Node {
+            tree: Some(1),
+            ..node("n0", 4, 3)
+        };
+        index.sync_node(&n.id, Some(&n));
+        let fitting = |index: &RoomIndex, at_most: usize, cpu: i64| -> Option<Vec<String>> {
+            let job = Resources::from_raw([cpu, 0, 0, 0, 0]);
+            index
+                .fitting(0, at_most, |free| free.dominates(&job))
+                .map(|ids| ids.into_iter().map(|id| id.0.clone()).collect())
+        };
+        assert_eq!(
+            fitting(&index, 8, 2),
+            Some(vec!["n1".into(), "n2".into(), "n3".into()])
+        );
+        assert_eq!(fitting(&index, 8, 3), Some(vec!["n2".into(), "n3".into()]));
+        assert_eq!(fitting(&index, 8, 4), Some(vec![]));
+        // More than `at_most`: the caller walks every node instead.
+        assert_eq!(fitting(&index, 1, 3), None);
+        // A node's room changes: it moves with it; a node gone leaves.
+        let n = node("n3", 4, 4);
+        index.sync_node(&n.id, Some(&n));
+        index.sync_node(&NodeId("n1".into()), None);
+        assert_eq!(fitting(&index, 8, 1), Some(vec!["n2".into()]));
+        assert_eq!(fitting(&index, 8, 0).map(|ids| ids.len()), Some(3));
+    }
+
+    #[test]
     fn ends_come_in_time_order_per_tree_and_leave_when_their_allocation_ends() {
         let mut index = RoomIndex::default();
         let (a, r) = (
