@@ -1,8 +1,9 @@
-//! The room index: per tree, how many schedulable nodes (in the tree, enabled, not draining)
+//! The room index: per tree, which schedulable nodes (in the tree, enabled, not draining)
 //! have each amount of free resources, and the allocations with a time limit in order of
 //! when they are expected to end. Kept up to date as allocations start and end and nodes
 //! change ([`crate::books`], [`crate::nodes`]), so that a gang's plan
-//! ([`crate::backfill`]'s `shadow`) costs what it looks at, not the whole cluster.
+//! ([`crate::backfill`]'s `shadow`) and its scan of the nodes with room
+//! ([`crate::gang_scan`]) cost what they look at, not the whole cluster.
 //!
 //! Each node the index has seen has a slot (a number, kept while the index lives), so that a
 //! plan's walk over the ends looks its nodes up by number rather than by id.
