@@ -240,24 +240,16 @@ impl Parts<'_> {
                     false
                 }
             };
-            let targets: Vec<ElementIndex> = match open {
-                Some(list) => list
-                    .into_iter()
-                    .flatten()
-                    .copied()
-                    .filter(|&i| waiting(i))
-                    .collect(),
-                None => {
-                    let lists = &self.caches.preemption[t].targets;
-                    let mut all: Vec<ElementIndex> = (lists.get(&spec.target).into_iter())
-                        .flatten()
-                        .copied()
-                        .filter(|&i| waiting(i))
-                        .collect();
-                    all.sort_unstable();
-                    all
-                }
+            let listed = match open {
+                Some(list) => list,
+                None => self.caches.preemption[t].targets.get(&spec.target),
             };
+            let mut targets: Vec<ElementIndex> = (listed.into_iter().flatten().copied())
+                .filter(|&i| waiting(i))
+                .collect();
+            if open.is_none() {
+                targets.sort_unstable();
+            }
             if targets.is_empty()
                 && (stage != Stage::Preemptive || !self.trees[t].limits_maybe_violated)
             {
@@ -297,19 +289,16 @@ impl Parts<'_> {
             // A job starts only if the node's free room and what every candidate holds cover
             // it, so at least the smallest pending job: when they do not, the walk over the
             // targets is not built (most preemptive heartbeats of a full cluster).
-            let room = candidates
-                .iter()
-                .fold(self.books.nodes[node_id].free(), |acc, (id, _)| {
-                    acc.add(&self.books.allocations[id].resources)
-                });
-            let may_start = self
-                .books
-                .pending_shapes
-                .min()
-                .is_some_and(|min| room.dominates(min));
+            let may_start = || {
+                let room = (candidates.iter())
+                    .fold(self.books.nodes[node_id].free(), |acc, (id, _)| {
+                        acc.add(&self.books.allocations[id].resources)
+                    });
+                (self.books.pending_shapes.min()).is_some_and(|min| room.dominates(min))
+            };
             if started < max_started
                 && !targets.is_empty()
-                && may_start
+                && may_start()
                 && let Some(order) =
                     self.start_for_preemption(now, node_id, &targets, &candidates, &blockers, stage)
             {
