@@ -19,7 +19,7 @@ pub use crate::holds::Held;
 pub(crate) use crate::holds::Shadow;
 use crate::holds::{Holds, Reservation, ShadowMemo};
 use crate::model::{Allocation, Millis, NodeId, Operation, OperationId};
-use crate::room::Slot;
+use crate::room::{FreeByNode, Slot};
 use crate::scheduler::Scheduler;
 use crate::state::Books;
 use crate::tree::{Arena, ElementRef, PoolTree};
@@ -330,7 +330,7 @@ fn shadow_indexed(
         (Some(_), _) => running.next(),
         (None, _) => placed_ends.next(),
     });
-    walk_ends(ends, now, room_now, need, job, BTreeMap::new(), free_of)
+    room.with_scratch(|scratch| walk_ends(ends, now, room_now, need, job, scratch, free_of))
 }
 
 /// The shadow from `room_now` (jobs of `job`'s shape that fit now) and the expected `ends`
@@ -342,7 +342,7 @@ fn walk_ends<K: Ord + Copy>(
     room_now: u64,
     need: u64,
     job: &Resources,
-    mut free: BTreeMap<K, Resources>,
+    free: &mut impl FreeByNode<K>,
     free_of: impl Fn(K) -> Resources,
 ) -> Shadow {
     let mut room = room_now;
@@ -354,7 +354,7 @@ fn walk_ends<K: Ord + Copy>(
             next_end = Some(end);
             break;
         }
-        let f = free.entry(node).or_insert_with(|| free_of(node));
+        let f = free.get_or_insert_with(node, || free_of(node));
         let before = fit_count(f, job);
         *f = f.add(&resources);
         room = room - before + fit_count(f, job);
@@ -430,7 +430,7 @@ fn shadow_scan(
     }
     let room_now: u64 = free.values().map(|f| fit_count(f, job)).sum();
     ends.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
-    walk_ends(ends, now, room_now, need, job, free, |_| {
+    walk_ends(ends, now, room_now, need, job, &mut free, |_| {
         unreachable!("every node's free room is collected above")
     })
 }

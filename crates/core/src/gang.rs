@@ -763,7 +763,42 @@ fn plan_needed(
         None => u64::from(pending),
     }
     .min(u64::from(pending)) as u32;
-    let nodes = books.nodes.values().filter(|n| {
+    let op = &books.operations[&op_id];
+    // A node whose free resources fit no job of the gang holds nothing for it (see
+    // `hold_here`): when the room index says such nodes are most of them, only the others
+    // are visited, in the same id order.
+    let fits_a_job = |free: &Resources| {
+        let free = free.max(&Resources::ZERO);
+        (op.spec.tasks.iter()).any(|spec| free.dominates(&spec.resources))
+    };
+    let fitting = if target > 0 {
+        books.room.fitting(t, books.nodes.len() / 8, fits_a_job)
+    } else {
+        Some(Vec::new())
+    };
+    #[cfg(debug_assertions)]
+    if let Some(ids) = &fitting
+        && target > 0
+    {
+        let expected: Vec<&NodeId> = (books.nodes.values())
+            .filter(|n| {
+                n.tree == Some(t)
+                    && n.scheduler_jobs_enabled
+                    && !n.draining
+                    && fits_a_job(&n.free())
+            })
+            .map(|n| &n.id)
+            .collect();
+        assert_eq!(
+            ids, &expected,
+            "the room index's nodes by free room are out of date"
+        );
+    }
+    let candidates: Box<dyn Iterator<Item = &Node>> = match fitting {
+        Some(ids) => Box::new(ids.into_iter().map(|id| &books.nodes[id])),
+        None => Box::new(books.nodes.values()),
+    };
+    let nodes = candidates.filter(|n| {
         n.tree == Some(t)
             && n.scheduler_jobs_enabled
             && !n.draining
@@ -774,7 +809,6 @@ fn plan_needed(
         total: Resources::ZERO,
         per_task: BTreeMap::new(),
     };
-    let op = &books.operations[&op_id];
     // What it holds on a node is what this pass finds there (each node is visited once, and
     // what it held before counts for nothing), set after the pass, which reads the others'
     // holds node by node.

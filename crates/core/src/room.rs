@@ -13,6 +13,7 @@
 use crate::model::{AllocationId, Millis, Node, NodeId};
 use fairsched_resources::{RESOURCE_COUNT, Resources};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
 
 type Raw = [i64; RESOURCE_COUNT];
 
@@ -34,6 +35,8 @@ pub(crate) struct RoomIndex {
     end_of: BTreeMap<AllocationId, (usize, Millis)>,
     /// The nodes present but not schedulable (disabled, draining or in no tree).
     unschedulable: BTreeSet<NodeId>,
+    /// Scratch for a plan's walk over the ends (see [`SlotScratch`]).
+    scratch: ScratchCell,
     /// Counts the changes to `counted` (a node's tree or free resources, a node becoming
     /// schedulable or not): what was computed from the free room stays valid while it is the
     /// same (see [`crate::unheld`]).
@@ -42,6 +45,70 @@ pub(crate) struct RoomIndex {
 
 /// A node's number in the index.
 pub(crate) type Slot = u32;
+
+/// The free room of the nodes a plan's walk over the ends has touched (`backfill`'s `walk_ends`).
+pub(crate) trait FreeByNode<K> {
+    /// Node `node`'s entry, set to `first()` if the walk has not touched it yet.
+    fn get_or_insert_with(&mut self, node: K, first: impl FnOnce() -> Resources) -> &mut Resources;
+}
+
+impl<K: Ord> FreeByNode<K> for BTreeMap<K, Resources> {
+    fn get_or_insert_with(&mut self, node: K, first: impl FnOnce() -> Resources) -> &mut Resources {
+        self.entry(node).or_insert_with(first)
+    }
+}
+
+/// The free room of the nodes one walk over the ends has touched, by slot: an entry counts
+/// only if it carries the walk's number, so a walk costs the nodes it touches, not the
+/// cluster (no map to build, nothing to clear).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SlotScratch {
+    /// The current walk's number.
+    walk: u32,
+    /// By slot: the walk that last wrote the entry, and the free room it counts.
+    entries: Vec<(u32, Resources)>,
+}
+
+impl SlotScratch {
+    /// Starts a walk: every entry is untouched.
+    fn start(&mut self, slots: usize) {
+        self.walk = self.walk.wrapping_add(1);
+        if self.walk == 0 {
+            // Wrapped: entries written 2^32 walks ago would look current.
+            self.entries.iter_mut().for_each(|e| e.0 = 0);
+            self.walk = 1;
+        }
+        if self.entries.len() < slots {
+            self.entries.resize(slots, (0, Resources::ZERO));
+        }
+    }
+}
+
+/// The index's [`SlotScratch`], written through a shared borrow of the index. A lock only
+/// so that the scheduler stays `Sync`: the core is single-threaded, so it is never contended.
+/// A copy of the index starts with an empty scratch (it holds nothing between walks).
+#[derive(Debug, Default)]
+struct ScratchCell(Mutex<SlotScratch>);
+
+impl Clone for ScratchCell {
+    fn clone(&self) -> Self {
+        ScratchCell::default()
+    }
+}
+
+impl FreeByNode<Slot> for SlotScratch {
+    fn get_or_insert_with(
+        &mut self,
+        node: Slot,
+        first: impl FnOnce() -> Resources,
+    ) -> &mut Resources {
+        let entry = &mut self.entries[node as usize];
+        if entry.0 != self.walk {
+            *entry = (self.walk, first());
+        }
+        &mut entry.1
+    }
+}
 
 impl RoomIndex {
     /// The slot of node `id`, given it now if it has none.
@@ -123,6 +190,13 @@ impl RoomIndex {
     /// as a node leaving a tree or the cluster loses its allocations).
     pub(crate) fn all_schedulable(&self) -> bool {
         self.unschedulable.is_empty()
+    }
+
+    /// Runs `f` with the scratch of a walk over the ends, every entry untouched.
+    pub(crate) fn with_scratch<R>(&self, f: impl FnOnce(&mut SlotScratch) -> R) -> R {
+        let mut scratch = (self.scratch.0.lock()).unwrap_or_else(|poisoned| poisoned.into_inner());
+        scratch.start(self.counted.len());
+        f(&mut scratch)
     }
 
     /// See `version` above.
