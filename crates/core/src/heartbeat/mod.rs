@@ -230,11 +230,10 @@ impl Parts<'_> {
         // Operations deactivated for this heartbeat only (restored below).
         let mut deactivated = Vec::new();
         self.regular_stage(now, node_id, &mut walk, &mut deactivated, response);
-        for leaf in deactivated {
-            let arena = &self.trees[t].arena;
-            walk.active[leaf] = descent::globally_active(arena, &self.books.operations, leaf);
-            walk.refresh_path(arena, leaf);
-        }
+        let arena = &self.trees[t].arena;
+        walk.restore(arena, &deactivated, |leaf| {
+            descent::globally_active(arena, &self.books.operations, leaf)
+        });
         self.caches.walks[t] = Some(walk);
         true
     }

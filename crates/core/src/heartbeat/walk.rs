@@ -156,11 +156,37 @@ impl Walk {
     /// Makes every parked operation's activity what `active` says (whether it wants jobs at
     /// all) again.
     pub(crate) fn unpark_all(&mut self, arena: &Arena, active: impl Fn(ElementIndex) -> bool) {
-        for i in std::mem::take(&mut self.parked) {
-            self.active[i] = active(i);
-            self.refresh_path(arena, i);
-        }
+        let parked = std::mem::take(&mut self.parked);
+        self.restore(arena, &parked, active);
         self.parked_key = None;
+    }
+
+    /// Makes the activity of each operation in `leaves` what `active` says, then refreshes
+    /// their paths: each element on them once, children before parents (an element's values
+    /// follow from its children's alone, so this is what refreshing each path in turn gives,
+    /// without refreshing the shared ancestors once per leaf).
+    pub(crate) fn restore(
+        &mut self,
+        arena: &Arena,
+        leaves: &[ElementIndex],
+        active: impl Fn(ElementIndex) -> bool,
+    ) {
+        let mut touched: Vec<ElementIndex> = Vec::with_capacity(leaves.len() * 3);
+        for &leaf in leaves {
+            self.active[leaf] = active(leaf);
+            let mut cur = Some(leaf);
+            while let Some(c) = cur {
+                touched.push(c);
+                cur = arena.elements[c].parent;
+                debug_assert!(cur.is_none_or(|p| p < c), "a parent after its child");
+            }
+        }
+        // A parent's index is below its children's (the arena is built top-down).
+        touched.sort_unstable_by(|a, b| b.cmp(a));
+        touched.dedup();
+        for i in touched {
+            self.refresh(arena, i);
+        }
     }
 
     /// Unparks every parked operation ([`Walk::unpark_all`]) if they were parked under
