@@ -60,11 +60,15 @@ pub(crate) struct Books {
 pub(crate) struct PendingShapes {
     counts: BTreeMap<[i64; RESOURCE_COUNT], u32>,
     min: Option<Resources>,
+    /// Counts the tasks that began or stopped having pending jobs: while it is the same, no
+    /// running operation with pending jobs has lost them all or stopped running.
+    changes: u64,
 }
 
 impl PendingShapes {
     /// A task with jobs of `shape` now has pending jobs.
     pub(crate) fn add(&mut self, shape: &Resources) {
+        self.changes += 1;
         let count = self.counts.entry(shape.raw()).or_insert(0);
         *count += 1;
         if *count == 1 {
@@ -74,6 +78,7 @@ impl PendingShapes {
 
     /// A task with jobs of `shape` no longer has pending jobs.
     pub(crate) fn remove(&mut self, shape: &Resources) {
+        self.changes += 1;
         let Some(count) = self.counts.get_mut(&shape.raw()) else {
             debug_assert!(false, "a pending shape removed that was never added");
             return;
@@ -87,6 +92,11 @@ impl PendingShapes {
                 .map(|raw| Resources::from_raw(*raw))
                 .reduce(|a, b| a.min(&b));
         }
+    }
+
+    /// See `changes` above.
+    pub(crate) fn changes(&self) -> u64 {
+        self.changes
     }
 
     /// Componentwise minimum of the pending jobs; `None` when no job is pending.

@@ -229,10 +229,23 @@ impl Parts<'_> {
         );
         // Operations deactivated for this heartbeat only (restored below).
         let mut deactivated = Vec::new();
+        let shapes = self.books.pending_shapes.changes();
         self.regular_stage(now, node_id, &mut walk, &mut deactivated, response);
+        // Each was active (wanted jobs) when deactivated. It still does if no task has stopped
+        // having pending jobs since (what it wants besides that changes only at updates).
+        let unchanged = self.books.pending_shapes.changes() == shapes;
         let arena = &self.trees[t].arena;
+        let operations = &self.books.operations;
         walk.restore(arena, &deactivated, |leaf| {
-            descent::globally_active(arena, &self.books.operations, leaf)
+            if unchanged {
+                debug_assert!(
+                    descent::globally_active(arena, operations, leaf),
+                    "an operation deactivated for a heartbeat stopped wanting jobs unnoticed"
+                );
+                true
+            } else {
+                descent::globally_active(arena, operations, leaf)
+            }
         });
         self.caches.walks[t] = Some(walk);
         true
