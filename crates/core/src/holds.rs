@@ -3,8 +3,9 @@
 //! a node offers others around them (see [`crate::backfill`]). Data and queries only: the
 //! modules named decide when holds are made and released.
 
-use crate::model::{Millis, NodeId, OperationId};
+use crate::model::{Millis, NodeId, Operation, OperationId};
 use crate::room::Slot;
+use fairsched_config::GangHold;
 use fairsched_resources::{RESOURCE_COUNT, Resources};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -175,11 +176,55 @@ impl Holds {
             || self.reservations.values().any(|r| r.operation == *op)
     }
 
-    /// What decides whether a node's offer to a gang operation changes nothing
-    /// ([`Holds::offer_changes_nothing`]) besides the operation's own state: while this is the
-    /// same, an operation for which it did stays so until its own state changes.
-    pub(crate) fn park_key(&self) -> (u64, u64) {
-        (self.room_epoch, self.assemblies_changed)
+    /// What decides whether a node's offer to a gang operation of tree `t` changes nothing
+    /// ([`Holds::offer_changes_nothing`], and with `hold = "all_free"`
+    /// [`Holds::idle_behind_assembly`]) besides the operation's own state and the clock's
+    /// advance: while this is the same, an operation for which it did stays so until its own
+    /// state changes.
+    pub(crate) fn park_key(&self, t: usize, hold: GangHold) -> ParkKey {
+        let assembly = (hold == GangHold::AllFree)
+            .then(|| self.gangs.get(&t))
+            .flatten()
+            .map(|a| {
+                (
+                    a.backfill_until,
+                    a.ready,
+                    a.starting,
+                    a.lent_at,
+                    a.planned.is_some(),
+                )
+            });
+        (self.room_epoch, self.assemblies_changed, assembly)
+    }
+
+    /// With `hold = "all_free"`: whether offering any node to gang operation `op` (not placed
+    /// whole) of tree `t` at `now` changes nothing because another gang assembles there, has
+    /// no plan and waits for nothing it lent, and `op`'s pending jobs do not all end before
+    /// that gang's expected start (see `gang::place_gang_now`, which then declines, and
+    /// `gang::gang_hold`, which leaves the other gang assembling). As the clock advances they
+    /// end later still, so this stays so while [`Holds::park_key`] and `op` are the same.
+    pub(crate) fn idle_behind_assembly(
+        &self,
+        t: usize,
+        op: &Operation,
+        now: Millis,
+        hold: GangHold,
+    ) -> bool {
+        hold == GangHold::AllFree
+            && !self.placed_gangs.contains_key(&op.spec.id)
+            && self.gangs.get(&t).is_some_and(|a| {
+                a.operation != op.spec.id
+                    && a.planned.is_none()
+                    && !(a.ready && !a.starting && a.lent_at == Some(self.room_epoch))
+                    && !a.backfill_until.is_some_and(|until| {
+                        op.spec.tasks.iter().zip(&op.tasks).all(|(spec, task)| {
+                            task.pending == 0
+                                || spec
+                                    .time_limit_ms
+                                    .is_some_and(|l| now.saturating_add(l) <= until)
+                        })
+                    })
+            })
     }
 
     /// Whether offering any node to gang operation `op` of tree `t` changes nothing (with
@@ -231,6 +276,15 @@ pub struct Reservation {
     /// last fair-share update; see [`crate::backfill`]).
     pub backfill_until: Option<Millis>,
 }
+
+/// See [`Holds::park_key`]: the room epoch, the assemblies' changes and, with
+/// `hold = "all_free"`, the state of the tree's assembling gang that decides whether other
+/// gangs may be placed.
+pub(crate) type ParkKey = (
+    u64,
+    u64,
+    Option<(Option<Millis>, bool, bool, Option<u64>, bool)>,
+);
 
 /// A gang operation gathering resources for all its pending jobs.
 #[derive(Clone, Debug, PartialEq)]

@@ -305,7 +305,8 @@ impl Parts<'_> {
         {
             let arena = &self.trees[walk.tree].arena;
             let operations = &self.books.operations;
-            walk.unpark_stale(arena, self.holds.park_key(), |i| {
+            let hold = self.trees[walk.tree].config().gang_placement.hold;
+            walk.unpark_stale(arena, self.holds.park_key(walk.tree, hold), |i| {
                 descent::globally_active(arena, operations, i)
             });
             #[cfg(debug_assertions)]
@@ -314,6 +315,9 @@ impl Parts<'_> {
                     assert!(
                         walk.active[i]
                             || self.holds.offer_changes_nothing(walk.tree, id)
+                            || operations.get(id).is_some_and(|op| {
+                                self.holds.idle_behind_assembly(walk.tree, op, now, hold)
+                            })
                             || !descent::globally_active(arena, operations, i),
                         "a parked gang would change if offered a node"
                     );
@@ -369,10 +373,14 @@ impl Parts<'_> {
                 // One that any node's offer leaves as it is waits, parked, until the holds'
                 // park key changes: later heartbeats do not visit it.
                 let arena = &self.trees[walk.tree].arena;
+                let hold = self.trees[walk.tree].config().gang_placement.hold;
                 if let ElementRef::Operation(id) = &arena.elements[leaf].kind
-                    && self.holds.offer_changes_nothing(walk.tree, id)
+                    && (self.holds.offer_changes_nothing(walk.tree, id)
+                        || (self.books.operations.get(id)).is_some_and(|op| {
+                            self.holds.idle_behind_assembly(walk.tree, op, now, hold)
+                        }))
                 {
-                    if !walk.park(arena, leaf, self.holds.park_key()) {
+                    if !walk.park(arena, leaf, self.holds.park_key(walk.tree, hold)) {
                         walk.deactivate(arena, leaf);
                         deactivated.push(leaf);
                     }

@@ -2,6 +2,7 @@
 //! and the descent itself over a tree's arena: satisfaction, activity along paths, and the
 //! best leaf to serve.
 
+use crate::holds::ParkKey;
 use crate::tree::{Arena, ElementRef};
 use fairsched_hdrf::ElementIndex;
 use fairsched_resources::{RESOURCE_COUNT, ResourceVector, Resources};
@@ -43,7 +44,7 @@ pub(crate) struct Walk {
     /// ([`Walk::unpark_stale`]) or their own state does (which refreshes their activity).
     pub(crate) parked: Vec<ElementIndex>,
     /// The park key under which `parked` were parked.
-    pub(crate) parked_key: Option<(u64, u64)>,
+    pub(crate) parked_key: Option<ParkKey>,
 }
 
 /// Pools with at least this many children keep them in a [`Children`] tree.
@@ -141,7 +142,7 @@ impl Walk {
     /// Parks operation `i` (found, under park key `key`, to be left as it is by any node's
     /// offer): inactive until the key changes. False (and nothing done) if others are parked
     /// under another key: it is then only deactivated for this heartbeat, by the caller.
-    pub(crate) fn park(&mut self, arena: &Arena, i: ElementIndex, key: (u64, u64)) -> bool {
+    pub(crate) fn park(&mut self, arena: &Arena, i: ElementIndex, key: ParkKey) -> bool {
         if self.parked.is_empty() {
             self.parked_key = Some(key);
         }
@@ -194,7 +195,7 @@ impl Walk {
     pub(crate) fn unpark_stale(
         &mut self,
         arena: &Arena,
-        key: (u64, u64),
+        key: ParkKey,
         active: impl Fn(ElementIndex) -> bool,
     ) {
         if !self.parked.is_empty() && self.parked_key != Some(key) {
