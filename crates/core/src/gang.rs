@@ -771,32 +771,10 @@ fn plan_needed(
         let free = free.max(&Resources::ZERO);
         (op.spec.tasks.iter()).any(|spec| free.dominates(&spec.resources))
     };
-    let fitting = if target > 0 {
-        books.room.fitting(t, books.nodes.len() / 8, fits_a_job)
+    let candidates: Box<dyn Iterator<Item = &Node>> = if target > 0 {
+        books.nodes_to_scan(t, fits_a_job)
     } else {
-        Some(Vec::new())
-    };
-    #[cfg(debug_assertions)]
-    if let Some(ids) = &fitting
-        && target > 0
-    {
-        let expected: Vec<&NodeId> = (books.nodes.values())
-            .filter(|n| {
-                n.tree == Some(t)
-                    && n.scheduler_jobs_enabled
-                    && !n.draining
-                    && fits_a_job(&n.free())
-            })
-            .map(|n| &n.id)
-            .collect();
-        assert_eq!(
-            ids, &expected,
-            "the room index's nodes by free room are out of date"
-        );
-    }
-    let candidates: Box<dyn Iterator<Item = &Node>> = match fitting {
-        Some(ids) => Box::new(ids.into_iter().map(|id| &books.nodes[id])),
-        None => Box::new(books.nodes.values()),
+        Box::new(std::iter::empty())
     };
     let nodes = candidates.filter(|n| {
         n.tree == Some(t)

@@ -4,7 +4,7 @@
 use crate::backfill;
 use crate::heartbeat::walk::Walk;
 use crate::holds::Holds;
-use crate::model::{Millis, Node, NodeId};
+use crate::model::{Millis, NodeId};
 use crate::state::Books;
 use crate::tree::{Arena, ElementRef};
 use fairsched_hdrf::ElementIndex;
@@ -40,27 +40,7 @@ pub(crate) fn scan_nodes(
         (op.spec.tasks.iter().zip(&wanted))
             .any(|(spec, &w)| w > 0 && free.dominates(&spec.resources))
     };
-    let fitting = books.room.fitting(t, books.nodes.len() / 8, fits_a_wanted);
-    #[cfg(debug_assertions)]
-    if let Some(ids) = &fitting {
-        let expected: Vec<&NodeId> = (books.nodes.values())
-            .filter(|n| {
-                n.tree == Some(t)
-                    && n.scheduler_jobs_enabled
-                    && !n.draining
-                    && fits_a_wanted(&n.free())
-            })
-            .map(|n| &n.id)
-            .collect();
-        assert_eq!(
-            ids, &expected,
-            "the room index's nodes by free room are out of date"
-        );
-    }
-    let nodes: Box<dyn Iterator<Item = &Node>> = match fitting {
-        Some(ids) => Box::new(ids.into_iter().map(|id| &books.nodes[id])),
-        None => Box::new(books.nodes.values()),
-    };
+    let nodes = books.nodes_to_scan(t, fits_a_wanted);
     for node in nodes {
         if wanted.iter().all(|&w| w == 0) {
             break;

@@ -126,6 +126,36 @@ impl Default for Books {
 }
 
 impl Books {
+    /// The nodes a pass looking for room in tree `t` must visit, in id order: when the room
+    /// index says that the schedulable nodes of `t` whose free resources satisfy `fits` are at
+    /// most an eighth of the nodes, those ([`RoomIndex::fitting`]; debug builds compare with a
+    /// filter of every node); otherwise every node. The caller still skips the nodes that are
+    /// not schedulable in `t` or whose room does not fit.
+    pub(crate) fn nodes_to_scan(
+        &self,
+        t: usize,
+        fits: impl Fn(&Resources) -> bool,
+    ) -> Box<dyn Iterator<Item = &Node> + '_> {
+        let fitting = self.room.fitting(t, self.nodes.len() / 8, &fits);
+        #[cfg(debug_assertions)]
+        if let Some(ids) = &fitting {
+            let expected: Vec<&NodeId> = (self.nodes.values())
+                .filter(|n| {
+                    n.tree == Some(t) && n.scheduler_jobs_enabled && !n.draining && fits(&n.free())
+                })
+                .map(|n| &n.id)
+                .collect();
+            assert_eq!(
+                ids, &expected,
+                "the room index's nodes by free room are out of date"
+            );
+        }
+        match fitting {
+            Some(ids) => Box::new(ids.into_iter().map(|id| &self.nodes[id])),
+            None => Box::new(self.nodes.values()),
+        }
+    }
+
     /// Every operation, in start order.
     pub(crate) fn in_start_order(&self) -> impl Iterator<Item = &Operation> {
         self.start_order
