@@ -233,16 +233,11 @@ pub(crate) fn place_gang_now(
     if let Some(a) = holds
         .gangs
         .get(&t)
-        .filter(|_| !plan_in_force(books, holds, t, now) && !waits_for_lent(holds, t))
+        .filter(|_| !plan_in_force(books, holds, t, now) && !holds.waits_for_lent(t))
     {
-        let ends_in_time = a.backfill_until.is_some_and(|until| {
-            op.spec.tasks.iter().zip(&op.tasks).all(|(spec, task)| {
-                task.pending == 0
-                    || spec
-                        .time_limit_ms
-                        .is_some_and(|l| now.saturating_add(l) <= until)
-            })
-        });
+        let ends_in_time = a
+            .backfill_until
+            .is_some_and(|until| op.pending_jobs_end_by(now, until));
         if !ends_in_time {
             return false;
         }
@@ -615,7 +610,7 @@ fn whole_room_free(books: &Books, holds: &mut Holds, t: usize) -> bool {
     }
     let first = a.lent_at.replace(epoch).is_none();
     if first {
-        // What it does not hold is now anyone's (see `waits_for_lent`): gangs turned down
+        // What it does not hold is now anyone's (see `Holds::waits_for_lent`): gangs turned down
         // while it gathered are offered nodes again.
         holds.gang_unplaceable_at.clear();
         holds.assemblies_changed += 1;
@@ -647,17 +642,6 @@ pub(crate) fn lent_on<'a>(
         });
         (!free).then_some(node)
     })
-}
-
-/// Whether tree `t`'s assembly holds all it needs but waits for some of it, lent while it
-/// gathered, to be given back (as found at this room epoch: see [`whole_room_free`]). It is
-/// then not about to start, and needs nothing it does not hold: other gangs may be placed on
-/// what it does not hold, whatever their durations.
-fn waits_for_lent(holds: &Holds, t: usize) -> bool {
-    holds
-        .gangs
-        .get(&t)
-        .is_some_and(|a| a.ready && !a.starting && a.lent_at == Some(holds.room_epoch))
 }
 
 /// At a heartbeat of tree `t`, before gangs are offered the node: whether its ready assembly
@@ -873,7 +857,7 @@ pub(crate) fn others_idle(
     holds.gangs.get(&t).is_some_and(|a| {
         a.backfill_until.is_none()
             && !plan_in_force(books, holds, t, now)
-            && !waits_for_lent(holds, t)
+            && !holds.waits_for_lent(t)
             && (a.ready
                 || arena
                     .by_operation

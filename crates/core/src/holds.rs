@@ -215,16 +215,19 @@ impl Holds {
             && self.gangs.get(&t).is_some_and(|a| {
                 a.operation != op.spec.id
                     && a.planned.is_none()
-                    && !(a.ready && !a.starting && a.lent_at == Some(self.room_epoch))
-                    && !a.backfill_until.is_some_and(|until| {
-                        op.spec.tasks.iter().zip(&op.tasks).all(|(spec, task)| {
-                            task.pending == 0
-                                || spec
-                                    .time_limit_ms
-                                    .is_some_and(|l| now.saturating_add(l) <= until)
-                        })
-                    })
+                    && !self.waits_for_lent(t)
+                    && !(a.backfill_until).is_some_and(|until| op.pending_jobs_end_by(now, until))
             })
+    }
+
+    /// Whether tree `t`'s assembly holds all it needs but waits for some of it, lent while it
+    /// gathered, to be given back (as found at this room epoch: see `gang::whole_room_free`).
+    /// It is then not about to start, and needs nothing it does not hold: other gangs may be
+    /// placed on what it does not hold, whatever their durations.
+    pub(crate) fn waits_for_lent(&self, t: usize) -> bool {
+        self.gangs
+            .get(&t)
+            .is_some_and(|a| a.ready && !a.starting && a.lent_at == Some(self.room_epoch))
     }
 
     /// Whether offering any node to gang operation `op` of tree `t` changes nothing (with

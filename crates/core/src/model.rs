@@ -356,6 +356,15 @@ pub struct Operation {
 }
 
 impl Operation {
+    /// Whether every pending job, started at `now`, would end by `until` by its task's time
+    /// limit (a task without a limit never ends by then).
+    pub(crate) fn pending_jobs_end_by(&self, now: Millis, until: Millis) -> bool {
+        (self.spec.tasks.iter().zip(&self.tasks)).all(|(spec, task)| {
+            task.pending == 0
+                || (spec.time_limit_ms).is_some_and(|l| now.saturating_add(l) <= until)
+        })
+    }
+
     /// Demand = usage + pending jobs (while the operation can run).
     pub fn demand(&self) -> Resources {
         if self.state == OperationState::Running {
